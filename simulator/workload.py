@@ -1,0 +1,176 @@
+"""Workloads: what requests arrive, when, how long, and what content they share.
+
+A workload is a set of ``n`` requests described by arrays (one entry per
+request, in submission order). Token *content* is described only as far as
+prefix caching needs it: which leading tokens a request shares with a named
+prefix or with an earlier request (multi-turn), everything else being unique.
+
+Sharing model
+-------------
+The prompt of request ``r`` is, in order:
+
+1. if ``parent[r] >= 0``: the whole context of request ``parent[r]``
+   (its prompt followed by its ``output_len`` generated tokens), which the
+   parent must have *before* it in the arrays; otherwise
+2. if ``prefix_id[r] >= 0``: the ``prefix_len[prefix_id[r]]`` tokens of
+   that shared prefix;
+3. then unique tokens up to ``prompt_len[r]``.
+
+``shared_len(r)`` is the length of parts 1–2. Two requests have identical
+block hashes for block ``j`` (block size ``B``) exactly when both share the
+same source for their first ``(j + 1) * B`` tokens, as vLLM's chained hashes do.
+Generated tokens are unique to their request (the oracle's fake model samples
+random tokens), except that a child turn re-reads its parent's outputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+ArrivalUnit = Literal["step", "s"]
+
+
+class WorkloadError(ValueError):
+    """A workload that cannot be simulated; the message names the field."""
+
+
+@dataclass(frozen=True, eq=False)
+class Workload:
+    """An immutable, validated set of requests.
+
+    Parameters
+    ----------
+    prompt_len : ndarray of int64, shape (n,)
+        Prompt length of each request, in tokens (>= 1).
+    output_len : ndarray of int64, shape (n,)
+        Tokens each request generates (vLLM ``max_tokens`` with
+        ``ignore_eos``), >= 1.
+    arrival : ndarray of float64, shape (n,)
+        Arrival of each request, in engine steps (``arrival_unit="step"``,
+        whole numbers) or seconds (``arrival_unit="s"``). Non-decreasing is not
+        required; ties keep submission order.
+    arrival_unit : {"step", "s"}
+        Unit of ``arrival``.
+    prefix_id : ndarray of int64, shape (n,)
+        Index into ``prefix_len`` of the shared prefix that starts the prompt,
+        or -1 for none. Ignored where ``parent >= 0``.
+    prefix_len : ndarray of int64, shape (num_prefixes,)
+        Length of each named shared prefix, in tokens.
+    parent : ndarray of int64, shape (n,)
+        Index of an earlier request whose full context (prompt + output)
+        starts this request's prompt (multi-turn conversations), or -1.
+    ids : tuple of str, length n
+        External request ids (the oracle's ``id``), for per-request output.
+    prefix_names : tuple of str, length num_prefixes
+        Names of the shared prefixes (the oracle's ``prefixes`` keys).
+    """
+
+    prompt_len: np.ndarray
+    output_len: np.ndarray
+    arrival: np.ndarray
+    arrival_unit: ArrivalUnit = "step"
+    prefix_id: np.ndarray | None = None
+    prefix_len: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    parent: np.ndarray | None = None
+    ids: tuple[str, ...] | None = None
+    prefix_names: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        n = int(np.asarray(self.prompt_len).shape[0]) if np.ndim(self.prompt_len) == 1 else -1
+        if n < 0:
+            raise WorkloadError("prompt_len: must be a one-dimensional array")
+
+        def as_int(name: str, value, default: int | None = None) -> np.ndarray:
+            if value is None:
+                value = np.full(n, default, dtype=np.int64)
+            arr = np.asarray(value)
+            if arr.shape != (n,):
+                raise WorkloadError(f"{name}: expected {n} entries, got shape {arr.shape}")
+            if arr.size and not np.all(np.isfinite(arr.astype(np.float64))):
+                raise WorkloadError(f"{name}: values must be finite")
+            if arr.size and not np.all(np.asarray(arr, np.float64) == np.round(np.asarray(arr, np.float64))):
+                raise WorkloadError(f"{name}: values must be whole numbers")
+            out = arr.astype(np.int64)
+            out.setflags(write=False)
+            return out
+
+        prompt = as_int("prompt_len", self.prompt_len)
+        output = as_int("output_len", self.output_len)
+        if n and prompt.min() < 1:
+            raise WorkloadError("prompt_len: every prompt needs at least 1 token")
+        if n and output.min() < 1:
+            raise WorkloadError("output_len: every request generates at least 1 token")
+        if self.arrival_unit not in ("step", "s"):
+            raise WorkloadError("arrival_unit: must be 'step' or 's'")
+        arrival = np.asarray(self.arrival, dtype=np.float64)
+        if arrival.shape != (n,):
+            raise WorkloadError(f"arrival: expected {n} entries, got shape {arrival.shape}")
+        if n and (not np.all(np.isfinite(arrival)) or arrival.min() < 0):
+            raise WorkloadError("arrival: times must be finite and >= 0")
+        if self.arrival_unit == "step" and n and not np.all(arrival == np.floor(arrival)):
+            raise WorkloadError("arrival: step arrivals must be whole step numbers")
+        arrival = arrival.copy()
+        arrival.setflags(write=False)
+
+        plen = np.asarray(self.prefix_len, dtype=np.int64).reshape(-1).copy()
+        if plen.size and plen.min() < 1:
+            raise WorkloadError("prefix_len: shared prefixes need at least 1 token")
+        plen.setflags(write=False)
+        pid = as_int("prefix_id", self.prefix_id, -1)
+        if n and (pid.min() < -1 or pid.max() >= plen.size):
+            raise WorkloadError(f"prefix_id: must be -1 or an index below {plen.size}")
+        par = as_int("parent", self.parent, -1)
+        if n and np.any((par < -1) | (par >= np.arange(n))):
+            raise WorkloadError("parent: must be -1 or the index of an earlier request")
+
+        object.__setattr__(self, "prompt_len", prompt)
+        object.__setattr__(self, "output_len", output)
+        object.__setattr__(self, "arrival", arrival)
+        object.__setattr__(self, "prefix_len", plen)
+        object.__setattr__(self, "prefix_id", pid)
+        object.__setattr__(self, "parent", par)
+        shared = self.shared_len()
+        if n and np.any(shared > prompt):
+            bad = int(np.flatnonzero(shared > prompt)[0])
+            raise WorkloadError(
+                f"prompt_len: request {bad} is shorter ({prompt[bad]} tokens) than the "
+                f"prefix or parent context it starts with ({shared[bad]} tokens)"
+            )
+        ids = tuple(str(i) for i in range(n)) if self.ids is None else tuple(str(i) for i in self.ids)
+        if len(ids) != n:
+            raise WorkloadError(f"ids: expected {n} ids, got {len(ids)}")
+        object.__setattr__(self, "ids", ids)
+        names = (
+            tuple(f"p{i}" for i in range(plen.size))
+            if self.prefix_names is None
+            else tuple(str(s) for s in self.prefix_names)
+        )
+        if len(names) != plen.size:
+            raise WorkloadError("prefix_names: one name per shared prefix")
+        object.__setattr__(self, "prefix_names", names)
+
+    @property
+    def n(self) -> int:
+        """Number of requests."""
+        return int(self.prompt_len.shape[0])
+
+    def shared_len(self) -> np.ndarray:
+        """Leading prompt tokens each request shares with a prefix or parent.
+
+        Returns
+        -------
+        ndarray of int64, shape (n,)
+            Tokens; 0 where the prompt is wholly unique.
+        """
+        shared = np.where(self.prefix_id >= 0, self.prefix_len[np.maximum(self.prefix_id, 0)], 0)
+        if self.prefix_len.size == 0:
+            shared = np.zeros(self.n, np.int64)
+        has_parent = self.parent >= 0
+        if has_parent.any():
+            ctx = self.prompt_len + self.output_len
+            shared = shared.copy()
+            shared[has_parent] = ctx[self.parent[has_parent]]
+        return shared.astype(np.int64)
