@@ -1,0 +1,18 @@
+"""Top-level URLs.
+
+Pages: ``/`` sizing (planner.sizing), ``/sweeps/`` and ``/reports/`` (planner.sweeps),
+``/catalog/`` (gpuprofiles), ``/accounts/`` (sign in/up, API tokens).
+API: everything under ``/api/`` is version 1 (``config.api_urls``).
+"""
+
+from django.contrib import admin
+from django.urls import include, path
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("api/", include("config.api_urls")),
+    path("accounts/", include("planner.accounts.urls")),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("catalog/", include("gpuprofiles.urls")),
+    path("", include("planner.urls")),
+]

@@ -1,0 +1,3 @@
+"""Account pages: sign up, API tokens."""
+
+urlpatterns: list = []

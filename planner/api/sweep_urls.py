@@ -1,0 +1,3 @@
+"""Routes (filled in by the feature that owns them)."""
+
+urlpatterns: list = []

@@ -1,0 +1,8 @@
+"""Planner API routes (sizing, simulations, sweeps, reports)."""
+
+from django.urls import include, path
+
+urlpatterns = [
+    path("", include("planner.api.sizing_urls")),
+    path("", include("planner.api.sweep_urls")),
+]

@@ -1,0 +1,9 @@
+"""Sizing pages."""
+
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("", views.home, name="home"),
+]

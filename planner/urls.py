@@ -1,0 +1,8 @@
+"""Page routes of the planner app: sizing at ``/``, sweeps and reports."""
+
+from django.urls import include, path
+
+urlpatterns = [
+    path("", include("planner.sizing.urls")),
+    path("", include("planner.sweeps.urls")),
+]

@@ -1,0 +1,13 @@
+"""The app boots: settings load, the home page renders, static Plotly is served locally."""
+
+from django.contrib.staticfiles import finders
+
+
+def test_home_page_renders(client):
+    response = client.get("/")
+    assert response.status_code == 200
+    assert b"KV Planner" in response.content
+
+
+def test_plotly_javascript_is_served_from_static_files():
+    assert finders.find("plotly/plotly.min.js") is not None
