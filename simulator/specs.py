@@ -218,8 +218,12 @@ class ModelSpec:
     vocab_size, intermediate_size : int
     num_experts, num_experts_per_tok, moe_intermediate_size, num_shared_experts : int
         Mixture of experts (0 = dense). ``moe_intermediate_size`` defaults to ``intermediate_size``.
+    shared_expert_intermediate_size : int, optional
+        Intermediate size of each shared expert (defaults to ``moe_intermediate_size``).
     num_dense_layers : int
         Layers with a dense FFN in an MoE model (DeepSeek ``first_k_dense_replace``).
+    gated_mlp : bool
+        SwiGLU-style MLP with gate, up and down projections (False: GPT-2 style up/down).
     attention_bias : bool
         q/k/v (and o) projections carry a bias (parameter count only).
     tie_word_embeddings : bool
@@ -253,8 +257,10 @@ class ModelSpec:
     num_experts_per_tok: int = 0
     moe_intermediate_size: int | None = None
     num_shared_experts: int = 0
+    shared_expert_intermediate_size: int | None = None
     num_dense_layers: int = 0
     attention_bias: bool = False
+    gated_mlp: bool = True
     tie_word_embeddings: bool = False
     num_parameters: int | None = None
     num_active_parameters: int | None = None
@@ -303,7 +309,7 @@ class ModelSpec:
                     f"num_kv_heads: {self.num_kv_heads} does not divide num_attention_heads {self.num_attention_heads}"
                 )
         for name in ("kv_lora_rank", "qk_rope_head_dim", "q_lora_rank", "qk_nope_head_dim", "v_head_dim",
-                     "max_position_embeddings", "moe_intermediate_size"):
+                     "max_position_embeddings", "moe_intermediate_size", "shared_expert_intermediate_size"):
             _whole(self, name, 0, 100_000_000, optional=True)
         _whole(self, "vocab_size", 0, 100_000_000)
         _whole(self, "intermediate_size", 0, 100_000_000)
@@ -324,7 +330,7 @@ class ModelSpec:
         if layers and len(layers) != self.num_layers:
             raise SpecError(f"layers: {len(layers)} layer kinds given for num_layers {self.num_layers}")
         object.__setattr__(self, "layers", layers)
-        for name in ("attention_bias", "tie_word_embeddings"):
+        for name in ("attention_bias", "tie_word_embeddings", "gated_mlp"):
             if not isinstance(getattr(self, name), bool):
                 raise SpecError(f"{name}: must be true or false")
         _whole(self, "num_parameters", 1, 10**15, optional=True)
@@ -458,9 +464,16 @@ class DeploymentSpec:
         Longest request; ``None`` = the model's ``max_position_embeddings``.  # tokens
     max_num_batched_tokens : int, optional
         Token budget per step, which also sizes the profiling run;
-        ``None`` = ``max(8192, ...)`` as vLLM's online-serving default.  # tokens
-    max_num_seqs : int
-        Running-request cap (used by the CUDA-graph estimate only).
+        ``None`` = vLLM's online-serving default for the GPU (8192 on >= 70 GiB
+        GPUs other than A100, else 2048).  # tokens
+    max_num_seqs : int, optional
+        Running-request cap; sizes vLLM's dummy sampler run in profiling.
+        ``None`` = vLLM's default for the GPU (1024 on >= 70 GiB GPUs other
+        than A100, else 256).
+    vllm_version : str, optional
+        vLLM version the plan should imitate (``"0.10.1"``, ``"0.6"``...); it
+        selects the fitted activation model (see ``docs/sizing.md``).
+        ``None`` = recent vLLM.
     enforce_eager : bool
         No CUDA graphs (the CUDA-graph term is then 0).
     subtract_cudagraph : bool
@@ -481,7 +494,8 @@ class DeploymentSpec:
     gpu_memory_utilization: float = 0.9
     max_model_len: int | None = None
     max_num_batched_tokens: int | None = None
-    max_num_seqs: int = 256
+    max_num_seqs: int | None = None
+    vllm_version: str | None = None
     enforce_eager: bool = False
     subtract_cudagraph: bool = False
     cpu_tier_gib: float | None = None
@@ -508,7 +522,11 @@ class DeploymentSpec:
         object.__setattr__(self, "gpu_memory_utilization", float(g))
         _whole(self, "max_model_len", 1, 100_000_000, optional=True)
         _whole(self, "max_num_batched_tokens", 1, 100_000_000, optional=True)
-        _whole(self, "max_num_seqs", 1, 1_000_000)
+        _whole(self, "max_num_seqs", 1, 1_000_000, optional=True)
+        if self.vllm_version is not None:
+            v = self.vllm_version
+            if not isinstance(v, str) or not v.strip() or not v.strip().lstrip("v")[:1].isdigit():
+                raise SpecError(f"vllm_version: must look like '0.11.0', got {v!r}")
         for name in ("enforce_eager", "subtract_cudagraph"):
             if not isinstance(getattr(self, name), bool):
                 raise SpecError(f"{name}: must be true or false")
