@@ -8,7 +8,10 @@ API: everything under ``/api/`` is version 1 (``config.api_urls``).
 from django.contrib import admin
 from django.urls import include, path
 
+from .health import healthz
+
 urlpatterns = [
+    path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("api/", include("config.api_urls")),
     path("accounts/", include("planner.accounts.urls")),

@@ -11,3 +11,9 @@ def test_home_page_renders(client):
 
 def test_plotly_javascript_is_served_from_static_files():
     assert finders.find("plotly/plotly.min.js") is not None
+
+
+def test_healthz_reports_database_ok(db, client):
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}

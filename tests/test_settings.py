@@ -1,0 +1,66 @@
+"""Settings come from the environment; production settings pass ``check --deploy``; migrations are complete."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management import call_command
+
+from config import env
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _manage(*args: str, extra_env: dict[str, str]) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if k not in {"DEBUG", "SECRET_KEY", "SECURE_SSL_REDIRECT", "ALLOWED_HOSTS"}}
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env={**clean, **extra_env}, capture_output=True, text=True
+    )
+
+
+def test_check_deploy_is_clean_with_production_settings(tmp_path):
+    result = _manage(
+        "check",
+        "--deploy",
+        "--fail-level",
+        "WARNING",
+        extra_env={
+            "SECRET_KEY": "x7#kQ9!vR2@pL5$wN8^zT1&yB4*cF6(hJ3)mD0-sG_aE+uK-Vq8rWz3Lp0Xc",
+            "ALLOWED_HOSTS": "kvplanner.example.com",
+            "KVP_DATA_DIR": str(tmp_path),
+        },
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_missing_secret_key_in_production_is_refused(tmp_path):
+    result = _manage("check", extra_env={"SECRET_KEY": "", "KVP_DATA_DIR": str(tmp_path)})
+    assert result.returncode != 0
+    assert "SECRET_KEY must be set" in result.stderr
+
+
+@pytest.mark.parametrize("raw,expected", [("true", True), ("0", False), ("ON", True), ("no", False)])
+def test_env_bool_reads_common_spellings(monkeypatch, raw, expected):
+    monkeypatch.setenv("KVP_FLAG", raw)
+    assert env.env_bool("KVP_FLAG") is expected
+
+
+def test_env_bool_rejects_nonsense(monkeypatch):
+    monkeypatch.setenv("KVP_FLAG", "maybe")
+    with pytest.raises(ImproperlyConfigured, match="KVP_FLAG must be a boolean"):
+        env.env_bool("KVP_FLAG")
+
+
+def test_env_int_rejects_nonsense(monkeypatch):
+    monkeypatch.setenv("KVP_N", "ten")
+    with pytest.raises(ImproperlyConfigured, match="KVP_N must be an integer"):
+        env.env_int("KVP_N", 1)
+
+
+@pytest.mark.django_db
+def test_models_and_migrations_agree():
+    call_command("makemigrations", "--check", "--dry-run", verbosity=0)
