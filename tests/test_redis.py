@@ -19,7 +19,7 @@ def test_kombu_round_trips_a_message_through_redis(redis_url):
 def test_embedded_filesystem_broker_round_trips_a_message(tmp_path):
     folder = tmp_path / "queue"
     folder.mkdir()
-    options = {"data_folder_in": str(folder), "data_folder_out": str(folder)}
+    options = {"data_folder_in": str(folder), "data_folder_out": str(folder), "control_folder": str(tmp_path / "control")}
     with kombu.Connection("filesystem://", transport_options=options) as conn:
         queue = conn.SimpleQueue("kvp-test-fs")
         queue.put({"hello": "filesystem"})
