@@ -1,0 +1,354 @@
+"""Trace files in, oracle workload JSON out.
+
+Reading a trace
+---------------
+:func:`read_trace` reads a request trace, CSV (with a header row) or JSONL
+(one JSON object per line), into a :class:`~simulator.workload.Workload`.
+Columns / keys (case-sensitive, lower case):
+
+=====================  ========================================================
+``arrival_time``       arrival in seconds (float >= 0), or
+``arrival_step``       arrival as an engine-step index (whole number >= 0);
+                       exactly one of the two, the same on every row
+``prompt_tokens``      prompt length in tokens (the whole prompt, including a
+                       shared prefix or a conversation's earlier context)
+``output_tokens``      tokens the request generates (>= 1)
+``id``                 optional request id (default: the row number from 0)
+``prefix_id``          optional name of a shared prefix the prompt starts with
+``prefix_len``         its length in tokens (required with ``prefix_id``; the
+                       same on every row naming that prefix)
+``conversation_id``    optional: rows with the same id are turns of one
+                       conversation, in file order; each turn's prompt starts
+                       with the previous turn's prompt and output
+=====================  ========================================================
+
+Empty cells (CSV) or ``null`` (JSONL) mean "absent" for optional columns.
+Unknown columns are errors. Every error names the file, line and column.
+
+Writing oracle JSON
+-------------------
+:func:`workload_to_oracle_dict` / :func:`write_oracle_json` write a workload
+in the oracle's compact form (``prefixes`` with token ids, ``requests`` with
+``id``, ``arrival_step`` or ``arrival_time``, ``max_tokens``, ``prompt_len``
+and ``prefix``), which ``tools/vllm_oracle/run_oracle.py`` reads as it is.
+Follow-up turns of conversations carry an extra ``"parent": <id>`` key: a
+KV Planner extension that the oracle ignores (it would treat such a prompt as
+unique tokens, so the oracle cannot reproduce cross-turn cache hits).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any, Iterable, TextIO
+
+import numpy as np
+
+from simulator.distributions import MAX_TOKENS
+from simulator.generators import MAX_REQUESTS
+from simulator.workload import Workload, WorkloadError
+
+#: Token ids the oracle draws from (as its generator: [3, 32000)).
+ORACLE_VOCAB = 32_000
+
+COLUMNS = ("arrival_time", "arrival_step", "prompt_tokens", "output_tokens", "id",
+           "prefix_id", "prefix_len", "conversation_id")
+_REQUIRED = ("prompt_tokens", "output_tokens")
+
+
+def _where(name: str, line: int, col: str | None = None, kind: str = "column") -> str:
+    return f"{name} line {line}" + (f", {kind} {col}" if col else "")
+
+
+def _whole(value: Any, where: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool):
+        raise WorkloadError(f"{where}: expected a whole number, got {value!r}")
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise WorkloadError(f"{where}: expected a whole number, got {value!r}") from None
+    if not math.isfinite(x) or x != round(x):
+        raise WorkloadError(f"{where}: expected a whole number, got {value!r}")
+    if not lo <= x <= hi:
+        raise WorkloadError(f"{where}: must be between {lo:,} and {hi:,}, got {value!r}")
+    return int(x)
+
+
+def _seconds(value: Any, where: str) -> float:
+    if isinstance(value, bool):
+        raise WorkloadError(f"{where}: expected a time in seconds, got {value!r}")
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise WorkloadError(f"{where}: expected a time in seconds, got {value!r}") from None
+    if not math.isfinite(x) or x < 0:
+        raise WorkloadError(f"{where}: must be a finite time >= 0 s, got {value!r}")
+    return x
+
+
+def _rows_csv(text: str, name: str) -> Iterable[tuple[int, dict[str, Any]]]:
+    reader = csv.reader(io.StringIO(text))
+    header: list[str] | None = None
+    for row in reader:
+        line = reader.line_num
+        if not row or all(not c.strip() for c in row) or row[0].lstrip().startswith("#"):
+            continue
+        if header is None:
+            header = [c.strip() for c in row]
+            for col in header:
+                if col not in COLUMNS:
+                    raise WorkloadError(f"{_where(name, line, col or '(empty)')}: unknown column "
+                                        f"(known: {', '.join(COLUMNS)})")
+            if len(set(header)) != len(header):
+                raise WorkloadError(f"{_where(name, line)}: a column appears twice in the header")
+            continue
+        if len(row) != len(header):
+            raise WorkloadError(f"{_where(name, line)}: expected {len(header)} cells, got {len(row)}")
+        yield line, {k: (v.strip() if v.strip() != "" else None) for k, v in zip(header, row)}
+    if header is None:
+        raise WorkloadError(f"{name}: empty trace (expected a header row, e.g. arrival_time,prompt_tokens,output_tokens)")
+
+
+def _rows_jsonl(text: str, name: str) -> Iterable[tuple[int, dict[str, Any]]]:
+    for line, raw in enumerate(text.splitlines(), 1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise WorkloadError(f"{_where(name, line)}: invalid JSON ({exc.msg}, column {exc.colno})") from None
+        if not isinstance(obj, dict):
+            raise WorkloadError(f"{_where(name, line)}: expected a JSON object")
+        for key in obj:
+            if key not in COLUMNS:
+                raise WorkloadError(f"{_where(name, line, key, 'field')}: unknown field (known: {', '.join(COLUMNS)})")
+        yield line, obj
+
+
+def parse_trace(text: str, *, fmt: str, name: str = "trace") -> Workload:
+    """Parse trace text (``fmt`` = ``"csv"`` or ``"jsonl"``) into a Workload.
+
+    ``name`` is used in error messages (a file name).
+    """
+    if fmt not in ("csv", "jsonl"):
+        raise WorkloadError(f"{name}: unknown trace format {fmt!r} (csv or jsonl)")
+    rows = _rows_csv(text, name) if fmt == "csv" else _rows_jsonl(text, name)
+    kind = "column" if fmt == "csv" else "field"
+
+    def where(line: int, col: str | None = None) -> str:
+        return _where(name, line, col, kind)
+
+    prompt: list[int] = []
+    output: list[int] = []
+    arrival: list[float] = []
+    ids: list[str] = []
+    pid: list[int] = []
+    parent: list[int] = []
+    prefix_index: dict[str, int] = {}
+    prefix_len: list[int] = []
+    last_turn: dict[str, int] = {}  # conversation id -> index of its latest turn
+    lines: list[int] = []
+    unit: str | None = None
+    for line, row in rows:
+        if len(prompt) >= MAX_REQUESTS:
+            raise WorkloadError(f"{where(line)}: more than {MAX_REQUESTS:,} requests")
+        row = {k: v for k, v in row.items() if v is not None}
+        for col in _REQUIRED:
+            if col not in row:
+                raise WorkloadError(f"{where(line, col)}: missing")
+        has_t, has_s = "arrival_time" in row, "arrival_step" in row
+        if has_t == has_s:
+            raise WorkloadError(f"{where(line)}: give exactly one of arrival_time (s) or arrival_step")
+        this_unit = "s" if has_t else "step"
+        if unit is None:
+            unit = this_unit
+        elif unit != this_unit:
+            col = "arrival_time" if has_t else "arrival_step"
+            raise WorkloadError(f"{where(line, col)}: earlier rows use "
+                                f"{'arrival_time' if unit == 's' else 'arrival_step'}; do not mix the two")
+        if has_t:
+            t = _seconds(row["arrival_time"], where(line, "arrival_time"))
+        else:
+            t = float(_whole(row["arrival_step"], where(line, "arrival_step"), 0, 10**12))
+        p = _whole(row["prompt_tokens"], where(line, "prompt_tokens"), 1, MAX_TOKENS)
+        o = _whole(row["output_tokens"], where(line, "output_tokens"), 1, MAX_TOKENS)
+        i = len(prompt)
+        rid = str(row.get("id", i))
+        pref = -1
+        if "prefix_id" in row:
+            key = str(row["prefix_id"])
+            if "prefix_len" not in row:
+                raise WorkloadError(f"{where(line, 'prefix_len')}: missing (required with prefix_id)")
+            plen = _whole(row["prefix_len"], where(line, "prefix_len"), 1, MAX_TOKENS)
+            if key not in prefix_index:
+                prefix_index[key] = len(prefix_len)
+                prefix_len.append(plen)
+            elif prefix_len[prefix_index[key]] != plen:
+                raise WorkloadError(f"{where(line, 'prefix_len')}: prefix {key!r} was "
+                                    f"{prefix_len[prefix_index[key]]} tokens on an earlier row, here {plen}")
+            pref = prefix_index[key]
+            if plen > p:
+                raise WorkloadError(f"{where(line, 'prompt_tokens')}: {p} tokens, shorter than "
+                                    f"its {plen}-token prefix {key!r}")
+        elif "prefix_len" in row:
+            raise WorkloadError(f"{where(line, 'prefix_id')}: missing (prefix_len needs a prefix_id)")
+        par = -1
+        if "conversation_id" in row:
+            conv = str(row["conversation_id"])
+            if conv in last_turn:
+                par = last_turn[conv]
+                ctx = prompt[par] + output[par]
+                if p < ctx:
+                    raise WorkloadError(
+                        f"{where(line, 'prompt_tokens')}: {p} tokens, fewer than the {ctx}-token context "
+                        f"(prompt + output) of the previous turn of conversation {conv!r} on line {lines[par]}")
+                if t < arrival[par]:
+                    col = "arrival_time" if unit == "s" else "arrival_step"
+                    raise WorkloadError(f"{where(line, col)}: arrives before the previous turn of "
+                                        f"conversation {conv!r} on line {lines[par]}")
+            last_turn[conv] = i
+        prompt.append(p)
+        output.append(o)
+        arrival.append(t)
+        ids.append(rid)
+        pid.append(pref)
+        parent.append(par)
+        lines.append(line)
+    if not prompt:
+        raise WorkloadError(f"{name}: no requests in the trace")
+    if len(set(ids)) != len(ids):
+        seen: set[str] = set()
+        for k, rid in enumerate(ids):
+            if rid in seen:
+                raise WorkloadError(f"{where(lines[k], 'id')}: duplicate request id {rid!r}")
+            seen.add(rid)
+    return Workload(
+        prompt_len=np.asarray(prompt, np.int64),
+        output_len=np.asarray(output, np.int64),
+        arrival=np.asarray(arrival, np.float64),
+        arrival_unit=unit or "step",
+        prefix_id=np.asarray(pid, np.int64),
+        prefix_len=np.asarray(prefix_len, np.int64),
+        parent=np.asarray(parent, np.int64),
+        ids=tuple(ids),
+        prefix_names=tuple(prefix_index),
+    )
+
+
+def trace_format(path: str | Path) -> str | None:
+    """``"csv"`` or ``"jsonl"`` from a file name's extension, else None."""
+    suffix = Path(path).suffix.lower()
+    return {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}.get(suffix)
+
+
+def read_trace(path: str | Path, fmt: str | None = None) -> Workload:
+    """Read a CSV or JSONL trace file (format from the extension unless ``fmt``).
+
+    Raises
+    ------
+    WorkloadError
+        Missing or unreadable file, unknown format or column, or a bad value
+        (the message names the file, line and column).
+    """
+    p = Path(path)
+    fmt = fmt or trace_format(p)
+    if fmt is None:
+        raise WorkloadError(f"{p.name}: unknown trace format (use a .csv or .jsonl file)")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise WorkloadError(f"{p}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise WorkloadError(f"{p}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    return parse_trace(text, fmt=fmt, name=p.name)
+
+
+def workload_to_oracle_dict(workload: Workload, *, seed: int = 0, meta: dict | None = None) -> dict[str, Any]:
+    """The oracle's compact workload JSON for ``workload``.
+
+    Parameters
+    ----------
+    workload : Workload
+    seed : int
+        Written as the file's ``seed`` (the oracle derives unique prompt tails
+        from it) and used to draw the shared prefixes' token ids in [3, 32000).
+    meta : dict, optional
+        Stored under ``"generator"`` (for example the WorkloadSpec and seed).
+
+    Returns
+    -------
+    dict
+        ``{"generator"?, "seed", "prefixes": {name: [token ids]}, "requests": [...], "note"}``.
+    """
+    if len(set(workload.ids)) != workload.n:
+        raise WorkloadError("ids: request ids must be unique (the oracle derives each prompt from its id)")
+    rng = np.random.default_rng(seed)
+    prefixes = {name: rng.integers(3, ORACLE_VOCAB, int(length)).tolist()
+                for name, length in zip(workload.prefix_names, workload.prefix_len)}
+    akey = "arrival_step" if workload.arrival_unit == "step" else "arrival_time"
+    arrivals = (workload.arrival.astype(np.int64).tolist() if akey == "arrival_step"
+                else [round(float(x), 6) for x in workload.arrival])
+    requests = []
+    for i in range(workload.n):
+        r: dict[str, Any] = {"id": workload.ids[i], akey: arrivals[i],
+                             "max_tokens": int(workload.output_len[i]),
+                             "prompt_len": int(workload.prompt_len[i])}
+        par = int(workload.parent[i])
+        if par >= 0:
+            r["parent"] = workload.ids[par]
+        elif workload.prefix_id[i] >= 0:
+            r["prefix"] = workload.prefix_names[int(workload.prefix_id[i])]
+        requests.append(r)
+    out: dict[str, Any] = {}
+    if meta is not None:
+        out["generator"] = meta
+    out.update({
+        "seed": int(seed),
+        "prefixes": prefixes,
+        "requests": requests,
+        "note": ("compact form: full prompt = prefixes[request.prefix] (if any) + unique tail up to "
+                 "prompt_len tokens; 'parent' (KV Planner extension, ignored by the oracle) = the "
+                 "previous turn whose prompt and output start this prompt"),
+    })
+    return out
+
+
+def write_oracle_json(workload: Workload, file: str | Path | TextIO, *, seed: int = 0,
+                      meta: dict | None = None) -> None:
+    """Write :func:`workload_to_oracle_dict` as compact JSON to a path or open text file."""
+    text = json.dumps(workload_to_oracle_dict(workload, seed=seed, meta=meta), separators=(",", ":")) + "\n"
+    if hasattr(file, "write"):
+        file.write(text)
+    else:
+        Path(file).write_text(text)
+
+
+def apply_parents(workload: Workload, data: dict[str, Any]) -> Workload:
+    """Add the ``parent`` links of an oracle-style JSON (our extension) to ``workload``.
+
+    ``workload`` is what the oracle reader made of ``data`` (the requests in
+    the same order); each request's ``"parent"`` names an earlier request id.
+    """
+    reqs = data.get("requests") if isinstance(data, dict) else None
+    if not isinstance(reqs, list) or not any(isinstance(r, dict) and "parent" in r for r in reqs):
+        return workload
+    index = {rid: i for i, rid in enumerate(workload.ids)}
+    parent = np.full(workload.n, -1, np.int64)
+    for i, r in enumerate(reqs):
+        if isinstance(r, dict) and r.get("parent") is not None:
+            p = index.get(str(r["parent"]))
+            if p is None or p >= i:
+                raise WorkloadError(f"requests[{i}].parent: {r['parent']!r} is not the id of an earlier request")
+            parent[i] = p
+    return Workload(
+        prompt_len=workload.prompt_len, output_len=workload.output_len, arrival=workload.arrival,
+        arrival_unit=workload.arrival_unit, prefix_id=np.where(parent >= 0, -1, workload.prefix_id),
+        prefix_len=workload.prefix_len, parent=parent, ids=workload.ids, prefix_names=workload.prefix_names,
+    )
+
+
+__all__ = ["COLUMNS", "parse_trace", "read_trace", "trace_format", "workload_to_oracle_dict",
+           "write_oracle_json", "apply_parents"]
