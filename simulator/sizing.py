@@ -1,0 +1,984 @@
+"""Closed-form KV cache sizing, the way vLLM computes it at start-up.
+
+Given a :class:`~simulator.specs.ModelSpec`, a :class:`~simulator.specs.GpuSpec`
+and a :class:`~simulator.specs.DeploymentSpec`, :func:`plan` returns a
+:class:`SizingResult`: KV bytes per token, bytes per block, the number of GPU
+blocks vLLM would allocate, the "GPU KV cache size" in tokens, the "Maximum
+concurrency for max_model_len tokens per request", the smallest cache that can
+serve one ``max_model_len`` prompt, and the per-GPU memory budget.
+
+vLLM's rule (v1 ``gpu_worker.determine_available_memory``)::
+
+    available_kv = total_gpu_memory x gpu_memory_utilization
+                   - weights - peak activation - non-torch memory
+                   [- CUDA-graph estimate, when that estimate is enabled]
+    num_gpu_blocks = available_kv // bytes_per_block
+
+The weights, activation and non-torch terms are modelled here from the model
+and the knobs (see :func:`weights_bytes_per_gpu`, :func:`activation_bytes`,
+:func:`non_torch_bytes`; the fit against published vLLM logs is in
+``docs/sizing.md``); each can be replaced by the figure from a real log
+(:func:`parse_vllm_log`, :func:`calibration_from_log`).
+
+Units: ``# bytes`` unless a name ends in ``_gib`` (GiB = 2**30 bytes);
+``# tokens``, ``# blocks``, ``# requests`` as named.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from simulator.specs import (
+    DTYPE_BYTES,
+    GIB,
+    LAYER_FULL,
+    LAYER_LINEAR,
+    LAYER_SLIDING,
+    DeploymentSpec,
+    GpuSpec,
+    LayerSpec,
+    ModelSpec,
+    SpecError,
+)
+
+# ---------------------------------------------------------------------------
+# dtypes
+# ---------------------------------------------------------------------------
+
+#: Extra bytes per cached element for the scales a KV format needs.
+#: fp8/int8 in vLLM use one scale per tensor (per layer): negligible, 0.
+#: int4: one fp16 scale per group of 64 elements (2/64 B); fp4/nvfp4: one fp8
+#: scale per 16 elements (1/16 B), as NVFP4 defines it.
+KV_SCALE_OVERHEAD_BYTES: dict[str, float] = {
+    "fp32": 0.0, "bf16": 0.0, "fp16": 0.0, "fp8": 0.0, "fp8_e4m3": 0.0, "fp8_e5m2": 0.0, "int8": 0.0,
+    "int4": 2.0 / 64, "fp4": 1.0 / 16, "nvfp4": 1.0 / 16, "mxfp4": 1.0 / 32,
+}
+
+
+def kv_element_bytes(kv_dtype: str) -> float:
+    """Bytes per cached K/V element, scale overhead included.  # bytes
+
+    Parameters
+    ----------
+    kv_dtype : str
+        Canonical dtype name (``bf16``, ``fp8``, ``int4``, ``fp4``...).
+    """
+    if kv_dtype not in DTYPE_BYTES:
+        raise SpecError(f"kv_cache_dtype: unknown dtype {kv_dtype!r}")
+    return DTYPE_BYTES[kv_dtype] + KV_SCALE_OVERHEAD_BYTES.get(kv_dtype, 0.0)
+
+
+def compute_dtype(model: ModelSpec, deployment: DeploymentSpec) -> str:
+    """The dtype vLLM runs the model in: ``deployment.dtype``, or for ``auto`` the
+    checkpoint dtype, with fp32 checkpoints served in bf16 as vLLM does."""
+    if deployment.dtype != "auto":
+        return deployment.dtype
+    d = model.weights_dtype
+    if d == "fp32":
+        return "bf16"
+    if DTYPE_BYTES[d] < 2:  # a checkpoint dtype of fp8 means quantized weights, activations in bf16
+        return "bf16"
+    return d
+
+
+def resolve_kv_dtype(model: ModelSpec, deployment: DeploymentSpec) -> str:
+    """``kv_cache_dtype``, with ``auto`` resolved to the compute dtype."""
+    return compute_dtype(model, deployment) if deployment.kv_cache_dtype == "auto" else deployment.kv_cache_dtype
+
+
+# ---------------------------------------------------------------------------
+# per-token KV
+# ---------------------------------------------------------------------------
+
+
+def check_parallelism(model: ModelSpec, tensor_parallel_size: int, pipeline_parallel_size: int = 1) -> None:
+    """Raise :class:`SpecError` when vLLM would refuse this TP / PP split."""
+    tp, pp = tensor_parallel_size, pipeline_parallel_size
+    if model.num_attention_heads % tp:
+        raise SpecError(f"tensor_parallel_size: {tp} does not divide num_attention_heads {model.num_attention_heads}")
+    if model.attention != "MLA":
+        for kv in {lay.num_kv_heads or model.num_kv_heads for lay in model.layer_specs}:
+            if kv % tp and tp % kv:
+                raise SpecError(f"tensor_parallel_size: {tp} and num_kv_heads {kv} must divide one another")
+    if pp > model.num_layers:
+        raise SpecError(f"pipeline_parallel_size: {pp} is more than num_layers {model.num_layers}")
+
+
+def layer_kv_elements_per_token(model: ModelSpec, layer: LayerSpec, tensor_parallel_size: int = 1) -> int:
+    """K/V elements one token occupies in one attention layer on one TP rank.  # elements
+
+    Full / sliding attention: ``2 x kv_heads_per_rank x head_dim`` where
+    ``kv_heads_per_rank = max(1, kv_heads // tp)`` (heads are replicated when
+    ``tp > kv_heads``). MLA: ``kv_lora_rank + qk_rope_head_dim`` (one latent,
+    not K and V), held whole by every rank. Linear / Mamba layers: 0 (fixed
+    state, see :func:`linear_state_bytes_per_request`).
+    """
+    if layer.kind == LAYER_LINEAR:
+        return 0
+    if model.attention == "MLA":
+        return int(model.kv_lora_rank) + int(model.qk_rope_head_dim or 0)
+    kv = layer.num_kv_heads or model.num_kv_heads
+    hd = layer.head_dim or model.head_dim
+    return 2 * max(1, kv // tensor_parallel_size) * hd
+
+
+def kv_bytes_per_token(model: ModelSpec, kv_dtype: str = "bf16", tensor_parallel_size: int = 1,
+                       layers: Sequence[LayerSpec] | None = None, *, per_gpu: bool = False) -> float:
+    """KV bytes one token of context occupies, over all attention layers.  # bytes
+
+    Parameters
+    ----------
+    model : ModelSpec
+    kv_dtype : str
+        Canonical KV cache dtype.
+    tensor_parallel_size : int
+        TP degree.
+    layers : sequence of LayerSpec, optional
+        Restrict to these layers (one pipeline stage); default all.
+    per_gpu : bool
+        False: whole model (the sum over ranks, i.e. ``2 x layers x kv_heads x
+        head_dim x bytes`` for a dense model; replicated heads and the MLA
+        latent are counted once). True: what one TP rank holds.
+
+    Sliding-window layers are counted in full here (this is the per-token
+    width vLLM pages); they hold at most their window per request, see
+    :func:`kv_bytes_per_request`.
+    """
+    lays = model.layer_specs if layers is None else layers
+    tp = tensor_parallel_size if per_gpu else 1
+    elems = sum(layer_kv_elements_per_token(model, lay, tp) for lay in lays)
+    return elems * kv_element_bytes(kv_dtype)
+
+
+def linear_state_bytes_per_request(model: ModelSpec, tensor_parallel_size: int = 1,
+                                   layers: Sequence[LayerSpec] | None = None, *, per_gpu: bool = False) -> float:
+    """Fixed per-request state of linear-attention / Mamba layers.  # bytes
+
+    Split evenly across TP ranks when ``per_gpu``.
+    """
+    lays = model.layer_specs if layers is None else layers
+    total = float(sum(lay.state_bytes for lay in lays if lay.kind == LAYER_LINEAR))
+    return total / tensor_parallel_size if per_gpu else total
+
+
+def kv_bytes_per_request(model: ModelSpec, tokens: int, kv_dtype: str = "bf16") -> float:
+    """KV bytes one request of ``tokens`` tokens holds, whole model.  # bytes
+
+    Full layers hold every token, sliding-window layers at most ``window``
+    tokens, linear layers their fixed state.
+    """
+    eb = kv_element_bytes(kv_dtype)
+    total = 0.0
+    for lay in model.layer_specs:
+        if lay.kind == LAYER_LINEAR:
+            total += lay.state_bytes
+            continue
+        n = min(tokens, lay.window) if lay.kind == LAYER_SLIDING else tokens
+        total += n * layer_kv_elements_per_token(model, lay, 1) * eb
+    return total
+
+
+# ---------------------------------------------------------------------------
+# blocks
+# ---------------------------------------------------------------------------
+
+
+def blocks_for_tokens(tokens: int | np.ndarray, block_size: int) -> int | np.ndarray:
+    """Blocks a request of ``tokens`` tokens needs: ``ceil(tokens / block_size)``.  # blocks"""
+    if isinstance(tokens, np.ndarray):
+        return -(-tokens // block_size)
+    return -(-int(tokens) // int(block_size))
+
+
+def last_block_waste(tokens: int, block_size: int) -> int:
+    """Unused slots in a request's last block: ``block_size - tokens % block_size``, or 0.  # tokens"""
+    r = int(tokens) % int(block_size)
+    return 0 if r == 0 else int(block_size) - r
+
+
+def min_blocks_unservable(max_input_tokens: int, block_size: int) -> int:
+    """Total blocks below which a prompt of ``max_input_tokens`` can never be scheduled (BLIS
+    ``DroppedUnservable``): ``ceil(max_input / block_size)``.  # blocks"""
+    return int(blocks_for_tokens(max_input_tokens, block_size))
+
+
+def pp_layer_partition(num_layers: int, pipeline_parallel_size: int) -> list[range]:
+    """Layer indices of each pipeline stage, as vLLM's ``get_pp_indices`` splits them
+    (even split; the remainder goes to the stages before the last)."""
+    pp = pipeline_parallel_size
+    parts = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        parts[-i] += 1
+    out, start = [], 0
+    for n in parts:
+        out.append(range(start, start + n))
+        start += n
+    return out
+
+
+@dataclass(frozen=True)
+class KVGroups:
+    """vLLM's KV cache groups for one pipeline stage on one rank.
+
+    Attributes
+    ----------
+    group_size : int
+        Layers per group (all groups share one block pool; a block holds one group's layers).
+    full_groups, sliding_groups : int
+        Groups of full-attention and sliding-window layers.
+    sliding_window : int or None
+        Largest window among the sliding groups.  # tokens
+    bytes_per_block : float
+        ``group_size x block_size x widest per-layer page``.  # bytes
+    linear_state_bytes : float
+        Fixed per-request state of the stage's linear layers on this rank.  # bytes
+    """
+
+    group_size: int
+    full_groups: int
+    sliding_groups: int
+    sliding_window: int | None
+    bytes_per_block: float
+    linear_state_bytes: float
+
+    @property
+    def num_groups(self) -> int:
+        return self.full_groups + self.sliding_groups
+
+
+def kv_groups(model: ModelSpec, layers: Sequence[LayerSpec], kv_dtype: str, block_size: int,
+              tensor_parallel_size: int = 1) -> KVGroups:
+    """Group a stage's attention layers the way vLLM's hybrid allocator does.
+
+    One kind of attention: one group of all layers. Several kinds (gpt-oss:
+    18 full + 18 sliding): ``group_size = min(layers per kind)``, each kind
+    split into ``ceil(n / group_size)`` groups, one shared block pool with
+    ``bytes_per_block = group_size x page_size``.
+    """
+    eb = kv_element_bytes(kv_dtype)
+    attn = [lay for lay in layers if lay.kind != LAYER_LINEAR]
+    lin = linear_state_bytes_per_request(model, tensor_parallel_size, layers, per_gpu=True)
+    if not attn:
+        return KVGroups(0, 0, 0, None, 0.0, lin)
+    kinds: dict[tuple, int] = {}
+    for lay in attn:
+        key = (lay.kind, lay.window if lay.kind == LAYER_SLIDING else None)
+        kinds[key] = kinds.get(key, 0) + 1
+    page = max(layer_kv_elements_per_token(model, lay, tensor_parallel_size) for lay in attn) * eb * block_size
+    if len(kinds) == 1:
+        (kind, window), n = next(iter(kinds.items()))
+        full = 1 if kind == LAYER_FULL else 0
+        # one group of every layer: sum of the (possibly different) per-layer pages
+        bpb = sum(layer_kv_elements_per_token(model, lay, tensor_parallel_size) for lay in attn) * eb * block_size
+        return KVGroups(n, full, 1 - full, window, bpb, lin)
+    gsize = min(kinds.values())
+    full_g = sum(-(-n // gsize) for (k, _), n in kinds.items() if k == LAYER_FULL)
+    slide_g = sum(-(-n // gsize) for (k, _), n in kinds.items() if k == LAYER_SLIDING)
+    windows = [w for (k, w) in kinds if k == LAYER_SLIDING]
+    return KVGroups(gsize, full_g, slide_g, max(windows) if windows else None, gsize * page, lin)
+
+
+def blocks_per_request(groups: KVGroups, tokens: int, block_size: int, max_num_batched_tokens: int) -> int:
+    """Blocks of the shared pool one request of ``tokens`` tokens needs at most (vLLM's
+    ``max_memory_usage_bytes`` summed over groups).  # blocks
+
+    Full groups: ``cdiv(tokens, B)``; sliding groups:
+    ``cdiv(min(window - 1 + max_num_batched_tokens, tokens), B) + 1``; linear
+    state counted as ``cdiv(state, bytes_per_block)`` blocks (our approximation).
+    """
+    n = groups.full_groups * int(blocks_for_tokens(tokens, block_size))
+    if groups.sliding_groups:
+        w = min(groups.sliding_window - 1 + max_num_batched_tokens, tokens)
+        n += groups.sliding_groups * (int(blocks_for_tokens(w, block_size)) + 1)
+    if groups.linear_state_bytes and groups.bytes_per_block:
+        n += math.ceil(groups.linear_state_bytes / groups.bytes_per_block)
+    return n
+
+
+# ---------------------------------------------------------------------------
+# parameters and weights
+# ---------------------------------------------------------------------------
+
+
+def _param_parts(model: ModelSpec) -> dict[str, float]:
+    """Parameter counts by category, whole model.  # parameters"""
+    H, L = model.hidden_size, model.num_layers
+    nh, d = model.num_attention_heads, model.head_dim
+    parts: dict[str, float] = {}
+    parts["embed"] = model.vocab_size * H
+    parts["lm_head"] = 0 if model.tie_word_embeddings else model.vocab_size * H
+    attn = 0.0
+    for lay in model.layer_specs:
+        if lay.kind == LAYER_LINEAR:
+            continue  # linear-attention / Mamba mixers: not modelled, give num_parameters to be exact
+        if model.attention == "MLA":
+            qd = (model.qk_nope_head_dim or 0) + (model.qk_rope_head_dim or 0) or d
+            vd = model.v_head_dim or d
+            ql = model.q_lora_rank
+            q = (H * ql + ql + ql * nh * qd) if ql else H * nh * qd
+            kv_a = H * (model.kv_lora_rank + (model.qk_rope_head_dim or 0)) + model.kv_lora_rank
+            kv_b = model.kv_lora_rank * nh * ((model.qk_nope_head_dim or 0) + vd)
+            attn += q + kv_a + kv_b + nh * vd * H
+        else:
+            kv = lay.num_kv_heads or model.num_kv_heads
+            hd = lay.head_dim or d
+            a = H * nh * hd + 2 * H * kv * hd + nh * hd * H
+            if model.attention_bias:
+                a += nh * hd + 2 * kv * hd + H
+            attn += a
+    parts["attention"] = attn
+    mlp_mats = 3 if model.gated_mlp else 2
+    n_moe = L - model.num_dense_layers if model.is_moe else 0
+    n_dense = L - n_moe
+    dense = n_dense * mlp_mats * H * model.intermediate_size
+    if not model.gated_mlp:
+        dense += n_dense * (model.intermediate_size + H)  # GPT-2 MLP biases
+    parts["dense_mlp"] = dense
+    if model.is_moe:
+        ie = model.moe_intermediate_size or model.intermediate_size
+        per_expert = mlp_mats * H * ie
+        if model.attention_bias and model.gated_mlp and not model.num_shared_experts and model.num_dense_layers == 0 \
+                and model.quantization == "mxfp4":
+            per_expert += 2 * ie + H  # gpt-oss expert biases
+        parts["experts"] = n_moe * model.num_experts * per_expert
+        parts["experts_active"] = n_moe * model.num_experts_per_tok * per_expert
+        si = model.shared_expert_intermediate_size or ie
+        parts["shared"] = n_moe * model.num_shared_experts * mlp_mats * H * si
+        parts["router"] = n_moe * model.num_experts * H
+    else:
+        parts["experts"] = parts["experts_active"] = parts["shared"] = parts["router"] = 0.0
+    parts["norms"] = (2 * L + 1) * H
+    return parts
+
+
+def estimate_num_parameters(model: ModelSpec) -> tuple[int, int]:
+    """Total and active parameters computed from the config.  # parameters
+
+    Returns
+    -------
+    (total, active) : tuple of int
+        ``active`` counts ``num_experts_per_tok`` routed experts per MoE layer
+        and everything else, the input embedding included (the convention of
+        Mistral's, Qwen's and DeepSeek's cards; OpenAI's gpt-oss card leaves the
+        embedding out). Linear-attention / Mamba mixer weights are not modelled.
+    """
+    p = _param_parts(model)
+    common = p["attention"] + p["dense_mlp"] + p["shared"] + p["router"] + p["norms"] + p["lm_head"]
+    total = common + p["embed"] + p["experts"]
+    active = common + p["experts_active"] + p["embed"]
+    return int(round(total)), int(round(active))
+
+
+#: Bytes per parameter of a quantized linear weight, scales included.
+QUANT_WEIGHT_BYTES: dict[str, float] = {
+    "fp8": 1.0 + 4.0 / (128 * 128),  # e4m3 + one fp32 scale per 128x128 block (DeepSeek); per-tensor is less
+    "int8": 1.0 + 2.0 / 128,
+    "awq": 0.5 + 2.5 / 128,  # 4-bit + fp16 scale and 4-bit zero per group of 128
+    "gptq": 0.5 + 2.5 / 128,
+    "int4": 0.5 + 2.5 / 128,
+    "mxfp4": 4.25 / 8,  # 4-bit + one e8m0 scale per 32
+    "nvfp4": 0.5 + 1.0 / 16,  # 4-bit + one fp8 scale per 16
+    "fp4": 0.5 + 1.0 / 16,
+}
+
+
+def weights_bytes_per_gpu(model: ModelSpec, deployment: DeploymentSpec, stage: int | None = None) -> float:
+    """Weight bytes one GPU loads (vLLM's "Model loading took X GiB").  # bytes
+
+    Every tensor is split by TP (vocab-parallel embedding and head, heads,
+    MLP columns); K/V projections are replicated when ``tp > kv_heads``.
+    Pipeline stage ``s`` holds its layers, the embedding on the first stage and
+    the head on the last. With ``num_parameters`` given, the estimate is scaled
+    to match it.
+
+    Quantized checkpoints: fp8 / int8 / AWQ / GPTQ / NVFP4 quantize the linear
+    layers (attention, MLP, experts), leaving embedding, head, norms and router
+    in the compute dtype; ``mxfp4`` (gpt-oss) quantizes only the MoE experts,
+    whose per-rank intermediate size vLLM pads to a multiple of 256.
+
+    Parameters
+    ----------
+    stage : int, optional
+        Pipeline stage; default the heaviest stage.
+    """
+    tp, pp = deployment.tensor_parallel_size, deployment.pipeline_parallel_size
+    if stage is None:
+        return max(weights_bytes_per_gpu(model, deployment, s) for s in range(pp))
+    cb = DTYPE_BYTES[compute_dtype(model, deployment)]
+    q = model.quantization
+    qb = QUANT_WEIGHT_BYTES.get(q, cb) if q else cb
+    p = _param_parts(model)
+    est_total, _ = estimate_num_parameters(model)
+    scale = (model.num_parameters / est_total) if (model.num_parameters and est_total) else 1.0
+    n_stage_layers = len(pp_layer_partition(model.num_layers, pp)[stage])
+    frac = n_stage_layers / model.num_layers
+    linear = p["attention"] + p["dense_mlp"] + p["shared"]
+    experts = p["experts"]
+    if q == "mxfp4":
+        ie = model.moe_intermediate_size or model.intermediate_size or 1
+        per_rank = ie / tp
+        padded = math.ceil(per_rank / 256) * 256
+        experts_b = experts * (padded / per_rank) * qb
+        linear_b = linear * cb
+    elif q:
+        experts_b = experts * qb
+        linear_b = linear * qb
+    else:
+        experts_b = experts * cb
+        linear_b = linear * cb
+    other = (p["router"] + p["norms"]) * cb
+    per_layer_bytes = (linear_b + experts_b + other) * frac
+    # replicated K/V projections when tp > kv heads
+    if model.attention != "MLA" and tp > model.num_kv_heads:
+        kv_proj = 2 * model.hidden_size * model.num_kv_heads * model.head_dim * model.num_layers * frac
+        per_layer_bytes += kv_proj * (tp / model.num_kv_heads - 1) * (qb if q and q != "mxfp4" else cb)
+    edge = 0.0
+    if stage == 0:
+        edge += p["embed"] * cb
+    if stage == pp - 1:
+        edge += (p["lm_head"] if not model.tie_word_embeddings or pp == 1 else p["embed"]) * cb
+    return (per_layer_bytes + edge) / tp * scale
+
+
+# ---------------------------------------------------------------------------
+# activation and overhead model
+# ---------------------------------------------------------------------------
+
+#: Bytes per (sequence x vocabulary) entry of vLLM's dummy sampler run at
+#: profiling, by vLLM version; fitted on the start-up logs in docs/sizing.md.
+SAMPLER_BYTES_PER_LOGIT = {
+    "v0": 38.5,  # V0 engine (<= 0.6): dummy top-k/top-p sampling, full sort (R01, R16, R18)
+    "0.7-0.10": 12.0,  # V1 0.7 - 0.10: dummy sampler without top-k/top-p (R30, R32, R35)
+    "0.11": 38.5,  # V1 0.11: top-k/top-p in the dummy run (llm-d H100 logs, R42)
+    "recent": 7.5,  # V1 >= 0.12 (R13 on 0.27.1, R19 / R21 on 0.28.0)
+}
+#: Non-torch memory (CUDA context not counted by torch, cuBLAS workspaces), one GPU.
+NON_TORCH_GIB = 0.13  # GiB
+#: Extra non-torch memory with more than one GPU (NCCL buffers, custom all-reduce).
+NON_TORCH_MULTI_GPU_GIB = 0.42  # GiB
+#: CUDA-graph memory estimate when it is subtracted (median of the logs: 0.39-1.88 GiB, some negative).
+CUDAGRAPH_GIB = 0.5  # GiB
+#: Hidden-size-wide buffers alive at the forward peak (residual, hidden states, layer output).
+FORWARD_HIDDEN_COPIES = 3
+
+
+def _version_key(version: str | None) -> str:
+    if version is None:
+        return "recent"
+    v = version.strip().lower().lstrip("v")
+    if v.startswith("0") or v[:1].isdigit():
+        nums = re.findall(r"\d+", v)
+        major = int(nums[0]) if nums else 0
+        minor = int(nums[1]) if len(nums) > 1 else 0
+        if major > 0 or minor >= 12:
+            return "recent"
+        if minor == 11:
+            return "0.11"
+        if minor >= 7:
+            return "0.7-0.10"
+        return "v0"
+    return "recent"
+
+
+def default_batch_knobs(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec) -> tuple[int, int, int]:
+    """``(max_model_len, max_num_batched_tokens, max_num_seqs)`` with vLLM's defaults filled in.
+
+    vLLM's online-serving defaults: 8192 tokens / 1024 sequences on GPUs with
+    >= 70 GiB other than A100, else 2048 / 256. The V0 engine (``vllm_version``
+    < 0.7) without chunked prefill batches ``max(max_model_len, 2048)`` tokens.
+    """
+    mml = deployment.max_model_len or model.max_position_embeddings
+    if mml is None:
+        raise SpecError("max_model_len: required (the model gives no max_position_embeddings)")
+    big = gpu.memory_gib >= 70 and "a100" not in gpu.name.lower()
+    v0 = _version_key(deployment.vllm_version) == "v0"
+    if deployment.max_num_batched_tokens is not None:
+        mnbt = deployment.max_num_batched_tokens
+    elif v0:
+        mnbt = max(mml, 2048)
+    else:
+        mnbt = 8192 if big else 2048
+    seqs = deployment.max_num_seqs or (1024 if big and not v0 else 256)
+    return mml, mnbt, seqs
+
+
+def activation_bytes(model: ModelSpec, deployment: DeploymentSpec, max_num_batched_tokens: int,
+                     max_num_seqs: int) -> float:
+    """Peak activation of vLLM's profiling run on one GPU.  # bytes
+
+    ``max(forward, sampler)`` where
+
+    * ``forward = T x a x (3 x hidden + mlp_width)`` with ``T =
+      max_num_batched_tokens``, ``a`` the compute dtype's bytes and
+      ``mlp_width`` the widest per-rank intermediate of one layer
+      (``3 x I / tp`` for a gated MLP; ``top_k x (3 x I_expert / tp + hidden)``
+      plus shared experts for MoE, the fused-MoE caches);
+    * ``sampler = min(max_num_seqs, T) x vocab x b`` with ``b`` bytes per
+      logit fitted per vLLM version (:data:`SAMPLER_BYTES_PER_LOGIT`).
+    """
+    tp = deployment.tensor_parallel_size
+    a = DTYPE_BYTES[compute_dtype(model, deployment)]
+    H = model.hidden_size
+    mats = 3 if model.gated_mlp else 2
+    widths = [mats * model.intermediate_size / tp] if (not model.is_moe or model.num_dense_layers) else []
+    if model.is_moe:
+        ie = model.moe_intermediate_size or model.intermediate_size
+        w = model.num_experts_per_tok * (mats * ie / tp + H)
+        si = model.shared_expert_intermediate_size or ie
+        w += model.num_shared_experts * mats * si / tp
+        widths.append(w)
+    attn_w = (model.num_attention_heads * 2 + 2 * model.num_kv_heads) * model.head_dim / tp
+    widths.append(attn_w)
+    T = max_num_batched_tokens
+    forward = T * a * (FORWARD_HIDDEN_COPIES * H + max(widths))
+    b = SAMPLER_BYTES_PER_LOGIT[_version_key(deployment.vllm_version)]
+    sampler = min(max_num_seqs, T) * model.vocab_size * b
+    return float(max(forward, sampler))
+
+
+def non_torch_bytes(deployment: DeploymentSpec) -> float:
+    """Non-torch memory on one GPU: ``NON_TORCH_GIB`` plus ``NON_TORCH_MULTI_GPU_GIB`` with more than one GPU.  # bytes"""
+    gib = NON_TORCH_GIB + (NON_TORCH_MULTI_GPU_GIB if deployment.num_gpus > 1 else 0.0)
+    return gib * GIB
+
+
+# ---------------------------------------------------------------------------
+# the plan
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Per-GPU memory of the tightest pipeline stage.  # GiB
+
+    ``budget = total x gpu_memory_utilization``; ``kv`` is what vLLM reports as
+    "Available KV cache memory"; ``kv_used`` what the allocated blocks occupy;
+    ``free = total - budget`` (left to other processes) plus the unused tail of
+    ``kv`` below one block.
+    """
+
+    total: float
+    budget: float
+    weights: float
+    activation: float
+    non_torch: float
+    cudagraph: float
+    kv: float
+    kv_used: float
+    free: float
+
+
+@dataclass(frozen=True)
+class SizingResult:
+    """What :func:`plan` computes; ``to_dict()`` gives the JSON the API returns.
+
+    Attributes
+    ----------
+    kv_bytes_per_token : float
+        Whole model, all attention layers.  # bytes
+    kv_bytes_per_token_per_gpu : float
+        One GPU of the tightest stage.  # bytes
+    bytes_per_block_per_gpu : float
+        vLLM's page size of one block on one GPU.  # bytes
+    num_gpu_blocks : int
+        vLLM's ``num_gpu_blocks`` (including the null block).  # blocks
+    kv_cache_tokens : int
+        vLLM's "GPU KV cache size: N tokens".  # tokens
+    max_concurrency : float
+        vLLM's "Maximum concurrency for max_model_len tokens per request".  # requests
+    min_blocks_unservable : int
+        Blocks one ``max_model_len`` request needs; fewer and it is unservable.  # blocks
+    fits : bool
+        vLLM would start (weights fit, KV memory positive, one max_model_len request fits).
+    reason : str
+        Why not, or a short confirmation.
+    memory_gib : MemoryBreakdown
+    """
+
+    model: str
+    gpu: str
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    num_gpus: int
+    kv_cache_dtype: str
+    block_size: int
+    max_model_len: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    kv_bytes_per_token: float
+    kv_bytes_per_token_per_gpu: float
+    bytes_per_block_per_gpu: float
+    num_kv_groups: int
+    num_gpu_blocks: int
+    kv_cache_tokens: int
+    max_concurrency: float
+    min_blocks_unservable: int
+    last_block_waste_tokens: int
+    kv_bytes_per_request: float
+    fits: bool
+    reason: str
+    memory_gib: MemoryBreakdown
+    weights_source: str
+    available_kv_source: str
+    num_parameters: int | None
+    num_active_parameters: int | None
+    cpu_tier_blocks: int | None = None
+    disk_tier_blocks: int | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["notes"] = list(self.notes)
+        return d
+
+
+def _stage_layers(model: ModelSpec, pp: int) -> list[list[LayerSpec]]:
+    specs = model.layer_specs
+    return [[specs[i] for i in r] for r in pp_layer_partition(model.num_layers, pp)]
+
+
+def plan(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec) -> SizingResult:
+    """Size the KV cache of one deployment the way vLLM does at start-up.
+
+    Parameters
+    ----------
+    model : ModelSpec
+    gpu : GpuSpec
+    deployment : DeploymentSpec
+        Knobs and optional calibration overrides (``weights_gib``,
+        ``available_kv_gib``, ``activation_gib``, ``non_torch_gib``,
+        ``cudagraph_gib``), all per GPU.
+
+    Returns
+    -------
+    SizingResult
+        Never raises for a deployment that merely does not fit: ``fits`` is
+        False and ``reason`` says why.
+
+    Raises
+    ------
+    SpecError
+        For inconsistent input (TP that does not divide the heads, no
+        max_model_len...).
+    """
+    tp, pp = deployment.tensor_parallel_size, deployment.pipeline_parallel_size
+    check_parallelism(model, tp, pp)
+    mml, mnbt, seqs = default_batch_knobs(model, gpu, deployment)
+    B = deployment.block_size
+    kv_dtype = resolve_kv_dtype(model, deployment)
+    notes: list[str] = []
+
+    total_b = gpu.memory_gib * GIB
+    budget_b = math.ceil(total_b * deployment.gpu_memory_utilization)
+    act_b = deployment.activation_gib * GIB if deployment.activation_gib is not None else \
+        activation_bytes(model, deployment, mnbt, seqs)
+    nt_b = deployment.non_torch_gib * GIB if deployment.non_torch_gib is not None else non_torch_bytes(deployment)
+    if deployment.cudagraph_gib is not None:
+        cg_b = deployment.cudagraph_gib * GIB
+    else:
+        cg_b = 0.0 if deployment.enforce_eager else CUDAGRAPH_GIB * GIB
+    cg_sub = cg_b if deployment.subtract_cudagraph else 0.0
+
+    # Per stage: KV groups, weights, available memory, blocks; the tightest stage decides.
+    best = None
+    for s, lays in enumerate(_stage_layers(model, pp)):
+        groups = kv_groups(model, lays, kv_dtype, B, tp)
+        w_b = deployment.weights_gib * GIB if deployment.weights_gib is not None else \
+            weights_bytes_per_gpu(model, deployment, s)
+        if deployment.available_kv_gib is not None:
+            avail_b = deployment.available_kv_gib * GIB
+        else:
+            avail_b = budget_b - w_b - act_b - nt_b - cg_sub
+        if groups.bytes_per_block > 0:
+            blocks = max(0, int(avail_b // groups.bytes_per_block))
+        else:
+            blocks = 0
+        key = (blocks if groups.bytes_per_block > 0 else float("inf"), -w_b)
+        if best is None or key < best[0]:
+            best = (key, s, lays, groups, w_b, avail_b, blocks)
+    _, stage, lays, groups, w_b, avail_b, blocks = best
+
+    per_gpu_tok = kv_bytes_per_token(model, kv_dtype, tp, lays, per_gpu=True)
+    need = blocks_per_request(groups, mml, B, mnbt) if groups.bytes_per_block else 0
+    ngroups = max(1, groups.num_groups)
+    kv_tokens = (blocks // ngroups) * B
+    conc = blocks / need if need else 0.0
+    kv_used_b = blocks * groups.bytes_per_block
+
+    fits, reason = True, ""
+    if w_b > total_b:
+        fits, reason = False, (f"weights need {w_b / GIB:.2f} GiB per GPU but the GPU has {gpu.memory_gib:.2f} GiB; "
+                               "raise tensor/pipeline parallelism or quantize")
+    elif avail_b <= 0:
+        fits, reason = False, (f"no memory left for the KV cache: budget {budget_b / GIB:.2f} GiB minus weights "
+                               f"{w_b / GIB:.2f}, activation {act_b / GIB:.2f} and overhead "
+                               f"{(nt_b + cg_sub) / GIB:.2f} GiB is {avail_b / GIB:.2f} GiB")
+    elif groups.bytes_per_block and blocks - 1 < need:
+        fits, reason = False, (f"one request of max_model_len {mml:,} tokens needs {need:,} blocks but only "
+                               f"{max(blocks - 1, 0):,} are usable; lower max_model_len or add memory")
+    else:
+        reason = (f"{kv_tokens:,} tokens of KV cache per GPU, about {conc:.2f} requests of {mml:,} tokens at once")
+    if groups.num_groups > 1:
+        notes.append(f"hybrid model: {groups.full_groups} full + {groups.sliding_groups} sliding-window KV groups of "
+                     f"{groups.group_size} layers; 'GPU KV cache size' is blocks / groups x block_size as vLLM prints it")
+    if groups.linear_state_bytes:
+        notes.append("linear-attention / Mamba state counted as blocks per request (approximation)")
+    if gpu.memory_gib_estimated:
+        notes.append("GPU total memory estimated from nvidia-smi MiB minus 0.5 GiB")
+
+    bpb_dep = sum(kv_groups(model, ls, kv_dtype, B, tp).bytes_per_block for ls in _stage_layers(model, pp)) * tp
+    cpu_blocks = int(deployment.cpu_tier_gib * GIB // bpb_dep) if deployment.cpu_tier_gib and bpb_dep else \
+        (0 if deployment.cpu_tier_gib == 0 else None)
+    disk_blocks = int(deployment.disk_tier_gib * GIB // bpb_dep) if deployment.disk_tier_gib and bpb_dep else \
+        (0 if deployment.disk_tier_gib == 0 else None)
+
+    mem = MemoryBreakdown(
+        total=gpu.memory_gib,
+        budget=budget_b / GIB,
+        weights=w_b / GIB,
+        activation=act_b / GIB,
+        non_torch=nt_b / GIB,
+        cudagraph=cg_b / GIB,
+        kv=max(avail_b, 0.0) / GIB,
+        kv_used=kv_used_b / GIB,
+        free=(total_b - budget_b + max(avail_b - kv_used_b, 0.0) + (cg_b - cg_sub) * 0) / GIB,
+    )
+    return SizingResult(
+        model=model.name,
+        gpu=gpu.name,
+        tensor_parallel_size=tp,
+        pipeline_parallel_size=pp,
+        num_gpus=deployment.num_gpus,
+        kv_cache_dtype=kv_dtype,
+        block_size=B,
+        max_model_len=mml,
+        max_num_batched_tokens=mnbt,
+        max_num_seqs=seqs,
+        kv_bytes_per_token=kv_bytes_per_token(model, kv_dtype),
+        kv_bytes_per_token_per_gpu=per_gpu_tok,
+        bytes_per_block_per_gpu=groups.bytes_per_block,
+        num_kv_groups=groups.num_groups,
+        num_gpu_blocks=blocks,
+        kv_cache_tokens=kv_tokens,
+        max_concurrency=conc,
+        min_blocks_unservable=need,
+        last_block_waste_tokens=last_block_waste(mml, B),
+        kv_bytes_per_request=kv_bytes_per_request(model, mml, kv_dtype),
+        fits=fits,
+        reason=reason,
+        memory_gib=mem,
+        weights_source="given" if deployment.weights_gib is not None else "modelled",
+        available_kv_source="given" if deployment.available_kv_gib is not None else "modelled",
+        num_parameters=model.num_parameters or estimate_num_parameters(model)[0],
+        num_active_parameters=model.num_active_parameters or estimate_num_parameters(model)[1],
+        cpu_tier_blocks=cpu_blocks,
+        disk_tier_blocks=disk_blocks,
+        notes=tuple(notes),
+    )
+
+
+# ---------------------------------------------------------------------------
+# fragmentation: paged vs naive pre-allocation
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FragmentationResult:
+    """Requests that fit in ``num_blocks`` blocks, paged vs pre-allocated at ``max_model_len``.
+
+    Attributes
+    ----------
+    naive_requests : int
+        ``floor(num_blocks x B / max_model_len)``: each request reserves max_model_len slots.  # requests
+    paged_requests : int
+        How many requests of the distribution fit when each holds ``ceil(len / B)`` blocks
+        (taken in the given order).  # requests
+    naive_utilization, paged_utilization : float
+        Used token slots / reserved slots.
+    paged_gain : float
+        ``paged_requests / naive_requests``.
+    mean_last_block_waste : float
+        Mean unused slots in a request's last block.  # tokens
+    """
+
+    naive_requests: int
+    paged_requests: int
+    naive_utilization: float
+    paged_utilization: float
+    paged_gain: float
+    mean_last_block_waste: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def paged_vs_naive(lengths: Iterable[int], num_blocks: int, block_size: int, max_model_len: int) -> FragmentationResult:
+    """Compare paged allocation with naive pre-allocation (seed 001's fragmentation example).
+
+    Parameters
+    ----------
+    lengths : iterable of int
+        Token lengths of the requests (prompt + output), shape (n,).  # tokens
+    num_blocks : int
+        KV cache size.  # blocks
+    block_size : int
+        # tokens
+    max_model_len : int
+        What naive pre-allocation reserves per request.  # tokens
+    """
+    lens = np.minimum(np.asarray(list(lengths), dtype=np.int64), max_model_len)
+    if lens.size == 0 or np.any(lens < 1):
+        raise SpecError("lengths: need at least one length, each >= 1 token")
+    blocks = blocks_for_tokens(lens, block_size)
+    capacity_tokens = num_blocks * block_size
+    naive = capacity_tokens // max_model_len
+    # paged: requests of the distribution repeated cyclically until the pool is full
+    per_cycle = int(blocks.sum())
+    full_cycles = num_blocks // per_cycle
+    rem = num_blocks - full_cycles * per_cycle
+    partial = int(np.searchsorted(np.cumsum(blocks), rem, side="right"))
+    paged = full_cycles * lens.size + partial
+    naive_util = float(lens.mean() / max_model_len)
+    paged_util = float(lens.sum() / (blocks.sum() * block_size))
+    waste = np.where(lens % block_size == 0, 0, block_size - lens % block_size)
+    return FragmentationResult(
+        naive_requests=int(naive),
+        paged_requests=int(paged),
+        naive_utilization=naive_util,
+        paged_utilization=paged_util,
+        paged_gain=float(paged / naive) if naive else float("inf"),
+        mean_last_block_waste=float(waste.mean()),
+    )
+
+
+def tier_blocks(tier_gib: float, bytes_per_block: float) -> int:
+    """Blocks a CPU or disk tier of ``tier_gib`` GiB holds.  # blocks"""
+    if bytes_per_block <= 0:
+        raise SpecError("bytes_per_block: must be > 0")
+    return int(tier_gib * GIB // bytes_per_block)
+
+
+# ---------------------------------------------------------------------------
+# vLLM logs
+# ---------------------------------------------------------------------------
+
+_NUM = r"(-?\d[\d,]*(?:\.\d+)?)"
+_LOG_PATTERNS: list[tuple[str, str, str]] = [
+    # (key, regex, unit) - unit "GiB", "GB" (vLLM V0 printed GiB values labelled GB), "int", "float"
+    ("model_loading_gib", r"Model loading took\s+" + _NUM + r"\s*GiB", "GiB"),
+    ("model_loading_gib", r"Loading model weights took\s+" + _NUM + r"\s*GB", "GiB"),
+    ("available_kv_gib", r"Available KV cache memory:\s*" + _NUM + r"\s*GiB", "GiB"),
+    ("available_kv_gib", r"kv_cache_size=\s*" + _NUM + r"\s*GiB", "GiB"),
+    ("available_kv_gib", r"reserved for KV Cache is\s+" + _NUM + r"\s*GiB", "GiB"),
+    ("kv_cache_tokens", r"GPU KV cache size:\s*" + _NUM + r"\s*tokens", "int"),
+    ("max_concurrency_len", r"Maximum concurrency for\s+" + _NUM + r"\s*tokens per request", "int"),
+    ("max_concurrency", r"tokens per request:\s*" + _NUM + r"\s*x", "float"),
+    ("num_gpu_blocks", r"#\s*(?:GPU|cuda) blocks:\s*" + _NUM, "int"),
+    ("num_gpu_blocks", r"num_gpu_blocks(?: is)?[:=]\s*" + _NUM, "int"),
+    ("num_cpu_blocks", r"#\s*CPU blocks:\s*" + _NUM, "int"),
+    ("total_gpu_memory_gib", r"total_gpu_memory=\s*" + _NUM + r"\s*GiB", "GiB"),
+    ("total_gpu_memory_gib", r"Free memory on device \(\s*[\d.]+\s*/\s*" + _NUM + r"\s*GiB\)", "GiB"),
+    ("total_gpu_memory_gib", r"total memory\s*(?:of|=|:)?\s*" + _NUM + r"\s*GiB", "GiB"),
+    ("gpu_memory_utilization", r"gpu_memory_utilization\s*[=:]\s*" + _NUM, "float"),
+    ("peak_torch_memory_gib", r"peak_torch_memory=\s*" + _NUM + r"\s*GiB", "GiB"),
+    ("non_torch_memory_gib", r"non_torch_memory=\s*" + _NUM + r"\s*GiB", "GiB"),
+    ("non_torch_memory_gib", r"non_torch_memory\s*(?:takes)?\s*" + _NUM + r"\s*GiB", "GiB"),
+    ("activation_gib", r"activation peak memory(?: takes)?\s*" + _NUM + r"\s*GiB", "GiB"),
+    ("cudagraph_gib", r"Graph capturing finished in\s*[\d.]+\s*secs?,\s*took\s*" + _NUM + r"\s*GiB", "GiB"),
+    ("cudagraph_gib", r"CUDA graph(?: pool)? memory(?::| takes)?\s*" + _NUM + r"\s*GiB", "GiB"),
+    ("block_size", r"block_size\s*[=:]\s*" + _NUM, "int"),
+    ("max_model_len", r"max_model_len\s*[=:]\s*" + _NUM, "int"),
+    ("tensor_parallel_size", r"tensor_parallel_size\s*[=:]\s*" + _NUM, "int"),
+]
+
+
+def parse_vllm_log(text: str) -> dict[str, float | int]:
+    """Extract the figures a vLLM start-up log prints.
+
+    Recognised (first match wins): ``model_loading_gib`` ("Model loading took X GiB",
+    V0 "Loading model weights took X GB"), ``available_kv_gib`` ("Available KV cache
+    memory: Y GiB", V0 ``kv_cache_size=``), ``kv_cache_tokens`` ("GPU KV cache size: N
+    tokens"), ``max_concurrency`` and ``max_concurrency_len``, ``num_gpu_blocks``,
+    ``num_cpu_blocks``, ``total_gpu_memory_gib``, ``gpu_memory_utilization``,
+    ``peak_torch_memory_gib``, ``non_torch_memory_gib``, ``activation_gib``,
+    ``cudagraph_gib``, ``block_size``, ``max_model_len``, ``tensor_parallel_size``.
+
+    Returns
+    -------
+    dict
+        Only the keys found; GiB figures as float, counts as int.
+    """
+    if not isinstance(text, str):
+        raise SpecError("log: must be text")
+    out: dict[str, float | int] = {}
+    for key, pat, unit in _LOG_PATTERNS:
+        if key in out:
+            continue
+        m = re.search(pat, text, flags=re.IGNORECASE)
+        if not m:
+            continue
+        raw = m.group(1).replace(",", "")
+        try:
+            out[key] = int(float(raw)) if unit == "int" else float(raw)
+        except ValueError:
+            continue
+    return out
+
+
+def calibration_from_log(parsed: dict[str, float | int]) -> dict[str, float]:
+    """Deployment overrides from :func:`parse_vllm_log` output:
+    ``weights_gib``, ``available_kv_gib``, ``activation_gib``, ``non_torch_gib``, ``cudagraph_gib``."""
+    mapping = {
+        "model_loading_gib": "weights_gib",
+        "available_kv_gib": "available_kv_gib",
+        "activation_gib": "activation_gib",
+        "non_torch_memory_gib": "non_torch_gib",
+        "cudagraph_gib": "cudagraph_gib",
+    }
+    return {dst: float(parsed[src]) for src, dst in mapping.items() if src in parsed}
+
+
+def calibrate(deployment: DeploymentSpec, log_text: str) -> DeploymentSpec:
+    """A copy of ``deployment`` with the figures of a pasted vLLM log as overrides."""
+    return replace(deployment, **calibration_from_log(parse_vllm_log(log_text)))
+
+
+__all__ = [
+    "KV_SCALE_OVERHEAD_BYTES",
+    "QUANT_WEIGHT_BYTES",
+    "SAMPLER_BYTES_PER_LOGIT",
+    "FragmentationResult",
+    "KVGroups",
+    "MemoryBreakdown",
+    "SizingResult",
+    "activation_bytes",
+    "blocks_for_tokens",
+    "blocks_per_request",
+    "calibrate",
+    "calibration_from_log",
+    "check_parallelism",
+    "compute_dtype",
+    "default_batch_knobs",
+    "estimate_num_parameters",
+    "kv_bytes_per_request",
+    "kv_bytes_per_token",
+    "kv_element_bytes",
+    "kv_groups",
+    "last_block_waste",
+    "layer_kv_elements_per_token",
+    "linear_state_bytes_per_request",
+    "min_blocks_unservable",
+    "non_torch_bytes",
+    "paged_vs_naive",
+    "parse_vllm_log",
+    "plan",
+    "pp_layer_partition",
+    "resolve_kv_dtype",
+    "tier_blocks",
+    "weights_bytes_per_gpu",
+]
