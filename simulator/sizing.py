@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 

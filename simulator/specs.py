@@ -541,7 +541,7 @@ class DeploymentSpec:
         """GPUs per deployment (TP x PP)."""
         return self.tensor_parallel_size * self.pipeline_parallel_size
 
-    def with_(self, **changes: Any) -> "DeploymentSpec":
+    def with_(self, **changes: Any) -> DeploymentSpec:
         """A copy with some fields changed (validated again)."""
         return replace(self, **changes)
 

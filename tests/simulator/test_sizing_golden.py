@@ -54,7 +54,7 @@ def test_given_available_kv_tokens_match_vllm_within_1_percent(rid):
 
 
 def test_rows_without_given_kv_say_why():
-    for rid, e in GOLDEN.items():
+    for _rid, e in GOLDEN.items():
         if not e.get("given_kv", True):
             assert e["why_not_given_kv"]
 
@@ -87,7 +87,7 @@ def test_known_outliers_stay_within_10_percent(rid):
 
 
 def test_rows_not_computable_from_first_principles_say_why():
-    for rid, e in GOLDEN.items():
+    for _rid, e in GOLDEN.items():
         if not e["first_principles"]:
             assert e["why"]
 
