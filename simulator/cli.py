@@ -1,0 +1,420 @@
+"""Command line: ``python -m simulator run | sweep | workload``.
+
+``run``      simulate one workload under one engine configuration.
+``sweep``    simulate one workload over a grid of configurations, as one
+             batched simulation.
+``workload`` generate a synthetic workload file (the oracle's compact JSON).
+
+Every input problem (missing or unreadable file, invalid JSON, unknown field,
+impossible value) prints one line ``error: ...`` to stderr and exits with
+status 2; an unexpected internal failure prints one line and exits with 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import itertools
+import json
+import math
+import sys
+from dataclasses import fields
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from simulator.config import ConfigError, EngineConfig, StepTimeModel
+from simulator.distributions import parse_distribution
+from simulator.generators import (
+    PrefixGroup,
+    TurnSpec,
+    WorkloadSpec,
+    generate_workload,
+    parse_arrival,
+)
+from simulator.traces import apply_parents, read_trace, trace_format, write_oracle_json
+from simulator.workload import Workload, WorkloadError
+
+#: Most grid points one sweep may hold.
+MAX_SWEEP_POINTS = 4096
+
+
+class CliError(Exception):
+    """A user error: printed as one ``error:`` line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports usage errors as a single line (status 2)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"error: {message} (see '{self.prog} --help')\n")
+
+
+# --------------------------------------------------------------------------- I/O
+
+
+def _read_json(path: str, what: str) -> Any:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CliError(f"{what} file {path!r}: no such file") from None
+    except IsADirectoryError:
+        raise CliError(f"{what} file {path!r}: is a directory") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"{what} file {path!r}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"{what} file {path!r}: invalid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+
+
+def load_workload_file(path: str) -> Workload:
+    """A Workload from an oracle workload JSON, or a CSV/JSONL trace."""
+    if trace_format(path) is not None:
+        try:
+            return read_trace(path)
+        except WorkloadError as exc:
+            raise CliError(f"workload: {exc}") from None
+    data = _read_json(path, "workload")
+    from simulator import oracle_io  # the engine's reader of the oracle's JSON
+
+    plain = data
+    if isinstance(data, dict) and isinstance(data.get("requests"), list):
+        # our multi-turn extension: the oracle reader need not know "parent"
+        plain = dict(data, requests=[{k: v for k, v in r.items() if k != "parent"} if isinstance(r, dict) else r
+                                     for r in data["requests"]])
+    try:
+        workload = oracle_io.load_workload(plain)
+        return apply_parents(workload, data)
+    except (WorkloadError, ValueError, KeyError, TypeError) as exc:
+        raise CliError(f"workload file {path!r}: {_message(exc)}") from None
+
+
+def load_config_file(path: str) -> dict[str, Any]:
+    """The config JSON object (validated by building an EngineConfig)."""
+    data = _read_json(path, "config")
+    if not isinstance(data, dict):
+        raise CliError(f"config file {path!r}: must be a JSON object")
+    _config(data, f"config file {path!r}")
+    return data
+
+
+def _config(data: dict[str, Any], where: str) -> EngineConfig:
+    try:
+        return EngineConfig.from_dict(data)
+    except (ConfigError, TypeError, ValueError) as exc:
+        raise CliError(f"{where}: {_message(exc)}") from None
+
+
+def _message(exc: BaseException) -> str:
+    return str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+
+
+def _jsonable(x: Any) -> Any:
+    """Plain JSON types (numpy scalars/arrays converted, NaN/inf -> null)."""
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return _jsonable(x.tolist())
+    if isinstance(x, (np.bool_,)):
+        return bool(x)
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        v = float(x)
+        return v if math.isfinite(v) else None
+    return x
+
+
+def _emit(text: str, out: str | None) -> None:
+    if out:
+        try:
+            Path(out).write_text(text)
+        except OSError as exc:
+            raise CliError(f"--output {out!r}: cannot write ({exc.strerror or exc})") from None
+    else:
+        sys.stdout.write(text)
+
+
+def _dump(obj: Any, indent: int | None) -> str:
+    return json.dumps(_jsonable(obj), indent=indent, separators=None if indent else (",", ":")) + "\n"
+
+
+# --------------------------------------------------------------------------- run
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    config = _config(load_config_file(args.config), f"config file {args.config!r}")
+    workload = load_workload_file(args.workload)
+    from simulator.engine import simulate
+
+    results = simulate(workload, [config], record_steps=bool(args.steps), max_step_points=args.max_step_points)
+    d = dict(results[0].to_dict())
+    if not args.steps:
+        d.pop("steps", None)
+    _emit(_dump(d, args.indent), args.output)
+    return 0
+
+
+# --------------------------------------------------------------------------- sweep
+
+_CONFIG_FIELDS = {f.name for f in fields(EngineConfig)} - {"step_time_model"}
+_STM_FIELDS = {f.name for f in fields(StepTimeModel)}
+
+
+def _grid_value(text: str) -> Any:
+    t = text.strip()
+    low = t.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("null", "none"):
+        return None
+    try:
+        v = json.loads(t)
+        if isinstance(v, (int, float)):
+            return v
+    except json.JSONDecodeError:
+        pass
+    return t
+
+
+def parse_grid(items: Sequence[str]) -> list[tuple[str, list[Any]]]:
+    """``["num_gpu_blocks=1000,2000", ...]`` -> ``[("num_gpu_blocks", [1000, 2000]), ...]``."""
+    grid: list[tuple[str, list[Any]]] = []
+    for item in items:
+        key, eq, vals = item.partition("=")
+        key = key.strip()
+        if not eq or not key or not vals.strip():
+            raise CliError(f"--grid {item!r}: expected FIELD=V1,V2,... (e.g. num_gpu_blocks=1000,2000)")
+        if key.startswith("step_time_model."):
+            if key.split(".", 1)[1] not in _STM_FIELDS:
+                raise CliError(f"--grid {key}: unknown field (step_time_model has {', '.join(sorted(_STM_FIELDS))})")
+        elif key not in _CONFIG_FIELDS:
+            raise CliError(f"--grid {key}: unknown config field (known: {', '.join(sorted(_CONFIG_FIELDS))})")
+        if any(k == key for k, _ in grid):
+            raise CliError(f"--grid {key}: given twice")
+        grid.append((key, [_grid_value(v) for v in vals.split(",")]))
+    return grid
+
+
+def _apply(base: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    d = dict(base)
+    for key, value in params.items():
+        if key.startswith("step_time_model."):
+            stm = dict(d.get("step_time_model") or {})
+            stm[key.split(".", 1)[1]] = value
+            d["step_time_model"] = stm
+        else:
+            d[key] = value
+    return d
+
+
+def _flat(prefix: str, d: dict[str, Any], out: dict[str, Any]) -> None:
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            _flat(f"{key}.", v, out)
+        elif not isinstance(v, (list, tuple, np.ndarray)):
+            out[key] = v
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    grid = parse_grid(args.grid or [])
+    if not grid:
+        raise CliError("sweep: give at least one --grid FIELD=V1,V2,...")
+    npoints = math.prod(len(v) for _, v in grid)
+    if npoints > MAX_SWEEP_POINTS:
+        raise CliError(f"--grid: {npoints:,} points, more than the {MAX_SWEEP_POINTS:,} one sweep may hold")
+    base = load_config_file(args.config) if args.config else {}
+    keys = [k for k, _ in grid]
+    points = [dict(zip(keys, combo)) for combo in itertools.product(*(v for _, v in grid))]
+    configs = [_config(_apply(base, p), "--grid " + ", ".join(f"{k}={v}" for k, v in p.items())) for p in points]
+    workload = load_workload_file(args.workload)
+    from simulator.engine import simulate
+
+    results = simulate(workload, configs, record_steps=False)
+    rows = [{"params": p, "totals": r.to_dict()["totals"]} for p, r in zip(points, results)]
+    if args.csv:
+        flat = []
+        for row in rows:
+            f: dict[str, Any] = {}
+            _flat("", row["params"], f)
+            _flat("", row["totals"], f)
+            flat.append(_jsonable(f))
+        header = list(dict.fromkeys(k for f in flat for k in f))
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=header, lineterminator="\n")
+        w.writeheader()
+        for f in flat:
+            w.writerow({k: ("" if f.get(k) is None else f.get(k)) for k in header})
+        _emit(buf.getvalue(), args.output)
+    else:
+        _emit(_dump({"grid": dict(grid), "points": rows}, args.indent), args.output)
+    return 0
+
+
+# --------------------------------------------------------------------------- workload
+
+
+def _prefix_group(text: str) -> PrefixGroup:
+    parts = text.split(":")
+    if len(parts) not in (2, 3):
+        raise CliError(f"--prefix-group {text!r}: expected LEN:FRAC or LEN:FRAC:COUNT (e.g. 512:0.8:2)")
+    try:
+        nums = [float(p) for p in parts]
+    except ValueError:
+        raise CliError(f"--prefix-group {text!r}: LEN, FRAC and COUNT must be numbers") from None
+    return PrefixGroup(length=nums[0], fraction=nums[1], count=nums[2] if len(nums) == 3 else 1)
+
+
+def build_spec(args: argparse.Namespace) -> WorkloadSpec:
+    """The WorkloadSpec described by the ``workload`` subcommand's options."""
+    prompt = parse_distribution(args.prompt, name="--prompt", min=args.prompt_min, max=args.prompt_max)
+    output = parse_distribution(args.output, name="--output", min=args.output_min, max=args.output_max)
+    arrival = parse_arrival(args.arrival, unit=args.unit)
+    groups = [_prefix_group(g) for g in args.prefix_group or []]
+    if args.shared_prefix_len or args.shared_prefix_frac:
+        if not (args.shared_prefix_len and args.shared_prefix_frac):
+            raise CliError("--shared-prefix-len and --shared-prefix-frac go together (both > 0)")
+        groups.insert(0, PrefixGroup(args.shared_prefix_len, args.shared_prefix_frac, args.num_prefixes))
+    turns = None
+    if args.turns:
+        turns = TurnSpec(
+            turns=parse_distribution(args.turns, name="--turns"),
+            user_tokens=parse_distribution(args.user_tokens, name="--user-tokens"),
+            think_time=args.think_time,
+            seconds_per_output_token=args.seconds_per_output_token,
+        )
+    return WorkloadSpec(n=args.n, prompt=prompt, output=output, arrival=arrival, prefixes=tuple(groups),
+                        prefix_mode=args.prefix_mode, turns=turns)
+
+
+def cmd_workload(args: argparse.Namespace) -> int:
+    spec = build_spec(args)
+    workload = generate_workload(spec, args.seed)
+    buf = io.StringIO()
+    write_oracle_json(workload, buf, seed=args.seed, meta={"spec": spec.to_dict(), "seed": args.seed})
+    _emit(buf.getvalue(), args.out)
+    return 0
+
+
+# --------------------------------------------------------------------------- parser
+
+_DIST_HELP = ("const:L | uniform:LO,HI | normal:MEAN,STD | lognormal:MEAN,STD | lognormal-mu:MU,SIGMA | "
+              "paretolognormal[:ALPHA,XM,MU,SIGMA,MIX] | empirical:FILE, optionally followed by ,min=N,max=N; "
+              "all in tokens")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m simulator", description=__doc__,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    run = sub.add_parser("run", help="simulate one workload under one configuration, print result JSON",
+                         description="Simulate a workload under one engine configuration and print the result "
+                         "JSON: {\"totals\": {...}, \"requests\": [...]} (plus \"steps\" with --steps).")
+    run.add_argument("--workload", required=True, metavar="FILE",
+                     help="workload: the oracle's workload JSON (as it is), or a trace .csv/.jsonl "
+                          "(columns arrival_time [s] or arrival_step, prompt_tokens, output_tokens, optional "
+                          "id, prefix_id + prefix_len [tokens], conversation_id)")
+    run.add_argument("--config", required=True, metavar="FILE",
+                     help="engine configuration: the oracle's config JSON (vLLM field names; "
+                          "num_gpu_blocks counts the null block)")
+    run.add_argument("--steps", action="store_true", help="add the per-step time series (\"steps\")")
+    run.add_argument("--max-step-points", type=int, metavar="N",
+                     help="downsample the step series to at most N points (with --steps)")
+    run.add_argument("--output", "-o", metavar="FILE", help="write the JSON here instead of stdout")
+    run.add_argument("--indent", type=int, metavar="N", help="pretty-print JSON with N spaces")
+    run.set_defaults(func=cmd_run)
+
+    sw = sub.add_parser("sweep", help="simulate one workload over a grid of configurations (one batched run)",
+                        description="Run one workload over the cartesian product of --grid values, as one "
+                        "batched simulation. Prints {\"grid\": {...}, \"points\": [{\"params\": {...}, "
+                        "\"totals\": {...}}, ...]} (first --grid varies slowest), or a CSV table with --csv.")
+    sw.add_argument("--workload", required=True, metavar="FILE", help="workload JSON or trace (as for run)")
+    sw.add_argument("--config", metavar="FILE", help="base configuration JSON (default: all defaults)")
+    sw.add_argument("--grid", action="append", metavar="FIELD=V1,V2,...",
+                    help="a config field and its values, repeatable, e.g. num_gpu_blocks=1000,2000 or "
+                         "enable_prefix_caching=true,false or step_time_model.base_s=0.02,0.03 "
+                         f"(at most {MAX_SWEEP_POINTS:,} points in all)")
+    sw.add_argument("--csv", action="store_true", help="print a CSV table (parameters, then totals) instead of JSON")
+    sw.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
+    sw.add_argument("--indent", type=int, metavar="N", help="pretty-print JSON with N spaces")
+    sw.set_defaults(func=cmd_sweep)
+
+    wl = sub.add_parser("workload", help="generate a synthetic workload file (oracle compact JSON)",
+                        description="Generate a reproducible synthetic workload and write it as the oracle's "
+                        "compact workload JSON (usable by 'run', 'sweep' and the vLLM oracle). Length "
+                        "distributions: " + _DIST_HELP + ".",
+                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    wl.add_argument("--n", type=int, default=200, help="number of requests, all turns counted (1 to 1,000,000)")
+    wl.add_argument("--prompt", default="normal:512,128", metavar="DIST",
+                    help="prompt length distribution, tokens (before a shared prefix is prepended)")
+    wl.add_argument("--prompt-min", type=int, metavar="TOKENS", help="clip prompts below (default 1)")
+    wl.add_argument("--prompt-max", type=int, metavar="TOKENS", help="clip prompts above (default 10,000,000)")
+    wl.add_argument("--output", default="normal:256,64", metavar="DIST", help="output length distribution, tokens")
+    wl.add_argument("--output-min", type=int, metavar="TOKENS", help="clip outputs below (default 1)")
+    wl.add_argument("--output-max", type=int, metavar="TOKENS", help="clip outputs above (default 10,000,000)")
+    wl.add_argument("--arrival", default="burst", metavar="PROCESS",
+                    help="burst (all at 0) | poisson:RATE (requests per unit) | gamma:RATE,CV (bursty: CV of "
+                         "the gaps, >1 burstier) | every:K (one per K units); also the oracle's uniform:K and "
+                         "poisson-time:RATE (per second)")
+    wl.add_argument("--unit", choices=["step", "s"], default=None,
+                    help="arrival unit: engine steps or seconds (default step; s for poisson-time)")
+    wl.add_argument("--shared-prefix-len", type=int, default=0, metavar="TOKENS",
+                    help="length of a shared system prompt")
+    wl.add_argument("--shared-prefix-frac", type=float, default=0.0, metavar="FRAC",
+                    help="fraction of requests (conversations) that start with it, 0 to 1")
+    wl.add_argument("--num-prefixes", type=int, default=1, metavar="K",
+                    help="distinct shared prefixes of that length, each request picking one at random")
+    wl.add_argument("--prefix-group", action="append", metavar="LEN:FRAC[:COUNT]",
+                    help="another prefix group: COUNT prefixes of LEN tokens shared by a fraction FRAC "
+                         "(repeatable; fractions add up to at most 1)")
+    wl.add_argument("--prefix-mode", choices=["prepend", "include"], default="prepend",
+                    help="prepend: prefix + sampled prompt; include: the sampled length includes the prefix")
+    wl.add_argument("--turns", metavar="DIST",
+                    help="multi-turn: turns per conversation (e.g. const:3, uniform:1,6); each follow-up turn "
+                         "re-sends the previous turn's prompt and output plus new user tokens")
+    wl.add_argument("--user-tokens", default="normal:128,32", metavar="DIST",
+                    help="new user tokens per follow-up turn (with --turns)")
+    wl.add_argument("--think-time", type=float, default=10.0, metavar="T",
+                    help="mean exponential think time before a follow-up turn, in arrival units (with --turns)")
+    wl.add_argument("--seconds-per-output-token", type=float, default=0.025, metavar="S",
+                    help="with --turns and --unit s: seconds per output token before the user can answer "
+                         "(in steps: one step per token)")
+    wl.add_argument("--seed", type=int, default=0, help="random seed (same seed, same workload)")
+    wl.add_argument("--out", "-o", metavar="FILE", help="write the JSON here instead of stdout")
+    wl.set_defaults(func=cmd_workload)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status (0 ok, 2 bad input, 1 internal error)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (CliError, WorkloadError, ConfigError) as exc:
+        sys.stderr.write(f"error: {_one_line(exc)}\n")
+        return 2
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        sys.stderr.write("error: interrupted\n")
+        return 130
+    except MemoryError:
+        sys.stderr.write("error: out of memory (try a smaller workload or grid)\n")
+        return 2
+    except Exception as exc:  # never a traceback on the command line
+        sys.stderr.write(f"error: internal error ({type(exc).__name__}: {_one_line(exc)}); please report it\n")
+        return 1
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(_message(exc).split())
