@@ -19,9 +19,10 @@ import itertools
 import json
 import math
 import sys
+from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -314,7 +314,7 @@ class Empirical(_Base):
         self._set("source", str(self.source))
 
     @classmethod
-    def from_file(cls, path: str | Path, **kwargs: Any) -> "Empirical":
+    def from_file(cls, path: str | Path, **kwargs: Any) -> Empirical:
         """Read whitespace- or comma-separated token counts from a text file.
 
         Lines starting with ``#`` are comments. The error names the line of
@@ -353,7 +353,7 @@ class Empirical(_Base):
         return vals[rng.integers(0, vals.size, n)]
 
 
-LengthDistribution = Union[Constant, Uniform, Normal, LogNormal, LogNormalMu, ParetoLogNormal, Empirical]
+LengthDistribution = Constant | Uniform | Normal | LogNormal | LogNormalMu | ParetoLogNormal | Empirical
 
 #: kind -> class, with accepted aliases.
 KINDS: dict[str, type] = {

@@ -33,9 +33,9 @@ import numpy as np
 
 from simulator.distributions import (
     MAX_TOKENS,
+    Constant,
     LengthDistribution,
     Normal,
-    Constant,
     _Base,
     distribution_from_dict,
     parse_distribution,
@@ -147,7 +147,7 @@ class ArrivalProcess:
         }[self.kind]
 
     @classmethod
-    def from_dict(cls, data: Any) -> "ArrivalProcess":
+    def from_dict(cls, data: Any) -> ArrivalProcess:
         if isinstance(data, str):
             return parse_arrival(data)
         d = _check_keys("arrival", data, {f.name for f in fields(cls)})
@@ -207,7 +207,7 @@ class PrefixGroup:
         return {"length": self.length, "fraction": self.fraction, "count": self.count}
 
     @classmethod
-    def from_dict(cls, data: Any) -> "PrefixGroup":
+    def from_dict(cls, data: Any) -> PrefixGroup:
         return cls(**_check_keys("prefixes[]", data, {"length", "fraction", "count"}))
 
 
@@ -251,7 +251,7 @@ class TurnSpec:
                 "think_time": self.think_time, "seconds_per_output_token": self.seconds_per_output_token}
 
     @classmethod
-    def from_dict(cls, data: Any) -> "TurnSpec":
+    def from_dict(cls, data: Any) -> TurnSpec:
         d = dict(_check_keys("turns", data, {f.name for f in fields(cls)}))
         for name in ("turns", "user_tokens"):
             if name in d:
@@ -328,7 +328,7 @@ class WorkloadSpec:
         }
 
     @classmethod
-    def from_dict(cls, data: Any) -> "WorkloadSpec":
+    def from_dict(cls, data: Any) -> WorkloadSpec:
         """Inverse of :meth:`to_dict`; unknown keys raise :class:`WorkloadError`."""
         d = dict(_check_keys("", data, {f.name for f in fields(cls)}))
         for name in ("prompt", "output"):

@@ -42,8 +42,9 @@ import csv
 import io
 import json
 import math
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable, TextIO
+from typing import Any, TextIO
 
 import numpy as np
 

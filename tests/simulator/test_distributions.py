@@ -4,8 +4,14 @@ import numpy as np
 import pytest
 
 from simulator.distributions import (
-    Constant, Empirical, LogNormal, Normal, ParetoLogNormal, Uniform,
-    distribution_from_dict, parse_distribution,
+    Constant,
+    Empirical,
+    LogNormal,
+    Normal,
+    ParetoLogNormal,
+    Uniform,
+    distribution_from_dict,
+    parse_distribution,
 )
 from simulator.workload import WorkloadError
 

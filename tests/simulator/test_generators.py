@@ -7,7 +7,12 @@ import pytest
 
 from simulator.distributions import Constant, Normal, Uniform, parse_distribution
 from simulator.generators import (
-    ArrivalProcess, PrefixGroup, TurnSpec, WorkloadSpec, generate_workload, parse_arrival,
+    ArrivalProcess,
+    PrefixGroup,
+    TurnSpec,
+    WorkloadSpec,
+    generate_workload,
+    parse_arrival,
 )
 from simulator.workload import WorkloadError
 

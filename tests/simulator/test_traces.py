@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator.generators import PrefixGroup, TurnSpec, WorkloadSpec, generate_workload, parse_arrival
 from simulator.distributions import Constant
+from simulator.generators import PrefixGroup, TurnSpec, WorkloadSpec, generate_workload, parse_arrival
 from simulator.traces import apply_parents, parse_trace, read_trace, workload_to_oracle_dict, write_oracle_json
 from simulator.workload import WorkloadError
 
