@@ -165,9 +165,10 @@ class Workload:
         ndarray of int64, shape (n,)
             Tokens; 0 where the prompt is wholly unique.
         """
-        shared = np.where(self.prefix_id >= 0, self.prefix_len[np.maximum(self.prefix_id, 0)], 0)
         if self.prefix_len.size == 0:
             shared = np.zeros(self.n, np.int64)
+        else:
+            shared = np.where(self.prefix_id >= 0, self.prefix_len[np.maximum(self.prefix_id, 0)], 0)
         has_parent = self.parent >= 0
         if has_parent.any():
             ctx = self.prompt_len + self.output_len
