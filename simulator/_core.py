@@ -58,7 +58,7 @@ class Req:
         "idx", "P", "max_tokens", "num_out", "computed", "ph", "in_flight",
         "stale", "status", "blocks", "ncached", "npre", "prefill_chunk",
         "first_sched", "first_token", "finish", "first_token_t", "finish_t",
-        "hit_first", "sampled",
+        "hit_first",
     )
 
     def __init__(self, idx: int, prompt: int, max_tokens: int) -> None:
@@ -81,7 +81,6 @@ class Req:
         self.first_token_t = float("nan")
         self.finish_t = float("nan")
         self.hit_first = -1
-        self.sampled = False
 
 
 @dataclass
@@ -199,8 +198,16 @@ class EngineSim:
         self.waiting.appendleft(q)
 
     # --------------------------------------------------------------- schedule
-    def schedule(self) -> tuple[list[tuple[Req, int]], int]:
-        """One ``Scheduler.schedule()``; returns scheduled (req, tokens) and #preempted."""
+    def schedule(self) -> tuple[list[tuple[Req, int, bool]], int]:
+        """One ``Scheduler.schedule()``.
+
+        Returns
+        -------
+        scheduled : list of (Req, int, bool)
+            Scheduled requests in order, their tokens, and whether the step
+            samples a token for them (the prefill is complete).
+        num_preempted : int
+        """
         cfg = self.cfg
         B = self.B
         pool = self.pool
@@ -310,26 +317,28 @@ class EngineSim:
                 waiting.extendleft(reversed(skipped))
 
         # _update_after_schedule (+ AsyncScheduler placeholders)
+        out = []
         for q, n in sched:
             q.computed += n
             q.in_flight += n
             q.prefill_chunk = q.computed < q.P + q.num_out + q.ph
-            q.sampled = not q.prefill_chunk
-            if self.async_mode and q.sampled:
+            sampled = not q.prefill_chunk
+            if self.async_mode and sampled:
                 q.ph += 1
-        return sched, npre
+            out.append((q, n, sampled))
+        return out, npre
 
     # ---------------------------------------------------------------- outputs
-    def process(self, sched: list[tuple[Req, int]], step: int, t_end: float) -> None:
+    def process(self, sched: list[tuple[Req, int, bool]], step: int, t_end: float) -> None:
         """One ``update_from_output()`` for a schedule call's batch."""
         finished: list[Req] = []
-        for q, n in sched:
+        for q, n, sampled in sched:
             q.in_flight -= n
             stale = False
             if q.stale > 0:
                 stale = True
                 q.stale -= n
-            if q.status == FINISHED or not q.sampled:
+            if q.status == FINISHED or not sampled:
                 continue
             status_before = q.status
             had_ph = q.ph > 0
@@ -413,9 +422,9 @@ class EngineSim:
                 t["num_schedule_calls"] += 1
                 ntok = 0
                 n_prefill = 0
-                for q, k in sched:
+                for q, k, sampled in sched:
                     ntok += k
-                    if not q.sampled or k > 1:
+                    if not sampled or k > 1:
                         n_prefill += k
                 t["preemptions"] += npre
                 used = usable - pool.num_free()
