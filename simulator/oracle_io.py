@@ -108,3 +108,7 @@ def load_json(path: str | Path) -> Any:
 def read_workload(path: str | Path) -> Workload:
     """Read an oracle workload file (``.json`` or ``.json.gz``)."""
     return workload_from_dict(load_json(path))
+
+
+#: The CLI's name for :func:`workload_from_dict`.
+load_workload = workload_from_dict

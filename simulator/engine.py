@@ -1,0 +1,135 @@
+"""Public entry point: simulate one workload under a batch of engine configurations.
+
+>>> from simulator.engine import simulate
+>>> results = simulate(workload, [EngineConfig(num_gpu_blocks=2000)])  # doctest: +SKIP
+>>> results[0].totals["preemptions"]                                   # doctest: +SKIP
+
+Each configuration's result is exactly what simulating it alone gives; the
+decision kernel is :mod:`simulator._core` (vLLM 0.33.0's v1 scheduler rules,
+see ``docs/simulator.md``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from simulator._core import DROPPED, FINISHED, RUNNING, EngineSim, StepTimeFn
+from simulator.config import ConfigError, EngineConfig
+from simulator.results import SimResult
+from simulator.workload import Workload
+
+_STATUS = {FINISHED: "finished", DROPPED: "dropped_unservable"}
+
+
+def simulate(
+    workload: Workload,
+    configs: Sequence[EngineConfig],
+    *,
+    record_steps: bool = False,
+    max_step_points: int | None = None,
+    progress: Callable[[float], None] | None = None,
+    step_time: Sequence[StepTimeFn | None] | None = None,
+) -> list[SimResult]:
+    """Simulate ``workload`` under each of ``configs``.
+
+    Parameters
+    ----------
+    workload : Workload
+    configs : sequence of EngineConfig, length B
+    record_steps : bool
+        Return the per-step series in ``SimResult.steps``.
+    max_step_points : int, optional
+        Downsample each step series to at most this many points (evenly
+        spaced schedule calls, always keeping the first and last).
+    progress : callable, optional
+        Called with the completed fraction in [0, 1] (all configurations).
+    step_time : sequence of callables, optional
+        Per configuration ``(num_tokens, num_reqs) -> seconds`` replacing the
+        linear ``step_time_model`` (for cost models).
+
+    Returns
+    -------
+    list of SimResult, length B, in the order of ``configs``.
+    """
+    if not isinstance(workload, Workload):
+        raise TypeError("workload: must be a simulator.workload.Workload")
+    configs = list(configs)
+    for i, c in enumerate(configs):
+        if not isinstance(c, EngineConfig):
+            raise ConfigError(f"configs[{i}]: must be an EngineConfig")
+    if max_step_points is not None and max_step_points < 2:
+        raise ValueError("max_step_points: must be at least 2")
+    if step_time is not None and len(step_time) != len(configs):
+        raise ValueError("step_time: one entry per configuration")
+    nb = len(configs)
+    out = []
+    for b, cfg in enumerate(configs):
+        sim = EngineSim(workload, cfg, record_steps=record_steps,
+                        step_time=None if step_time is None else step_time[b])
+        sub = None
+        if progress is not None:
+            def sub(f: float, b: int = b) -> None:
+                progress((b + f) / nb)
+        sim.run(sub)
+        out.append(_result(sim, record_steps, max_step_points))
+        if progress is not None:
+            progress((b + 1) / nb)
+    return out
+
+
+def _result(sim: EngineSim, record_steps: bool, max_points: int | None) -> SimResult:
+    wl = sim.wl
+    t = dict(sim.t)
+    usable = sim.pool.usable
+    reqs = sim.reqs
+    t["unfinished"] = sim.unfinished
+    t["requests_preempted_at_least_once"] = sum(1 for q in reqs if q.npre > 0)
+    q_ = t["prefix_cache_queries"]
+    t["prefix_cache_hit_rate"] = t["prefix_cache_hits"] / q_ if q_ else 0.0
+    t["peak_kv_usage"] = t["peak_kv_blocks_used"] / usable
+    steps = t.pop("kv_block_steps")
+    t["mean_kv_usage"] = steps / t["num_steps"] / usable if t["num_steps"] else 0.0
+    pool = sim.pool
+    t["prefix_cache_evictions"] = pool.evictions
+    t["mean_block_lifetime_steps"] = pool.lifetime_sum / pool.reuses if pool.reuses else 0.0
+    t["mean_block_idle_steps"] = pool.idle_sum / pool.reuses if pool.reuses else 0.0
+    if wl.arrival_unit == "s":
+        t["duration_s"] = sim.clock
+    requests = {
+        "id": wl.ids,
+        "prompt_len": wl.prompt_len,
+        "max_tokens": wl.output_len,
+        "arrival": wl.arrival,
+        "first_scheduled_step": np.array([q.first_sched for q in reqs], np.int64),
+        "first_token_step": np.array([q.first_token for q in reqs], np.int64),
+        "finish_step": np.array([q.finish for q in reqs], np.int64),
+        "num_preemptions": np.array([q.npre for q in reqs], np.int64),
+        "prefix_hit_tokens": np.array([q.hit_first for q in reqs], np.int64),
+        "num_output_tokens": np.array([q.num_out for q in reqs], np.int64),
+        "first_token_time_s": np.array([q.first_token_t for q in reqs], np.float64),
+        "finish_time_s": np.array([q.finish_t for q in reqs], np.float64),
+        "status": tuple(_STATUS.get(q.status, "running" if q.status == RUNNING else "waiting")
+                        for q in reqs),
+    }
+    series = None
+    if record_steps and sim.log is not None:
+        log = sim.log
+        series = {
+            "step": np.array(log.step, np.int64),
+            "time_s": np.array(log.time_s, np.float64),
+            "num_running": np.array(log.num_running, np.int64),
+            "num_waiting": np.array(log.num_waiting, np.int64),
+            "num_scheduled_tokens": np.array(log.num_scheduled_tokens, np.int64),
+            "kv_blocks_used": np.array(log.kv_blocks_used, np.int64),
+            "num_preempted": np.array(log.num_preempted, np.int64),
+        }
+        series["kv_usage"] = series["kv_blocks_used"] / usable
+        if wl.arrival_unit != "s":
+            del series["time_s"]
+        m = len(series["step"])
+        if max_points is not None and m > max_points:
+            idx = np.unique(np.linspace(0, m - 1, max_points).round().astype(np.int64))
+            series = {k: v[idx] for k, v in series.items()}
+    return SimResult(totals=t, requests=requests, steps=series, arrival_unit=wl.arrival_unit)
