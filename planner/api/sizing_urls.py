@@ -1,3 +1,9 @@
-"""Routes (filled in by the feature that owns them)."""
+"""Sizing API: ``POST /api/plan/``."""
 
-urlpatterns: list = []
+from django.urls import path
+
+from .sizing import PlanCreateApi
+
+urlpatterns = [
+    path("plan/", PlanCreateApi.as_view(), name="api-plan"),
+]

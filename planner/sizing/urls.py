@@ -1,4 +1,4 @@
-"""Sizing pages."""
+"""Sizing pages: ``/`` (one deployment) and ``/compare/`` (2 to 4 GPUs side by side)."""
 
 from django.urls import path
 
@@ -6,4 +6,5 @@ from . import views
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("compare/", views.compare, name="sizing-compare"),
 ]

@@ -1,0 +1,99 @@
+"""Reads of the catalog: lists with filters, one row by slug.
+
+Visibility: a list shows catalog rows plus the caller's own rows. A single row
+is readable by anyone who has its slug (owned rows are unlisted, not secret),
+so a planning script or a report can refer to it; only the owner may change it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Q, QuerySet
+from django.shortcuts import get_object_or_404
+
+from .models import GpuProfile, ModelProfile
+
+
+def _visible(qs: QuerySet, user, scope: str | None) -> QuerySet:
+    mine = Q(owner_id=user.pk) if user is not None and user.is_authenticated else Q(pk__in=[])
+    if scope == "catalog":
+        return qs.filter(is_catalog=True)
+    if scope == "mine":
+        return qs.filter(mine)
+    return qs.filter(Q(is_catalog=True) | mine)
+
+
+def gpu_profile_list(*, filters: dict[str, Any] | None = None, user=None) -> QuerySet[GpuProfile]:
+    """GPUs visible to ``user`` matching ``filters``.
+
+    Filters (all optional): ``q`` (name contains), ``vendor`` (exact, any case),
+    ``memory_type`` (contains, e.g. ``HBM3``), ``min_memory_gib`` /
+    ``max_memory_gib`` (runtime total, GiB), ``scope`` (``catalog`` / ``mine``).
+    Ordered by vendor, then memory.
+    """
+    f = filters or {}
+    qs = _visible(GpuProfile.objects.select_related("owner"), user, f.get("scope"))
+    if f.get("q"):
+        qs = qs.filter(name__icontains=f["q"])
+    if f.get("vendor"):
+        qs = qs.filter(vendor__iexact=f["vendor"])
+    if f.get("memory_type"):
+        qs = qs.filter(memory_type__icontains=f["memory_type"])
+    if f.get("min_memory_gib") is not None:
+        qs = qs.filter(memory_gib__gte=f["min_memory_gib"])
+    if f.get("max_memory_gib") is not None:
+        qs = qs.filter(memory_gib__lte=f["max_memory_gib"])
+    return qs.order_by("vendor", "memory_gib", "name")
+
+
+def model_profile_list(*, filters: dict[str, Any] | None = None, user=None) -> QuerySet[ModelProfile]:
+    """Models visible to ``user`` matching ``filters``.
+
+    Filters (all optional): ``q`` (name or Hugging Face id contains),
+    ``attention`` (MHA/GQA/MQA/MLA), ``architecture`` (``model_type`` contains,
+    e.g. ``llama``, ``qwen3_moe``), ``moe`` (True/False), ``hybrid``
+    (sliding-window or linear layers present), ``min_params_b`` /
+    ``max_params_b`` (total parameters, billions), ``scope``.
+    Ordered by name.
+    """
+    f = filters or {}
+    qs = _visible(ModelProfile.objects.select_related("owner"), user, f.get("scope"))
+    if f.get("q"):
+        qs = qs.filter(Q(name__icontains=f["q"]) | Q(hf_id__icontains=f["q"]))
+    if f.get("attention"):
+        qs = qs.filter(attention__iexact=f["attention"])
+    if f.get("architecture"):
+        qs = qs.filter(model_type__icontains=f["architecture"])
+    if f.get("moe") is not None:
+        qs = qs.filter(num_experts__gt=0) if f["moe"] else qs.filter(num_experts=0)
+    if f.get("hybrid") is not None:
+        hybrid = Q(num_sliding_layers__gt=0) | Q(num_linear_layers__gt=0)
+        qs = qs.filter(hybrid) if f["hybrid"] else qs.exclude(hybrid)
+    if f.get("min_params_b") is not None:
+        qs = qs.filter(num_parameters__gte=int(f["min_params_b"] * 1e9))
+    if f.get("max_params_b") is not None:
+        qs = qs.filter(num_parameters__lte=int(f["max_params_b"] * 1e9))
+    return qs.order_by("name")
+
+
+def gpu_profile_get(*, slug: str) -> GpuProfile:
+    """One GPU by slug (404 when unknown)."""
+    return get_object_or_404(GpuProfile.objects.select_related("owner"), slug=slug)
+
+
+def model_profile_get(*, slug: str) -> ModelProfile:
+    """One model by slug (404 when unknown)."""
+    return get_object_or_404(ModelProfile.objects.select_related("owner"), slug=slug)
+
+
+def gpu_vendors() -> list[str]:
+    """Vendors of the catalog GPUs, for filter menus."""
+    return list(GpuProfile.objects.filter(is_catalog=True).order_by("vendor")
+                .values_list("vendor", flat=True).distinct())
+
+
+def model_architectures() -> list[str]:
+    """``model_type`` values of catalog models, for filter menus."""
+    return list(ModelProfile.objects.filter(is_catalog=True).exclude(model_type="").order_by("model_type")
+                .values_list("model_type", flat=True).distinct())

@@ -1,0 +1,215 @@
+"""Writes to the catalog: import a config.json, create / update / copy / delete own profiles.
+
+Every service is keyword-only and atomic. Bad input raises Django's
+:class:`~django.core.exceptions.ValidationError` with a dict of field ->
+messages (a form attaches them to its fields; the API answers 400 with them);
+a write to a row the user does not own raises
+:class:`~django.core.exceptions.PermissionDenied` (403).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.utils.text import slugify
+
+from simulator.hf_config import parse_hf_config
+from simulator.specs import GpuSpec, SpecError
+
+from .convert import spec_columns
+from .models import GpuProfile, ModelProfile
+
+#: Largest config.json accepted (pasted or uploaded).  # bytes
+MAX_CONFIG_BYTES = 1 * 2**20
+
+#: Fields a user may set on a GPU profile.
+GPU_EDITABLE = ("name", "vendor", "memory_gib", "memory_mib", "bandwidth_tbps", "bf16_tflops", "fp8_tflops",
+                "fp4_tflops", "price_per_hour")
+
+#: Fields a user may set on a model profile (the rest come from the imported config).
+MODEL_EDITABLE = ("name", "num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "head_dim",
+                  "intermediate_size", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
+                  "vocab_size", "tie_word_embeddings", "num_parameters", "num_active_parameters",
+                  "kv_lora_rank", "qk_rope_head_dim", "max_position_embeddings", "weights_dtype", "quantization")
+
+
+def _unique_slug(model, base: str) -> str:
+    base = (slugify(base.replace(".", "-")) or "profile")[:100]
+    slug, n = base, 2
+    while model.objects.filter(slug=slug).exists():
+        slug, n = f"{base}-{n}", n + 1
+    return slug
+
+
+def _owner_slug(owner, name: str) -> str:
+    return f"{owner.get_username()}-{name}"
+
+
+def _require_owner(profile, user) -> None:
+    if profile.is_catalog:
+        raise PermissionDenied("Catalog rows are read-only: copy this one to your profiles to edit it.")
+    if not profile.can_edit(user):
+        raise PermissionDenied("Only the owner may change this profile.")
+
+
+def _spec_error(exc: SpecError, prefix: str | None = None) -> ValidationError:
+    """A SpecError ("field: message") as a ValidationError on that field (or on ``prefix``)."""
+    msg = str(exc)
+    field, sep, rest = msg.partition(":")
+    if prefix:
+        return ValidationError({prefix: [msg]})
+    return ValidationError({field.strip() if sep else "non_field_errors": [rest.strip() if sep else msg]})
+
+
+# --------------------------------------------------------------------------
+# models
+# --------------------------------------------------------------------------
+
+
+@transaction.atomic
+def model_profile_import(*, owner, config: Any, name: str | None = None, num_parameters: int | None = None,
+                         quant_config: Any = None) -> ModelProfile:
+    """Create ``owner``'s model profile from a Hugging Face ``config.json`` (already parsed JSON).
+
+    Errors name the field: ``{"config": ["num_key_value_heads: 7 does not divide ..."]}``.
+    """
+    if not isinstance(config, dict):
+        raise ValidationError({"config": ["must be a JSON object (the contents of config.json)"]})
+    if quant_config is not None and not isinstance(quant_config, dict):
+        raise ValidationError({"quant_config": ["must be a JSON object (hf_quant_config.json)"]})
+    if num_parameters is not None and (isinstance(num_parameters, bool) or not isinstance(num_parameters, int)
+                                       or num_parameters < 1):
+        raise ValidationError({"num_parameters": ["must be a whole number >= 1"]})
+    name = (name or "").strip() or None
+    try:
+        spec = parse_hf_config(config, name=name, quant_config=quant_config, num_parameters=num_parameters)
+    except SpecError as exc:
+        raise _spec_error(exc, "config") from None
+    except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
+        # A structurally odd config (a list where a number belongs...): still a field error, never a 500.
+        raise ValidationError({"config": [f"cannot read this config.json: {exc}"]}) from None
+    display = (name or spec.name or "model")[:200]
+    profile = ModelProfile(
+        owner=owner, is_catalog=False, name=display, slug=_unique_slug(ModelProfile, _owner_slug(owner, display)),
+        hf_id=str(config.get("_name_or_path") or "")[:200] if not str(config.get("_name_or_path") or "").startswith("/")
+        else "",
+        model_type=str(config.get("model_type") or "")[:60],
+        hf_config=config, hf_quant_config=quant_config,
+        sources="config.json imported by the user",
+        params_note="given by the user" if num_parameters else "estimated from config.json",
+    )
+    profile.set_from_spec(spec)
+    profile.save()
+    return profile
+
+
+@transaction.atomic
+def model_profile_create(*, owner, data: dict[str, Any]) -> ModelProfile:
+    """Create ``owner``'s model profile from field values (validated as a ModelSpec)."""
+    profile = ModelProfile(owner=owner, is_catalog=False, sources="entered by the user")
+    _model_apply(profile, data)
+    profile.slug = _unique_slug(ModelProfile, _owner_slug(owner, profile.name))
+    profile.save()
+    return profile
+
+
+@transaction.atomic
+def model_profile_update(*, profile: ModelProfile, user, data: dict[str, Any]) -> ModelProfile:
+    """Change fields of ``user``'s own model profile (403 for anyone else, and for catalog rows)."""
+    _require_owner(profile, user)
+    _model_apply(profile, data)
+    profile.save()
+    return profile
+
+
+def _model_apply(profile: ModelProfile, data: dict[str, Any]) -> None:
+    unknown = set(data) - set(MODEL_EDITABLE)
+    if unknown:
+        raise ValidationError({k: ["cannot be set on a model profile"] for k in sorted(unknown)})
+    for field, value in data.items():
+        setattr(profile, field, "" if field == "quantization" and value is None else value)
+    if not (profile.name or "").strip():
+        raise ValidationError({"name": ["is required"]})
+    if profile.layers and len(profile.layers) != profile.num_layers:
+        profile.layers = []  # the per-layer pattern no longer fits: fall back to all full attention
+    try:
+        spec = profile.to_spec()
+    except SpecError as exc:
+        raise _spec_error(exc) from None
+    except TypeError as exc:
+        raise ValidationError({"non_field_errors": [str(exc)]}) from None
+    for field, value in spec_columns(spec).items():
+        setattr(profile, field, value)
+
+
+# --------------------------------------------------------------------------
+# GPUs
+# --------------------------------------------------------------------------
+
+
+def _gpu_apply(profile: GpuProfile, data: dict[str, Any]) -> None:
+    unknown = set(data) - set(GPU_EDITABLE)
+    if unknown:
+        raise ValidationError({k: ["cannot be set on a GPU profile"] for k in sorted(unknown)})
+    for field, value in data.items():
+        setattr(profile, field, value if value is not None or field not in ("name", "vendor") else "")
+    if not (profile.name or "").strip():
+        raise ValidationError({"name": ["is required"]})
+    if profile.memory_gib is None:
+        raise ValidationError({"memory_gib": ["is required (total memory as torch / vLLM see it, GiB)"]})
+    profile.memory_gib_estimated = False
+    try:
+        GpuSpec(**{f: getattr(profile, f) for f in ("name", "memory_gib", "memory_mib", "bandwidth_tbps",
+                                                    "bf16_tflops", "fp8_tflops", "fp4_tflops", "price_per_hour")})
+    except SpecError as exc:
+        raise _spec_error(exc) from None
+
+
+@transaction.atomic
+def gpu_profile_create(*, owner, data: dict[str, Any]) -> GpuProfile:
+    """Create ``owner``'s GPU profile (``name`` and ``memory_gib`` required)."""
+    profile = GpuProfile(owner=owner, is_catalog=False, sources="entered by the user")
+    _gpu_apply(profile, data)
+    profile.slug = _unique_slug(GpuProfile, _owner_slug(owner, profile.name))
+    profile.save()
+    return profile
+
+
+@transaction.atomic
+def gpu_profile_update(*, profile: GpuProfile, user, data: dict[str, Any]) -> GpuProfile:
+    """Change fields of ``user``'s own GPU profile (403 for anyone else, and for catalog rows)."""
+    _require_owner(profile, user)
+    _gpu_apply(profile, data)
+    profile.save()
+    return profile
+
+
+# --------------------------------------------------------------------------
+# both
+# --------------------------------------------------------------------------
+
+
+@transaction.atomic
+def profile_copy(*, profile: GpuProfile | ModelProfile, owner) -> GpuProfile | ModelProfile:
+    """An owned, editable copy of any profile (catalog or not); provenance is kept."""
+    model = type(profile)
+    copy = model.objects.get(pk=profile.pk)
+    copy.pk = None
+    copy.id = None
+    copy._state.adding = True
+    copy.owner = owner
+    copy.is_catalog = False
+    copy.copied_from = profile
+    copy.name = f"{profile.name} (copy)"[:200]
+    copy.slug = _unique_slug(model, _owner_slug(owner, profile.name))
+    copy.save()
+    return copy
+
+
+@transaction.atomic
+def profile_delete(*, profile: GpuProfile | ModelProfile, user) -> None:
+    """Delete ``user``'s own profile (403 for anyone else, and for catalog rows)."""
+    _require_owner(profile, user)
+    profile.delete()

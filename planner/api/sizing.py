@@ -1,0 +1,345 @@
+"""``POST /api/plan/``: size one deployment (public, no sign-in needed).
+
+One view with nested input and output serializers (HackSoft style). The input
+serializer checks types and caps; the model and GPU are a catalog slug or an
+inline spec; the numbers come from :func:`planner.sizing.services.plan_deployment`.
+Every problem is a 400 with a message per field in the shape of
+:mod:`planner.api.errors`; a deployment that merely does not fit is a 200 with
+``fits: false`` and the reason.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_field, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.exceptions import ParseError, ValidationError
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from planner.sizing import selectors, services
+from simulator.hf_config import parse_hf_config
+from simulator.specs import DTYPE_BYTES, KV_CACHE_DTYPES, GpuSpec, SpecError
+
+LIMITS = services.LIMITS
+MAX_CONFIG_KEYS = 2000  # keys in an inline config.json, all levels together
+
+
+class FiniteFloatField(serializers.FloatField):
+    """A float that refuses NaN and infinities (DRF's FloatField lets ``"nan"`` through)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool):
+            self.fail("invalid")
+        value = super().to_internal_value(data)
+        if not math.isfinite(value):
+            self.fail("invalid")
+        return value
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """A whole number: refuses booleans (DRF would take ``true`` as 1)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+def _count_keys(obj: Any, limit: int, depth: int = 0) -> int:
+    """Keys and items in a JSON value; stops early past ``limit`` or 32 levels deep."""
+    if depth > 32:
+        return limit + 1
+    n = 0
+    if isinstance(obj, dict):
+        for v in obj.values():
+            n += 1 + _count_keys(v, limit, depth + 1)
+            if n > limit:
+                break
+    elif isinstance(obj, list):
+        for v in obj:
+            n += 1 + _count_keys(v, limit, depth + 1)
+            if n > limit:
+                break
+    return n
+
+
+class InlineModelSerializer(serializers.Serializer):
+    config = serializers.DictField(help_text="A Hugging Face config.json, as a JSON object.")
+    num_parameters = StrictIntegerField(required=False, allow_null=True, min_value=1, max_value=10**15,
+                                        help_text="Total parameters, when known (else estimated from the config).")
+    name = serializers.CharField(required=False, max_length=200, help_text="Display name.")
+
+    def validate_config(self, value: dict) -> dict:
+        if _count_keys(value, MAX_CONFIG_KEYS) > MAX_CONFIG_KEYS:
+            raise serializers.ValidationError(f"Too large or too deeply nested: at most {MAX_CONFIG_KEYS} keys.")
+        return value
+
+
+class InlineGpuSerializer(serializers.Serializer):
+    memory_gib = FiniteFloatField(min_value=0.001, max_value=102_400,
+                                  help_text="Total memory as torch / vLLM see it, GiB (2^30 bytes).")
+    name = serializers.CharField(required=False, max_length=200, default="Custom GPU")
+    price_per_hour = FiniteFloatField(required=False, allow_null=True, min_value=0, max_value=1_000_000,
+                                      help_text="USD per GPU-hour.")
+
+
+@extend_schema_field({
+    "oneOf": [
+        {"type": "string", "description": "Catalog slug (GET /api/models/)", "example": "llama-3-1-8b"},
+        {"type": "object", "properties": {
+            "config": {"type": "object", "description": "Hugging Face config.json"},
+            "num_parameters": {"type": "integer", "minimum": 1},
+            "name": {"type": "string"}}, "required": ["config"]},
+    ]
+})
+class ModelRefField(serializers.Field):
+    """A catalog slug, or ``{"config": {...}, "num_parameters": N}``."""
+
+    default_error_messages = {"invalid": "Give a catalog slug (string) or an object with a 'config' (config.json)."}
+
+    def to_internal_value(self, data):
+        if isinstance(data, str):
+            slug = data.strip()
+            if not slug or len(slug) > 120:
+                raise serializers.ValidationError("A catalog slug of 1 to 120 characters.")
+            return {"slug": slug}
+        if isinstance(data, dict):
+            s = InlineModelSerializer(data=data)
+            if not s.is_valid():
+                raise serializers.ValidationError(s.errors)
+            return dict(s.validated_data)
+        self.fail("invalid")
+
+    def to_representation(self, value):
+        return value
+
+
+@extend_schema_field({
+    "oneOf": [
+        {"type": "string", "description": "Catalog slug (GET /api/gpus/)", "example": "h100-sxm5-80gb"},
+        {"type": "object", "properties": {
+            "memory_gib": {"type": "number", "exclusiveMinimum": 0},
+            "name": {"type": "string"}, "price_per_hour": {"type": "number"}}, "required": ["memory_gib"]},
+    ]
+})
+class GpuRefField(serializers.Field):
+    """A catalog slug, or ``{"memory_gib": 79.18, "name": ...}``."""
+
+    default_error_messages = {"invalid": "Give a catalog slug (string) or an object with 'memory_gib'."}
+
+    def to_internal_value(self, data):
+        if isinstance(data, str):
+            slug = data.strip()
+            if not slug or len(slug) > 120:
+                raise serializers.ValidationError("A catalog slug of 1 to 120 characters.")
+            return {"slug": slug}
+        if isinstance(data, dict):
+            s = InlineGpuSerializer(data=data)
+            if not s.is_valid():
+                raise serializers.ValidationError(s.errors)
+            return dict(s.validated_data)
+        self.fail("invalid")
+
+    def to_representation(self, value):
+        return value
+
+
+_DTYPES = ["auto", *sorted(DTYPE_BYTES)]
+
+
+class PlanCreateApi(APIView):
+    """Size the KV cache of one deployment the way vLLM does at start-up."""
+
+    permission_classes = [AllowAny]
+
+    class InputSerializer(serializers.Serializer):
+        model = ModelRefField(help_text="Catalog slug, or {config: <config.json>, num_parameters?: int}.")
+        gpu = GpuRefField(help_text="Catalog slug, or {memory_gib: number, name?, price_per_hour?}.")
+        tensor_parallel_size = StrictIntegerField(default=1, min_value=1, max_value=LIMITS["tensor_parallel_size"])
+        pipeline_parallel_size = StrictIntegerField(default=1, min_value=1,
+                                                    max_value=LIMITS["pipeline_parallel_size"])
+        num_gpus = StrictIntegerField(required=False, allow_null=True, min_value=1, max_value=LIMITS["num_gpus"],
+                                      help_text="GPUs in all; a multiple of TP x PP (replicas). Default TP x PP.")
+        dtype = serializers.ChoiceField(choices=_DTYPES, default="auto", help_text="Weights dtype (vLLM --dtype).")
+        kv_cache_dtype = serializers.ChoiceField(choices=list(KV_CACHE_DTYPES), default="auto")
+        block_size = StrictIntegerField(default=16, min_value=1, max_value=LIMITS["block_size"],
+                                        help_text="Tokens per KV block.")
+        gpu_memory_utilization = FiniteFloatField(default=0.9, help_text="Fraction in (0, 1].")
+        max_model_len = StrictIntegerField(required=False, allow_null=True, min_value=1,
+                                           max_value=LIMITS["max_model_len"],
+                                           help_text="Tokens; default the model's max_position_embeddings.")
+        max_num_batched_tokens = StrictIntegerField(required=False, allow_null=True, min_value=1,
+                                                    max_value=LIMITS["max_num_batched_tokens"],
+                                                    help_text="Tokens per step; default vLLM's for the GPU.")
+        max_num_seqs = StrictIntegerField(required=False, allow_null=True, min_value=1,
+                                          max_value=LIMITS["max_num_seqs"])
+        cpu_tier_gib = FiniteFloatField(required=False, allow_null=True, min_value=0,
+                                        max_value=LIMITS["cpu_tier_gib"], help_text="CPU offload tier, GiB.")
+        weights_gib = FiniteFloatField(required=False, allow_null=True, min_value=0, max_value=LIMITS["weights_gib"],
+                                       help_text="Calibration: 'Model loading took X GiB' (per GPU).")
+        available_kv_gib = FiniteFloatField(required=False, allow_null=True, min_value=0,
+                                            max_value=LIMITS["available_kv_gib"],
+                                            help_text="Calibration: 'Available KV cache memory: Y GiB' (per GPU).")
+
+        def validate_gpu_memory_utilization(self, value: float) -> float:
+            if not (0 < value <= 1):
+                raise serializers.ValidationError("Must be more than 0 and at most 1.")
+            return value
+
+    class MemorySerializer(serializers.Serializer):
+        total = serializers.FloatField(help_text="GiB")
+        budget = serializers.FloatField(help_text="total x gpu_memory_utilization, GiB")
+        weights = serializers.FloatField(help_text="GiB")
+        activation = serializers.FloatField(help_text="GiB")
+        non_torch = serializers.FloatField(help_text="GiB")
+        cudagraph = serializers.FloatField(help_text="GiB (estimate; not subtracted by default)")
+        kv = serializers.FloatField(help_text="Available KV cache memory, GiB")
+        kv_used = serializers.FloatField(help_text="Allocated blocks, GiB")
+        free = serializers.FloatField(help_text="GiB")
+
+    class OutputSerializer(serializers.Serializer):
+        summary = serializers.CharField()
+        model = serializers.CharField()
+        gpu = serializers.CharField()
+        fits = serializers.BooleanField()
+        reason = serializers.CharField()
+        tensor_parallel_size = serializers.IntegerField()
+        pipeline_parallel_size = serializers.IntegerField()
+        num_gpus = serializers.IntegerField()
+        replicas = serializers.IntegerField()
+        kv_cache_dtype = serializers.CharField()
+        block_size = serializers.IntegerField(help_text="tokens")
+        max_model_len = serializers.IntegerField(help_text="tokens")
+        max_num_batched_tokens = serializers.IntegerField(help_text="tokens")
+        max_num_seqs = serializers.IntegerField(help_text="requests")
+        kv_bytes_per_token = serializers.FloatField(help_text="bytes, whole model")
+        kv_bytes_per_token_per_gpu = serializers.FloatField(help_text="bytes")
+        bytes_per_block = serializers.FloatField(help_text="bytes per block per GPU (same as bytes_per_block_per_gpu)")
+        bytes_per_block_per_gpu = serializers.FloatField(help_text="bytes")
+        num_gpu_blocks = serializers.IntegerField(help_text="blocks per GPU")
+        kv_cache_tokens = serializers.IntegerField(help_text="tokens per engine (vLLM's 'GPU KV cache size')")
+        max_concurrency = serializers.FloatField(help_text="requests of max_model_len per engine")
+        total_kv_cache_tokens = serializers.IntegerField(help_text="tokens, all replicas")
+        total_max_concurrency = serializers.FloatField(help_text="requests, all replicas")
+        min_blocks_unservable = serializers.IntegerField(help_text="blocks")
+        last_block_waste_tokens = serializers.IntegerField(help_text="tokens")
+        kv_bytes_per_request = serializers.FloatField(help_text="bytes of one max_model_len request")
+        cpu_tier_blocks = serializers.IntegerField(allow_null=True)
+        price_per_hour = serializers.FloatField(allow_null=True, help_text="USD per hour, whole deployment")
+        weights_source = serializers.CharField()
+        available_kv_source = serializers.CharField()
+        num_parameters = serializers.IntegerField(allow_null=True)
+        memory_gib = serializers.SerializerMethodField()
+        notes = serializers.ListField(child=serializers.CharField())
+
+        @extend_schema_field(inline_serializer("PlanMemoryGib", fields={
+            f: serializers.FloatField() for f in ("total", "budget", "weights", "activation", "non_torch",
+                                                  "cudagraph", "kv", "kv_used", "free")}))
+        def get_memory_gib(self, obj) -> dict:
+            return PlanCreateApi.MemorySerializer(obj["memory_gib"]).data
+
+    @extend_schema(
+        operation_id="plan_create",
+        summary="Size one deployment (KV cache blocks, tokens, concurrency)",
+        description="Public. `model` and `gpu` are catalog slugs or inline specs. A plan that does not fit is a "
+                    "200 with `fits: false` and `reason`; bad input is a 400 with a message per field.",
+        request=InputSerializer,
+        responses={200: OutputSerializer, 400: OpenApiTypes.OBJECT},
+        auth=[],
+        examples=[
+            OpenApiExample(
+                "Llama 3.1 8B on one H100 SXM",
+                request_only=True,
+                value={"model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb", "tensor_parallel_size": 1,
+                       "gpu_memory_utilization": 0.9, "max_model_len": 131072},
+            ),
+            OpenApiExample(
+                "Inline config, calibrated with a vLLM log",
+                request_only=True,
+                value={"model": {"config": {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+                                            "hidden_size": 4096, "num_hidden_layers": 32,
+                                            "num_attention_heads": 32, "num_key_value_heads": 8,
+                                            "intermediate_size": 14336, "vocab_size": 128256,
+                                            "max_position_embeddings": 131072, "torch_dtype": "bfloat16"},
+                                 "num_parameters": 8030261248},
+                       "gpu": {"memory_gib": 39.39, "name": "A100 40GB"}, "dtype": "fp16",
+                       "max_model_len": 131072, "weights_gib": 14.9889, "available_kv_gib": 19.25},
+            ),
+            OpenApiExample(
+                "Answer",
+                response_only=True,
+                status_codes=["200"],
+                value={"summary": "Llama 3.1 8B on 1x H100 SXM5 80GB at TP 1: 452,656 tokens of KV cache, room for "
+                                  "about 3.5 requests of 128K tokens at once.",
+                       "fits": True, "kv_bytes_per_token": 131072.0, "kv_bytes_per_token_per_gpu": 131072.0,
+                       "bytes_per_block_per_gpu": 2097152.0, "num_gpu_blocks": 28291, "kv_cache_tokens": 452656,
+                       "max_concurrency": 3.45, "min_blocks_unservable": 8192,
+                       "memory_gib": {"total": 79.18, "budget": 71.26, "weights": 14.96, "activation": 0.92,
+                                      "non_torch": 0.13, "cudagraph": 0.5, "kv": 55.26, "kv_used": 55.26,
+                                      "free": 7.92}},
+            ),
+            OpenApiExample(
+                "Bad input",
+                response_only=True,
+                status_codes=["400"],
+                value={"errors": {"tensor_parallel_size": ["3 does not divide num_attention_heads 32"],
+                                  "gpu_memory_utilization": ["Must be more than 0 and at most 1."]}},
+            ),
+        ],
+    )
+    def post(self, request):
+        try:
+            data = request.data
+        except RecursionError:
+            raise ParseError("JSON nested too deeply.") from None
+        if not isinstance(data, dict):
+            raise ValidationError({"non_field_errors": ["Send a JSON object."]})
+        s = self.InputSerializer(data=data)
+        s.is_valid(raise_exception=True)
+        v = dict(s.validated_data)
+        model = _model_spec(v.pop("model"), user=request.user)
+        gpu = _gpu_spec(v.pop("gpu"), user=request.user)
+        try:
+            outcome = services.plan_deployment(model=model, gpu=gpu, knobs=v)
+        except services.PlanInputError as exc:
+            raise ValidationError(exc.errors) from None
+        out = outcome.to_dict()
+        out.update(
+            bytes_per_block=out["bytes_per_block_per_gpu"],
+            total_kv_cache_tokens=outcome.total_kv_cache_tokens,
+            total_max_concurrency=outcome.total_max_concurrency,
+        )
+        return Response(self.OutputSerializer(out).data, status=status.HTTP_200_OK)
+
+
+def _model_spec(ref: dict, *, user):
+    if "slug" in ref:
+        row = selectors.model_profile_get(slug=ref["slug"], user=user)
+        if row is None:
+            raise ValidationError({"model": [f"No model {ref['slug']!r} in the catalog (see GET /api/models/)."]})
+        return row.to_spec()
+    try:
+        return parse_hf_config(ref["config"], name=ref.get("name"), num_parameters=ref.get("num_parameters"))
+    except SpecError as exc:
+        raise ValidationError({"model.config": [str(exc)]}) from None
+    except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError, RecursionError) as exc:
+        raise ValidationError({"model.config": [f"Not a usable config.json: {type(exc).__name__}: {exc}"[:500]]}) \
+            from None
+
+
+def _gpu_spec(ref: dict, *, user):
+    if "slug" in ref:
+        row = selectors.gpu_profile_get(slug=ref["slug"], user=user)
+        if row is None:
+            raise ValidationError({"gpu": [f"No GPU {ref['slug']!r} in the catalog (see GET /api/gpus/)."]})
+        return row.to_spec()
+    try:
+        return GpuSpec(name=ref.get("name") or "Custom GPU", memory_gib=ref["memory_gib"],
+                       price_per_hour=ref.get("price_per_hour"))
+    except SpecError as exc:
+        raise ValidationError({"gpu": [str(exc)]}) from None

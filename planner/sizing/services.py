@@ -1,0 +1,427 @@
+"""Sizing services: turn validated knobs into a plan, a summary and figure data.
+
+The numbers come from :mod:`simulator.sizing`; this module only
+
+* builds the :class:`~simulator.specs.DeploymentSpec` from the knobs of a form or
+  an API call (applying a pasted vLLM log as calibration),
+* checks what the simulator leaves to its callers (``max_model_len`` beyond the
+  model's positions, calibration figures larger than the GPU),
+* turns every :class:`~simulator.specs.SpecError` into a message attached to
+  the field the user typed (:class:`PlanInputError`), never a traceback,
+* writes the plain-language summary and the series the figures draw.
+
+Views and the API call :func:`plan_deployment`, :func:`compare_gpus`,
+:func:`concurrency_curve` and :func:`fragmentation`; none of them touches the
+database (model and GPU specs are resolved by :mod:`planner.sizing.selectors`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from simulator import sizing
+from simulator.distributions import parse_distribution
+from simulator.specs import GIB, DeploymentSpec, GpuSpec, ModelSpec, SpecError
+from simulator.workload import WorkloadError
+
+logger = logging.getLogger(__name__)
+
+#: Knobs a caller may pass to :func:`plan_deployment`; each is a DeploymentSpec field.
+KNOB_FIELDS = (
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "dtype",
+    "kv_cache_dtype",
+    "block_size",
+    "gpu_memory_utilization",
+    "max_model_len",
+    "max_num_batched_tokens",
+    "max_num_seqs",
+    "vllm_version",
+    "cpu_tier_gib",
+    "weights_gib",
+    "available_kv_gib",
+)
+
+#: Caps on what a form or an API call may ask for (absurd values get a message, not a long computation).
+LIMITS = {
+    "tensor_parallel_size": 512,
+    "pipeline_parallel_size": 128,
+    "num_gpus": 4096,
+    "block_size": 1024,  # tokens
+    "max_model_len": 10_000_000,  # tokens
+    "max_num_batched_tokens": 10_000_000,  # tokens
+    "max_num_seqs": 1_000_000,  # requests
+    "cpu_tier_gib": 1_048_576.0,  # GiB (1 PiB)
+    "weights_gib": 100_000.0,  # GiB
+    "available_kv_gib": 100_000.0,  # GiB
+    "vllm_log": 200_000,  # characters
+    "compare_gpus": 4,
+}
+
+#: Fragmentation sample: requests drawn from the length distribution (fixed seed: same answer every time).
+FRAGMENTATION_SAMPLES = 2000  # requests
+FRAGMENTATION_SEED = 1
+
+# Spec fields that belong to the model or the GPU rather than to a knob.
+_DEPLOYMENT_FIELDS = set(KNOB_FIELDS) | {"disk_tier_gib", "activation_gib", "non_torch_gib", "cudagraph_gib"}
+
+
+class PlanInputError(Exception):
+    """Input that cannot be sized; ``errors`` maps a field name to its messages."""
+
+    def __init__(self, errors: dict[str, list[str]]):
+        super().__init__("; ".join(f"{k}: {' '.join(v)}" for k, v in errors.items()))
+        self.errors = errors
+
+    @classmethod
+    def one(cls, field_name: str, message: str) -> PlanInputError:
+        return cls({field_name: [message]})
+
+
+def spec_error_field(exc: SpecError, *, default: str) -> tuple[str, str]:
+    """Split a SpecError ``"field: message"`` into ``(field, message)``.
+
+    Deployment fields keep their name; anything else (a ModelSpec or GpuSpec
+    field) is reported under ``default`` ("model" or "gpu"), with the spec
+    field kept in the message so the user knows which value is wrong.
+    """
+    text = str(exc)
+    name, sep, rest = text.partition(":")
+    name = name.strip()
+    if sep and name in _DEPLOYMENT_FIELDS:
+        return name, rest.strip()
+    return default, text
+
+
+@dataclass(frozen=True)
+class PlanOutcome:
+    """A sizing result with what the page and the API add to it.
+
+    Attributes
+    ----------
+    result : simulator.sizing.SizingResult
+    model, gpu : ModelSpec, GpuSpec
+    deployment : DeploymentSpec
+        As planned (calibration applied).
+    num_gpus : int
+        GPUs of the whole deployment (``replicas x TP x PP``).
+    replicas : int
+        Independent vLLM engines (data parallel); each has the KV cache of ``result``.
+    summary : str
+        One plain-language sentence.
+    field_errors : dict
+        Why it does not fit, attached to the field most likely to fix it (empty when it fits).
+    calibration : dict
+        Figures read from a pasted vLLM log.
+    """
+
+    result: sizing.SizingResult
+    model: ModelSpec
+    gpu: GpuSpec
+    deployment: DeploymentSpec
+    num_gpus: int
+    replicas: int
+    summary: str
+    field_errors: dict[str, list[str]] = field(default_factory=dict)
+    calibration: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def fits(self) -> bool:
+        return self.result.fits
+
+    @property
+    def total_kv_cache_tokens(self) -> int:
+        """KV cache tokens of all replicas together.  # tokens"""
+        return self.result.kv_cache_tokens * self.replicas
+
+    @property
+    def total_max_concurrency(self) -> float:
+        """Requests of ``max_model_len`` tokens all replicas hold at once.  # requests"""
+        return self.result.max_concurrency * self.replicas
+
+    @property
+    def cpu_tier_tokens(self) -> int | None:
+        b = self.result.cpu_tier_blocks
+        return None if b is None else b * self.result.block_size
+
+    @property
+    def price_per_hour(self) -> float | None:
+        """Deployment price: GPUs x the GPU's price per GPU-hour.  # USD/hour"""
+        p = self.gpu.price_per_hour
+        return None if p is None else p * self.num_gpus
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.result.to_dict()
+        d.update(
+            summary=self.summary,
+            num_gpus=self.num_gpus,
+            replicas=self.replicas,
+            price_per_hour=self.price_per_hour,
+            calibration=dict(self.calibration),
+        )
+        return d
+
+
+# ---------------------------------------------------------------------------
+# wording
+# ---------------------------------------------------------------------------
+
+
+def short_tokens(n: int | float) -> str:
+    """131072 -> '128K', 1048576 -> '1M', 1000 -> '1,000' (binary K/M only when exact)."""
+    n = int(n)
+    if n >= 1 << 20 and n % (1 << 20) == 0:
+        return f"{n >> 20}M"
+    if n >= 1024 and n % 1024 == 0:
+        return f"{n >> 10}K"
+    return f"{n:,}"
+
+
+def _gpu_short_name(gpu: GpuSpec) -> str:
+    return gpu.name
+
+
+def summary_sentence(outcome_parts: dict[str, Any]) -> str:
+    """"Llama 3.1 70B on 4x H100 at TP 4: N tokens of KV cache, room for about C requests of 128K tokens at once"."""
+    r: sizing.SizingResult = outcome_parts["result"]
+    model: ModelSpec = outcome_parts["model"]
+    gpu: GpuSpec = outcome_parts["gpu"]
+    num_gpus, replicas = outcome_parts["num_gpus"], outcome_parts["replicas"]
+    par = [f"TP {r.tensor_parallel_size}"]
+    if r.pipeline_parallel_size > 1:
+        par.append(f"PP {r.pipeline_parallel_size}")
+    if replicas > 1:
+        par.append(f"{replicas} replicas")
+    head = f"{model.name} on {num_gpus}x {_gpu_short_name(gpu)} at {', '.join(par)}"
+    if not r.fits:
+        return f"{head}: does not fit — {r.reason}."
+    tokens = r.kv_cache_tokens * replicas
+    conc = r.max_concurrency * replicas
+    about = f"{conc:,.1f}" if conc < 10 else f"{conc:,.0f}"
+    return (f"{head}: {tokens:,} tokens of KV cache, room for about {about} requests of "
+            f"{short_tokens(r.max_model_len)} tokens at once.")
+
+
+def _not_fit_field(result: sizing.SizingResult) -> str:
+    """The field a user should change when the plan does not fit."""
+    mem = result.memory_gib
+    if mem.weights > mem.total:
+        return "model"
+    if mem.kv <= 0:
+        return "gpu_memory_utilization"
+    return "max_model_len"
+
+
+# ---------------------------------------------------------------------------
+# planning
+# ---------------------------------------------------------------------------
+
+
+def build_deployment(*, model: ModelSpec, gpu: GpuSpec, knobs: dict[str, Any]) -> tuple[DeploymentSpec, dict]:
+    """DeploymentSpec from knobs (``None`` = the simulator's default), calibration from ``vllm_log``.
+
+    Returns the spec and the figures read from the log. Raises :class:`PlanInputError`.
+    """
+    values = {k: knobs[k] for k in KNOB_FIELDS if knobs.get(k) is not None}
+    calibration: dict[str, float] = {}
+    log_text = knobs.get("vllm_log") or ""
+    if log_text.strip():
+        if len(log_text) > LIMITS["vllm_log"]:
+            raise PlanInputError.one("vllm_log", f"at most {LIMITS['vllm_log']:,} characters; paste only the "
+                                                 "start-up lines")
+        found = sizing.calibration_from_log(sizing.parse_vllm_log(log_text))
+        calibration = {k: v for k, v in found.items() if k in ("weights_gib", "available_kv_gib")}
+        if not calibration:
+            raise PlanInputError.one(
+                "vllm_log",
+                "found neither 'Model loading took … GiB' nor 'Available KV cache memory: … GiB' in the pasted text",
+            )
+        for k, v in calibration.items():  # numbers typed into their own fields win over the log
+            values.setdefault(k, v)
+    for name in ("weights_gib", "available_kv_gib"):
+        v = values.get(name)
+        if v is not None and v > gpu.memory_gib:
+            raise PlanInputError.one(name, f"{v:,.2f} GiB is more than the GPU's {gpu.memory_gib:,.2f} GiB "
+                                           "(give the per-GPU figure from the vLLM log)")
+    mml = values.get("max_model_len")
+    if mml is not None and model.max_position_embeddings and mml > model.max_position_embeddings:
+        raise PlanInputError.one(
+            "max_model_len",
+            f"{mml:,} tokens is beyond {model.name}'s {model.max_position_embeddings:,} positions "
+            "(max_position_embeddings); vLLM refuses it",
+        )
+    for name, cap in LIMITS.items():
+        v = values.get(name)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > cap:
+            raise PlanInputError.one(name, f"at most {cap:,}, got {v:,}")
+    try:
+        dep = DeploymentSpec(**values)
+    except SpecError as exc:
+        f, msg = spec_error_field(exc, default="non_field_errors")
+        raise PlanInputError.one(f, msg) from None
+    return dep, calibration
+
+
+def plan_deployment(*, model: ModelSpec, gpu: GpuSpec, knobs: dict[str, Any]) -> PlanOutcome:
+    """Size one deployment.
+
+    Parameters
+    ----------
+    model, gpu : ModelSpec, GpuSpec
+    knobs : dict
+        Any of :data:`KNOB_FIELDS` (``None`` or absent = vLLM's default), plus
+        ``num_gpus`` (a multiple of TP x PP; the rest are replicas) and
+        ``vllm_log`` (pasted start-up lines used as calibration).
+
+    Returns
+    -------
+    PlanOutcome
+        A plan that does not fit is still an outcome (``fits`` False,
+        ``field_errors`` says where to act).
+
+    Raises
+    ------
+    PlanInputError
+        Input that cannot be sized at all, with a message per field.
+    """
+    dep, calibration = build_deployment(model=model, gpu=gpu, knobs=knobs)
+    per_engine = dep.num_gpus
+    num_gpus = knobs.get("num_gpus") or per_engine
+    if num_gpus > LIMITS["num_gpus"]:
+        raise PlanInputError.one("num_gpus", f"at most {LIMITS['num_gpus']:,} GPUs, got {num_gpus:,}")
+    if num_gpus % per_engine:
+        raise PlanInputError.one(
+            "num_gpus",
+            f"{num_gpus} GPUs cannot be split into engines of TP {dep.tensor_parallel_size} x PP "
+            f"{dep.pipeline_parallel_size} = {per_engine} GPUs; use a multiple of {per_engine}",
+        )
+    try:
+        result = sizing.plan(model, gpu, dep)
+    except SpecError as exc:
+        f, msg = spec_error_field(exc, default="model")
+        raise PlanInputError.one(f, msg) from None
+    except (ArithmeticError, ValueError) as exc:  # a spec the formulas cannot handle: say so, don't crash
+        logger.warning("sizing failed for %s on %s: %s", model.name, gpu.name, exc)
+        raise PlanInputError.one("non_field_errors", f"cannot size this deployment: {exc}") from None
+    replicas = num_gpus // per_engine
+    parts = dict(result=result, model=model, gpu=gpu, num_gpus=num_gpus, replicas=replicas)
+    errors = {} if result.fits else {_not_fit_field(result): [f"Does not fit: {result.reason}."]}
+    return PlanOutcome(
+        result=result,
+        model=model,
+        gpu=gpu,
+        deployment=dep,
+        num_gpus=num_gpus,
+        replicas=replicas,
+        summary=summary_sentence(parts),
+        field_errors=errors,
+        calibration=calibration,
+    )
+
+
+# ---------------------------------------------------------------------------
+# figure data
+# ---------------------------------------------------------------------------
+
+
+def concurrency_curve(outcome: PlanOutcome, *, points: int = 24) -> dict[str, list]:
+    """Maximum concurrency against context length for this deployment's KV cache.
+
+    Context lengths run log-spaced from 256 tokens to the model's maximum
+    (or ``max_model_len``, whichever is larger); the concurrency at each is
+    what vLLM would print with that ``max_model_len`` (same blocks, more or
+    fewer blocks per request).
+
+    Returns
+    -------
+    dict
+        ``context_tokens`` (tokens), ``max_concurrency`` (requests, all replicas), and ``max_model_len``.
+    """
+    r = outcome.result
+    hi = max(r.max_model_len, outcome.model.max_position_embeddings or 0, 1024)
+    lo = min(256, r.max_model_len)
+    xs = sorted({int(x) for x in np.geomspace(lo, hi, points).round()} | {r.max_model_len})
+    ys = []
+    if r.num_gpu_blocks <= 0:
+        ys = [0.0 for _ in xs]
+    else:
+        for x in xs:
+            res = sizing.plan(outcome.model, outcome.gpu, outcome.deployment.with_(
+                max_model_len=x, max_num_batched_tokens=r.max_num_batched_tokens, max_num_seqs=r.max_num_seqs,
+                available_kv_gib=r.memory_gib.kv, weights_gib=r.memory_gib.weights))
+            ys.append(float(res.max_concurrency) * outcome.replicas)
+    return {"context_tokens": xs, "max_concurrency": ys, "max_model_len": r.max_model_len}
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    """One GPU of a comparison: the plan, or why it could not be sized."""
+
+    gpu: GpuSpec
+    outcome: PlanOutcome | None
+    error: str = ""
+
+
+def compare_gpus(*, model: ModelSpec, gpus: list[GpuSpec], knobs: dict[str, Any]) -> list[CompareRow]:
+    """Plan the same model and knobs on each GPU (a GPU whose plan fails gets its message, not an exception)."""
+    rows = []
+    for gpu in gpus:
+        try:
+            rows.append(CompareRow(gpu=gpu, outcome=plan_deployment(model=model, gpu=gpu, knobs=knobs)))
+        except PlanInputError as exc:
+            rows.append(CompareRow(gpu=gpu, outcome=None, error=str(exc)))
+    return rows
+
+
+def fragmentation(outcome: PlanOutcome, *, lengths: str) -> sizing.FragmentationResult:
+    """Paged allocation vs naive pre-allocation at ``max_model_len`` for a length distribution.
+
+    ``lengths`` is a distribution string (``lognormal:2048,1536``; see
+    :mod:`simulator.distributions`), sampled :data:`FRAGMENTATION_SAMPLES`
+    times with a fixed seed, each length clipped to ``max_model_len``.
+    Raises :class:`PlanInputError` on the ``lengths`` field.
+    """
+    text = (lengths or "").strip()
+    if text.split(":", 1)[0].strip().lower() == "empirical":
+        raise PlanInputError.one("lengths", "empirical distributions read a file; give a formula such as "
+                                            "'lognormal:2048,1536' or 'uniform:1000,2000'")
+    try:
+        dist = parse_distribution(text, name="lengths")
+    except WorkloadError as exc:
+        _, _, msg = str(exc).partition(":")
+        raise PlanInputError.one("lengths", msg.strip() or str(exc)) from None
+    rng = np.random.default_rng(FRAGMENTATION_SEED)
+    sample = dist.sample(rng, FRAGMENTATION_SAMPLES)
+    r = outcome.result
+    blocks = max(r.num_gpu_blocks - 1, 0) // max(r.num_kv_groups, 1)  # the null block is never allocated
+    try:
+        return sizing.paged_vs_naive(sample, blocks, r.block_size, r.max_model_len)
+    except SpecError as exc:
+        raise PlanInputError.one("lengths", str(exc)) from None
+
+
+def memory_segments(outcome: PlanOutcome) -> list[tuple[str, float]]:
+    """Per-GPU memory as stacked segments that add up to the GPU's total.  # GiB
+
+    ``weights``, ``activation`` (profiling peak), ``overhead`` (non-torch memory,
+    plus the CUDA-graph estimate when it is subtracted), ``KV cache`` (the
+    allocated blocks) and ``free`` (outside ``gpu_memory_utilization`` plus
+    the unused tail below one block). A plan that does not fit can exceed
+    the total; ``free`` is then 0.
+    """
+    m = outcome.result.memory_gib
+    overhead = m.non_torch + (m.cudagraph if outcome.deployment.subtract_cudagraph else 0.0)
+    used = m.weights + m.activation + overhead + m.kv_used
+    free = max(m.total - used, 0.0)
+    return [("Weights", m.weights), ("Activation", m.activation), ("Overhead", overhead),
+            ("KV cache", m.kv_used), ("Free", free)]
+
+
+def gib_to_bytes(gib: float) -> int:
+    return int(math.floor(gib * GIB))
