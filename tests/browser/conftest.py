@@ -1,0 +1,223 @@
+"""Fixtures for the end-to-end browser tests (headless Chromium through Playwright).
+
+- ``browser``: one Chromium per package run, Debian's binary (``chromium_path``), never a download.
+- ``page``: a fresh context at laptop size whose JavaScript console errors, page errors,
+  failed or 4xx/5xx local static files, server errors and requests to other hosts (CDNs) are
+  collected and fail the test at teardown.
+- ``signed_in_page``: the same, signed in as a new user (session cookie from Django's test client).
+- ``screenshot``: saves a full-page PNG under ``artifacts/screenshots/`` (ignored by git).
+- ``catalog`` (used by every page fixture): reloads the GPU/model catalog for every test, because ``live_server``
+  runs on a transactional database that is flushed between tests.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+SCREENSHOTS = ROOT / "artifacts" / "screenshots"
+
+# Laptop screen: charts and tables must be readable at this size.
+VIEWPORT = {"width": 1366, "height": 860}
+# Every wait is bounded: actions and assertions give up after these (milliseconds).
+ACTION_TIMEOUT_MS = 10_000
+NAVIGATION_TIMEOUT_MS = 20_000
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+
+
+def pytest_collection_modifyitems(config, items):
+    here = Path(__file__).resolve().parent
+    for item in items:
+        if here in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.browser)
+
+
+@pytest.fixture(scope="package")
+def browser(chromium_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=ACTION_TIMEOUT_MS)
+
+    # Playwright's sync API keeps an asyncio loop in this thread; Django's ORM refuses to run
+    # under a running loop unless told otherwise. Allowed only while the browser is up.
+    saved = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as pw:
+            chromium = pw.chromium.launch(executable_path=chromium_path, headless=True, args=CHROMIUM_ARGS)
+            try:
+                yield chromium
+            finally:
+                chromium.close()
+    finally:
+        if saved is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = saved
+
+
+@dataclass
+class PageProblems:
+    """What went wrong in the browser while a test ran; must be empty at teardown."""
+
+    origin: str
+    problems: list[str] = field(default_factory=list)
+    allowed: list[re.Pattern] = field(default_factory=list)
+
+    def allow(self, pattern: str) -> None:
+        """Accept one expected console message (a regular expression), e.g. a deliberate 4xx."""
+        self.allowed.append(re.compile(pattern))
+
+    def add(self, text: str) -> None:
+        if not any(p.search(text) for p in self.allowed):
+            self.problems.append(text)
+
+    def is_local(self, url: str) -> bool:
+        return url.startswith(self.origin)
+
+    def watch(self, page) -> None:
+        def on_console(msg):
+            if msg.type == "error":
+                loc = msg.location or {}
+                self.add(f"console error: {msg.text} ({loc.get('url', '')}:{loc.get('lineNumber', '')})")
+
+        def on_pageerror(exc):
+            self.add(f"page error: {exc}")
+
+        def on_request(request):
+            url = request.url
+            if urlsplit(url).scheme in {"data", "blob", "about"}:
+                return
+            if not self.is_local(url):
+                self.add(f"request to another host (no CDN allowed): {request.method} {url}")
+
+        def on_requestfailed(request):
+            url = request.url
+            # ERR_ABORTED is the browser cancelling a load because the test navigated on;
+            # a missing file shows up as a 4xx response (on_response).
+            if self.is_local(url) and "/static/" in url and request.failure != "net::ERR_ABORTED":
+                self.add(f"static file failed: {url} ({request.failure})")
+
+        def on_response(response):
+            url = response.url
+            if not self.is_local(url):
+                return
+            if "/static/" in url and response.status >= 400:
+                self.add(f"static file {response.status}: {url}")
+            elif response.status >= 500:
+                self.add(f"server error {response.status}: {response.request.method} {url}")
+
+        page.on("console", on_console)
+        page.on("pageerror", on_pageerror)
+        page.on("request", on_request)
+        page.on("requestfailed", on_requestfailed)
+        page.on("response", on_response)
+
+
+def _new_page(browser, live_server, cookies=()):
+    context = browser.new_context(viewport=VIEWPORT, base_url=live_server.url, accept_downloads=True)
+    context.set_default_timeout(ACTION_TIMEOUT_MS)
+    context.set_default_navigation_timeout(NAVIGATION_TIMEOUT_MS)
+    origin = live_server.url.rstrip("/")
+    if cookies:
+        context.add_cookies(list(cookies))
+    page = context.new_page()
+    problems = PageProblems(origin=origin)
+    # Chromium probes /favicon.ico on its own, at a moment of its choosing, when a page declares
+    # no icon; its 404 would make every test flaky. Inert once base.html declares an icon.
+    problems.allow(r"status of 404 .*\(" + re.escape(origin) + r"/favicon\.ico:")
+    problems.watch(page)
+    page.problems = problems
+    return context, page, problems
+
+
+def _assert_clean(page, problems: PageProblems) -> None:
+    # Let late scripts (Plotly drawing, polling) finish reporting before judging.
+    try:
+        page.wait_for_load_state("load", timeout=5_000)
+    except Exception:  # noqa: BLE001 - a page that never loads has reported its own problems
+        pass
+    assert not problems.problems, "browser problems:\n" + "\n".join(problems.problems)
+
+
+@pytest.fixture
+def page(browser, live_server, catalog):
+    context, page, problems = _new_page(browser, live_server)
+    yield page
+    try:
+        _assert_clean(page, problems)
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def password() -> str:
+    return "correct-horse-battery-42"
+
+
+@pytest.fixture
+def user(django_user_model, password):
+    return django_user_model.objects.create_user(username="ada", email="ada@example.com", password=password)
+
+
+@pytest.fixture
+def signed_in_page(browser, live_server, catalog, user):
+    """A page whose context carries a session for ``user`` (made by Django's test client)."""
+    from django.conf import settings
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    session = client.cookies[settings.SESSION_COOKIE_NAME].value
+    host = urlsplit(live_server.url).hostname
+    cookie = {"name": settings.SESSION_COOKIE_NAME, "value": session, "domain": host, "path": "/", "httpOnly": True}
+    context, page, problems = _new_page(browser, live_server, cookies=[cookie])
+    yield page
+    try:
+        _assert_clean(page, problems)
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def screenshot():
+    """``screenshot(page, "name")`` saves ``artifacts/screenshots/name.png`` (the full page)."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+
+    def take(page, name: str) -> Path:
+        path = SCREENSHOTS / f"{name}.png"
+        page.screenshot(path=str(path), full_page=True)
+        return path
+
+    return take
+
+
+@pytest.fixture
+def catalog(transactional_db):
+    """The GPU/model catalog as the data migration loads it (flushed between live-server tests)."""
+    from django.db import connection
+
+    from gpuprofiles.catalog import load_catalog
+    from gpuprofiles.models import GpuProfile, ModelProfile
+
+    if GpuProfile._meta.db_table not in connection.introspection.table_names():  # TEMP while the catalog lands
+        return
+    load_catalog(GpuProfile, ModelProfile)
