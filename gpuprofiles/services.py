@@ -47,6 +47,11 @@ def _owner_slug(owner, name: str) -> str:
     return f"{owner.get_username()}-{name}"
 
 
+def profile_check_editable(*, profile, user) -> None:
+    """Raise PermissionDenied unless ``user`` owns ``profile`` (catalog rows: never)."""
+    _require_owner(profile, user)
+
+
 def _require_owner(profile, user) -> None:
     if profile.is_catalog:
         raise PermissionDenied("Catalog rows are read-only: copy this one to your profiles to edit it.")

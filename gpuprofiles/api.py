@@ -1,0 +1,313 @@
+"""Catalog API (v1): ``/api/models/`` and ``/api/gpus/``.
+
+Reads are public; writes need a signed-in user (session or token). Catalog
+rows are read-only (403; ``POST .../copy/`` makes an owned copy), and a
+user's profiles can be changed only by that user (403). Anonymous writes get
+401 with a ``WWW-Authenticate: Token`` challenge. Errors use the project's
+shape ``{"errors": {field: [messages]}}``.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.authentication import SessionAuthentication
+from rest_framework.exceptions import ValidationError
+from rest_framework.generics import GenericAPIView
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.response import Response
+
+from planner.accounts.authentication import ApiTokenAuthentication
+
+from . import selectors, services
+from .serializers import (
+    GpuFilterSerializer,
+    GpuInputSerializer,
+    GpuOutputSerializer,
+    ModelDetailOutputSerializer,
+    ModelFilterSerializer,
+    ModelImportSerializer,
+    ModelInputSerializer,
+    ModelOutputSerializer,
+)
+
+# -- examples ---------------------------------------------------------------
+
+GPU_EXAMPLE = {
+    "slug": "h100-sxm5-80gb", "name": "H100 SXM5 80GB", "is_catalog": True, "owner": None,
+    "sources": "ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/systems/h100_sxm.yaml; ...",
+    "verification": "verified (2 sources); MiB from nvidia-smi logs", "unverified": False,
+    "unverified_fields": [], "url": "/catalog/gpus/h100-sxm5-80gb/", "vendor": "NVIDIA",
+    "memory_nominal": "80 GB", "memory_type": "HBM3", "memory_mib": 81559.0, "memory_gib": 79.18,
+    "memory_gib_estimated": False, "bandwidth_tbps": 3.35, "bf16_tflops": 989.0, "fp8_tflops": 1979.0,
+    "fp4_tflops": None, "interconnect": "NVLink4 900 GB/s total (450/dir), NVSwitch",
+    "pcie": "Gen5 x16 (64 GB/s/dir)", "tdp_w": 700.0, "price_per_hour": 3.78,
+    "price_text": "Lambda 1x H100 SXM $3.78; Modal H100 $3.9492; Replicate H100 $5.49 (...)",
+}
+GPU_INPUT_EXAMPLE = {"name": "My H100 (MIG 3g.40gb)", "vendor": "NVIDIA", "memory_gib": 39.5,
+                     "bandwidth_tbps": 1.675, "price_per_hour": 1.9}
+GPU_OWN_EXAMPLE = {**GPU_EXAMPLE, "slug": "alice-my-h100-mig-3g-40gb", "name": "My H100 (MIG 3g.40gb)",
+                   "is_catalog": False, "owner": "alice", "sources": "entered by the user", "verification": "",
+                   "url": "/catalog/gpus/alice-my-h100-mig-3g-40gb/", "memory_gib": 39.5, "memory_mib": None,
+                   "memory_nominal": "", "memory_type": "", "bandwidth_tbps": 1.675, "bf16_tflops": None,
+                   "fp8_tflops": None, "interconnect": "", "pcie": "", "tdp_w": None, "price_per_hour": 1.9,
+                   "price_text": ""}
+MODEL_EXAMPLE = {
+    "slug": "llama-3-1-8b", "name": "Llama 3.1 8B", "is_catalog": True, "owner": None,
+    "sources": "raw_configs/ (HF config.json copied from ai-dynamo/aiconfigurator model_configs)",
+    "verification": "verified from config.json (head_dim implicit = hidden/heads = 128); ...",
+    "unverified": False, "unverified_fields": [], "url": "/catalog/models/llama-3-1-8b/",
+    "hf_id": "meta-llama/Llama-3.1-8B", "model_type": "llama", "num_layers": 32, "hidden_size": 4096,
+    "num_attention_heads": 32, "num_kv_heads": 8, "head_dim": 128, "attention": "GQA", "attention_note": "GQA",
+    "kv_lora_rank": None, "qk_rope_head_dim": None, "q_lora_rank": None, "qk_nope_head_dim": None,
+    "v_head_dim": None, "intermediate_size": 14336, "moe_intermediate_size": None, "num_experts": 0,
+    "num_experts_per_tok": 0, "num_shared_experts": 0, "num_dense_layers": 0, "vocab_size": 128256,
+    "tie_word_embeddings": False, "num_parameters": 8030000000, "num_active_parameters": 8030000000,
+    "params_note": "computed from config", "sliding_window": None, "layer_pattern": "32 x full", "layers": [],
+    "num_full_layers": 32, "num_sliding_layers": 0, "num_linear_layers": 0, "max_position_embeddings": 131072,
+    "weights_dtype": "bf16", "quantization": "", "checkpoint_quant_text": "", "kv_bytes_per_token_bf16": 131072,
+    "kv_bytes_per_token_bf16_global": 131072, "kv_bytes_per_token_fp8": 65536,
+}
+MODEL_INPUT_EXAMPLE = {"name": "Tiny GQA", "num_layers": 16, "hidden_size": 2048, "num_attention_heads": 32,
+                       "num_kv_heads": 8, "head_dim": 64, "intermediate_size": 8192, "vocab_size": 128256,
+                       "num_parameters": 1235814400, "max_position_embeddings": 131072}
+MODEL_OWN_EXAMPLE = {**MODEL_EXAMPLE, "slug": "alice-tiny-gqa", "name": "Tiny GQA", "is_catalog": False,
+                     "owner": "alice", "sources": "entered by the user", "verification": "",
+                     "url": "/catalog/models/alice-tiny-gqa/", "hf_id": "", "model_type": "",
+                     "num_layers": 16, "hidden_size": 2048, "head_dim": 64, "intermediate_size": 8192,
+                     "num_parameters": 1235814400, "num_active_parameters": None, "layer_pattern": "",
+                     "num_full_layers": 16, "attention_note": "", "params_note": "",
+                     "kv_bytes_per_token_bf16": None, "kv_bytes_per_token_bf16_global": None,
+                     "kv_bytes_per_token_fp8": None}
+IMPORT_EXAMPLE = {
+    "name": "My Llama", "num_parameters": 8030261248,
+    "config": {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+               "intermediate_size": 14336, "num_attention_heads": 32, "num_hidden_layers": 32,
+               "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 131072,
+               "torch_dtype": "bfloat16", "tie_word_embeddings": False},
+}
+
+
+def _page(results):
+    return {"count": len(results), "next": None, "previous": None, "results": results}
+
+
+def _errors(summary, body):
+    return OpenApiResponse(description=summary, examples=[OpenApiExample(summary, value=body)])
+
+
+ERR_400_FILTER = _errors("Bad filter", {"errors": {"min_memory_gib": ["A valid number is required."]}})
+ERR_400_GPU = _errors("Bad input", {"errors": {"memory_gib": ["This field is required."]}})
+ERR_400_MODEL = _errors("Bad input", {"errors": {"num_kv_heads": ["7 does not divide num_attention_heads 32"]}})
+ERR_400_IMPORT = _errors("Bad config", {"errors": {"config": [
+    "num_key_value_heads: 7 does not divide num_attention_heads 32"]}})
+ERR_401 = _errors("Not signed in", {"errors": {"non_field_errors": [
+    "Authentication credentials were not provided."]}})
+ERR_403 = _errors("Not yours", {"errors": {"non_field_errors": [
+    "Catalog rows are read-only: copy this one to your profiles to edit it."]}})
+ERR_404 = _errors("Unknown slug", {"errors": {"non_field_errors": ["No GpuProfile matches the given query."]}})
+
+
+def _validate(serializer_class, data, **kwargs):
+    s = serializer_class(data=data, **kwargs)
+    s.is_valid(raise_exception=True)
+    return s.validated_data
+
+
+def _call(fn, **kwargs):
+    """Run a service, turning its Django ValidationError into DRF's (400 with field messages)."""
+    try:
+        return fn(**kwargs)
+    except DjangoValidationError as exc:
+        raise ValidationError(exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors":
+                                                                                  exc.messages}) from None
+
+
+class _CatalogApi(GenericAPIView):
+    # Token first: an anonymous write is answered 401 with a "WWW-Authenticate: Token" challenge.
+    authentication_classes = [ApiTokenAuthentication, SessionAuthentication]
+
+
+# -- GPUs -------------------------------------------------------------------
+
+
+class GpuListApi(_CatalogApi):
+    serializer_class = GpuOutputSerializer
+
+    @extend_schema(
+        operation_id="gpus_list", tags=["catalog"], parameters=[GpuFilterSerializer],
+        summary="List GPUs (catalog and yours)",
+        responses={200: GpuOutputSerializer(many=True), 400: ERR_400_FILTER},
+        examples=[OpenApiExample("H100", value=_page([GPU_EXAMPLE]), response_only=True)],
+    )
+    def get(self, request):
+        filters = _validate(GpuFilterSerializer, request.query_params)
+        qs = selectors.gpu_profile_list(filters=filters, user=request.user)
+        page = self.paginate_queryset(qs)
+        return self.get_paginated_response(GpuOutputSerializer(page, many=True).data)
+
+    @extend_schema(
+        operation_id="gpus_create", tags=["catalog"], summary="Create your GPU profile",
+        request=GpuInputSerializer,
+        responses={201: GpuOutputSerializer, 400: ERR_400_GPU, 401: ERR_401},
+        examples=[OpenApiExample("A MIG slice", value=GPU_INPUT_EXAMPLE, request_only=True),
+                  OpenApiExample("Created", value=GPU_OWN_EXAMPLE, response_only=True, status_codes=["201"])],
+    )
+    def post(self, request):
+        data = _validate(GpuInputSerializer, request.data)
+        profile = _call(services.gpu_profile_create, owner=request.user, data=dict(data))
+        return Response(GpuOutputSerializer(profile).data, status=status.HTTP_201_CREATED)
+
+
+class GpuDetailApi(_CatalogApi):
+    serializer_class = GpuOutputSerializer
+
+    @extend_schema(operation_id="gpus_retrieve", tags=["catalog"], summary="One GPU by slug",
+                   responses={200: GpuOutputSerializer, 404: ERR_404},
+                   examples=[OpenApiExample("H100", value=GPU_EXAMPLE, response_only=True)])
+    def get(self, request, slug):
+        return Response(GpuOutputSerializer(selectors.gpu_profile_get(slug=slug)).data)
+
+    @extend_schema(
+        operation_id="gpus_partial_update", tags=["catalog"], summary="Change your GPU profile",
+        request=GpuInputSerializer(partial=True),
+        responses={200: GpuOutputSerializer, 400: ERR_400_GPU, 401: ERR_401, 403: ERR_403, 404: ERR_404},
+        examples=[OpenApiExample("New price", value={"price_per_hour": 1.9}, request_only=True),
+                  OpenApiExample("Updated", value=GPU_OWN_EXAMPLE, response_only=True)],
+    )
+    def patch(self, request, slug):
+        profile = selectors.gpu_profile_get(slug=slug)
+        services.profile_check_editable(profile=profile, user=request.user)
+        data = _validate(GpuInputSerializer, request.data, partial=True)
+        profile = _call(services.gpu_profile_update, profile=profile, user=request.user, data=dict(data))
+        return Response(GpuOutputSerializer(profile).data)
+
+    @extend_schema(operation_id="gpus_destroy", tags=["catalog"], summary="Delete your GPU profile",
+                   request=None, responses={204: None, 401: ERR_401, 403: ERR_403, 404: ERR_404},
+                   examples=[OpenApiExample("No body", value=None, request_only=True),
+                             OpenApiExample("Deleted", value=None, response_only=True, status_codes=["204"])])
+    def delete(self, request, slug):
+        services.profile_delete(profile=selectors.gpu_profile_get(slug=slug), user=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class GpuCopyApi(_CatalogApi):
+    serializer_class = GpuOutputSerializer
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(operation_id="gpus_copy", tags=["catalog"], summary="Copy a GPU to your profiles",
+                   request=None, responses={201: GpuOutputSerializer, 401: ERR_401, 404: ERR_404},
+                   examples=[OpenApiExample("No body", value={}, request_only=True),
+                             OpenApiExample("Copied", value={**GPU_OWN_EXAMPLE, "name": "H100 SXM5 80GB (copy)"},
+                                            response_only=True, status_codes=["201"])])
+    def post(self, request, slug):
+        copy = services.profile_copy(profile=selectors.gpu_profile_get(slug=slug), owner=request.user)
+        return Response(GpuOutputSerializer(copy).data, status=status.HTTP_201_CREATED)
+
+
+# -- models -----------------------------------------------------------------
+
+
+class ModelListApi(_CatalogApi):
+    serializer_class = ModelOutputSerializer
+
+    @extend_schema(
+        operation_id="models_list", tags=["catalog"], parameters=[ModelFilterSerializer],
+        summary="List models (catalog and yours)",
+        responses={200: ModelOutputSerializer(many=True), 400: ERR_400_FILTER},
+        examples=[OpenApiExample("Llama", value=_page([MODEL_EXAMPLE]), response_only=True)],
+    )
+    def get(self, request):
+        filters = _validate(ModelFilterSerializer, request.query_params)
+        qs = selectors.model_profile_list(filters=filters, user=request.user)
+        page = self.paginate_queryset(qs)
+        return self.get_paginated_response(ModelOutputSerializer(page, many=True).data)
+
+    @extend_schema(
+        operation_id="models_create", tags=["catalog"], summary="Create your model profile field by field",
+        request=ModelInputSerializer,
+        responses={201: ModelDetailOutputSerializer, 400: ERR_400_MODEL, 401: ERR_401},
+        examples=[OpenApiExample("A small GQA model", value=MODEL_INPUT_EXAMPLE, request_only=True),
+                  OpenApiExample("Created", value={**MODEL_OWN_EXAMPLE, "hf_config": None, "hf_quant_config": None},
+                                 response_only=True, status_codes=["201"])],
+    )
+    def post(self, request):
+        data = _validate(ModelInputSerializer, request.data)
+        profile = _call(services.model_profile_create, owner=request.user, data=dict(data))
+        return Response(ModelDetailOutputSerializer(profile).data, status=status.HTTP_201_CREATED)
+
+
+class ModelImportApi(_CatalogApi):
+    serializer_class = ModelImportSerializer
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="models_import", tags=["catalog"], summary="Create your model profile from a config.json",
+        request=ModelImportSerializer,
+        responses={201: ModelDetailOutputSerializer, 400: ERR_400_IMPORT, 401: ERR_401},
+        examples=[OpenApiExample("Llama 3.1 8B config", value=IMPORT_EXAMPLE, request_only=True),
+                  OpenApiExample("Imported", value={**MODEL_EXAMPLE, "slug": "alice-my-llama", "name": "My Llama",
+                                                    "is_catalog": False, "owner": "alice",
+                                                    "num_parameters": 8030261248,
+                                                    "sources": "config.json imported by the user",
+                                                    "hf_config": IMPORT_EXAMPLE["config"], "hf_quant_config": None},
+                                 response_only=True, status_codes=["201"])],
+    )
+    def post(self, request):
+        data = _validate(ModelImportSerializer, request.data)
+        profile = _call(services.model_profile_import, owner=request.user, config=data["config"],
+                        name=data.get("name"), num_parameters=data.get("num_parameters"),
+                        quant_config=data.get("quant_config"))
+        return Response(ModelDetailOutputSerializer(profile).data, status=status.HTTP_201_CREATED)
+
+
+class ModelDetailApi(_CatalogApi):
+    serializer_class = ModelDetailOutputSerializer
+
+    @extend_schema(operation_id="models_retrieve", tags=["catalog"], summary="One model by slug (with its config)",
+                   responses={200: ModelDetailOutputSerializer, 404: ERR_404},
+                   examples=[OpenApiExample("Llama 3.1 8B", value={**MODEL_EXAMPLE, "hf_config": {"...": "..."},
+                                                                    "hf_quant_config": None}, response_only=True)])
+    def get(self, request, slug):
+        return Response(ModelDetailOutputSerializer(selectors.model_profile_get(slug=slug)).data)
+
+    @extend_schema(
+        operation_id="models_partial_update", tags=["catalog"], summary="Change your model profile",
+        request=ModelInputSerializer(partial=True),
+        responses={200: ModelDetailOutputSerializer, 400: ERR_400_MODEL, 401: ERR_401, 403: ERR_403,
+                   404: ERR_404},
+        examples=[OpenApiExample("Parameter count", value={"num_parameters": 1300000000}, request_only=True),
+                  OpenApiExample("Updated", value={**MODEL_OWN_EXAMPLE, "num_parameters": 1300000000,
+                                                   "hf_config": None, "hf_quant_config": None},
+                                 response_only=True)],
+    )
+    def patch(self, request, slug):
+        profile = selectors.model_profile_get(slug=slug)
+        services.profile_check_editable(profile=profile, user=request.user)
+        data = _validate(ModelInputSerializer, request.data, partial=True)
+        profile = _call(services.model_profile_update, profile=profile, user=request.user, data=dict(data))
+        return Response(ModelDetailOutputSerializer(profile).data)
+
+    @extend_schema(operation_id="models_destroy", tags=["catalog"], summary="Delete your model profile",
+                   request=None, responses={204: None, 401: ERR_401, 403: ERR_403, 404: ERR_404},
+                   examples=[OpenApiExample("No body", value=None, request_only=True),
+                             OpenApiExample("Deleted", value=None, response_only=True, status_codes=["204"])])
+    def delete(self, request, slug):
+        services.profile_delete(profile=selectors.model_profile_get(slug=slug), user=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ModelCopyApi(_CatalogApi):
+    serializer_class = ModelDetailOutputSerializer
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(operation_id="models_copy", tags=["catalog"], summary="Copy a model to your profiles",
+                   request=None, responses={201: ModelDetailOutputSerializer, 401: ERR_401, 404: ERR_404},
+                   examples=[OpenApiExample("No body", value={}, request_only=True),
+                             OpenApiExample("Copied", value={**MODEL_OWN_EXAMPLE, "name": "Llama 3.1 8B (copy)",
+                                                             "hf_config": None, "hf_quant_config": None},
+                                            response_only=True, status_codes=["201"])])
+    def post(self, request, slug):
+        copy = services.profile_copy(profile=selectors.model_profile_get(slug=slug), owner=request.user)
+        return Response(ModelDetailOutputSerializer(copy).data, status=status.HTTP_201_CREATED)
