@@ -1,3 +1,14 @@
-"""Account pages: sign up, API tokens."""
+"""Account pages: ``/accounts/`` (API tokens), ``/accounts/signup/``, token revoke.
 
-urlpatterns: list = []
+Mounted before ``django.contrib.auth.urls`` (login, logout, password change/reset).
+"""
+
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("", views.account, name="account"),
+    path("signup/", views.signup, name="signup"),
+    path("tokens/<int:token_id>/revoke/", views.token_revoke, name="token-revoke"),
+]

@@ -1,0 +1,84 @@
+"""Account pages: sign up, and the account page listing API tokens (create, revoke).
+
+Sign in and sign out are Django's own views (``django.contrib.auth.urls``) with the
+templates in ``templates/registration/``.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth import login
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+
+from .forms import SignUpForm, TokenCreateForm
+from .services import api_token_create, api_token_list, api_token_revoke
+
+
+def signup(request):
+    """Create an account and sign in."""
+    if request.user.is_authenticated:
+        return redirect("account")
+    next_url = request.POST.get("next") or request.GET.get("next") or ""
+    if not url_has_allowed_host_and_scheme(
+        next_url, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        next_url = ""
+    if request.method == "POST":
+        form = SignUpForm(request.POST)
+        if form.is_valid():
+            user = form.save()
+            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+            messages.success(request, f"Welcome, {user.username}. You are signed in.")
+            return redirect(next_url or reverse("account"))
+    else:
+        form = SignUpForm()
+    return render(request, "registration/signup.html", {"form": form, "next": next_url, "nav": "account"})
+
+
+@login_required
+def account(request):
+    """The signed-in user's page: their API tokens, and a form to create one.
+
+    A new token is shown once, on the page answering the POST that created it (it is
+    not stored, and not put in a redirect or a message).
+    """
+    new_token = None
+    if request.method == "POST":
+        form = TokenCreateForm(request.POST)
+        if form.is_valid():
+            try:
+                token, new_token = api_token_create(user=request.user, name=form.cleaned_data["name"])
+            except ValidationError as exc:
+                for msg in exc.message_dict.get("name", exc.messages):
+                    form.add_error("name", msg)
+            else:
+                form = TokenCreateForm()
+                messages.success(request, f"Token {token.name!r} created. Copy it now: it will not be shown again.")
+    else:
+        form = TokenCreateForm()
+    context = {
+        "form": form,
+        "tokens": api_token_list(user=request.user),
+        "new_token": new_token,
+        "nav": "account",
+    }
+    response = render(request, "accounts/account.html", context)
+    if new_token:
+        response["Cache-Control"] = "no-store"
+    return response
+
+
+@login_required
+@require_POST
+def token_revoke(request, token_id: int):
+    """Revoke one of the user's tokens; another user's token id changes nothing."""
+    if not api_token_revoke(user=request.user, token_id=token_id):
+        messages.error(request, "No such token (already revoked?).")
+        return redirect("account")
+    messages.success(request, "Token revoked. Scripts using it are now refused.")
+    return redirect("account")
