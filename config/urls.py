@@ -19,3 +19,9 @@ urlpatterns = [
     path("catalog/", include("gpuprofiles.urls")),
     path("", include("planner.urls")),
 ]
+
+# JSON errors under /api/, Django's pages elsewhere (planner.api.handlers).
+handler400 = "planner.api.handlers.bad_request"
+handler403 = "planner.api.handlers.permission_denied"
+handler404 = "planner.api.handlers.page_not_found"
+handler500 = "planner.api.handlers.server_error"

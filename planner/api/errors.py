@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import logging
 
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
+from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import status
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import APIException, ParseError, ValidationError
+from rest_framework.fields import get_error_detail
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -38,8 +41,34 @@ def _as_field_errors(detail) -> dict[str, list[str]]:
     return {"non_field_errors": [str(detail)]}
 
 
+class PayloadTooLarge(APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "Request body too large."
+    default_code = "payload_too_large"
+
+
+def _as_api_exception(exc):
+    """Django errors that reach a DRF view, as the 4xx they are (not a 500).
+
+    A body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is a 413; other suspicious input Django
+    refuses (too many fields, bad multipart) a 400; a Django ``ValidationError`` raised
+    by a service a 400 with its field messages.
+    """
+    from django.conf import settings
+
+    if isinstance(exc, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return PayloadTooLarge(f"Request body too large: the limit is {limit} bytes ({limit / 2**20:g} MiB).")
+    if isinstance(exc, SuspiciousOperation):
+        return ParseError(str(exc) or "Bad request.")
+    if isinstance(exc, DjangoValidationError):
+        return ValidationError(get_error_detail(exc))
+    return exc
+
+
 def exception_handler(exc, context):
     """DRF exception handler producing ``{"errors": {...}}`` for every error."""
+    exc = _as_api_exception(exc)
     response = drf_exception_handler(exc, context)
     if response is None:
         logger.exception("unhandled API error", exc_info=exc)
