@@ -178,6 +178,8 @@ class PlanCreateApi(APIView):
                                                     help_text="Tokens per step; default vLLM's for the GPU.")
         max_num_seqs = StrictIntegerField(required=False, allow_null=True, min_value=1,
                                           max_value=LIMITS["max_num_seqs"])
+        vllm_version = serializers.CharField(required=False, allow_null=True, max_length=20,
+                                             help_text="vLLM version to imitate (e.g. '0.11.0'); default recent.")
         cpu_tier_gib = FiniteFloatField(required=False, allow_null=True, min_value=0,
                                         max_value=LIMITS["cpu_tier_gib"], help_text="CPU offload tier, GiB.")
         weights_gib = FiniteFloatField(required=False, allow_null=True, min_value=0, max_value=LIMITS["weights_gib"],
