@@ -561,7 +561,11 @@ class EngineSim:
                 running[ii].blocks.extend(pool.allocate(1))
         used = used0 + np.cumsum(per_step_alloc)
         t = self.t
+        first_t = self.clock + self.step_time(R, R)
         for i, q in enumerate(running):
+            if q.first_token < 0:  # its last prompt token is computed in the first step
+                q.first_token = self.exec_step
+                q.first_token_t = first_t
             q.computed += k
             q.num_out += k
             self._cache_blocks(q, q.computed)

@@ -1,0 +1,140 @@
+"""Property tests: fast engine == scalar reference, invariants, reproducibility, batching."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from simulator.config import EngineConfig
+from simulator.engine import simulate
+from simulator.workload import Workload
+from tests.simulator.scalar_reference import ScalarEngine, simulate_scalar
+
+
+def _workload(seed: int, n: int, shared: bool, unit: str) -> Workload:
+    rng = np.random.default_rng(seed)
+    prompt = rng.integers(1, 120, n)
+    output = rng.integers(1, 60, n)
+    if unit == "s":
+        arrival = np.sort(rng.exponential(0.05, n).cumsum())
+    else:
+        arrival = np.sort(rng.integers(0, 30, n)).astype(float)
+    prefix_id = np.full(n, -1)
+    prefix_len = np.zeros(0, np.int64)
+    if shared:
+        prefix_len = np.array([32, 50])
+        prefix_id = rng.integers(-1, 2, n)
+        prompt = np.where(prefix_id >= 0, prompt + prefix_len[np.maximum(prefix_id, 0)], prompt)
+    return Workload(prompt_len=prompt, output_len=output, arrival=arrival, arrival_unit=unit,
+                    prefix_id=prefix_id, prefix_len=prefix_len)
+
+
+configs = st.builds(
+    EngineConfig,
+    num_gpu_blocks=st.integers(12, 120),
+    block_size=st.sampled_from([4, 8, 16]),
+    max_num_seqs=st.integers(1, 12),
+    max_num_batched_tokens=st.sampled_from([16, 64, 256]),
+    enable_prefix_caching=st.booleans(),
+    long_prefill_token_threshold=st.sampled_from([0, 8, 40]),
+    scheduler_reserve_full_isl=st.booleans(),
+    watermark=st.sampled_from([0.0, 0.05]),
+    async_scheduling=st.booleans(),
+)
+cases = dict(seed=st.integers(0, 10_000), n=st.integers(1, 25), shared=st.booleans(),
+             unit=st.sampled_from(["step", "s"]), config=configs)
+
+
+def _same(a, b) -> None:
+    assert a.totals == b.totals
+    for k, v in a.requests.items():
+        assert np.array_equal(np.asarray(v), np.asarray(b.requests[k]), equal_nan=v is not a.requests["id"]
+                              and np.asarray(v).dtype.kind == "f"), k
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(**cases)
+def test_fast_engine_equals_scalar_reference(seed, n, shared, unit, config):
+    wl = _workload(seed, n, shared, unit)
+    fast = simulate(wl, [config], record_steps=True)[0]
+    slow = simulate_scalar(wl, config, record_steps=True)
+    _same(fast, slow)
+    for k, v in fast.steps.items():
+        assert np.array_equal(v, slow.steps[k]), k
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(**cases)
+def test_no_request_lost_and_blocks_return(seed, n, shared, unit, config):
+    wl = _workload(seed, n, shared, unit)
+    r = simulate(wl, [config], record_steps=True)[0]
+    t = r.totals
+    assert t["finished"] + t["dropped_unservable"] + t["unfinished"] == n
+    assert t["unfinished"] == 0
+    usable = config.num_gpu_blocks - 1
+    used = r.steps["kv_blocks_used"]
+    assert np.all((0 <= used) & (used <= usable))
+    done = np.array(r.requests["status"]) == "finished"
+    assert np.all(np.asarray(r.requests["num_output_tokens"])[done] == wl.output_len[done])
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 25), shared=st.booleans(), config=configs)
+def test_no_preemption_when_blocks_never_run_out(seed, n, shared, config):
+    wl = _workload(seed, n, shared, "step")
+    need = int((-(-(wl.prompt_len + wl.output_len) // config.block_size)).sum()) + 2
+    big = EngineConfig(**{**config.__dict__, "num_gpu_blocks": need})
+    r = simulate(wl, [big])[0]
+    assert r.totals["preemptions"] == 0
+    assert r.totals["peak_kv_blocks_used"] < need
+
+
+def test_preemptions_happen_only_when_an_allocation_failed():
+    events = []
+
+    class Watched(ScalarEngine):
+        def _allocate_running(self, q, n):
+            need = -(-min(q.computed + n, self.max_model_len) // self.B) - len(q.blocks)
+            ok = super()._allocate_running(q, n)
+            events.append(("alloc", ok, need, self.pool.num_free()))
+            return ok
+
+        def _preempt(self, q):
+            kind, ok, need, free = events[-1]
+            assert kind == "alloc" and not ok and need > free
+            events.append(("preempt",))
+            super()._preempt(q)
+
+    wl = _workload(3, 40, False, "step")
+    sim = Watched(wl, EngineConfig(num_gpu_blocks=40, block_size=8))
+    sim.run()
+    assert sim.t["preemptions"] == sum(1 for e in events if e[0] == "preempt") > 0
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), config=configs)
+def test_same_input_same_result(seed, config):
+    wl = _workload(seed, 20, True, "s")
+    a, b = simulate(wl, [config])[0], simulate(wl, [config])[0]
+    _same(a, b)
+
+
+def test_batch_equals_each_config_alone():
+    wl = _workload(7, 60, True, "step")
+    cfgs = [EngineConfig(num_gpu_blocks=b, block_size=bs, max_num_seqs=s, enable_prefix_caching=pc,
+                         async_scheduling=asy, long_prefill_token_threshold=lp)
+            for b, bs, s, pc, asy, lp in [(30, 8, 8, False, False, 0), (200, 16, 4, True, True, 16),
+                                          (60, 4, 16, True, False, 0), (45, 8, 2, False, True, 8)]]
+    batch = simulate(wl, cfgs)
+    for c, r in zip(cfgs, batch):
+        _same(r, simulate(wl, [c])[0])
+    assert len({r.totals["num_steps"] for r in batch}) > 1
+
+
+def test_unservable_requests_are_dropped_and_counted():
+    wl = Workload(prompt_len=np.array([10, 500, 20]), output_len=np.array([5, 5, 5]),
+                  arrival=np.zeros(3))
+    r = simulate(wl, [EngineConfig(num_gpu_blocks=11, block_size=16)])[0]
+    assert r.totals["dropped_unservable"] == 1 and r.totals["finished"] == 2
+    assert r.requests["status"][1] == "dropped_unservable"
