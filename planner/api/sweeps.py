@@ -1,0 +1,252 @@
+"""Sweeps, one-off simulations and reports over the API.
+
+* ``POST /api/sweeps/`` create (asynchronous; 202 with the status URL), ``GET`` list (own).
+* ``GET /api/sweeps/{id}/`` status with progress; ``POST /api/sweeps/{id}/cancel/``;
+  ``GET /api/sweeps/{id}/results/`` gathered points (``?series=1`` adds time series).
+* ``POST /api/simulations/`` one synchronous simulation, capped in requests.
+* ``GET /api/reports/`` own reports; ``GET /api/reports/{slug}/`` public
+  (``?format=csv|json``), ``DELETE`` owner only.
+
+Errors are ``{"errors": {field: [messages]}}`` (``planner.api.errors``).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.exceptions import ValidationError
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.permissions import AllowAny, IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from planner.models import Report, Sweep
+from planner.sweeps import definition as defn
+from planner.sweeps import exports, selectors, services
+
+EXAMPLE_DEFINITION = {
+    "name": "Llama 3.1 8B on one H100: KV cliff",
+    "model": "llama-3-1-8b-instruct",
+    "gpu": "h100-sxm-80gb",
+    "deployment": {"tensor_parallel_size": 1, "gpu_memory_utilization": 0.9},
+    "engine": {"max_num_seqs": 256},
+    "workload": {"spec": {"n": 500, "prompt": "normal:512,128", "output": "normal:256,64",
+                          "arrival": {"kind": "poisson", "rate": 4, "unit": "step"}}, "seed": 0},
+    "axes": [{"param": "num_gpu_blocks", "start": 1000, "stop": 20000, "steps": 12, "scale": "log"}],
+}
+
+
+class DefinitionSerializer(serializers.Serializer):
+    """A sweep definition (see docs/sweeps.md). Unknown fields are refused."""
+
+    name = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    mode = serializers.ChoiceField(choices=["grid", "cliff"], required=False)
+    model = serializers.JSONField(required=False, help_text="catalog slug, id of your profile, or inline spec")
+    gpu = serializers.JSONField(required=False, help_text="catalog slug, id of your profile, or inline spec")
+    deployment = serializers.JSONField(required=False)
+    engine = serializers.JSONField(required=False)
+    workload = serializers.JSONField(help_text='{"spec": {...}, "seed": 0} or {"trace": "...", "format": "csv"}')
+    axes = serializers.JSONField(required=False)
+    cliff = serializers.JSONField(required=False)
+
+
+class ProgressSerializer(serializers.Serializer):
+    status = serializers.CharField()
+    points_done = serializers.IntegerField()
+    points_total = serializers.IntegerField()
+    fraction = serializers.FloatField()
+    elapsed_s = serializers.FloatField()
+    eta_s = serializers.FloatField(allow_null=True)
+    chunks = serializers.DictField(child=serializers.IntegerField())
+    error = serializers.CharField(allow_blank=True)
+
+
+class SweepOutSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    mode = serializers.CharField()
+    status = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+    progress = ProgressSerializer(required=False)
+    report_url = serializers.CharField(allow_null=True)
+    url = serializers.CharField()
+
+
+def _as_dict(data) -> dict:
+    if not isinstance(data, dict):
+        raise ValidationError({"non_field_errors": ["The body must be a JSON object."]})
+    return dict(data)
+
+
+def _definition_error(exc: defn.DefinitionError) -> ValidationError:
+    return ValidationError(exc.errors)
+
+
+def sweep_out(sweep: Sweep, request, *, progress: bool = True) -> dict:
+    report = getattr(sweep, "report", None) if sweep.status == Sweep.Status.DONE else None
+    out = {
+        "id": sweep.pk, "name": sweep.name, "mode": sweep.mode, "status": sweep.status,
+        "created_at": sweep.created_at, "finished_at": sweep.finished_at,
+        "url": request.build_absolute_uri(f"/api/sweeps/{sweep.pk}/"),
+        "report_url": request.build_absolute_uri(f"/reports/{report.slug}/") if report else None,
+    }
+    if progress:
+        out["progress"] = selectors.sweep_progress(sweep=sweep)
+    return out
+
+
+class SweepListCreateApi(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(summary="Your sweeps, newest first", responses=SweepOutSerializer(many=True))
+    def get(self, request):
+        pager = PageNumberPagination()
+        page = pager.paginate_queryset(selectors.sweep_list(owner=request.user), request, view=self)
+        return pager.get_paginated_response([sweep_out(s, request, progress=False) for s in page])
+
+    @extend_schema(
+        summary="Create a sweep (runs asynchronously on Celery workers)",
+        request=DefinitionSerializer, responses={202: SweepOutSerializer},
+        examples=[OpenApiExample("KV blocks sweep", value=EXAMPLE_DEFINITION, request_only=True)],
+    )
+    def post(self, request):
+        data = _as_dict(request.data)
+        try:
+            sweep = services.sweep_create(owner=request.user, definition=data)
+        except defn.DefinitionError as exc:
+            raise _definition_error(exc) from None
+        return Response(sweep_out(sweep, request), status=status.HTTP_202_ACCEPTED)
+
+
+class SweepDetailApi(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(summary="Sweep status with progress (points done of total, elapsed, ETA)",
+                   responses=SweepOutSerializer)
+    def get(self, request, sweep_id: int):
+        sweep = selectors.sweep_get(sweep_id=sweep_id, user=request.user)
+        return Response(sweep_out(sweep, request))
+
+
+class SweepCancelApi(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(summary="Cancel a queued or running sweep", request=None, responses=SweepOutSerializer)
+    def post(self, request, sweep_id: int):
+        sweep = selectors.sweep_get(sweep_id=sweep_id, user=request.user)
+        sweep = services.sweep_cancel(sweep=sweep, user=request.user)
+        return Response(sweep_out(sweep, request))
+
+
+class SweepResultsApi(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        summary="Points finished so far, with their metrics",
+        parameters=[OpenApiParameter("series", OpenApiTypes.BOOL, description="include KV usage/running/waiting "
+                                                                               "time series per point")],
+        responses=inline_serializer("SweepResults", {
+            "status": serializers.CharField(), "points": serializers.ListField(child=serializers.DictField()),
+            "cliff_result": serializers.DictField(allow_null=True)}),
+    )
+    def get(self, request, sweep_id: int):
+        sweep = selectors.sweep_get(sweep_id=sweep_id, user=request.user)
+        with_series = request.query_params.get("series", "") in ("1", "true", "yes")
+        return Response({"status": sweep.status,
+                         "points": selectors.sweep_points(sweep=sweep, with_series=with_series),
+                         "cliff_result": sweep.snapshot.get("cliff_result")})
+
+
+def simulation_max_requests() -> int:
+    return int(getattr(settings, "KVP_SIMULATION_MAX_REQUESTS", 5_000))
+
+
+class SimulationApi(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        summary="One synchronous simulation (small); larger ones go to /api/sweeps/",
+        request=DefinitionSerializer,
+        responses=inline_serializer("SimulationResult", {
+            "metrics": serializers.DictField(), "totals": serializers.DictField(),
+            "series": serializers.DictField(allow_null=True), "config": serializers.DictField()}),
+        examples=[OpenApiExample("Engine only", request_only=True, value={
+            "engine": {"num_gpu_blocks": 2000},
+            "workload": {"spec": {"n": 200, "arrival": "poisson:4"}, "seed": 0}})],
+    )
+    def post(self, request):
+        from planner.sweeps.runner import build_workload, simulate_points
+
+        data = _as_dict(request.data)
+        try:
+            _, snapshot, points = defn.validate(data, owner=request.user, single=True)
+        except defn.DefinitionError as exc:
+            raise _definition_error(exc) from None
+        n = snapshot["workload"]["n"]
+        cap = simulation_max_requests()
+        if n > cap:
+            raise ValidationError({"workload": [
+                f"{n:,} requests is more than the {cap:,} a synchronous simulation allows; "
+                f"create a sweep at /api/sweeps/ (it runs on workers, with progress)"]})
+        p = points[0]
+        wl_base = snapshot["workload"]
+        wl = build_workload(p["workload"], wl_base.get("trace"), wl_base.get("format", "csv"))
+        result = simulate_points(wl, [p], record_steps=True)[0]
+        return Response({"metrics": result["metrics"], "totals": result["totals"], "series": result["series"],
+                         "config": p["config"], "meta": p["meta"]})
+
+
+class ReportListApi(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(summary="Your reports", responses=inline_serializer("ReportItem", {
+        "slug": serializers.CharField(), "title": serializers.CharField(), "created_at": serializers.DateTimeField(),
+        "url": serializers.CharField()}, many=True))
+    def get(self, request):
+        pager = PageNumberPagination()
+        page = pager.paginate_queryset(selectors.report_list(owner=request.user), request, view=self)
+        return pager.get_paginated_response([
+            {"slug": r.slug, "title": r.title, "created_at": r.created_at,
+             "url": request.build_absolute_uri(f"/api/reports/{r.slug}/")} for r in page])
+
+
+class ReportDetailApi(APIView):
+    permission_classes = [AllowAny]
+
+    def get_permissions(self):
+        return [IsAuthenticated()] if self.request.method == "DELETE" else [AllowAny()]
+
+    @extend_schema(
+        summary="A report (public): JSON by default, or ?format=csv|json as a download",
+        parameters=[OpenApiParameter("format", OpenApiTypes.STR, enum=["csv", "json"])],
+        responses={(200, "application/json"): OpenApiTypes.OBJECT, (200, "text/csv"): OpenApiTypes.STR},
+    )
+    def get(self, request, slug: str):
+        report = selectors.report_get(slug=slug)
+        fmt = request.query_params.get("format", "json")
+        if fmt == "csv":
+            resp = HttpResponse(exports.to_csv(report.snapshot), content_type="text/csv; charset=utf-8")
+            resp["Content-Disposition"] = f'attachment; filename="report-{report.slug}.csv"'
+            return resp
+        if fmt != "json":
+            raise ValidationError({"format": ["must be csv or json"]})
+        if "format" in request.query_params:
+            resp = HttpResponse(exports.to_json(report.snapshot, slug=report.slug, title=report.title),
+                                content_type="application/json")
+            resp["Content-Disposition"] = f'attachment; filename="report-{report.slug}.json"'
+            return resp
+        return Response({"report": {"slug": report.slug, "title": report.title, "created_at": report.created_at},
+                         **report.snapshot})
+
+    @extend_schema(summary="Delete your report", responses={204: None})
+    def delete(self, request, slug: str):
+        report = selectors.report_get(slug=slug)
+        services.report_delete(report=report, user=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+__all__ = ["Report"]

@@ -1,0 +1,205 @@
+"""Plain-language recommendations drawn from a sweep's results, each with its numbers.
+
+The rules follow the tuning guide of seed 002 ("vLLM KV Cache Architecture and
+Profiling Guide", *Interpreting Results* and *Tune Based on Results*):
+
+* mean KV usage under 40% -> under-used: raise ``max_num_seqs`` or lower ``max_model_len``;
+* mean KV usage over 90% or frequent preemptions -> over-used: more KV blocks
+  (``gpu_memory_utilization``) or fewer concurrent sequences;
+* the operating point within 20% above the cliff -> more blocks or fewer sequences;
+* prefix-cache hit rate over 50% -> high sharing: a CPU tier is worth sizing;
+  under 10% with prefix caching on -> little sharing;
+* requests dropped as unservable -> the cache cannot hold one request.
+
+Pure functions over the report body (``inputs`` + ``points``), no ORM.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from planner.sweeps.cliff import grid_knee
+
+#: Preemptions per request above which the sweep counts a point as "past the cliff".
+PREEMPTION_LIMIT = 0.02
+
+
+@dataclass(frozen=True)
+class Advice:
+    code: str
+    level: str  # "info" | "warning"
+    text: str
+    numbers: dict
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _fmt_int(x) -> str:
+    return f"{int(round(x)):,}"
+
+
+def kilo_tokens(tokens: float) -> str:
+    return f"{tokens / 1000:,.0f} K" if tokens >= 10_000 else f"{tokens / 1000:,.1f} K"
+
+
+def detect_cliff(body: dict) -> dict | None:
+    """Where preemptions rise sharply, from a cliff search or a one-axis KV grid.
+
+    Returns ``{"param", "x", "bad", "metric", "limit", "block_size"}`` or ``None``.
+    """
+    inputs = body.get("inputs", {})
+    cr = body.get("cliff_result")
+    if cr and cr.get("status") == "found":
+        c = inputs["cliff"]
+        return {"param": c["param"], "x": cr["cliff"], "bad": cr["bad"], "metric": c["metric"],
+                "limit": cr["limit"], "block_size": inputs["engine"]["block_size"], "source": "search"}
+    axes = inputs.get("axes") or []
+    if len(axes) != 1 or axes[0]["param"] not in ("num_gpu_blocks", "gpu_memory_utilization", "rate"):
+        return None
+    param = axes[0]["param"]
+    pts = [p for p in body.get("points", []) if p["metrics"].get("preemptions_per_request") is not None]
+    if len(pts) < 3:
+        return None
+    xs = [p["params"][param] for p in pts]
+    vals = [p["metrics"]["preemptions_per_request"] for p in pts]
+    knee = grid_knee(xs, vals, PREEMPTION_LIMIT, bad_below=param != "rate")
+    if knee is None or all(v <= PREEMPTION_LIMIT for v in vals):
+        return None
+    return {"param": param, "x": knee, "bad": None, "metric": "preemptions_per_request", "limit": PREEMPTION_LIMIT,
+            "block_size": inputs["engine"]["block_size"], "source": "grid"}
+
+
+def cliff_sentence(body: dict, cliff: dict | None = None) -> str | None:
+    """"Below about 8,400 blocks (134 K tokens) preemptions rise sharply; your deployment has about 26,000"."""
+    cliff = cliff or detect_cliff(body)
+    if not cliff:
+        return None
+    inputs = body.get("inputs", {})
+    what = "preemptions rise sharply" if cliff["metric"] == "preemptions_per_request" else \
+        f"TTFT p99 jumps above {cliff['limit']:,.0f} steps"
+    if cliff["param"] == "num_gpu_blocks":
+        bs = cliff["block_size"]
+        text = (f"Below about {_fmt_int(cliff['x'])} blocks ({kilo_tokens((cliff['x'] - 1) * bs)} tokens) {what}")
+        base = (inputs.get("sizing") or {}).get("num_gpu_blocks")
+        if base:
+            text += f"; your deployment has about {_fmt_int(base)}"
+        return text + "."
+    if cliff["param"] == "gpu_memory_utilization":
+        return f"Below about gpu_memory_utilization {cliff['x']:.3f} {what}."
+    unit = "requests per second" if (inputs.get("workload") or {}).get("arrival_unit") == "s" else "requests per step"
+    return f"Above about {cliff['x']:,.3g} {unit} {what}."
+
+
+def operating_point(body: dict) -> dict | None:
+    """The point closest to the base deployment (the one the user runs today)."""
+    pts = body.get("points") or []
+    if not pts:
+        return None
+    inputs = body.get("inputs", {})
+    engine = inputs.get("engine", {})
+    base_vals = {**engine}
+    if inputs.get("deployment"):
+        base_vals.update(inputs["deployment"])
+    wl = inputs.get("workload") or {}
+    if wl.get("source") == "spec":
+        base_vals["rate"] = wl["spec"]["arrival"].get("rate")
+    base_vals.update(prompt_scale=1.0, output_scale=1.0)
+
+    def distance(p):
+        d = 0.0
+        for k, v in p["params"].items():
+            b = base_vals.get(k)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and isinstance(b, (int, float)) and b:
+                d += abs(v - b) / abs(b)
+            elif b is not None and v != b:
+                d += 1.0
+        return d
+
+    return min(pts, key=distance)
+
+
+def advise(body: dict) -> list[Advice]:
+    """Recommendations for a report body; an empty list when nothing stands out."""
+    out: list[Advice] = []
+    pts = body.get("points") or []
+    if not pts:
+        return out
+    inputs = body.get("inputs", {})
+    engine = inputs.get("engine", {})
+    op = operating_point(body)
+    m = op["metrics"]
+    label = ", ".join(f"{k} = {v:,}" if isinstance(v, (int, float)) and not isinstance(v, bool) else f"{k} = {v}"
+                      for k, v in op["params"].items())
+    at = f" (at {label})" if label else ""
+    seqs = op.get("params", {}).get("max_num_seqs", engine.get("max_num_seqs"))
+
+    mean_u = m.get("mean_kv_usage")
+    ppr = m.get("preemptions_per_request") or 0.0
+    if mean_u is not None and mean_u < 0.40 and ppr == 0:
+        hint = ""
+        if seqs and m.get("peak_running", 0) >= seqs:
+            hint = f" Running requests hit the max_num_seqs cap of {seqs:,}."
+        out.append(Advice("kv_underused", "info",
+                          f"Mean KV cache usage is {mean_u:.0%}{at}, under the 40% the tuning guide calls "
+                          f"under-used: raise max_num_seqs or lower max_model_len to use the memory "
+                          f"(or give it back with a lower gpu_memory_utilization).{hint}",
+                          {"mean_kv_usage": mean_u, "max_num_seqs": seqs, "peak_running": m.get("peak_running")}))
+    if (mean_u is not None and mean_u > 0.90) or ppr > PREEMPTION_LIMIT:
+        out.append(Advice("kv_overused", "warning",
+                          f"KV cache is over-used{at}: mean usage {mean_u or 0:.0%}, "
+                          f"{ppr:.2f} preemptions per request ({m.get('preemptions', 0):,} in all, "
+                          f"{m.get('recomputed_tokens', 0):,} tokens recomputed). Add KV blocks (raise "
+                          f"gpu_memory_utilization, a larger GPU, more GPUs) or lower max_num_seqs.",
+                          {"mean_kv_usage": mean_u, "preemptions_per_request": ppr,
+                           "preemptions": m.get("preemptions")}))
+
+    cliff = detect_cliff(body)
+    if cliff and cliff["param"] == "num_gpu_blocks":
+        base = (inputs.get("sizing") or {}).get("num_gpu_blocks") or engine.get("num_gpu_blocks")
+        if base and base < cliff["x"]:
+            out.append(Advice("below_cliff", "warning",
+                              f"Your deployment's {_fmt_int(base)} blocks are below the cliff at about "
+                              f"{_fmt_int(cliff['x'])} blocks: expect preemptions. You need about "
+                              f"{cliff['x'] / base:.1f}x the KV cache, or fewer concurrent sequences.",
+                              {"num_gpu_blocks": base, "cliff_blocks": cliff["x"]}))
+        elif base and base < 1.2 * cliff["x"]:
+            out.append(Advice("near_cliff", "warning",
+                              f"Your deployment's {_fmt_int(base)} blocks are within 20% of the cliff at about "
+                              f"{_fmt_int(cliff['x'])} blocks ({base / cliff['x'] - 1:.0%} above it): a little "
+                              f"more traffic or longer requests will preempt. Add blocks or lower max_num_seqs.",
+                              {"num_gpu_blocks": base, "cliff_blocks": cliff["x"]}))
+    hit = m.get("prefix_cache_hit_rate")
+    pc_on = op["params"].get("enable_prefix_caching", engine.get("enable_prefix_caching", True))
+    if hit is not None and hit > 0.5:
+        out.append(Advice("cpu_tier", "info",
+                          f"Prefix-cache hit rate is {hit:.0%}{at}: prompts share a lot, so a CPU tier for "
+                          f"evicted prefix blocks is worth sizing (evictions so far: "
+                          f"{op['totals'].get('prefix_cache_evictions', 0):,} blocks).",
+                          {"prefix_cache_hit_rate": hit, "prefix_cache_evictions":
+                           op["totals"].get("prefix_cache_evictions")}))
+    elif hit is not None and hit < 0.10 and pc_on:
+        out.append(Advice("low_sharing", "info",
+                          f"Prefix-cache hit rate is only {hit:.0%}{at}: little sharing in this workload; "
+                          f"prefix caching costs little but buys little here.",
+                          {"prefix_cache_hit_rate": hit}))
+    dropped = max(p["metrics"].get("dropped_unservable", 0) for p in pts)
+    if dropped:
+        worst = max(pts, key=lambda p: p["metrics"].get("dropped_unservable", 0))
+        out.append(Advice("unservable", "warning",
+                          f"{dropped:,} requests were dropped as unservable at "
+                          f"{_fmt_int(worst['metrics']['num_gpu_blocks'])} blocks: their whole context never "
+                          f"fits in the KV cache. Add blocks or lower max_model_len.",
+                          {"dropped_unservable": dropped, "num_gpu_blocks": worst["metrics"]["num_gpu_blocks"]}))
+    priced = [p for p in pts if p["metrics"].get("cost_per_m_output_tokens")]
+    if len(priced) >= 2:
+        best = min(priced, key=lambda p: p["metrics"]["cost_per_m_output_tokens"])
+        worst = max(priced, key=lambda p: p["metrics"]["cost_per_m_output_tokens"])
+        lbl = ", ".join(f"{k} = {v}" for k, v in best["params"].items())
+        out.append(Advice("cheapest", "info",
+                          f"Cheapest per output token: {lbl} at ${best['metrics']['cost_per_m_output_tokens']:,.2f} "
+                          f"per million output tokens (${best['metrics']['cost_per_hour']:,.2f}/h), against "
+                          f"${worst['metrics']['cost_per_m_output_tokens']:,.2f} for the dearest point.",
+                          {"cost_per_m_output_tokens": best["metrics"]["cost_per_m_output_tokens"],
+                           "cost_per_hour": best["metrics"]["cost_per_hour"]}))
+    return out

@@ -1,0 +1,96 @@
+"""Report downloads: CSV (one row per point and metric), JSON (inputs and results), standalone HTML.
+
+Pure functions over a report body (``Report.snapshot``); the HTML file inlines
+Plotly's JavaScript from the installed ``plotly`` package, so it opens offline.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from functools import lru_cache
+from pathlib import Path
+
+#: Units of the metrics, for the CSV's ``unit`` column and axis titles.
+METRIC_UNITS = {
+    "requests": "requests", "finished": "requests", "dropped_unservable": "requests",
+    "preemptions": "events", "preemptions_per_request": "events/request", "requests_preempted": "requests",
+    "recomputed_tokens": "tokens", "prefix_cache_hit_rate": "fraction", "peak_kv_usage": "fraction",
+    "mean_kv_usage": "fraction", "peak_running": "requests", "peak_waiting": "requests", "num_steps": "steps",
+    "ttft_p50_steps": "steps", "ttft_p99_steps": "steps", "ttft_p50_s": "s", "ttft_p99_s": "s",
+    "e2e_p50_s": "s", "e2e_p99_s": "s", "output_tokens": "tokens", "duration_s": "s",
+    "throughput_tok_s": "tokens/s", "throughput_tok_per_step": "tokens/step", "num_gpu_blocks": "blocks",
+    "kv_cache_tokens": "tokens", "cost_per_hour": "USD/h", "cost_per_m_output_tokens": "USD/M output tokens",
+}
+
+
+def to_csv(body: dict) -> str:
+    """``point,<axis params...>,metric,value,unit``: one row per point and metric."""
+    points = body.get("points") or []
+    params = []
+    for p in points:
+        for k in p["params"]:
+            if k not in params:
+                params.append(k)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["point", *params, "metric", "value", "unit"])
+    for p in points:
+        head = [p["index"], *[p["params"].get(k, "") for k in params]]
+        for name, value in p["metrics"].items():
+            w.writerow([*head, name, "" if value is None else value, METRIC_UNITS.get(name, "")])
+    return buf.getvalue()
+
+
+def to_json(body: dict, *, slug: str | None = None, title: str | None = None) -> str:
+    """The whole report: inputs (profiles and parameters as used), points with metrics, cliff, advice."""
+    doc = {"report": {"slug": slug, "title": title}, **body}
+    return json.dumps(doc, indent=1, sort_keys=False, allow_nan=False, default=str)
+
+
+@lru_cache(maxsize=1)
+def plotly_js() -> str:
+    import plotly
+
+    return (Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js").read_text(encoding="utf-8")
+
+
+def to_html(*, title: str, body: dict, figures: list[tuple[str, dict]], sentences: list[str]) -> str:
+    """A standalone HTML file: Plotly inlined, figures, the cliff in words, advice and a table."""
+    from django.template.loader import render_to_string
+
+    figs = [{"id": f"f{i}", "title": t, "json": json.dumps(f, allow_nan=False, default=str).replace("</", "<\\/")}
+            for i, (t, f) in enumerate(figures)]
+    return render_to_string("planner/reports/standalone.html", {
+        "title": title, "body": body, "figures": figs, "sentences": sentences,
+        "advice": body.get("advice") or [], "plotly_js": plotly_js(),
+        "rows": table_rows(body),
+    })
+
+
+def table_rows(body: dict, metrics: tuple[str, ...] = (
+        "preemptions_per_request", "ttft_p50_steps", "ttft_p99_steps", "ttft_p99_s", "throughput_tok_s",
+        "mean_kv_usage", "prefix_cache_hit_rate", "cost_per_m_output_tokens")) -> dict:
+    """Header and rows for the results table (params then key metrics)."""
+    points = body.get("points") or []
+    params: list[str] = []
+    for p in points:
+        for k in p["params"]:
+            if k not in params:
+                params.append(k)
+    shown = [m for m in metrics if any(p["metrics"].get(m) is not None for p in points)]
+    rows = []
+    for p in points:
+        rows.append([p["index"], *[p["params"].get(k, "") for k in params],
+                     *[_fmt(p["metrics"].get(m)) for m in shown]])
+    header = ["#", *params, *[f"{m} ({METRIC_UNITS.get(m, '')})" for m in shown]]
+    return {"header": header, "rows": rows}
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:,.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+    return f"{v:,}" if isinstance(v, int) else str(v)

@@ -1,0 +1,193 @@
+"""Run one chunk of sweep points as ONE batched simulation and summarize it.
+
+No ORM here: a chunk's workload variant and point configs (plain dicts) go in,
+plain JSON-ready dicts come out. Called by the Celery task adapter, the
+synchronous ``/api/simulations/`` endpoint and the cliff finder.
+
+Units. Steps are engine iterations. Seconds come from the config's linear
+``step_time_model`` (``base_s + per_token_s x tokens + per_req_s x requests``
+per step), so they are exactly as good as those coefficients; the roofline
+cost model of the time-and-tiers work will replace them without changing
+these metric names.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from simulator.config import EngineConfig
+from simulator.generators import WorkloadSpec, generate_workload
+from simulator.workload import Workload
+
+#: Points kept per time series for the "over time" figure.
+SERIES_POINTS = 120
+
+
+def build_workload(variant: dict, trace_text: str | None = None, trace_format: str = "csv") -> Workload:
+    """The :class:`Workload` of a variant (generated from its spec and seed, or parsed), then scaled."""
+    if variant["source"] == "spec":
+        wl = generate_workload(WorkloadSpec.from_dict(variant["spec"]), seed=int(variant.get("seed", 0)))
+    else:
+        from simulator.traces import parse_trace
+
+        wl = parse_trace(trace_text or "", fmt=trace_format, name="trace")
+    return scale_lengths(wl, float(variant.get("prompt_scale", 1.0)), float(variant.get("output_scale", 1.0)))
+
+
+def scale_lengths(wl: Workload, prompt_scale: float, output_scale: float) -> Workload:
+    """Scale each request's unique prompt tokens and its output tokens (shared prefixes unchanged).
+
+    A follow-up turn keeps re-sending its (scaled) parent's whole context, so
+    contexts are rebuilt in request order. Every length stays >= 1 token.
+    """
+    if prompt_scale == 1.0 and output_scale == 1.0:
+        return wl
+    output = np.maximum(1, np.round(wl.output_len * output_scale)).astype(np.int64)
+    shared = wl.shared_len()
+    unique = np.maximum(1, np.round((wl.prompt_len - shared) * prompt_scale)).astype(np.int64)
+    prefix_part = np.where(wl.prefix_id >= 0, wl.prefix_len[np.maximum(wl.prefix_id, 0)], 0) \
+        if wl.prefix_len.size else np.zeros(wl.n, np.int64)
+    prompt = np.empty(wl.n, np.int64)
+    has_parent = wl.parent >= 0
+    if not has_parent.any():
+        prompt[:] = prefix_part + unique
+    else:
+        for r in range(wl.n):  # parents come earlier, so one pass suffices
+            p = int(wl.parent[r])
+            head = prompt[p] + output[p] if p >= 0 else prefix_part[r]
+            prompt[r] = head + unique[r]
+    return Workload(prompt_len=prompt, output_len=output, arrival=wl.arrival, arrival_unit=wl.arrival_unit,
+                    prefix_id=wl.prefix_id, prefix_len=wl.prefix_len, parent=wl.parent, ids=wl.ids,
+                    prefix_names=wl.prefix_names)
+
+
+def simulate_points(wl: Workload, points: list[dict], *, record_steps: bool = True,
+                    progress: Callable[[float], None] | None = None) -> list[dict]:
+    """Simulate ``points`` (each ``{"index", "params", "config", "meta"}``) in one batched call.
+
+    Returns one ``{"index", "params", "meta", "metrics", "totals", "series"}`` per point.
+    """
+    from simulator.engine import simulate
+
+    configs = [EngineConfig.from_dict(p["config"]) for p in points]
+    results = simulate(wl, configs, record_steps=record_steps,
+                       max_step_points=SERIES_POINTS if record_steps else None, progress=progress)
+    out = []
+    for p, cfg, res in zip(points, configs, results):
+        totals = {k: _json_num(v) for k, v in res.totals.items() if _is_scalar(v)}
+        out.append({
+            "index": p["index"],
+            "params": p["params"],
+            "meta": p.get("meta", {}),
+            "metrics": summarize(res, wl, cfg, p.get("meta", {})),
+            "totals": totals,
+            "series": series(res.steps) if record_steps else None,
+        })
+    return out
+
+
+def _is_scalar(v: Any) -> bool:
+    return isinstance(v, (int, float, bool, str, np.integer, np.floating)) or v is None
+
+
+def _json_num(v: Any) -> Any:
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        f = float(v)
+        return f if math.isfinite(f) else None
+    return v
+
+
+def _pct(a: np.ndarray | None, q: float) -> float | None:
+    if a is None:
+        return None
+    a = a[np.isfinite(a)]
+    return float(np.percentile(a, q)) if a.size else None
+
+
+def summarize(res, wl: Workload, cfg: EngineConfig, meta: dict) -> dict:
+    """The metrics the pages, advice and exports use (units in the names).
+
+    ``res`` is a :class:`simulator.results.SimResult` (columnar per-request arrays).
+    TTFT in steps is ``first_token_step - arrival_step`` for step arrivals; TTFT
+    and end-to-end latency in seconds exist for arrivals in seconds (the engine's
+    clock). Throughput in tokens/s needs seconds: the simulated duration for
+    arrivals in seconds, else ``num_steps x base_s`` when the step-time model is
+    a constant (``per_token_s = per_req_s = 0``), else ``None``.
+    """
+    t = res.totals
+    r = res.requests
+    n = wl.n
+    finished = int(t.get("finished", 0))
+    preemptions = int(t.get("preemptions", 0))
+    num_steps = int(t.get("num_steps", 0))
+    first_tok = np.asarray(r["first_token_step"], np.float64)
+    done_mask = np.asarray(r["finish_step"]) >= 0
+    first_tok[first_tok < 0] = np.nan
+    arrival = np.asarray(r["arrival"], np.float64)
+    ttft_steps = first_tok - arrival if wl.arrival_unit == "step" else None
+    ttft_s = e2e_s = None
+    if wl.arrival_unit == "s":
+        ttft_s = np.asarray(r["first_token_time_s"], np.float64) - arrival
+        e2e_s = np.asarray(r["finish_time_s"], np.float64) - arrival
+        # Steps from arrival to first token are not defined on a seconds clock; use first scheduled.
+        ttft_steps = None
+    out_tokens = float(np.asarray(r["num_output_tokens"])[done_mask].sum())
+    duration_s = t.get("duration_s")
+    stm = cfg.step_time_model
+    if duration_s is None and num_steps and stm.per_token_s == 0 and stm.per_req_s == 0:
+        duration_s = num_steps * stm.base_s
+    tput_s = (out_tokens / duration_s) if duration_s else None
+    price = meta.get("price_per_hour")
+    metrics = {
+        "requests": n,
+        "finished": finished,
+        "dropped_unservable": int(t.get("dropped_unservable", 0)),
+        "preemptions": preemptions,
+        "preemptions_per_request": preemptions / n if n else 0.0,
+        "requests_preempted": int(t.get("requests_preempted_at_least_once", 0)),
+        "recomputed_tokens": int(t.get("recomputed_tokens", 0)),
+        "prefix_cache_hit_rate": t.get("prefix_cache_hit_rate"),
+        "peak_kv_usage": t.get("peak_kv_usage"),
+        "mean_kv_usage": t.get("mean_kv_usage"),
+        "peak_running": int(t.get("peak_running", 0)),
+        "peak_waiting": int(t.get("peak_waiting", 0)),
+        "num_steps": num_steps,
+        "ttft_p50_steps": _pct(ttft_steps, 50),
+        "ttft_p99_steps": _pct(ttft_steps, 99),
+        "ttft_p50_s": _pct(ttft_s, 50),
+        "ttft_p99_s": _pct(ttft_s, 99),
+        "e2e_p50_s": _pct(e2e_s, 50),
+        "e2e_p99_s": _pct(e2e_s, 99),
+        "output_tokens": out_tokens,
+        "duration_s": duration_s,
+        "throughput_tok_s": tput_s,
+        "throughput_tok_per_step": (out_tokens / num_steps) if num_steps else None,
+        "num_gpu_blocks": cfg.num_gpu_blocks,
+        "kv_cache_tokens": (cfg.num_gpu_blocks - 1) * cfg.block_size,
+        "cost_per_hour": price,
+        "cost_per_m_output_tokens": (price / (tput_s * 3600) * 1e6) if (price and tput_s) else None,
+    }
+    return {k: _json_num(v) for k, v in metrics.items()}
+
+
+def series(steps: dict | None) -> dict | None:
+    """KV usage, running and waiting over time (already downsampled by the engine)."""
+    if not steps:
+        return None
+    out: dict[str, list] = {}
+    for name in ("step", "time_s", "num_running", "num_waiting", "kv_usage"):
+        if name in steps:
+            col = np.asarray(steps[name])
+            if name in ("kv_usage", "time_s"):
+                out[name] = [round(float(v), 5) for v in col]
+            else:
+                out[name] = [int(v) for v in col]
+    return out or None

@@ -1,0 +1,26 @@
+"""Celery tasks: thin adapters that receive ids and call ``planner.sweeps.services``.
+
+Both tasks are idempotent (a finished chunk returns at once; results are
+keyed by ``(sweep, chunk index)``), so late acknowledgement is safe: a worker
+killed mid-chunk leaves the message unacknowledged, another worker runs the
+chunk again, and nothing is lost or counted twice. Time limits come from
+``CELERY_TASK_TIME_LIMIT`` / ``CELERY_TASK_SOFT_TIME_LIMIT`` (per chunk).
+"""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from planner.sweeps import services
+
+
+@shared_task(name="planner.run_sweep_chunk", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def run_sweep_chunk(sweep_id: int, index: int) -> str:
+    """Simulate chunk ``index`` of sweep ``sweep_id`` (one batched simulation) and store it."""
+    return services.chunk_run(sweep_id=int(sweep_id), index=int(index))
+
+
+@shared_task(name="planner.run_cliff_sweep", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def run_cliff_sweep(sweep_id: int) -> str:
+    """Bisect for the cliff of sweep ``sweep_id``; each round is one batched simulation."""
+    return services.cliff_run(sweep_id=int(sweep_id))

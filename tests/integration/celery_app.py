@@ -1,0 +1,18 @@
+"""The project's Celery app for worker subprocesses in the integration tests.
+
+Identical to ``config.celery.app`` except for the Redis ``visibility_timeout``
+(``KVP_TEST_VISIBILITY_TIMEOUT`` seconds): with late acknowledgement, a task
+whose worker was SIGKILLed stays unacknowledged and Redis hands it to another
+worker once this timeout passes (an hour in production settings).
+"""
+
+import os
+
+from config.celery import app
+
+app.conf.broker_transport_options = {
+    **(app.conf.broker_transport_options or {}),
+    "visibility_timeout": int(os.environ.get("KVP_TEST_VISIBILITY_TIMEOUT", "6")),
+}
+
+__all__ = ["app"]

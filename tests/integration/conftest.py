@@ -1,0 +1,126 @@
+"""Real Celery worker processes for the sweep integration tests (never eager mode).
+
+The worker is ``celery -A tests.integration.celery_app worker``: the project's own
+``config.celery`` app, unchanged except for a short Redis ``visibility_timeout`` so a
+message left unacknowledged by a killed worker comes back in seconds, not an hour.
+
+The worker must see the rows the test writes, so the tests use ``transactional_db``
+and hand the worker the test database: PostgreSQL's ``test_<name>``, or, on SQLite,
+a file database (set below, for the whole session, because an in-memory SQLite
+database cannot be opened by another process).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from django.db import connections
+
+ROOT = Path(__file__).resolve().parents[2]
+
+_default = connections.databases["default"]
+if _default["ENGINE"] == "django.db.backends.sqlite3" and not (_default.get("TEST") or {}).get("NAME"):
+    _default.setdefault("TEST", {})["NAME"] = str(Path(tempfile.mkdtemp(prefix="kvp-it-")) / "test.sqlite3")
+
+
+def database_url() -> str:
+    """A DATABASE_URL for the test database as it exists now (call inside a DB test)."""
+    s = connections["default"].settings_dict
+    if s["ENGINE"] == "django.db.backends.sqlite3":
+        return f"sqlite:///{s['NAME']}"
+    if s["ENGINE"] == "django.db.backends.postgresql":
+        auth = s["USER"] + (f":{s['PASSWORD']}" if s.get("PASSWORD") else "")
+        return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+    pytest.skip(f"no worker test for database engine {s['ENGINE']}")
+
+
+class Worker:
+    """One ``celery worker`` subprocess on a private queue; its log goes to a file."""
+
+    def __init__(self, *, queue: str, redis_url: str, db_url: str, log: Path, concurrency: int = 1):
+        env = {**os.environ, "DATABASE_URL": db_url, "REDIS_URL": redis_url, "DEBUG": "false",
+               "PYTHONPATH": str(ROOT), "KVP_TEST_VISIBILITY_TIMEOUT": "6"}
+        self.log = log
+        self._fh = open(log, "ab")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "tests.integration.celery_app", "worker", "-Q", queue,
+             "--concurrency", str(concurrency), "--pool", "prefork", "--loglevel", "INFO", "--without-gossip",
+             "--without-mingle", "--without-heartbeat", "-n", f"kvp-it-{uuid.uuid4().hex[:8]}@%h"],
+            cwd=ROOT, env=env, stdout=self._fh, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def kill(self) -> None:
+        """SIGKILL the whole worker (main process and pool children): nothing is acknowledged."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._fh.close()
+
+    def tail(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-4000:]
+        except OSError:
+            return ""
+
+
+@pytest.fixture
+def worker_factory(redis_url, transactional_db, settings, tmp_path):
+    """Start real workers on a private queue; every one is stopped at the end."""
+    queue = f"kvp-it-{uuid.uuid4().hex[:10]}"
+    settings.KVP_SWEEP_QUEUE = queue
+    db_url = database_url()
+    started: list[Worker] = []
+
+    def start(**kw) -> Worker:
+        w = Worker(queue=queue, redis_url=redis_url, db_url=db_url, log=tmp_path / f"worker{len(started)}.log", **kw)
+        started.append(w)
+        return w
+
+    start.queue = queue
+    yield start
+    for w in started:
+        w.stop()
+
+
+def wait_for(predicate, *, timeout: float, interval: float = 0.2, what: str = "condition", logs=()) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    detail = "\n".join(w.tail() for w in logs)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{detail}")
+
+
+@pytest.fixture
+def sender_on_redis(redis_url):
+    """Point this process's Celery producer at Redis (the workers' broker), whatever REDIS_URL says."""
+    from config.celery import app
+
+    saved = (app.conf.broker_url, app.conf.broker_transport_options)
+
+    def reset_pools():  # new connections and producers for the new broker URL (old ones are left to GC)
+        app._pool = None
+        app.amqp._producer_pool = None
+
+    app.conf.broker_url = redis_url
+    app.conf.broker_transport_options = {"visibility_timeout": 6}
+    reset_pools()
+    yield app
+    app.conf.broker_url, app.conf.broker_transport_options = saved
+    reset_pools()
