@@ -255,6 +255,10 @@ class ModelImportApi(_CatalogApi):
                                  response_only=True, status_codes=["201"])],
     )
     def post(self, request):
+        size = int(request.META.get("CONTENT_LENGTH") or 0)
+        if size > services.MAX_CONFIG_BYTES:
+            raise ValidationError({"config": [f"The request is {size:,} bytes; a config.json import is limited to "
+                                              f"{services.MAX_CONFIG_BYTES:,} bytes (1 MiB)."]})
         data = _validate(ModelImportSerializer, request.data)
         profile = _call(services.model_profile_import, owner=request.user, config=data["config"],
                         name=data.get("name"), num_parameters=data.get("num_parameters"),

@@ -21,7 +21,8 @@ def hf_config(filename: str) -> dict:
 
 
 def make_user(username: str | None = None):
-    return get_user_model().objects.create_user(username=username or f"user{next(_seq)}", password="pw-123456789")
+    # No password: hashing one is slow and the tests sign in with force_login / force_authenticate.
+    return get_user_model().objects.create(username=username or f"user{next(_seq)}")
 
 
 def api_client(user=None) -> APIClient:
