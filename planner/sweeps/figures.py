@@ -1,0 +1,268 @@
+"""Plotly figures for sweeps and reports: pure ``build_*_figure`` functions returning figure dicts.
+
+No request, no ORM: inputs are the report body's plain dicts (``points`` with
+``params``/``metrics``/``series``). Each function returns ``fig.to_plotly_json()``
+made JSON-safe (plain lists, no NaN), ready for ``{% plotly_figure %}``.
+Axis titles carry units; hover shows the values; legends name the series.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from planner.sweeps.definition import AXES
+
+COLORS = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2", "#be185d", "#4b5563"]
+LAYOUT = {"template": "plotly_white", "font": {"size": 13}, "margin": {"l": 70, "r": 30, "t": 50, "b": 60},
+          "hovermode": "x unified", "legend": {"orientation": "h", "y": -0.18}}
+
+
+def _plain(fig: go.Figure) -> dict:
+    return json.loads(fig.to_json())
+
+
+def axis_title(param: str, arrival_unit: str = "step") -> str:
+    info = AXES.get(param, {"label": param, "unit": ""})
+    unit = info["unit"]
+    if param == "rate":
+        unit = "requests/s" if arrival_unit == "s" else "requests/step"
+    return f"{info['label']} ({unit})" if unit else info["label"]
+
+
+def _num(v):
+    return None if v is None or (isinstance(v, float) and not math.isfinite(v)) else v
+
+
+def _series_split(points: list[dict], param: str) -> dict[str, list[dict]]:
+    """Points grouped by the other axis (for one line per value), sorted along ``param``."""
+    groups: dict[str, list[dict]] = {}
+    for p in points:
+        other = {k: v for k, v in p["params"].items() if k != param}
+        label = ", ".join(f"{k}={v}" for k, v in other.items())
+        groups.setdefault(label, []).append(p)
+    for pts in groups.values():
+        pts.sort(key=lambda p: p["params"][param] if not isinstance(p["params"][param], str) else 0)
+    return groups
+
+
+def _time_unit(points: list[dict]) -> str:
+    """'s' when latencies in seconds exist (arrivals in seconds), else 'steps'."""
+    return "s" if any(p["metrics"].get("ttft_p99_s") is not None for p in points) else "steps"
+
+
+def build_sweep_figure(points: list[dict], param: str, *, cliff: dict | None = None, base_x: float | None = None,
+                       arrival_unit: str = "step", title: str = "") -> dict:
+    """Preemptions per request, TTFT p50/p99 and throughput against one axis (three stacked panels).
+
+    ``cliff`` (``{"x", "text"}``) draws a vertical marker; ``base_x`` marks the deployment as sized.
+    """
+    tu = _time_unit(points)
+    tput_key, tput_unit = ("throughput_tok_s", "tokens/s") if any(
+        p["metrics"].get("throughput_tok_s") is not None for p in points) else ("throughput_tok_per_step",
+                                                                                  "tokens/step")
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.07,
+                        subplot_titles=("Preemptions per request", f"TTFT ({tu})", f"Throughput ({tput_unit})"))
+    for i, (label, pts) in enumerate(_series_split(points, param).items()):
+        color = COLORS[i % len(COLORS)]
+        xs = [p["params"][param] for p in pts]
+        suffix = f" [{label}]" if label else ""
+        fig.add_trace(go.Scatter(x=xs, y=[_num(p["metrics"].get("preemptions_per_request")) for p in pts],
+                                 name=f"preemptions/request{suffix}", mode="lines+markers",
+                                 line={"color": color}, legendgroup=label,
+                                 hovertemplate="%{y:.3f} preemptions/request<extra>%{fullData.name}</extra>"),
+                      row=1, col=1)
+        for q, dash in (("p50", "dot"), ("p99", "solid")):
+            fig.add_trace(go.Scatter(x=xs, y=[_num(p["metrics"].get(f"ttft_{q}_{tu}")) for p in pts],
+                                     name=f"TTFT {q}{suffix}", mode="lines+markers", legendgroup=label,
+                                     line={"color": color, "dash": dash},
+                                     hovertemplate=f"%{{y:,.3g}} {tu}<extra>%{{fullData.name}}</extra>"),
+                          row=2, col=1)
+        fig.add_trace(go.Scatter(x=xs, y=[_num(p["metrics"].get(tput_key)) for p in pts],
+                                 name=f"throughput{suffix}", mode="lines+markers", legendgroup=label,
+                                 line={"color": color, "dash": "dash"},
+                                 hovertemplate=f"%{{y:,.4g}} {tput_unit}<extra>%{{fullData.name}}</extra>"),
+                      row=3, col=1)
+    fig.update_xaxes(title_text=axis_title(param, arrival_unit), row=3, col=1)
+    fig.update_yaxes(title_text="events/request", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text=tu, rangemode="tozero", row=2, col=1)
+    fig.update_yaxes(title_text=tput_unit, rangemode="tozero", row=3, col=1)
+    for x, text, color in ((cliff or {}).get("x"), (cliff or {}).get("text", "cliff"), "#dc2626"), \
+            (base_x, "your deployment", "#059669"):
+        if x is not None:
+            fig.add_vline(x=x, line_dash="dash", line_color=color,
+                          annotation_text=text, annotation_position="top left" if color == "#dc2626" else "top right")
+    fig.update_layout(**LAYOUT, height=720, title=title or f"Sweep over {axis_title(param, arrival_unit)}")
+    return _plain(fig)
+
+
+def build_kv_sweep_figure(points: list[dict], *, cliff: dict | None = None, base_blocks: int | None = None) -> dict:
+    """The KV cliff figure: preemptions, TTFT and throughput against KV blocks."""
+    return build_sweep_figure(points, "num_gpu_blocks", cliff=cliff, base_x=base_blocks,
+                              title="Preemption cliff: KV blocks")
+
+
+def build_rate_sweep_figure(points: list[dict], *, arrival_unit: str = "step", cliff: dict | None = None) -> dict:
+    """Latency and throughput curves against the request rate."""
+    return build_sweep_figure(points, "rate", cliff=cliff, arrival_unit=arrival_unit,
+                              title="Latency and throughput against request rate")
+
+
+def build_timeseries_figure(point: dict) -> dict:
+    """KV usage (%, left axis), running and waiting requests (right axis) over time for one point."""
+    s = point.get("series") or {}
+    x_key = "time_s" if s.get("time_s") else "step"
+    xs = s.get(x_key) or []
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_trace(go.Scatter(x=xs, y=[None if v is None else v * 100 for v in s.get("kv_usage") or []],
+                             name="KV usage (%)", line={"color": COLORS[0]}, fill="tozeroy",
+                             hovertemplate="%{y:.1f}% KV<extra></extra>"), secondary_y=False)
+    fig.add_trace(go.Scatter(x=xs, y=s.get("num_running") or [], name="running", line={"color": COLORS[2]},
+                             hovertemplate="%{y} running<extra></extra>"), secondary_y=True)
+    fig.add_trace(go.Scatter(x=xs, y=s.get("num_waiting") or [], name="waiting", line={"color": COLORS[1]},
+                             hovertemplate="%{y} waiting<extra></extra>"), secondary_y=True)
+    label = ", ".join(f"{k} = {v}" for k, v in point.get("params", {}).items())
+    fig.update_xaxes(title_text="time (s)" if x_key == "time_s" else "engine step")
+    fig.update_yaxes(title_text="KV usage (%)", range=[0, 105], secondary_y=False)
+    fig.update_yaxes(title_text="requests", rangemode="tozero", secondary_y=True)
+    fig.update_layout(**LAYOUT, height=380, title=f"Over time at {label or 'the base point'}")
+    return _plain(fig)
+
+
+def build_prefix_hit_figure(points: list[dict]) -> dict:
+    """Prefix-cache hit rate against KV cache size (tokens), one line per other setting."""
+    groups: dict[str, list[dict]] = {}
+    for p in points:
+        other = {k: v for k, v in p["params"].items() if k not in ("num_gpu_blocks", "gpu_memory_utilization",
+                                                                    "block_size", "gpu", "tensor_parallel_size")}
+        groups.setdefault(", ".join(f"{k}={v}" for k, v in other.items()), []).append(p)
+    fig = go.Figure()
+    for i, (label, pts) in enumerate(groups.items()):
+        pts = sorted(pts, key=lambda p: p["metrics"]["kv_cache_tokens"])
+        fig.add_trace(go.Scatter(x=[p["metrics"]["kv_cache_tokens"] for p in pts],
+                                 y=[None if p["metrics"].get("prefix_cache_hit_rate") is None
+                                    else p["metrics"]["prefix_cache_hit_rate"] * 100 for p in pts],
+                                 name=label or "prefix hit rate", mode="lines+markers",
+                                 line={"color": COLORS[i % len(COLORS)]},
+                                 hovertemplate="%{x:,} tokens: %{y:.1f}% hits<extra>%{fullData.name}</extra>"))
+    fig.update_xaxes(title_text="KV cache size (tokens)")
+    fig.update_yaxes(title_text="prefix-cache hit rate (%)", range=[0, 100])
+    fig.update_layout(**LAYOUT, height=380, title="Prefix-cache hit rate against cache size")
+    return _plain(fig)
+
+
+def build_heatmap_figure(points: list[dict], x_param: str, y_param: str, metric: str, *,
+                         unit: str = "", arrival_unit: str = "step") -> dict:
+    """A two-axis sweep as a heatmap of ``metric``."""
+    xs = sorted({p["params"][x_param] for p in points}, key=_sort_key)
+    ys = sorted({p["params"][y_param] for p in points}, key=_sort_key)
+    z = [[None for _ in xs] for _ in ys]
+    for p in points:
+        z[ys.index(p["params"][y_param])][xs.index(p["params"][x_param])] = _num(p["metrics"].get(metric))
+    fig = go.Figure(go.Heatmap(
+        x=[str(x) for x in xs], y=[str(y) for y in ys], z=z, colorscale="Viridis",
+        colorbar={"title": {"text": unit or metric}},
+        hovertemplate=f"{x_param}=%{{x}}<br>{y_param}=%{{y}}<br>{metric}=%{{z:,.4g}} {unit}<extra></extra>"))
+    fig.update_xaxes(title_text=axis_title(x_param, arrival_unit), type="category")
+    fig.update_yaxes(title_text=axis_title(y_param, arrival_unit), type="category")
+    fig.update_layout(**{**LAYOUT, "hovermode": "closest"}, height=460, title=f"{metric} ({unit})" if unit else metric)
+    return _plain(fig)
+
+
+def _sort_key(v):
+    return (0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v))
+
+
+def build_cost_figure(points: list[dict], param: str, *, arrival_unit: str = "step") -> dict:
+    """Cost per hour (bars) and per million output tokens (line) at each point, where GPUs have a price."""
+    pts = sorted(points, key=lambda p: _sort_key(p["params"].get(param)))
+    labels = [str(p["params"].get(param)) for p in pts]
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_trace(go.Bar(x=labels, y=[_num(p["metrics"].get("cost_per_hour")) for p in pts], name="USD per hour",
+                         marker_color=COLORS[5], hovertemplate="$%{y:,.2f}/h<extra></extra>"), secondary_y=False)
+    fig.add_trace(go.Scatter(x=labels, y=[_num(p["metrics"].get("cost_per_m_output_tokens")) for p in pts],
+                             name="USD per million output tokens", mode="lines+markers", line={"color": COLORS[3]},
+                             hovertemplate="$%{y:,.2f} per M tokens<extra></extra>"), secondary_y=True)
+    fig.update_xaxes(title_text=axis_title(param, arrival_unit), type="category")
+    fig.update_yaxes(title_text="USD per hour", rangemode="tozero", secondary_y=False)
+    fig.update_yaxes(title_text="USD per million output tokens", rangemode="tozero", secondary_y=True)
+    fig.update_layout(**LAYOUT, height=400, title="Cost")
+    return _plain(fig)
+
+
+def build_cliff_search_figure(history: list[list[float]], *, param: str, metric: str, limit: float,
+                              cliff_x: float | None) -> dict:
+    """The probes of a cliff search: metric against the searched parameter, the limit and the cliff."""
+    hist = sorted(history, key=lambda h: h[0])
+    fig = go.Figure(go.Scatter(x=[h[0] for h in hist], y=[_num(h[1]) for h in hist], mode="markers+lines",
+                               name=metric, line={"color": COLORS[0]},
+                               hovertemplate=f"{param}=%{{x:,}}<br>{metric}=%{{y:,.4g}}<extra></extra>"))
+    fig.add_hline(y=limit, line_dash="dot", line_color="#6b7280", annotation_text=f"limit {limit:,.3g}")
+    if cliff_x is not None:
+        fig.add_vline(x=cliff_x, line_dash="dash", line_color="#dc2626", annotation_text="cliff")
+    fig.update_xaxes(title_text=axis_title(param))
+    fig.update_yaxes(title_text=metric.replace("_", " "), rangemode="tozero")
+    fig.update_layout(**{**LAYOUT, "hovermode": "closest"}, height=400,
+                      title=f"Cliff search: {len(history)} simulations")
+    return _plain(fig)
+
+
+def report_figures(body: dict, *, point_index: int | None = None) -> list[tuple[str, str, dict]]:
+    """The figures a report shows, as ``(id, title, figure)``; which ones depends on the axes.
+
+    ``point_index`` picks the point of the over-time figure (default: the operating point).
+    """
+    from planner.sweeps.advice import detect_cliff, operating_point
+
+    inputs = body.get("inputs", {})
+    points = body.get("points") or []
+    if not points:
+        return []
+    unit = (inputs.get("workload") or {}).get("arrival_unit", "step")
+    figs: list[tuple[str, str, dict]] = []
+    cliff = detect_cliff(body)
+    cliff_mark = None
+    if cliff:
+        cliff_mark = {"x": cliff["x"], "text": "cliff"}
+    base_blocks = (inputs.get("sizing") or {}).get("num_gpu_blocks") or inputs.get("engine", {}).get("num_gpu_blocks")
+    axes = [a["param"] for a in inputs.get("axes") or []]
+    if inputs.get("cliff"):
+        c = inputs["cliff"]
+        cr = body.get("cliff_result") or {}
+        figs.append(("cliff-search", "Cliff search", build_cliff_search_figure(
+            cr.get("history") or [], param=c["param"], metric=c["metric"], limit=cr.get("limit", c["threshold"]),
+            cliff_x=cr.get("cliff"))))
+        axes = [c["param"]]
+    numeric = [a for a in axes if a not in ("gpu", "enable_prefix_caching")]
+    if len(axes) == 2:
+        x, y = axes
+        figs.append(("heat-preempt", "Preemptions per request", build_heatmap_figure(
+            points, x, y, "preemptions_per_request", unit="events/request", arrival_unit=unit)))
+        tkey = "ttft_p99_s" if _time_unit(points) == "s" else "ttft_p99_steps"
+        figs.append(("heat-ttft", "TTFT p99", build_heatmap_figure(
+            points, x, y, tkey, unit="s" if tkey.endswith("_s") else "steps", arrival_unit=unit)))
+    if numeric:
+        param = numeric[0]
+        title = {"num_gpu_blocks": "Preemption cliff: KV blocks", "rate": "Latency and throughput against rate"}.get(
+            param, f"Sweep over {axis_title(param, unit)}")
+        figs.append(("sweep", title, build_sweep_figure(
+            points, param, cliff=cliff_mark if cliff and cliff["param"] == param else None,
+            base_x=base_blocks if param == "num_gpu_blocks" else None, arrival_unit=unit, title=title)))
+    elif axes:
+        figs.append(("sweep", "Comparison", build_sweep_figure(points, axes[0], arrival_unit=unit,
+                                                               title=f"Comparison by {axis_title(axes[0])}")))
+    kv_sizes = {p["metrics"].get("kv_cache_tokens") for p in points}
+    if len(kv_sizes) > 1 and any((p["metrics"].get("prefix_cache_hit_rate") or 0) > 0 for p in points):
+        figs.append(("prefix", "Prefix-cache hit rate", build_prefix_hit_figure(points)))
+    if any(p["metrics"].get("cost_per_m_output_tokens") for p in points) and axes:
+        figs.append(("cost", "Cost", build_cost_figure(points, axes[0], arrival_unit=unit)))
+    chosen = None
+    if point_index is not None:
+        chosen = next((p for p in points if p["index"] == point_index), None)
+    chosen = chosen or operating_point(body)
+    if chosen and chosen.get("series"):
+        figs.append(("timeline", "Over time", build_timeseries_figure(chosen)))
+    return figs
