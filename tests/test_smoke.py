@@ -3,7 +3,7 @@
 from django.contrib.staticfiles import finders
 
 
-def test_home_page_renders(client):
+def test_home_page_renders(db, client):
     response = client.get("/")
     assert response.status_code == 200
     assert b"KV Planner" in response.content
