@@ -112,6 +112,9 @@ class Report(models.Model):
     #: ``{"definition", "inputs", "points": [...], "cliff", "advice", "created"}``: everything the
     #: report shows, copied at creation. Nothing here refers to a live profile row.
     snapshot = models.JSONField()
+    #: ``[[id, title, figure dict], ...]`` built once from ``snapshot`` (the report never changes,
+    #: so neither do its figures); the page then only serializes them.
+    figures = models.JSONField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

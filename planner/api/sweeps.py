@@ -18,6 +18,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
@@ -214,8 +215,16 @@ class ReportListApi(APIView):
              "url": request.build_absolute_uri(f"/api/reports/{r.slug}/")} for r in page])
 
 
+class _IgnoreFormatParam(DefaultContentNegotiation):
+    """``?format=csv|json`` names a download here, not a DRF renderer."""
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
 class ReportDetailApi(APIView):
     permission_classes = [AllowAny]
+    content_negotiation_class = _IgnoreFormatParam
 
     def get_permissions(self):
         return [IsAuthenticated()] if self.request.method == "DELETE" else [AllowAny()]

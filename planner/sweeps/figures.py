@@ -17,11 +17,17 @@ from plotly.subplots import make_subplots
 from planner.sweeps.definition import AXES
 
 COLORS = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2", "#be185d", "#4b5563"]
-LAYOUT = {"template": "plotly_white", "font": {"size": 13}, "margin": {"l": 70, "r": 30, "t": 50, "b": 60},
+# No named template: loading "plotly_white" costs ~0.1 s per figure; these few keys give the same look.
+LAYOUT = {"paper_bgcolor": "#ffffff", "plot_bgcolor": "#ffffff", "font": {"size": 13}, "margin": {"l": 70, "r": 30, "t": 50, "b": 60},
           "hovermode": "x unified", "legend": {"orientation": "h", "y": -0.18}}
 
 
+GRID = {"gridcolor": "#e5e7eb", "zerolinecolor": "#d1d5db", "linecolor": "#9ca3af", "showline": True}
+
+
 def _plain(fig: go.Figure) -> dict:
+    fig.update_xaxes(**GRID)
+    fig.update_yaxes(**GRID)
     return json.loads(fig.to_json())
 
 

@@ -340,8 +340,20 @@ def report_create(*, sweep: Sweep) -> Report:
         "cliff_result": snap.get("cliff_result"),
     }
     body["advice"] = [a.to_dict() for a in advise(body)]
-    return Report.objects.create(owner=sweep.owner, sweep=sweep, title=sweep.name[:200] or f"Sweep {sweep.pk}",
-                                 snapshot=body)
+    report = Report.objects.create(owner=sweep.owner, sweep=sweep, title=sweep.name[:200] or f"Sweep {sweep.pk}",
+                                   snapshot=body)
+    report_figures_cached(report)
+    return report
+
+
+def report_figures_cached(report: Report) -> list:
+    """The report's figures, built once and stored (reports are immutable)."""
+    from planner.sweeps.figures import report_figures
+
+    if report.figures is None:
+        report.figures = [list(f) for f in report_figures(report.snapshot)]
+        Report.objects.filter(pk=report.pk).update(figures=report.figures)
+    return report.figures
 
 
 def report_delete(*, report: Report, user) -> None:

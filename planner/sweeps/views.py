@@ -13,7 +13,7 @@ from planner.models import Sweep
 from planner.sweeps import definition as defn
 from planner.sweeps import exports, selectors, services
 from planner.sweeps.advice import cliff_sentence, detect_cliff
-from planner.sweeps.figures import report_figures
+from planner.sweeps.figures import build_timeseries_figure, report_figures
 from planner.sweeps.forms import SweepForm
 
 
@@ -86,7 +86,13 @@ def _point_index(request) -> int | None:
 def report_detail(request, slug: str):
     report = selectors.report_get(slug=slug)
     body = report.snapshot
-    figures = report_figures(body, point_index=_point_index(request))
+    figures = services.report_figures_cached(report)
+    point = _point_index(request)
+    if point is not None:  # the over-time figure of another point, built on demand
+        chosen = next((p for p in body.get("points") or [] if p["index"] == point), None)
+        if chosen and chosen.get("series"):
+            figures = [f for f in figures if f[0] != "timeline"] + [
+                ["timeline", "Over time", build_timeseries_figure(chosen)]]
     sentence = cliff_sentence(body, detect_cliff(body))
     return render(request, "planner/reports/detail.html", {
         "nav": "reports", "report": report, "body": body, "figures": figures, "cliff_sentence": sentence,
@@ -107,7 +113,7 @@ def report_download(request, slug: str, fmt: str):
     else:
         sentence = cliff_sentence(body)
         html = exports.to_html(title=report.title, body=body,
-                               figures=[(t, f) for _, t, f in report_figures(body)],
+                               figures=[(t, f) for _, t, f in services.report_figures_cached(report)],
                                sentences=[sentence] if sentence else [])
         resp = HttpResponse(html, content_type="text/html; charset=utf-8")
     resp["Content-Disposition"] = f'attachment; filename="report-{report.slug}.{fmt}"'
