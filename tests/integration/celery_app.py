@@ -13,6 +13,9 @@ from config.celery import app
 app.conf.broker_transport_options = {
     **(app.conf.broker_transport_options or {}),
     "visibility_timeout": int(os.environ.get("KVP_TEST_VISIBILITY_TIMEOUT", "6")),
+    # Scan for abandoned messages every second (kombu's default is 10 s x a throttle of 10 scans).
+    "unacked_restore_interval": 1,
+    "unacked_restore_throttle": 1,
 }
 
 __all__ = ["app"]

@@ -1,0 +1,62 @@
+"""Sweep pages: the form creates a sweep or explains what is wrong; owner-only detail; never a 500."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from planner.models import Sweep
+from planner.sweeps import services
+
+pytestmark = pytest.mark.django_db
+
+FORM = {"name": "from the form", "mode": "grid", "tensor_parallel_size": 1, "gpu_memory_utilization": 0.9,
+        "block_size": 16, "num_gpu_blocks": 500, "enable_prefix_caching": "on", "n": 20, "prompt": "normal:100,20",
+        "output": "normal:30,5", "arrival": "poisson:2", "arrival_unit": "step", "seed": 0,
+        "axis1_param": "num_gpu_blocks", "axis1_values": "100, 200, 400", "axis1_scale": "linear",
+        "cliff_metric": "preemptions_per_request", "cliff_param": "num_gpu_blocks"}
+
+
+@pytest.fixture
+def client():
+    c = Client()
+    c.force_login(get_user_model().objects.create_user("pat", password="pw-123456789"))
+    return c
+
+
+def test_form_creates_a_sweep_and_shows_progress(client):
+    r = client.post("/sweeps/new/", FORM)
+    assert r.status_code == 302, r.content.decode()[:2000]
+    sweep = Sweep.objects.get(name="from the form")
+    assert sweep.total_points == 3
+    page = client.get(r["Location"]).content.decode()
+    assert 'class="progress"' in page and "0</span> of <span data-field=\"points_total\">3" in page
+    assert "sweep_progress.js" in page
+
+
+@pytest.mark.parametrize("change,field_text", [
+    ({"axis1_values": "100, lots"}, "not a number"),
+    ({"num_gpu_blocks": "", "axis1_param": "max_num_seqs", "axis1_values": "4, 8"}, "required without a model"),
+    ({"arrival": "sometimes"}, "unknown process"),
+    ({"axis1_param": "max_num_seqs", "axis1_values": "4, 4"}, "distinct"),
+    ({"mode": "cliff", "cliff_lo": "10", "cliff_hi": "5", "cliff_resolution": "1"}, "greater than lo"),
+])
+def test_form_errors_are_shown_by_field(client, change, field_text):
+    r = client.post("/sweeps/new/", {**FORM, **change})
+    assert r.status_code == 400
+    assert field_text in r.content.decode()
+
+
+def test_detail_is_owner_only_and_list_needs_sign_in(client):
+    owner = get_user_model().objects.create_user("own", password="pw-123456789")
+    sweep = services.sweep_create(owner=owner, definition={
+        "engine": {"num_gpu_blocks": 300}, "workload": {"spec": {"n": 5}},
+        "axes": [{"param": "max_num_seqs", "values": [1, 2]}]})
+    assert client.get(f"/sweeps/{sweep.pk}/").status_code == 403
+    assert client.post(f"/sweeps/{sweep.pk}/cancel/").status_code == 403
+    assert Client().get("/sweeps/").status_code == 302
+    assert client.get("/sweeps/").status_code == 200
+    o = Client()
+    o.force_login(owner)
+    services.chunk_run(sweep_id=sweep.pk, index=0)
+    page = o.get(f"/sweeps/{sweep.pk}/").content.decode()
+    assert "Open the report" in page
