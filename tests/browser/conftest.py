@@ -20,6 +20,11 @@ from urllib.parse import urlsplit
 
 import pytest
 
+# Real Celery workers for the sweep flow: the sweeps' integration fixtures, reused as they are.
+# Importing them also points SQLite's test database at a file, so that a worker process and the
+# live server share it (PostgreSQL's test database is shared anyway).
+from tests.integration.conftest import sender_on_redis, worker_factory  # noqa: F401
+
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]

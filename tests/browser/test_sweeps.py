@@ -1,0 +1,109 @@
+"""Sweeps and reports: run a KV-blocks sweep on a real Celery worker, watch it, share its report."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import time
+
+import pytest
+from playwright.sync_api import expect
+
+BLOCKS = [150, 300, 600, 1200, 2400]
+SWEEP_TIMEOUT_S = 90
+
+
+def _start_kv_sweep(page, name: str) -> None:
+    page.goto("/")
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Sweeps").click()
+    page.get_by_role("link", name="New sweep").click()
+    page.get_by_label("Name", exact=True).fill(name)
+    page.get_by_label("Mode", exact=True).select_option("grid")
+    page.get_by_label("KV blocks", exact=True).fill("2000")
+    page.get_by_label("Requests", exact=True).fill("150")
+    page.get_by_label("Prompt length (tokens)").fill("normal:256,64")
+    page.get_by_label("Output length (tokens)").fill("normal:128,32")
+    page.get_by_label("Arrival", exact=True).fill("poisson:2")
+    page.get_by_label("Axis 1", exact=True).select_option("num_gpu_blocks")
+    page.locator("#id_axis1_values").fill(", ".join(map(str, BLOCKS)))
+    page.get_by_role("button", name="Start sweep").click()
+
+
+@pytest.fixture
+def report_url(signed_in_page, worker_factory, sender_on_redis, settings, screenshot):
+    """Run a KV-blocks sweep through the pages on a real worker; the report's permalink."""
+    settings.KVP_SWEEP_CHUNK_POINTS = 1  # one point per task: the bar moves in steps
+    worker_factory(concurrency=1)
+    page = signed_in_page
+    _start_kv_sweep(page, "KV cliff in the browser")
+
+    expect(page).to_have_url(re.compile(r"/sweeps/\d+/$"))
+    expect(page.get_by_role("heading", level=1)).to_have_text("KV cliff in the browser")
+    bar = page.get_by_role("progressbar", name="Sweep progress")
+    expect(bar).to_be_visible()
+    screenshot(page, "sweep-progress")
+
+    # Watch the bar (the page polls the JSON status and reloads itself once at the end).
+    seen = []
+    deadline = time.monotonic() + SWEEP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        try:
+            value = int(bar.get_attribute("aria-valuenow", timeout=2_000))
+        except Exception:  # noqa: BLE001 - the page is reloading; look again
+            continue
+        if not seen or seen[-1] != value:
+            seen.append(value)
+        if value == 100:
+            break
+        page.wait_for_timeout(200)
+    assert seen and seen[-1] == 100, f"progress never reached 100% in {SWEEP_TIMEOUT_S} s: {seen}"
+    assert seen == sorted(seen), f"progress went backwards: {seen}"
+    expect(page.locator('[data-field="status"]')).to_have_text("Done")
+    expect(page.locator('[data-field="points_done"]')).to_have_text(str(len(BLOCKS)))
+    assert page.locator(".progress > .bar").evaluate("e => e.style.width") == "100%"
+    screenshot(page, "sweep-done")
+
+    page.get_by_role("link", name="Open the report").click()
+    expect(page).to_have_url(re.compile(r"/reports/[^/]+/$"))
+    return page.url
+
+
+def test_kv_blocks_sweep_runs_and_shows_the_cliff(signed_in_page, report_url, screenshot):
+    page = signed_in_page
+    expect(page.get_by_role("heading", level=1)).to_contain_text("KV cliff in the browser")
+    chart = page.locator("#fig-sweep")
+    expect(chart).to_have_attribute("aria-label", "Preemption cliff: KV blocks")
+    expect(chart.locator(".main-svg").first).to_be_attached()
+    expect(chart.locator(".gtitle")).to_contain_text("Preemption cliff")
+    # One row per simulated point.
+    expect(page.locator("table.points tbody tr")).to_have_count(len(BLOCKS))
+    screenshot(page, "report")
+
+
+def test_report_permalink_opens_signed_out_and_downloads_csv(report_url, page, screenshot):
+    page.goto(report_url)
+    expect(page.get_by_role("link", name="Sign in")).to_be_visible()  # nobody is signed in
+    expect(page.get_by_role("heading", level=1)).to_contain_text("KV cliff in the browser")
+    expect(page.locator("#fig-sweep .main-svg").first).to_be_attached()
+    expect(page.get_by_role("button", name="Delete report")).to_have_count(0)
+    screenshot(page, "report-signed-out")
+
+    with page.expect_download(timeout=10_000) as info:
+        page.get_by_role("link", name="CSV").click()
+    download = info.value
+    assert download.suggested_filename.endswith(".csv")
+    with open(download.path(), encoding="utf-8") as fh:
+        rows = list(csv.DictReader(io.StringIO(fh.read())))
+    # Long format: one row per point and metric, with the swept parameter and the unit.
+    assert list(rows[0]) == ["point", "num_gpu_blocks", "metric", "value", "unit"]
+    by_point = {}
+    for row in rows:
+        by_point.setdefault(int(row["point"]), {})[row["metric"]] = row
+    assert sorted(by_point) == list(range(len(BLOCKS)))
+    assert sorted(int(p["preemptions_per_request"]["num_gpu_blocks"]) for p in by_point.values()) == BLOCKS
+    preempt = {
+        int(p["preemptions_per_request"]["num_gpu_blocks"]): float(p["preemptions_per_request"]["value"])
+        for p in by_point.values()
+    }
+    assert preempt[BLOCKS[0]] > preempt[BLOCKS[-1]]  # the cliff: too few blocks preempt
