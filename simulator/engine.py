@@ -15,12 +15,10 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from simulator._core import DROPPED, FINISHED, RUNNING, EngineSim, StepTimeFn
+from simulator._fast import FastEngine, StepTimeFn, WorkloadPrep
 from simulator.config import ConfigError, EngineConfig
 from simulator.results import SimResult
 from simulator.workload import Workload
-
-_STATUS = {FINISHED: "finished", DROPPED: "dropped_unservable"}
 
 
 def simulate(
@@ -65,27 +63,28 @@ def simulate(
         raise ValueError("step_time: one entry per configuration")
     nb = len(configs)
     out = []
+    prep = WorkloadPrep(workload)
     for b, cfg in enumerate(configs):
-        sim = EngineSim(workload, cfg, record_steps=record_steps,
-                        step_time=None if step_time is None else step_time[b])
+        sim = FastEngine(workload, cfg, record_steps=record_steps, prep=prep,
+                         step_time=None if step_time is None else step_time[b])
         sub = None
         if progress is not None:
             def sub(f: float, b: int = b) -> None:
                 progress((b + f) / nb)
-        sim.run(sub)
+        sim.run_all(sub)
         out.append(_result(sim, record_steps, max_step_points))
         if progress is not None:
             progress((b + 1) / nb)
     return out
 
 
-def _result(sim: EngineSim, record_steps: bool, max_points: int | None) -> SimResult:
+def _result(sim, record_steps: bool, max_points: int | None) -> SimResult:
+    """Assemble a SimResult from a finished :class:`FastEngine` (or the scalar reference)."""
     wl = sim.wl
     t = dict(sim.t)
     usable = sim.pool.usable
-    reqs = sim.reqs
     t["unfinished"] = sim.unfinished
-    t["requests_preempted_at_least_once"] = sum(1 for q in reqs if q.npre > 0)
+    t["requests_preempted_at_least_once"] = int((sim.npre > 0).sum())
     q_ = t["prefix_cache_queries"]
     t["prefix_cache_hit_rate"] = t["prefix_cache_hits"] / q_ if q_ else 0.0
     t["peak_kv_usage"] = t["peak_kv_blocks_used"] / usable
@@ -97,33 +96,34 @@ def _result(sim: EngineSim, record_steps: bool, max_points: int | None) -> SimRe
     t["mean_block_idle_steps"] = pool.idle_sum / pool.reuses if pool.reuses else 0.0
     if wl.arrival_unit == "s":
         t["duration_s"] = sim.clock
+    status = sim.status
+    names = np.array(["waiting", "running", "waiting", "finished", "dropped_unservable"])
     requests = {
         "id": wl.ids,
         "prompt_len": wl.prompt_len,
         "max_tokens": wl.output_len,
         "arrival": wl.arrival,
-        "first_scheduled_step": np.array([q.first_sched for q in reqs], np.int64),
-        "first_token_step": np.array([q.first_token for q in reqs], np.int64),
-        "finish_step": np.array([q.finish for q in reqs], np.int64),
-        "num_preemptions": np.array([q.npre for q in reqs], np.int64),
-        "prefix_hit_tokens": np.array([q.hit_first for q in reqs], np.int64),
-        "num_output_tokens": np.array([q.num_out for q in reqs], np.int64),
-        "first_token_time_s": np.array([q.first_token_t for q in reqs], np.float64),
-        "finish_time_s": np.array([q.finish_t for q in reqs], np.float64),
-        "status": tuple(_STATUS.get(q.status, "running" if q.status == RUNNING else "waiting")
-                        for q in reqs),
+        "first_scheduled_step": sim.first_sched.copy(),
+        "first_token_step": sim.first_token.copy(),
+        "finish_step": sim.finish.copy(),
+        "num_preemptions": sim.npre.copy(),
+        "prefix_hit_tokens": sim.hit_first.copy(),
+        "num_output_tokens": sim.tok - wl.prompt_len,
+        "first_token_time_s": sim.first_token_t.copy(),
+        "finish_time_s": sim.finish_t.copy(),
+        "status": tuple(names[status].tolist()),
     }
     series = None
     if record_steps and sim.log is not None:
         log = sim.log
         series = {
-            "step": np.array(log.step, np.int64),
-            "time_s": np.array(log.time_s, np.float64),
-            "num_running": np.array(log.num_running, np.int64),
-            "num_waiting": np.array(log.num_waiting, np.int64),
-            "num_scheduled_tokens": np.array(log.num_scheduled_tokens, np.int64),
-            "kv_blocks_used": np.array(log.kv_blocks_used, np.int64),
-            "num_preempted": np.array(log.num_preempted, np.int64),
+            "step": np.array(log["step"], np.int64),
+            "time_s": np.array(log["time_s"], np.float64),
+            "num_running": np.array(log["num_running"], np.int64),
+            "num_waiting": np.array(log["num_waiting"], np.int64),
+            "num_scheduled_tokens": np.array(log["num_scheduled_tokens"], np.int64),
+            "kv_blocks_used": np.array(log["kv_blocks_used"], np.int64),
+            "num_preempted": np.array(log["num_preempted"], np.int64),
         }
         series["kv_usage"] = series["kv_blocks_used"] / usable
         if wl.arrival_unit != "s":

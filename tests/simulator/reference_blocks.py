@@ -12,7 +12,7 @@ vLLM 0.33.0 (see ``docs/simulator.md``):
 * several blocks may carry the same hash; lookups use the oldest entry.
 
 Block content is identified by an integer *key* (see
-:func:`simulator._core.block_key`) standing for vLLM's chained block hash.
+:meth:`tests.simulator.reference_core.EngineSim.key`) standing for vLLM's chained block hash.
 """
 
 from __future__ import annotations

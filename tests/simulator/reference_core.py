@@ -1,7 +1,7 @@
 """One engine configuration driven step by step, as vLLM 0.33.0's v1 scheduler.
 
 This module is the decision kernel: :class:`EngineSim` owns the request
-states, the waiting and running queues and a :class:`~simulator._blocks.BlockPool`,
+states, the waiting and running queues and a :class:`~tests.simulator.reference_blocks.BlockPool`,
 and :meth:`EngineSim.run` drives them the way the project's oracle drives
 vLLM (``schedule()`` → fake forward → ``update_from_output()``, or vLLM's
 ``step_with_batch_queue`` with a queue of depth 2 for async scheduling).
@@ -37,7 +37,7 @@ from typing import Callable
 
 import numpy as np
 
-from simulator._blocks import BlockPool
+from tests.simulator.reference_blocks import BlockPool
 from simulator.config import EngineConfig
 from simulator.workload import Workload
 

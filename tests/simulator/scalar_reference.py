@@ -1,16 +1,24 @@
-"""Test-only reference engine: the same vLLM rules, one step at a time, no shortcuts.
+"""Test-only reference engine: the same vLLM rules, one request and one step at a time.
 
-It runs :class:`simulator._core.EngineSim` with the decode-stretch jump turned
-off, so every step goes through the plain scalar ``schedule()`` /
-``update_from_output()`` path (the path the 25 oracle cases pin to vLLM), and
-checks the block-pool invariant after every schedule call. The fast engine
-must give identical results.
+:mod:`tests.simulator.reference_core` (``EngineSim``, a scalar Python kernel
+following vLLM 0.33.0's v1 scheduler step for step) and
+:mod:`tests.simulator.reference_blocks` (``BlockPool``, vLLM's block pool
+with real block ids, an ordered free queue and a hash table) are the slow,
+obviously-correct engine the fast kernel (:mod:`simulator._fast`) replaced.
+:class:`ScalarEngine` runs it with the decode-stretch jump turned off, so
+every step goes through the plain ``schedule()`` / ``update_from_output()``
+path, and checks the block-pool invariant after every schedule call. The
+fast engine must give identical results (``test_engine_properties.py``).
 """
 
 from __future__ import annotations
 
-from simulator._core import EngineSim
+from types import SimpleNamespace
+
+import numpy as np
+
 from simulator.engine import _result
+from tests.simulator.reference_core import EngineSim
 
 
 class ScalarEngine(EngineSim):
@@ -29,8 +37,25 @@ class ScalarEngine(EngineSim):
         return out
 
 
-def simulate_scalar(workload, config, *, record_steps=False):
-    """One configuration through :class:`ScalarEngine`, as a SimResult."""
-    sim = ScalarEngine(workload, config, record_steps=record_steps)
+def as_result(sim: EngineSim, record_steps: bool = False):
+    """A finished scalar ``EngineSim`` as a SimResult (same assembly as the fast engine)."""
+    reqs = sim.reqs
+    col = lambda name, dt=np.int64: np.array([getattr(q, name) for q in reqs], dt)  # noqa: E731
+    log = None
+    if sim.log is not None:
+        log = {k: getattr(sim.log, k) for k in ("step", "time_s", "num_running", "num_waiting",
+                                                 "num_scheduled_tokens", "kv_blocks_used", "num_preempted")}
+    view = SimpleNamespace(
+        wl=sim.wl, t=sim.t, pool=sim.pool, unfinished=sim.unfinished, clock=sim.clock,
+        npre=col("npre"), status=col("status"), first_sched=col("first_sched"),
+        first_token=col("first_token"), finish=col("finish"), hit_first=col("hit_first"),
+        tok=sim.wl.prompt_len + col("num_out"), first_token_t=col("first_token_t", np.float64),
+        finish_t=col("finish_t", np.float64), log=log)
+    return _result(view, record_steps, None)
+
+
+def simulate_scalar(workload, config, *, record_steps=False, jumps=False):
+    """One configuration through the scalar kernel (no jumps unless asked), as a SimResult."""
+    sim = (EngineSim if jumps else ScalarEngine)(workload, config, record_steps=record_steps)
     sim.run()
-    return _result(sim, record_steps, None)
+    return as_result(sim, record_steps)

@@ -1,0 +1,734 @@
+"""Fast decision kernel: vLLM 0.33.0's v1 scheduler over struct-of-arrays state.
+
+Same rules and the same results, bit for bit, as the scalar reference kernel
+(``tests/simulator/reference_core.py``, which the 25 oracle cases pin to vLLM);
+see that module and ``docs/simulator.md`` for the rules and their sources.
+What differs is the layout:
+
+* request state lives in per-request numpy arrays (computed tokens, tokens,
+  placeholders, held and published block counts ...), a request's block table
+  is a slice of one flat array (``btab[koff[r]:koff[r] + held[r]]``), and
+  the running queue is an array of request indices in running order;
+* the running pass is array work over the running queue: tokens wanted, the
+  token budget by cumulative sum, new blocks by cumulative sum against the
+  free blocks; requests before the first allocation failure are applied at
+  once (blocks popped in one go, in running order, as sequential pops would),
+  and only from a failure on (preemption of ``running[-1]``) the pass goes on
+  request by request;
+* the block pool is :class:`simulator._pool.FastPool` (stack of unhashed free
+  blocks + FIFO of hashed free blocks, hash table indexed by integer content
+  keys assigned up front, see :class:`KeySpace`);
+* admission (FCFS, head of line) is per admitted request, its prefix lookup
+  one array read over the request's key slice;
+* decode-only stretches (sync mode) advance in one jump, in closed form.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Callable
+
+import numpy as np
+
+from simulator._pool import FastPool
+from simulator.config import EngineConfig
+from simulator.workload import Workload
+
+WAITING, RUNNING, PREEMPTED, FINISHED, DROPPED = 0, 1, 2, 3, 4
+
+StepTimeFn = Callable[[int, int], float]
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division for non-negative integers."""
+    return -(-a // b)
+
+
+class KeySpace:
+    """Integer content keys standing for vLLM's chained block hashes, for one block size.
+
+    Request ``r``'s block ``j`` has slot ``koff[r] + j`` in the flat block
+    table; its content key is that slot number, unless the block lies wholly
+    inside the prefix or parent context the request starts with: then it is
+    the key of the same block of the parent (recursively) or of the named
+    prefix (keys after all request slots). ``keyarr`` maps slot -> key and is
+    None when no request shares a full block (key == slot).
+    """
+
+    def __init__(self, wl: Workload, B: int) -> None:
+        n = wl.n
+        ctx = wl.prompt_len + wl.output_len
+        nblk = (ctx + 2 + B - 1) // B + 1
+        self.koff = np.zeros(n + 1, np.int64)
+        np.cumsum(nblk, out=self.koff[1:])
+        self.slots = int(self.koff[-1])
+        pb = (wl.prefix_len + B - 1) // B + 1
+        poff = self.slots + np.concatenate(([0], np.cumsum(pb)))
+        self.num_keys = int(poff[-1])
+        shared = wl.shared_len()
+        sb = shared // B
+        self.keyarr = None
+        if n and sb.max() > 0:
+            keyarr = np.arange(self.slots, dtype=np.int64)
+            koff = self.koff
+            par, pid = wl.parent, wl.prefix_id
+            for r in np.flatnonzero(sb > 0).tolist():
+                s = int(sb[r])
+                o = int(koff[r])
+                p = int(par[r])
+                if p >= 0:
+                    po = int(koff[p])
+                    keyarr[o:o + s] = keyarr[po:po + s]
+                else:
+                    keyarr[o:o + s] = np.arange(poff[pid[r]], poff[pid[r]] + s)
+            self.keyarr = keyarr
+
+
+class WorkloadPrep:
+    """Workload-derived arrays shared by every configuration of a batch."""
+
+    def __init__(self, wl: Workload) -> None:
+        self.wl = wl
+        self.order = np.argsort(wl.arrival, kind="stable")
+        self.arrival_sorted = wl.arrival[self.order]
+        self.longest = int((wl.prompt_len + wl.output_len).max()) if wl.n else 0
+        self._keys: dict[int, KeySpace] = {}
+
+    def keys(self, B: int) -> KeySpace:
+        ks = self._keys.get(B)
+        if ks is None:
+            ks = self._keys[B] = KeySpace(self.wl, B)
+        return ks
+
+
+class FastEngine:
+    """Simulate one :class:`EngineConfig` over one :class:`Workload` (array kernel).
+
+    Parameters
+    ----------
+    workload : Workload
+    config : EngineConfig
+    step_time : callable, optional
+        ``(num_scheduled_tokens, num_scheduled_reqs) -> seconds``; defaults to
+        the config's linear ``step_time_model``.
+    record_steps : bool
+    prep : WorkloadPrep, optional
+        Shared precomputation (batches).
+    """
+
+    def __init__(self, workload: Workload, config: EngineConfig, *,
+                 step_time: StepTimeFn | None = None, record_steps: bool = False,
+                 prep: WorkloadPrep | None = None) -> None:
+        self.wl = wl = workload
+        self.cfg = cfg = config
+        self.prep = prep = prep or WorkloadPrep(workload)
+        n = wl.n
+        self.B = B = cfg.block_size
+        self.mml = cfg.max_model_len or max(prep.longest + 16, cfg.max_num_batched_tokens)
+        # max_model_len can only bind when some context gets near it
+        self.mml_binds = prep.longest + 4 >= self.mml
+        self.caching = cfg.enable_prefix_caching
+        ks = prep.keys(B)
+        self.koff = ks.koff
+        self.keyarr = ks.keyarr
+        self.pool = FastPool(cfg.num_gpu_blocks, self.caching, ks.num_keys if self.caching else 0)
+        self.btab = np.zeros(ks.slots, np.int64)
+        self.watermark_blocks = int(cfg.watermark * cfg.num_gpu_blocks)
+        self.async_mode = cfg.async_scheduling
+        stm = cfg.step_time_model
+        self.step_time = step_time or (
+            lambda t, r: stm.base_s + stm.per_token_s * t + stm.per_req_s * r)
+        self.time_mode = wl.arrival_unit == "s"
+        self.record_steps = record_steps
+        self.P = wl.prompt_len
+        self.Pmax = wl.prompt_len + wl.output_len
+        z = lambda: np.zeros(n, np.int64)  # noqa: E731
+        self.tok = wl.prompt_len.copy()      # prompt + output tokens received
+        self.comp = z()                      # computed tokens (incl. in flight)
+        self.ph = z()                        # async output placeholders
+        self.inflight = z()
+        self.stale = z()
+        self.status = z()
+        self.held = z()                      # blocks held
+        self.ncached = z()                   # leading blocks published
+        self.npre = z()
+        self.first_sched = np.full(n, -1, np.int64)
+        self.first_token = np.full(n, -1, np.int64)
+        self.finish = np.full(n, -1, np.int64)
+        self.first_token_t = np.full(n, np.nan)
+        self.finish_t = np.full(n, np.nan)
+        self.hit_first = np.full(n, -1, np.int64)
+        self.gone = np.zeros(n, bool)
+        self.run = np.zeros(max(min(cfg.max_num_seqs, n), 1) + 1, np.int64)
+        self.R = 0
+        self.waiting: deque[int] = deque()
+        self.t = dict(
+            preemptions=0, finished=0, prefix_cache_queries=0, prefix_cache_hits=0,
+            prefix_cache_requests=0, preempted_prefix_cache_queries=0,
+            preempted_prefix_cache_hits=0, preempted_prefix_cache_requests=0,
+            peak_kv_blocks_used=0, peak_running=0, peak_waiting=0, num_steps=0,
+            num_schedule_calls=0, total_scheduled_tokens=0, total_prefill_tokens=0,
+            total_decode_tokens=0, dropped_unservable=0, recomputed_tokens=0,
+            requests_cut_short=0, kv_block_steps=0,
+        )
+        self.log: dict[str, list] | None = (
+            {k: [] for k in ("step", "time_s", "num_running", "num_waiting",
+                             "num_scheduled_tokens", "kv_blocks_used", "num_preempted")}
+            if record_steps else None)
+        self.exec_step = 0
+        self.clock = 0.0
+        self.unfinished = 0
+        self._retry_jump_at = 0
+        self._backoff = 1
+
+    # ------------------------------------------------------------- helpers
+    def _publish(self, ids: np.ndarray, upto: np.ndarray) -> None:
+        """Publish each request's full blocks below ``upto`` tokens (``cache_blocks``), in order."""
+        full = upto // self.B
+        nc = self.ncached[ids]
+        g = full > nc
+        if not g.any():
+            return
+        ids, full, nc = ids[g], full[g], nc[g]
+        cnt = full - nc
+        cs = np.cumsum(cnt)
+        tot = int(cs[-1])
+        pos = np.repeat(self.koff[ids] + nc - (cs - cnt), cnt) + np.arange(tot)
+        keys = pos if self.keyarr is None else self.keyarr[pos]
+        self.pool.publish(self.btab[pos], keys)
+        self.ncached[ids] = full
+
+    def _publish_one(self, q: int, upto: int) -> None:
+        full = upto // self.B
+        nc = int(self.ncached[q])
+        if full <= nc:
+            return
+        o = int(self.koff[q])
+        pos = np.arange(o + nc, o + full)
+        keys = pos if self.keyarr is None else self.keyarr[pos]
+        self.pool.publish(self.btab[pos], keys)
+        self.ncached[q] = full
+
+    def _alloc_blocks(self, q: int, new: int) -> None:
+        h = int(self.held[q])
+        o = int(self.koff[q]) + h
+        self.btab[o:o + new] = self.pool.allocate(new, self.exec_step)
+        self.held[q] = h + new
+
+    def _free(self, q: int) -> None:
+        o = int(self.koff[q])
+        h = int(self.held[q])
+        if h:
+            self.pool.release(self.btab[o:o + h])
+        self.held[q] = 0
+        self.ncached[q] = 0
+
+    def _preempt(self, q: int) -> None:
+        self._free(q)
+        self.status[q] = PREEMPTED
+        self.comp[q] = 0
+        self.stale[q] = self.inflight[q]
+        self.ph[q] = 0
+        self.npre[q] += 1
+        self.waiting.appendleft(q)
+
+    def _allocate_running(self, q: int, n: int) -> bool:
+        c = int(self.comp[q])
+        need = min(c + n, self.mml)
+        new = cdiv(need, self.B) - int(self.held[q])
+        if new > self.pool.num_free():
+            return False
+        if new > 0:
+            self._alloc_blocks(q, new)
+        if self.caching:
+            self._publish_one(q, min(c + n, int(self.tok[q])))
+        return True
+
+    # ------------------------------------------------------------- schedule
+    def schedule(self):
+        """One ``Scheduler.schedule()``: (ids, tokens, sampled) arrays in order, and preemptions."""
+        cfg = self.cfg
+        B = self.B
+        pool = self.pool
+        budget = cfg.max_num_batched_tokens
+        waiting = self.waiting
+        R = self.R
+        thr = cfg.long_prefill_token_threshold if R + len(waiting) > 1 else 0
+        mml = self.mml
+        ids_l: list = []
+        n_l: list = []
+        npre = 0
+        comp, tok, held = self.comp, self.tok, self.held
+        if R:
+            run = self.run[:R].copy()
+            c = comp[run]
+            t = tok[run]
+            if self.async_mode:
+                p = self.ph[run]
+                n0 = t + p - c
+                skip = (p > 0) & (c + 2 - p >= self.Pmax[run])
+                n0[skip] = 0
+            else:
+                n0 = t - c
+            if thr:
+                np.minimum(n0, thr, out=n0)
+            if self.mml_binds:
+                np.minimum(n0, mml - c - 1, out=n0)
+            np.maximum(n0, 0, out=n0)
+            cs = np.cumsum(n0)
+            if cs[-1] > budget:
+                k = int(np.searchsorted(cs, budget, "right"))
+                n0[k] = budget - (int(cs[k - 1]) if k else 0)
+                n0[k + 1:] = 0
+            newc = c + n0
+            tgt = np.minimum(newc, mml) if self.mml_binds else newc
+            h = held[run]
+            need = (tgt + (B - 1)) // B - h
+            np.maximum(need, 0, out=need)
+            cn = np.cumsum(need)
+            free = pool.num_free()
+            f = R if cn[-1] <= free else int(np.searchsorted(cn, free, "right"))
+            if f:
+                ids = run[:f]
+                nn = n0[:f]
+                tot = int(cn[f - 1])
+                if tot:
+                    nd = need[:f]
+                    blocks = pool.allocate(tot, self.exec_step)
+                    pos = np.repeat(self.koff[ids] + h[:f] - (cn[:f] - nd), nd) + np.arange(tot)
+                    self.btab[pos] = blocks
+                    held[ids] = h[:f] + nd
+                sel = nn > 0
+                if not sel.all():
+                    ids = ids[sel]
+                    nn = nn[sel]
+                    tgt_pub = np.minimum(newc[:f][sel], t[:f][sel])
+                else:
+                    tgt_pub = np.minimum(newc[:f], t[:f])
+                if self.caching and ids.size:
+                    self._publish(ids, tgt_pub)
+                ids_l.append(ids)
+                n_l.append(nn)
+                budget -= int(nn.sum())
+            if f < R:
+                # request by request from the first allocation failure on
+                i = f
+                Pmax, ph = self.Pmax, self.ph
+                while i < self.R and budget > 0:
+                    q = int(self.run[i])
+                    cq = int(comp[q])
+                    pq = int(ph[q])
+                    if pq > 0 and cq + 2 - pq >= int(Pmax[q]):
+                        i += 1
+                        continue
+                    n = int(tok[q]) + pq - cq
+                    if 0 < thr < n:
+                        n = thr
+                    n = min(n, budget, mml - cq - 1)
+                    if n <= 0:
+                        i += 1
+                        continue
+                    ok = False
+                    while True:
+                        if self._allocate_running(q, n):
+                            ok = True
+                            break
+                        self.R -= 1
+                        victim = int(self.run[self.R])
+                        self._preempt(victim)
+                        npre += 1
+                        if victim == q:
+                            break
+                    if not ok:
+                        break
+                    ids_l.append(np.array([q]))
+                    n_l.append(np.array([n]))
+                    budget -= n
+                    i += 1
+
+        if npre == 0 and waiting and budget > 0:
+            budget = self._admit(budget, thr, ids_l, n_l)
+
+        if not ids_l:
+            e = np.zeros(0, np.int64)
+            ns = e
+        elif len(ids_l) == 1:
+            e, ns = ids_l[0], n_l[0]
+        else:
+            e = np.concatenate(ids_l)
+            ns = np.concatenate(n_l)
+        # _update_after_schedule (+ AsyncScheduler placeholders)
+        if e.size:
+            comp[e] += ns
+            if self.async_mode:
+                self.inflight[e] += ns
+                sampled = comp[e] >= tok[e] + self.ph[e]
+                self.ph[e[sampled]] += 1
+            else:
+                sampled = comp[e] >= tok[e]
+        else:
+            sampled = np.zeros(0, bool)
+        return e, ns, sampled, npre
+
+    def _admit(self, budget: int, thr: int, ids_l: list, n_l: list) -> int:
+        cfg = self.cfg
+        B = self.B
+        pool = self.pool
+        waiting = self.waiting
+        caching = self.caching
+        mml = self.mml
+        t = self.t
+        skipped: list[int] = []
+        koff, keyarr = self.koff, self.keyarr
+        admitted: list[int] = []
+        ns: list[int] = []
+        while budget > 0 and waiting:
+            if self.R >= cfg.max_num_seqs:
+                break
+            q = waiting[0]
+            if self.stale[q] > 0:
+                skipped.append(waiting.popleft())
+                continue
+            num_tokens = int(self.tok[q])
+            nh = 0
+            hit = None
+            if caching:
+                m = (num_tokens - 1) // B
+                if m > 0:
+                    o = int(koff[q])
+                    k0 = o if keyarr is None else int(keyarr[o])
+                    if pool.kblock[k0] >= 0:
+                        keys = np.arange(o, o + m) if keyarr is None else keyarr[o:o + m]
+                        hit = pool.lookup(keys)
+                        nh = hit.size
+            h = nh * B
+            n = num_tokens - h
+            if 0 < thr < n:
+                n = thr
+            if not cfg.enable_chunked_prefill and n > budget:
+                break
+            n = min(n, budget)
+            wm = self.watermark_blocks if self.R else 0
+            evictable = int((pool.ref[hit] == 0).sum()) if nh else 0
+            free = pool.num_free()
+            if cfg.scheduler_reserve_full_isl:
+                full = min(num_tokens, mml)
+                need_full = max(cdiv(full, B) - nh, 0) + evictable
+                if need_full + wm > free:
+                    break
+            need_slot = min(h + n, mml)
+            new = max(cdiv(need_slot, B) - nh, 0)
+            if new + evictable + wm > free:
+                break
+            if nh:
+                pool.touch(hit, self.exec_step)
+                o = int(koff[q])
+                self.btab[o:o + nh] = hit
+            self.held[q] = nh
+            self.ncached[q] = nh
+            if new > 0:
+                self._alloc_blocks(q, new)
+            if caching:
+                self._publish_one(q, min(h + n, num_tokens))
+                if self.npre[q] > 0:
+                    t["preempted_prefix_cache_queries"] += num_tokens
+                    t["preempted_prefix_cache_hits"] += h
+                    t["preempted_prefix_cache_requests"] += 1
+                else:
+                    t["prefix_cache_queries"] += num_tokens
+                    t["prefix_cache_hits"] += h
+                    t["prefix_cache_requests"] += 1
+            if self.npre[q] > 0:
+                t["recomputed_tokens"] += num_tokens - h
+            waiting.popleft()
+            self.run[self.R] = q
+            self.R += 1
+            if self.status[q] == WAITING:
+                self.first_sched[q] = self.exec_step
+                self.hit_first[q] = h
+            self.status[q] = RUNNING
+            self.comp[q] = h
+            admitted.append(q)
+            ns.append(n)
+            budget -= n
+        if skipped:
+            waiting.extendleft(reversed(skipped))
+        if admitted:
+            ids_l.append(np.array(admitted, np.int64))
+            n_l.append(np.array(ns, np.int64))
+        return budget
+
+    # ------------------------------------------------------------- outputs
+    def process(self, e: np.ndarray, ns: np.ndarray, sampled: np.ndarray,
+                step: int, t_end: float) -> None:
+        """One ``update_from_output()`` for a schedule call's batch."""
+        if not e.size:
+            return
+        status = self.status
+        if self.async_mode:
+            self.inflight[e] -= ns
+            st = self.stale[e] > 0
+            if st.any():
+                self.stale[e[st]] -= ns[st]
+            act = sampled & (status[e] != FINISHED)
+            st = st[act]
+        else:
+            act = sampled
+        a = e[act]
+        if not a.size:
+            return
+        tok = self.tok
+        tok[a] += 1
+        ft = a[self.first_token[a] < 0]
+        if ft.size:
+            self.first_token[ft] = step
+            self.first_token_t[ft] = t_end
+        stopped = tok[a] >= self.Pmax[a]
+        if self.mml_binds:
+            stopped |= tok[a] >= self.mml
+        if self.async_mode:
+            ph = self.ph
+            had_ph = ph[a] > 0
+            before_running = status[a] == RUNNING
+            dec = ~st & had_ph
+            ph[a[dec]] -= 1
+            cc = a[dec & before_running]
+            if cc.size and self.caching:
+                self._publish(cc, self.comp[cc] - self.inflight[cc])
+        if stopped.any():
+            fin = a[stopped]
+            self.finish[fin] = step
+            self.finish_t[fin] = t_end
+            self.t["requests_cut_short"] += int((tok[fin] < self.Pmax[fin]).sum())
+            in_wait = []
+            for q in fin.tolist():
+                self._free(q)
+                if status[q] != RUNNING:
+                    in_wait.append(q)
+            self.gone[fin] = True
+            R = self.R
+            run = self.run[:R]
+            keep = run[~self.gone[run]]
+            self.R = keep.size
+            self.run[:keep.size] = keep
+            for q in in_wait:
+                self.waiting.remove(q)
+            status[fin] = FINISHED
+            self.t["finished"] += fin.size
+
+    # ----------------------------------------------------------------- run
+    def _unservable(self) -> np.ndarray:
+        wl = self.wl
+        usable = self.pool.usable
+        ctx = np.minimum(wl.prompt_len + wl.output_len - 1, self.mml)
+        return (-(-ctx // self.B) > usable) | (wl.prompt_len >= self.mml)
+
+    def run_all(self, progress: Callable[[float], None] | None = None) -> None:
+        """Drive the engine until every request finished or was dropped."""
+        wl = self.wl
+        cfg = self.cfg
+        n = wl.n
+        order = self.prep.order.tolist()
+        arr_sorted = self.prep.arrival_sorted.tolist()
+        drop = self._unservable()
+        pending = 0
+        tick = 0
+        depth = 2 if self.async_mode else 1
+        queue: deque = deque()
+        t = self.t
+        pool = self.pool
+        usable = pool.usable
+        time_mode = self.time_mode
+        log = self.log
+        waiting = self.waiting
+        status = self.status
+        step_time = self.step_time
+        max_steps = cfg.max_steps
+        next_report = 0.05
+        while True:
+            now = self.clock if time_mode else tick
+            while pending < n and arr_sorted[pending] <= now:
+                q = order[pending]
+                pending += 1
+                if drop[q]:
+                    status[q] = DROPPED
+                    t["dropped_unservable"] += 1
+                else:
+                    waiting.append(q)
+            has_req = bool(self.R or waiting)
+            if not has_req and not queue:
+                if pending >= n:
+                    break
+                nxt = arr_sorted[pending]
+                if time_mode:
+                    self.clock = max(self.clock, float(nxt))
+                else:
+                    tick = max(tick, int(nxt))
+                continue
+            if tick >= max_steps:
+                break
+            if (has_req and not queue and not self.async_mode and self.R
+                    and self.exec_step >= self._retry_jump_at):
+                nxt = arr_sorted[pending] if pending < n else None
+                jumped = self._jump(nxt, tick, max_steps - tick)
+                if jumped:
+                    tick += jumped
+                    self._backoff = 1
+                    continue
+                self._retry_jump_at = self.exec_step + self._backoff
+                self._backoff = min(2 * self._backoff, 16)
+            if has_req:
+                e, ns, sampled, npre = self.schedule()
+                t["num_schedule_calls"] += 1
+                ntok = int(ns.sum()) if ns.size else 0
+                n_prefill = int(ns[~sampled | (ns > 1)].sum()) if ntok else 0
+                t["preemptions"] += npre
+                used = usable - pool.num_free()
+                if used > t["peak_kv_blocks_used"]:
+                    t["peak_kv_blocks_used"] = used
+                nr, nw = self.R, len(waiting)
+                if nr > t["peak_running"]:
+                    t["peak_running"] = nr
+                if nw > t["peak_waiting"]:
+                    t["peak_waiting"] = nw
+                step = self.exec_step
+                if log is not None and (ntok > 0 or npre > 0):
+                    log["step"].append(step)
+                    log["time_s"].append(self.clock)
+                    log["num_running"].append(nr)
+                    log["num_waiting"].append(nw)
+                    log["num_scheduled_tokens"].append(ntok)
+                    log["kv_blocks_used"].append(used)
+                    log["num_preempted"].append(npre)
+                if ntok > 0:
+                    t["num_steps"] += 1
+                    t["total_scheduled_tokens"] += ntok
+                    t["total_prefill_tokens"] += n_prefill
+                    t["total_decode_tokens"] += ntok - n_prefill
+                    t["kv_block_steps"] += used
+                    self.exec_step += 1
+                tick += 1
+                self.clock += step_time(ntok, int(e.size))
+                queue.appendleft((e, ns, sampled, step, self.clock))
+                if len(queue) < depth and (ntok > 0 or self.R or waiting):
+                    continue
+            elif not queue:
+                continue
+            e, ns, sampled, step, t_end = queue.pop()
+            self.process(e, ns, sampled, step, t_end)
+            if progress is not None and n and t["finished"] / n >= next_report:
+                progress(min(1.0, (t["finished"] + t["dropped_unservable"]) / n))
+                next_report += 0.05
+        self.unfinished = int(((status != FINISHED) & (status != DROPPED)).sum())
+
+    # ---------------------------------------------------------------- jumps
+    def _jump(self, next_arrival, tick: int, max_k: int) -> int:
+        """Advance a decode-only stretch in one go; return the steps advanced (0 = none).
+
+        Sync mode only; the conditions and closed forms of the reference
+        kernel's ``_jump`` (every running request decoding and within the
+        budget, no admission possible, no completion, enough free blocks for
+        every block-boundary crossing; blocks handed out in (step, running
+        order) order).
+        """
+        cfg = self.cfg
+        R = self.R
+        if R > cfg.max_num_batched_tokens:
+            return 0
+        at_cap = R >= cfg.max_num_seqs
+        if self.waiting and not at_cap:
+            return 0
+        B = self.B
+        run = self.run[:R].copy()
+        c = self.comp[run]
+        tk = self.tok[run]
+        if not np.array_equal(c, tk - 1):
+            return 0
+        held = self.held[run]
+        rem = self.Pmax[run] - tk
+        if self.mml_binds:
+            rem = np.minimum(rem, self.mml - tk)
+        k = int(rem.min()) - 1
+        k = min(k, max_k)
+        if self.log is not None or not at_cap:
+            if next_arrival is not None:
+                if self.time_mode:
+                    clock = self.clock
+                    dt = self.step_time(R, R)
+                    j = 0
+                    while j < k and not (next_arrival <= clock):
+                        clock += dt
+                        j += 1
+                    k = j
+                else:
+                    k = min(k, int(next_arrival) - tick)
+        if k < 2:
+            return 0
+        pool = self.pool
+        free = pool.num_free()
+
+        def need(kk: int) -> int:
+            return int(np.maximum(-(-(c + kk) // B) - held, 0).sum())
+
+        if need(k) > free:
+            lo, hi = 0, k
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if need(mid) <= free:
+                    lo = mid
+                else:
+                    hi = mid
+            k = lo
+            if k < 2:
+                return 0
+        extra = np.maximum(-(-(c + k) // B) - held, 0)
+        usable = pool.usable
+        used0 = usable - free
+        per_step_alloc = np.zeros(k, np.int64)
+        tot = int(extra.sum())
+        if tot:
+            idx = np.repeat(np.arange(R), extra)
+            m = np.arange(tot) - np.repeat(np.cumsum(extra) - extra, extra)
+            j = (held[idx] + m) * B - c[idx]
+            ordr = np.lexsort((idx, j))
+            pos = (self.koff[run][idx] + held[idx] + m)[ordr]
+            j = j[ordr]
+            per_step_alloc = np.bincount(j, minlength=k)
+            self.btab[pos] = pool.allocate(tot, self.exec_step + j)
+            self.held[run] = held + extra
+        used = used0 + np.cumsum(per_step_alloc)
+        t = self.t
+        first_t = self.clock + self.step_time(R, R)
+        nf = run[self.first_token[run] < 0]
+        if nf.size:
+            self.first_token[nf] = self.exec_step
+            self.first_token_t[nf] = first_t
+        self.comp[run] = c + k
+        self.tok[run] = tk + k
+        if self.caching:
+            self._publish(run, c + k)
+        t["num_schedule_calls"] += k
+        t["num_steps"] += k
+        t["total_scheduled_tokens"] += k * R
+        t["total_decode_tokens"] += k * R
+        t["kv_block_steps"] += int(used.sum())
+        t["peak_kv_blocks_used"] = max(t["peak_kv_blocks_used"], int(used[-1]))
+        log = self.log
+        nw = len(self.waiting)
+        dt = self.step_time(R, R)
+        if log is not None:
+            log["step"].extend(range(self.exec_step, self.exec_step + k))
+            log["num_running"].extend([R] * k)
+            log["num_waiting"].extend([nw] * k)
+            log["num_scheduled_tokens"].extend([R] * k)
+            log["kv_blocks_used"].extend(used.tolist())
+            log["num_preempted"].extend([0] * k)
+            ts = log["time_s"]
+            for _ in range(k):
+                ts.append(self.clock)
+                self.clock += dt
+        else:
+            for _ in range(k):
+                self.clock += dt
+        self.exec_step += k
+        return k

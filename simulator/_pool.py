@@ -1,0 +1,217 @@
+"""Array-backed KV block pool with vLLM v1's prefix cache and free-queue order.
+
+Same semantics as the scalar reference pool (``tests/simulator/reference_blocks.py``,
+``vllm/v1/core/block_pool.py`` of vLLM 0.33.0), laid out so that a request's
+blocks are freed, looked up and published with numpy operations:
+
+* vLLM's free queue is always ``[unhashed free blocks][hashed free blocks]``:
+  unhashed blocks only ever enter at the head (the initial blocks in id order,
+  freed unhashed blocks prepended) and hashed blocks only at the tail
+  (release order; ``touch`` removes from the middle; nothing changes a free
+  block's hash). So the head part is a *stack* (``stack[:top]``, head at
+  ``stack[top - 1]``) and the tail part a FIFO with lazy deletion
+  (``fifo[fhead:ftail]``; an entry is live when ``fpos[block]`` is its index).
+* block 0 is the null block, so ``usable = num_gpu_blocks - 1``;
+* the hash table maps an integer content key to the *oldest* block carrying it
+  (``kblock``); further blocks with the same key (rare) sit in ``dups`` in
+  insertion order, as vLLM's dict-of-dicts keeps them.
+
+Residency metrics (born / last access per block, measured when a block is
+reallocated) are kept per physical block exactly as the scalar pool does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class FastPool:
+    """Blocks, ref counts, free queue and hash table of one engine (numpy arrays).
+
+    Parameters
+    ----------
+    num_gpu_blocks : int
+        vLLM's ``num_gpu_blocks`` (including the null block).
+    caching : bool
+        Prefix caching on.
+    num_keys : int
+        Size of the content-key space (``kblock`` length) when caching.
+    """
+
+    def __init__(self, num_gpu_blocks: int, caching: bool, num_keys: int) -> None:
+        nb = num_gpu_blocks
+        self.usable = nb - 1  # blocks
+        self.caching = caching
+        self.stack = np.arange(nb - 1, 0, -1, dtype=np.int64)  # head of the queue at the end
+        self.top = nb - 1
+        self.ref = np.zeros(nb, np.int64)
+        self.born = np.full(nb, -1, np.int64)   # step of last allocation, -1 = never
+        self.last = np.zeros(nb, np.int64)      # step of last access
+        self.nfifo = 0
+        if caching:
+            self.hash = np.full(nb, -1, np.int64)
+            self.fifo = np.empty(max(1024, 2 * nb), np.int64)
+            self.fpos = np.full(nb, -1, np.int64)
+            self.fhead = 0
+            self.ftail = 0
+            self.kblock = np.full(num_keys, -1, np.int64)
+            self.dups: dict[int, list[int]] = {}
+        self.evictions = 0
+        self.lifetime_sum = 0
+        self.idle_sum = 0
+        self.reuses = 0
+
+    def num_free(self) -> int:
+        """Blocks with ref count 0 (cached-but-free blocks count as free)."""
+        return self.top + self.nfifo
+
+    # ---------------------------------------------------------------- allocate
+    def allocate(self, k: int, now) -> np.ndarray:
+        """Pop ``k`` blocks from the head of the free queue (caller checked ``k <= num_free``).
+
+        ``now`` is the step (int, or one per block) for the residency metrics.
+        """
+        top = self.top
+        m = k if k <= top else top
+        out = self.stack[top - m:top][::-1].copy()
+        self.top = top - m
+        rest = k - m
+        if rest:
+            ev = self._pop_fifo(rest)
+            out = np.concatenate((out, ev))
+            self._evict(ev)
+        born = self.born[out]
+        was = born >= 0
+        if was.any():
+            nw = now[was] if isinstance(now, np.ndarray) else now
+            self.reuses += int(was.sum())
+            self.lifetime_sum += int((nw - born[was]).sum())
+            self.idle_sum += int((nw - self.last[out[was]]).sum())
+        self.ref[out] = 1
+        self.born[out] = now
+        self.last[out] = now
+        return out
+
+    def _pop_fifo(self, rest: int) -> np.ndarray:
+        got = []
+        fifo, fpos = self.fifo, self.fpos
+        h = self.fhead
+        while rest > 0:
+            end = min(self.ftail, h + max(2 * rest, 32))
+            seg = fifo[h:end]
+            v = np.flatnonzero(fpos[seg] == np.arange(h, end))
+            if v.size >= rest:
+                v = v[:rest]
+                got.append(seg[v])
+                h += int(v[-1]) + 1
+                rest = 0
+            else:
+                got.append(seg[v])
+                h = end
+                rest -= v.size
+        self.fhead = h
+        ev = got[0] if len(got) == 1 else np.concatenate(got)
+        fpos[ev] = -1
+        self.nfifo -= ev.size
+        return ev
+
+    def _evict(self, ev: np.ndarray) -> None:
+        keys = self.hash[ev]
+        self.hash[ev] = -1
+        self.evictions += ev.size
+        kb = self.kblock
+        if not self.dups:
+            kb[keys] = -1
+            return
+        dups = self.dups
+        for b, key in zip(ev.tolist(), keys.tolist()):
+            if kb[key] == b:
+                lst = dups.get(key)
+                if lst:
+                    kb[key] = lst.pop(0)
+                    if not lst:
+                        del dups[key]
+                else:
+                    kb[key] = -1
+            else:
+                lst = dups[key]
+                lst.remove(b)
+                if not lst:
+                    del dups[key]
+
+    # ------------------------------------------------------------------ cache
+    def publish(self, blocks: np.ndarray, keys: np.ndarray) -> None:
+        """Publish full ``blocks`` under ``keys`` (in order, as sequential ``cache`` calls)."""
+        self.hash[blocks] = keys
+        kb = self.kblock
+        if not self.dups and (kb[keys] < 0).all():
+            kb[keys] = blocks
+            if (kb[keys] == blocks).all():
+                return
+            kb[keys] = -1  # a key repeats within the batch: do it in order
+        dups = self.dups
+        for b, key in zip(blocks.tolist(), keys.tolist()):
+            if kb[key] < 0:
+                kb[key] = b
+            else:
+                dups.setdefault(key, []).append(b)
+
+    def lookup(self, keys: np.ndarray) -> np.ndarray:
+        """Blocks of the longest cached prefix of ``keys`` (oldest carrier of each)."""
+        bl = self.kblock[keys]
+        miss = np.flatnonzero(bl < 0)
+        return bl[: miss[0]] if miss.size else bl
+
+    def touch(self, blocks: np.ndarray, now: int) -> None:
+        """A prefix hit adopts ``blocks``: ref + 1, leaving the free queue."""
+        z = blocks[self.ref[blocks] == 0]
+        if z.size:
+            self.fpos[z] = -1
+            self.nfifo -= z.size
+        self.ref[blocks] += 1
+        self.last[blocks] = now
+
+    # ---------------------------------------------------------------- release
+    def release(self, blocks: np.ndarray) -> None:
+        """Free a request's blocks (given in allocation order; all distinct)."""
+        bl = blocks[::-1]
+        ref = self.ref
+        ref[bl] -= 1
+        z = bl[ref[bl] == 0]
+        if not z.size:
+            return
+        if self.caching:
+            hashed = self.hash[z] >= 0
+            tail = z[hashed]
+            if tail.size:
+                self._append(tail)
+                z = z[~hashed]
+        if z.size:
+            top = self.top
+            self.stack[top:top + z.size] = z[::-1]
+            self.top = top + z.size
+
+    def _append(self, tail: np.ndarray) -> None:
+        t = self.ftail
+        m = tail.size
+        if t + m > self.fifo.size:
+            self._compact(m)
+            t = self.ftail
+        self.fifo[t:t + m] = tail
+        self.fpos[tail] = np.arange(t, t + m)
+        self.ftail = t + m
+        self.nfifo += m
+
+    def _compact(self, extra: int) -> None:
+        h, t = self.fhead, self.ftail
+        seg = self.fifo[h:t]
+        live = seg[self.fpos[seg] == np.arange(h, t)]
+        size = self.fifo.size
+        if live.size + extra > size // 2:
+            size = 2 * (live.size + extra) + 1024
+        fifo = np.empty(size, np.int64)
+        fifo[:live.size] = live
+        self.fpos[live] = np.arange(live.size)
+        self.fifo = fifo
+        self.fhead = 0
+        self.ftail = live.size
