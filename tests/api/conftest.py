@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 from django.core.cache import cache
 from rest_framework.test import APIClient
@@ -43,3 +45,20 @@ def token_client(raw_token) -> APIClient:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {raw_token}")
     return client
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print the schema fuzz's figures when it ran (operations, cases, status codes)."""
+    module = __import__("sys").modules.get("tests.api.test_schema_fuzz")
+    if module is None or not module.FIGURES["cases"]:
+        return
+    cases: Counter = module.FIGURES["cases"]
+    statuses: Counter = module.FIGURES["statuses"]
+    write = terminalreporter.write_line
+    terminalreporter.section("schema fuzz figures")
+    for mode in sorted({m for m, _ in cases}):
+        ops = {op: n for (m, op), n in cases.items() if m == mode}
+        codes = {code: n for (m, code), n in statuses.items() if m == mode}
+        write(f"{mode}: {len(ops)} operations, {sum(ops.values())} cases; statuses {dict(sorted(codes.items()))}")
+    for (mode, op), n in sorted(cases.items()):
+        write(f"  {mode:9} {op}: {n}")
