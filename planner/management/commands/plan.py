@@ -1,0 +1,115 @@
+"""``manage.py plan``: size one deployment without HTTP, through the sizing service.
+
+Takes the same input as ``POST /api/plan/`` — as options, or as a JSON body with
+``--json FILE`` (``-`` for stdin) — validates it with the API's own input serializer,
+resolves the model and GPU the same way, calls :func:`planner.sizing.services.plan_deployment`
+and prints the API's JSON answer (or, with ``--summary``, its one-line summary).
+
+Exit status: 0 on success (also for a plan that does not fit: see ``fits``), 1 for bad
+input, with the messages per field in the API's error shape on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AnonymousUser
+from django.core.management.base import BaseCommand, CommandError
+from rest_framework.exceptions import ValidationError
+
+from planner.api.errors import _as_field_errors
+
+#: Options that map one to one onto fields of the POST /api/plan/ body.
+FIELDS = {
+    "tensor_parallel_size": int,
+    "pipeline_parallel_size": int,
+    "num_gpus": int,
+    "dtype": str,
+    "kv_cache_dtype": str,
+    "block_size": int,
+    "gpu_memory_utilization": float,
+    "max_model_len": int,
+    "max_num_batched_tokens": int,
+    "max_num_seqs": int,
+    "vllm_version": str,
+    "cpu_tier_gib": float,
+    "weights_gib": float,
+    "available_kv_gib": float,
+}
+
+
+def plan(body: dict, *, user=None) -> dict:
+    """The answer of ``POST /api/plan/`` for ``body``, computed in-process.
+
+    Raises ``rest_framework.exceptions.ValidationError`` for bad input, as the API does.
+    """
+    from planner.api.sizing import PlanCreateApi, _gpu_spec, _model_spec
+    from planner.sizing import services
+
+    if not isinstance(body, dict):
+        raise ValidationError({"non_field_errors": ["Send a JSON object."]})
+    user = user or AnonymousUser()
+    s = PlanCreateApi.InputSerializer(data=body)
+    s.is_valid(raise_exception=True)
+    v = dict(s.validated_data)
+    model = _model_spec(v.pop("model"), user=user)
+    gpu = _gpu_spec(v.pop("gpu"), user=user)
+    try:
+        outcome = services.plan_deployment(model=model, gpu=gpu, knobs=v)
+    except services.PlanInputError as exc:
+        raise ValidationError(exc.errors) from None
+    out = outcome.to_dict()
+    out.update(
+        bytes_per_block=out["bytes_per_block_per_gpu"],
+        total_kv_cache_tokens=outcome.total_kv_cache_tokens,
+        total_max_concurrency=outcome.total_max_concurrency,
+    )
+    return dict(PlanCreateApi.OutputSerializer(out).data)
+
+
+class Command(BaseCommand):
+    help = (
+        "Size one deployment (same input and output as POST /api/plan/), e.g. "
+        "'plan --model llama-3-1-8b --gpu h100-sxm5-80gb --max-model-len 131072'."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--json", metavar="FILE", help="the request body as a JSON file ('-' for stdin)")
+        parser.add_argument("--model", help="catalog model slug (see GET /api/models/)")
+        parser.add_argument("--gpu", help="catalog GPU slug (see GET /api/gpus/)")
+        for name, kind in FIELDS.items():
+            flag = "--" + name.replace("_", "-")
+            parser.add_argument(flag, dest=name, type=kind, default=None)
+        parser.add_argument("--tp", dest="tensor_parallel_size", type=int, help="short for --tensor-parallel-size")
+        parser.add_argument("--user", help="resolve the user's own profiles too (their slugs)")
+        parser.add_argument("--summary", action="store_true", help="print the one-line summary, not JSON")
+
+    def handle(self, *args, **opts):
+        body: dict = {}
+        if opts["json"]:
+            try:
+                text = sys.stdin.read() if opts["json"] == "-" else open(opts["json"], encoding="utf-8").read()
+                body = json.loads(text)
+            except (OSError, ValueError) as exc:
+                raise CommandError(f"cannot read the JSON body: {exc}") from None
+            if not isinstance(body, dict):
+                raise CommandError("the JSON body must be an object")
+        for key in ("model", "gpu", *FIELDS):
+            if opts.get(key) is not None:
+                body[key] = opts[key]
+        user = None
+        if opts["user"]:
+            user = get_user_model().objects.filter(username=opts["user"]).first()
+            if user is None:
+                raise CommandError(f"no user named {opts['user']!r}")
+        try:
+            answer = plan(body, user=user)
+        except ValidationError as exc:
+            self.stderr.write(json.dumps({"errors": _as_field_errors(exc.detail)}, indent=2))
+            raise CommandError("bad input (see the messages above)", returncode=1) from None
+        if opts["summary"]:
+            self.stdout.write(answer["summary"])
+        else:
+            self.stdout.write(json.dumps(answer, indent=2))

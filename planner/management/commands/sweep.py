@@ -1,0 +1,185 @@
+"""``manage.py sweep``: create, watch, cancel and export sweeps without HTTP.
+
+The same services as ``/api/sweeps/``:
+
+- ``sweep create FILE --user NAME [--wait | --inline] [--csv OUT]``: validate the
+  definition (the body of ``POST /api/sweeps/``, ``-`` for stdin) and store the sweep
+  with :func:`planner.sweeps.services.sweep_create`, which hands its chunks to the
+  Celery workers once the transaction commits. ``--wait`` then polls its progress (a
+  progress line on stderr) until it is finished; ``--inline`` runs the chunks in this
+  process instead, through the very functions the workers call
+  (:func:`~planner.sweeps.services.chunk_run`, :func:`~planner.sweeps.services.cliff_run`;
+  both idempotent, so the queued messages find them done and return).
+- ``sweep status ID``: the progress object of ``GET /api/sweeps/{id}/``, as JSON.
+- ``sweep cancel ID``: :func:`~planner.sweeps.services.sweep_cancel` as the owner.
+- ``sweep csv ID [-o OUT]``: the finished sweep's report as CSV (``?format=csv``).
+
+Exit status: 0 when the sweep is created (or done, with ``--wait``/``--inline``); 1 for a bad
+definition (messages per field in the API's error shape on stderr), or a sweep that
+failed or was cancelled while waiting.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from planner.models import Report, Sweep
+
+POLL_S = 1.0
+
+
+class Command(BaseCommand):
+    help = "Create, watch, cancel and export sweeps through the sweep services (no HTTP)."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="action", required=True, metavar="{create,status,cancel,csv}")
+        create = sub.add_parser("create", help="create a sweep from a definition (the POST /api/sweeps/ body)")
+        create.add_argument("definition", help="JSON file, or '-' for stdin")
+        create.add_argument("--user", required=True, help="the owner")
+        how = create.add_mutually_exclusive_group()
+        how.add_argument("--wait", action="store_true", help="wait for the workers, with a progress line")
+        how.add_argument("--inline", action="store_true", help="run the chunks in this process (no worker needed)")
+        create.add_argument("--csv", metavar="OUT", help="write the report's CSV there when done ('-' for stdout)")
+        create.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait at most (--wait)")
+        status = sub.add_parser("status", help="progress of a sweep, as JSON")
+        status.add_argument("sweep_id", type=int)
+        cancel = sub.add_parser("cancel", help="cancel a queued or running sweep")
+        cancel.add_argument("sweep_id", type=int)
+        csv = sub.add_parser("csv", help="the finished sweep's report as CSV")
+        csv.add_argument("sweep_id", type=int)
+        csv.add_argument("-o", "--output", default="-", help="file ('-' for stdout, the default)")
+
+    def handle(self, *args, action: str, **opts):
+        return getattr(self, f"_{action}")(**opts)
+
+    # ------------------------------------------------------------------ actions
+
+    def _create(self, *, definition: str, user: str, wait: bool, inline: bool, csv: str | None, timeout: float, **_):
+        from planner.api.errors import _as_field_errors
+        from planner.sweeps import definition as defn
+        from planner.sweeps import services
+
+        owner = get_user_model().objects.filter(username=user).first()
+        if owner is None:
+            raise CommandError(f"no user named {user!r}")
+        body = _read_json(definition)
+        try:
+            sweep = services.sweep_create(owner=owner, definition=body)
+        except defn.DefinitionError as exc:
+            self.stderr.write(json.dumps({"errors": _as_field_errors(exc.errors)}, indent=2))
+            raise CommandError("bad sweep definition (see the messages above)", returncode=1) from None
+        self.stderr.write(f"sweep {sweep.pk} created: {sweep.name!r}, {sweep.total_points} points ({sweep.mode})")
+        self.stdout.write(str(sweep.pk))
+        if inline:
+            self._run_inline(sweep)
+        elif wait:
+            self._wait(sweep, timeout=timeout)
+        else:
+            return
+        sweep.refresh_from_db()
+        if sweep.status != Sweep.Status.DONE:
+            raise CommandError(f"sweep {sweep.pk} ended {sweep.status}: {sweep.error or 'no error recorded'}")
+        report = Report.objects.filter(sweep=sweep).first()
+        if report is not None:
+            self.stderr.write(f"report: /reports/{report.slug}/")
+        if csv:
+            self._write_csv(sweep, csv)
+
+    def _status(self, *, sweep_id: int, **_):
+        from planner.sweeps import selectors
+
+        sweep = _sweep(sweep_id)
+        report = Report.objects.filter(sweep=sweep).first()
+        out = {
+            "id": sweep.pk,
+            "name": sweep.name,
+            "owner": sweep.owner.get_username(),
+            "mode": sweep.mode,
+            "status": sweep.status,
+            "progress": selectors.sweep_progress(sweep=sweep),
+            "report": f"/reports/{report.slug}/" if report else None,
+        }
+        self.stdout.write(json.dumps(out, indent=2, default=str))
+
+    def _cancel(self, *, sweep_id: int, **_):
+        from planner.sweeps import services
+
+        sweep = _sweep(sweep_id)
+        sweep = services.sweep_cancel(sweep=sweep, user=sweep.owner)
+        self.stdout.write(f"sweep {sweep.pk}: {sweep.status}")
+
+    def _csv(self, *, sweep_id: int, output: str, **_):
+        self._write_csv(_sweep(sweep_id), output)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _run_inline(self, sweep: Sweep) -> None:
+        from planner.sweeps import services
+
+        if sweep.mode == Sweep.Mode.CLIFF:
+            self.stderr.write("finding the cliff ...")
+            services.cliff_run(sweep_id=sweep.pk)
+        else:
+            for index in range(sweep.num_chunks):
+                self._progress_line(sweep)
+                services.chunk_run(sweep_id=sweep.pk, index=index)
+        self._progress_line(sweep, end="\n")
+
+    def _wait(self, sweep: Sweep, *, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            sweep.refresh_from_db()
+            self._progress_line(sweep)
+            if sweep.is_final:
+                self.stderr.write("")
+                return
+            if time.monotonic() > deadline:
+                raise CommandError(f"sweep {sweep.pk} still {sweep.status} after {timeout:g} s (it goes on)")
+            time.sleep(POLL_S)
+
+    def _progress_line(self, sweep: Sweep, end: str = "") -> None:
+        from planner.sweeps import selectors
+
+        sweep.refresh_from_db()
+        p = selectors.sweep_progress(sweep=sweep)
+        eta = f", about {p['eta_s']:.0f} s left" if p.get("eta_s") is not None else ""
+        line = (
+            f"\rsweep {sweep.pk}: {p['status']:9} {p['points_done']}/{p['points_total']} points "
+            f"({100 * p['fraction']:5.1f}%), {p['elapsed_s']:.0f} s{eta}   "
+        )
+        self.stderr.write(line, ending=end)
+        self.stderr.flush()
+
+    def _write_csv(self, sweep: Sweep, output: str) -> None:
+        from planner.sweeps import exports
+
+        report = Report.objects.filter(sweep=sweep).first()
+        if report is None:
+            raise CommandError(f"sweep {sweep.pk} has no report yet (status: {sweep.status})")
+        text = exports.to_csv(report.snapshot)
+        if output == "-":
+            self.stdout.write(text, ending="")
+        else:
+            with open(output, "w", encoding="utf-8", newline="") as fh:
+                fh.write(text)
+            self.stderr.write(f"wrote {output}")
+
+
+def _read_json(path: str):
+    try:
+        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+        return json.loads(text)
+    except (OSError, ValueError) as exc:
+        raise CommandError(f"cannot read the JSON definition: {exc}") from None
+
+
+def _sweep(sweep_id: int) -> Sweep:
+    sweep = Sweep.objects.select_related("owner").filter(pk=sweep_id).first()
+    if sweep is None:
+        raise CommandError(f"no sweep {sweep_id}")
+    return sweep
