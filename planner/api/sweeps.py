@@ -195,8 +195,11 @@ class SimulationApi(APIView):
                 f"create a sweep at /api/sweeps/ (it runs on workers, with progress)"]})
         p = points[0]
         wl_base = snapshot["workload"]
-        wl = build_workload(p["workload"], wl_base.get("trace"), wl_base.get("format", "csv"))
-        result = simulate_points(wl, [p], record_steps=True)[0]
+        try:
+            wl = build_workload(p["workload"], wl_base.get("trace"), wl_base.get("format", "csv"))
+            result = simulate_points(wl, [p], record_steps=True)[0]
+        except (ValueError, TypeError) as exc:  # ConfigError / WorkloadError: input the engine refuses
+            raise ValidationError({"non_field_errors": [str(exc)]}) from None
         return Response({"metrics": result["metrics"], "totals": result["totals"], "series": result["series"],
                          "config": p["config"], "meta": p["meta"]})
 

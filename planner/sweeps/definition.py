@@ -123,6 +123,9 @@ def axis_values(axis: Any, where: str, err: _Errors) -> tuple[str, list] | None:
         err.add(where, "must be an object with 'param' and 'values' or 'start'/'stop'/'steps'")
         return None
     param = axis.get("param")
+    if not isinstance(param, str):
+        err.add(f"{where}.param", f"must be the name of a sweep axis (known: {', '.join(AXES)})")
+        return None
     if param in LATER_AXES:
         err.add(f"{where}.param", LATER_AXES[param])
         return None
@@ -378,7 +381,7 @@ def validate(raw: Any, *, owner, single: bool = False) -> tuple[dict, dict, list
         err.add("name", "must be text of at most 200 characters")
         name = ""
     mode = raw.get("mode", "grid")
-    if mode not in ("grid", "cliff"):
+    if not isinstance(mode, str) or mode not in ("grid", "cliff"):
         err.add("mode", "must be 'grid' or 'cliff'")
     err.raise_if_any()
 
@@ -552,11 +555,11 @@ def _cliff(raw: Any, err: _Errors) -> dict | None:
     for k in sorted(set(raw) - known):
         err.add(f"cliff.{k}", f"unknown field (known: {', '.join(sorted(known))})")
     param = raw.get("param", "num_gpu_blocks")
-    if param not in AXES or not AXES[param].get("cliff"):
+    if not isinstance(param, str) or param not in AXES or not AXES[param].get("cliff"):
         err.add("cliff.param", "must be num_gpu_blocks, gpu_memory_utilization or rate")
         return None
     metric = raw.get("metric", "preemptions_per_request")
-    if metric not in CLIFF_METRICS:
+    if not isinstance(metric, str) or metric not in CLIFF_METRICS:
         err.add("cliff.metric", f"must be one of {', '.join(CLIFF_METRICS)}")
     vals = {}
     for k in ("lo", "hi", "resolution"):

@@ -115,3 +115,12 @@ def test_unknown_profile_is_a_field_error():
     errs = errors_of({"model": "no-such-model", "gpu": "no-such-gpu", "workload": {"spec": {"n": 5}},
                       "axes": [{"param": "max_num_seqs", "values": [4]}]})
     assert "model" in errs and "gpu" in errs
+
+
+@pytest.mark.parametrize("raw,field", [
+    ({**BASE, "axes": [{"param": [], "values": [1]}]}, "axes[0].param"),
+    ({**BASE, "mode": "cliff", "cliff": {"param": []}}, "cliff.param"),
+    ({**BASE, "mode": ["grid"]}, "mode"),
+])
+def test_unhashable_names_are_field_errors_not_crashes(raw, field):
+    assert field in errors_of(raw)
