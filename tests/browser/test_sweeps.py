@@ -93,8 +93,40 @@ def test_kv_blocks_sweep_runs_and_shows_the_cliff(signed_in_page, report_url, sc
     screenshot(page, "sweeps")
 
 
-def test_report_permalink_opens_signed_out_and_downloads_csv(report_url, page, screenshot):
-    page.goto(report_url)
+@pytest.fixture
+def finished_report(user, monkeypatch):
+    """The same KV-blocks sweep, run in this process (no worker): its report.
+
+    The worker path is the test above; the report it makes is the same snapshot.
+    """
+    from planner.models import Report
+    from planner.sweeps import services
+
+    monkeypatch.setattr(services, "sweep_enqueue", lambda sweep_id: None)  # nothing goes to a broker
+    sweep = services.sweep_create(
+        owner=user,
+        definition={
+            "name": "KV cliff in the browser",
+            "engine": {"num_gpu_blocks": 2000},
+            "workload": {
+                "spec": {
+                    "n": 150,
+                    "prompt": "normal:256,64",
+                    "output": "normal:128,32",
+                    "arrival": {"kind": "poisson", "rate": 2.0, "unit": "step"},
+                },
+                "seed": 0,
+            },
+            "axes": [{"param": "num_gpu_blocks", "values": BLOCKS}],
+        },
+    )
+    for index in range(sweep.num_chunks):
+        assert services.chunk_run(sweep_id=sweep.pk, index=index) == "done"
+    return Report.objects.get(sweep=sweep)
+
+
+def test_report_permalink_opens_signed_out_and_downloads_csv(finished_report, page, screenshot):
+    page.goto(f"/reports/{finished_report.slug}/")
     expect(page.get_by_role("link", name="Sign in")).to_be_visible()  # nobody is signed in
     expect(page.get_by_role("heading", level=1)).to_contain_text("KV cliff in the browser")
     expect(page.locator("#fig-sweep .main-svg").first).to_be_attached()
