@@ -45,9 +45,13 @@ def database_url() -> str:
 class Worker:
     """One ``celery worker`` subprocess on a private queue; its log goes to a file."""
 
-    def __init__(self, *, queue: str, redis_url: str, db_url: str, log: Path, concurrency: int = 1):
+    def __init__(self, *, queue: str, redis_url: str, db_url: str, log: Path, concurrency: int = 1,
+                 data_dir: Path | None = None):
+        # redis_url "" means the embedded filesystem broker under ``data_dir`` (KVP_DATA_DIR).
         env = {**os.environ, "DATABASE_URL": db_url, "REDIS_URL": redis_url, "DEBUG": "false",
                "PYTHONPATH": str(ROOT), "KVP_TEST_VISIBILITY_TIMEOUT": "6"}
+        if data_dir is not None:
+            env["KVP_DATA_DIR"] = str(data_dir)
         self.log = log
         self._fh = open(log, "ab")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
@@ -124,3 +128,34 @@ def sender_on_redis(redis_url):
     yield app
     app.conf.broker_url, app.conf.broker_transport_options = saved
     reset_pools()
+
+
+@pytest.fixture
+def filesystem_worker(transactional_db, settings, tmp_path):
+    """The embedded default: a real worker and this process both on the filesystem broker (no Redis)."""
+    from config.celery import app
+
+    queue = f"kvp-it-{uuid.uuid4().hex[:10]}"
+    settings.KVP_SWEEP_QUEUE = queue
+    data_dir = tmp_path / "data"
+    broker = data_dir / "broker"
+    for sub in ("queue", "processed", "control"):
+        (broker / sub).mkdir(parents=True)
+    saved = (app.conf.broker_url, app.conf.broker_transport_options)
+    app.conf.broker_url = "filesystem://"
+    app.conf.broker_transport_options = {
+        "data_folder_in": str(broker / "queue"),
+        "data_folder_out": str(broker / "queue"),
+        "processed_folder": str(broker / "processed"),
+        "control_folder": str(broker / "control"),
+        "store_processed": False,
+    }
+    app._pool = None
+    app.amqp._producer_pool = None
+    worker = Worker(queue=queue, redis_url="", db_url=database_url(), log=tmp_path / "worker.log",
+                    concurrency=1, data_dir=data_dir)
+    yield worker
+    worker.stop()
+    app.conf.broker_url, app.conf.broker_transport_options = saved
+    app._pool = None
+    app.amqp._producer_pool = None

@@ -75,6 +75,26 @@ def test_sweep_runs_end_to_end_on_a_real_worker(worker_factory, sender_on_redis,
     assert len(report.snapshot["points"]) == 6
 
 
+def test_sweep_runs_on_the_embedded_filesystem_broker(filesystem_worker, settings):
+    """The default set-up (no Redis): a separate worker process runs the sweep, with progress."""
+    settings.KVP_SWEEP_CHUNK_POINTS = 3
+    sweep = services.sweep_create(owner=_user("fs"), definition=_definition(40, [300, 600]))
+    assert sweep.total_points == 4
+
+    def finished():
+        sweep.refresh_from_db()
+        return sweep.is_final
+
+    wait_for(finished, timeout=120, what="the sweep to finish on the filesystem broker", logs=[filesystem_worker])
+    assert sweep.status == Sweep.Status.DONE, sweep.error
+    progress = selectors.sweep_progress(sweep=sweep)
+    assert progress["points_done"] == progress["points_total"] == 4
+    expected = _expected(sweep)
+    for p in selectors.sweep_points(sweep=sweep):
+        assert p["totals"] == expected[p["index"]]["totals"]
+    assert Report.objects.filter(sweep=sweep).exists()
+
+
 def test_killed_worker_loses_and_duplicates_nothing(worker_factory, sender_on_redis, settings):
     settings.KVP_SWEEP_CHUNK_POINTS = 1
     first = worker_factory(concurrency=1)
