@@ -59,3 +59,20 @@ def test_the_project_defaults_are_the_documented_ones():
         "ApiTokenAuthentication",
     ]
     assert [c.__name__ for c in api_settings.DEFAULT_PERMISSION_CLASSES] == ["IsAuthenticatedOrReadOnly"]
+
+
+@pytest.mark.parametrize("cookie", ["0\x00\x80\x80\x80", "a" * 8 + "\x00", "x" * 41, "UPPERCASEKEY1234", "short"])
+def test_a_malformed_session_cookie_is_signed_out_not_a_500(cookie):
+    client = APIClient(raise_request_exception=False)
+    client.cookies["sessionid"] = cookie
+    response = client.get("/api/_probe/")
+    assert response.status_code == status.HTTP_200_OK
+    assert response.json()["user"] is None
+
+
+def test_a_real_session_still_signs_in(user):
+    from django.test import Client
+
+    client = Client()
+    assert client.login(username="alice", password="correct horse battery staple")
+    assert client.get("/accounts/").status_code == 200
