@@ -87,6 +87,11 @@ def test_every_operation_has_request_and_response_examples(schema):
 
 def test_schema_is_valid_openapi_3_0(schema):
     """The schema validates against the OpenAPI 3.0 meta-schema (what clients and the fuzz read)."""
+    import jsonschema
     from drf_spectacular.validation import validate_schema
 
-    validate_schema(schema)
+    try:
+        validate_schema(schema)
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path)
+        pytest.fail(f"invalid OpenAPI 3.0 at {where}: {exc.message}")

@@ -19,6 +19,8 @@ from collections import Counter
 
 import pytest
 import schemathesis
+from django.core import signals
+from django.db import close_old_connections
 from hypothesis import HealthCheck, reject, settings
 from rest_framework.throttling import SimpleRateThrottle
 from schemathesis.checks import not_a_server_error, response_schema_conformance
@@ -51,14 +53,27 @@ CHECKS = (not_a_server_error, response_schema_conformance, error_shape_conforman
 FORM_MEDIA_TYPES = {"application/x-www-form-urlencoded", "multipart/form-data"}
 
 #: (mode, "METHOD /path") -> cases sent; (mode, status) -> responses. Read by the summary hook.
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
 FIGURES: dict[str, Counter] = {"cases": Counter(), "statuses": Counter()}
 
 
 @pytest.fixture
 def api_schema(db, monkeypatch):
-    """The live schema, loaded through the WSGI app, with throttling off for the fuzz."""
+    """The live schema, loaded through the WSGI app, with throttling off for the fuzz.
+
+    The real WSGI handler closes "old" database connections at the end of each request;
+    inside the test's transaction that would close the connection under it (PostgreSQL),
+    so, as Django's own test client does, that signal handler is disconnected meanwhile.
+    """
     monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", {"anon": None, "user": None})
-    return schemathesis.from_wsgi("/api/schema/?format=json", application)
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_finished.disconnect(close_old_connections)
+    try:
+        yield schemathesis.from_wsgi("/api/schema/?format=json", application)
+    finally:
+        signals.request_started.connect(close_old_connections)
+        signals.request_finished.connect(close_old_connections)
 
 
 schema = schemathesis.from_pytest_fixture(
