@@ -180,6 +180,31 @@ class FastEngine:
         self.unfinished = 0
         self._retry_jump_at = 0
         self._backoff = 1
+        # Lazy steady decoders (sync mode, max_model_len never binding): a
+        # running request whose prefill is done holds comp = la + S, tok =
+        # comp + 1, held = cdiv(comp, B), ncached = comp // B implicitly,
+        # where S counts fast steps; it needs a block when (la + S) % B == 0,
+        # publishes one when (la + S + 1) % B == 0, and finishes at the fast
+        # step S = P + max_tokens - la - 2. Only the other running requests
+        # (``nl``, running order) are materialized.
+        self.lazy_ok = not self.async_mode and not self.mml_binds
+        # Without multi-turn parents nobody can look up a running decoder's
+        # newly full blocks (they are its own keys, and it is not waiting),
+        # so their publication waits until the decoder is materialized.
+        self.defer_pub = self.caching and not bool((wl.parent >= 0).any())
+        self.lazy_active = False
+        self._lazy_retry_at = 0
+        self.lz = np.zeros(n, bool)
+        self.la = np.zeros(n, np.int64)
+        self.rseq = [0] * n            # admission sequence number (running order)
+        self.seq = 0
+        self.S = 0
+        self.D = 0
+        self.buckets: dict[int, set] = {}
+        self.bcache: dict[int, np.ndarray] = {}  # residue -> koff * B + la of its decoders, running order
+        self.fin_at: dict[int, list] = {}
+        self.nl: list[int] = []
+        self._fp = None
 
     # ------------------------------------------------------------- helpers
     def _publish(self, ids: np.ndarray, upto: np.ndarray) -> None:
@@ -194,8 +219,10 @@ class FastEngine:
         cs = np.cumsum(cnt)
         tot = int(cs[-1])
         pos = np.repeat(self.koff[ids] + nc - (cs - cnt), cnt) + np.arange(tot)
-        keys = pos if self.keyarr is None else self.keyarr[pos]
-        self.pool.publish(self.btab[pos], keys)
+        if self.keyarr is None:
+            self.pool.publish(self.btab[pos], pos, True)  # own keys: distinct
+        else:
+            self.pool.publish(self.btab[pos], self.keyarr[pos])
         self.ncached[ids] = full
 
     def _publish_one(self, q: int, upto: int) -> None:
@@ -204,9 +231,10 @@ class FastEngine:
         if full <= nc:
             return
         o = int(self.koff[q])
-        pos = np.arange(o + nc, o + full)
-        keys = pos if self.keyarr is None else self.keyarr[pos]
-        self.pool.publish(self.btab[pos], keys)
+        if self.keyarr is None:
+            self.pool.publish(self.btab[o + nc:o + full], np.arange(o + nc, o + full), True)
+        else:
+            self.pool.publish(self.btab[o + nc:o + full], self.keyarr[o + nc:o + full], True)
         self.ncached[q] = full
 
     def _alloc_blocks(self, q: int, new: int) -> None:
@@ -443,6 +471,8 @@ class FastEngine:
             waiting.popleft()
             self.run[self.R] = q
             self.R += 1
+            self.rseq[q] = self.seq
+            self.seq += 1
             if self.status[q] == WAITING:
                 self.first_sched[q] = self.exec_step
                 self.hit_first[q] = h
@@ -516,6 +546,275 @@ class FastEngine:
             status[fin] = FINISHED
             self.t["finished"] += fin.size
 
+    # ------------------------------------------------------- lazy decoders
+    def _lazify(self) -> None:
+        """Enter lazy mode: steady decoders of the running queue become implicit."""
+        R = self.R
+        run = self.run[:R]
+        c = self.comp[run]
+        dec = (c == self.tok[run] - 1) & (self.first_token[run] >= 0)
+        qs = run[dec]
+        S = self.S
+        a = c[dec] - S
+        self.lz[qs] = True
+        self.la[qs] = a
+        B = self.B
+        buckets = self.buckets
+        self.bcache = {}
+        fin_at = self.fin_at
+        fin = (self.Pmax[qs] - a - 2).tolist()
+        for q, r, f in zip(qs.tolist(), ((-a) % B).tolist(), fin):
+            bk = buckets.get(r)
+            if bk is None:
+                buckets[r] = {q}
+            else:
+                bk.add(q)
+            lst = fin_at.get(f)
+            if lst is None:
+                fin_at[f] = [q]
+            else:
+                lst.append(q)
+        self.nl = run[~dec].tolist()
+        self.D = int(qs.size)
+        self.lazy_active = True
+
+    def _materialize(self) -> None:
+        """Leave lazy mode: write the implicit decoder state back to the arrays."""
+        R = self.R
+        run = self.run[:R]
+        qs = run[self.lz[run]]
+        if qs.size:
+            c = self.la[qs] + self.S
+            self.comp[qs] = c
+            self.tok[qs] = c + 1
+            self.held[qs] = (c + (self.B - 1)) // self.B
+            if self.defer_pub:
+                self._publish(qs, c)
+            elif self.caching:
+                self.ncached[qs] = c // self.B
+            self.lz[qs] = False
+        self.buckets = {}
+        self.bcache = {}
+        self.fin_at = {}
+        self.nl = []
+        self.D = 0
+        self.lazy_active = False
+
+    def _fast_schedule(self):
+        """One schedule call in lazy mode, or None (nothing changed) when it needs the general path.
+
+        Applies when every running request gets all the tokens it wants
+        within the budget and every block it needs from the free blocks;
+        then decoders take one token each and the blocks go, in running
+        order, to decoders at a block boundary and to prefill chunks.
+        """
+        cfg = self.cfg
+        B = self.B
+        R = self.R
+        waiting = self.waiting
+        thr = cfg.long_prefill_token_threshold if R + len(waiting) > 1 else 0
+        D = self.D
+        S = self.S
+        left = cfg.max_num_batched_tokens - D
+        if left < 0:
+            return None
+        comp, tok, held, rseq = self.comp, self.tok, self.held, self.rseq
+        pre = []
+        tot_need = 0
+        for q in self.nl:
+            c = int(comp[q])
+            n = int(tok[q]) - c
+            if 0 < thr < n:
+                n = thr
+            if n > left:
+                return None
+            left -= n
+            need = -(-(c + n) // B) - int(held[q])
+            if need < 0:
+                need = 0
+            pre.append((q, n, need))
+            tot_need += need
+        cross = self.buckets.get(S % B)
+        ncross = len(cross) if cross else 0
+        tot = tot_need + ncross
+        pool = self.pool
+        if tot > pool.num_free():
+            return None
+        koff, la, btab = self.koff, self.la, self.btab
+        # blocks, in running order
+        if tot:
+            if not tot_need:
+                r = S % B
+                kl = self.bcache.get(r)
+                if kl is None:
+                    qa = np.array(sorted(cross, key=rseq.__getitem__), np.int64)
+                    kl = self.bcache[r] = koff[qa] * B + la[qa]
+                pos = (kl + S) // B
+            else:
+                ent = [(rseq[q], q, int(koff[q]) + int(held[q]), need) for q, n, need in pre if need]
+                if ncross:
+                    ent += [(rseq[q], q, -1, 1) for q in cross]
+                    ent.sort()
+                qa = np.array([x[1] for x in ent], np.int64)
+                cnt = np.array([x[3] for x in ent], np.int64)
+                start = np.array([x[2] for x in ent], np.int64)
+                if ncross:
+                    d = start < 0
+                    start[d] = koff[qa[d]] + (la[qa[d]] + S) // B
+                cs = np.cumsum(cnt)
+                pos = np.repeat(start - (cs - cnt), cnt) + np.arange(tot)
+                for q, n, need in pre:
+                    if need:
+                        held[q] += need
+            btab[pos] = pool.allocate(tot, self.exec_step)
+        # publication, in running order
+        if self.caching:
+            pub = None if self.defer_pub else self.buckets.get((S + 1) % B)
+            ent = []
+            for q, n, need in pre:
+                full = min(int(comp[q]) + n, int(tok[q])) // B
+                nc = int(self.ncached[q])
+                if full > nc:
+                    ent.append((rseq[q], q, int(koff[q]) + nc, full - nc))
+                    self.ncached[q] = full
+            if ent or pub:
+                if not ent:
+                    qa = np.array(sorted(pub, key=rseq.__getitem__), np.int64)
+                    pos = koff[qa] + (la[qa] + S + 1) // B - 1
+                else:
+                    if pub:
+                        ent += [(rseq[q], q, -1, 1) for q in pub]
+                        ent.sort()
+                    qa = np.array([x[1] for x in ent], np.int64)
+                    cnt = np.array([x[3] for x in ent], np.int64)
+                    start = np.array([x[2] for x in ent], np.int64)
+                    if pub:
+                        d = start < 0
+                        start[d] = koff[qa[d]] + (la[qa[d]] + S + 1) // B - 1
+                    cs = np.cumsum(cnt)
+                    pos = np.repeat(start - (cs - cnt), cnt) + np.arange(int(cs[-1]))
+                keys = pos if self.keyarr is None else self.keyarr[pos]
+                pool.publish(btab[pos], keys)
+        ids_l: list = []
+        n_l: list = []
+        if pre:
+            ids_l.append(np.array([x[0] for x in pre], np.int64))
+            n_l.append(np.array([x[1] for x in pre], np.int64))
+        if waiting and left > 0:
+            k0 = self.R
+            self._admit(left, thr, ids_l, n_l)
+            if self.R > k0:
+                self.nl.extend(self.run[k0:self.R].tolist())
+        if not ids_l:
+            e = ns = np.zeros(0, np.int64)
+            sampled = np.zeros(0, bool)
+            ntok = D
+            n_prefill = 0
+        else:
+            if len(ids_l) == 1:
+                e, ns = ids_l[0], n_l[0]
+            else:
+                e, ns = np.concatenate(ids_l), np.concatenate(n_l)
+            comp[e] += ns
+            sampled = comp[e] >= tok[e]
+            ntok = D + int(ns.sum())
+            n_prefill = int(ns[~sampled | (ns > 1)].sum())
+        self.S = S + 1
+        self._fp = (e, sampled, S)
+        return ntok, n_prefill, D + int(e.size)
+
+    def _fast_process(self, step: int, t_end: float) -> None:
+        """``update_from_output()`` after :meth:`_fast_schedule` (scalar: few entries per step)."""
+        e, sampled, S_old = self._fp
+        S = self.S
+        B = self.B
+        tok, comp, la, Pmax = self.tok, self.comp, self.la, self.Pmax
+        rseq = self.rseq
+        buckets = self.buckets
+        fins = []
+        dec = self.fin_at.pop(S_old, None)
+        if dec:
+            held, lz = self.held, self.lz
+            for q in dec:
+                a = int(la[q])
+                c = a + S
+                comp[q] = c
+                tok[q] = c + 1
+                held[q] = -(-c // B)
+                if self.defer_pub:
+                    self._publish_one(q, c)
+                elif self.caching:
+                    self.ncached[q] = c // B
+                lz[q] = False
+                buckets[(-a) % B].discard(q)
+                self.bcache.pop((-a) % B, None)
+            self.D -= len(dec)
+            fins = dec
+        if e.size:
+            first_token = self.first_token
+            nl = self.nl
+            fin_at = self.fin_at
+            for q, smp in zip(e.tolist(), sampled.tolist()):
+                if not smp:
+                    continue
+                t1 = int(tok[q]) + 1
+                tok[q] = t1
+                if first_token[q] < 0:
+                    first_token[q] = step
+                    self.first_token_t[q] = t_end
+                nl.remove(q)
+                if t1 >= Pmax[q]:
+                    fins = fins + [q] if fins else [q]
+                    continue
+                a = int(comp[q]) - S
+                self.lz[q] = True
+                la[q] = a
+                r = (-a) % B
+                bk = buckets.get(r)
+                if bk is None:
+                    buckets[r] = {q}
+                else:
+                    bk.add(q)
+                self.bcache.pop(r, None)
+                f = int(Pmax[q]) - a - 2
+                lst = fin_at.get(f)
+                if lst is None:
+                    fin_at[f] = [q]
+                else:
+                    lst.append(q)
+                self.D += 1
+        if fins:
+            if len(fins) > 1:
+                fins = sorted(fins, key=rseq.__getitem__)
+            finish, finish_t, gone, status = self.finish, self.finish_t, self.gone, self.status
+            for q in fins:
+                finish[q] = step
+                finish_t[q] = t_end
+                self._free(q)
+                gone[q] = True
+                status[q] = FINISHED
+            run = self.run[:self.R]
+            keep = run[~gone[run]]
+            self.R = keep.size
+            self.run[:keep.size] = keep
+            self.t["finished"] += len(fins)
+
+    def _jump_precheck(self, next_arrival, tick: int) -> bool:
+        """In lazy mode: could :meth:`_jump` advance at least 2 steps (cheap, no materializing)?"""
+        if self.nl or not self.D:
+            return False
+        at_cap = self.R >= self.cfg.max_num_seqs
+        if self.waiting and not at_cap:
+            return False
+        if self.R > self.cfg.max_num_batched_tokens:
+            return False
+        if min(self.fin_at) - self.S < 2:
+            return False
+        if (self.log is not None or not at_cap) and next_arrival is not None and not self.time_mode:
+            if int(next_arrival) - tick < 2:
+                return False
+        return True
+
     # ----------------------------------------------------------------- run
     def _unservable(self) -> np.ndarray:
         wl = self.wl
@@ -570,7 +869,14 @@ class FastEngine:
             if (has_req and not queue and not self.async_mode and self.R
                     and self.exec_step >= self._retry_jump_at):
                 nxt = arr_sorted[pending] if pending < n else None
-                jumped = self._jump(nxt, tick, max_steps - tick)
+                if self.lazy_active:
+                    if self._jump_precheck(nxt, tick):
+                        self._materialize()
+                        jumped = self._jump(nxt, tick, max_steps - tick)
+                    else:
+                        jumped = 0
+                else:
+                    jumped = self._jump(nxt, tick, max_steps - tick)
                 if jumped:
                     tick += jumped
                     self._backoff = 1
@@ -578,10 +884,24 @@ class FastEngine:
                 self._retry_jump_at = self.exec_step + self._backoff
                 self._backoff = min(2 * self._backoff, 16)
             if has_req:
-                e, ns, sampled, npre = self.schedule()
+                res = None
+                if self.lazy_ok:
+                    if not self.lazy_active and self.exec_step >= self._lazy_retry_at:
+                        self._lazify()
+                    if self.lazy_active:
+                        res = self._fast_schedule()
+                        if res is None:
+                            self._materialize()
+                            self._lazy_retry_at = self.exec_step + 4
+                if res is None:
+                    e, ns, sampled, npre = self.schedule()
+                    ntok = int(ns.sum()) if ns.size else 0
+                    n_prefill = int(ns[~sampled | (ns > 1)].sum()) if ntok else 0
+                    nreq = int(e.size)
+                else:
+                    ntok, n_prefill, nreq = res
+                    npre = 0
                 t["num_schedule_calls"] += 1
-                ntok = int(ns.sum()) if ns.size else 0
-                n_prefill = int(ns[~sampled | (ns > 1)].sum()) if ntok else 0
                 t["preemptions"] += npre
                 used = usable - pool.num_free()
                 if used > t["peak_kv_blocks_used"]:
@@ -608,7 +928,13 @@ class FastEngine:
                     t["kv_block_steps"] += used
                     self.exec_step += 1
                 tick += 1
-                self.clock += step_time(ntok, int(e.size))
+                self.clock += step_time(ntok, nreq)
+                if res is not None:
+                    self._fast_process(step, self.clock)
+                    if progress is not None and n and t["finished"] / n >= next_report:
+                        progress(min(1.0, (t["finished"] + t["dropped_unservable"]) / n))
+                        next_report += 0.05
+                    continue
                 queue.appendleft((e, ns, sampled, step, self.clock))
                 if len(queue) < depth and (ntok > 0 or self.R or waiting):
                     continue
@@ -619,6 +945,8 @@ class FastEngine:
             if progress is not None and n and t["finished"] / n >= next_report:
                 progress(min(1.0, (t["finished"] + t["dropped_unservable"]) / n))
                 next_report += 0.05
+        if self.lazy_active:
+            self._materialize()
         self.unfinished = int(((status != FINISHED) & (status != DROPPED)).sum())
 
     # ---------------------------------------------------------------- jumps

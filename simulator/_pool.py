@@ -44,6 +44,7 @@ class FastPool:
         self.caching = caching
         self.stack = np.arange(nb - 1, 0, -1, dtype=np.int64)  # head of the queue at the end
         self.top = nb - 1
+        self.nfresh = nb - 1  # never-allocated blocks: always the bottom of the stack
         self.ref = np.zeros(nb, np.int64)
         self.born = np.full(nb, -1, np.int64)   # step of last allocation, -1 = never
         self.last = np.zeros(nb, np.int64)      # step of last access
@@ -54,6 +55,7 @@ class FastPool:
             self.fpos = np.full(nb, -1, np.int64)
             self.fhead = 0
             self.ftail = 0
+            self.ndead = 0  # touched (lazily deleted) entries in fifo[fhead:ftail]
             self.kblock = np.full(num_keys, -1, np.int64)
             self.dups: dict[int, list[int]] = {}
         self.evictions = 0
@@ -75,27 +77,47 @@ class FastPool:
         m = k if k <= top else top
         out = self.stack[top - m:top][::-1].copy()
         self.top = top - m
+        fresh = m - (top - self.nfresh)
+        if fresh > 0:
+            self.nfresh -= fresh
+        else:
+            fresh = 0
         rest = k - m
         if rest:
             ev = self._pop_fifo(rest)
-            out = np.concatenate((out, ev))
+            out = np.concatenate((out, ev)) if m else ev
             self._evict(ev)
         born = self.born[out]
-        was = born >= 0
-        if was.any():
-            nw = now[was] if isinstance(now, np.ndarray) else now
-            self.reuses += int(was.sum())
-            self.lifetime_sum += int((nw - born[was]).sum())
-            self.idle_sum += int((nw - self.last[out[was]]).sum())
+        last = self.last
+        if isinstance(now, np.ndarray):
+            was = born >= 0
+            if was.any():
+                nw = now[was]
+                self.reuses += int(was.sum())
+                self.lifetime_sum += int((nw - born[was]).sum())
+                self.idle_sum += int((nw - last[out[was]]).sum())
+        else:
+            if fresh < k:
+                reused = k - fresh
+                self.reuses += reused
+                # fresh blocks have born == -1 and last == 0
+                self.lifetime_sum += reused * now - int(born.sum()) - fresh
+                self.idle_sum += reused * now - int(last[out].sum())
         self.ref[out] = 1
         self.born[out] = now
-        self.last[out] = now
+        last[out] = now
         return out
 
     def _pop_fifo(self, rest: int) -> np.ndarray:
         got = []
         fifo, fpos = self.fifo, self.fpos
         h = self.fhead
+        if not self.ndead:  # no touched entries in the way: the next `rest` entries are live
+            seg = fifo[h:h + rest].copy()
+            self.fhead = h + rest
+            fpos[seg] = -1
+            self.nfifo -= rest
+            return seg
         while rest > 0:
             end = min(self.ftail, h + max(2 * rest, 32))
             seg = fifo[h:end]
@@ -103,10 +125,13 @@ class FastPool:
             if v.size >= rest:
                 v = v[:rest]
                 got.append(seg[v])
-                h += int(v[-1]) + 1
+                nh = h + int(v[-1]) + 1
+                self.ndead -= (nh - h) - rest
+                h = nh
                 rest = 0
             else:
                 got.append(seg[v])
+                self.ndead -= (end - h) - v.size
                 h = end
                 rest -= v.size
         self.fhead = h
@@ -140,13 +165,16 @@ class FastPool:
                     del dups[key]
 
     # ------------------------------------------------------------------ cache
-    def publish(self, blocks: np.ndarray, keys: np.ndarray) -> None:
-        """Publish full ``blocks`` under ``keys`` (in order, as sequential ``cache`` calls)."""
+    def publish(self, blocks: np.ndarray, keys: np.ndarray, distinct: bool = False) -> None:
+        """Publish full ``blocks`` under ``keys`` (in order, as sequential ``cache`` calls).
+
+        ``distinct``: the caller knows ``keys`` has no repeats.
+        """
         self.hash[blocks] = keys
         kb = self.kblock
         if not self.dups and (kb[keys] < 0).all():
             kb[keys] = blocks
-            if (kb[keys] == blocks).all():
+            if distinct or (kb[keys] == blocks).all():
                 return
             kb[keys] = -1  # a key repeats within the batch: do it in order
         dups = self.dups
@@ -168,6 +196,7 @@ class FastPool:
         if z.size:
             self.fpos[z] = -1
             self.nfifo -= z.size
+            self.ndead += z.size
         self.ref[blocks] += 1
         self.last[blocks] = now
 
@@ -212,6 +241,7 @@ class FastPool:
         fifo = np.empty(size, np.int64)
         fifo[:live.size] = live
         self.fpos[live] = np.arange(live.size)
+        self.ndead = 0
         self.fifo = fifo
         self.fhead = 0
         self.ftail = live.size
