@@ -118,7 +118,7 @@ class FastEngine:
 
     def __init__(self, workload: Workload, config: EngineConfig, *,
                  step_time: StepTimeFn | None = None, record_steps: bool = False,
-                 prep: WorkloadPrep | None = None) -> None:
+                 prep: WorkloadPrep | None = None, step_cost=None, cost_index: int = 0) -> None:
         self.wl = wl = workload
         self.cfg = cfg = config
         self.prep = prep = prep or WorkloadPrep(workload)
@@ -140,6 +140,11 @@ class FastEngine:
             lambda t, r: stm.base_s + stm.per_token_s * t + stm.per_req_s * r)
         self.time_mode = wl.arrival_unit == "s"
         self.record_steps = record_steps
+        # Batched cost model hook (``BatchStepTime``-like): when set, each step's
+        # time is ``step_cost.step_time(prefill_tokens, prefill_attention_tokens,
+        # decode_tokens, decode_context_tokens, num_reqs)[cost_index]``.
+        self.step_cost = step_cost
+        self.cost_index = cost_index
         self.P = wl.prompt_len
         self.Pmax = wl.prompt_len + wl.output_len
         z = lambda: np.zeros(n, np.int64)  # noqa: E731
@@ -720,12 +725,12 @@ class FastEngine:
             ntok = D + int(ns.sum())
             n_prefill = int(ns[~sampled | (ns > 1)].sum())
         self.S = S + 1
-        self._fp = (e, sampled, S)
+        self._fp = (e, sampled, S, ns)
         return ntok, n_prefill, D + int(e.size)
 
     def _fast_process(self, step: int, t_end: float) -> None:
         """``update_from_output()`` after :meth:`_fast_schedule` (scalar: few entries per step)."""
-        e, sampled, S_old = self._fp
+        e, sampled, S_old, _ = self._fp
         S = self.S
         B = self.B
         tok, comp, la, Pmax = self.tok, self.comp, self.la, self.Pmax
@@ -815,6 +820,38 @@ class FastEngine:
                 return False
         return True
 
+    # ------------------------------------------------------------ step cost
+    def step_terms(self, e: np.ndarray, ns: np.ndarray, sampled: np.ndarray, lazy_S: int | None = None):
+        """Cost-model inputs of the step just scheduled (``comp`` already advanced).
+
+        Returns ``(prefill_tokens, prefill_attention_tokens, decode_tokens,
+        decode_context_tokens, num_reqs)``: a prefill chunk of ``n`` tokens
+        starting at ``c`` computed tokens attends to ``n * c + n (n + 1) / 2``
+        context tokens; a decode token to ``c + 1``. With ``lazy_S`` (the fast
+        step's counter before the step) the implicit decoders are added.
+        """
+        c0 = self.comp[e] - ns
+        pf = ~sampled | (ns > 1)
+        npf = ns[pf]
+        cpf = c0[pf]
+        P = int(npf.sum())
+        A = int((npf * cpf).sum() + (npf * (npf + 1) // 2).sum())
+        dec = ~pf
+        D = int(dec.sum())
+        C = int((c0[dec] + 1).sum())
+        R = int(e.size)
+        if lazy_S is not None and self.D:
+            run = self.run[:self.R]
+            qs = run[self.lz[run]]
+            D += qs.size
+            R += qs.size
+            C += int(self.la[qs].sum()) + qs.size * (lazy_S + 1)
+        return P, A, D, C, R
+
+    def _cost_time(self, terms) -> float:
+        P, A, D, C, R = terms
+        return float(self.step_cost.step_time(P, A, D, C, R)[self.cost_index])
+
     # ----------------------------------------------------------------- run
     def _unservable(self) -> np.ndarray:
         wl = self.wl
@@ -867,7 +904,7 @@ class FastEngine:
             if tick >= max_steps:
                 break
             if (has_req and not queue and not self.async_mode and self.R
-                    and self.exec_step >= self._retry_jump_at):
+                    and self.step_cost is None and self.exec_step >= self._retry_jump_at):
                 nxt = arr_sorted[pending] if pending < n else None
                 if self.lazy_active:
                     if self._jump_precheck(nxt, tick):
@@ -928,7 +965,13 @@ class FastEngine:
                     t["kv_block_steps"] += used
                     self.exec_step += 1
                 tick += 1
-                self.clock += step_time(ntok, nreq)
+                if self.step_cost is None:
+                    self.clock += step_time(ntok, nreq)
+                elif res is not None:
+                    fe, fs, fS, fns = self._fp
+                    self.clock += self._cost_time(self.step_terms(fe, fns, fs, lazy_S=fS))
+                else:
+                    self.clock += self._cost_time(self.step_terms(e, ns, sampled))
                 if res is not None:
                     self._fast_process(step, self.clock)
                     if progress is not None and n and t["finished"] / n >= next_report:

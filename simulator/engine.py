@@ -29,6 +29,7 @@ def simulate(
     max_step_points: int | None = None,
     progress: Callable[[float], None] | None = None,
     step_time: Sequence[StepTimeFn | None] | None = None,
+    step_cost=None,
 ) -> list[SimResult]:
     """Simulate ``workload`` under each of ``configs``.
 
@@ -46,6 +47,14 @@ def simulate(
     step_time : sequence of callables, optional
         Per configuration ``(num_tokens, num_reqs) -> seconds`` replacing the
         linear ``step_time_model`` (for cost models).
+    step_cost : BatchStepTime-like, optional
+        A batched cost model over the B configurations (e.g.
+        :class:`simulator.cost_model.BatchStepTime`): each step of
+        configuration ``b`` takes ``step_cost.step_time(prefill_tokens,
+        prefill_attention_tokens, decode_tokens, decode_context_tokens,
+        num_reqs)[b]`` seconds, with the inputs taken from the scheduled
+        batch (see :meth:`simulator._fast.FastEngine.step_terms`). Overrides
+        ``step_time``; decode-stretch jumps are off while it is set.
 
     Returns
     -------
@@ -66,7 +75,8 @@ def simulate(
     prep = WorkloadPrep(workload)
     for b, cfg in enumerate(configs):
         sim = FastEngine(workload, cfg, record_steps=record_steps, prep=prep,
-                         step_time=None if step_time is None else step_time[b])
+                         step_time=None if step_time is None else step_time[b],
+                         step_cost=step_cost, cost_index=b)
         sub = None
         if progress is not None:
             def sub(f: float, b: int = b) -> None:
