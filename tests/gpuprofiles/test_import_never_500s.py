@@ -1,8 +1,8 @@
 """Whatever JSON a client sends as a config, the import answers 201 or 400, never a 500."""
 
+from django.urls import reverse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from django.urls import reverse
 
 from .factories import MINIMAL_CONFIG, api_client, make_user
 
