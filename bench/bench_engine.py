@@ -1,20 +1,30 @@
 """Benchmark the engine and print figures (not a test).
 
-    python bench/bench_engine.py [--oracle] [--big N] [--sweep B N]
+    python bench/bench_engine.py [--oracle] [--big N] [--cli N] [--sweep B N] [--repeat K]
 
 * ``--oracle``: each recorded oracle case (200 requests) in process, ms.
 * ``--big N``: N requests, prompts and outputs ~N(512, 256) clipped >= 1,
   Poisson arrivals at 0.45 req/step (near the max_num_seqs=256 capacity),
   num_gpu_blocks 26,000, block 16, defaults otherwise: seconds and peak RSS.
+* ``--cli N``: the ``--big`` workload written as a CSV trace and run through
+  ``python -m simulator run`` as a whole process under ``/usr/bin/time -v``
+  (wall seconds and peak RSS of the process, JSON output written to a file).
 * ``--sweep B N``: B configurations (num_gpu_blocks x max_num_seqs grid) of
   an N-request workload as one ``simulate`` call: seconds.
+* ``--repeat K``: run each measurement K times and print every run (report
+  the best; the machine is shared). Every line shows the 1-minute load.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import re
 import resource
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -37,6 +47,36 @@ def normal_workload(n: int, rate: float, seed: int = 0) -> Workload:
     return Workload(prompt_len=prompt, output_len=output, arrival=arrival)
 
 
+def load() -> str:
+    return f"load {os.getloadavg()[0]:.1f}/{os.cpu_count()} cpus"
+
+
+def bench_cli(n: int) -> None:
+    wl = normal_workload(n, 0.45)
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = Path(tmp) / "w.csv"
+        with open(trace, "w") as f:
+            f.write("arrival_step,prompt_tokens,output_tokens\n")
+            for a, p, o in zip(wl.arrival.astype(int).tolist(), wl.prompt_len.tolist(), wl.output_len.tolist()):
+                f.write(f"{a},{p},{o}\n")
+        cfg = Path(tmp) / "c.json"
+        cfg.write_text(json.dumps({"num_gpu_blocks": 26_000}))
+        out = Path(tmp) / "out.json"
+        cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "simulator", "run", "--workload", str(trace),
+               "--config", str(cfg), "--output", str(out)]
+        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        if p.returncode:
+            print(p.stderr[-2000:])
+            return
+        wall = re.search(r"Elapsed \(wall clock\) time.*: (?:(\d+):)?(\d+):(\d+(?:\.\d+)?)", p.stderr)
+        h, m, sec = wall.groups()
+        secs = int(h or 0) * 3600 + int(m) * 60 + float(sec)
+        rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr).group(1)) / 1024
+        t = json.loads(out.read_text())["totals"]
+        print(f"cli n={n}: {secs:.2f} s wall, peak RSS {rss:.0f} MiB, steps={t['num_steps']} "
+              f"finished={t['finished']} preemptions={t['preemptions']}  ({load()})")
+
+
 def bench_oracle() -> None:
     data = ROOT / "tests" / "data" / "oracle"
     for run in sorted((data / "runs").glob("*.json.gz")):
@@ -45,17 +85,26 @@ def bench_oracle() -> None:
         cfg = EngineConfig.from_dict(load_json(data / "configs" / f"{case}.json"))
         t0 = time.perf_counter()
         r = simulate(wl, [cfg])[0]
-        print(f"oracle {case:44s} {1000 * (time.perf_counter() - t0):7.1f} ms  steps={r.totals['num_steps']}")
+        print(f"oracle {case:44s} {1000 * (time.perf_counter() - t0):7.1f} ms  steps={r.totals['num_steps']}  ({load()})")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--oracle", action="store_true")
     ap.add_argument("--big", type=int, default=0)
+    ap.add_argument("--cli", type=int, default=0)
     ap.add_argument("--sweep", type=int, nargs=2, metavar=("B", "N"))
+    ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
+    for _ in range(args.repeat):
+        run_once(args)
+
+
+def run_once(args) -> None:
     if args.oracle:
         bench_oracle()
+    if args.cli:
+        bench_cli(args.cli)
     if args.big:
         wl = normal_workload(args.big, 0.45)
         t0 = time.perf_counter()
@@ -64,7 +113,7 @@ def main() -> None:
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         t = r.totals
         print(f"big n={args.big}: {dt:.2f} s, peak RSS {rss:.0f} MiB, steps={t['num_steps']} "
-              f"schedule_calls={t['num_schedule_calls']} preemptions={t['preemptions']}")
+              f"schedule_calls={t['num_schedule_calls']} preemptions={t['preemptions']}  ({load()})")
     if args.sweep:
         b, n = args.sweep
         wl = normal_workload(n, 0.45, seed=1)
@@ -73,7 +122,7 @@ def main() -> None:
                 for x in blocks for s in (64, 128, 256, 512)][:b]
         t0 = time.perf_counter()
         simulate(wl, cfgs)
-        print(f"sweep {len(cfgs)} configs x {n} requests: {time.perf_counter() - t0:.2f} s")
+        print(f"sweep {len(cfgs)} configs x {n} requests: {time.perf_counter() - t0:.2f} s  ({load()})")
 
 
 if __name__ == "__main__":

@@ -990,6 +990,7 @@ class FastEngine:
                 next_report += 0.05
         if self.lazy_active:
             self._materialize()
+        pool.finalize_metrics()
         self.unfinished = int(((status != FINISHED) & (status != DROPPED)).sum())
 
     # ---------------------------------------------------------------- jumps

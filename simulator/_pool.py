@@ -59,9 +59,12 @@ class FastPool:
             self.kblock = np.full(num_keys, -1, np.int64)
             self.dups: dict[int, list[int]] = {}
         self.evictions = 0
-        self.lifetime_sum = 0
+        self.lifetime_sum = 0  # set by finalize_metrics
         self.idle_sum = 0
         self.reuses = 0
+        self._now_all = 0       # sum of `now` over every allocated block
+        self._now_realloc = 0   # ... over reallocated blocks
+        self._touch_idle = 0    # sum over touches of (now - last access before)
 
     def num_free(self) -> int:
         """Blocks with ref count 0 (cached-but-free blocks count as free)."""
@@ -87,25 +90,20 @@ class FastPool:
             ev = self._pop_fifo(rest)
             out = np.concatenate((out, ev)) if m else ev
             self._evict(ev)
-        born = self.born[out]
-        last = self.last
+        # Residency metrics without per-block reads: every allocation's `now`
+        # becomes the block's `born` and is consumed at its next reallocation
+        # (see finalize_metrics); touches add their idle increments there.
         if isinstance(now, np.ndarray):
-            was = born >= 0
-            if was.any():
-                nw = now[was]
-                self.reuses += int(was.sum())
-                self.lifetime_sum += int((nw - born[was]).sum())
-                self.idle_sum += int((nw - last[out[was]]).sum())
+            tot = int(now.sum())
+            self._now_all += tot
+            self._now_realloc += tot - (int(now[m - fresh:m].sum()) if fresh else 0)
         else:
-            if fresh < k:
-                reused = k - fresh
-                self.reuses += reused
-                # fresh blocks have born == -1 and last == 0
-                self.lifetime_sum += reused * now - int(born.sum()) - fresh
-                self.idle_sum += reused * now - int(last[out].sum())
+            self._now_all += now * k
+            self._now_realloc += now * (k - fresh)
+        self.reuses += k - fresh
         self.ref[out] = 1
         self.born[out] = now
-        last[out] = now
+        self.last[out] = now
         return out
 
     def _pop_fifo(self, rest: int) -> np.ndarray:
@@ -198,7 +196,24 @@ class FastPool:
             self.nfifo -= z.size
             self.ndead += z.size
         self.ref[blocks] += 1
+        self._touch_idle += int(now * blocks.size - self.last[blocks].sum())
         self.last[blocks] = now
+
+    def finalize_metrics(self) -> None:
+        """Set ``lifetime_sum`` and ``idle_sum`` (steps, over reallocated blocks).
+
+        The scalar pool adds ``now - born`` and ``now - last`` for each
+        reallocated block. Summed: the ``now`` of reallocations, minus the
+        ``born`` values they consumed = every allocation's ``now`` except each
+        block's final one; idle also subtracts the touch increments consumed
+        (all touches minus those still pending in the final ``last - born``).
+        """
+        used = self.born >= 0
+        born_final = int(self.born[used].sum())
+        consumed_born = self._now_all - born_final
+        self.lifetime_sum = self._now_realloc - consumed_born
+        pending_touch = int((self.last[used] - self.born[used]).sum())
+        self.idle_sum = self.lifetime_sum - (self._touch_idle - pending_touch)
 
     # ---------------------------------------------------------------- release
     def release(self, blocks: np.ndarray) -> None:
