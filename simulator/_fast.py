@@ -380,7 +380,7 @@ class FastEngine:
                     i += 1
 
         if npre == 0 and waiting and budget > 0:
-            budget = self._admit(budget, thr, ids_l, n_l)
+            budget = self._admit(budget, thr, ids_l, n_l)[0]
 
         if not ids_l:
             e = np.zeros(0, np.int64)
@@ -488,10 +488,10 @@ class FastEngine:
             budget -= n
         if skipped:
             waiting.extendleft(reversed(skipped))
-        if admitted:
+        if admitted and ids_l is not None:
             ids_l.append(np.array(admitted, np.int64))
             n_l.append(np.array(ns, np.int64))
-        return budget
+        return budget, admitted, ns
 
     # ------------------------------------------------------------- outputs
     def process(self, e: np.ndarray, ns: np.ndarray, sampled: np.ndarray,
@@ -700,33 +700,36 @@ class FastEngine:
                     pos = np.repeat(start - (cs - cnt), cnt) + np.arange(int(cs[-1]))
                 keys = pos if self.keyarr is None else self.keyarr[pos]
                 pool.publish(btab[pos], keys)
-        ids_l: list = []
-        n_l: list = []
-        if pre:
-            ids_l.append(np.array([x[0] for x in pre], np.int64))
-            n_l.append(np.array([x[1] for x in pre], np.int64))
+        eq = [x[0] for x in pre]
+        en = [x[1] for x in pre]
         if waiting and left > 0:
-            k0 = self.R
-            self._admit(left, thr, ids_l, n_l)
-            if self.R > k0:
-                self.nl.extend(self.run[k0:self.R].tolist())
-        if not ids_l:
-            e = ns = np.zeros(0, np.int64)
-            sampled = np.zeros(0, bool)
-            ntok = D
-            n_prefill = 0
+            _, adm, ans = self._admit(left, thr, None, None)
+            if adm:
+                eq += adm
+                en += ans
+                self.nl.extend(adm)
+        ntok = D
+        n_prefill = 0
+        if len(eq) <= 8:
+            sampled = []
+            for q, n in zip(eq, en):
+                c = int(comp[q]) + n
+                comp[q] = c
+                smp = c >= tok[q]
+                sampled.append(smp)
+                ntok += n
+                if n > 1 or not smp:
+                    n_prefill += n
         else:
-            if len(ids_l) == 1:
-                e, ns = ids_l[0], n_l[0]
-            else:
-                e, ns = np.concatenate(ids_l), np.concatenate(n_l)
+            e, ns = np.array(eq, np.int64), np.array(en, np.int64)
             comp[e] += ns
-            sampled = comp[e] >= tok[e]
-            ntok = D + int(ns.sum())
-            n_prefill = int(ns[~sampled | (ns > 1)].sum())
+            smp = comp[e] >= tok[e]
+            ntok += int(ns.sum())
+            n_prefill = int(ns[~smp | (ns > 1)].sum())
+            sampled = smp.tolist()
         self.S = S + 1
-        self._fp = (e, sampled, S, ns)
-        return ntok, n_prefill, D + int(e.size)
+        self._fp = (eq, sampled, S, en)
+        return ntok, n_prefill, D + len(eq)
 
     def _fast_process(self, step: int, t_end: float) -> None:
         """``update_from_output()`` after :meth:`_fast_schedule` (scalar: few entries per step)."""
@@ -755,11 +758,11 @@ class FastEngine:
                 self.bcache.pop((-a) % B, None)
             self.D -= len(dec)
             fins = dec
-        if e.size:
+        if e:
             first_token = self.first_token
             nl = self.nl
             fin_at = self.fin_at
-            for q, smp in zip(e.tolist(), sampled.tolist()):
+            for q, smp in zip(e, sampled):
                 if not smp:
                     continue
                 t1 = int(tok[q]) + 1
@@ -969,7 +972,8 @@ class FastEngine:
                     self.clock += step_time(ntok, nreq)
                 elif res is not None:
                     fe, fs, fS, fns = self._fp
-                    self.clock += self._cost_time(self.step_terms(fe, fns, fs, lazy_S=fS))
+                    self.clock += self._cost_time(self.step_terms(
+                        np.array(fe, np.int64), np.array(fns, np.int64), np.array(fs, bool), lazy_S=fS))
                 else:
                     self.clock += self._cost_time(self.step_terms(e, ns, sampled))
                 if res is not None:
