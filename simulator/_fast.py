@@ -626,13 +626,20 @@ class FastEngine:
         comp, tok, held, rseq = self.comp, self.tok, self.held, self.rseq
         pre = []
         tot_need = 0
-        for q in self.nl:
+        nl = self.nl
+        last = len(nl) - 1
+        for i, q in enumerate(nl):
             c = int(comp[q])
             n = int(tok[q]) - c
             if 0 < thr < n:
                 n = thr
             if n > left:
-                return None
+                # the budget runs out at this request: fine when nothing comes after it
+                if i != last or q != int(self.run[R - 1]):
+                    return None
+                n = left
+                if n <= 0:
+                    break
             left -= n
             need = -(-(c + n) // B) - int(held[q])
             if need < 0:
@@ -932,7 +939,7 @@ class FastEngine:
                         res = self._fast_schedule()
                         if res is None:
                             self._materialize()
-                            self._lazy_retry_at = self.exec_step + 4
+                            self._lazy_retry_at = self.exec_step + 1
                 if res is None:
                     e, ns, sampled, npre = self.schedule()
                     ntok = int(ns.sum()) if ns.size else 0

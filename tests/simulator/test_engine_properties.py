@@ -138,3 +138,53 @@ def test_unservable_requests_are_dropped_and_counted():
     r = simulate(wl, [EngineConfig(num_gpu_blocks=11, block_size=16)])[0]
     assert r.totals["dropped_unservable"] == 1 and r.totals["finished"] == 2
     assert r.requests["status"][1] == "dropped_unservable"
+
+
+def _workload_turns(seed: int, n: int, unit: str) -> Workload:
+    """Multi-turn parents (children may arrive before their parent finishes: duplicate hashes)."""
+    rng = np.random.default_rng(seed)
+    out = rng.integers(1, 40, n)
+    prompt = rng.integers(1, 80, n)
+    parent = np.full(n, -1)
+    prefix_len = np.array([20, 37])
+    prefix_id = rng.integers(-1, 2, n)
+    prompt = np.where(prefix_id >= 0, prompt + prefix_len[np.maximum(prefix_id, 0)], prompt)
+    for r in range(1, n):
+        if rng.random() < 0.4:
+            p = int(rng.integers(0, r))
+            parent[r] = p
+            prompt[r] = prompt[p] + out[p] + rng.integers(1, 30)
+    arrival = rng.exponential(0.05, n).cumsum() if unit == "s" else rng.integers(0, 40, n).astype(float)
+    return Workload(prompt_len=prompt, output_len=out, arrival=arrival, arrival_unit=unit,
+                    prefix_id=prefix_id, prefix_len=prefix_len, parent=parent)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 30), unit=st.sampled_from(["step", "s"]), config=configs,
+       max_model_len=st.sampled_from([None, None, 90, 150]))
+def test_fast_engine_equals_scalar_reference_multi_turn(seed, n, unit, config, max_model_len):
+    config = EngineConfig(**{**config.__dict__, "max_model_len": max_model_len})
+    wl = _workload_turns(seed, n, unit)
+    fast = simulate(wl, [config], record_steps=True)[0]
+    slow = simulate_scalar(wl, config, record_steps=True)
+    _same(fast, slow)
+    for k, v in fast.steps.items():
+        assert np.array_equal(v, slow.steps[k]), k
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(**cases)
+def test_lazy_decoders_change_nothing(seed, n, shared, unit, config):
+    from simulator._fast import FastEngine
+    from simulator.engine import _result
+
+    wl = _workload(seed, n, shared, unit)
+    out = []
+    for lazy in (True, False):
+        sim = FastEngine(wl, config, record_steps=True)
+        sim.lazy_ok = lazy and sim.lazy_ok
+        sim.run_all()
+        out.append(_result(sim, True, None))
+    _same(out[0], out[1])
+    for k, v in out[0].steps.items():
+        assert np.array_equal(v, out[1].steps[k]), k
