@@ -4,9 +4,13 @@
 >>> results = simulate(workload, [EngineConfig(num_gpu_blocks=2000)])  # doctest: +SKIP
 >>> results[0].totals["preemptions"]                                   # doctest: +SKIP
 
-Each configuration's result is exactly what simulating it alone gives; the
-decision kernel is :mod:`simulator._core` (vLLM 0.33.0's v1 scheduler rules,
-see ``docs/simulator.md``).
+Each configuration's result is exactly what simulating it alone gives. The
+decision kernel is :mod:`simulator._fast` (vLLM 0.33.0's v1 scheduler rules
+over struct-of-arrays state, see ``docs/simulator.md``), bit-identical to the
+scalar reference kernel kept in ``tests/simulator/reference_core.py``.
+Configurations run one after another through their own kernels and share the
+workload-derived precomputation (:class:`simulator._fast.WorkloadPrep`); they
+are not yet advanced in lockstep over a batch axis.
 """
 
 from __future__ import annotations
