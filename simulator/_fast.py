@@ -650,9 +650,12 @@ class FastEngine:
         ncross = len(cross) if cross else 0
         tot = tot_need + ncross
         pool = self.pool
-        if tot > pool.num_free():
-            return None
         koff, la, btab = self.koff, self.la, self.btab
+        npre = 0
+        if tot > pool.num_free():
+            pre, npre = self._lazy_pressure(pre, cross, S)
+            tot = 0  # blocks handed out there
+            D = self.D
         # blocks, in running order
         if tot:
             if not tot_need:
@@ -709,7 +712,7 @@ class FastEngine:
                 pool.publish(btab[pos], keys)
         eq = [x[0] for x in pre]
         en = [x[1] for x in pre]
-        if waiting and left > 0:
+        if waiting and left > 0 and not npre:
             _, adm, ans = self._admit(left, thr, None, None)
             if adm:
                 eq += adm
@@ -736,7 +739,74 @@ class FastEngine:
             sampled = smp.tolist()
         self.S = S + 1
         self._fp = (eq, sampled, S, en)
-        return ntok, n_prefill, D + len(eq)
+        return ntok, n_prefill, D + len(eq), npre
+
+    def _lazy_pressure(self, pre: list, cross, S: int):
+        """Blocks of a lazy step when they run short: vLLM's sequential rule.
+
+        Requests in running order take their blocks one by one; one that
+        cannot preempts ``running[-1]`` (materialized first if lazy) until it
+        fits or preempted itself, which ends the pass. Returns the prefill
+        entries still scheduled and the number of preemptions.
+        """
+        rseq, B, pool = self.rseq, self.B, self.pool
+        koff, la, btab, held = self.koff, self.la, self.btab, self.held
+        ent = [(rseq[q], q, n, need, False) for q, n, need in pre]
+        if cross:
+            ent += [(rseq[q], q, 1, 1, True) for q in cross]
+        ent.sort()
+        npre = 0
+        victims = set()
+        kept = []
+        for _, q, n, need, dec in ent:
+            if q in victims:
+                break  # every request after it was preempted too
+            stop = False
+            while need > pool.num_free():
+                self.R -= 1
+                v = int(self.run[self.R])
+                self._preempt_lazy(v, S)
+                victims.add(v)
+                npre += 1
+                if v == q:
+                    stop = True
+                    break
+            if stop:
+                break
+            if dec:
+                btab[int(koff[q]) + (int(la[q]) + S) // B] = pool.allocate(1, self.exec_step)[0]
+            else:
+                if need:
+                    self._alloc_blocks(q, need)
+                kept.append((q, n, need))
+        return kept, npre
+
+    def _preempt_lazy(self, v: int, S: int) -> None:
+        """Preempt running request ``v`` during a lazy step."""
+        if self.lz[v]:
+            B = self.B
+            a = int(self.la[v])
+            c = a + S
+            self.comp[v] = c
+            self.tok[v] = c + 1
+            self.held[v] = -(-c // B)
+            if self.defer_pub:
+                self._publish_one(v, c)
+            elif self.caching:
+                self.ncached[v] = c // B
+            self.lz[v] = False
+            r = (-a) % B
+            self.buckets[r].discard(v)
+            self.bcache.pop(r, None)
+            f = int(self.Pmax[v]) - a - 2
+            lst = self.fin_at[f]
+            lst.remove(v)
+            if not lst:
+                del self.fin_at[f]
+            self.D -= 1
+        else:
+            self.nl.remove(v)
+        self._preempt(v)
 
     def _fast_process(self, step: int, t_end: float) -> None:
         """``update_from_output()`` after :meth:`_fast_schedule` (scalar: few entries per step)."""
@@ -946,8 +1016,7 @@ class FastEngine:
                     n_prefill = int(ns[~sampled | (ns > 1)].sum()) if ntok else 0
                     nreq = int(e.size)
                 else:
-                    ntok, n_prefill, nreq = res
-                    npre = 0
+                    ntok, n_prefill, nreq, npre = res
                 t["num_schedule_calls"] += 1
                 t["preemptions"] += npre
                 used = usable - pool.num_free()
