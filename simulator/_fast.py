@@ -609,9 +609,11 @@ class FastEngine:
         """One schedule call in lazy mode, or None (nothing changed) when it needs the general path.
 
         Applies when every running request gets all the tokens it wants
-        within the budget and every block it needs from the free blocks;
-        then decoders take one token each and the blocks go, in running
-        order, to decoders at a block boundary and to prefill chunks.
+        within the budget (the last running request may take what is left);
+        decoders take one token each and the blocks go, in running order, to
+        decoders at a block boundary and to prefill chunks; when blocks run
+        short, :meth:`_lazy_pressure` preempts as vLLM does. Returns
+        ``(tokens, prefill tokens, scheduled requests, preemptions)``.
         """
         cfg = self.cfg
         B = self.B
