@@ -123,7 +123,7 @@ class ModelRefField(serializers.Field):
     "oneOf": [
         {"type": "string", "description": "Catalog slug (GET /api/gpus/)", "example": "h100-sxm5-80gb"},
         {"type": "object", "properties": {
-            "memory_gib": {"type": "number", "exclusiveMinimum": 0},
+            "memory_gib": {"type": "number", "minimum": 0, "exclusiveMinimum": True},
             "name": {"type": "string"}, "price_per_hour": {"type": "number"}}, "required": ["memory_gib"]},
     ]
 })

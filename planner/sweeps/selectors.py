@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404
@@ -70,9 +72,13 @@ def report_list(*, owner) -> QuerySet[Report]:
     return Report.objects.filter(owner=owner).defer("snapshot")
 
 
+_SLUG_RE = re.compile(r"[A-Za-z0-9_-]+")
+
+
 def report_get(*, slug: str) -> Report:
     """A report by its permalink slug (public); 404 when unknown."""
-    if not isinstance(slug, str) or not 8 <= len(slug) <= 32:
+    # Slugs are URL-safe base64; anything else (e.g. a NUL byte, refused by PostgreSQL) is simply unknown.
+    if not isinstance(slug, str) or not 8 <= len(slug) <= 32 or not _SLUG_RE.fullmatch(slug):
         raise Http404("No such report.")
     report = Report.objects.filter(slug=slug).first()
     if report is None:
