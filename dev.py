@@ -61,7 +61,7 @@ def run() -> int:
     )
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # run the clean-up below on SIGTERM too
     try:
-        print("KV Planner at http://127.0.0.1:8000 (worker pid %d); Ctrl+C stops both" % worker.pid, flush=True)
+        print(f"KV Planner at http://127.0.0.1:8000 (worker pid {worker.pid}); Ctrl+C stops both", flush=True)
         return subprocess.call([str(PY), str(ROOT / "manage.py"), "runserver", "127.0.0.1:8000"], env=env, cwd=ROOT)
     except KeyboardInterrupt:
         return 0

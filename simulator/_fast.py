@@ -26,7 +26,7 @@ What differs is the layout:
 from __future__ import annotations
 
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -752,7 +752,7 @@ class FastEngine:
         entries still scheduled and the number of preemptions.
         """
         rseq, B, pool = self.rseq, self.B, self.pool
-        koff, la, btab, held = self.koff, self.la, self.btab, self.held
+        koff, la, btab = self.koff, self.la, self.btab
         ent = [(rseq[q], q, n, need, False) for q, n, need in pre]
         if cross:
             ent += [(rseq[q], q, 1, 1, True) for q in cross]

@@ -123,7 +123,7 @@ class EngineConfig:
     IGNORED_KEYS = frozenset({"prefix_caching_hash_algo", "seed"})
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "EngineConfig":
+    def from_dict(cls, data: dict[str, Any]) -> EngineConfig:
         """Build from the oracle's config JSON; unknown keys raise :class:`ConfigError`."""
         if not isinstance(data, dict):
             raise ConfigError("config: must be a JSON object")

@@ -15,7 +15,7 @@ are not yet advanced in lockstep over a batch axis.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 

@@ -32,14 +32,14 @@ replace the linear ``StepTimeModel`` without touching the kernel.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
-from tests.simulator.reference_blocks import BlockPool
 from simulator.config import EngineConfig
 from simulator.workload import Workload
+from tests.simulator.reference_blocks import BlockPool
 
 WAITING, RUNNING, PREEMPTED, FINISHED, DROPPED = 0, 1, 2, 3, 4
 
