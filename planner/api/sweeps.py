@@ -18,8 +18,10 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
+from rest_framework.generics import GenericAPIView
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.pagination import PageNumberPagination
+from rest_framework.parsers import JSONParser
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -30,8 +32,8 @@ from planner.sweeps import exports, selectors, services
 
 EXAMPLE_DEFINITION = {
     "name": "Llama 3.1 8B on one H100: KV cliff",
-    "model": "llama-3-1-8b-instruct",
-    "gpu": "h100-sxm-80gb",
+    "model": "llama-3-1-8b",
+    "gpu": "h100-sxm5-80gb",
     "deployment": {"tensor_parallel_size": 1, "gpu_memory_utilization": 0.9},
     "engine": {"max_num_seqs": 256},
     "workload": {"spec": {"n": 500, "prompt": "normal:512,128", "output": "normal:256,64",
@@ -77,6 +79,41 @@ class SweepOutSerializer(serializers.Serializer):
     url = serializers.CharField()
 
 
+_EX_TIME = "2026-05-01T12:00:00Z"
+_EX_PROGRESS = {"status": "running", "points_done": 5, "points_total": 12, "fraction": 0.4167,
+                "elapsed_s": 31.2, "eta_s": 43.7, "chunks": {"done": 1, "running": 1, "queued": 1}, "error": ""}
+EXAMPLE_SWEEP = {
+    "id": 42, "name": EXAMPLE_DEFINITION["name"], "mode": "grid", "status": "running",
+    "created_at": _EX_TIME, "finished_at": None, "progress": _EX_PROGRESS, "report_url": None,
+    "url": "https://example.com/api/sweeps/42/",
+}
+EXAMPLE_SWEEP_ITEM = {k: v for k, v in EXAMPLE_SWEEP.items() if k != "progress"}
+EXAMPLE_SWEEP_QUEUED = {**EXAMPLE_SWEEP, "status": "queued", "progress": {
+    **_EX_PROGRESS, "status": "queued", "points_done": 0, "fraction": 0.0, "elapsed_s": 0.0, "eta_s": None,
+    "chunks": {"queued": 3}}}
+EXAMPLE_SWEEP_CANCELLED = {**EXAMPLE_SWEEP, "status": "cancelled", "finished_at": "2026-05-01T12:00:40Z",
+                           "progress": {**_EX_PROGRESS, "status": "cancelled", "eta_s": None}}
+EXAMPLE_POINT = {
+    "index": 0, "params": {"num_gpu_blocks": 1000},
+    "metrics": {"throughput_tok_s": 1843.2, "ttft_p50_s": 0.21, "ttft_p99_s": 1.94, "preemptions": 37},
+}
+EXAMPLE_REPORT_ITEM = {"slug": "k3x9q2", "title": EXAMPLE_DEFINITION["name"], "created_at": _EX_TIME,
+                       "url": "https://example.com/api/reports/k3x9q2/"}
+EXAMPLE_REPORT = {"report": {"slug": "k3x9q2", "title": EXAMPLE_DEFINITION["name"], "created_at": _EX_TIME},
+                  "definition": EXAMPLE_DEFINITION, "points": [EXAMPLE_POINT], "cliff_result": None}
+EXAMPLE_SIMULATION = {
+    "metrics": {"throughput_tok_s": 912.4, "ttft_p50_s": 0.08, "ttft_p99_s": 0.41, "preemptions": 0},
+    "totals": {"requests": 200, "prompt_tokens": 102400, "output_tokens": 51200, "steps": 5400},
+    "series": {"step": [0, 100, 200], "kv_usage": [0.0, 0.31, 0.48], "running": [0, 12, 19], "waiting": [0, 0, 2]},
+    "config": {"num_gpu_blocks": 2000, "block_size": 16, "max_num_seqs": 256},
+    "meta": {},
+}
+
+
+def _ex(name, value, **kw):
+    return OpenApiExample(name, value=value, response_only=True, **kw)
+
+
 def _as_dict(data) -> dict:
     if not isinstance(data, dict):
         raise ValidationError({"non_field_errors": ["The body must be a JSON object."]})
@@ -100,19 +137,24 @@ def sweep_out(sweep: Sweep, request, *, progress: bool = True) -> dict:
     return out
 
 
-class SweepListCreateApi(APIView):
+class SweepListCreateApi(GenericAPIView):
     permission_classes = [IsAuthenticated]
+    parser_classes = [JSONParser]
+    pagination_class = PageNumberPagination
+    serializer_class = SweepOutSerializer
 
-    @extend_schema(summary="Your sweeps, newest first", responses=SweepOutSerializer(many=True))
+    @extend_schema(summary="Your sweeps, newest first", responses=SweepOutSerializer(many=True),
+                   examples=[_ex("Sweep list", EXAMPLE_SWEEP_ITEM)])
     def get(self, request):
-        pager = PageNumberPagination()
+        pager = self.paginator
         page = pager.paginate_queryset(selectors.sweep_list(owner=request.user), request, view=self)
         return pager.get_paginated_response([sweep_out(s, request, progress=False) for s in page])
 
     @extend_schema(
         summary="Create a sweep (runs asynchronously on Celery workers)",
         request=DefinitionSerializer, responses={202: SweepOutSerializer},
-        examples=[OpenApiExample("KV blocks sweep", value=EXAMPLE_DEFINITION, request_only=True)],
+        examples=[OpenApiExample("KV blocks sweep", value=EXAMPLE_DEFINITION, request_only=True),
+                  _ex("Sweep accepted", EXAMPLE_SWEEP_QUEUED, status_codes=["202"])],
     )
     def post(self, request):
         data = _as_dict(request.data)
@@ -125,9 +167,10 @@ class SweepListCreateApi(APIView):
 
 class SweepDetailApi(APIView):
     permission_classes = [IsAuthenticated]
+    parser_classes = [JSONParser]
 
     @extend_schema(summary="Sweep status with progress (points done of total, elapsed, ETA)",
-                   responses=SweepOutSerializer)
+                   responses=SweepOutSerializer, examples=[_ex("Running sweep", EXAMPLE_SWEEP)])
     def get(self, request, sweep_id: int):
         sweep = selectors.sweep_get(sweep_id=sweep_id, user=request.user)
         return Response(sweep_out(sweep, request))
@@ -135,8 +178,10 @@ class SweepDetailApi(APIView):
 
 class SweepCancelApi(APIView):
     permission_classes = [IsAuthenticated]
+    parser_classes = [JSONParser]
 
-    @extend_schema(summary="Cancel a queued or running sweep", request=None, responses=SweepOutSerializer)
+    @extend_schema(summary="Cancel a queued or running sweep", request=None, responses=SweepOutSerializer,
+                   examples=[_ex("Cancelled sweep", EXAMPLE_SWEEP_CANCELLED)])
     def post(self, request, sweep_id: int):
         sweep = selectors.sweep_get(sweep_id=sweep_id, user=request.user)
         sweep = services.sweep_cancel(sweep=sweep, user=request.user)
@@ -145,6 +190,7 @@ class SweepCancelApi(APIView):
 
 class SweepResultsApi(APIView):
     permission_classes = [IsAuthenticated]
+    parser_classes = [JSONParser]
 
     @extend_schema(
         summary="Points finished so far, with their metrics",
@@ -153,6 +199,7 @@ class SweepResultsApi(APIView):
         responses=inline_serializer("SweepResults", {
             "status": serializers.CharField(), "points": serializers.ListField(child=serializers.DictField()),
             "cliff_result": serializers.DictField(allow_null=True)}),
+        examples=[_ex("Points so far", {"status": "running", "points": [EXAMPLE_POINT], "cliff_result": None})],
     )
     def get(self, request, sweep_id: int):
         sweep = selectors.sweep_get(sweep_id=sweep_id, user=request.user)
@@ -168,16 +215,19 @@ def simulation_max_requests() -> int:
 
 class SimulationApi(APIView):
     permission_classes = [IsAuthenticated]
+    parser_classes = [JSONParser]
 
     @extend_schema(
         summary="One synchronous simulation (small); larger ones go to /api/sweeps/",
         request=DefinitionSerializer,
         responses=inline_serializer("SimulationResult", {
             "metrics": serializers.DictField(), "totals": serializers.DictField(),
-            "series": serializers.DictField(allow_null=True), "config": serializers.DictField()}),
+            "series": serializers.DictField(allow_null=True), "config": serializers.DictField(),
+            "meta": serializers.DictField()}),
         examples=[OpenApiExample("Engine only", request_only=True, value={
             "engine": {"num_gpu_blocks": 2000},
-            "workload": {"spec": {"n": 200, "arrival": "poisson:4"}, "seed": 0}})],
+            "workload": {"spec": {"n": 200, "arrival": "poisson:4"}, "seed": 0}}),
+                  _ex("Simulation result", EXAMPLE_SIMULATION)],
     )
     def post(self, request):
         from planner.sweeps.runner import build_workload, simulate_points
@@ -204,14 +254,16 @@ class SimulationApi(APIView):
                          "config": p["config"], "meta": p["meta"]})
 
 
-class ReportListApi(APIView):
+class ReportListApi(GenericAPIView):
     permission_classes = [IsAuthenticated]
+    parser_classes = [JSONParser]
+    pagination_class = PageNumberPagination
 
     @extend_schema(summary="Your reports", responses=inline_serializer("ReportItem", {
         "slug": serializers.CharField(), "title": serializers.CharField(), "created_at": serializers.DateTimeField(),
-        "url": serializers.CharField()}, many=True))
+        "url": serializers.CharField()}, many=True), examples=[_ex("Report list", EXAMPLE_REPORT_ITEM)])
     def get(self, request):
-        pager = PageNumberPagination()
+        pager = self.paginator
         page = pager.paginate_queryset(selectors.report_list(owner=request.user), request, view=self)
         return pager.get_paginated_response([
             {"slug": r.slug, "title": r.title, "created_at": r.created_at,
@@ -227,6 +279,7 @@ class _IgnoreFormatParam(DefaultContentNegotiation):
 
 class ReportDetailApi(APIView):
     permission_classes = [AllowAny]
+    parser_classes = [JSONParser]
     content_negotiation_class = _IgnoreFormatParam
 
     def get_permissions(self):
@@ -236,6 +289,9 @@ class ReportDetailApi(APIView):
         summary="A report (public): JSON by default, or ?format=csv|json as a download",
         parameters=[OpenApiParameter("format", OpenApiTypes.STR, enum=["csv", "json"])],
         responses={(200, "application/json"): OpenApiTypes.OBJECT, (200, "text/csv"): OpenApiTypes.STR},
+        examples=[_ex("Report (JSON)", EXAMPLE_REPORT, media_type="application/json"),
+                  _ex("Report (CSV)", "index,num_gpu_blocks,throughput_tok_s,ttft_p50_s\n0,1000,1843.2,0.21\n",
+                      media_type="text/csv")],
     )
     def get(self, request, slug: str):
         report = selectors.report_get(slug=slug)
