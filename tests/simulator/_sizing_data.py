@@ -1,4 +1,4 @@
-"""Shared loaders for the sizing golden data in tests/data/sizing (never /work/shared)."""
+"""Shared loaders for the sizing golden data in tests/data/sizing (copied from the project reference; tests never read outside the repository)."""
 
 from __future__ import annotations
 
