@@ -88,6 +88,28 @@ class InlineGpuSerializer(serializers.Serializer):
                                       help_text="USD per GPU-hour.")
 
 
+class _CatalogRefField(serializers.Field):
+    """A catalog slug (string) or an inline object validated by ``inline_serializer``."""
+
+    inline_serializer: type[serializers.Serializer]
+
+    def to_internal_value(self, data):
+        if isinstance(data, str):
+            slug = data.strip()
+            if not slug or len(slug) > 120:
+                raise serializers.ValidationError("A catalog slug of 1 to 120 characters.")
+            return {"slug": slug}
+        if isinstance(data, dict):
+            s = self.inline_serializer(data=data)
+            if not s.is_valid():
+                raise serializers.ValidationError(s.errors)
+            return dict(s.validated_data)
+        self.fail("invalid")
+
+    def to_representation(self, value):
+        return value
+
+
 @extend_schema_field({
     "oneOf": [
         {"type": "string", "description": "Catalog slug (GET /api/models/)", "example": "llama-3-1-8b"},
@@ -97,26 +119,11 @@ class InlineGpuSerializer(serializers.Serializer):
             "name": {"type": "string"}}, "required": ["config"]},
     ]
 })
-class ModelRefField(serializers.Field):
+class ModelRefField(_CatalogRefField):
     """A catalog slug, or ``{"config": {...}, "num_parameters": N}``."""
 
+    inline_serializer = InlineModelSerializer
     default_error_messages = {"invalid": "Give a catalog slug (string) or an object with a 'config' (config.json)."}
-
-    def to_internal_value(self, data):
-        if isinstance(data, str):
-            slug = data.strip()
-            if not slug or len(slug) > 120:
-                raise serializers.ValidationError("A catalog slug of 1 to 120 characters.")
-            return {"slug": slug}
-        if isinstance(data, dict):
-            s = InlineModelSerializer(data=data)
-            if not s.is_valid():
-                raise serializers.ValidationError(s.errors)
-            return dict(s.validated_data)
-        self.fail("invalid")
-
-    def to_representation(self, value):
-        return value
 
 
 @extend_schema_field({
@@ -127,26 +134,11 @@ class ModelRefField(serializers.Field):
             "name": {"type": "string"}, "price_per_hour": {"type": "number"}}, "required": ["memory_gib"]},
     ]
 })
-class GpuRefField(serializers.Field):
+class GpuRefField(_CatalogRefField):
     """A catalog slug, or ``{"memory_gib": 79.18, "name": ...}``."""
 
+    inline_serializer = InlineGpuSerializer
     default_error_messages = {"invalid": "Give a catalog slug (string) or an object with 'memory_gib'."}
-
-    def to_internal_value(self, data):
-        if isinstance(data, str):
-            slug = data.strip()
-            if not slug or len(slug) > 120:
-                raise serializers.ValidationError("A catalog slug of 1 to 120 characters.")
-            return {"slug": slug}
-        if isinstance(data, dict):
-            s = InlineGpuSerializer(data=data)
-            if not s.is_valid():
-                raise serializers.ValidationError(s.errors)
-            return dict(s.validated_data)
-        self.fail("invalid")
-
-    def to_representation(self, value):
-        return value
 
 
 _DTYPES = ["auto", *sorted(DTYPE_BYTES)]
