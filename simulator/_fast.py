@@ -145,6 +145,8 @@ class FastEngine:
         # decode_tokens, decode_context_tokens, num_reqs)[cost_index]``.
         self.step_cost = step_cost
         self.cost_index = cost_index
+        # Per-configuration cost model (StepCostTerms, scalar evaluation) unless the hook is set.
+        self.terms = cfg.cost_model if step_cost is None else None
         self.P = wl.prompt_len
         self.Pmax = wl.prompt_len + wl.output_len
         z = lambda: np.zeros(n, np.int64)  # noqa: E731
@@ -205,6 +207,7 @@ class FastEngine:
         self.seq = 0
         self.S = 0
         self.D = 0
+        self.la_sum = 0                # sum of la over the lazy decoders
         self.buckets: dict[int, set] = {}
         self.bcache: dict[int, np.ndarray] = {}  # residue -> koff * B + la of its decoders, running order
         self.fin_at: dict[int, list] = {}
@@ -581,6 +584,7 @@ class FastEngine:
                 lst.append(q)
         self.nl = run[~dec].tolist()
         self.D = int(qs.size)
+        self.la_sum = int(a.sum())
         self.lazy_active = True
 
     def _materialize(self) -> None:
@@ -603,6 +607,7 @@ class FastEngine:
         self.fin_at = {}
         self.nl = []
         self.D = 0
+        self.la_sum = 0
         self.lazy_active = False
 
     def _fast_schedule(self):
@@ -806,6 +811,7 @@ class FastEngine:
             if not lst:
                 del self.fin_at[f]
             self.D -= 1
+            self.la_sum -= a
         else:
             self.nl.remove(v)
         self._preempt(v)
@@ -833,6 +839,7 @@ class FastEngine:
                 elif self.caching:
                     self.ncached[q] = c // B
                 lz[q] = False
+                self.la_sum -= a
                 buckets[(-a) % B].discard(q)
                 self.bcache.pop((-a) % B, None)
             self.D -= len(dec)
@@ -870,6 +877,7 @@ class FastEngine:
                 else:
                     lst.append(q)
                 self.D += 1
+                self.la_sum += a
         if fins:
             if len(fins) > 1:
                 fins = sorted(fins, key=rseq.__getitem__)
@@ -907,10 +915,11 @@ class FastEngine:
         """Cost-model inputs of the step just scheduled (``comp`` already advanced).
 
         Returns ``(prefill_tokens, prefill_attention_tokens, decode_tokens,
-        decode_context_tokens, num_reqs)``: a prefill chunk of ``n`` tokens
-        starting at ``c`` computed tokens attends to ``n * c + n (n + 1) / 2``
-        context tokens; a decode token to ``c + 1``. With ``lazy_S`` (the fast
-        step's counter before the step) the implicit decoders are added.
+        decode_context_tokens, num_reqs, prefill_kv_tokens)``: a prefill chunk
+        of ``n`` tokens starting at ``c`` computed tokens attends to ``n * c +
+        n (n + 1) / 2`` context tokens and reads ``c + n`` KV tokens; a decode
+        token attends to ``c + 1``. With ``lazy_S`` (the fast step's counter
+        before the step) the implicit decoders are added.
         """
         c0 = self.comp[e] - ns
         pf = ~sampled | (ns > 1)
@@ -918,21 +927,44 @@ class FastEngine:
         cpf = c0[pf]
         P = int(npf.sum())
         A = int((npf * cpf).sum() + (npf * (npf + 1) // 2).sum())
+        PK = int(cpf.sum()) + P
         dec = ~pf
         D = int(dec.sum())
         C = int((c0[dec] + 1).sum())
         R = int(e.size)
         if lazy_S is not None and self.D:
-            run = self.run[:self.R]
-            qs = run[self.lz[run]]
-            D += qs.size
-            R += qs.size
-            C += int(self.la[qs].sum()) + qs.size * (lazy_S + 1)
-        return P, A, D, C, R
+            D += self.D
+            R += self.D
+            C += self.la_sum + self.D * (lazy_S + 1)
+        return P, A, D, C, R, PK
 
     def _cost_time(self, terms) -> float:
-        P, A, D, C, R = terms
-        return float(self.step_cost.step_time(P, A, D, C, R)[self.cost_index])
+        P, A, D, C, R, PK = terms
+        return float(self.step_cost.step_time(P, A, D, C, R, prefill_kv_tokens=PK)[self.cost_index])
+
+    def _lazy_step_seconds(self) -> float:
+        """Cost-model seconds of the lazy step just scheduled (materialized entries + implicit decoders)."""
+        eq, sampled, S, en = self._fp
+        comp = self.comp
+        P = A = PK = Dm = C = 0
+        for q, smp, n in zip(eq, sampled, en):
+            c0 = int(comp[q]) - n
+            if n > 1 or not smp:
+                P += n
+                A += n * c0 + n * (n + 1) // 2
+                PK += c0 + n
+            else:
+                Dm += 1
+                C += c0 + 1
+        D = self.D
+        C += self.la_sum + D * (S + 1)
+        return self.terms.time(P, A, Dm + D, C, len(eq) + D, PK)
+
+    def _step_seconds(self, e: np.ndarray, ns: np.ndarray, sampled: np.ndarray) -> float:
+        """Cost-model seconds of the (general path) step just scheduled."""
+        if not e.size:
+            return 0.0
+        return self.terms.time(*self.step_terms(e, ns, sampled))
 
     # ----------------------------------------------------------------- run
     def _unservable(self) -> np.ndarray:
@@ -1046,7 +1078,9 @@ class FastEngine:
                     t["kv_block_steps"] += used
                     self.exec_step += 1
                 tick += 1
-                if self.step_cost is None:
+                if self.terms is not None:
+                    self.clock += self._lazy_step_seconds() if res is not None else self._step_seconds(e, ns, sampled)
+                elif self.step_cost is None:
                     self.clock += step_time(ntok, nreq)
                 elif res is not None:
                     fe, fs, fS, fns = self._fp
@@ -1104,9 +1138,15 @@ class FastEngine:
             rem = np.minimum(rem, self.mml - tk)
         k = int(rem.min()) - 1
         k = min(k, max_k)
+        times = None
+        if self.terms is not None and k >= 2:
+            times = self.terms.decode_times(k, R, float(c.sum()) + R)
         if self.log is not None or not at_cap:
             if next_arrival is not None:
-                if self.time_mode:
+                if self.time_mode and times is not None:
+                    starts = self.clock + np.concatenate(([0.0], np.cumsum(times[:-1])))
+                    k = int(np.searchsorted(starts, next_arrival, "left"))
+                elif self.time_mode:
                     clock = self.clock
                     dt = self.step_time(R, R)
                     j = 0
@@ -1152,7 +1192,11 @@ class FastEngine:
             self.held[run] = held + extra
         used = used0 + np.cumsum(per_step_alloc)
         t = self.t
-        first_t = self.clock + self.step_time(R, R)
+        if times is not None:
+            times = times[:k]
+            first_t = self.clock + float(times[0])
+        else:
+            first_t = self.clock + self.step_time(R, R)
         nf = run[self.first_token[run] < 0]
         if nf.size:
             self.first_token[nf] = self.exec_step
@@ -1169,7 +1213,6 @@ class FastEngine:
         t["peak_kv_blocks_used"] = max(t["peak_kv_blocks_used"], int(used[-1]))
         log = self.log
         nw = len(self.waiting)
-        dt = self.step_time(R, R)
         if log is not None:
             log["step"].extend(range(self.exec_step, self.exec_step + k))
             log["num_running"].extend([R] * k)
@@ -1177,12 +1220,16 @@ class FastEngine:
             log["num_scheduled_tokens"].extend([R] * k)
             log["kv_blocks_used"].extend(used.tolist())
             log["num_preempted"].extend([0] * k)
-            ts = log["time_s"]
-            for _ in range(k):
-                ts.append(self.clock)
-                self.clock += dt
+        if times is not None:
+            if log is not None:
+                log["time_s"].extend((self.clock + np.concatenate(([0.0], np.cumsum(times[:-1])))).tolist())
+            self.clock += float(times.sum())
         else:
+            dt = self.step_time(R, R)
+            ts = log["time_s"] if log is not None else None
             for _ in range(k):
+                if ts is not None:
+                    ts.append(self.clock)
                 self.clock += dt
         self.exec_step += k
         return k

@@ -70,6 +70,12 @@ class EngineConfig:
         ``None`` = max(longest prompt + output + 16, max_num_batched_tokens).
     step_time_model : StepTimeModel
         Advances the clock for workloads with arrivals in seconds.
+    cost_model : simulator.cost_model.StepCostTerms or None
+        A full step-time cost model (roofline or user coefficients, see
+        ``docs/cost-model.md``) replacing ``step_time_model`` when set. In a
+        config file: ``{"kind": "linear", "base_s": ...}``, ``{"kind":
+        "roofline", "model": <config.json>, "gpu": {...}, "tp": 1,
+        "coefficients": {...}}`` or ``{"kind": "terms", <coefficients>}``.
     max_steps : int
         Safety cap on engine steps.
     """
@@ -87,6 +93,7 @@ class EngineConfig:
     async_scheduling: bool = False
     max_model_len: int | None = None
     step_time_model: StepTimeModel = field(default_factory=StepTimeModel)
+    cost_model: Any = None
     max_steps: int = 2_000_000
 
     def __post_init__(self) -> None:
@@ -118,6 +125,8 @@ class EngineConfig:
             object.__setattr__(self, "step_time_model", StepTimeModel(**self.step_time_model))
         if not isinstance(self.step_time_model, StepTimeModel):
             raise ConfigError("step_time_model: must be an object with base_s, per_token_s, per_req_s")
+        if self.cost_model is not None:
+            object.__setattr__(self, "cost_model", parse_cost_model(self.cost_model))
 
     #: Oracle config keys we accept and ignore (they do not change decisions).
     IGNORED_KEYS = frozenset({"prefix_caching_hash_algo", "seed"})
@@ -147,4 +156,60 @@ class EngineConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict (the inverse of :meth:`from_dict`)."""
-        return asdict(self)
+        d = asdict(self)
+        if self.cost_model is not None:
+            d["cost_model"] = {"kind": "terms", **self.cost_model.to_dict()}
+        return d
+
+
+COST_MODEL_KINDS = ("linear", "roofline", "terms")
+
+
+def parse_cost_model(value: Any):
+    """A :class:`simulator.cost_model.StepCostTerms` from itself, a model with ``terms``, or a config object.
+
+    Config objects: ``{"kind": "linear", "base_s", "per_token_s", "per_req_s"}``;
+    ``{"kind": "roofline", "model": <HF config.json object>, "gpu": <GpuSpec
+    fields>, "tp": 1, "coefficients": {...}}``; ``{"kind": "terms", ...}``
+    (the coefficient row itself, as :meth:`EngineConfig.to_dict` writes it).
+    """
+    from simulator.cost_model import CostModelError, StepCostTerms, build_step_time_model
+
+    if isinstance(value, StepCostTerms):
+        return value
+    terms = getattr(value, "terms", None)
+    if isinstance(terms, StepCostTerms):
+        return terms
+    if not isinstance(value, dict):
+        raise ConfigError('cost_model: must be an object with "kind" (linear, roofline or terms)')
+    data = dict(value)
+    kind = data.pop("kind", None)
+    try:
+        if kind == "terms":
+            return StepCostTerms.from_dict(data)
+        if kind == "linear":
+            bad = sorted(set(data) - {"base_s", "per_token_s", "per_req_s"})
+            if bad:
+                raise ConfigError(f"cost_model.{bad[0]}: unknown field for the linear model")
+            return build_step_time_model("linear", linear=StepTimeModel(**data)).terms
+        if kind == "roofline":
+            from simulator.hf_config import parse_hf_config
+            from simulator.specs import GpuSpec, SpecError
+
+            bad = sorted(set(data) - {"model", "gpu", "tp", "coefficients"})
+            if bad:
+                raise ConfigError(f"cost_model.{bad[0]}: unknown field for the roofline model")
+            if not isinstance(data.get("model"), dict):
+                raise ConfigError("cost_model.model: the model's config.json object is required")
+            if not isinstance(data.get("gpu"), dict):
+                raise ConfigError("cost_model.gpu: an object with name, memory_gib, bandwidth_tbps, bf16_tflops ... is required")
+            try:
+                model = parse_hf_config(data["model"])
+                gpu = GpuSpec(**data["gpu"])
+            except (SpecError, TypeError, ValueError) as exc:
+                raise ConfigError(f"cost_model: {exc}") from exc
+            return build_step_time_model("roofline", model=model, gpu=gpu, tp=data.get("tp", 1),
+                                         coefficients=data.get("coefficients")).terms
+    except CostModelError as exc:
+        raise ConfigError(str(exc) if str(exc).startswith("cost_model") else f"cost_model: {exc}") from exc
+    raise ConfigError(f"cost_model.kind: must be one of {', '.join(COST_MODEL_KINDS)}, got {kind!r}")

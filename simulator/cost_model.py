@@ -220,6 +220,93 @@ class StepCostTerms:
         if list(self.windows) != sorted(self.windows):
             raise CostModelError("windows: must be ascending")
 
+    # -- scalar evaluation (the engine's per-step clock) ---------------------
+
+    def time(self, P: float, A: float, D: float, C: float, R: float, PK: float | None = None) -> float:
+        """Seconds of one step, in plain floats; equals :meth:`BatchStepTime.step_time` for one row.  # s
+
+        ``P`` prefill tokens, ``A`` prefill attention context, ``D`` decode
+        tokens, ``C`` decode context, ``R`` requests, ``PK`` prefill KV read
+        (``None`` = ``P``). This is what the engine calls every step, so it
+        avoids numpy (a few microseconds instead of tens).
+        """
+        T = P + D
+        if T <= 0 and R <= 0:
+            return 0.0
+        if PK is None:
+            PK = P
+        compute = self.tok_s * T + self.req_s * R + self.attn_full_s * (A + C)
+        memory = self.weights_s + self.kv_read_full_s * (PK + C) + self.kv_write_s * T
+        if self.windows:
+            mean_a = A / P if P > 0 else 0.0
+            mean_c = C / D if D > 0 else 0.0
+            for w, ca, ck in zip(self.windows, self.attn_sliding_s, self.kv_read_sliding_s):
+                dc = D * min(mean_c, w)
+                compute += ca * (P * min(mean_a, w) + dc)
+                memory += ck * (min(PK, P + w) + dc)
+        if self.experts_s:
+            memory += self.experts_s * (1.0 - self.expert_keep ** T)
+        comm = self.comm_fixed_s + self.comm_tok_s * T if T > 0 else 0.0
+        return max(compute, memory) + comm + self.base_s + self.per_token_s * T + self.per_req_s * R
+
+    def decode_times(self, k: int, n: int, c0: float, r: int | None = None) -> np.ndarray:
+        """Seconds of each of ``k`` decode-only steps, shape ``(k,)``.  # s
+
+        ``n`` requests decode one token a step; the decode context is ``c0``
+        in the first step and grows by ``n`` a step; ``r`` scheduled requests
+        (default ``n``). Element ``j`` equals ``time(0, 0, n, c0 + j n, r)``.
+        """
+        r = n if r is None else r
+        j = np.arange(k, dtype=np.float64)
+        C = c0 + n * j
+        T = float(n)
+        if n <= 0 and r <= 0:
+            return np.zeros(k)
+        compute = self.tok_s * T + self.req_s * r + self.attn_full_s * C
+        memory = self.weights_s + self.kv_read_full_s * C + self.kv_write_s * T
+        if self.windows:
+            mean_c = C / n if n > 0 else np.zeros(k)
+            for w, ca, ck in zip(self.windows, self.attn_sliding_s, self.kv_read_sliding_s):
+                dc = n * np.minimum(mean_c, w)
+                compute = compute + ca * dc
+                memory = memory + ck * dc
+        if self.experts_s:
+            memory = memory + self.experts_s * (1.0 - self.expert_keep ** T)
+        comm = self.comm_fixed_s + self.comm_tok_s * T if T > 0 else 0.0
+        return np.maximum(compute, memory) + (comm + self.base_s + self.per_token_s * T + self.per_req_s * r)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StepCostTerms:
+        """Build from a JSON object of the fields above; unknown keys raise :class:`CostModelError`."""
+        if not isinstance(data, dict):
+            raise CostModelError("cost_model: must be an object")
+        known = {f.name for f in fields(cls)}
+        bad = sorted(set(data) - known)
+        if bad:
+            raise CostModelError(f"cost_model.{bad[0]}: unknown coefficient (known: {', '.join(sorted(known))})")
+        kw = {}
+        for k, v in data.items():
+            if k in ("attn_sliding_s", "windows", "kv_read_sliding_s"):
+                if not isinstance(v, (list, tuple)):
+                    raise CostModelError(f"cost_model.{k}: must be a list")
+                v = tuple(v)
+                items = v
+            else:
+                items = (v,)
+            for x in items:
+                if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
+                    raise CostModelError(f"cost_model.{k}: must be finite numbers >= 0, got {x!r}")
+            kw[k] = v
+        if not 0.0 <= kw.get("expert_keep", 1.0) <= 1.0:
+            raise CostModelError("cost_model.expert_keep: must be a fraction in [0, 1]")
+        return cls(**kw)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for k in ("attn_sliding_s", "windows", "kv_read_sliding_s"):
+            d[k] = list(d[k])
+        return d
+
 
 def _arr(x: Any, name: str) -> np.ndarray:
     a = np.asarray(x, dtype=np.float64)

@@ -43,7 +43,7 @@ class Recorder:
     def __init__(self) -> None:
         self.calls: list[tuple] = []
 
-    def step_time(self, P, A, D, C, R):
+    def step_time(self, P, A, D, C, R, prefill_kv_tokens=None):
         self.calls.append((P, A, D, C, R))
         return np.full(1, 0.001)
 
