@@ -905,7 +905,7 @@ class FastEngine:
             return False
         if min(self.fin_at) - self.S < 2:
             return False
-        if (self.log is not None or not at_cap) and next_arrival is not None and not self.time_mode:
+        if (self.log is not None or not at_cap or self._external) and next_arrival is not None and not self.time_mode:
             if int(next_arrival) - tick < 2:
                 return False
         return True
@@ -975,16 +975,68 @@ class FastEngine:
 
     def run_all(self, progress: Callable[[float], None] | None = None) -> None:
         """Drive the engine until every request finished or was dropped."""
+        self.start(progress)
+        self.advance()
+        self.close()
+
+    def start(self, progress: Callable[[float], None] | None = None, *, external: bool = False) -> None:
+        """Prepare a run. ``external``: requests arrive only through :meth:`submit` (a router's instance)."""
+        self._order = self.prep.order.tolist()
+        self._arr = self.prep.arrival_sorted.tolist()
+        self._drop = self._unservable()
+        self._pending = self.wl.n if external else 0
+        self._tick = 0
+        self._queue: deque = deque()
+        self._progress = progress
+        self._next_report = 0.05
+        self._done = False
+        self._external = external
+
+    @property
+    def now(self) -> float:
+        """The engine's time: seconds for arrivals in seconds, else schedule calls."""
+        return self.clock if self.time_mode else self._tick
+
+    @property
+    def busy(self) -> bool:
+        """Something is running, waiting or in flight."""
+        return bool(self.R or self.waiting or self._queue)
+
+    def submit(self, q: int) -> None:
+        """Request ``q`` arrives now (external mode): dropped if unservable, else queued."""
+        if self._drop[q]:
+            self.status[q] = DROPPED
+            self.t["dropped_unservable"] += 1
+        else:
+            self.waiting.append(q)
+
+    def close(self) -> None:
+        """Close the run: write lazy state back, finalize pool metrics, count unfinished requests."""
+        if self.lazy_active:
+            self._materialize()
+        self.pool.finalize_metrics()
+        status = self.status
+        self.unfinished = int(((status != FINISHED) & (status != DROPPED)).sum())
+
+    def advance(self, until: float | None = None) -> bool:
+        """Run schedule calls until the engine's time reaches ``until`` (None: until all work is done).
+
+        An idle engine waits (its time jumps to ``until``). Returns True when
+        the run is over (no work left and no arrival of its own to come, or
+        ``max_steps`` reached).
+        """
+        if self._done:
+            return True
         wl = self.wl
         cfg = self.cfg
         n = wl.n
-        order = self.prep.order.tolist()
-        arr_sorted = self.prep.arrival_sorted.tolist()
-        drop = self._unservable()
-        pending = 0
-        tick = 0
+        order = self._order
+        arr_sorted = self._arr
+        drop = self._drop
+        pending = self._pending
+        tick = self._tick
         depth = 2 if self.async_mode else 1
-        queue: deque = deque()
+        queue = self._queue
         t = self.t
         pool = self.pool
         usable = pool.usable
@@ -994,9 +1046,13 @@ class FastEngine:
         status = self.status
         step_time = self.step_time
         max_steps = cfg.max_steps
-        next_report = 0.05
+        progress = self._progress
+        next_report = self._next_report
+        done = False
         while True:
             now = self.clock if time_mode else tick
+            if until is not None and now >= until:
+                break
             while pending < n and arr_sorted[pending] <= now:
                 q = order[pending]
                 pending += 1
@@ -1008,18 +1064,29 @@ class FastEngine:
             has_req = bool(self.R or waiting)
             if not has_req and not queue:
                 if pending >= n:
+                    if until is None:
+                        done = True
+                    elif time_mode:
+                        self.clock = max(self.clock, float(until))
+                    else:
+                        tick = max(tick, int(until))
                     break
                 nxt = arr_sorted[pending]
+                if until is not None and nxt > until:
+                    nxt = until
                 if time_mode:
                     self.clock = max(self.clock, float(nxt))
                 else:
                     tick = max(tick, int(nxt))
                 continue
             if tick >= max_steps:
+                done = True
                 break
             if (has_req and not queue and not self.async_mode and self.R
                     and self.step_cost is None and self.exec_step >= self._retry_jump_at):
                 nxt = arr_sorted[pending] if pending < n else None
+                if until is not None and (nxt is None or until < nxt):
+                    nxt = until
                 if self.lazy_active:
                     if self._jump_precheck(nxt, tick):
                         self._materialize()
@@ -1104,10 +1171,11 @@ class FastEngine:
             if progress is not None and n and t["finished"] / n >= next_report:
                 progress(min(1.0, (t["finished"] + t["dropped_unservable"]) / n))
                 next_report += 0.05
-        if self.lazy_active:
-            self._materialize()
-        pool.finalize_metrics()
-        self.unfinished = int(((status != FINISHED) & (status != DROPPED)).sum())
+        self._pending = pending
+        self._tick = tick
+        self._next_report = next_report
+        self._done = done
+        return done
 
     # ---------------------------------------------------------------- jumps
     def _jump(self, next_arrival, tick: int, max_k: int) -> int:
@@ -1141,7 +1209,7 @@ class FastEngine:
         times = None
         if self.terms is not None and k >= 2:
             times = self.terms.decode_times(k, R, float(c.sum()) + R)
-        if self.log is not None or not at_cap:
+        if self.log is not None or not at_cap or self._external:
             if next_arrival is not None:
                 if self.time_mode and times is not None:
                     starts = self.clock + np.concatenate(([0.0], np.cumsum(times[:-1])))
