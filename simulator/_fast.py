@@ -31,6 +31,7 @@ from collections.abc import Callable
 import numpy as np
 
 from simulator._pool import FastPool
+from simulator.tiers import TierChain
 from simulator.config import EngineConfig
 from simulator.workload import Workload
 
@@ -132,6 +133,14 @@ class FastEngine:
         self.koff = ks.koff
         self.keyarr = ks.keyarr
         self.pool = FastPool(cfg.num_gpu_blocks, self.caching, ks.num_keys if self.caching else 0)
+        # Lower KV tiers (CPU, disk): GPU evictions are demoted, prefix hits onboarded.
+        tiers = [(nm, tc) for nm, tc in (("cpu", cfg.cpu_tier), ("disk", cfg.disk_tier)) if tc is not None]
+        self.tiers = TierChain(tiers, cfg.kv_bytes_per_block, ks.num_keys) if tiers and self.caching else None
+        if self.tiers is not None:
+            self.pool.on_evict = self.tiers.demote
+        self.offload_at = (int(cfg.kv_offload_threshold * self.pool.usable)
+                           if self.tiers is not None and cfg.kv_offload_threshold is not None else None)
+        self.loading: dict[int, float] = {}  # request -> time its onboarded blocks are on the GPU
         self.btab = np.zeros(ks.slots, np.int64)
         self.watermark_blocks = int(cfg.watermark * cfg.num_gpu_blocks)
         self.async_mode = cfg.async_scheduling
@@ -406,6 +415,43 @@ class FastEngine:
             sampled = np.zeros(0, bool)
         return e, ns, sampled, npre
 
+    def _start_onboard(self, q: int, o: int, nh: int, m: int, hit) -> bool:
+        """Prefix blocks after the GPU hit that a lower tier holds: start loading them (True) or not.
+
+        The request takes GPU blocks for its GPU hits and the loaded keys
+        (published at once: they are the keys' GPU copies) and waits in the
+        queue until ``self.loading[q]``; it is then admitted with them as hits.
+        """
+        keyarr = self.keyarr
+        rest = np.arange(o + nh, o + m) if keyarr is None else keyarr[o + nh:o + m]
+        counts = self.tiers.match(rest)
+        k = sum(counts)
+        if not k:
+            return False
+        pool = self.pool
+        evictable = int((pool.ref[hit] == 0).sum()) if nh else 0
+        wm = self.watermark_blocks if self.R else 0
+        if k + evictable + wm > pool.num_free():
+            return False  # no room to load into: admit normally (recompute) if it fits
+        if nh:
+            pool.touch(hit, self.exec_step)
+            self.btab[o:o + nh] = hit
+        self.held[q] = nh
+        self.ncached[q] = nh
+        self._alloc_blocks(q, k)
+        keys = rest[:k]
+        pool.publish(self.btab[o + nh:o + nh + k], keys, True)
+        self.ncached[q] = nh + k
+        self.loading[q] = self.tiers.onboard(keys, counts, self.B, self.clock)
+        return True
+
+    def _offload_early(self) -> None:
+        """``kv_offload_threshold``: move LRU cached free blocks to the CPU tier while the GPU holds too many."""
+        pool = self.pool
+        over = (pool.usable - pool.top) - self.offload_at
+        if over > 0 and pool.nfifo:
+            pool.offload(min(over, pool.nfifo))
+
     def _admit(self, budget: int, thr: int, ids_l: list, n_l: list) -> int:
         cfg = self.cfg
         B = self.B
@@ -425,6 +471,15 @@ class FastEngine:
             if self.stale[q] > 0:
                 skipped.append(waiting.popleft())
                 continue
+            if self.loading:
+                ready = self.loading.get(q)
+                if ready is not None:
+                    if ready > self.clock:
+                        skipped.append(waiting.popleft())
+                        continue
+                    # its blocks are on the GPU now: let go and take them as prefix hits below
+                    del self.loading[q]
+                    self._free(q)
             num_tokens = int(self.tok[q])
             nh = 0
             hit = None
@@ -437,6 +492,10 @@ class FastEngine:
                         keys = np.arange(o, o + m) if keyarr is None else keyarr[o:o + m]
                         hit = pool.lookup(keys)
                         nh = hit.size
+                    if self.tiers is not None and nh < m:
+                        if self._start_onboard(q, o, nh, m, hit):
+                            skipped.append(waiting.popleft())
+                            continue
             h = nh * B
             n = num_tokens - h
             if 0 < thr < n:
@@ -1155,6 +1214,16 @@ class FastEngine:
                         np.array(fe, np.int64), np.array(fns, np.int64), np.array(fs, bool), lazy_S=fS))
                 else:
                     self.clock += self._cost_time(self.step_terms(e, ns, sampled))
+                if self.loading and ntok == 0 and not self.R:
+                    # only requests waiting for onboarded blocks: wait for the first load (or arrival)
+                    nxt_t = min(self.loading.values())
+                    if pending < n and time_mode:
+                        nxt_t = min(nxt_t, arr_sorted[pending])
+                    if until is not None and time_mode:
+                        nxt_t = min(nxt_t, until)
+                    self.clock = max(self.clock, nxt_t)
+                if self.offload_at is not None:
+                    self._offload_early()
                 if res is not None:
                     self._fast_process(step, self.clock)
                     if progress is not None and n and t["finished"] / n >= next_report:

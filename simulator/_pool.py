@@ -59,6 +59,7 @@ class FastPool:
             self.kblock = np.full(num_keys, -1, np.int64)
             self.dups: dict[int, list[int]] = {}
         self.evictions = 0
+        self.on_evict = None  # called with the content keys of evicted blocks (KV tiers)
         self.lifetime_sum = 0  # set by finalize_metrics
         self.idle_sum = 0
         self.reuses = 0
@@ -142,6 +143,8 @@ class FastPool:
         keys = self.hash[ev]
         self.hash[ev] = -1
         self.evictions += ev.size
+        if self.on_evict is not None:
+            self.on_evict(keys)
         kb = self.kblock
         if not self.dups:
             kb[keys] = -1
@@ -161,6 +164,18 @@ class FastPool:
                 lst.remove(b)
                 if not lst:
                     del dups[key]
+
+    def offload(self, k: int) -> None:
+        """Evict the ``k`` least recently freed cached blocks now (caller checked ``k <= nfifo``).
+
+        Their keys go to ``on_evict`` (the CPU tier); the blocks become plain
+        free blocks at the head of the free queue.
+        """
+        ev = self._pop_fifo(k)
+        self._evict(ev)
+        top = self.top
+        self.stack[top:top + ev.size] = ev[::-1]
+        self.top = top + ev.size
 
     # ------------------------------------------------------------------ cache
     def publish(self, blocks: np.ndarray, keys: np.ndarray, distinct: bool = False) -> None:

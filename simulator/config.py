@@ -70,6 +70,18 @@ class EngineConfig:
         ``None`` = max(longest prompt + output + 16, max_num_batched_tokens).
     step_time_model : StepTimeModel
         Advances the clock for workloads with arrivals in seconds.
+    cpu_tier, disk_tier : simulator.tiers.KvTier or None
+        Lower KV tiers (``{"num_blocks" or "size_gib", "read_gbps",
+        "write_gbps", "read_latency_s", "write_latency_s"}``): GPU evictions
+        are demoted there and prefix hits onboarded from there (see
+        :mod:`simulator.tiers`). Need prefix caching; disk needs CPU.
+    kv_offload_threshold : float or None
+        BLIS's threshold: when more than this fraction of GPU blocks hold KV
+        (in use or cached) after a step, cached free blocks move to the CPU
+        tier until no more do. ``None`` = only evictions demote.
+    kv_bytes_per_block : int or None
+        KV bytes of one block on one GPU (the sizing engine's figure), for
+        tier sizes in GiB and transfer times.  # bytes
     cost_model : simulator.cost_model.StepCostTerms or None
         A full step-time cost model (roofline or user coefficients, see
         ``docs/cost-model.md``) replacing ``step_time_model`` when set. In a
@@ -94,6 +106,10 @@ class EngineConfig:
     max_model_len: int | None = None
     step_time_model: StepTimeModel = field(default_factory=StepTimeModel)
     cost_model: Any = None
+    cpu_tier: Any = None
+    disk_tier: Any = None
+    kv_offload_threshold: float | None = None
+    kv_bytes_per_block: int | None = None
     max_steps: int = 2_000_000
 
     def __post_init__(self) -> None:
@@ -127,6 +143,38 @@ class EngineConfig:
             raise ConfigError("step_time_model: must be an object with base_s, per_token_s, per_req_s")
         if self.cost_model is not None:
             object.__setattr__(self, "cost_model", parse_cost_model(self.cost_model))
+        self._check_tiers()
+
+    def _check_tiers(self) -> None:
+        from simulator.tiers import KvTier, TierError
+
+        for name in ("cpu_tier", "disk_tier"):
+            v = getattr(self, name)
+            if v is not None:
+                try:
+                    object.__setattr__(self, name, KvTier.from_dict(v, name))
+                except TierError as exc:
+                    msg = str(exc)
+                    raise ConfigError(msg if msg.startswith(name) else f"{name}: {msg}") from exc
+        if self.kv_bytes_per_block is not None:
+            v = self.kv_bytes_per_block
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 1 << 40:
+                raise ConfigError(f"kv_bytes_per_block: must be a whole number of bytes between 1 and 2^40, got {v!r}")
+        if self.disk_tier is not None and self.cpu_tier is None:
+            raise ConfigError("disk_tier: needs a cpu_tier above it (blocks reach disk through the CPU tier)")
+        tiers = [t for t in (self.cpu_tier, self.disk_tier) if t is not None]
+        if tiers and not self.enable_prefix_caching:
+            raise ConfigError("cpu_tier: KV tiers keep cached prefixes, so they need enable_prefix_caching")
+        for name, t in (("cpu_tier", self.cpu_tier), ("disk_tier", self.disk_tier)):
+            if t is not None and t.size_gib is not None and self.kv_bytes_per_block is None:
+                raise ConfigError(f"{name}.size_gib: needs kv_bytes_per_block to convert GiB to blocks "
+                                  "(or give num_blocks)")
+        thr = self.kv_offload_threshold
+        if thr is not None:
+            if isinstance(thr, bool) or not isinstance(thr, (int, float)) or not 0.0 < thr <= 1.0:
+                raise ConfigError(f"kv_offload_threshold: must be a fraction in (0, 1], got {thr!r}")
+            if self.cpu_tier is None:
+                raise ConfigError("kv_offload_threshold: needs a cpu_tier to offload to")
 
     #: Oracle config keys we accept and ignore (they do not change decisions).
     IGNORED_KEYS = frozenset({"prefix_caching_hash_algo", "seed"})
@@ -157,6 +205,9 @@ class EngineConfig:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict (the inverse of :meth:`from_dict`)."""
         d = asdict(self)
+        for name in ("cpu_tier", "disk_tier"):
+            if getattr(self, name) is not None:
+                d[name] = getattr(self, name).to_dict()
         if self.cost_model is not None:
             d["cost_model"] = {"kind": "terms", **self.cost_model.to_dict()}
         return d

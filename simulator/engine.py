@@ -108,6 +108,11 @@ def _result(sim, record_steps: bool, max_points: int | None) -> SimResult:
     t["prefix_cache_evictions"] = pool.evictions
     t["mean_block_lifetime_steps"] = pool.lifetime_sum / pool.reuses if pool.reuses else 0.0
     t["mean_block_idle_steps"] = pool.idle_sum / pool.reuses if pool.reuses else 0.0
+    tiers = getattr(sim, "tiers", None)  # the scalar reference kernel has none
+    if tiers is not None:
+        t.update(tiers.totals())
+        t["gpu_prefix_cache_hits"] = (t["prefix_cache_hits"] + t["preempted_prefix_cache_hits"]
+                                      - sum(tiers.hit_tokens))
     if wl.arrival_unit == "s":
         t["duration_s"] = sim.clock
     status = sim.status

@@ -1,0 +1,304 @@
+"""CPU and disk KV tiers below the GPU prefix cache (KVBM / LMCache / BLIS style).
+
+What is modelled (see ``docs/simulator.md``, "KV tiers"):
+
+* a cached block evicted from the GPU is **demoted** to the CPU tier instead
+  of being dropped; a block pushed out of the full CPU tier goes to the disk
+  tier, and out of the disk tier it is gone. Each tier is an LRU over content
+  keys (the stand-ins of vLLM's chained block hashes), so a tier holds the
+  most recently demoted or used blocks;
+* demotion copies run in the background (vLLM's offloading connector, KVBM
+  and LMCache all store asynchronously): they cost bytes and transfer time in
+  the metrics, not step time;
+* a prefix that continues, after the GPU hit, in a lower tier is **onboarded**:
+  the request gets GPU blocks for those keys, waits while they load
+  (``latency + blocks x bytes_per_block / bandwidth`` per tier, the way vLLM
+  parks a request in ``WAITING_FOR_REMOTE_KVS``), and is then admitted with
+  them as prefix-cache hits instead of recomputing them;
+* ``kv_offload_threshold`` (BLIS): after a step in which the GPU holds more
+  than this fraction of its blocks (in use or cached), the least recently
+  freed cached blocks are moved to the CPU tier until it holds no more.
+
+The classes here are plain numpy and know nothing of the engine; the engine
+(:mod:`simulator._fast`) calls :meth:`TierChain.demote` from the pool's
+eviction path and :meth:`TierChain.match` / :meth:`TierChain.onboard_seconds`
+at admission.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import numpy as np
+
+GIB = 1024 ** 3
+GB = 1e9
+#: Largest tier accepted, in blocks (a guard against absurd input).
+MAX_TIER_BLOCKS = 200_000_000
+
+
+class TierError(ValueError):
+    """A tier that cannot be simulated; the message names the field."""
+
+
+@dataclass(frozen=True)
+class KvTier:
+    """One lower tier (CPU DRAM or disk).
+
+    Parameters
+    ----------
+    num_blocks : int, optional
+        Capacity in KV blocks.  # blocks
+    size_gib : float, optional
+        Capacity in GiB, converted to blocks with the engine's
+        ``kv_bytes_per_block`` (the sizing engine's per-block bytes). Give
+        exactly one of ``num_blocks`` and ``size_gib``.  # GiB
+    read_gbps : float
+        Bandwidth onboarding blocks to the GPU.  # GB/s
+    write_gbps : float
+        Bandwidth of demotion copies from the tier above.  # GB/s
+    read_latency_s, write_latency_s : float
+        Fixed cost of one transfer in each direction.  # s
+
+    Defaults are a PCIe 5.0 x16 host link for the CPU (about 50 GB/s usable
+    per direction) with 10 us per transfer.
+    """
+
+    num_blocks: int | None = None
+    size_gib: float | None = None
+    read_gbps: float = 50.0
+    write_gbps: float = 50.0
+    read_latency_s: float = 10e-6
+    write_latency_s: float = 10e-6
+
+    def __post_init__(self) -> None:
+        if (self.num_blocks is None) == (self.size_gib is None):
+            raise TierError("give exactly one of num_blocks and size_gib")
+        if self.num_blocks is not None:
+            v = self.num_blocks
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_TIER_BLOCKS:
+                raise TierError(f"num_blocks: must be a whole number between 0 and {MAX_TIER_BLOCKS:,}, got {v!r}")
+        if self.size_gib is not None:
+            v = self.size_gib
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v <= 1e6:
+                raise TierError(f"size_gib: must be a number of GiB between 0 and 1,000,000, got {v!r}")
+        for name in ("read_gbps", "write_gbps"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise TierError(f"{name}: must be a bandwidth in GB/s > 0, got {v!r}")
+        for name in ("read_latency_s", "write_latency_s"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise TierError(f"{name}: must be a number of seconds >= 0, got {v!r}")
+
+    @classmethod
+    def from_dict(cls, data: Any, name: str = "tier") -> KvTier:
+        if isinstance(data, KvTier):
+            return data
+        if not isinstance(data, dict):
+            raise TierError(f"{name}: must be an object with num_blocks or size_gib, read_gbps, write_gbps ...")
+        known = {f.name for f in fields(cls)}
+        bad = sorted(set(data) - known)
+        if bad:
+            raise TierError(f"{name}.{bad[0]}: unknown field (known: {', '.join(sorted(known))})")
+        try:
+            return cls(**data)
+        except TierError as exc:
+            raise TierError(f"{name}.{exc}") from exc
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def blocks(self, bytes_per_block: int | None) -> int:
+        """Capacity in blocks."""
+        if self.num_blocks is not None:
+            return self.num_blocks
+        if not bytes_per_block:
+            raise TierError("size_gib: needs kv_bytes_per_block to convert GiB to blocks")
+        return min(int(self.size_gib * GIB // bytes_per_block), MAX_TIER_BLOCKS)
+
+
+class LruKeys:
+    """An LRU set of integer keys with a capacity (FIFO with lazy deletion).
+
+    ``pos[key]`` is the key's live index in ``fifo`` or -1; refreshing a key
+    appends it again and leaves a dead entry behind.
+    """
+
+    def __init__(self, capacity: int, num_keys: int) -> None:
+        self.capacity = capacity
+        self.pos = np.full(num_keys, -1, np.int64)
+        self.fifo = np.empty(max(1024, min(2 * capacity, 1 << 20)), np.int64)
+        self.head = 0
+        self.tail = 0
+        self.size = 0
+
+    def contains(self, keys: np.ndarray) -> np.ndarray:
+        return self.pos[keys] >= 0
+
+    def put(self, keys: np.ndarray) -> tuple[int, np.ndarray]:
+        """Insert or refresh ``keys`` (distinct) as most recent; return (new keys, keys pushed out)."""
+        if self.capacity <= 0 or not keys.size:
+            return 0, keys[:0] if self.capacity > 0 else keys
+        spill = keys[:0]
+        if keys.size > self.capacity:
+            spill = keys[:-self.capacity]
+            spill = spill[self.pos[spill] < 0]  # never entered: straight through
+            keys = keys[-self.capacity:]
+        new = int((self.pos[keys] < 0).sum())
+        m = keys.size
+        if self.tail + m > self.fifo.size:
+            self._compact(m)
+        t = self.tail
+        self.fifo[t:t + m] = keys
+        self.pos[keys] = np.arange(t, t + m)
+        self.tail = t + m
+        self.size += new
+        over = self.size - self.capacity
+        if over <= 0:
+            return new, spill
+        out = self._pop(over)
+        return new, np.concatenate((spill, out)) if spill.size else out
+
+    def _pop(self, k: int) -> np.ndarray:
+        out = []
+        h = self.head
+        while k > 0:
+            end = min(self.tail, h + max(2 * k, 64))
+            seg = self.fifo[h:end]
+            live = np.flatnonzero(self.pos[seg] == np.arange(h, end))
+            if live.size >= k:
+                live = live[:k]
+                end = h + int(live[-1]) + 1
+            out.append(seg[live])
+            k -= live.size
+            h = end
+        self.head = h
+        ev = out[0] if len(out) == 1 else np.concatenate(out)
+        self.pos[ev] = -1
+        self.size -= ev.size
+        return ev
+
+    def _compact(self, extra: int) -> None:
+        h, t = self.head, self.tail
+        seg = self.fifo[h:t]
+        live = seg[self.pos[seg] == np.arange(h, t)]
+        size = self.fifo.size
+        if live.size + extra > size // 2:
+            size = 2 * (live.size + extra) + 1024
+        fifo = np.empty(size, np.int64)
+        fifo[:live.size] = live
+        self.pos[live] = np.arange(live.size)
+        self.fifo = fifo
+        self.head = 0
+        self.tail = live.size
+
+
+class TierChain:
+    """The CPU tier and optional disk tier of one engine, with their counters.
+
+    Parameters
+    ----------
+    tiers : list of (name, KvTier)
+        Top down (``cpu`` then ``disk``).
+    bytes_per_block : int or None
+        KV bytes of one block on one GPU; ``None`` counts transfers in blocks
+        only (times then assume 0 bytes: latency only).
+    num_keys : int
+        Size of the engine's content-key space.
+    """
+
+    def __init__(self, tiers: list[tuple[str, KvTier]], bytes_per_block: int | None, num_keys: int) -> None:
+        self.names = [n for n, _ in tiers]
+        self.specs = [t for _, t in tiers]
+        self.bpb = bytes_per_block or 0
+        self.lru = [LruKeys(t.blocks(bytes_per_block), num_keys) for t in self.specs]
+        k = len(tiers)
+        self.hit_tokens = [0] * k       # prefix tokens found in each tier
+        self.onboarded = [0] * k        # blocks loaded from each tier to the GPU
+        self.offloaded = [0] * k        # blocks written into each tier
+        self.dropped = 0                # blocks pushed out of the last tier
+        self.bytes_onboarded = 0
+        self.bytes_offloaded = 0
+        self.onboard_time_s = 0.0       # sum of load times (per request, queueing on the link included)
+        self.link_free = [0.0] * k      # when each tier's read link is next idle (loads queue on it)
+        self.offload_time_s = 0.0       # sum of background copy times
+
+    def demote(self, keys: np.ndarray) -> None:
+        """Blocks evicted from the tier above the first one (the GPU) enter it; overflow cascades down."""
+        if keys.size > 1:
+            _, first = np.unique(keys, return_index=True)
+            if first.size != keys.size:
+                keys = keys[np.sort(first)]
+        for i, lru in enumerate(self.lru):
+            if not keys.size:
+                return
+            new, keys = lru.put(keys)
+            if new:
+                spec = self.specs[i]
+                self.offloaded[i] += new
+                b = new * self.bpb
+                self.bytes_offloaded += b
+                self.offload_time_s += spec.write_latency_s + b / (spec.write_gbps * GB)
+        self.dropped += keys.size
+
+    def match(self, keys: np.ndarray) -> list[int]:
+        """Blocks of ``keys`` (a prefix continuing after the GPU hit) found in each tier, in order.
+
+        The run stops at the first key no tier holds; each key is taken from
+        the highest tier holding it. Returns one count per tier.
+        """
+        counts = [0] * len(self.lru)
+        if not keys.size:
+            return counts
+        where = np.full(keys.size, -1, np.int64)
+        for i in range(len(self.lru) - 1, -1, -1):
+            where[self.lru[i].contains(keys)] = i
+        miss = np.flatnonzero(where < 0)
+        run = where[: miss[0]] if miss.size else where
+        for i in range(len(self.lru)):
+            counts[i] = int((run == i).sum())
+        return counts
+
+    def onboard(self, keys: np.ndarray, counts: list[int], block_size: int, now: float) -> float:
+        """Load ``keys`` (``sum(counts)`` of them) to the GPU starting at ``now``; return when they are there.  # s
+
+        Each tier's read link carries one load at a time (loads queue behind
+        each other; the CPU and disk parts of one request load in parallel).
+        The loaded keys are refreshed in the tiers holding them (LRU use).
+        """
+        ready = now
+        for i, c in enumerate(counts):
+            if not c:
+                continue
+            spec = self.specs[i]
+            b = c * self.bpb
+            start = max(now, self.link_free[i])
+            end = start + spec.read_latency_s + b / (spec.read_gbps * GB)
+            self.link_free[i] = end
+            ready = max(ready, end)
+            self.onboarded[i] += c
+            self.bytes_onboarded += b
+            self.hit_tokens[i] += c * block_size
+        for lru in self.lru:
+            have = keys[lru.contains(keys)]
+            if have.size:
+                lru.put(have)
+        self.onboard_time_s += ready - now
+        return ready
+
+    def totals(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for i, name in enumerate(self.names):
+            out[f"{name}_tier_blocks"] = self.lru[i].capacity
+            out[f"{name}_tier_hit_tokens"] = self.hit_tokens[i]
+            out[f"{name}_tier_blocks_offloaded"] = self.offloaded[i]
+            out[f"{name}_tier_blocks_onboarded"] = self.onboarded[i]
+        out["tier_blocks_dropped"] = self.dropped
+        out["tier_bytes_offloaded"] = self.bytes_offloaded
+        out["tier_bytes_onboarded"] = self.bytes_onboarded
+        out["tier_onboard_time_s"] = self.onboard_time_s
+        out["tier_offload_time_s"] = self.offload_time_s
+        return out
