@@ -4,6 +4,8 @@
 ``sweep``    simulate one workload over a grid of configurations, as one
              batched simulation.
 ``workload`` generate a synthetic workload file (the oracle's compact JSON).
+``cluster``  simulate N engine instances behind a router (replicas and
+             routing), or find the fewest instances that meet latency SLOs.
 
 Every input problem (missing or unreadable file, invalid JSON, unknown field,
 impossible value) prints one line ``error: ...`` to stderr and exits with
@@ -304,6 +306,72 @@ def cmd_workload(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- cluster
+
+
+#: Cluster argument names -> the options that set them (error messages name the option).
+_CLUSTER_OPTIONS = {"num_instances": "--instances", "router_delay_s": "--router-delay-s", "seed": "--seed",
+                    "slo_ttft_s": "--slo-ttft-s", "slo_itl_s": "--slo-itl-s", "max_instances": "--max-instances"}
+
+
+def _instance_counts(text: str) -> list[int]:
+    out = []
+    for part in text.split(","):
+        try:
+            v = int(part.strip())
+        except ValueError:
+            raise CliError(f"--instances {text!r}: expected N or N1,N2,... (whole numbers)") from None
+        if v in out:
+            raise CliError(f"--instances {text!r}: {v} given twice")
+        out.append(v)
+    return out
+
+
+def cmd_cluster(args: argparse.Namespace) -> int:
+    from simulator.cluster import smallest_replicas
+    from simulator.metrics import MetricsError
+    from simulator.routing import ClusterError, parse_routing
+
+    counts = _instance_counts(args.instances) if args.instances else []
+    try:
+        policies = [parse_routing(r) for r in (args.routing or ["round-robin"])]
+    except ClusterError as exc:
+        raise CliError("--routing" + str(exc).removeprefix("routing")) from None
+    if args.find_replicas:
+        if counts:
+            raise CliError("--find-replicas searches the instance count itself: leave out --instances")
+        if len(policies) > 1:
+            raise CliError("--find-replicas takes one --routing")
+        if args.slo_ttft_s is None and args.slo_itl_s is None:
+            raise CliError("--find-replicas needs --slo-ttft-s or --slo-itl-s (or both)")
+    elif not counts:
+        raise CliError("cluster: give --instances N (or N1,N2,...), or --find-replicas with SLOs")
+    config = _config(load_config_file(args.config), f"config file {args.config!r}")
+    workload = load_workload_file(args.workload)
+    try:
+        if args.find_replicas:
+            found = smallest_replicas(workload, config, slo_ttft_s=args.slo_ttft_s, slo_itl_s=args.slo_itl_s,
+                                      routing=policies[0], router_delay_s=args.router_delay_s,
+                                      max_instances=args.max_instances, percentile=args.percentile,
+                                      seed=args.seed)
+            _emit(_dump(found.to_dict(), args.indent), args.output)
+            return 0
+        from simulator.cluster import simulate_cluster
+
+        points = []
+        for n in counts:
+            for pol in policies:
+                r = simulate_cluster(workload, config, n, routing=pol, router_delay_s=args.router_delay_s,
+                                     seed=args.seed, slo_ttft_s=args.slo_ttft_s, slo_itl_s=args.slo_itl_s)
+                points.append(r.to_dict(requests=args.requests))
+    except (ClusterError, MetricsError) as exc:
+        msg = str(exc)
+        field, sep, rest = msg.partition(":")
+        raise CliError(f"{_CLUSTER_OPTIONS[field]}{sep}{rest}" if field in _CLUSTER_OPTIONS else msg) from None
+    _emit(_dump(points[0] if len(points) == 1 else {"points": points}, args.indent), args.output)
+    return 0
+
+
 # --------------------------------------------------------------------------- parser
 
 _DIST_HELP = ("const:L | uniform:LO,HI | normal:MEAN,STD | lognormal:MEAN,STD | lognormal-mu:MU,SIGMA | "
@@ -392,6 +460,46 @@ def build_parser() -> argparse.ArgumentParser:
     wl.add_argument("--seed", type=int, default=0, help="random seed (same seed, same workload)")
     wl.add_argument("--out", "-o", metavar="FILE", help="write the JSON here instead of stdout")
     wl.set_defaults(func=cmd_workload)
+
+    cl = sub.add_parser(
+        "cluster", help="simulate N engine instances behind a router (replicas and routing)",
+        description="Simulate one workload on N identical engine instances (data-parallel replicas, each with "
+        "its own KV cache) behind a router, and print {\"num_instances\", \"routing\", \"totals\" (summed; "
+        "token-weighted prefix hit rate), \"latency\", \"load\" (per-instance share of requests and "
+        "tokens), \"instances\": [...]}; several --instances or --routing values print {\"points\": [...]} "
+        "(instance counts vary slowest). With --find-replicas, print the smallest instance count whose TTFT "
+        "and ITL percentiles meet the SLOs, with the figures of every count tried. See docs/cluster.md.")
+    cl.add_argument("--workload", required=True, metavar="FILE", help="workload JSON or trace (as for run)")
+    cl.add_argument("--config", required=True, metavar="FILE",
+                    help="one instance's engine configuration JSON (as for run; every instance gets it)")
+    cl.add_argument("--instances", metavar="N[,N...]",
+                    help="number of instances, 1 to 256; a comma-separated list sweeps the count")
+    cl.add_argument("--routing", action="append", metavar="POLICY",
+                    help="round-robin (default) | least-loaded (fewest waiting + running, then lowest KV usage) | "
+                         "prefix-affinity (instance holding the longest leading run of the prompt's blocks) | "
+                         "random (seeded) | weighted:SCORER:W,... with scorers queue-depth, running, kv-usage, "
+                         "prefix-affinity, round-robin (e.g. weighted:prefix-affinity:3,queue-depth:1); "
+                         "repeatable to compare policies")
+    cl.add_argument("--router-delay-s", type=float, default=0.0, metavar="S",
+                    help="age of the router's view of each instance's prefix cache, seconds (needs arrivals in "
+                         "seconds; default 0: the live cache); load signals are always current")
+    cl.add_argument("--seed", type=int, default=0, help="seed of the random policy (default 0)")
+    cl.add_argument("--slo-ttft-s", type=float, metavar="S",
+                    help="time-to-first-token SLO, seconds (goodput in the latency summary; --find-replicas)")
+    cl.add_argument("--slo-itl-s", type=float, metavar="S",
+                    help="inter-token latency SLO, seconds (goodput in the latency summary; --find-replicas)")
+    cl.add_argument("--find-replicas", action="store_true",
+                    help="search the smallest instance count meeting the SLOs (every request finished and the "
+                         "--percentile of TTFT and ITL within them); needs arrivals in seconds")
+    cl.add_argument("--max-instances", type=int, default=64, metavar="N",
+                    help="largest instance count --find-replicas tries (1 to 256; default 64)")
+    cl.add_argument("--percentile", choices=["p50", "p90", "p99"], default="p90",
+                    help="percentile of TTFT and ITL that --find-replicas compares with the SLOs (default p90)")
+    cl.add_argument("--requests", action="store_true",
+                    help="add every request's columns (with its instance) and each instance's request indices")
+    cl.add_argument("--output", "-o", metavar="FILE", help="write the JSON here instead of stdout")
+    cl.add_argument("--indent", type=int, metavar="N", help="pretty-print JSON with N spaces")
+    cl.set_defaults(func=cmd_cluster)
     return p
 
 

@@ -198,7 +198,7 @@ class ClusterResult:
         d: dict[str, Any] = {
             "num_instances": self.num_instances, "routing": self.routing, "router_delay_s": self.router_delay_s,
             "totals": dict(self.totals), "latency": None if self.latency is None else self.latency.to_dict(),
-            "load": self.load.to_dict(), "instances": [i.to_dict() for i in self.instances],
+            "load": self.load.to_dict(), "instances": [i.to_dict(requests=requests) for i in self.instances],
         }
         if requests:
             d["requests"] = {k: (list(v) if isinstance(v, tuple) else v.tolist()) for k, v in self.requests.items()}
