@@ -108,8 +108,11 @@ def parse_routing(text: str | RoutingPolicy) -> RoutingPolicy:
     s = text.strip()
     if s in POLICIES:
         return RoutingPolicy(s, (("prefix-affinity", 1.0),) if s == "prefix-affinity" else ())
-    body = s[len("weighted:"):] if s.startswith("weighted:") else s
-    if ":" not in body:
+    if s == "weighted":
+        raise ClusterError("routing: 'weighted' needs scorers, e.g. weighted:prefix-affinity:3,queue-depth:1")
+    weighted = s.startswith("weighted:")
+    body = s[len("weighted:"):] if weighted else s
+    if not weighted and ":" not in body:
         raise ClusterError(f"routing: unknown policy {s!r} (known: {', '.join(POLICIES)}, "
                            "or weighted:SCORER:WEIGHT,... with scorers " + ", ".join(SCORERS) + ")")
     pairs: list[tuple[str, float]] = []
