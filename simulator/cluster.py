@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -186,7 +186,6 @@ class ClusterResult:
     latency: LatencySummary | None
     load: LoadBalance
     arrival_unit: str = "s"
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def assignment(self) -> np.ndarray:

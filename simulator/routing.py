@@ -73,6 +73,12 @@ class RoutingPolicy:
                 raise ClusterError(f"routing: unknown scorer {name!r} (known: {', '.join(SCORERS)})")
             if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
                 raise ClusterError(f"routing: weight of {name!r} must be a number >= 0, got {w!r}")
+        if self.kind == "prefix-affinity" and not self.scorers:
+            object.__setattr__(self, "scorers", (("prefix-affinity", 1.0),))
+        elif self.kind in ("round-robin", "least-loaded", "random") and self.scorers:
+            raise ClusterError(f"routing: {self.kind} takes no scorers (use weighted:...)")
+        elif self.kind == "weighted" and not any(w > 0 for _, w in self.scorers):
+            raise ClusterError("routing: a weighted policy needs at least one weight > 0")
 
     @property
     def uses(self) -> frozenset[str]:
@@ -107,7 +113,7 @@ def parse_routing(text: str | RoutingPolicy) -> RoutingPolicy:
         raise ClusterError(f"routing: must be a non-empty string such as 'round-robin', got {text!r}")
     s = text.strip()
     if s in POLICIES:
-        return RoutingPolicy(s, (("prefix-affinity", 1.0),) if s == "prefix-affinity" else ())
+        return RoutingPolicy(s)
     if s == "weighted":
         raise ClusterError("routing: 'weighted' needs scorers, e.g. weighted:prefix-affinity:3,queue-depth:1")
     weighted = s.startswith("weighted:")

@@ -302,6 +302,22 @@ def test_bad_routing_names_the_bad_part(text, fragment):
     assert isinstance(exc.value, ValueError)
 
 
+def test_policy_objects_validate_on_construction():
+    assert RoutingPolicy("prefix-affinity").scorers == (("prefix-affinity", 1.0),)
+    with pytest.raises(ClusterError, match="takes no scorers"):
+        RoutingPolicy("round-robin", (("running", 1.0),))
+    with pytest.raises(ClusterError, match="at least one weight"):
+        RoutingPolicy("weighted", ())
+    with pytest.raises(ClusterError, match="weight of 'running'"):
+        RoutingPolicy("weighted", (("running", -1.0),))
+
+
+def test_progress_reaches_one():
+    seen = []
+    simulate_cluster(_wl(n=50), SMALL, 2, routing=AFFINITY, progress=seen.append)
+    assert seen == sorted(seen) and seen[-1] == 1.0 and len(seen) > 2
+
+
 def test_routing_round_trips_and_shorthand():
     p = parse_routing("prefix-affinity:3, queue-depth:1")
     assert p == RoutingPolicy("weighted", (("prefix-affinity", 3.0), ("queue-depth", 1.0)))
