@@ -18,6 +18,7 @@ class SignUpForm(UserCreationForm):
 class TokenCreateForm(forms.Form):
     name = forms.CharField(
         max_length=100,
+        label="Token name",
         help_text="What the token is for, e.g. 'capacity notebook' or 'CI'.",
         widget=forms.TextInput(attrs={"autocomplete": "off"}),
     )

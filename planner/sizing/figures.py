@@ -13,6 +13,7 @@ import json
 from collections.abc import Sequence
 
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from simulator.sizing import FragmentationResult
 
@@ -26,19 +27,31 @@ _COLORS = {
     "KV cache": "#59a14f",
     "Free": "#d8dde3",
 }
+#: Shared look. The title sits in the top margin, the legend at the bottom of the figure (below the x axis
+#: title, ``yref="container"``), so neither can overlap the other; no fixed width: the figure takes its
+#: column's width (``responsive`` in static/js/figures.js), a laptop column is about 760 px.
 _LAYOUT = dict(
     height=HEIGHT,
-    margin=dict(l=70, r=30, t=50, b=60),
-    legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
+    margin=dict(l=72, r=30, t=56, b=104),
+    title=dict(x=0.01, xanchor="left", y=0.985, yanchor="top", yref="container", font=dict(size=15)),
+    legend=dict(orientation="h", xanchor="left", x=0, yanchor="bottom", y=0.01, yref="container"),
     font=dict(family="system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size=13),
     paper_bgcolor="#ffffff",
     plot_bgcolor="#ffffff",
     hoverlabel=dict(namelength=-1),
 )
+_GRID = dict(gridcolor="#e5e7eb", zerolinecolor="#d1d5db", linecolor="#9ca3af", showline=True)
+
+
+def _layout(title: str, **changes) -> dict:
+    """The shared layout with ``title`` and any key replaced (``margin``, ``height``, ``legend``...)."""
+    return {**_LAYOUT, **changes, "title": {**_LAYOUT["title"], "text": title}}
 
 
 def _as_dict(fig: go.Figure) -> dict:
-    """JSON-safe dict of a figure (numpy arrays and numbers made plain)."""
+    """JSON-safe dict of a figure (numpy arrays and numbers made plain), axes with the shared grid."""
+    fig.update_xaxes(**_GRID)
+    fig.update_yaxes(**_GRID)
     return json.loads(fig.to_json())
 
 
@@ -52,22 +65,25 @@ def build_memory_figure(outcome: PlanOutcome) -> dict:
     fig = go.Figure()
     for name, gib in memory_segments(outcome):
         fig.add_trace(go.Bar(
-            name=name, x=[round(gib, 4)], y=["Per GPU"], orientation="h",
+            name=f"{name} ({gib:,.1f} GiB)", x=[round(gib, 4)], y=["Per GPU"], orientation="h",
             marker=dict(color=_COLORS[name]),
             hovertemplate=f"{name}: %{{x:,.2f}} GiB<extra></extra>",
-            text=[f"{gib:,.1f}"] if gib >= 0.05 * r.memory_gib.total else [""],
-            textposition="inside",
+            text=[f"{name} {gib:,.1f} GiB"] if gib >= 0.12 * r.memory_gib.total else [""],
+            textposition="inside", insidetextanchor="middle",
         ))
     budget = r.memory_gib.budget
     fig.add_shape(type="line", x0=budget, x1=budget, y0=-0.5, y1=0.5, line=dict(color="#b3261e", dash="dash"))
-    fig.add_annotation(x=budget, y=0.5, yanchor="bottom", showarrow=False,
-                       text=f"budget {budget:,.2f} GiB (× {outcome.deployment.gpu_memory_utilization:g})")
+    fig.add_annotation(x=budget, y=0.5, yanchor="bottom", xanchor="right", showarrow=False,
+                       font=dict(color="#b3261e"),
+                       text=f"vLLM's budget {budget:,.2f} GiB (× {outcome.deployment.gpu_memory_utilization:g})")
     fig.update_layout(
-        **{**_LAYOUT, "height": 260},
+        **_layout(f"Per-GPU memory, {outcome.gpu.name} ({r.memory_gib.total:,.2f} GiB as vLLM sees it)",
+                  height=250, margin=dict(l=20, r=20, t=70, b=100),
+                  legend={**_LAYOUT["legend"], "traceorder": "normal"}),
         barmode="stack",
-        title=dict(text=f"Per-GPU memory, {outcome.gpu.name} ({r.memory_gib.total:,.2f} GiB)", x=0),
-        xaxis=dict(title=dict(text="Memory per GPU (GiB)"), rangemode="tozero"),
-        yaxis=dict(title=dict(text="")),
+        bargap=0.15,
+        xaxis=dict(title=dict(text="Memory per GPU (GiB)"), rangemode="tozero", range=[0, r.memory_gib.total]),
+        yaxis=dict(visible=False),
     )
     return _as_dict(fig)
 
@@ -95,46 +111,54 @@ def build_concurrency_figure(curve: dict, *, title: str = "") -> dict:
     fig.add_hline(y=1, line=dict(color="#5b6470", dash="dot"), annotation_text="1 request",
                   annotation_position="bottom left")
     fig.update_layout(
-        **_LAYOUT,
-        title=dict(text=title or "Maximum concurrency against context length", x=0),
-        xaxis=dict(title=dict(text="Tokens per request (prompt + output, tokens)"), type="log"),
-        yaxis=dict(title=dict(text="Requests held at once (requests)"), type="log"),
+        **_layout(title or "Maximum concurrency against context length"),
+        xaxis=dict(title=dict(text="Tokens per request (prompt + output, tokens)"), type="log", dtick=1),
+        yaxis=dict(title=dict(text="Requests held at once (requests)"), type="log", dtick=1),
     )
     return _as_dict(fig)
 
 
 def build_compare_figure(rows: Sequence[CompareRow]) -> dict:
-    """The same model on several GPUs: KV cache tokens (bars, left axis) and deployment price (right axis)."""
-    names, tokens, conc, prices, hover = [], [], [], [], []
+    """The same model on several GPUs, two panels side by side: KV cache tokens and the deployment's price.
+
+    A GPU where the model does not fit gets no bar and no price, only the words "does not fit".
+    """
+    names, tokens, conc, prices, no_fit = [], [], [], [], []
     for row in rows:
         o = row.outcome
+        fits = bool(o and o.fits)
         names.append(f"{o.num_gpus}x {row.gpu.name}" if o else row.gpu.name)
-        tokens.append(o.total_kv_cache_tokens if o and o.fits else 0)
-        conc.append(round(o.total_max_concurrency, 3) if o and o.fits else 0)
-        prices.append(round(o.price_per_hour, 2) if o and o.price_per_hour is not None else None)
-        hover.append((o.summary if o else row.error)[:300])
-    fig = go.Figure()
+        tokens.append(o.total_kv_cache_tokens if fits else None)
+        conc.append(round(o.total_max_concurrency, 3) if fits else None)
+        prices.append(round(o.price_per_hour, 2) if fits and o.price_per_hour is not None else None)
+        if not fits:
+            no_fit.append(names[-1])
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14,
+                        subplot_titles=("KV cache of the deployment", "Price of the deployment"))
     fig.add_trace(go.Bar(
-        name="KV cache (tokens)", x=names, y=tokens, marker=dict(color="#59a14f"), customdata=list(zip(conc, hover)),
-        hovertemplate="%{x}<br>%{y:,} tokens of KV cache<br>%{customdata[0]:,.2f} requests of max_model_len at "
+        name="KV cache (tokens)", x=names, y=tokens, marker=dict(color="#59a14f"), customdata=conc,
+        text=[f"{t:,}" if t is not None else "" for t in tokens], textposition="auto",
+        hovertemplate="%{x}<br>%{y:,} tokens of KV cache<br>%{customdata:,.2f} requests of max_model_len at "
                       "once<extra></extra>",
-        yaxis="y",
-    ))
-    if any(p is not None for p in prices):
-        fig.add_trace(go.Scatter(
-            name="Price (USD per hour)", x=names, y=prices, mode="markers+text", yaxis="y2",
-            marker=dict(size=12, color="#2450a6", symbol="diamond"),
-            text=[f"${p:,.2f}/h" if p is not None else "no price" for p in prices], textposition="top center",
-            hovertemplate="%{x}<br>$%{y:,.2f} per hour (deployment)<extra></extra>",
-        ))
-    fig.update_layout(
-        **_LAYOUT,
-        title=dict(text="Same model, several GPUs", x=0),
-        xaxis=dict(title=dict(text="Deployment (GPUs x GPU)")),
-        yaxis=dict(title=dict(text="KV cache (tokens)"), rangemode="tozero"),
-        yaxis2=dict(title=dict(text="Deployment price (USD per hour)"), overlaying="y", side="right",
-                    rangemode="tozero", showgrid=False),
-    )
+    ), row=1, col=1)
+    fig.add_trace(go.Bar(
+        name="Price (USD per hour)", x=names, y=prices, marker=dict(color="#2450a6"),
+        text=[f"${p:,.2f}/h" if p is not None else "" for p in prices], textposition="auto",
+        hovertemplate="%{x}<br>$%{y:,.2f} per hour (deployment)<extra></extra>",
+    ), row=1, col=2)
+    for name in no_fit:
+        for xref, yref in (("x", "y domain"), ("x2", "y2 domain")):
+            fig.add_annotation(x=name, xref=xref, y=0.02, yref=yref, yanchor="bottom", showarrow=False,
+                               text="does not fit", font=dict(color="#b3261e", size=13))
+    for name, price in zip(names, prices):
+        if price is None and name not in no_fit:
+            fig.add_annotation(x=name, xref="x2", y=0.02, yref="y2 domain", yanchor="bottom", showarrow=False,
+                               text="no price", font=dict(color="#596270"))
+    fig.update_layout(**_layout("The same model on each GPU", margin=dict(l=80, r=24, t=72, b=80)),
+                      showlegend=False)
+    fig.update_xaxes(title_text="Deployment (GPUs x GPU)", type="category")
+    fig.update_yaxes(title_text="KV cache (tokens)", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text="Deployment price (USD per hour)", rangemode="tozero", row=1, col=2)
     return _as_dict(fig)
 
 
@@ -146,16 +170,16 @@ def build_fragmentation_figure(frag: FragmentationResult, *, max_model_len: int,
     fig = go.Figure(go.Bar(
         name="Requests that fit", x=labels, y=values, marker=dict(color=["#9c755f", "#59a14f"]),
         customdata=[[round(u, 2)] for u in util],
-        text=[f"{v:,}" for v in values], textposition="outside",
+        text=[f"{v:,} requests" for v in values], textposition="outside", cliponaxis=False,
         hovertemplate="%{x}<br>%{y:,} requests<br>%{customdata[0]:.1f}% of reserved slots hold tokens"
                       "<extra></extra>",
     ))
     gain = "∞" if frag.naive_requests == 0 else f"{frag.paged_gain:,.1f}x"
     fig.update_layout(
-        **_LAYOUT,
+        **_layout(f"Paged vs naive allocation ({lengths or 'chosen lengths'}): paging fits {gain}",
+                  margin=dict(l=72, r=30, t=56, b=64)),
         showlegend=False,
-        title=dict(text=f"Paged vs naive allocation ({lengths or 'chosen lengths'}): paging fits {gain}", x=0),
-        xaxis=dict(title=dict(text="Allocation")),
-        yaxis=dict(title=dict(text="Requests in the KV cache at once (requests)"), rangemode="tozero"),
+        xaxis=dict(title=dict(text="Allocation of each request's KV cache")),
+        yaxis=dict(title=dict(text="Requests held at once (requests)"), rangemode="tozero"),
     )
     return _as_dict(fig)

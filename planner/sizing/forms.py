@@ -54,7 +54,7 @@ class SizingForm(forms.Form):
 
     model = forms.ChoiceField(label="Model", help_text="A catalog model or one of your own profiles.")
     gpu = forms.ChoiceField(label="GPU", help_text="Memory as vLLM sees it (GiB = 2³⁰ bytes) and the catalog's "
-                                                   "price per GPU-hour.")
+                                                   "lowest price per GPU-hour ($/h).")
     num_gpus = forms.IntegerField(
         label="Number of GPUs", required=False, min_value=1, max_value=LIMITS["num_gpus"],
         help_text="GPUs in the deployment. Blank = TP × PP (one engine); a multiple of TP × PP runs that many "
@@ -118,7 +118,7 @@ class SizingForm(forms.Form):
         super().__init__(data, **kwargs)
         self.fields["model"].choices = self.model_options.choices
         if "gpu" in self.fields:
-            self.fields["gpu"].choices = self.gpu_options.choices
+            self.fields["gpu"].choices = gpu_choices(self.gpu_options)
 
     # -- binding ------------------------------------------------------------
 
@@ -192,7 +192,7 @@ class CompareForm(SizingForm):
         super().__init__(data, user=user, **kwargs)
         del self.fields["gpu"]
         del self.fields["lengths"]
-        self.fields["gpus"].choices = self.gpu_options.choices
+        self.fields["gpus"].choices = gpu_choices(self.gpu_options)
         # put the GPU picker right after the model
         order = ["model", "gpus"] + [f for f in self.fields if f not in ("model", "gpus")]
         self.order_fields(order)
@@ -218,6 +218,18 @@ class CompareForm(SizingForm):
 
     def gpu_specs(self):
         return [self.gpu_options.rows[s].to_spec() for s in self.cleaned_data["gpus"]]
+
+
+def gpu_choice_label(row) -> str:
+    """A GPU as an option, short enough for the form column: "H100 SXM5 80GB · 79.2 GiB · $3.78/h"."""
+    parts = [row.name, f"{row.memory_gib:,.1f} GiB"]
+    if row.price_per_hour:
+        parts.append(f"${row.price_per_hour:,.2f}/h")
+    return " · ".join(parts) + ("" if row.is_catalog else " (yours)")
+
+
+def gpu_choices(options: selectors.ProfileOptions) -> list[tuple[str, str]]:
+    return [(slug, gpu_choice_label(row)) for slug, row in options.rows.items()]
 
 
 def default_compare_gpus(options: selectors.ProfileOptions) -> list[str]:

@@ -7,6 +7,8 @@ form, call the services and pick the figures.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.shortcuts import render
 
 from . import figures, services
@@ -53,10 +55,33 @@ def compare(request):
         except services.PlanInputError as exc:
             form.add_plan_errors(exc.errors)
         else:
-            ctx["rows"] = rows
+            ctx["rows"] = [CompareLine(gpu=r.gpu, outcome=r.outcome, fits=bool(r.outcome and r.outcome.fits),
+                                       reason=no_fit_reason(r)) for r in rows]
             ctx["model_name"] = model.name
+            ctx["max_model_len"] = next((r.outcome.result.max_model_len for r in rows if r.outcome), None)
             ctx["figure"] = figures.build_compare_figure(rows)
     return render(request, "planner/sizing_compare.html", ctx)
+
+
+@dataclass(frozen=True)
+class CompareLine:
+    """One row of the comparison table: the GPU, its plan, and why it does not fit (if it does not)."""
+
+    gpu: object
+    outcome: services.PlanOutcome | None
+    fits: bool
+    reason: str
+
+
+def no_fit_reason(row: services.CompareRow) -> str:
+    """Why a GPU of a comparison cannot serve the model, in words ("" when it fits)."""
+    o = row.outcome
+    if o is None:
+        return row.error
+    if o.fits:
+        return ""
+    messages = [m for ms in o.field_errors.values() for m in ms] or [o.summary]
+    return " ".join(m.removeprefix("Does not fit: ") for m in messages)
 
 
 def _compare_query(query, form) -> str:

@@ -18,8 +18,41 @@ from planner.sweeps.definition import AXES
 
 COLORS = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2", "#be185d", "#4b5563"]
 # No named template: loading "plotly_white" costs ~0.1 s per figure; these few keys give the same look.
-LAYOUT = {"paper_bgcolor": "#ffffff", "plot_bgcolor": "#ffffff", "font": {"size": 13}, "margin": {"l": 70, "r": 30, "t": 50, "b": 60},
-          "hovermode": "x unified", "legend": {"orientation": "h", "y": -0.18}}
+# The title sits in the top margin and the legend at the bottom of the figure, below the x axis title
+# (``yref="container"``), so they cannot overlap; no fixed width: a figure takes its column's width.
+LAYOUT = {"paper_bgcolor": "#ffffff", "plot_bgcolor": "#ffffff",
+          "font": {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 13},
+          "margin": {"l": 76, "r": 30, "t": 60, "b": 104}, "hovermode": "x unified",
+          "legend": {"orientation": "h", "xanchor": "left", "x": 0, "yanchor": "bottom", "y": 0.01,
+                     "yref": "container"}}
+TITLE = {"x": 0.01, "xanchor": "left", "y": 0.985, "yanchor": "top", "yref": "container", "font": {"size": 15}}
+
+#: Axis names as a person reads them, with units (the definition's own labels are the knob names).
+AXIS_LABELS = {
+    "num_gpu_blocks": ("KV blocks", "blocks"),
+    "gpu_memory_utilization": ("GPU memory utilization", "fraction"),
+    "rate": ("Request rate", "requests/step"),
+    "block_size": ("Block size", "tokens"),
+    "max_num_seqs": ("Max running requests (max_num_seqs)", "requests"),
+    "max_num_batched_tokens": ("Max batched tokens per step (max_num_batched_tokens)", "tokens"),
+    "long_prefill_token_threshold": ("Long-prefill threshold (long_prefill_token_threshold)", "tokens"),
+    "enable_prefix_caching": ("Prefix caching", ""),
+    "prompt_scale": ("Prompt length scale", "x"),
+    "output_scale": ("Output length scale", "x"),
+    "shared_prefix_fraction": ("Shared-prefix fraction", "fraction"),
+    "gpu": ("GPU type", ""),
+    "tensor_parallel_size": ("GPUs (tensor parallel)", "GPUs"),
+}
+#: Metrics as a person reads them: (label, unit).
+METRIC_LABELS = {
+    "preemptions_per_request": ("Preemptions per request", "events/request"),
+    "ttft_p50_steps": ("TTFT p50", "steps"), "ttft_p99_steps": ("TTFT p99", "steps"),
+    "ttft_p50_s": ("TTFT p50", "s"), "ttft_p99_s": ("TTFT p99", "s"),
+    "throughput_tok_s": ("Throughput", "tokens/s"), "throughput_tok_per_step": ("Throughput", "tokens/step"),
+    "mean_kv_usage": ("Mean KV usage", "%"), "peak_kv_usage": ("Peak KV usage", "%"),
+    "prefix_cache_hit_rate": ("Prefix-cache hit rate", "%"),
+    "cost_per_hour": ("Cost", "USD/hour"), "cost_per_m_output_tokens": ("Cost", "USD per M output tokens"),
+}
 
 
 GRID = {"gridcolor": "#e5e7eb", "zerolinecolor": "#d1d5db", "linecolor": "#9ca3af", "showline": True}
@@ -31,12 +64,29 @@ def _plain(fig: go.Figure) -> dict:
     return json.loads(fig.to_json())
 
 
-def axis_title(param: str, arrival_unit: str = "step") -> str:
+def axis_label(param: str, arrival_unit: str = "step") -> tuple[str, str]:
+    """``(label, unit)`` of a sweep axis; the request rate is per step or per second as the workload says."""
     info = AXES.get(param, {"label": param, "unit": ""})
-    unit = info["unit"]
+    label, unit = AXIS_LABELS.get(param, (info["label"], info["unit"]))
     if param == "rate":
         unit = "requests/s" if arrival_unit == "s" else "requests/step"
-    return f"{info['label']} ({unit})" if unit else info["label"]
+    return label, unit
+
+
+def axis_title(param: str, arrival_unit: str = "step") -> str:
+    """An axis title with its unit: "KV blocks (blocks)"."""
+    label, unit = axis_label(param, arrival_unit)
+    return f"{label} ({unit})" if unit else label
+
+
+def metric_title(metric: str) -> str:
+    """A metric with its unit: "TTFT p99 (steps)"."""
+    label, unit = METRIC_LABELS.get(metric, (metric.replace("_", " "), ""))
+    return f"{label} ({unit})" if unit else label
+
+
+def _title(text: str) -> dict:
+    return {**TITLE, "text": text}
 
 
 def _num(v):
@@ -77,7 +127,7 @@ def build_sweep_figure(points: list[dict], param: str, *, cliff: dict | None = N
         xs = [p["params"][param] for p in pts]
         suffix = f" [{label}]" if label else ""
         fig.add_trace(go.Scatter(x=xs, y=[_num(p["metrics"].get("preemptions_per_request")) for p in pts],
-                                 name=f"preemptions/request{suffix}", mode="lines+markers",
+                                 name=f"Preemptions per request{suffix}", mode="lines+markers",
                                  line={"color": color}, legendgroup=label,
                                  hovertemplate="%{y:.3f} preemptions/request<extra>%{fullData.name}</extra>"),
                       row=1, col=1)
@@ -88,7 +138,7 @@ def build_sweep_figure(points: list[dict], param: str, *, cliff: dict | None = N
                                      hovertemplate=f"%{{y:,.3g}} {tu}<extra>%{{fullData.name}}</extra>"),
                           row=2, col=1)
         fig.add_trace(go.Scatter(x=xs, y=[_num(p["metrics"].get(tput_key)) for p in pts],
-                                 name=f"throughput{suffix}", mode="lines+markers", legendgroup=label,
+                                 name=f"Throughput{suffix}", mode="lines+markers", legendgroup=label,
                                  line={"color": color, "dash": "dash"},
                                  hovertemplate=f"%{{y:,.4g}} {tput_unit}<extra>%{{fullData.name}}</extra>"),
                       row=3, col=1)
@@ -96,12 +146,17 @@ def build_sweep_figure(points: list[dict], param: str, *, cliff: dict | None = N
     fig.update_yaxes(title_text="events/request", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text=tu, rangemode="tozero", row=2, col=1)
     fig.update_yaxes(title_text=tput_unit, rangemode="tozero", row=3, col=1)
-    for x, text, color in ((cliff or {}).get("x"), (cliff or {}).get("text", "cliff"), "#dc2626"), \
-            (base_x, "your deployment", "#059669"):
-        if x is not None:
-            fig.add_vline(x=x, line_dash="dash", line_color=color,
-                          annotation_text=text, annotation_position="top left" if color == "#dc2626" else "top right")
-    fig.update_layout(**LAYOUT, height=720, title=title or f"Sweep over {axis_title(param, arrival_unit)}")
+    _, x_unit = axis_label(param, arrival_unit)
+    for x, text, color in (((cliff or {}).get("x"), (cliff or {}).get("text", "cliff"), "#dc2626"),
+                           (base_x, "your deployment", "#059669")):
+        if x is None:
+            continue
+        # One dashed line through the three panels, named in the legend (labels on the lines would
+        # collide with the panel titles).
+        fig.add_vline(x=x, line_dash="dash", line_color=color, row="all", col=1)
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line={"color": color, "dash": "dash"},
+                                 name=f"{text}: {x:,} {x_unit}".rstrip(), hoverinfo="skip"), row=1, col=1)
+    fig.update_layout(**LAYOUT, height=700, title=_title(title or f"Sweep over {axis_title(param, arrival_unit)}"))
     return _plain(fig)
 
 
@@ -126,15 +181,16 @@ def build_timeseries_figure(point: dict) -> dict:
     fig.add_trace(go.Scatter(x=xs, y=[None if v is None else v * 100 for v in s.get("kv_usage") or []],
                              name="KV usage (%)", line={"color": COLORS[0]}, fill="tozeroy",
                              hovertemplate="%{y:.1f}% KV<extra></extra>"), secondary_y=False)
-    fig.add_trace(go.Scatter(x=xs, y=s.get("num_running") or [], name="running", line={"color": COLORS[2]},
+    fig.add_trace(go.Scatter(x=xs, y=s.get("num_running") or [], name="Running requests", line={"color": COLORS[2]},
                              hovertemplate="%{y} running<extra></extra>"), secondary_y=True)
-    fig.add_trace(go.Scatter(x=xs, y=s.get("num_waiting") or [], name="waiting", line={"color": COLORS[1]},
+    fig.add_trace(go.Scatter(x=xs, y=s.get("num_waiting") or [], name="Waiting requests", line={"color": COLORS[1]},
                              hovertemplate="%{y} waiting<extra></extra>"), secondary_y=True)
-    label = ", ".join(f"{k} = {v}" for k, v in point.get("params", {}).items())
-    fig.update_xaxes(title_text="time (s)" if x_key == "time_s" else "engine step")
+    label = ", ".join(f"{axis_label(k)[0]} = {v:,}" if isinstance(v, (int, float)) and not isinstance(v, bool)
+                      else f"{axis_label(k)[0]} = {v}" for k, v in point.get("params", {}).items())
+    fig.update_xaxes(title_text="Time (s)" if x_key == "time_s" else "Time (engine steps)")
     fig.update_yaxes(title_text="KV usage (%)", range=[0, 105], secondary_y=False)
-    fig.update_yaxes(title_text="requests", rangemode="tozero", secondary_y=True)
-    fig.update_layout(**LAYOUT, height=380, title=f"Over time at {label or 'the base point'}")
+    fig.update_yaxes(title_text="Requests (running, waiting)", rangemode="tozero", secondary_y=True, showgrid=False)
+    fig.update_layout(**LAYOUT, height=400, title=_title(f"Over time at {label or 'the base point'}"))
     return _plain(fig)
 
 
@@ -151,12 +207,12 @@ def build_prefix_hit_figure(points: list[dict]) -> dict:
         fig.add_trace(go.Scatter(x=[p["metrics"]["kv_cache_tokens"] for p in pts],
                                  y=[None if p["metrics"].get("prefix_cache_hit_rate") is None
                                     else p["metrics"]["prefix_cache_hit_rate"] * 100 for p in pts],
-                                 name=label or "prefix hit rate", mode="lines+markers",
+                                 name=label or "Prefix-cache hit rate", mode="lines+markers",
                                  line={"color": COLORS[i % len(COLORS)]},
                                  hovertemplate="%{x:,} tokens: %{y:.1f}% hits<extra>%{fullData.name}</extra>"))
     fig.update_xaxes(title_text="KV cache size (tokens)")
-    fig.update_yaxes(title_text="prefix-cache hit rate (%)", range=[0, 100])
-    fig.update_layout(**LAYOUT, height=380, title="Prefix-cache hit rate against cache size")
+    fig.update_yaxes(title_text="Prefix-cache hit rate (%)", range=[0, 100])
+    fig.update_layout(**LAYOUT, height=400, title=_title("Prefix-cache hit rate against cache size"))
     return _plain(fig)
 
 
@@ -171,10 +227,13 @@ def build_heatmap_figure(points: list[dict], x_param: str, y_param: str, metric:
     fig = go.Figure(go.Heatmap(
         x=[str(x) for x in xs], y=[str(y) for y in ys], z=z, colorscale="Viridis",
         colorbar={"title": {"text": unit or metric}},
-        hovertemplate=f"{x_param}=%{{x}}<br>{y_param}=%{{y}}<br>{metric}=%{{z:,.4g}} {unit}<extra></extra>"))
+        hovertemplate=f"{axis_label(x_param, arrival_unit)[0]} %{{x}}<br>{axis_label(y_param, arrival_unit)[0]} "
+                      f"%{{y}}<br>{METRIC_LABELS.get(metric, (metric,))[0]}: %{{z:,.4g}} {unit}<extra></extra>"))
     fig.update_xaxes(title_text=axis_title(x_param, arrival_unit), type="category")
     fig.update_yaxes(title_text=axis_title(y_param, arrival_unit), type="category")
-    fig.update_layout(**{**LAYOUT, "hovermode": "closest"}, height=460, title=f"{metric} ({unit})" if unit else metric)
+    name = METRIC_LABELS.get(metric, (metric.replace("_", " "),))[0]
+    fig.update_layout(**{**LAYOUT, "hovermode": "closest"}, height=460,
+                      title=_title(f"{name} ({unit})" if unit else name))
     return _plain(fig)
 
 
@@ -195,7 +254,7 @@ def build_cost_figure(points: list[dict], param: str, *, arrival_unit: str = "st
     fig.update_xaxes(title_text=axis_title(param, arrival_unit), type="category")
     fig.update_yaxes(title_text="USD per hour", rangemode="tozero", secondary_y=False)
     fig.update_yaxes(title_text="USD per million output tokens", rangemode="tozero", secondary_y=True)
-    fig.update_layout(**LAYOUT, height=400, title="Cost")
+    fig.update_layout(**LAYOUT, height=400, title=_title("Cost per hour and per million output tokens"))
     return _plain(fig)
 
 
@@ -204,15 +263,16 @@ def build_cliff_search_figure(history: list[list[float]], *, param: str, metric:
     """The probes of a cliff search: metric against the searched parameter, the limit and the cliff."""
     hist = sorted(history, key=lambda h: h[0])
     fig = go.Figure(go.Scatter(x=[h[0] for h in hist], y=[_num(h[1]) for h in hist], mode="markers+lines",
-                               name=metric, line={"color": COLORS[0]},
-                               hovertemplate=f"{param}=%{{x:,}}<br>{metric}=%{{y:,.4g}}<extra></extra>"))
+                               name=metric_title(metric), line={"color": COLORS[0]},
+                               hovertemplate=f"{axis_title(param)}: %{{x:,}}<br>{metric_title(metric)}: "
+                                             "%{y:,.4g}<extra></extra>"))
     fig.add_hline(y=limit, line_dash="dot", line_color="#6b7280", annotation_text=f"limit {limit:,.3g}")
     if cliff_x is not None:
         fig.add_vline(x=cliff_x, line_dash="dash", line_color="#dc2626", annotation_text="cliff")
     fig.update_xaxes(title_text=axis_title(param))
-    fig.update_yaxes(title_text=metric.replace("_", " "), rangemode="tozero")
+    fig.update_yaxes(title_text=metric_title(metric), rangemode="tozero")
     fig.update_layout(**{**LAYOUT, "hovermode": "closest"}, height=400,
-                      title=f"Cliff search: {len(history)} simulations")
+                      title=_title(f"Cliff search: {len(history)} simulations"))
     return _plain(fig)
 
 

@@ -7,12 +7,25 @@ import re
 from django import forms
 
 from planner.sweeps.definition import AXES, CLIFF_METRICS, LATER_AXES
+from planner.sweeps.figures import axis_title, metric_title
 
-AXIS_CHOICES = [(k, f"{v['label']}" + (f" ({v['unit']})" if v["unit"] else "")) for k, v in AXES.items()]
-CLIFF_CHOICES = [(k, AXES[k]["label"]) for k, v in AXES.items() if v.get("cliff")]
+#: The knobs a sweep can vary, as a person reads them, with units ("Max running requests (max_num_seqs)").
+AXIS_CHOICES = [(k, axis_title(k) if k != "rate" else "Request rate (requests per arrival unit)") for k in AXES]
+CLIFF_CHOICES = [(k, c) for k, c in AXIS_CHOICES if AXES[k].get("cliff")]
+CLIFF_METRIC_CHOICES = [(k, metric_title(k)) for k in CLIFF_METRICS]
+
+#: What a new sweep starts from: Llama 3.1 8B on one H100, KV blocks from far below to near its sized cache.
+DEFAULT_AXIS_VALUES = "1000, 2000, 4000, 8000, 16000"
 
 
-def _profile_choices(kind: str, user) -> list[tuple[str, str]]:
+def _profile_choices(kind: str, user) -> tuple[list[tuple[str, str]], str | None]:
+    """``(choices, default slug)`` of the catalog's and the user's models or GPUs.
+
+    The default is the sizing page's: Llama 3.1 8B, an H100 SXM.
+    """
+    from planner.sizing.forms import gpu_choice_label
+    from planner.sizing.selectors import DEFAULT_GPU_PREFIXES, DEFAULT_MODEL_NAMES
+
     try:
         from django.db.models import Q
 
@@ -22,55 +35,123 @@ def _profile_choices(kind: str, user) -> list[tuple[str, str]]:
         q = Q(owner__isnull=True)
         if user is not None and user.is_authenticated:
             q |= Q(owner=user)
-        rows = cls.objects.filter(q).order_by("name").values_list("slug", "name", "owner_id")
-        return [(slug, f"{name}{' (yours)' if owner else ''}") for slug, name, owner in rows]
+        rows = list(cls.objects.filter(q).order_by("name"))
     except Exception:  # noqa: BLE001 - the catalog may be empty or not migrated yet
-        return []
+        return [], None
+    if kind == "model":
+        choices = [(r.slug, f"{r.name}{' (yours)' if r.owner_id else ''}") for r in rows]
+        default = next((r.slug for n in DEFAULT_MODEL_NAMES for r in rows if not r.owner_id and r.name == n), None)
+    else:
+        choices = [(r.slug, gpu_choice_label(r)) for r in rows]
+        default = next((r.slug for p in DEFAULT_GPU_PREFIXES for r in rows
+                        if not r.owner_id and r.name.startswith(p)), None)
+    return choices, default
 
 
 class SweepForm(forms.Form):
-    name = forms.CharField(required=False, max_length=200)
+    """A sweep as a person fills it in; :meth:`to_definition` turns it into the JSON definition."""
+
+    # -- scenario
+    name = forms.CharField(required=False, max_length=200, label="Name",
+                           help_text="Optional; shown on the sweep, its report and the lists.")
     mode = forms.ChoiceField(choices=[("grid", "Grid of points"), ("cliff", "Find the cliff (bisection)")],
-                             initial="grid")
-    model = forms.ChoiceField(required=False, help_text="Leave empty for an engine-only sweep (give KV blocks).")
-    gpu = forms.ChoiceField(required=False)
-    tensor_parallel_size = forms.IntegerField(min_value=1, max_value=4096, initial=1, label="GPUs (tensor parallel)")
-    gpu_memory_utilization = forms.FloatField(min_value=0.05, max_value=1.0, initial=0.9)
-    block_size = forms.IntegerField(min_value=1, max_value=4096, initial=16, label="Block size (tokens)")
-    num_gpu_blocks = forms.IntegerField(required=False, min_value=2, label="KV blocks",
-                                        help_text="Overrides the sized value; required without a model and GPU.")
-    max_num_seqs = forms.IntegerField(required=False, min_value=1)
-    max_num_batched_tokens = forms.IntegerField(required=False, min_value=1)
-    enable_prefix_caching = forms.BooleanField(required=False, initial=True)
+                             initial="grid", label="Mode",
+                             help_text="A grid simulates every point of the axes below; “find the cliff” "
+                                       "bisects one knob until the preemption cliff is bracketed.")
+    model = forms.ChoiceField(required=False, label="Model",
+                              help_text="With a GPU, sizes the KV cache as vLLM would. “None” = engine only: "
+                                        "give KV blocks.")
+    gpu = forms.ChoiceField(required=False, label="GPU",
+                            help_text="Memory as vLLM sees it (GiB) and the catalog's price per GPU-hour.")
+    tensor_parallel_size = forms.IntegerField(
+        min_value=1, max_value=4096, initial=1, label="GPUs (tensor parallel size)",
+        help_text="GPUs one engine's layers are split across (1 = one GPU); must divide the attention heads.")
+    gpu_memory_utilization = forms.FloatField(
+        min_value=0.05, max_value=1.0, initial=0.9, label="GPU memory utilization",
+        help_text="Fraction of each GPU's memory vLLM may use, 0.05 to 1 (vLLM default 0.9).",
+        widget=forms.NumberInput(attrs={"step": "0.01"}))
+    block_size = forms.IntegerField(min_value=1, max_value=4096, initial=16, label="Block size (tokens)",
+                                    help_text="Tokens per KV block (vLLM default 16).")
+    num_gpu_blocks = forms.IntegerField(
+        required=False, min_value=2, label="KV blocks",
+        help_text="KV cache per engine, in blocks. Blank = as sized from the model and GPU; required without "
+                  "them.")
+    max_num_seqs = forms.IntegerField(
+        required=False, min_value=1, label="Max running requests (max_num_seqs)",
+        help_text="Requests the scheduler runs at once, in requests. Blank = vLLM's default for the "
+                  "deployment (256 without a model and GPU).")
+    max_num_batched_tokens = forms.IntegerField(
+        required=False, min_value=1, label="Max batched tokens per step (max_num_batched_tokens)",
+        help_text="Tokens one engine step may process, in tokens. Blank = vLLM's default for the GPU "
+                  "(2,048 without a model and GPU).")
+    enable_prefix_caching = forms.BooleanField(
+        required=False, initial=True, label="Prefix caching",
+        help_text="Reuse the KV blocks of shared prompt prefixes (vLLM default: on).")
 
-    n = forms.IntegerField(min_value=1, initial=500, label="Requests")
+    # -- workload
+    n = forms.IntegerField(min_value=1, initial=500, label="Requests",
+                           help_text="Number of requests in the generated workload.")
     prompt = forms.CharField(initial="normal:512,128", label="Prompt length (tokens)",
-                             help_text="const:N, uniform:A,B, normal:MEAN,STD, lognormal:..., pareto-lognormal:...")
-    output = forms.CharField(initial="normal:256,64", label="Output length (tokens)")
-    arrival = forms.CharField(initial="poisson:4", help_text="burst, poisson:RATE, gamma:RATE,CV, every:K")
-    arrival_unit = forms.ChoiceField(choices=[("step", "per engine step"), ("s", "per second")], initial="step")
-    prefix_length = forms.IntegerField(required=False, min_value=1, label="Shared prefix (tokens)")
-    prefix_fraction = forms.FloatField(required=False, min_value=0, max_value=1, label="Requests sharing it")
-    seed = forms.IntegerField(min_value=0, initial=0)
-    trace = forms.FileField(required=False, help_text="CSV or JSONL trace; replaces the generated workload.")
+                             help_text="Distribution in tokens: const:N, uniform:A,B, normal:MEAN,STD, "
+                                       "lognormal:MEAN,STD, pareto-lognormal:….")
+    output = forms.CharField(initial="normal:256,64", label="Output length (tokens)",
+                             help_text="Distribution in tokens, written like the prompt length.")
+    arrival = forms.CharField(initial="poisson:4", label="Arrival",
+                              help_text="poisson:RATE (requests per arrival unit), gamma:RATE,CV, every:K (one "
+                                        "request every K units) or burst (all at once).")
+    arrival_unit = forms.ChoiceField(choices=[("step", "per engine step"), ("s", "per second")], initial="step",
+                                     label="Arrival unit",
+                                     help_text="What RATE and K count: engine steps, or seconds (through the "
+                                               "step-time model).")
+    prefix_length = forms.IntegerField(required=False, min_value=1, label="Shared prefix (tokens)",
+                                       help_text="Optional: a prompt prefix some requests share, in tokens.")
+    prefix_fraction = forms.FloatField(required=False, min_value=0, max_value=1,
+                                       label="Requests sharing the prefix (fraction)",
+                                       help_text="0 to 1: the share of requests that start with the prefix.")
+    seed = forms.IntegerField(min_value=0, initial=0, label="Random seed",
+                              help_text="The same seed makes the same workload.")
+    trace = forms.FileField(required=False, label="Trace file (optional)",
+                            help_text="CSV or JSONL of requests (tokens and arrival times); replaces the "
+                                      "generated workload. At most 4 MiB.")
 
-    axis1_param = forms.ChoiceField(choices=AXIS_CHOICES, initial="num_gpu_blocks", label="Axis 1")
-    axis1_values = forms.CharField(required=False, label="Values", help_text="e.g. 2000, 4000, 8000")
-    axis1_start = forms.FloatField(required=False, label="or start")
-    axis1_stop = forms.FloatField(required=False, label="stop")
-    axis1_steps = forms.IntegerField(required=False, min_value=1, label="steps")
-    axis1_scale = forms.ChoiceField(choices=[("linear", "linear"), ("log", "log")], initial="linear", label="scale")
-    axis2_param = forms.ChoiceField(choices=[("", "—")] + AXIS_CHOICES, required=False, label="Axis 2 (optional)")
-    axis2_values = forms.CharField(required=False, label="Values")
+    # -- grid axes
+    axis1_param = forms.ChoiceField(choices=AXIS_CHOICES, initial="num_gpu_blocks", label="Axis 1",
+                                    help_text="The knob to vary; its unit is in brackets.")
+    axis1_values = forms.CharField(required=False, initial=DEFAULT_AXIS_VALUES, label="Axis 1 values",
+                                   help_text="Comma-separated, in the knob's unit, e.g. 2000, 4000, 8000 (KV "
+                                             "blocks).")
+    axis1_start = forms.FloatField(required=False, label="Range start",
+                                   help_text="Instead of values: the first value, in the knob's unit.")
+    axis1_stop = forms.FloatField(required=False, label="Range stop",
+                                  help_text="The last value, in the knob's unit.")
+    axis1_steps = forms.IntegerField(required=False, min_value=1, label="Range points",
+                                     help_text="How many values from start to stop (points).")
+    axis1_scale = forms.ChoiceField(choices=[("linear", "linear"), ("log", "log (geometric)")], initial="linear",
+                                    label="Range spacing", help_text="Even steps, or even ratios.")
+    axis2_param = forms.ChoiceField(choices=[("", "— none —")] + AXIS_CHOICES, required=False,
+                                    label="Axis 2 (optional)",
+                                    help_text="A second knob makes a grid: every axis 1 value with every axis 2 "
+                                              "value.")
+    axis2_values = forms.CharField(required=False, label="Axis 2 values",
+                                   help_text="Comma-separated, in the second knob's unit.")
 
+    # -- cliff search
     cliff_param = forms.ChoiceField(choices=CLIFF_CHOICES, required=False, initial="num_gpu_blocks",
-                                    label="Search")
-    cliff_metric = forms.ChoiceField(choices=list(CLIFF_METRICS.items()), required=False)
-    cliff_lo = forms.FloatField(required=False, label="from")
-    cliff_hi = forms.FloatField(required=False, label="to")
-    cliff_resolution = forms.FloatField(required=False, label="resolution")
-    cliff_threshold = forms.FloatField(required=False, label="limit",
-                                       help_text="preemptions/request (default 0.02) or TTFT factor (default 2)")
+                                    label="Knob to search", help_text="Searched from low to high; unit in "
+                                                                      "brackets.")
+    cliff_metric = forms.ChoiceField(choices=CLIFF_METRIC_CHOICES, required=False, label="Cliff metric",
+                                     help_text="What rises sharply at the cliff.")
+    cliff_lo = forms.FloatField(required=False, label="Search from",
+                                help_text="The lowest value, in the knob's unit (e.g. 500 blocks).")
+    cliff_hi = forms.FloatField(required=False, label="Search to",
+                                help_text="The highest value, in the knob's unit.")
+    cliff_resolution = forms.FloatField(required=False, label="Resolution",
+                                        help_text="Stop when the cliff is bracketed this finely, in the knob's "
+                                                  "unit.")
+    cliff_threshold = forms.FloatField(required=False, label="Limit",
+                                       help_text="The metric's level that counts as the cliff: preemptions per "
+                                                 "request (default 0.02) or TTFT p99 as a factor of the lowest "
+                                                 "(default 2).")
 
     #: definition error path prefix -> form field
     ERROR_FIELDS = [
@@ -88,8 +169,12 @@ class SweepForm(forms.Form):
 
     def __init__(self, *args, user=None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["model"].choices = [("", "— none (engine only) —")] + _profile_choices("model", user)
-        self.fields["gpu"].choices = [("", "— none —")] + _profile_choices("gpu", user)
+        models, default_model = _profile_choices("model", user)
+        gpus, default_gpu = _profile_choices("gpu", user)
+        self.fields["model"].choices = [("", "— none (engine only) —")] + models
+        self.fields["gpu"].choices = [("", "— none —")] + gpus
+        self.fields["model"].initial = default_model
+        self.fields["gpu"].initial = default_gpu
 
     @staticmethod
     def _values(text: str, param: str) -> list:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from django import forms as dj_forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -13,7 +15,14 @@ from planner.models import Sweep
 from planner.sweeps import definition as defn
 from planner.sweeps import exports, selectors, services
 from planner.sweeps.advice import cliff_sentence, detect_cliff
-from planner.sweeps.figures import build_timeseries_figure, report_figures
+from planner.sweeps.figures import (
+    METRIC_LABELS,
+    axis_label,
+    axis_title,
+    build_timeseries_figure,
+    metric_title,
+    report_figures,
+)
 from planner.sweeps.forms import SweepForm
 
 
@@ -40,8 +49,9 @@ def sweep_new(request):
             messages.success(request, f"Sweep started: {sweep.total_points} points in {sweep.num_chunks or 1} "
                                       f"batch(es).")
             return redirect("sweeps:detail", sweep_id=sweep.pk)
-    status = 400 if request.method == "POST" else 200
-    return render(request, "planner/sweeps/new.html", {"nav": "sweeps", "form": form}, status=status)
+    # An invalid form is shown again with its errors at the fields, as a normal page (200): a 4xx on a
+    # page the person is looking at would be logged by the browser as a failed load.
+    return render(request, "planner/sweeps/new.html", {"nav": "sweeps", "form": form})
 
 
 def _body_of(sweep: Sweep) -> dict:
@@ -83,6 +93,45 @@ def _point_index(request) -> int | None:
         return None
 
 
+#: The report page's points table: these metrics, where any point has them.
+TABLE_METRICS = ("preemptions_per_request", "ttft_p50_steps", "ttft_p99_steps", "ttft_p99_s", "throughput_tok_s",
+                 "mean_kv_usage", "prefix_cache_hit_rate", "cost_per_m_output_tokens")
+_PERCENT = {"mean_kv_usage", "peak_kv_usage", "prefix_cache_hit_rate"}  # fractions shown as %
+
+
+def _cell(value, *, percent: bool = False) -> str:
+    """A table cell for reading: thousands separators, 3 significant digits below 1,000, fractions as %."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "–"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, str):
+        return value
+    if percent:
+        return f"{value * 100:,.1f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+
+
+def points_table(body: dict, arrival_unit: str = "step") -> dict:
+    """The report page's table: a column per swept knob and per metric, each ``{"label", "unit"}``.
+
+    Rows are ``{"index", "cells"}`` with numbers formatted for reading (fractions as %).
+    """
+    points = body.get("points") or []
+    params: list[str] = []
+    for p in points:
+        params.extend(k for k in p["params"] if k not in params)
+    metrics = [m for m in TABLE_METRICS if any(p["metrics"].get(m) is not None for p in points)]
+    header = [dict(zip(("label", "unit"), axis_label(k, arrival_unit))) for k in params]
+    header += [dict(zip(("label", "unit"), METRIC_LABELS.get(m, (m, "")))) for m in metrics]
+    rows = [{"index": p["index"],
+             "cells": [_cell(p["params"].get(k)) for k in params]
+             + [_cell(p["metrics"].get(m), percent=m in _PERCENT) for m in metrics]} for p in points]
+    return {"header": header, "rows": rows}
+
+
 def report_detail(request, slug: str):
     report = selectors.report_get(slug=slug)
     body = report.snapshot
@@ -94,9 +143,17 @@ def report_detail(request, slug: str):
             figures = [f for f in figures if f[0] != "timeline"] + [
                 ["timeline", "Over time", build_timeseries_figure(chosen)]]
     sentence = cliff_sentence(body, detect_cliff(body))
+    inputs = body.get("inputs", {})
+    arrival_unit = (inputs.get("workload") or {}).get("arrival_unit", "step")
+    axes = [{"title": axis_title(a["param"], arrival_unit),
+             "values": ", ".join(_cell(v) for v in a.get("values") or [])} for a in inputs.get("axes") or []]
+    cliff = inputs.get("cliff")
+    cliff_titles = {"param": axis_title(cliff["param"], arrival_unit), "metric": metric_title(cliff["metric"])} \
+        if cliff else None
     return render(request, "planner/reports/detail.html", {
         "nav": "reports", "report": report, "body": body, "figures": figures, "cliff_sentence": sentence,
-        "advice": body.get("advice") or [], "table": exports.table_rows(body),
+        "advice": body.get("advice") or [],
+        "table": points_table(body, arrival_unit), "axes": axes, "cliff_titles": cliff_titles,
         "is_owner": request.user.is_authenticated and request.user.pk == report.owner_id,
         "inputs": body.get("inputs", {}),
     })

@@ -1,27 +1,61 @@
-"""Template helpers: Plotly figures and number formatting with units."""
+"""Template helpers: Plotly figures (and loading Plotly only where one is drawn), numbers with units."""
 
 from __future__ import annotations
 
 from django import template
+from django.templatetags.static import static
 from django.utils.html import format_html, json_script
 
 register = template.Library()
 
+#: Render-context key set by ``{% plotly_figure %}``; read by ``{% plotly_scripts %}`` at the end of base.html.
+_NEEDS_PLOTLY = "kvp_needs_plotly"
+DEFAULT_FIGURE_HEIGHT = 380  # px, when a figure's layout gives none
 
-@register.simple_tag
-def plotly_figure(fig: dict, fig_id: str, title: str = "") -> str:
+
+def _root(context) -> dict:
+    """The render context's bottom dict: shared by a page, the template it extends and its includes."""
+    return context.render_context.dicts[0]
+
+
+@register.simple_tag(takes_context=True)
+def plotly_figure(context, fig: dict, fig_id: str, title: str = "") -> str:
     """A figure container plus its JSON; ``static/js/figures.js`` draws it with Plotly.
 
     ``fig`` is the dict of a ``build_*_figure`` function (``fig.to_plotly_json()``
     made JSON-safe); it is embedded with ``json_script`` so no markup can escape.
+    The box is as high as the figure's layout says (no empty band, no jump when
+    Plotly draws), and says what it shows when JavaScript is off. Using the tag
+    marks the page as one that needs Plotly's JavaScript (``{% plotly_scripts %}``).
     """
+    _root(context)[_NEEDS_PLOTLY] = True
     data_id = f"fig-{fig_id}-data"
+    try:
+        height = int((fig.get("layout") or {}).get("height") or DEFAULT_FIGURE_HEIGHT)
+    except (AttributeError, TypeError, ValueError):
+        height = DEFAULT_FIGURE_HEIGHT
     return format_html(
-        '<div class="figure" id="fig-{}" data-figure="{}" role="img" aria-label="{}"></div>{}',
+        '<div class="figure" id="fig-{}" data-figure="{}" role="img" aria-label="{}" style="height: {}px">'
+        '<noscript><p class="figure-fallback">Chart: {} (needs JavaScript; the numbers are in the tables).</p>'
+        "</noscript></div>{}",
         fig_id,
         data_id,
         title,
+        height,
+        title or "figure",
         json_script(fig, data_id),
+    )
+
+
+@register.simple_tag(takes_context=True)
+def plotly_scripts(context) -> str:
+    """Plotly and ``figures.js``, only when the page drew a figure (Plotly is 4.8 MB); else nothing."""
+    if not _root(context).get(_NEEDS_PLOTLY):
+        return ""
+    return format_html(
+        '<script src="{}" defer></script>\n  <script src="{}" defer></script>',
+        static("plotly/plotly.min.js"),
+        static("js/figures.js"),
     )
 
 

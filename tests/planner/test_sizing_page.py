@@ -13,7 +13,7 @@ pytestmark = pytest.mark.django_db
 
 
 def field_errors(html: str, field: str) -> list[str]:
-    m = re.search(rf'<ul class="errorlist" id="id_{field}-errors"[^>]*>(.*?)</ul>', html, re.S)
+    m = re.search(rf'<ul class="errorlist" id="id_{field}_error"[^>]*>(.*?)</ul>', html, re.S)
     return re.findall(r"<li>(.*?)</li>", m.group(1), re.S) if m else []
 
 
@@ -147,3 +147,19 @@ def test_compare_link_from_home_keeps_the_knobs(client):
     assert "model=qwen3-8b" in q and "tensor_parallel_size=2" in q and "gpus=h100-sxm5-80gb" in q
     r = client.get("/compare/?" + q)
     assert r.status_code == 200 and r.context["rows"]
+
+
+def test_compare_row_where_the_model_does_not_fit_shows_no_figures(client):
+    """Llama 3.1 8B's 15 GiB of weights do not fit a T4: its row says so and shows no tokens or concurrency."""
+    r = client.get("/compare/", {"model": "llama-3-1-8b", "gpus": ["h100-sxm5-80gb", "t4"]})
+    html = r.content.decode()
+    rows = re.findall(r"<tr[^>]*>\s*<th scope=\"row\">(.*?)</tr>", html, re.S)
+    assert len(rows) == 2
+    h100, t4 = rows
+    assert "H100 SXM5 80GB" in h100 and "Does not fit" not in h100
+    assert re.search(r'<td class="num">[\d,]{6,}</td>', h100)  # its KV cache tokens
+    assert "T4" in t4 and "Does not fit" in t4 and "weights need" in t4
+    assert '<td class="num">' not in t4  # no token, concurrency, block or price figures
+    fig = json.loads(re.search(r'id="fig-compare-data"[^>]*>(.*?)</script>', html, re.S).group(1))
+    assert fig["data"][0]["y"][1] is None  # no bar for the T4
+    assert [a["text"] for a in fig["layout"]["annotations"]].count("does not fit") == 2  # one per panel

@@ -113,7 +113,10 @@ def test_memory_segments_add_up_to_the_gpu():
 
 def test_memory_figure():
     fig = figures.build_memory_figure(plan())
-    assert [t["name"] for t in fig["data"]] == ["Weights", "Activation", "Overhead", "KV cache", "Free"]
+    # the legend says each part's size: "Weights (14.99 GiB)"
+    assert [t["name"].split(" (")[0] for t in fig["data"]] == ["Weights", "Activation", "Overhead", "KV cache",
+                                                               "Free"]
+    assert all(t["name"].endswith(" GiB)") for t in fig["data"])
     assert fig["layout"]["barmode"] == "stack"
     assert fig["layout"]["xaxis"]["title"]["text"] == "Memory per GPU (GiB)"
     assert all("GiB" in t["hovertemplate"] for t in fig["data"])
@@ -139,8 +142,14 @@ def test_compare_figure_with_prices_and_a_failing_gpu():
     fig = figures.build_compare_figure(rows)
     bars, price = fig["data"]
     assert bars["x"] == ["1x H100 SXM5 80GB", "1x A100 SXM4 80GB", "1x Tiny"]
-    assert bars["y"][2] == 0 and bars["y"][0] > 0 and bars["y"][1] > 0
+    # where the model does not fit: no bar, no price, the words instead
+    assert bars["y"][2] is None and bars["y"][0] > 0 and bars["y"][1] > 0
     assert price["y"] == [3.78, None, None]
+    # (the first two annotations are the panel titles; then the words on both panels, and "no price")
+    notes = [(a["x"], a.get("xref"), a["text"]) for a in fig["layout"]["annotations"][2:]]
+    assert notes == [("1x Tiny", "x", "does not fit"), ("1x Tiny", "x2", "does not fit"),
+                     ("1x A100 SXM4 80GB", "x2", "no price")]
+    assert fig["layout"]["yaxis"]["title"]["text"] == "KV cache (tokens)"
     assert fig["layout"]["yaxis2"]["title"]["text"] == "Deployment price (USD per hour)"
 
 

@@ -24,8 +24,10 @@ POINTS = [pt(i, b, v) for i, (b, v) in enumerate([(2000, 0.9), (4000, 0.5), (800
 def test_kv_sweep_figure_has_units_legends_hover_and_the_cliff():
     fig = figures.build_kv_sweep_figure(POINTS, cliff={"x": 8400, "text": "cliff"}, base_blocks=26000)
     names = [t["name"] for t in fig["data"]]
-    assert names == ["preemptions/request", "TTFT p50", "TTFT p99", "throughput"]
-    assert all("hovertemplate" in t for t in fig["data"])
+    assert names[:4] == ["Preemptions per request", "TTFT p50", "TTFT p99", "Throughput"]
+    # the dashed lines are named in the legend, not labelled on the plot (where they hit the panel titles)
+    assert names[4:] == ["cliff: 8,400 blocks", "your deployment: 26,000 blocks"]
+    assert all("hovertemplate" in t for t in fig["data"][:4])
     assert fig["layout"]["xaxis3"]["title"]["text"] == "KV blocks (blocks)"
     assert fig["layout"]["yaxis2"]["title"]["text"] == "steps"
     assert fig["layout"]["yaxis3"]["title"]["text"] == "tokens/step"
@@ -48,13 +50,14 @@ def test_two_axis_heatmap_fills_the_grid():
     hm = fig["data"][0]
     assert hm["type"] == "heatmap" and hm["x"] == ["100", "200", "300"] and hm["y"] == ["8", "16"]
     assert hm["z"][1][2] == 0.3 + 16
-    assert fig["layout"]["yaxis"]["title"]["text"] == "max_num_seqs (requests)"
+    assert fig["layout"]["yaxis"]["title"]["text"] == "Max running requests (max_num_seqs) (requests)"
 
 
 def test_timeseries_prefix_and_cost_figures():
     ts = figures.build_timeseries_figure(POINTS[0])
-    assert [t["name"] for t in ts["data"]] == ["KV usage (%)", "running", "waiting"]
-    assert ts["data"][0]["y"] == [10.0, 50.0, 90.0] and ts["layout"]["xaxis"]["title"]["text"] == "engine step"
+    assert [t["name"] for t in ts["data"]] == ["KV usage (%)", "Running requests", "Waiting requests"]
+    assert ts["data"][0]["y"] == [10.0, 50.0, 90.0]
+    assert ts["layout"]["xaxis"]["title"]["text"] == "Time (engine steps)"
     pre = figures.build_prefix_hit_figure([pt(0, 100, 0, hit=0.2), pt(1, 200, 0, hit=0.6)])
     assert pre["data"][0]["y"] == [20.0, 60.0] and "tokens" in pre["layout"]["xaxis"]["title"]["text"]
     cost = figures.build_cost_figure([pt(0, 100, 0, cost=3.0), pt(1, 200, 0, cost=6.0)], "num_gpu_blocks")

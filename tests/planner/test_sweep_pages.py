@@ -1,5 +1,7 @@
 """Sweep pages: the form creates a sweep or explains what is wrong; owner-only detail; never a 500."""
 
+import re
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
@@ -42,8 +44,13 @@ def test_form_creates_a_sweep_and_shows_progress(client):
 ])
 def test_form_errors_are_shown_by_field(client, change, field_text):
     r = client.post("/sweeps/new/", {**FORM, **change})
-    assert r.status_code == 400
-    assert field_text in r.content.decode()
+    # The form comes back with its errors as a normal page (a 4xx would be a failed load in the browser).
+    assert r.status_code == 200
+    assert not Sweep.objects.exists()
+    html = r.content.decode()
+    assert field_text in html
+    assert re.search(r'<ul class="errorlist[^"]*" id="id_\w+_error" role="alert">', html) or \
+        'class="errorlist nonfield"' in html
 
 
 def test_detail_is_owner_only_and_list_needs_sign_in(client):
@@ -60,3 +67,32 @@ def test_detail_is_owner_only_and_list_needs_sign_in(client):
     services.chunk_run(sweep_id=sweep.pk, index=0)
     page = o.get(f"/sweeps/{sweep.pk}/").content.decode()
     assert "Open the report" in page
+
+
+def test_new_sweep_form_defaults_to_llama_8b_on_one_h100_with_human_labels(client):
+    html = client.get("/sweeps/new/").content.decode()
+    assert re.search(r'<option value="llama-3-1-8b" selected>Llama 3.1 8B</option>', html)
+    assert re.search(r'<option value="h100-sxm5-80gb" selected>H100 SXM5 80GB · 79.2 GiB · \$3.78/h</option>', html)
+    labels = re.findall(r'<label for="id_\w+">([^<]+)</label>', html)
+    for label in ("GPU", "Max running requests (max_num_seqs)", "Axis 1 values", "Axis 2 values"):
+        assert label in labels
+    assert len(labels) == len(set(labels)), "two fields share a label"
+    assert not any(label.replace("_", " ") != label and "(" not in label for label in labels), labels
+    # every field explains itself (with its unit where it has one)
+    assert html.count('class="help" id="id_') == len(re.findall(r'<div class="field', html))
+
+
+def test_new_sweep_form_as_it_comes_runs_the_default_deployment(client):
+    from planner.sweeps.forms import SweepForm
+
+    form = SweepForm()
+    initial = {name: form.get_initial_for_field(field, name) for name, field in form.fields.items()}
+    data = {name: ("on" if value is True else value) for name, value in initial.items()
+            if value is not None and value != "" and value is not False}
+    r = client.post("/sweeps/new/", data)
+    assert r.status_code == 302, r.content.decode()[:3000]
+    sweep = Sweep.objects.get()
+    assert sweep.total_points == 5
+    inputs = sweep.snapshot
+    assert inputs["model"]["spec"]["name"] == "Llama 3.1 8B" and inputs["gpu"]["spec"]["name"] == "H100 SXM5 80GB"
+    assert inputs["sizing"]["num_gpus"] == 1
