@@ -145,10 +145,8 @@ def _new_page(browser, live_server, cookies=()):
     if cookies:
         context.add_cookies(list(cookies))
     page = context.new_page()
+    # No allowance for /favicon.ico: base.html declares an icon (a data: URI), so Chromium does not probe.
     problems = PageProblems(origin=origin)
-    # Chromium probes /favicon.ico on its own, at a moment of its choosing, when a page declares
-    # no icon; its 404 would make every test flaky. Inert once base.html declares an icon.
-    problems.allow(r"status of 404 .*\(" + re.escape(origin) + r"/favicon\.ico:")
     problems.watch(page)
     page.problems = problems
     return context, page, problems
@@ -228,3 +226,36 @@ def catalog(transactional_db):
     from gpuprofiles.models import GpuProfile, ModelProfile
 
     load_catalog(GpuProfile, ModelProfile)
+
+
+#: The KV blocks of the sweep behind ``finished_report`` (the same as the worker flow in test_sweeps.py).
+REPORT_BLOCKS = [150, 300, 600, 1200, 2400]
+
+
+@pytest.fixture
+def finished_report(user, monkeypatch):
+    """A KV-blocks sweep like the worker flow's (test_sweeps.py), run in this process (no worker): its report."""
+    from planner.models import Report
+    from planner.sweeps import services
+
+    monkeypatch.setattr(services, "sweep_enqueue", lambda sweep_id: None)  # nothing goes to a broker
+    sweep = services.sweep_create(
+        owner=user,
+        definition={
+            "name": "KV cliff in the browser",
+            "engine": {"num_gpu_blocks": 2000},
+            "workload": {
+                "spec": {
+                    "n": 150,
+                    "prompt": "normal:256,64",
+                    "output": "normal:128,32",
+                    "arrival": {"kind": "poisson", "rate": 2.0, "unit": "step"},
+                },
+                "seed": 0,
+            },
+            "axes": [{"param": "num_gpu_blocks", "values": REPORT_BLOCKS}],
+        },
+    )
+    for index in range(sweep.num_chunks):
+        assert services.chunk_run(sweep_id=sweep.pk, index=index) == "done"
+    return Report.objects.get(sweep=sweep)

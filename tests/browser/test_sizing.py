@@ -75,28 +75,43 @@ def test_size_a_catalog_model_on_a_catalog_gpu_and_read_the_answer(page, screens
     screenshot(page, "sizing")
 
 
+def _pick_gpus(page, names) -> None:
+    picker = page.get_by_role("group", name="GPUs to compare")
+    for box in picker.get_by_role("checkbox").all():
+        box.uncheck()
+    for name in names:
+        picker.get_by_role("checkbox", name=re.compile(r"^" + re.escape(name) + " · ")).check()
+
+
 def test_compare_three_gpus(page, screenshot):
     page.goto("/?model=" + _slug(ModelProfile, "Llama 3.1 8B"))
     page.get_by_role("link", name="Compare this model on other GPUs").click()
     expect(page).to_have_url(re.compile(r"/compare/\?"))
 
-    picker = page.get_by_role("group", name=re.compile("GPUs to compare")).or_(page.locator("#id_gpus"))
-    for box in picker.get_by_role("checkbox").all():
-        box.uncheck()
+    # At the model's full 128K context one request does not fit an L4's KV cache: that row says so
+    # and shows no token, concurrency, block or price figure.
     wanted = ["H100 SXM5 80GB", "H200 SXM 141GB", "L4"]
-    for name in wanted:
-        page.get_by_role("checkbox", name=re.compile(r"^" + re.escape(name) + r" \(")).check()
+    _pick_gpus(page, wanted)
     page.get_by_role("button", name="Compare").click()
+    rows = page.get_by_role("table", name="GPU comparison").locator("tbody tr")
+    expect(rows).to_have_count(3)
+    l4 = rows.nth(2)
+    expect(l4.get_by_role("rowheader")).to_contain_text("L4")
+    expect(l4).to_contain_text("Does not fit")
+    expect(l4).to_contain_text("131,072 tokens")
+    expect(l4.locator("td.num")).to_have_count(0)
+    expect(page.locator("#fig-compare")).to_contain_text("does not fit")
 
-    rows = page.locator("table tbody tr")
+    # At 32K it fits everywhere, and more memory holds more KV cache: H200 > H100 > L4.
+    page.get_by_label("Max model length").fill("32768")
+    page.get_by_role("button", name="Compare").click()
+    expect(page).to_have_url(re.compile(r"max_model_len=32768"))
     expect(rows).to_have_count(3)
     for row, name in zip(rows.all(), wanted):
         expect(row.get_by_role("rowheader")).to_contain_text(name)
-        tokens = row.locator("td").first.inner_text()
-        assert _number(tokens) > 0, row.inner_text()
-    # More memory, more KV cache: H200 > H100 > L4.
+        expect(row).not_to_contain_text("Does not fit")
     tokens = [_number(r.locator("td").first.inner_text()) for r in rows.all()]
-    assert tokens[1] > tokens[0] > tokens[2]
+    assert tokens[1] > tokens[0] > tokens[2] > 0
     _wait_for_figure(page, "compare")
     screenshot(page, "compare")
 
