@@ -1217,6 +1217,14 @@ class FastEngine:
                 if self.loading and ntok == 0 and not self.R:
                     # only requests waiting for onboarded blocks: wait for the first load (or arrival)
                     nxt_t = min(self.loading.values())
+                    if nxt_t <= self.clock:
+                        # every load is done, yet nothing could be admitted: the head of the queue
+                        # needs the blocks that loaded requests behind it hold. Let those go (they
+                        # stay cached) so the queue moves; vLLM would wait here for ever.
+                        for q in list(self.loading):
+                            self._free(q)
+                        self.loading.clear()
+                        t["tier_load_stalls"] = t.get("tier_load_stalls", 0) + 1
                     if pending < n and time_mode:
                         nxt_t = min(nxt_t, arr_sorted[pending])
                     if until is not None and time_mode:

@@ -111,8 +111,6 @@ def _result(sim, record_steps: bool, max_points: int | None) -> SimResult:
     tiers = getattr(sim, "tiers", None)  # the scalar reference kernel has none
     if tiers is not None:
         t.update(tiers.totals())
-        t["gpu_prefix_cache_hits"] = (t["prefix_cache_hits"] + t["preempted_prefix_cache_hits"]
-                                      - sum(tiers.hit_tokens))
     if wl.arrival_unit == "s":
         t["duration_s"] = sim.clock
     status = sim.status

@@ -1,0 +1,190 @@
+"""CPU / disk KV tiers: LRU per tier, demotion, onboarding, the seed 004 benefit and a metamorphic law."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simulator._fast import FastEngine
+from simulator.config import ConfigError, EngineConfig
+from simulator.engine import simulate
+from simulator.tiers import KvTier, LruKeys, TierChain
+from simulator.workload import Workload
+
+# Llama 3.1 8B: 131,072 KV bytes per token (docs/sizing.md), 16-token blocks
+BPB = 16 * 131_072
+
+
+# -- the tier store --------------------------------------------------------------
+
+
+def test_lru_keeps_the_most_recent_keys_and_pushes_out_the_oldest():
+    lru = LruKeys(3, 100)
+    assert lru.put(np.array([1, 2, 3])) == (3, pytest.approx(np.array([])))
+    new, out = lru.put(np.array([1, 4]))  # 1 refreshed, 4 new: 2 is now the oldest
+    assert new == 1 and out.tolist() == [2]
+    assert lru.contains(np.array([1, 2, 3, 4])).tolist() == [True, False, True, True]
+    new, out = lru.put(np.arange(10, 15))  # more than fits: the last three stay
+    assert sorted(out.tolist()) == [1, 3, 4, 10, 11]
+    assert lru.contains(np.array([12, 13, 14])).all() and lru.size == 3
+
+
+def test_a_zero_sized_tier_passes_everything_down():
+    lru = LruKeys(0, 10)
+    new, out = lru.put(np.array([1, 2]))
+    assert new == 0 and out.tolist() == [1, 2]
+
+
+def test_demotion_cascades_cpu_to_disk_and_then_drops():
+    chain = TierChain([("cpu", KvTier(num_blocks=2)), ("disk", KvTier(num_blocks=3))], BPB, 100)
+    chain.demote(np.array([1, 2, 3, 4, 5, 6]))
+    assert chain.lru[0].contains(np.array([5, 6])).all()
+    assert chain.lru[1].contains(np.array([2, 3, 4])).all()
+    assert chain.dropped == 1 and chain.offloaded == [2, 3]  # 1 never fitted anywhere: straight through
+    assert chain.bytes_offloaded == 5 * BPB
+    # a prefix continuing in the tiers: 5 (cpu), 3 (disk), then 1 is gone
+    assert chain.match(np.array([5, 3, 1, 6])) == [1, 1]
+    assert chain.match(np.array([9, 5])) == [0, 0]
+
+
+def test_onboard_time_is_latency_plus_bytes_over_bandwidth_and_loads_queue_on_the_link():
+    tier = KvTier(num_blocks=100, read_gbps=10.0, read_latency_s=0.001)
+    chain = TierChain([("cpu", tier)], BPB, 100)
+    chain.demote(np.arange(10))
+    one = 0.001 + 5 * BPB / 10e9
+    assert chain.onboard(np.arange(5), [5], 16, now=1.0) == pytest.approx(1.0 + one)
+    # a second load at the same moment waits for the first
+    assert chain.onboard(np.arange(5, 10), [5], 16, now=1.0) == pytest.approx(1.0 + 2 * one)
+    assert chain.hit_tokens == [160] and chain.onboarded == [10]
+
+
+def test_size_in_gib_is_converted_with_the_bytes_per_block():
+    cfg = EngineConfig(cpu_tier={"size_gib": 8}, kv_bytes_per_block=BPB)
+    assert cfg.cpu_tier.blocks(BPB) == 8 * 1024 ** 3 // BPB == 4096
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(cpu_tier={"size_gib": 8}), "kv_bytes_per_block"),
+    (dict(cpu_tier={"num_blocks": 8, "size_gib": 1}, kv_bytes_per_block=BPB), "exactly one"),
+    (dict(cpu_tier={"num_blocks": -1}), "cpu_tier.num_blocks"),
+    (dict(cpu_tier={"num_blocks": 8, "read_gbps": 0}), "cpu_tier.read_gbps"),
+    (dict(cpu_tier={"num_blocks": 8, "speed": 3}), "cpu_tier.speed"),
+    (dict(disk_tier={"num_blocks": 8}), "disk_tier: needs a cpu_tier"),
+    (dict(cpu_tier={"num_blocks": 8}, enable_prefix_caching=False), "enable_prefix_caching"),
+    (dict(kv_offload_threshold=0.5), "needs a cpu_tier"),
+    (dict(cpu_tier={"num_blocks": 8}, kv_offload_threshold=1.5), "kv_offload_threshold"),
+    (dict(cpu_tier="big"), "cpu_tier"),
+])
+def test_bad_tiers_name_the_field(kw, msg):
+    with pytest.raises(ConfigError, match=msg):
+        EngineConfig(**kw)
+
+
+# -- seed 004: long prefixes cycling through a GPU that holds fewer of them ------------
+
+
+def _seed_004_workload(n: int = 60, prefixes: int = 5, length: int = 20_000) -> Workload:
+    """KVBM's demo (seed 004): 20K-token prefixes (5 of them) cycling, one request every 2 s."""
+    pid = np.arange(n) % prefixes
+    return Workload(prompt_len=np.full(n, length + 200), output_len=np.full(n, 50),
+                    arrival=np.arange(n) * 2.0, arrival_unit="s", prefix_id=pid,
+                    prefix_len=np.full(prefixes, length))
+
+
+def _seed_004(**tier) -> tuple[dict, np.ndarray]:
+    wl = _seed_004_workload()
+    # 4,000 blocks of 16 tokens hold 3 of the 5 prefixes (1,250 blocks each); Llama 3.1 8B on H100 roofline-like
+    # linear clock: 10 ms a step + 20 us a token (a 20K prefill takes 0.41 s)
+    cfg = EngineConfig(num_gpu_blocks=4000, block_size=16, kv_bytes_per_block=BPB,
+                       cost_model={"kind": "linear", "base_s": 0.01, "per_token_s": 2e-5}, **tier)
+    r = simulate(wl, [cfg])[0]
+    return r.totals, r.requests["first_token_time_s"] - wl.arrival
+
+
+def test_seed_004_a_cpu_tier_turns_recomputed_prefixes_into_hits_and_cuts_ttft():
+    base, ttft0 = _seed_004()
+    cpu, ttft1 = _seed_004(cpu_tier={"size_gib": 40})  # 20,480 blocks: every prefix fits
+    # LRU cycling through 5 prefixes with room for 3: the GPU alone never hits
+    assert base["prefix_cache_hit_rate"] < 0.01
+    assert cpu["prefix_cache_hit_rate"] > 0.85
+    assert cpu["cpu_tier_hit_tokens"] > 0.8 * cpu["prefix_cache_queries"]
+    # loading 1,250 blocks (2.6 GB) at 50 GB/s takes ~52 ms instead of a 0.41 s prefill
+    assert np.median(ttft1) < np.median(ttft0) / 3
+    assert cpu["tier_bytes_onboarded"] == cpu["cpu_tier_blocks_onboarded"] * BPB
+
+
+def test_seed_004_a_tier_too_slow_to_beat_recompute_shows_no_gain():
+    _, ttft0 = _seed_004()
+    slow, ttft1 = _seed_004(cpu_tier={"size_gib": 40, "read_gbps": 0.5})  # 2.6 GB take 5 s to load
+    assert slow["prefix_cache_hit_rate"] > 0.85  # the blocks are there ...
+    assert np.median(ttft1) >= np.median(ttft0)  # ... but waiting for them is no faster than recomputing
+
+
+def test_a_disk_tier_catches_what_a_small_cpu_tier_pushes_out():
+    cpu_only, _ = _seed_004(cpu_tier={"num_blocks": 1500})
+    both, _ = _seed_004(cpu_tier={"num_blocks": 1500}, disk_tier={"num_blocks": 20_000, "read_gbps": 5.0})
+    assert both["prefix_cache_hit_rate"] > cpu_only["prefix_cache_hit_rate"] + 0.2
+    assert both["disk_tier_hit_tokens"] > 0 and both["tier_blocks_dropped"] == 0
+
+
+def test_offload_threshold_keeps_gpu_occupancy_at_or_under_it():
+    wl = _seed_004_workload()
+    usable = 3999
+    for thr in (0.5, 0.8):
+        cfg = EngineConfig(num_gpu_blocks=4000, block_size=16, cpu_tier={"num_blocks": 20_000},
+                           kv_offload_threshold=thr)
+        sim = FastEngine(wl, cfg)
+        sim.run_all()
+        occupied = usable - sim.pool.top  # blocks in use or cached on the GPU
+        assert occupied <= int(thr * usable)
+        assert sim.tiers.offloaded[0] > 0
+    plain = FastEngine(wl, EngineConfig(num_gpu_blocks=4000, block_size=16, cpu_tier={"num_blocks": 20_000}))
+    plain.run_all()
+    assert usable - plain.pool.top > int(0.8 * usable)
+
+
+def test_configurations_differing_in_tiers_run_in_one_batch_as_alone():
+    wl = _seed_004_workload(n=30)
+    cfgs = [EngineConfig(num_gpu_blocks=4000, cpu_tier=t, kv_bytes_per_block=BPB)
+            for t in (None, {"size_gib": 10}, {"size_gib": 40}, {"size_gib": 40, "read_gbps": 1.0})]
+    batch = simulate(wl, cfgs)
+    for cfg, r in zip(cfgs, batch):
+        alone = simulate(wl, [cfg])[0]
+        assert alone.totals == r.totals
+        assert np.array_equal(alone.requests["first_token_time_s"], r.requests["first_token_time_s"])
+
+
+# -- metamorphic: a tier never lowers the hit rate -------------------------------------
+
+
+def _random_case(seed: int):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(5, 60))
+    P = int(rng.integers(1, 6))
+    plen = rng.integers(16, 600, P)
+    pid = rng.integers(-1, P, n)
+    prompt = rng.integers(1, 300, n) + np.where(pid >= 0, plen[np.maximum(pid, 0)], 0)
+    unit = "s" if seed % 2 else "step"
+    arrival = np.sort(rng.exponential(0.3 if unit == "s" else 5, n).cumsum())
+    if unit == "step":
+        arrival = np.floor(arrival)
+    wl = Workload(prompt_len=prompt, output_len=rng.integers(1, 60, n), arrival=arrival, arrival_unit=unit,
+                  prefix_id=pid, prefix_len=plen)
+    B = int(rng.choice([4, 16]))
+    need = int(((prompt + 60) // B + 2).max())
+    kw = dict(num_gpu_blocks=int(rng.integers(need, need * 4)), block_size=B,
+              async_scheduling=bool(rng.integers(0, 2)))
+    return wl, kw, int(rng.integers(0, 3 * kw["num_gpu_blocks"]))
+
+
+@pytest.mark.parametrize("seed", range(0, 120))
+def test_adding_a_cpu_tier_never_lowers_the_hit_rate(seed):
+    wl, kw, cpu_blocks = _random_case(seed)
+    without = simulate(wl, [EngineConfig(**kw)])[0].totals
+    with_ = simulate(wl, [EngineConfig(**kw, cpu_tier={"num_blocks": cpu_blocks})])[0].totals
+    assert with_["prefix_cache_hit_rate"] >= without["prefix_cache_hit_rate"] - 1e-12
+    # and nothing is lost on the way
+    assert with_["finished"] + with_["dropped_unservable"] + with_["unfinished"] == wl.n
+    assert with_["unfinished"] == 0
+    assert with_["cpu_tier_hit_tokens"] <= with_["prefix_cache_hits"] + with_["preempted_prefix_cache_hits"] + \
+        with_["cpu_tier_blocks_onboarded"] * kw["block_size"]
