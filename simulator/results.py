@@ -77,9 +77,30 @@ class SimResult:
             out.append(rec)
         return out
 
+    def latency(self, slo_ttft_s: float | None = None, slo_itl_s: float | None = None):
+        """TTFT / TPOT / ITL / E2E percentiles, throughput and goodput (:func:`simulator.metrics.summarize_latency`).
+
+        Only for workloads with arrivals in seconds (``None`` otherwise: a
+        step-unit workload has no arrival times to measure from). ITL
+        percentiles weight each request's mean gap by its gaps (the engine
+        does not keep every gap); the mean is exact.
+        """
+        if self.arrival_unit != "s":
+            return None
+        from simulator.metrics import summarize_latency
+
+        req = self.requests
+        return summarize_latency(
+            arrival_time=req["arrival"], first_token_time=req["first_token_time_s"],
+            finish_time=req["finish_time_s"], num_output_tokens=req["num_output_tokens"],
+            num_prompt_tokens=req["prompt_len"], slo_ttft_s=slo_ttft_s, slo_itl_s=slo_itl_s)
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready ``{"totals", "requests"[, "steps"]}``."""
+        """JSON-ready ``{"totals", "requests"[, "steps"][, "latency"]}`` (latency for arrivals in seconds)."""
         d: dict[str, Any] = {"totals": dict(self.totals), "requests": self.request_records()}
+        lat = self.latency()
+        if lat is not None:
+            d["latency"] = lat.to_dict()
         if self.steps is not None:
             d["steps"] = {k: v.tolist() for k, v in self.steps.items()}
         return d
