@@ -133,32 +133,34 @@ def build_compare_figure(rows: Sequence[CompareRow]) -> dict:
         prices.append(round(o.price_per_hour, 2) if fits and o.price_per_hour is not None else None)
         if not fits:
             no_fit.append(names[-1])
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14,
+    # Horizontal bars, one row per deployment in the table's order (top to bottom), names read level.
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.06,
                         subplot_titles=("KV cache of the deployment", "Price of the deployment"))
     fig.add_trace(go.Bar(
-        name="KV cache (tokens)", x=names, y=tokens, marker=dict(color="#59a14f"), customdata=conc,
-        text=[f"{t:,}" if t is not None else "" for t in tokens], textposition="auto",
-        hovertemplate="%{x}<br>%{y:,} tokens of KV cache<br>%{customdata:,.2f} requests of max_model_len at "
+        name="KV cache (tokens)", y=names, x=tokens, orientation="h", marker=dict(color="#59a14f"),
+        customdata=conc, text=[f"{t:,}" if t is not None else "" for t in tokens], textposition="auto",
+        hovertemplate="%{y}<br>%{x:,} tokens of KV cache<br>%{customdata:,.2f} requests of max_model_len at "
                       "once<extra></extra>",
     ), row=1, col=1)
     fig.add_trace(go.Bar(
-        name="Price (USD per hour)", x=names, y=prices, marker=dict(color="#2450a6"),
+        name="Price (USD per hour)", y=names, x=prices, orientation="h", marker=dict(color="#2450a6"),
         text=[f"${p:,.2f}/h" if p is not None else "" for p in prices], textposition="auto",
-        hovertemplate="%{x}<br>$%{y:,.2f} per hour (deployment)<extra></extra>",
+        hovertemplate="%{y}<br>$%{x:,.2f} per hour (deployment)<extra></extra>",
     ), row=1, col=2)
     for name in no_fit:
-        for xref, yref in (("x", "y domain"), ("x2", "y2 domain")):
-            fig.add_annotation(x=name, xref=xref, y=0.02, yref=yref, yanchor="bottom", showarrow=False,
+        for xref, yref in (("x domain", "y"), ("x2 domain", "y2")):
+            fig.add_annotation(y=name, yref=yref, x=0.02, xref=xref, xanchor="left", showarrow=False,
                                text="does not fit", font=dict(color="#b3261e", size=13))
     for name, price in zip(names, prices):
         if price is None and name not in no_fit:
-            fig.add_annotation(x=name, xref="x2", y=0.02, yref="y2 domain", yanchor="bottom", showarrow=False,
+            fig.add_annotation(y=name, yref="y2", x=0.02, xref="x2 domain", xanchor="left", showarrow=False,
                                text="no price", font=dict(color="#596270"))
-    fig.update_layout(**_layout("The same model on each GPU", margin=dict(l=80, r=24, t=72, b=80)),
-                      showlegend=False)
-    fig.update_xaxes(title_text="Deployment (GPUs x GPU)", type="category")
-    fig.update_yaxes(title_text="KV cache (tokens)", rangemode="tozero", row=1, col=1)
-    fig.update_yaxes(title_text="Deployment price (USD per hour)", rangemode="tozero", row=1, col=2)
+    fig.update_layout(**_layout("The same model on each GPU", height=max(240, 150 + 50 * len(names)),
+                                margin=dict(l=150, r=24, t=72, b=56)),
+                      showlegend=False, bargap=0.3)
+    fig.update_yaxes(type="category", autorange="reversed")
+    fig.update_xaxes(title_text="KV cache (tokens)", rangemode="tozero", row=1, col=1)
+    fig.update_xaxes(title_text="Deployment price (USD per hour)", rangemode="tozero", row=1, col=2)
     return _as_dict(fig)
 
 
@@ -179,7 +181,7 @@ def build_fragmentation_figure(frag: FragmentationResult, *, max_model_len: int,
         **_layout(f"Paged vs naive allocation ({lengths or 'chosen lengths'}): paging fits {gain}",
                   margin=dict(l=72, r=30, t=56, b=64)),
         showlegend=False,
-        xaxis=dict(title=dict(text="Allocation of each request's KV cache")),
+        xaxis=dict(title=dict(text="Allocation of each request's KV cache"), type="category"),
         yaxis=dict(title=dict(text="Requests held at once (requests)"), rangemode="tozero"),
     )
     return _as_dict(fig)

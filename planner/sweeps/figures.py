@@ -34,7 +34,7 @@ AXIS_LABELS = {
     "rate": ("Request rate", "requests/step"),
     "block_size": ("Block size", "tokens"),
     "max_num_seqs": ("Max running requests (max_num_seqs)", "requests"),
-    "max_num_batched_tokens": ("Max batched tokens per step (max_num_batched_tokens)", "tokens"),
+    "max_num_batched_tokens": ("Max batched tokens (max_num_batched_tokens)", "tokens"),
     "long_prefill_token_threshold": ("Long-prefill threshold (long_prefill_token_threshold)", "tokens"),
     "enable_prefix_caching": ("Prefix caching", ""),
     "prompt_scale": ("Prompt length scale", "x"),
@@ -189,7 +189,7 @@ def build_timeseries_figure(point: dict) -> dict:
                       else f"{axis_label(k)[0]} = {v}" for k, v in point.get("params", {}).items())
     fig.update_xaxes(title_text="Time (s)" if x_key == "time_s" else "Time (engine steps)")
     fig.update_yaxes(title_text="KV usage (%)", range=[0, 105], secondary_y=False)
-    fig.update_yaxes(title_text="Requests (running, waiting)", rangemode="tozero", secondary_y=True, showgrid=False)
+    fig.update_yaxes(title_text="Running, waiting (requests)", rangemode="tozero", secondary_y=True, showgrid=False)
     fig.update_layout(**LAYOUT, height=400, title=_title(f"Over time at {label or 'the base point'}"))
     return _plain(fig)
 
@@ -252,8 +252,8 @@ def build_cost_figure(points: list[dict], param: str, *, arrival_unit: str = "st
                              name="USD per million output tokens", mode="lines+markers", line={"color": COLORS[3]},
                              hovertemplate="$%{y:,.2f} per M tokens<extra></extra>"), secondary_y=True)
     fig.update_xaxes(title_text=axis_title(param, arrival_unit), type="category")
-    fig.update_yaxes(title_text="USD per hour", rangemode="tozero", secondary_y=False)
-    fig.update_yaxes(title_text="USD per million output tokens", rangemode="tozero", secondary_y=True)
+    fig.update_yaxes(title_text="Cost per hour (USD per hour)", rangemode="tozero", secondary_y=False)
+    fig.update_yaxes(title_text="Cost per output (USD per million tokens)", rangemode="tozero", secondary_y=True)
     fig.update_layout(**LAYOUT, height=400, title=_title("Cost per hour and per million output tokens"))
     return _plain(fig)
 

@@ -1,5 +1,6 @@
 """Every main page, as a person on a laptop sees it: one layout and navigation, labelled fields whose
-descriptions exist, nothing wider than the screen, charts that fit, Plotly only where a chart is drawn.
+descriptions exist, drop-downs whose options are not cut off, nothing wider than the screen, charts
+that fit, Plotly only where a chart is drawn.
 
 The flows (test_sizing.py, test_sweeps.py, ...) check what the pages do; this checks how each looks.
 """
@@ -53,6 +54,16 @@ UNLABELLED = """() => [...document.querySelectorAll('main input, main select, ma
     .map(el => el.name || el.id)"""
 # the page's own width against the window's: a page that scrolls sideways is wider than its viewport
 WIDTHS = "() => ({scroll: document.scrollingElement.scrollWidth, client: document.scrollingElement.clientWidth, inner: innerWidth})"
+# <select>s whose widest option is cut off: the text's width against the room inside the box
+# (its width less padding and the arrow), measured with the select's own font
+CUT_OFF_SELECTS = """() => [...document.querySelectorAll('main select')].filter(s => !s.closest('.swagger-ui')).map(sel => {
+    const cs = getComputedStyle(sel), ctx = document.createElement('canvas').getContext('2d');
+    ctx.font = `${cs.fontWeight} ${cs.fontSize} ${cs.fontFamily}`;
+    const room = sel.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight) - 20;
+    const texts = [...sel.options].map(o => o.text);
+    const widest = texts.reduce((a, t) => ctx.measureText(t).width > ctx.measureText(a).width ? t : a, '');
+    return {name: sel.name, room: Math.round(room), widest: Math.round(ctx.measureText(widest).width), text: widest};
+  }).filter(s => s.widest > s.room)"""
 # each drawn chart's box and its SVG, in CSS pixels
 FIGURE_BOXES = """() => [...document.querySelectorAll('.figure')].map(f => {
     const svg = f.querySelector('.main-svg'); const b = f.getBoundingClientRect();
@@ -85,6 +96,7 @@ def _check(page, path: str, *, figures: bool) -> int:
 
         assert page.evaluate(MISSING_DESCRIPTIONS) == [], f"{path}: aria-describedby names ids not in the page"
         assert page.evaluate(UNLABELLED) == [], f"{path}: form fields without a label"
+        assert page.evaluate(CUT_OFF_SELECTS) == [], f"{path}: options cut off in their <select>"
 
         w = page.evaluate(WIDTHS)
         assert w["scroll"] <= w["inner"], f"{path}: the page scrolls sideways at {LAPTOP['width']} px: {w}"

@@ -101,6 +101,7 @@ def test_compare_three_gpus(page, screenshot):
     expect(l4).to_contain_text("131,072 tokens")
     expect(l4.locator("td.num")).to_have_count(0)
     expect(page.locator("#fig-compare")).to_contain_text("does not fit")
+    screenshot(page, "compare-does-not-fit")
 
     # At 32K it fits everywhere, and more memory holds more KV cache: H200 > H100 > L4.
     page.get_by_label("Max model length").fill("32768")

@@ -132,7 +132,7 @@ def test_compare_page_defaults_and_prices(client):
     html = r.content.decode()
     assert "$3.78" in html  # H100 SXM's catalog price per GPU-hour, one GPU
     fig = json.loads(re.search(r'id="fig-compare-data"[^>]*>(.*?)</script>', html, re.S).group(1))
-    assert fig["layout"]["yaxis"]["title"]["text"] == "KV cache (tokens)"
+    assert fig["layout"]["xaxis"]["title"]["text"] == "KV cache (tokens)"
 
 
 @pytest.mark.parametrize("gpus", [["h100-sxm5-80gb"], ["h100-sxm5-80gb", "a10", "l4", "t4", "l40s"]])
@@ -161,5 +161,5 @@ def test_compare_row_where_the_model_does_not_fit_shows_no_figures(client):
     assert "T4" in t4 and "Does not fit" in t4 and "weights need" in t4
     assert '<td class="num">' not in t4  # no token, concurrency, block or price figures
     fig = json.loads(re.search(r'id="fig-compare-data"[^>]*>(.*?)</script>', html, re.S).group(1))
-    assert fig["data"][0]["y"][1] is None  # no bar for the T4
+    assert fig["data"][0]["x"][1] is None  # no bar for the T4
     assert [a["text"] for a in fig["layout"]["annotations"]].count("does not fit") == 2  # one per panel

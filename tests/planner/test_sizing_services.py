@@ -141,16 +141,17 @@ def test_compare_figure_with_prices_and_a_failing_gpu():
     assert rows[2].outcome.fits is False
     fig = figures.build_compare_figure(rows)
     bars, price = fig["data"]
-    assert bars["x"] == ["1x H100 SXM5 80GB", "1x A100 SXM4 80GB", "1x Tiny"]
+    # horizontal bars: one row per deployment, in the table's order
+    assert bars["y"] == ["1x H100 SXM5 80GB", "1x A100 SXM4 80GB", "1x Tiny"] and bars["orientation"] == "h"
     # where the model does not fit: no bar, no price, the words instead
-    assert bars["y"][2] is None and bars["y"][0] > 0 and bars["y"][1] > 0
-    assert price["y"] == [3.78, None, None]
+    assert bars["x"][2] is None and bars["x"][0] > 0 and bars["x"][1] > 0
+    assert price["x"] == [3.78, None, None]
     # (the first two annotations are the panel titles; then the words on both panels, and "no price")
-    notes = [(a["x"], a.get("xref"), a["text"]) for a in fig["layout"]["annotations"][2:]]
-    assert notes == [("1x Tiny", "x", "does not fit"), ("1x Tiny", "x2", "does not fit"),
-                     ("1x A100 SXM4 80GB", "x2", "no price")]
-    assert fig["layout"]["yaxis"]["title"]["text"] == "KV cache (tokens)"
-    assert fig["layout"]["yaxis2"]["title"]["text"] == "Deployment price (USD per hour)"
+    notes = [(a["y"], a.get("yref"), a["text"]) for a in fig["layout"]["annotations"][2:]]
+    assert notes == [("1x Tiny", "y", "does not fit"), ("1x Tiny", "y2", "does not fit"),
+                     ("1x A100 SXM4 80GB", "y2", "no price")]
+    assert fig["layout"]["xaxis"]["title"]["text"] == "KV cache (tokens)"
+    assert fig["layout"]["xaxis2"]["title"]["text"] == "Deployment price (USD per hour)"
 
 
 def test_short_tokens():
