@@ -124,7 +124,10 @@ class FastEngine:
         self.cfg = cfg = config
         self.prep = prep = prep or WorkloadPrep(workload)
         n = wl.n
-        self.B = B = cfg.block_size
+        # SGLang's RadixCache (prefix_cache="radix"): token granularity, the same memory in token slots
+        self.radix = cfg.prefix_cache == "radix"
+        self.B = B = 1 if self.radix else cfg.block_size
+        num_blocks = (cfg.num_gpu_blocks - 1) * cfg.block_size + 1 if self.radix else cfg.num_gpu_blocks
         self.mml = cfg.max_model_len or max(prep.longest + 16, cfg.max_num_batched_tokens)
         # max_model_len can only bind when some context gets near it
         self.mml_binds = prep.longest + 4 >= self.mml
@@ -132,17 +135,20 @@ class FastEngine:
         ks = prep.keys(B)
         self.koff = ks.koff
         self.keyarr = ks.keyarr
-        self.pool = FastPool(cfg.num_gpu_blocks, self.caching, ks.num_keys if self.caching else 0)
+        self.pool = FastPool(num_blocks, self.caching, ks.num_keys if self.caching else 0)
         # Lower KV tiers (CPU, disk): GPU evictions are demoted, prefix hits onboarded.
         tiers = [(nm, tc) for nm, tc in (("cpu", cfg.cpu_tier), ("disk", cfg.disk_tier)) if tc is not None]
-        self.tiers = TierChain(tiers, cfg.kv_bytes_per_block, ks.num_keys) if tiers and self.caching else None
+        bpb = cfg.kv_bytes_per_block
+        if bpb and self.radix:
+            bpb = max(bpb // cfg.block_size, 1)  # per token slot
+        self.tiers = TierChain(tiers, bpb, ks.num_keys) if tiers and self.caching else None
         if self.tiers is not None:
             self.pool.on_evict = self.tiers.demote
         self.offload_at = (int(cfg.kv_offload_threshold * self.pool.usable)
                            if self.tiers is not None and cfg.kv_offload_threshold is not None else None)
         self.loading: dict[int, float] = {}  # request -> time its onboarded blocks are on the GPU
         self.btab = np.zeros(ks.slots, np.int64)
-        self.watermark_blocks = int(cfg.watermark * cfg.num_gpu_blocks)
+        self.watermark_blocks = int(cfg.watermark * num_blocks)
         self.async_mode = cfg.async_scheduling
         stm = cfg.step_time_model
         self.step_time = step_time or (

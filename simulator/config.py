@@ -70,6 +70,13 @@ class EngineConfig:
         ``None`` = max(longest prompt + output + 16, max_num_batched_tokens).
     step_time_model : StepTimeModel
         Advances the clock for workloads with arrivals in seconds.
+    prefix_cache : {"vllm", "radix"}
+        ``vllm``: hashed full blocks (vLLM's prefix cache). ``radix``:
+        SGLang's RadixCache: reuse at token granularity (page size 1), the
+        same memory counted in token slots (``(num_gpu_blocks - 1) x
+        block_size``), reference counts and least-recently-used leaves
+        evicted first (see ``docs/simulator.md``, "RadixCache"). Block
+        figures in the results are then token slots.
     cpu_tier, disk_tier : simulator.tiers.KvTier or None
         Lower KV tiers (``{"num_blocks" or "size_gib", "read_gbps",
         "write_gbps", "read_latency_s", "write_latency_s"}``): GPU evictions
@@ -106,6 +113,7 @@ class EngineConfig:
     max_model_len: int | None = None
     step_time_model: StepTimeModel = field(default_factory=StepTimeModel)
     cost_model: Any = None
+    prefix_cache: str = "vllm"
     cpu_tier: Any = None
     disk_tier: Any = None
     kv_offload_threshold: float | None = None
@@ -135,6 +143,11 @@ class EngineConfig:
         w = self.watermark
         if isinstance(w, bool) or not isinstance(w, (int, float)) or not (0.0 <= w < 1.0):
             raise ConfigError("watermark: must be a fraction in [0, 1)")
+        if self.prefix_cache not in ("vllm", "radix"):
+            raise ConfigError(f"prefix_cache: must be 'vllm' or 'radix', got {self.prefix_cache!r}")
+        if self.prefix_cache == "radix" and (self.num_gpu_blocks - 1) * self.block_size + 1 > MAX_NUM_GPU_BLOCKS:
+            raise ConfigError(f"prefix_cache: radix counts memory in tokens; at most {MAX_NUM_GPU_BLOCKS:,} "
+                              "token slots (num_gpu_blocks x block_size)")
         if self.policy != "fcfs":
             raise ConfigError("policy: only 'fcfs' is supported")
         if isinstance(self.step_time_model, dict):
