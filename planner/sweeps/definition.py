@@ -58,9 +58,10 @@ AXES: dict[str, dict[str, Any]] = {
                                "unit": "fraction"},
     "gpu": {"kind": "sizing", "type": str, "label": "GPU type", "unit": ""},
     "tensor_parallel_size": {"kind": "sizing", "type": int, "label": "GPUs (tensor parallel)", "unit": "GPUs"},
+    "cpu_tier_gib": {"kind": "tier", "type": float, "label": "CPU KV tier", "unit": "GiB"},
 }
-#: Axes the planner knows but cannot run yet (they arrive with the tiers and cost-model work).
-LATER_AXES = {"cpu_tier_gib": "CPU tier sizes arrive with the tiers work (issue 4); not available yet."}
+#: Axes the planner knows but cannot run yet.
+LATER_AXES: dict[str, str] = {}
 
 CLIFF_METRICS = {"preemptions_per_request": "preemptions per request", "ttft_p99_steps": "TTFT p99 (steps)"}
 
@@ -197,6 +198,9 @@ def axis_values(axis: Any, where: str, err: _Errors) -> tuple[str, list] | None:
         out.append(v)
     if len(set(map(repr, out))) != len(out):
         err.add(f"{where}.values", "values must be distinct")
+        return None
+    if param == "cpu_tier_gib" and (min(out) < 0 or max(out) > 100_000):
+        err.add(f"{where}.values", "CPU tier sizes must be between 0 and 100,000 GiB (0 = no CPU tier)")
         return None
     if param in ("prompt_scale", "output_scale", "rate") and min(out) <= 0:
         err.add(f"{where}.values", f"{param} values must be > 0")
@@ -440,6 +444,10 @@ def validate(raw: Any, *, owner, single: bool = False) -> tuple[dict, dict, list
         if a["param"] == "shared_prefix_fraction" and workload and (
                 workload["source"] != "spec" or len(workload["spec"]["prefixes"]) != 1):
             err.add(where, "a shared-prefix axis needs a generated workload with exactly one prefix group")
+        if a["param"] == "cpu_tier_gib" and not has_sizing and "kv_bytes_per_block" not in engine_raw:
+            err.add(where, "a CPU tier in GiB needs a model and a GPU (or engine.kv_bytes_per_block)")
+        if a["param"] == "cpu_tier_gib" and engine_raw.get("enable_prefix_caching") is False:
+            err.add(where, "a CPU tier keeps cached prefixes: it needs prefix caching on")
     if not has_sizing and "num_gpu_blocks" not in engine_raw and not any(
             a["param"] == "num_gpu_blocks" for a in axes) and not (cliff and cliff["param"] == "num_gpu_blocks"):
         err.add("engine.num_gpu_blocks", "required without a model and a GPU (or sweep it as an axis)")
@@ -470,6 +478,11 @@ def validate(raw: Any, *, owner, single: bool = False) -> tuple[dict, dict, list
         base_engine.setdefault("block_size", sizing["block_size"])
         base_engine.setdefault("max_num_seqs", sizing["max_num_seqs"])
         base_engine.setdefault("max_num_batched_tokens", sizing["max_num_batched_tokens"])
+        base_engine.setdefault("kv_bytes_per_block", int(sizing["bytes_per_block_per_gpu"]))
+        if "cost_model" not in engine_raw and "step_time_model" not in engine_raw:
+            terms = roofline_terms(model["spec"], gpu["spec"], dep_fields)
+            if terms is not None:
+                base_engine["cost_model"] = terms
     base_engine.setdefault("num_gpu_blocks", 2 if not has_sizing else base_engine.get("num_gpu_blocks"))
     try:
         engine = EngineConfig.from_dict(base_engine)
@@ -519,6 +532,24 @@ def validate(raw: Any, *, owner, single: bool = False) -> tuple[dict, dict, list
             resolve_point(snapshot, {cliff["param"]: x}, 0, owner=owner, err=err)
         err.raise_if_any()
     return definition, snapshot, points
+
+
+def roofline_terms(model_d: dict, gpu_d: dict, dep_d: dict) -> dict | None:
+    """The roofline step-time coefficients of a model on a GPU (a JSON ``cost_model`` object), or None.
+
+    With a model and a GPU a sweep's clock is the roofline (docs/cost-model.md)
+    unless the engine gives ``cost_model`` or ``step_time_model`` itself. A GPU
+    profile without HBM bandwidth or TFLOPS has no roofline: the point keeps the
+    linear ``step_time_model`` (``metrics.clock`` says which one a point used).
+    """
+    from simulator.cost_model import CostModelError, RooflineStepTime
+
+    try:
+        terms = RooflineStepTime.from_specs(model_spec(model_d), gpu_spec(gpu_d),
+                                            deployment=deployment_spec(dep_d)).terms
+    except (CostModelError, ValueError, TypeError):
+        return None
+    return {"kind": "terms", **terms.to_dict()}
 
 
 def _add_prefixed(err: _Errors, prefix: str, exc: Exception) -> None:
@@ -639,6 +670,10 @@ def resolve_point(snapshot: dict, params: dict, index: int, *, owner=None, err: 
     for k, v in params.items():
         if AXES[k]["kind"] == "engine":
             engine[k] = v
+    if "cpu_tier_gib" in params:
+        base_tier = dict(snapshot["engine"].get("cpu_tier") or {})
+        base_tier.pop("num_blocks", None)
+        engine["cpu_tier"] = {**base_tier, "size_gib": params["cpu_tier_gib"]} if params["cpu_tier_gib"] > 0 else None
     if "gpu" in params:
         g = resolve_profile("gpu", params["gpu"], owner, f"point {label}", err) if not isinstance(
             params["gpu"], dict) else None
@@ -658,6 +693,10 @@ def resolve_point(snapshot: dict, params: dict, index: int, *, owner=None, err: 
             if sized is None:
                 return {}
             engine["num_gpu_blocks"] = sized["num_gpu_blocks"]
+            engine["kv_bytes_per_block"] = int(sized["bytes_per_block_per_gpu"])
+        if ("gpu" in params or "tensor_parallel_size" in params) and "cost_model" not in snapshot.get(
+                "engine_explicit", []) and "step_time_model" not in snapshot.get("engine_explicit", []):
+            engine["cost_model"] = roofline_terms(snapshot["model"]["spec"], gpu["spec"], dep)
     elif "block_size" in params and not dep and "num_gpu_blocks" not in params:
         # Engine-only: keep the KV cache's token capacity constant when the block size changes.
         base = snapshot["engine"]

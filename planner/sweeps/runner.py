@@ -4,11 +4,11 @@ No ORM here: a chunk's workload variant and point configs (plain dicts) go in,
 plain JSON-ready dicts come out. Called by the Celery task adapter, the
 synchronous ``/api/simulations/`` endpoint and the cliff finder.
 
-Units. Steps are engine iterations. Seconds come from the config's linear
+Units. Steps are engine iterations. Seconds come from the config's cost
+model: the roofline of the model on the GPU when the sweep names both
+(``planner.sweeps.definition.roofline_terms``), else the linear
 ``step_time_model`` (``base_s + per_token_s x tokens + per_req_s x requests``
-per step), so they are exactly as good as those coefficients; the roofline
-cost model of the time-and-tiers work will replace them without changing
-these metric names.
+per step), so they are exactly as good as those coefficients.
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ def summarize(res, wl: Workload, cfg: EngineConfig, meta: dict) -> dict:
     out_tokens = float(np.asarray(r["num_output_tokens"])[done_mask].sum())
     duration_s = t.get("duration_s")
     stm = cfg.step_time_model
-    if duration_s is None and num_steps and stm.per_token_s == 0 and stm.per_req_s == 0:
+    if duration_s is None and num_steps and cfg.cost_model is None and stm.per_token_s == 0 and stm.per_req_s == 0:
         duration_s = num_steps * stm.base_s
     tput_s = (out_tokens / duration_s) if duration_s else None
     price = meta.get("price_per_hour")
@@ -155,6 +155,12 @@ def summarize(res, wl: Workload, cfg: EngineConfig, meta: dict) -> dict:
         "requests_preempted": int(t.get("requests_preempted_at_least_once", 0)),
         "recomputed_tokens": int(t.get("recomputed_tokens", 0)),
         "prefix_cache_hit_rate": t.get("prefix_cache_hit_rate"),
+        "clock": "cost_model" if cfg.cost_model is not None else "step_time_model",
+        "cpu_tier_gib": (cfg.cpu_tier.size_gib if cfg.cpu_tier is not None and cfg.cpu_tier.size_gib is not None
+                         else 0.0),
+        "cpu_tier_hit_tokens": t.get("cpu_tier_hit_tokens"),
+        "tier_bytes_onboarded": t.get("tier_bytes_onboarded"),
+        "tier_onboard_time_s": t.get("tier_onboard_time_s"),
         "peak_kv_usage": t.get("peak_kv_usage"),
         "mean_kv_usage": t.get("mean_kv_usage"),
         "peak_running": int(t.get("peak_running", 0)),

@@ -52,9 +52,11 @@ def test_sizing_axes_need_a_model_and_gpu():
     assert "needs a model and a GPU" in errs["axes[0].param"][0]
 
 
-def test_cpu_tier_axis_is_refused_with_a_reason():
+def test_cpu_tier_axis_needs_bytes_per_block_without_a_model():
     errs = errors_of({**BASE, "axes": [{"param": "cpu_tier_gib", "values": [8, 16]}]})
-    assert "not available yet" in errs["axes[0].param"][0]
+    assert "kv_bytes_per_block" in errs["axes[0].param"][0]
+    errs = errors_of({**BASE, "axes": [{"param": "cpu_tier_gib", "values": [-1, 16]}]})
+    assert "0 = no CPU tier" in errs["axes[0].values"][0]
 
 
 def test_size_cap_is_stated_in_the_message(settings):
