@@ -25,7 +25,8 @@ def plotly_figure(context, fig: dict, fig_id: str, title: str = "") -> str:
     ``fig`` is the dict of a ``build_*_figure`` function (``fig.to_plotly_json()``
     made JSON-safe); it is embedded with ``json_script`` so no markup can escape.
     The box is as high as the figure's layout says (no empty band, no jump when
-    Plotly draws), and says what it shows when JavaScript is off. Using the tag
+    Plotly draws), and says what it shows when JavaScript is off (base.html's
+    ``no-js`` class; the text is hidden as soon as scripts run). Using the tag
     marks the page as one that needs Plotly's JavaScript (``{% plotly_scripts %}``).
     """
     _root(context)[_NEEDS_PLOTLY] = True
@@ -36,8 +37,8 @@ def plotly_figure(context, fig: dict, fig_id: str, title: str = "") -> str:
         height = DEFAULT_FIGURE_HEIGHT
     return format_html(
         '<div class="figure" id="fig-{}" data-figure="{}" role="img" aria-label="{}" style="height: {}px">'
-        '<noscript><p class="figure-fallback">Chart: {} (needs JavaScript; the numbers are in the tables).</p>'
-        "</noscript></div>{}",
+        '<p class="figure-fallback">Chart: {} (needs JavaScript; the numbers are in the tables).</p>'
+        "</div>{}",
         fig_id,
         data_id,
         title,

@@ -1,5 +1,5 @@
-// Draws every Plotly figure on the page. Convention (see templates/includes/figure.html):
-//   <div class="figure" id="fig-x" data-figure="fig-x-data"></div>  +  {{ fig_json|json_script:"fig-x-data" }}
+// Draws every Plotly figure on the page. Convention ({% plotly_figure %} in planner/templatetags/kvp.py):
+//   <div class="figure" id="fig-x" data-figure="fig-x-data">fallback text</div>  +  json_script "fig-x-data"
 (function () {
   "use strict";
   function draw() {
@@ -10,6 +10,7 @@
       var fig = JSON.parse(source.textContent);
       if (typeof fig === "string") { fig = JSON.parse(fig); }
       var layout = Object.assign({ autosize: true }, fig.layout || {});
+      target.textContent = "";  // the no-JavaScript text
       Plotly.newPlot(target, fig.data || [], layout, { responsive: true, displaylogo: false });
     });
   }

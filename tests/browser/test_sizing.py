@@ -160,6 +160,8 @@ def test_sizing_form_works_without_javascript(browser, live_server, catalog):
         page.get_by_role("button", name="Size it").click()
         expect(page.locator("#summary")).to_contain_text("Llama 3.1 8B")
         expect(page.get_by_role("table", name="Sizing figures")).to_contain_text("8,192")
+        # a chart says what it would show, instead of an empty box
+        expect(page.locator("#fig-memory")).to_contain_text("Per-GPU memory budget (needs JavaScript")
     finally:
         context.close()
 
