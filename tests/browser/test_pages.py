@@ -68,7 +68,8 @@ CUT_OFF_SELECTS = """() => [...document.querySelectorAll('main select')].filter(
 FIGURE_BOXES = """() => [...document.querySelectorAll('.figure')].map(f => {
     const svg = f.querySelector('.main-svg'); const b = f.getBoundingClientRect();
     return {id: f.id, right: b.right, width: b.width, height: b.height,
-            svgWidth: svg ? svg.getBoundingClientRect().width : null};
+            svgWidth: svg ? svg.getBoundingClientRect().width : null,
+            svgHeight: svg ? svg.getBoundingClientRect().height : null};
   })"""
 
 
@@ -106,6 +107,8 @@ def _check(page, path: str, *, figures: bool) -> int:
             assert box["right"] <= w["client"] + 0.5, f"{path}: chart {box['id']} sticks out: {box}"
             assert box["svgWidth"] is not None and box["svgWidth"] <= box["width"] + 0.5, (path, box)
             assert box["height"] <= LAPTOP["height"], f"{path}: chart {box['id']} is taller than the screen"
+            # the box is as high as the chart (borders aside): no empty band under it
+            assert abs(box["height"] - 2 - box["svgHeight"]) <= 2, f"{path}: empty band around {box}"
         return page.locator("[aria-describedby]").count()
     finally:
         page.remove_listener("request", on_request)
