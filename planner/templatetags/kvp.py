@@ -60,6 +60,18 @@ def plotly_scripts(context) -> str:
     )
 
 
+@register.simple_tag
+def report_points_table(body: dict) -> dict:
+    """The points table of a report body as the report page shows it (human headers with units).
+
+    For templates rendered outside a view, such as the standalone HTML download.
+    """
+    from planner.sweeps.views import points_table
+
+    unit = ((body.get("inputs") or {}).get("workload") or {}).get("arrival_unit", "step")
+    return points_table(body, unit)
+
+
 @register.filter
 def thousands(value) -> str:
     """12345.6 -> '12,346'; non-numbers unchanged."""
