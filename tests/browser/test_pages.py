@@ -163,3 +163,18 @@ def test_every_help_text_is_tied_to_its_field(signed_in_page, path):
             control = page.locator(f'fieldset[aria-describedby="{help_id}"]')
         expect(control).to_have_count(1)
         assert help_id in (control.get_attribute("aria-describedby") or "").split(), help_id
+
+
+def test_navigation_by_keyboard_with_a_visible_focus_ring(page):
+    page.goto("/catalog/")
+    focus = "() => { const e = document.activeElement, s = getComputedStyle(e);" \
+            " return {text: e.innerText.trim(), ring: s.outlineStyle !== 'none' && parseFloat(s.outlineWidth) > 0}; }"
+    seen = []
+    for _ in range(7):
+        page.keyboard.press("Tab")
+        seen.append(page.evaluate(focus))
+    assert [s["text"] for s in seen] == ["Skip to content", "KV Planner", *NAV_LINKS]
+    assert all(s["ring"] for s in seen), seen
+    page.keyboard.press("Enter")  # on "API docs"
+    expect(page).to_have_url(re.compile(r"/api/docs/$"))
+    expect(page.locator(".swagger-ui .info .title")).to_contain_text("KV Planner API")
