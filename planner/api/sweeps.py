@@ -54,6 +54,10 @@ class DefinitionSerializer(serializers.Serializer):
     workload = serializers.JSONField(help_text='{"spec": {...}, "seed": 0} or {"trace": "...", "format": "csv"}')
     axes = serializers.JSONField(required=False)
     cliff = serializers.JSONField(required=False)
+    cluster = serializers.JSONField(required=False, help_text='replicas behind a router: {"num_instances": 4, '
+                                    '"routing": "round-robin", "router_delay_s": 0}')
+    slo = serializers.JSONField(required=False, help_text='latency targets for the replicas answer: '
+                                '{"ttft_s": 0.5, "itl_s": 0.05, "percentile": "p90"}')
 
 
 class ProgressSerializer(serializers.Serializer):
@@ -252,6 +256,46 @@ class SimulationApi(APIView):
             raise ValidationError({"non_field_errors": [str(exc)]}) from None
         return Response({"metrics": result["metrics"], "totals": result["totals"], "series": result["series"],
                          "config": p["config"], "meta": p["meta"]})
+
+
+class ReplicasSerializer(DefinitionSerializer):
+    max_instances = serializers.IntegerField(required=False, min_value=1, max_value=64,
+                                             help_text="largest replica count tried (default 16)")
+
+
+class ReplicasApi(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        tags=["simulations"],
+        summary="Replicas for this rate: the fewest instances meeting TTFT/ITL targets",
+        description="A one-simulation definition (model + GPU, a generated workload with arrivals in seconds) "
+                    "with `slo` (`ttft_s`, `itl_s`, `percentile` p50/p90/p99) and optionally `cluster` (routing, "
+                    "router delay) and `max_instances`. Tries 1, 2, 4 ... then bisects; every count tried is "
+                    "in `trials`. At most 2,000 requests.",
+        request=ReplicasSerializer,
+        responses=inline_serializer("ReplicasResult", {
+            "num_instances": serializers.IntegerField(allow_null=True), "percentile": serializers.CharField(),
+            "trials": serializers.ListField(child=serializers.DictField()), "reason": serializers.CharField(),
+            "num_gpu_blocks": serializers.IntegerField(), "cost_per_hour": serializers.FloatField(allow_null=True)}),
+        examples=[OpenApiExample("Llama 3.1 8B on H100 at 20 requests/s", request_only=True, value={
+            "model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb",
+            "workload": {"spec": {"n": 400, "arrival": {"kind": "poisson", "rate": 20, "unit": "s"}}, "seed": 0},
+            "slo": {"ttft_s": 0.5, "itl_s": 0.05}, "max_instances": 8}),
+                  _ex("Replicas answer", {"num_instances": 2, "percentile": "p90", "slo_ttft_s": 0.5,
+                                          "slo_itl_s": 0.05, "routing": "round-robin", "max_instances": 8,
+                                          "reason": "2 instances meet the SLOs; 1 does not", "trials": [],
+                                          "requests": 400, "rate_per_s": 20, "num_gpu_blocks": 28276,
+                                          "gpus_per_replica": 1, "cost_per_hour": None,
+                                          "clock": "cost_model"})],
+    )
+    def post(self, request):
+        from planner.sweeps.replicas import find_replicas
+
+        try:
+            return Response(find_replicas(_as_dict(request.data), owner=request.user))
+        except defn.DefinitionError as exc:
+            raise _definition_error(exc) from None
 
 
 class ReportListApi(GenericAPIView):

@@ -191,6 +191,18 @@ def advise(body: dict) -> list[Advice]:
                           f"{_fmt_int(worst['metrics']['num_gpu_blocks'])} blocks: their whole context never "
                           f"fits in the KV cache. Add blocks or lower max_model_len.",
                           {"dropped_unservable": dropped, "num_gpu_blocks": worst["metrics"]["num_gpu_blocks"]}))
+    for rep in replicas_for_rate(body):
+        if rep["num_instances"] is None:
+            out.append(Advice("replicas", "warning",
+                              f"{rep['where']}no replica count in this sweep (up to {rep['max_tried']}) meets "
+                              f"{rep['slo_text']}: add replicas to the axis or relax the targets.",
+                              rep))
+        else:
+            out.append(Advice("replicas", "info",
+                              f"{rep['where']}{rep['num_instances']} replica(s) is the fewest that meet "
+                              f"{rep['slo_text']} (TTFT {rep['pct']} {rep['ttft_s'] * 1000:,.0f} ms, ITL "
+                              f"{rep['pct']} {(rep['itl_s'] or 0) * 1000:,.1f} ms).",
+                              rep))
     priced = [p for p in pts if p["metrics"].get("cost_per_m_output_tokens")]
     if len(priced) >= 2:
         best = min(priced, key=lambda p: p["metrics"]["cost_per_m_output_tokens"])
@@ -202,4 +214,55 @@ def advise(body: dict) -> list[Advice]:
                           f"${worst['metrics']['cost_per_m_output_tokens']:,.2f} for the dearest point.",
                           {"cost_per_m_output_tokens": best["metrics"]["cost_per_m_output_tokens"],
                            "cost_per_hour": best["metrics"]["cost_per_hour"]}))
+    return out
+
+
+def replicas_for_rate(body: dict) -> list[dict]:
+    """The smallest replica count meeting the sweep's SLOs, per request rate (or once).
+
+    Needs ``inputs.slo`` and a ``num_instances`` axis; points at the same other
+    axis value (the rate, usually) are compared. A count meets the SLOs when
+    every request finished and the SLO percentile of TTFT and of the
+    inter-token latency is within its target. Returns one dict per group:
+    ``{"where", "rate", "num_instances", "ttft_s", "itl_s", "pct", "slo_text", "max_tried"}``.
+    """
+    inputs = body.get("inputs", {})
+    slo = inputs.get("slo")
+    axes = [a["param"] for a in inputs.get("axes") or []]
+    if not slo or "num_instances" not in axes:
+        return []
+    pct = slo.get("percentile", "p90")
+    other = [a for a in axes if a != "num_instances"]
+    groups: dict = {}
+    for p in body.get("points") or []:
+        key = p["params"].get(other[0]) if other else None
+        groups.setdefault(key, []).append(p)
+    parts = []
+    if slo.get("ttft_s") is not None:
+        parts.append(f"TTFT {pct} <= {slo['ttft_s'] * 1000:,.0f} ms")
+    if slo.get("itl_s") is not None:
+        parts.append(f"ITL {pct} <= {slo['itl_s'] * 1000:,.1f} ms")
+    slo_text = " and ".join(parts)
+    out = []
+    for key, pts in groups.items():
+        def meets(m: dict) -> bool:
+            if m.get("finished") != m.get("requests"):
+                return False
+            t, i = m.get(f"ttft_{pct}_s"), m.get(f"itl_{pct}_s")
+            if slo.get("ttft_s") is not None and (t is None or t > slo["ttft_s"]):
+                return False
+            return not (slo.get("itl_s") is not None and i is not None and i > slo["itl_s"])
+
+        ok = sorted((p for p in pts if meets(p["metrics"])), key=lambda p: p["params"]["num_instances"])
+        where = ""
+        if other:
+            name = other[0]
+            where = (f"At {key:,.4g} requests/s, " if name == "rate" and isinstance(key, (int, float))
+                     else f"At {name} = {key}, ")
+        best = ok[0]["metrics"] if ok else None
+        out.append({"where": where, "group": key, "num_instances": ok[0]["params"]["num_instances"] if ok else None,
+                    "ttft_s": best.get(f"ttft_{pct}_s") if best else None,
+                    "itl_s": best.get(f"itl_{pct}_s") if best else None,
+                    "pct": pct, "slo_text": slo_text,
+                    "max_tried": max(p["params"]["num_instances"] for p in pts)})
     return out

@@ -59,7 +59,11 @@ AXES: dict[str, dict[str, Any]] = {
     "gpu": {"kind": "sizing", "type": str, "label": "GPU type", "unit": ""},
     "tensor_parallel_size": {"kind": "sizing", "type": int, "label": "GPUs (tensor parallel)", "unit": "GPUs"},
     "cpu_tier_gib": {"kind": "tier", "type": float, "label": "CPU KV tier", "unit": "GiB"},
+    "num_instances": {"kind": "cluster", "type": int, "label": "Replicas", "unit": "instances"},
+    "routing": {"kind": "cluster", "type": str, "label": "Routing policy", "unit": ""},
 }
+#: Most replicas one sweep point may simulate.
+MAX_SWEEP_INSTANCES = 64
 #: Axes the planner knows but cannot run yet.
 LATER_AXES: dict[str, str] = {}
 
@@ -199,6 +203,18 @@ def axis_values(axis: Any, where: str, err: _Errors) -> tuple[str, list] | None:
     if len(set(map(repr, out))) != len(out):
         err.add(f"{where}.values", "values must be distinct")
         return None
+    if param == "num_instances" and max(out) > MAX_SWEEP_INSTANCES:
+        err.add(f"{where}.values", f"at most {MAX_SWEEP_INSTANCES} replicas per point")
+        return None
+    if param == "routing":
+        from simulator.routing import ClusterError, parse_routing
+
+        for i, v in enumerate(out):
+            try:
+                out[i] = str(parse_routing(str(v)))
+            except ClusterError as exc:
+                err.add(f"{where}.values[{i}]", str(exc))
+                return None
     if param == "cpu_tier_gib" and (min(out) < 0 or max(out) > 100_000):
         err.add(f"{where}.values", "CPU tier sizes must be between 0 and 100,000 GiB (0 = no CPU tier)")
         return None
@@ -377,7 +393,7 @@ def validate(raw: Any, *, owner, single: bool = False) -> tuple[dict, dict, list
     err = _Errors()
     if not isinstance(raw, dict):
         raise DefinitionError({"non_field_errors": ["the sweep definition must be a JSON object"]})
-    known = {"name", "mode", "model", "gpu", "deployment", "engine", "workload", "axes", "cliff"}
+    known = {"name", "mode", "model", "gpu", "deployment", "engine", "workload", "axes", "cliff", "cluster", "slo"}
     for k in sorted(set(raw) - known):
         err.add(k, f"unknown field (known: {', '.join(sorted(known))})")
     name = raw.get("name", "")
@@ -406,6 +422,8 @@ def validate(raw: Any, *, owner, single: bool = False) -> tuple[dict, dict, list
         err.add("engine", "must be an object of engine knobs")
         engine_raw = {}
     workload = _workload(raw.get("workload", {}), err)
+    cluster = _cluster(raw.get("cluster"), err)
+    slo = _slo(raw.get("slo"), err)
 
     axes_raw = raw.get("axes", [])
     axes: list[dict] = []
@@ -500,6 +518,8 @@ def validate(raw: Any, *, owner, single: bool = False) -> tuple[dict, dict, list
         "workload": workload,
         "axes": axes,
         "cliff": cliff,
+        "cluster": cluster,
+        "slo": slo,
     }
     definition = {k: raw[k] for k in known if k in raw and k != "workload"}
     definition["name"] = name
@@ -623,6 +643,61 @@ def _cliff(raw: Any, err: _Errors) -> dict | None:
     return {"param": param, "metric": metric, "threshold": float(threshold), **vals}
 
 
+def _cluster(raw: Any, err: _Errors) -> dict | None:
+    """``{"num_instances": 1, "routing": "round-robin", "router_delay_s": 0}``: replicas behind a router."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        err.add("cluster", "must be an object with num_instances, routing, router_delay_s")
+        return None
+    for k in sorted(set(raw) - {"num_instances", "routing", "router_delay_s"}):
+        err.add(f"cluster.{k}", "unknown field (known: num_instances, routing, router_delay_s)")
+    n = raw.get("num_instances", 1)
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_SWEEP_INSTANCES:
+        err.add("cluster.num_instances", f"must be a whole number from 1 to {MAX_SWEEP_INSTANCES}")
+    from simulator.routing import ClusterError, parse_routing
+
+    routing = raw.get("routing", "round-robin")
+    try:
+        routing = str(parse_routing(str(routing)))
+    except ClusterError as exc:
+        err.add("cluster.routing", str(exc))
+    delay = raw.get("router_delay_s", 0.0)
+    if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not math.isfinite(delay) \
+            or not 0 <= delay <= 3600:
+        err.add("cluster.router_delay_s", "must be a number of seconds from 0 to 3,600")
+    if err.errors:
+        return None
+    return {"num_instances": n, "routing": routing, "router_delay_s": float(delay)}
+
+
+def _slo(raw: Any, err: _Errors) -> dict | None:
+    """``{"ttft_s": 0.5, "itl_s": 0.05, "percentile": "p90"}``: latency targets for the replicas answer."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        err.add("slo", "must be an object with ttft_s and/or itl_s (seconds)")
+        return None
+    for k in sorted(set(raw) - {"ttft_s", "itl_s", "percentile"}):
+        err.add(f"slo.{k}", "unknown field (known: ttft_s, itl_s, percentile)")
+    out: dict[str, Any] = {}
+    for k in ("ttft_s", "itl_s"):
+        v = raw.get(k)
+        if v is None:
+            out[k] = None
+        elif isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 < v <= 3600:
+            err.add(f"slo.{k}", "must be a number of seconds > 0 (at most 3,600)")
+        else:
+            out[k] = float(v)
+    if not err.errors and out.get("ttft_s") is None and out.get("itl_s") is None:
+        err.add("slo", "give ttft_s, itl_s or both")
+    pct = raw.get("percentile", "p90")
+    if pct not in ("p50", "p90", "p99"):
+        err.add("slo.percentile", "must be p50, p90 or p99")
+    out["percentile"] = pct
+    return None if err.errors else out
+
+
 def cliff_budget(cliff: dict) -> int:
     """Most simulations the cliff finder may run (see planner.sweeps.cliff)."""
     from planner.sweeps.cliff import max_evaluations
@@ -718,6 +793,15 @@ def resolve_point(snapshot: dict, params: dict, index: int, *, owner=None, err: 
         "gpu_name": gpu_spec_d.get("name"),
         "price_per_hour": (price * num_gpus) if (price and num_gpus) else None,
     }
+    base_cluster = snapshot.get("cluster")
+    if base_cluster or "num_instances" in params or "routing" in params:
+        cl = dict(base_cluster or {"num_instances": 1, "routing": "round-robin", "router_delay_s": 0.0})
+        for k in ("num_instances", "routing"):
+            if k in params:
+                cl[k] = params[k]
+        meta["cluster"] = cl
+        if meta["price_per_hour"]:
+            meta["price_per_hour"] *= cl["num_instances"]
     variant = workload_for(snapshot, params)
     return {"index": index, "params": params, "config": cfg.to_dict(), "meta": meta, "workload": variant,
             "workload_key": workload_key(variant)}

@@ -74,20 +74,51 @@ def simulate_points(wl: Workload, points: list[dict], *, record_steps: bool = Tr
     from simulator.engine import simulate
 
     configs = [EngineConfig.from_dict(p["config"]) for p in points]
-    results = simulate(wl, configs, record_steps=record_steps,
-                       max_step_points=SERIES_POINTS if record_steps else None, progress=progress)
+    single = [i for i, p in enumerate(points) if not p.get("meta", {}).get("cluster")]
+    multi = [i for i in range(len(points)) if i not in set(single)]
+    results: list[Any] = [None] * len(points)
+    nb = len(points)
+    if single:
+        sub = None if progress is None else (lambda f: progress(f * len(single) / nb))
+        for i, res in zip(single, simulate(wl, [configs[i] for i in single], record_steps=record_steps,
+                                           max_step_points=SERIES_POINTS if record_steps else None,
+                                           progress=sub)):
+            results[i] = res
+    for j, i in enumerate(multi):
+        results[i] = _simulate_cluster(wl, configs[i], points[i]["meta"]["cluster"])
+        if progress is not None:
+            progress((len(single) + j + 1) / nb)
     out = []
     for p, cfg, res in zip(points, configs, results):
         totals = {k: _json_num(v) for k, v in res.totals.items() if _is_scalar(v)}
+        metrics = summarize(res, wl, cfg, p.get("meta", {}))
+        cl = p.get("meta", {}).get("cluster")
+        if cl:
+            metrics.update(num_instances=cl["num_instances"], routing=cl["routing"],
+                           request_imbalance=_json_num(res.totals.get("request_imbalance")),
+                           token_imbalance=_json_num(res.totals.get("token_imbalance")))
         out.append({
             "index": p["index"],
             "params": p["params"],
             "meta": p.get("meta", {}),
-            "metrics": summarize(res, wl, cfg, p.get("meta", {})),
+            "metrics": metrics,
             "totals": totals,
-            "series": series(res.steps) if record_steps else None,
+            "series": series(res.steps) if (record_steps and not cl) else None,
         })
     return out
+
+
+def _simulate_cluster(wl: Workload, cfg: EngineConfig, cluster: dict):
+    """One point on N replicas behind a router, shaped like a SimResult for :func:`summarize`."""
+    from simulator.cluster import simulate_cluster
+    from simulator.results import SimResult
+
+    r = simulate_cluster(wl, cfg, int(cluster["num_instances"]), routing=cluster["routing"],
+                         router_delay_s=float(cluster.get("router_delay_s", 0.0)) if wl.arrival_unit == "s" else 0.0)
+    totals = dict(r.totals)
+    totals["request_imbalance"] = r.load.request_imbalance
+    totals["token_imbalance"] = r.load.token_imbalance
+    return SimResult(totals=totals, requests=r.requests, steps=None, arrival_unit=r.arrival_unit)
 
 
 def _is_scalar(v: Any) -> bool:
@@ -139,6 +170,8 @@ def summarize(res, wl: Workload, cfg: EngineConfig, meta: dict) -> dict:
         e2e_s = np.asarray(r["finish_time_s"], np.float64) - arrival
         # Steps from arrival to first token are not defined on a seconds clock; use first scheduled.
         ttft_steps = None
+    lat = res.latency() if wl.arrival_unit == "s" else None
+    itl = lat.itl if lat is not None and lat.itl.count else None
     out_tokens = float(np.asarray(r["num_output_tokens"])[done_mask].sum())
     duration_s = t.get("duration_s")
     stm = cfg.step_time_model
@@ -176,6 +209,11 @@ def summarize(res, wl: Workload, cfg: EngineConfig, meta: dict) -> dict:
         "duration_s": duration_s,
         "throughput_tok_s": tput_s,
         "throughput_tok_per_step": (out_tokens / num_steps) if num_steps else None,
+        "ttft_p90_s": _pct(ttft_s, 90),
+        "itl_mean_s": itl.mean if itl else None,
+        "itl_p50_s": itl.p50 if itl else None,
+        "itl_p90_s": itl.p90 if itl else None,
+        "itl_p99_s": itl.p99 if itl else None,
         "num_gpu_blocks": cfg.num_gpu_blocks,
         "kv_cache_tokens": (cfg.num_gpu_blocks - 1) * cfg.block_size,
         "cost_per_hour": price,
