@@ -229,8 +229,9 @@ class TierChain:
     def demote(self, keys: np.ndarray) -> None:
         """Blocks evicted from the tier above the first one (the GPU) enter it; overflow cascades down."""
         if keys.size > 1:
-            _, first = np.unique(keys, return_index=True)
-            if first.size != keys.size:
+            srt = np.sort(keys)
+            if (srt[1:] == srt[:-1]).any():  # repeats within the batch (rare): keep the first of each
+                _, first = np.unique(keys, return_index=True)
                 keys = keys[np.sort(first)]
         for i, lru in enumerate(self.lru):
             if not keys.size:
@@ -253,6 +254,9 @@ class TierChain:
         counts = [0] * len(self.lru)
         if not keys.size:
             return counts
+        k0 = keys[0]
+        if not any(lru.pos[k0] >= 0 for lru in self.lru):
+            return counts  # the usual case: the prefix does not continue in any tier
         where = np.full(keys.size, -1, np.int64)
         for i in range(len(self.lru) - 1, -1, -1):
             where[self.lru[i].contains(keys)] = i
