@@ -224,15 +224,28 @@ class TierChain:
         self.bytes_offloaded = 0
         self.onboard_time_s = 0.0       # sum of load times (per request, queueing on the link included)
         self.link_free = [0.0] * k      # when each tier's read link is next idle (loads queue on it)
+        self._pending: list[np.ndarray] = []  # demotions not yet applied (applied in order, in bulk)
         self.offload_time_s = 0.0       # sum of background copy times
 
     def demote(self, keys: np.ndarray) -> None:
-        """Blocks evicted from the tier above the first one (the GPU) enter it; overflow cascades down."""
+        """Blocks evicted from the tier above the first one (the GPU) enter it; overflow cascades down.
+
+        Applied lazily, in order, before the tiers are next read (:meth:`match`,
+        :meth:`onboard`, :meth:`totals`): the same result as applying each at once.
+        """
+        self._pending.append(keys)
+
+    def flush(self) -> None:
+        """Apply the pending demotions in one go."""
+        if not self._pending:
+            return
+        keys = self._pending[0] if len(self._pending) == 1 else np.concatenate(self._pending)
+        self._pending = []
         if keys.size > 1:
             srt = np.sort(keys)
-            if (srt[1:] == srt[:-1]).any():  # repeats within the batch (rare): keep the first of each
-                _, first = np.unique(keys, return_index=True)
-                keys = keys[np.sort(first)]
+            if (srt[1:] == srt[:-1]).any():  # a key demoted twice (rare): its last demotion counts
+                _, first = np.unique(keys[::-1], return_index=True)
+                keys = keys[np.sort(keys.size - 1 - first)]
         for i, lru in enumerate(self.lru):
             if not keys.size:
                 return
@@ -254,6 +267,7 @@ class TierChain:
         counts = [0] * len(self.lru)
         if not keys.size:
             return counts
+        self.flush()
         k0 = keys[0]
         if not any(lru.pos[k0] >= 0 for lru in self.lru):
             return counts  # the usual case: the prefix does not continue in any tier
@@ -273,6 +287,7 @@ class TierChain:
         each other; the CPU and disk parts of one request load in parallel).
         The loaded keys are refreshed in the tiers holding them (LRU use).
         """
+        self.flush()
         ready = now
         for i, c in enumerate(counts):
             if not c:
@@ -294,6 +309,7 @@ class TierChain:
         return ready
 
     def totals(self) -> dict[str, Any]:
+        self.flush()
         out: dict[str, Any] = {}
         for i, name in enumerate(self.names):
             out[f"{name}_tier_blocks"] = self.lru[i].capacity
