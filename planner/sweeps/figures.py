@@ -42,6 +42,9 @@ AXIS_LABELS = {
     "shared_prefix_fraction": ("Shared-prefix fraction", "fraction"),
     "gpu": ("GPU type", ""),
     "tensor_parallel_size": ("GPUs (tensor parallel)", "GPUs"),
+    "cpu_tier_gib": ("CPU KV tier", "GiB"),
+    "num_instances": ("Replicas", "instances"),
+    "routing": ("Routing policy", ""),
 }
 #: Metrics as a person reads them: (label, unit).
 METRIC_LABELS = {
@@ -302,7 +305,7 @@ def report_figures(body: dict, *, point_index: int | None = None) -> list[tuple[
             cr.get("history") or [], param=c["param"], metric=c["metric"], limit=cr.get("limit", c["threshold"]),
             cliff_x=cr.get("cliff"))))
         axes = [c["param"]]
-    numeric = [a for a in axes if a not in ("gpu", "enable_prefix_caching")]
+    numeric = [a for a in axes if a not in ("gpu", "enable_prefix_caching", "routing")]  # not numbers
     if len(axes) == 2:
         x, y = axes
         figs.append(("heat-preempt", "Preemptions per request", build_heatmap_figure(
