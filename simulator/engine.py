@@ -111,7 +111,7 @@ def _result(sim, record_steps: bool, max_points: int | None) -> SimResult:
     tiers = getattr(sim, "tiers", None)  # the scalar reference kernel has none
     if tiers is not None:
         t.update(tiers.totals())
-    if wl.arrival_unit == "s" or getattr(sim.cfg, "cost_model", None) is not None:
+    if wl.arrival_unit == "s" or getattr(getattr(sim, "cfg", None), "cost_model", None) is not None:
         t["duration_s"] = sim.clock
     status = sim.status
     names = np.array(["waiting", "running", "waiting", "finished", "dropped_unservable"])
