@@ -21,11 +21,10 @@ MAX_REPLICA_REQUESTS = 2_000
 
 def find_replicas(raw: Any, *, owner) -> dict:
     """Validate and answer; raises :class:`planner.sweeps.definition.DefinitionError` with field messages."""
+    from planner.sweeps.runner import build_workload
     from simulator.cluster import smallest_replicas
     from simulator.config import EngineConfig
     from simulator.routing import ClusterError
-
-    from planner.sweeps.runner import build_workload
 
     if not isinstance(raw, dict):
         raise defn.DefinitionError({"non_field_errors": ["must be a JSON object"]})
