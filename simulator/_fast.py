@@ -31,8 +31,8 @@ from collections.abc import Callable
 import numpy as np
 
 from simulator._pool import FastPool
-from simulator.tiers import TierChain
 from simulator.config import EngineConfig
+from simulator.tiers import TierChain
 from simulator.workload import Workload
 
 WAITING, RUNNING, PREEMPTED, FINISHED, DROPPED = 0, 1, 2, 3, 4
