@@ -147,6 +147,10 @@ class FastEngine:
         self.offload_at = (int(cfg.kv_offload_threshold * self.pool.usable)
                            if self.tiers is not None and cfg.kv_offload_threshold is not None else None)
         self.loading: dict[int, float] = {}  # request -> time its onboarded blocks are on the GPU
+        # Every content key is a request's own (no shared prefix, no parent) and no tier
+        # publishes keys: a block is then held by at most one request, and a request's
+        # keys are published only by it, in order (fast paths in _free, _publish_one).
+        self.own_keys = self.keyarr is None and self.tiers is None
         self.btab = np.zeros(ks.slots, np.int64)
         self.watermark_blocks = int(cfg.watermark * num_blocks)
         self.async_mode = cfg.async_scheduling
@@ -254,7 +258,10 @@ class FastEngine:
         if full <= nc:
             return
         o = int(self.koff[q])
-        if self.keyarr is None:
+        if self.own_keys and not self.npre[q]:
+            # keys only this request publishes, in order, and it never lost its blocks
+            self.pool.publish_new(self.btab[o + nc:o + full], o + nc)
+        elif self.keyarr is None:
             self.pool.publish(self.btab[o + nc:o + full], np.arange(o + nc, o + full), True)
         else:
             self.pool.publish(self.btab[o + nc:o + full], self.keyarr[o + nc:o + full], True)
@@ -270,7 +277,11 @@ class FastEngine:
         o = int(self.koff[q])
         h = int(self.held[q])
         if h:
-            self.pool.release(self.btab[o:o + h])
+            if self.own_keys:
+                # nobody else can hold these blocks; the published ones lead
+                self.pool.release_own(self.btab[o:o + h], int(self.ncached[q]))
+            else:
+                self.pool.release(self.btab[o:o + h])
         self.held[q] = 0
         self.ncached[q] = 0
 

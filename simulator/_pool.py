@@ -78,19 +78,32 @@ class FastPool:
         ``now`` is the step (int, or one per block) for the residency metrics.
         """
         top = self.top
-        m = k if k <= top else top
-        out = self.stack[top - m:top][::-1].copy()
-        self.top = top - m
-        fresh = m - (top - self.nfresh)
-        if fresh > 0:
-            self.nfresh -= fresh
+        if top == 0 and k:
+            # the common case under load: every free block is a cached one
+            if self.ndead:
+                out = self._pop_fifo(k)
+            else:
+                h = self.fhead
+                out = self.fifo[h:h + k].copy()
+                self.fhead = h + k
+                self.fpos[out] = -1
+                self.nfifo -= k
+            self._evict(out)
+            fresh = m = 0
         else:
-            fresh = 0
-        rest = k - m
-        if rest:
-            ev = self._pop_fifo(rest)
-            out = np.concatenate((out, ev)) if m else ev
-            self._evict(ev)
+            m = k if k <= top else top
+            out = self.stack[top - m:top][::-1].copy()
+            self.top = top - m
+            fresh = m - (top - self.nfresh)
+            if fresh > 0:
+                self.nfresh -= fresh
+            else:
+                fresh = 0
+            rest = k - m
+            if rest:
+                ev = self._pop_fifo(rest)
+                out = np.concatenate((out, ev))
+                self._evict(ev)
         # Residency metrics without per-block reads: every allocation's `now`
         # becomes the block's `born` and is consumed at its next reallocation
         # (see finalize_metrics); touches add their idle increments there.
@@ -140,8 +153,9 @@ class FastPool:
         return ev
 
     def _evict(self, ev: np.ndarray) -> None:
-        keys = self.hash[ev]
-        self.hash[ev] = -1
+        hsh = self.hash
+        keys = hsh[ev]
+        hsh[ev] = -1
         self.evictions += ev.size
         if self.on_evict is not None:
             self.on_evict(keys)
@@ -249,6 +263,29 @@ class FastPool:
             top = self.top
             self.stack[top:top + z.size] = z[::-1]
             self.top = top + z.size
+
+    def release_own(self, blocks: np.ndarray, nhashed: int) -> None:
+        """:meth:`release` for blocks held by one request only (ref count 1 each).
+
+        The caller knows the first ``nhashed`` blocks are the hashed ones (a
+        request's published prefix) and the rest unhashed; the result is what
+        :meth:`release` gives for them.
+        """
+        self.ref[blocks] = 0
+        if nhashed:
+            self._append(blocks[nhashed - 1::-1] if nhashed < blocks.size else blocks[::-1])
+        m = blocks.size - nhashed
+        if m:
+            top = self.top
+            self.stack[top:top + m] = blocks[nhashed:]
+            self.top = top + m
+
+    def publish_new(self, blocks: np.ndarray, k0: int) -> None:
+        """:meth:`publish` of ``blocks`` under the consecutive keys ``k0, k0 + 1, ...``
+        that no block carries (the caller knows; no duplicate bookkeeping needed)."""
+        k1 = k0 + blocks.size
+        self.hash[blocks] = np.arange(k0, k1)
+        self.kblock[k0:k1] = blocks
 
     def _append(self, tail: np.ndarray) -> None:
         t = self.ftail
