@@ -39,6 +39,9 @@ WAITING, RUNNING, PREEMPTED, FINISHED, DROPPED = 0, 1, 2, 3, 4
 
 StepTimeFn = Callable[[int, int], float]
 
+_acc = np.add.accumulate  # cumsum of a 1-D int64 array, without np.cumsum's dispatch
+_cnz = np.count_nonzero  # a numpy int: int() it before it reaches a result
+
 
 def cdiv(a: int, b: int) -> int:
     """Ceiling division for non-negative integers."""
@@ -238,14 +241,18 @@ class FastEngine:
         """Publish each request's full blocks below ``upto`` tokens (``cache_blocks``), in order."""
         full = upto // self.B
         nc = self.ncached[ids]
-        g = full > nc
-        if not g.any():
+        g = (full > nc).nonzero()[0]
+        if not g.size:
             return
-        ids, full, nc = ids[g], full[g], nc[g]
+        if g.size < ids.size:
+            ids, full, nc = ids[g], full[g], nc[g]
         cnt = full - nc
-        cs = np.cumsum(cnt)
-        tot = int(cs[-1])
-        pos = np.repeat(self.koff[ids] + nc - (cs - cnt), cnt) + np.arange(tot)
+        cs = _acc(cnt)
+        tot = cs.item(-1)
+        if tot == ids.size:  # one block each (decoders)
+            pos = self.koff[ids] + nc
+        else:
+            pos = np.repeat(self.koff[ids] + nc - (cs - cnt), cnt) + np.arange(tot)
         if self.keyarr is None:
             self.pool.publish(self.btab[pos], pos, True)  # own keys: distinct
         else:
@@ -337,23 +344,23 @@ class FastEngine:
             if self.mml_binds:
                 np.minimum(n0, mml - c - 1, out=n0)
             np.maximum(n0, 0, out=n0)
-            cs = np.cumsum(n0)
-            if cs[-1] > budget:
-                k = int(np.searchsorted(cs, budget, "right"))
-                n0[k] = budget - (int(cs[k - 1]) if k else 0)
+            cs = _acc(n0)
+            if cs.item(-1) > budget:
+                k = int(cs.searchsorted(budget, "right"))
+                n0[k] = budget - (cs.item(k - 1) if k else 0)
                 n0[k + 1:] = 0
             newc = c + n0
             tgt = np.minimum(newc, mml) if self.mml_binds else newc
             h = held[run]
             need = (tgt + (B - 1)) // B - h
             np.maximum(need, 0, out=need)
-            cn = np.cumsum(need)
+            cn = _acc(need)
             free = pool.num_free()
-            f = R if cn[-1] <= free else int(np.searchsorted(cn, free, "right"))
+            f = R if cn.item(-1) <= free else int(cn.searchsorted(free, "right"))
             if f:
                 ids = run[:f]
                 nn = n0[:f]
-                tot = int(cn[f - 1])
+                tot = cn.item(f - 1)
                 if tot:
                     nd = need[:f]
                     blocks = pool.allocate(tot, self.exec_step)
@@ -361,7 +368,7 @@ class FastEngine:
                     self.btab[pos] = blocks
                     held[ids] = h[:f] + nd
                 sel = nn > 0
-                if not sel.all():
+                if _cnz(sel) < sel.size:
                     ids = ids[sel]
                     nn = nn[sel]
                     tgt_pub = np.minimum(newc[:f][sel], t[:f][sel])
@@ -446,7 +453,7 @@ class FastEngine:
         if not k:
             return False
         pool = self.pool
-        evictable = int((pool.ref[hit] == 0).sum()) if nh else 0
+        evictable = _cnz(pool.ref[hit] == 0) if nh else 0
         wm = self.watermark_blocks if self.R else 0
         if k + evictable + wm > pool.num_free():
             return False  # no room to load into: admit normally (recompute) if it fits
@@ -521,7 +528,7 @@ class FastEngine:
                 break
             n = min(n, budget)
             wm = self.watermark_blocks if self.R else 0
-            evictable = int((pool.ref[hit] == 0).sum()) if nh else 0
+            evictable = _cnz(pool.ref[hit] == 0) if nh else 0
             free = pool.num_free()
             if cfg.scheduler_reserve_full_isl:
                 full = min(num_tokens, mml)
@@ -582,7 +589,7 @@ class FastEngine:
         if self.async_mode:
             self.inflight[e] -= ns
             st = self.stale[e] > 0
-            if st.any():
+            if _cnz(st):
                 self.stale[e[st]] -= ns[st]
             act = sampled & (status[e] != FINISHED)
             st = st[act]
@@ -609,11 +616,11 @@ class FastEngine:
             cc = a[dec & before_running]
             if cc.size and self.caching:
                 self._publish(cc, self.comp[cc] - self.inflight[cc])
-        if stopped.any():
+        if _cnz(stopped):
             fin = a[stopped]
             self.finish[fin] = step
             self.finish_t[fin] = t_end
-            self.t["requests_cut_short"] += int((tok[fin] < self.Pmax[fin]).sum())
+            self.t["requests_cut_short"] += int(_cnz(tok[fin] < self.Pmax[fin]))
             in_wait = []
             for q in fin.tolist():
                 self._free(q)

@@ -199,9 +199,9 @@ class FastPool:
         """
         self.hash[blocks] = keys
         kb = self.kblock
-        if not self.dups and (kb[keys] < 0).all():
+        if not self.dups and not np.count_nonzero(kb[keys] >= 0):
             kb[keys] = blocks
-            if distinct or (kb[keys] == blocks).all():
+            if distinct or np.count_nonzero(kb[keys] != blocks) == 0:
                 return
             kb[keys] = -1  # a key repeats within the batch: do it in order
         dups = self.dups
@@ -214,7 +214,7 @@ class FastPool:
     def lookup(self, keys: np.ndarray) -> np.ndarray:
         """Blocks of the longest cached prefix of ``keys`` (oldest carrier of each)."""
         bl = self.kblock[keys]
-        miss = np.flatnonzero(bl < 0)
+        miss = (bl < 0).nonzero()[0]
         return bl[: miss[0]] if miss.size else bl
 
     def touch(self, blocks: np.ndarray, now: int) -> None:
