@@ -43,6 +43,30 @@ def kilo_tokens(tokens: float) -> str:
     return f"{tokens / 1000:,.0f} K" if tokens >= 10_000 else f"{tokens / 1000:,.1f} K"
 
 
+def params_text(params: dict, arrival_unit: str = "step") -> str:
+    """A point's axis values in words, with the axes' labels and units (``planner.sweeps.definition.AXES``).
+
+    ``{"num_gpu_blocks": 2400}`` -> "2,400 KV blocks"; ``{"rate": 4.0, "num_instances": 2}`` ->
+    "Request rate 4 requests/s, 2 replicas".
+    """
+    from planner.sweeps.figures import value_text
+
+    parts = []
+    for k, v in params.items():
+        is_num = isinstance(v, (int, float)) and not isinstance(v, bool)
+        if k == "num_gpu_blocks" and is_num:
+            parts.append(f"{_fmt_int(v)} KV blocks")
+        elif k == "num_instances" and is_num:
+            parts.append(f"{_fmt_int(v)} replica{'s' if v != 1 else ''}")
+        elif k == "cpu_tier_gib" and is_num:
+            parts.append(f"a {v:,.4g} GiB CPU KV tier" if v > 0 else "no CPU KV tier")
+        elif k == "routing":
+            parts.append(f"{v} routing")
+        else:
+            parts.append(value_text(k, v, arrival_unit))
+    return ", ".join(parts)
+
+
 def detect_cliff(body: dict) -> dict | None:
     """Where preemptions rise sharply, from a cliff search or a one-axis KV grid.
 
@@ -86,7 +110,7 @@ def cliff_sentence(body: dict, cliff: dict | None = None) -> str | None:
             text += f"; your deployment has about {_fmt_int(base)}"
         return text + "."
     if cliff["param"] == "gpu_memory_utilization":
-        return f"Below about gpu_memory_utilization {cliff['x']:.3f} {what}."
+        return f"Below a GPU memory utilization of about {cliff['x']:.3f} {what}."
     unit = "requests per second" if (inputs.get("workload") or {}).get("arrival_unit") == "s" else "requests per step"
     return f"Above about {cliff['x']:,.3g} {unit} {what}."
 
@@ -129,8 +153,8 @@ def advise(body: dict) -> list[Advice]:
     engine = inputs.get("engine", {})
     op = operating_point(body)
     m = op["metrics"]
-    label = ", ".join(f"{k} = {v:,}" if isinstance(v, (int, float)) and not isinstance(v, bool) else f"{k} = {v}"
-                      for k, v in op["params"].items())
+    arrival_unit = (inputs.get("workload") or {}).get("arrival_unit", "step")
+    label = params_text(op["params"], arrival_unit)
     at = f" (at {label})" if label else ""
     seqs = op.get("params", {}).get("max_num_seqs", engine.get("max_num_seqs"))
 
@@ -199,15 +223,16 @@ def advise(body: dict) -> list[Advice]:
                               rep))
         else:
             out.append(Advice("replicas", "info",
-                              f"{rep['where']}{rep['num_instances']} replica(s) is the fewest that meet "
-                              f"{rep['slo_text']} (TTFT {rep['pct']} {rep['ttft_s'] * 1000:,.0f} ms, ITL "
+                              f"{rep['where']}{rep['num_instances']} replica"
+                              f"{'s are' if rep['num_instances'] != 1 else ' is'} the fewest that meet "
+                              f"{rep['slo_text']} (TTFT {rep['pct']} {(rep['ttft_s'] or 0) * 1000:,.0f} ms, ITL "
                               f"{rep['pct']} {(rep['itl_s'] or 0) * 1000:,.1f} ms).",
                               rep))
     priced = [p for p in pts if p["metrics"].get("cost_per_m_output_tokens")]
     if len(priced) >= 2:
         best = min(priced, key=lambda p: p["metrics"]["cost_per_m_output_tokens"])
         worst = max(priced, key=lambda p: p["metrics"]["cost_per_m_output_tokens"])
-        lbl = ", ".join(f"{k} = {v}" for k, v in best["params"].items())
+        lbl = params_text(best["params"], arrival_unit)
         out.append(Advice("cheapest", "info",
                           f"Cheapest per output token: {lbl} at ${best['metrics']['cost_per_m_output_tokens']:,.2f} "
                           f"per million output tokens (${best['metrics']['cost_per_hour']:,.2f}/h), against "
@@ -239,9 +264,9 @@ def replicas_for_rate(body: dict) -> list[dict]:
         groups.setdefault(key, []).append(p)
     parts = []
     if slo.get("ttft_s") is not None:
-        parts.append(f"TTFT {pct} <= {slo['ttft_s'] * 1000:,.0f} ms")
+        parts.append(f"TTFT {pct} ≤ {slo['ttft_s'] * 1000:,.4g} ms")
     if slo.get("itl_s") is not None:
-        parts.append(f"ITL {pct} <= {slo['itl_s'] * 1000:,.1f} ms")
+        parts.append(f"ITL {pct} ≤ {slo['itl_s'] * 1000:,.4g} ms")
     slo_text = " and ".join(parts)
     out = []
     for key, pts in groups.items():
@@ -257,8 +282,9 @@ def replicas_for_rate(body: dict) -> list[dict]:
         where = ""
         if other:
             name = other[0]
-            where = (f"At {key:,.4g} requests/s, " if name == "rate" and isinstance(key, (int, float))
-                     else f"At {name} = {key}, ")
+            unit = (inputs.get("workload") or {}).get("arrival_unit", "step")
+            where = (f"At {key:,.4g} requests/{'s' if unit == 's' else 'step'}, "
+                     if name == "rate" and isinstance(key, (int, float)) else f"At {params_text({name: key}, unit)}, ")
         best = ok[0]["metrics"] if ok else None
         out.append({"where": where, "group": key, "num_instances": ok[0]["params"]["num_instances"] if ok else None,
                     "ttft_s": best.get(f"ttft_{pct}_s") if best else None,

@@ -50,7 +50,8 @@ AXIS_LABELS = {
 METRIC_LABELS = {
     "preemptions_per_request": ("Preemptions per request", "events/request"),
     "ttft_p50_steps": ("TTFT p50", "steps"), "ttft_p99_steps": ("TTFT p99", "steps"),
-    "ttft_p50_s": ("TTFT p50", "s"), "ttft_p99_s": ("TTFT p99", "s"),
+    "ttft_p50_s": ("TTFT p50", "s"), "ttft_p90_s": ("TTFT p90", "s"), "ttft_p99_s": ("TTFT p99", "s"),
+    "itl_p50_s": ("ITL p50", "s"), "itl_p90_s": ("ITL p90", "s"), "itl_p99_s": ("ITL p99", "s"),
     "throughput_tok_s": ("Throughput", "tokens/s"), "throughput_tok_per_step": ("Throughput", "tokens/step"),
     "mean_kv_usage": ("Mean KV usage", "%"), "peak_kv_usage": ("Peak KV usage", "%"),
     "prefix_cache_hit_rate": ("Prefix-cache hit rate", "%"),
@@ -96,12 +97,25 @@ def _num(v):
     return None if v is None or (isinstance(v, float) and not math.isfinite(v)) else v
 
 
-def _series_split(points: list[dict], param: str) -> dict[str, list[dict]]:
+def value_text(param: str, value, arrival_unit: str = "step") -> str:
+    """One axis value as a person reads it: "Request rate 4 requests/s", "Prefix caching on"."""
+    label, unit = axis_label(param, arrival_unit)
+    if isinstance(value, bool):
+        return f"{label} {'on' if value else 'off'}"
+    if isinstance(value, (int, float)):
+        num = f"{int(value):,}" if float(value).is_integer() else f"{value:,.4g}"
+        if unit == "x":
+            return f"{label} {num}x"
+        return f"{label} {num}" if unit in ("", "fraction") else f"{label} {num} {unit}"
+    return f"{label} {value}"
+
+
+def _series_split(points: list[dict], param: str, arrival_unit: str = "step") -> dict[str, list[dict]]:
     """Points grouped by the other axis (for one line per value), sorted along ``param``."""
     groups: dict[str, list[dict]] = {}
     for p in points:
         other = {k: v for k, v in p["params"].items() if k != param}
-        label = ", ".join(f"{k}={v}" for k, v in other.items())
+        label = ", ".join(value_text(k, v, arrival_unit) for k, v in other.items())
         groups.setdefault(label, []).append(p)
     for pts in groups.values():
         pts.sort(key=lambda p: p["params"][param] if not isinstance(p["params"][param], str) else 0)
@@ -125,7 +139,7 @@ def build_sweep_figure(points: list[dict], param: str, *, cliff: dict | None = N
                                                                                   "tokens/step")
     fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.07,
                         subplot_titles=("Preemptions per request", f"TTFT ({tu})", f"Throughput ({tput_unit})"))
-    for i, (label, pts) in enumerate(_series_split(points, param).items()):
+    for i, (label, pts) in enumerate(_series_split(points, param, arrival_unit).items()):
         color = COLORS[i % len(COLORS)]
         xs = [p["params"][param] for p in pts]
         suffix = f" [{label}]" if label else ""
@@ -219,6 +233,99 @@ def build_prefix_hit_figure(points: list[dict]) -> dict:
     return _plain(fig)
 
 
+def _ms(v):
+    """Seconds -> milliseconds (None stays None)."""
+    v = _num(v)
+    return None if v is None else v * 1000
+
+
+def _wide(values) -> bool:
+    """True when positive values span more than 20x: a log axis reads them better."""
+    vs = [v for v in values if v is not None and v > 0]
+    return len(vs) > 1 and max(vs) / min(vs) > 20
+
+
+def build_replicas_figure(points: list[dict], *, slo: dict | None = None, percentile: str = "p90",
+                          answer: int | None = None, arrival_unit: str = "s", title: str = "") -> dict:
+    """TTFT and ITL at a percentile (ms) against the number of replicas, the SLOs as dashed lines.
+
+    ``points`` are report points (``params.num_instances`` and ``metrics.ttft_<pct>_s`` /
+    ``itl_<pct>_s``); one line per value of another axis (e.g. per request rate). ``answer``
+    marks the fewest replicas meeting the SLOs.
+    """
+    slo = slo or {}
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
+                        subplot_titles=(f"Time to first token, {percentile}", f"Inter-token latency, {percentile}"))
+    ys: dict[int, list] = {1: [], 2: []}
+    xs_all: set = set()
+    for i, (label, pts) in enumerate(_series_split(points, "num_instances", arrival_unit).items()):
+        color = COLORS[i % len(COLORS)]
+        xs = [p["params"]["num_instances"] for p in pts]
+        xs_all.update(xs)
+        suffix = f" [{label}]" if label else ""
+        for row, key, name in ((1, "ttft", "TTFT"), (2, "itl", "ITL")):
+            y = [_ms(p["metrics"].get(f"{key}_{percentile}_s")) for p in pts]
+            ys[row] += y
+            fig.add_trace(go.Scatter(x=xs, y=y, name=f"{name} {percentile}{suffix}", mode="lines+markers",
+                                     legendgroup=label, line={"color": color, "dash": "solid" if row == 1 else "dot"},
+                                     hovertemplate="%{x} replicas: %{y:,.4g} ms<extra>%{fullData.name}</extra>"),
+                          row=row, col=1)
+    for row, key, name in ((1, "ttft_s", "TTFT"), (2, "itl_s", "ITL")):
+        target = _ms(slo.get(key))
+        if target is None:
+            continue
+        ys[row].append(target)
+        fig.add_hline(y=target, line_dash="dash", line_color="#6b7280", row=row, col=1)
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line={"color": "#6b7280", "dash": "dash"},
+                                 name=f"{name} target: {target:,.4g} ms", hoverinfo="skip"), row=row, col=1)
+    if answer is not None:
+        fig.add_vline(x=answer, line_dash="dash", line_color="#059669", row="all", col=1)
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line={"color": "#059669", "dash": "dash"},
+                                 name=f"fewest meeting the targets: {answer}", hoverinfo="skip"), row=1, col=1)
+    ticks = sorted(xs_all)
+    fig.update_xaxes(tickmode="array", tickvals=ticks, ticktext=[f"{x:,}" for x in ticks])
+    fig.update_xaxes(title_text="Replicas (instances)", row=2, col=1)
+    for row, name in ((1, "TTFT"), (2, "ITL")):
+        log = _wide(ys[row])
+        fig.update_yaxes(title_text=f"{name} {percentile} (ms)", type="log" if log else "linear",
+                         rangemode="normal" if log else "tozero", row=row, col=1)
+    fig.update_layout(**{**LAYOUT, "hovermode": "closest"}, height=560,
+                      title=_title(title or f"Latency {percentile} against replicas"))
+    return _plain(fig)
+
+
+def build_tier_figure(points: list[dict], *, arrival_unit: str = "step") -> dict:
+    """Prefix-cache hit rate (%) and TTFT p50/p99 (s) against the CPU KV tier size (GiB).
+
+    One line per value of another axis; hover adds the prefix tokens found in the CPU tier.
+    """
+    tu = _time_unit(points)
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
+                        subplot_titles=("Prefix-cache hit rate", f"Time to first token ({tu})"))
+    for i, (label, pts) in enumerate(_series_split(points, "cpu_tier_gib", arrival_unit).items()):
+        color = COLORS[i % len(COLORS)]
+        xs = [p["params"]["cpu_tier_gib"] for p in pts]
+        suffix = f" [{label}]" if label else ""
+        hits = [p["metrics"].get("prefix_cache_hit_rate") for p in pts]
+        fig.add_trace(go.Scatter(
+            x=xs, y=[None if h is None else h * 100 for h in hits], name=f"Prefix-cache hit rate{suffix}",
+            mode="lines+markers", legendgroup=label, line={"color": color},
+            customdata=[[p["metrics"].get("cpu_tier_hit_tokens") or 0] for p in pts],
+            hovertemplate="%{x:,} GiB: %{y:.1f}% hits (%{customdata[0]:,} tokens from the CPU tier)"
+                          "<extra>%{fullData.name}</extra>"), row=1, col=1)
+        for q, dash in (("p50", "dot"), ("p99", "solid")):
+            fig.add_trace(go.Scatter(x=xs, y=[_num(p["metrics"].get(f"ttft_{q}_{tu}")) for p in pts],
+                                     name=f"TTFT {q}{suffix}", mode="lines+markers", legendgroup=label,
+                                     line={"color": color, "dash": dash},
+                                     hovertemplate=f"%{{x:,}} GiB: %{{y:,.3g}} {tu}<extra>%{{fullData.name}}</extra>"),
+                          row=2, col=1)
+    fig.update_xaxes(title_text=axis_title("cpu_tier_gib", arrival_unit), row=2, col=1)
+    fig.update_yaxes(title_text="Prefix-cache hit rate (%)", range=[0, 100], row=1, col=1)
+    fig.update_yaxes(title_text=f"TTFT ({tu})", rangemode="tozero", row=2, col=1)
+    fig.update_layout(**LAYOUT, height=560, title=_title("Prefix-cache hits and TTFT against CPU KV tier size"))
+    return _plain(fig)
+
+
 def build_heatmap_figure(points: list[dict], x_param: str, y_param: str, metric: str, *,
                          unit: str = "", arrival_unit: str = "step") -> dict:
     """A two-axis sweep as a heatmap of ``metric``."""
@@ -306,6 +413,17 @@ def report_figures(body: dict, *, point_index: int | None = None) -> list[tuple[
             cliff_x=cr.get("cliff"))))
         axes = [c["param"]]
     numeric = [a for a in axes if a not in ("gpu", "enable_prefix_caching", "routing")]  # not numbers
+    slo = inputs.get("slo") or {}
+    pct = slo.get("percentile", "p90")
+    if "num_instances" in axes and any(p["metrics"].get(f"ttft_{pct}_s") is not None for p in points):
+        from planner.sweeps.advice import replicas_for_rate
+
+        answers = [r["num_instances"] for r in replicas_for_rate(body)]
+        figs.append(("replicas", "Latency against replicas", build_replicas_figure(
+            points, slo=slo, percentile=pct, answer=answers[0] if len(answers) == 1 else None,
+            arrival_unit=unit)))
+    if "cpu_tier_gib" in axes:
+        figs.append(("tier", "CPU KV tier", build_tier_figure(points, arrival_unit=unit)))
     if len(axes) == 2:
         x, y = axes
         figs.append(("heat-preempt", "Preemptions per request", build_heatmap_figure(
