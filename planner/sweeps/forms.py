@@ -6,11 +6,13 @@ import re
 
 from django import forms
 
-from planner.sweeps.definition import AXES, CLIFF_METRICS, LATER_AXES
+from planner.sweeps.definition import AXES, CLIFF_METRICS, LATER_AXES, MAX_SWEEP_INSTANCES
 from planner.sweeps.figures import axis_title, metric_title
 
 #: The knobs a sweep can vary, as a person reads them, with units ("Max running requests (max_num_seqs)").
-AXIS_CHOICES = [(k, axis_title(k) if k != "rate" else "Request rate (requests per arrival unit)") for k in AXES]
+_AXIS_CHOICE_LABELS = {"rate": "Request rate (requests per arrival unit)",
+                       "cpu_tier_gib": "CPU KV tier (GiB; 0 = none)"}
+AXIS_CHOICES = [(k, _AXIS_CHOICE_LABELS.get(k) or axis_title(k)) for k in AXES]
 CLIFF_CHOICES = [(k, c) for k, c in AXIS_CHOICES if AXES[k].get("cliff")]
 CLIFF_METRIC_CHOICES = [(k, metric_title(k)) for k in CLIFF_METRICS]
 
@@ -119,7 +121,9 @@ class SweepForm(forms.Form):
                                     help_text="The knob to vary; its unit is in brackets.")
     axis1_values = forms.CharField(required=False, initial=DEFAULT_AXIS_VALUES, label="Axis 1 values",
                                    help_text="Comma-separated, in the knob's unit, e.g. 2000, 4000, 8000 (KV "
-                                             "blocks).")
+                                             "blocks); 0, 8, 32 (CPU KV tier, GiB; 0 = none); 1, 2, 4 "
+                                             "(replicas). Routing policies are separated by spaces: "
+                                             "round-robin prefix-affinity weighted:prefix-affinity:3,queue-depth:1.")
     axis1_start = forms.FloatField(required=False, label="Range start",
                                    help_text="Instead of values: the first value, in the knob's unit.")
     axis1_stop = forms.FloatField(required=False, label="Range stop",
@@ -133,7 +137,32 @@ class SweepForm(forms.Form):
                                     help_text="A second knob makes a grid: every axis 1 value with every axis 2 "
                                               "value.")
     axis2_values = forms.CharField(required=False, label="Axis 2 values",
-                                   help_text="Comma-separated, in the second knob's unit.")
+                                   help_text="Comma-separated, in the second knob's unit (routing policies: "
+                                             "separated by spaces).")
+
+    # -- replicas behind a router, and latency targets (optional)
+    cluster_instances = forms.IntegerField(
+        required=False, min_value=1, max_value=MAX_SWEEP_INSTANCES, label="Replicas (instances)",
+        help_text=f"Optional: identical engines behind a router, 1 to {MAX_SWEEP_INSTANCES}, for every point. "
+                  "Blank = one engine (or as the Replicas axis says).")
+    cluster_routing = forms.CharField(
+        required=False, max_length=200, label="Routing policy",
+        widget=forms.TextInput(attrs={"placeholder": "round-robin"}),
+        help_text="How the router picks a replica: round-robin, least-loaded, prefix-affinity, random, or "
+                  "weighted:prefix-affinity:3,queue-depth:1. Blank = round-robin.")
+    slo_ttft_ms = forms.FloatField(
+        required=False, min_value=0.001, max_value=3_600_000, label="TTFT target (ms)",
+        help_text="Optional time-to-first-token SLO in milliseconds; with a Replicas axis the report names the "
+                  "fewest replicas meeting it (arrivals per second only).",
+        widget=forms.NumberInput(attrs={"step": "any"}))
+    slo_itl_ms = forms.FloatField(
+        required=False, min_value=0.001, max_value=3_600_000, label="ITL target (ms)",
+        help_text="Optional inter-token latency SLO in milliseconds (the gap between generated tokens).",
+        widget=forms.NumberInput(attrs={"step": "any"}))
+    slo_percentile = forms.ChoiceField(
+        choices=[("p50", "p50 (median)"), ("p90", "p90"), ("p99", "p99")], initial="p90", required=False,
+        label="Target percentile", help_text="Which percentile of TTFT and ITL over all requests must meet the "
+                                             "targets.")
 
     # -- cliff search
     cliff_param = forms.ChoiceField(choices=CLIFF_CHOICES, required=False, initial="num_gpu_blocks",
@@ -165,6 +194,9 @@ class SweepForm(forms.Form):
         ("cliff.lo", "cliff_lo"), ("cliff.hi", "cliff_hi"), ("cliff.resolution", "cliff_resolution"),
         ("cliff.threshold", "cliff_threshold"), ("cliff.param", "cliff_param"), ("cliff", "cliff_lo"),
         ("model", "model"), ("gpu", "gpu"), ("name", "name"),
+        ("cluster.num_instances", "cluster_instances"), ("cluster.routing", "cluster_routing"),
+        ("cluster", "cluster_instances"), ("slo.ttft_s", "slo_ttft_ms"), ("slo.itl_s", "slo_itl_ms"),
+        ("slo.percentile", "slo_percentile"), ("slo", "slo_ttft_ms"),
     ]
 
     def __init__(self, *args, user=None, **kwargs):
@@ -178,7 +210,8 @@ class SweepForm(forms.Form):
 
     @staticmethod
     def _values(text: str, param: str) -> list:
-        items = [x for x in re.split(r"[,\s;]+", text.strip()) if x]
+        # routing policies may hold commas (weighted:prefix-affinity:3,queue-depth:1): spaces separate them
+        items = [x for x in re.split(r"[\s;]+" if param == "routing" else r"[,\s;]+", text.strip()) if x]
         typ = AXES[param]["type"]
         out = []
         for x in items:
@@ -239,6 +272,17 @@ class SweepForm(forms.Form):
             if d.get("prefix_length"):
                 spec["prefixes"] = [{"length": d["prefix_length"], "fraction": d.get("prefix_fraction") or 0.0}]
             definition["workload"] = {"spec": spec, "seed": d["seed"]}
+        if d.get("cluster_instances") is not None or (d.get("cluster_routing") or "").strip():
+            cluster: dict = {"num_instances": d.get("cluster_instances") or 1}
+            if (d.get("cluster_routing") or "").strip():
+                cluster["routing"] = d["cluster_routing"].strip()
+            definition["cluster"] = cluster
+        if d.get("slo_ttft_ms") is not None or d.get("slo_itl_ms") is not None:
+            slo: dict = {"percentile": d.get("slo_percentile") or "p90"}
+            for k in ("ttft", "itl"):
+                if d.get(f"slo_{k}_ms") is not None:
+                    slo[f"{k}_s"] = d[f"slo_{k}_ms"] / 1000
+            definition["slo"] = slo
         if d["mode"] == "grid":
             axes = []
             for i, key in ((0, "axis1"), (1, "axis2")):
@@ -283,6 +327,8 @@ class SweepForm(forms.Form):
         "axes": ("axis1_param", "axis1_values", "axis1_start", "axis1_stop", "axis1_steps", "axis1_scale",
                  "axis2_param", "axis2_values"),
         "cliff": ("cliff_param", "cliff_metric", "cliff_lo", "cliff_hi", "cliff_resolution", "cliff_threshold"),
+        "cluster": ("cluster_instances", "cluster_routing"),
+        "slo": ("slo_ttft_ms", "slo_itl_ms", "slo_percentile"),
     }
 
     def group(self, name: str) -> list:
@@ -303,3 +349,11 @@ class SweepForm(forms.Form):
     @property
     def cliff_fields(self):
         return self.group("cliff")
+
+    @property
+    def group_cluster(self):
+        return self.group("cluster")
+
+    @property
+    def group_slo(self):
+        return self.group("slo")
