@@ -10,6 +10,7 @@ with :meth:`SizingForm.add_plan_errors`.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django import forms
@@ -244,3 +245,214 @@ def default_compare_gpus(options: selectors.ProfileOptions) -> list[str]:
     if len(picked) < 2:
         picked = list(options.rows)[:3]
     return picked
+
+
+# --------------------------------------------------------------------------- replicas for a rate
+
+#: Routing policies of the replicas page: (value, label). "weighted" takes its scorers from a text field.
+ROUTING_CHOICES = [
+    ("round-robin", "Round-robin — each replica in turn"),
+    ("least-loaded", "Least-loaded — fewest requests in flight"),
+    ("prefix-affinity", "Prefix-affinity — where the prompt's prefix is cached"),
+    ("weighted", "Weighted — scorers below"),
+]
+PERCENTILE_CHOICES = [("p50", "p50 (median)"), ("p90", "p90"), ("p99", "p99")]
+
+#: What an empty replicas form stands for (model and GPU come from the catalog: Llama 3.1 8B on one H100).
+REPLICAS_DEFAULTS: dict[str, str] = {
+    "tensor_parallel_size": "1",
+    "rate": "20",
+    "num_requests": "300",
+    "prompt_mean": "2000",
+    "prompt_std": "400",
+    "output_mean": "300",
+    "output_std": "60",
+    "routing": "round-robin",
+    "ttft_ms": "500",
+    "itl_ms": "50",
+    "percentile": "p90",
+    "max_instances": "16",
+}
+#: The query key that says the form was submitted (the link from the sizing page only pre-fills it).
+REPLICAS_SUBMITTED = "rate"
+
+
+class ReplicasForm(forms.Form):
+    """How many replicas for this traffic: one deployment, a Poisson workload in seconds, latency targets.
+
+    :meth:`to_request` turns it into the input of :func:`planner.sweeps.replicas.find_replicas`;
+    :meth:`add_definition_errors` puts that function's field paths back on the fields.
+    """
+
+    model = forms.ChoiceField(label="Model", help_text="A catalog model or one of your own profiles.")
+    gpu = forms.ChoiceField(label="GPU", help_text="Memory as vLLM sees it (GiB) and the catalog's lowest price "
+                                                   "per GPU-hour ($/h).")
+    tensor_parallel_size = forms.IntegerField(
+        label="GPUs per replica (TP)", min_value=1, max_value=LIMITS["tensor_parallel_size"],
+        help_text="Tensor parallel size of one replica, in GPUs; must divide the attention heads.",
+        widget=forms.NumberInput(attrs=_NUMBER))
+    rate = forms.FloatField(
+        label="Request rate (requests/s)", min_value=0.001, max_value=100_000,
+        help_text="Mean arrival rate of your traffic, in requests per second (Poisson arrivals).",
+        widget=forms.NumberInput(attrs={"step": "any", **_NUMBER}))
+    num_requests = forms.IntegerField(
+        label="Requests simulated", min_value=10, max_value=2_000,
+        help_text="Requests in the simulated workload, 10 to 2,000 (each replica count tried simulates them "
+                  "all; 300 takes a few seconds).", widget=forms.NumberInput(attrs=_NUMBER))
+    prompt_mean = forms.IntegerField(label="Prompt length, mean (tokens)", min_value=1, max_value=1_000_000,
+                                     help_text="Mean prompt length in tokens (normal distribution).",
+                                     widget=forms.NumberInput(attrs=_NUMBER))
+    prompt_std = forms.IntegerField(label="Prompt length, std (tokens)", min_value=0, max_value=1_000_000,
+                                    help_text="Standard deviation of the prompt length, in tokens (0 = fixed).",
+                                    widget=forms.NumberInput(attrs=_NUMBER))
+    output_mean = forms.IntegerField(label="Output length, mean (tokens)", min_value=1, max_value=1_000_000,
+                                     help_text="Mean number of generated tokens per request.",
+                                     widget=forms.NumberInput(attrs=_NUMBER))
+    output_std = forms.IntegerField(label="Output length, std (tokens)", min_value=0, max_value=1_000_000,
+                                    help_text="Standard deviation of the output length, in tokens (0 = fixed).",
+                                    widget=forms.NumberInput(attrs=_NUMBER))
+    prefix_length = forms.IntegerField(
+        label="Shared prefix (tokens)", required=False, min_value=1, max_value=1_000_000,
+        help_text="Optional: a system prompt some requests share, in tokens, before their own prompt.",
+        widget=forms.NumberInput(attrs=_NUMBER))
+    prefix_fraction = forms.FloatField(
+        label="Requests sharing it (fraction)", required=False, min_value=0, max_value=1,
+        help_text="0 to 1: the share of requests that start with the prefix (blank = 1, all of them).",
+        widget=forms.NumberInput(attrs={"step": "any", **_NUMBER}))
+    routing = forms.ChoiceField(label="Routing policy", choices=ROUTING_CHOICES,
+                                help_text="How the router picks a replica for each request.")
+    routing_weights = forms.CharField(
+        label="Weighted scorers", required=False, max_length=200,
+        widget=forms.TextInput(attrs={"placeholder": "prefix-affinity:3,queue-depth:1"}),
+        help_text="For “Weighted” only: scorer:weight pairs, comma-separated, e.g. "
+                  "prefix-affinity:3,queue-depth:1.")
+    ttft_ms = forms.FloatField(
+        label="Time to first token target (ms)", required=False, min_value=0.001, max_value=3_600_000,
+        help_text="TTFT SLO in milliseconds: queueing plus prefill. Blank = no TTFT target.",
+        widget=forms.NumberInput(attrs={"step": "any", **_NUMBER}))
+    itl_ms = forms.FloatField(
+        label="Inter-token latency target (ms)", required=False, min_value=0.001, max_value=3_600_000,
+        help_text="ITL SLO in milliseconds: the gap between two generated tokens. Blank = no ITL target.",
+        widget=forms.NumberInput(attrs={"step": "any", **_NUMBER}))
+    percentile = forms.ChoiceField(label="Percentile", choices=PERCENTILE_CHOICES,
+                                   help_text="Which percentile of TTFT and ITL over all requests must meet "
+                                             "the targets.")
+    max_instances = forms.IntegerField(
+        label="Most replicas to try", min_value=1, max_value=64,
+        help_text="Largest replica count the search tries, 1 to 64.", widget=forms.NumberInput(attrs=_NUMBER))
+
+    #: Fields shown under "Workload", "Routing" and "Targets" (the rest are the deployment).
+    GROUPS = {
+        "deployment": ("model", "gpu", "tensor_parallel_size"),
+        "workload": ("rate", "num_requests", "prompt_mean", "prompt_std", "output_mean", "output_std",
+                     "prefix_length", "prefix_fraction"),
+        "routing": ("routing", "routing_weights", "max_instances"),
+        "targets": ("ttft_ms", "itl_ms", "percentile"),
+    }
+    #: find_replicas' error paths -> form field (first match by prefix wins; the rest go to the form).
+    ERROR_FIELDS = (
+        ("model", "model"), ("gpu", "gpu"), ("deployment.tensor_parallel_size", "tensor_parallel_size"),
+        ("workload.spec.arrival", "rate"), ("workload.spec.n", "num_requests"),
+        ("workload.spec.prompt", "prompt_mean"), ("workload.spec.output", "output_mean"),
+        ("workload.spec.prefixes", "prefix_length"), ("slo.ttft_s", "ttft_ms"), ("slo.itl_s", "itl_ms"),
+        ("slo.percentile", "percentile"), ("slo", "ttft_ms"), ("cluster.routing", "routing"),
+        ("max_instances", "max_instances"),
+    )
+
+    def __init__(self, data=None, *, user=None, **kwargs):
+        self.user = user
+        self.model_options = selectors.model_profile_options(user=user)
+        self.gpu_options = selectors.gpu_profile_options(user=user)
+        super().__init__(data, **kwargs)
+        self.fields["model"].choices = self.model_options.choices
+        self.fields["gpu"].choices = gpu_choices(self.gpu_options)
+
+    @classmethod
+    def from_query(cls, query: QueryDict, *, user=None) -> tuple[ReplicasForm, bool]:
+        """``(form, submitted)``: bound to the query when it was submitted, else unbound and pre-filled.
+
+        The sizing page links here with only the model, GPU and TP: those pre-fill the form,
+        the simulation waits for the person to give the traffic and press the button.
+        """
+        form = cls(None, user=user)
+        values = dict(REPLICAS_DEFAULTS)
+        if form.model_options.default:
+            values["model"] = form.model_options.default
+        if form.gpu_options.default:
+            values["gpu"] = form.gpu_options.default
+        if REPLICAS_SUBMITTED not in query:
+            initial = {**values, **{k: query[k] for k in ("model", "gpu", "tensor_parallel_size") if query.get(k)}}
+            return cls(None, user=user, initial=initial), False
+        data = query.copy()
+        for key, value in values.items():
+            if key not in data:
+                data[key] = value
+        form.data = data
+        form.is_bound = True
+        return form, True
+
+    @property
+    def group(self) -> dict[str, list]:
+        """Bound fields by section (``form.group.workload`` in the template)."""
+        return {name: [self[f] for f in fields] for name, fields in self.GROUPS.items()}
+
+    def clean(self):
+        data = super().clean()
+        if not self.errors and data.get("ttft_ms") is None and data.get("itl_ms") is None:
+            self.add_error("ttft_ms", "Give a TTFT target, an ITL target or both (in milliseconds).")
+        if data.get("routing") == "weighted" and not (data.get("routing_weights") or "").strip():
+            self.add_error("routing_weights", "Give the scorers for a weighted policy, e.g. "
+                                              "prefix-affinity:3,queue-depth:1.")
+        if data.get("prefix_fraction") is not None and not data.get("prefix_length"):
+            self.add_error("prefix_length", "Give the prefix length in tokens (or clear the fraction).")
+        return data
+
+    def routing_policy(self) -> str:
+        """The policy as the router reads it: ``round-robin`` or ``weighted:prefix-affinity:3,...``."""
+        c = self.cleaned_data
+        if c["routing"] != "weighted":
+            return c["routing"]
+        weights = re.sub(r"\s+", "", c.get("routing_weights") or "")
+        return weights if weights.startswith("weighted:") else f"weighted:{weights}"
+
+    def to_request(self) -> dict[str, Any]:
+        """The input of :func:`planner.sweeps.replicas.find_replicas` (as ``POST /api/replicas/`` takes it)."""
+        c = self.cleaned_data
+        spec: dict[str, Any] = {
+            "n": c["num_requests"],
+            "prompt": {"kind": "normal", "mean": c["prompt_mean"], "std": c["prompt_std"]},
+            "output": {"kind": "normal", "mean": c["output_mean"], "std": c["output_std"]},
+            "arrival": {"kind": "poisson", "rate": c["rate"], "unit": "s"},
+        }
+        if c.get("prefix_length"):
+            fraction = c.get("prefix_fraction")
+            spec["prefixes"] = [{"length": c["prefix_length"], "fraction": 1.0 if fraction is None else fraction}]
+        slo: dict[str, Any] = {"percentile": c["percentile"]}
+        if c.get("ttft_ms") is not None:
+            slo["ttft_s"] = c["ttft_ms"] / 1000
+        if c.get("itl_ms") is not None:
+            slo["itl_s"] = c["itl_ms"] / 1000
+        return {
+            "model": c["model"], "gpu": c["gpu"],
+            "deployment": {"tensor_parallel_size": c["tensor_parallel_size"]},
+            "workload": {"spec": spec, "seed": 0},
+            "slo": slo,
+            "cluster": {"routing": self.routing_policy()},
+            "max_instances": c["max_instances"],
+        }
+
+    def add_definition_errors(self, errors: dict[str, list[str]]) -> None:
+        """Attach ``DefinitionError.errors`` to their fields; unknown paths go to the top of the form."""
+        for path, messages in errors.items():
+            field = next((f for prefix, f in self.ERROR_FIELDS
+                          if path == prefix or path.startswith(prefix + ".") or path.startswith(prefix + "[")),
+                         None)
+            if field == "routing" and self.cleaned_data.get("routing") == "weighted":
+                field = "routing_weights"
+            for m in messages:
+                m = m.removeprefix("routing: ")
+                if field:
+                    self.add_error(field, m[:1].upper() + m[1:])
+                else:
+                    where = "" if path == "non_field_errors" else f"{path}: "
+                    self.add_error(None, f"{where}{m}")

@@ -1,4 +1,5 @@
-"""Sizing pages: ``/`` (one deployment) and ``/compare/`` (2 to 4 GPUs side by side)."""
+"""Sizing pages: ``/`` (one deployment), ``/compare/`` (2 to 4 GPUs side by side), ``/replicas/`` (replicas
+for a request rate)."""
 
 from django.urls import path
 
@@ -7,4 +8,5 @@ from . import views
 urlpatterns = [
     path("", views.home, name="home"),
     path("compare/", views.compare, name="sizing-compare"),
+    path("replicas/", views.replicas, name="replicas"),
 ]

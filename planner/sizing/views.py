@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.http import QueryDict
 from django.shortcuts import render
 
 from . import figures, services
-from .forms import CompareForm, SizingForm, default_compare_gpus
+from .forms import CompareForm, ReplicasForm, SizingForm, default_compare_gpus
 
 
 def home(request):
@@ -41,6 +42,7 @@ def home(request):
                     ctx["figures"]["fragmentation"] = figures.build_fragmentation_figure(
                         frag, max_model_len=outcome.result.max_model_len, lengths=form.cleaned_data["lengths"])
             ctx["compare_query"] = _compare_query(request.GET, form)
+            ctx["replicas_query"] = _replicas_query(form)
     return render(request, "planner/home.html", ctx)
 
 
@@ -92,3 +94,73 @@ def _compare_query(query, form) -> str:
     picked = ([gpu] if gpu else []) + [s for s in default_compare_gpus(form.gpu_options) if s != gpu]
     q.setlist("gpus", picked[:3])
     return q.urlencode()
+
+
+def _replicas_query(form) -> str:
+    """The replicas page's query string for the sized deployment: model, GPU and TP (the form is pre-filled)."""
+    q = QueryDict(mutable=True)
+    for key in ("model", "gpu", "tensor_parallel_size"):
+        if form.data.get(key):
+            q[key] = form.data[key]
+    return q.urlencode()
+
+
+def replicas(request):
+    """Replicas for this rate: the fewest replicas meeting TTFT/ITL targets, simulated while the page loads.
+
+    GET form (works without JavaScript). An unsubmitted form (no ``rate`` in the query, e.g. the link
+    from the sizing page) is only pre-filled; a submitted one runs
+    :func:`planner.sweeps.replicas.find_replicas` synchronously (a few seconds for 300 requests).
+    """
+    from planner.sweeps.definition import DefinitionError
+    from planner.sweeps.figures import build_replicas_figure
+    from planner.sweeps.replicas import find_replicas
+
+    form, submitted = ReplicasForm.from_query(request.GET, user=request.user)
+    ctx = {"nav": "replicas", "form": form, "answer": None, "submitted": submitted}
+    if submitted and form.is_valid():
+        owner = request.user if request.user.is_authenticated else None
+        try:
+            found = find_replicas(form.to_request(), owner=owner)
+        except DefinitionError as exc:
+            form.add_definition_errors(exc.errors)
+        else:
+            answer = replicas_answer(found, form)
+            ctx["answer"] = answer
+            points = [{"params": {"num_instances": t["num_instances"]},
+                       "metrics": {f"ttft_{found['percentile']}_s": t["ttft_s"],
+                                   f"itl_{found['percentile']}_s": t["itl_s"]}} for t in found["trials"]]
+            ctx["figure"] = build_replicas_figure(
+                points, slo={"ttft_s": found["slo_ttft_s"], "itl_s": found["slo_itl_s"]},
+                percentile=found["percentile"], answer=found["num_instances"],
+                title=f"TTFT and ITL {found['percentile']} against replicas at {answer['rate']} requests/s")
+    return render(request, "planner/replicas.html", ctx)
+
+
+def _ms(seconds) -> str:
+    return "–" if seconds is None else f"{seconds * 1000:,.4g}"
+
+
+def replicas_answer(found: dict, form: ReplicasForm) -> dict:
+    """What the replicas page shows: the answer in words, its cost and one table row per count tried."""
+    pct = found["percentile"]
+    targets = " and ".join(t for t in (
+        None if found["slo_ttft_s"] is None else f"TTFT {pct} ≤ {_ms(found['slo_ttft_s'])} ms",
+        None if found["slo_itl_s"] is None else f"ITL {pct} ≤ {_ms(found['slo_itl_s'])} ms") if t)
+    gpu = form.gpu_options.rows[form.cleaned_data["gpu"]]
+    per = found.get("gpus_per_replica") or form.cleaned_data["tensor_parallel_size"]
+    rate = f"{form.cleaned_data['rate']:,.4g}"
+    n = found["num_instances"]
+    if n is not None:
+        headline = (f"{n} replica{'s' if n != 1 else ''} of {per}× {gpu.name} meet{'s' if n == 1 else ''} "
+                    f"{targets} at {rate} requests/s")
+    else:
+        headline = f"No replica count up to {found['max_instances']} meets {targets} at {rate} requests/s"
+    rows = [{"n": t["num_instances"], "ttft": _ms(t["ttft_s"]), "itl": _ms(t["itl_s"]), "meets": t["meets"],
+             "hit": f"{t['prefix_cache_hit_rate'] * 100:,.1f}", "imbalance": f"{t['request_imbalance']:,.2f}",
+             "finished": t["finished"], "dropped": t["dropped"] + t["unfinished"]} for t in found["trials"]]
+    return {"headline": headline, "ok": n is not None, "num_instances": n, "percentile": pct, "rate": rate,
+            "reason": found["reason"], "cost_per_hour": found.get("cost_per_hour"),
+            "price_per_gpu_hour": gpu.price_per_hour, "gpus_total": (n or 0) * per, "gpus_per_replica": per,
+            "gpu_name": gpu.name, "rows": rows, "requests": found["requests"], "routing": found["routing"],
+            "num_gpu_blocks": found["num_gpu_blocks"], "clock": found["clock"]}
