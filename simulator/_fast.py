@@ -225,6 +225,8 @@ class FastEngine:
         self._lazy_retry_at = 0
         self.lz = np.zeros(n, bool)
         self.la = np.zeros(n, np.int64)
+        self.kla = np.zeros(n, np.int64)  # koff * B + la (block-table position of token la, x B)
+        self.kbase = (self.koff[:n] * B).tolist()
         self.rseq = [0] * n            # admission sequence number (running order)
         self.seq = 0
         self.S = 0
@@ -487,6 +489,7 @@ class FastEngine:
         skipped: list[int] = []
         koff, keyarr = self.koff, self.keyarr
         admitted: list[int] = []
+        own_keys = self.own_keys
         ns: list[int] = []
         while budget > 0 and waiting:
             if self.R >= cfg.max_num_seqs:
@@ -539,17 +542,27 @@ class FastEngine:
             new = max(cdiv(need_slot, B) - nh, 0)
             if new + evictable + wm > free:
                 break
+            o = int(koff[q])
+            btab = self.btab
             if nh:
                 pool.touch(hit, self.exec_step)
-                o = int(koff[q])
-                self.btab[o:o + nh] = hit
-            self.held[q] = nh
-            self.ncached[q] = nh
+                btab[o:o + nh] = hit
+            pre_q = self.npre[q] > 0
             if new > 0:
-                self._alloc_blocks(q, new)
+                blocks = pool.allocate(new, self.exec_step)
+                btab[o + nh:o + nh + new] = blocks
+            self.held[q] = nh + new
+            self.ncached[q] = nh
             if caching:
-                self._publish_one(q, min(h + n, num_tokens))
-                if self.npre[q] > 0:
+                full = min(h + n, num_tokens) // B
+                if full > nh:
+                    if own_keys and not pre_q:
+                        # its own keys, never published (see _publish_one); the blocks just allocated
+                        pool.publish_new(blocks[:full - nh], o + nh)
+                        self.ncached[q] = full
+                    else:
+                        self._publish_one(q, full * B)
+                if pre_q:
                     t["preempted_prefix_cache_queries"] += num_tokens
                     t["preempted_prefix_cache_hits"] += h
                     t["preempted_prefix_cache_requests"] += 1
@@ -557,7 +570,7 @@ class FastEngine:
                     t["prefix_cache_queries"] += num_tokens
                     t["prefix_cache_hits"] += h
                     t["prefix_cache_requests"] += 1
-            if self.npre[q] > 0:
+            if pre_q:
                 t["recomputed_tokens"] += num_tokens - h
             waiting.popleft()
             self.run[self.R] = q
@@ -649,6 +662,7 @@ class FastEngine:
         a = c[dec] - S
         self.lz[qs] = True
         self.la[qs] = a
+        self.kla[qs] = self.koff[qs] * self.B + a
         B = self.B
         buckets = self.buckets
         self.bcache = {}
@@ -753,7 +767,7 @@ class FastEngine:
                 kl = self.bcache.get(r)
                 if kl is None:
                     qa = np.array(sorted(cross, key=rseq.__getitem__), np.int64)
-                    kl = self.bcache[r] = koff[qa] * B + la[qa]
+                    kl = self.bcache[r] = self.kla[qa]
                 pos = (kl + S) // B
             else:
                 ent = [(rseq[q], q, int(koff[q]) + int(held[q]), need) for q, n, need in pre if need]
@@ -908,6 +922,7 @@ class FastEngine:
         rseq = self.rseq
         buckets = self.buckets
         fins = []
+        kla, kbase = self.kla, self.kbase
         dec = self.fin_at.pop(S_old, None)
         if dec:
             held, lz = self.held, self.lz
@@ -946,6 +961,7 @@ class FastEngine:
                 a = int(comp[q]) - S
                 self.lz[q] = True
                 la[q] = a
+                kla[q] = kbase[q] + a
                 r = (-a) % B
                 bk = buckets.get(r)
                 if bk is None:
