@@ -251,10 +251,10 @@ def default_compare_gpus(options: selectors.ProfileOptions) -> list[str]:
 
 #: Routing policies of the replicas page: (value, label). "weighted" takes its scorers from a text field.
 ROUTING_CHOICES = [
-    ("round-robin", "Round-robin — each replica in turn"),
-    ("least-loaded", "Least-loaded — fewest requests in flight"),
-    ("prefix-affinity", "Prefix-affinity — where the prompt's prefix is cached"),
-    ("weighted", "Weighted — scorers below"),
+    ("round-robin", "Round-robin"),
+    ("least-loaded", "Least-loaded"),
+    ("prefix-affinity", "Prefix-affinity"),
+    ("weighted", "Weighted (scorers below)"),
 ]
 PERCENTILE_CHOICES = [("p50", "p50 (median)"), ("p90", "p90"), ("p99", "p99")]
 
@@ -320,7 +320,10 @@ class ReplicasForm(forms.Form):
         help_text="0 to 1: the share of requests that start with the prefix (blank = 1, all of them).",
         widget=forms.NumberInput(attrs={"step": "any", **_NUMBER}))
     routing = forms.ChoiceField(label="Routing policy", choices=ROUTING_CHOICES,
-                                help_text="How the router picks a replica for each request.")
+                                help_text="How the router picks a replica: each in turn (round-robin), the "
+                                          "one with the fewest requests in flight (least-loaded), the one "
+                                          "holding the prompt's prefix (prefix-affinity), or scorers "
+                                          "combined (weighted).")
     routing_weights = forms.CharField(
         label="Weighted scorers", required=False, max_length=200,
         widget=forms.TextInput(attrs={"placeholder": "prefix-affinity:3,queue-depth:1"}),

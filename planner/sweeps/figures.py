@@ -287,8 +287,8 @@ def build_replicas_figure(points: list[dict], *, slo: dict | None = None, percen
     fig.update_xaxes(title_text="Replicas (instances)", row=2, col=1)
     for row, name in ((1, "TTFT"), (2, "ITL")):
         log = _wide(ys[row])
-        fig.update_yaxes(title_text=f"{name} {percentile} (ms)", type="log" if log else "linear",
-                         rangemode="normal" if log else "tozero", row=row, col=1)
+        extra = {"type": "log", "dtick": 1, "tickformat": ",.0f"} if log else {"rangemode": "tozero"}
+        fig.update_yaxes(title_text=f"{name} {percentile} (ms)", row=row, col=1, **extra)
     fig.update_layout(**{**LAYOUT, "hovermode": "closest"}, height=560,
                       title=_title(title or f"Latency {percentile} against replicas"))
     return _plain(fig)

@@ -14,13 +14,15 @@ from playwright.sync_api import expect
 
 # A laptop screen (the flows' screenshots use a taller window; the width is what matters here).
 LAPTOP = {"width": 1366, "height": 768}
-NAV_LINKS = ("Sizing", "Sweeps", "Reports", "Catalog", "API docs")
+NAV_LINKS = ("Sizing", "Replicas", "Sweeps", "Reports", "Catalog", "API docs")
 
 # (screenshot name or None when a flow already takes one, path, draws figures)
 SIGNED_IN_PAGES = [
     (None, "/", True),
     ("sizing-no-figures", "/?gpu_memory_utilization=2", False),
     (None, "/compare/", True),
+    ("replicas-form", "/replicas/", False),
+    (None, "/replicas/?rate=20", True),
     ("sweep-new", "/sweeps/new/", False),
     (None, "/sweeps/", False),
     (None, "/sweeps/{sweep}/", False),
@@ -41,6 +43,7 @@ SIGNED_OUT_PAGES = [
     ("sign-in", "/accounts/login/", False),
     ("sign-up", "/accounts/signup/", False),
     (None, "/reports/{report}/", True),
+    (None, "/replicas/?rate=20", True),
 ]
 
 # ids named by aria-describedby that are not in the page, as "element: id"
@@ -140,7 +143,7 @@ def test_every_main_page_signed_out(page, finished_report, screenshot):
 
 def test_the_current_section_is_marked_in_the_navigation(signed_in_page, finished_report):
     page = signed_in_page
-    for path, section in (("/", "Sizing"), ("/compare/", "Sizing"), ("/sweeps/new/", "Sweeps"),
+    for path, section in (("/", "Sizing"), ("/compare/", "Sizing"), ("/replicas/", "Replicas"), ("/sweeps/new/", "Sweeps"),
                           (f"/reports/{finished_report.slug}/", "Reports"), ("/catalog/gpus/", "Catalog"),
                           ("/api/docs/", "API docs")):
         page.goto(path)
@@ -149,7 +152,7 @@ def test_the_current_section_is_marked_in_the_navigation(signed_in_page, finishe
         expect(current).to_have_text(section)
 
 
-@pytest.mark.parametrize("path", ["/", "/sweeps/new/", "/catalog/models/"])
+@pytest.mark.parametrize("path", ["/", "/replicas/", "/sweeps/new/", "/catalog/models/"])
 def test_every_help_text_is_tied_to_its_field(signed_in_page, path):
     """Help under a field is read out with it: the input's aria-describedby names the help's id."""
     page = signed_in_page
@@ -170,7 +173,7 @@ def test_navigation_by_keyboard_with_a_visible_focus_ring(page):
     focus = "() => { const e = document.activeElement, s = getComputedStyle(e);" \
             " return {text: e.innerText.trim(), ring: s.outlineStyle !== 'none' && parseFloat(s.outlineWidth) > 0}; }"
     seen = []
-    for _ in range(7):
+    for _ in range(2 + len(NAV_LINKS)):
         page.keyboard.press("Tab")
         seen.append(page.evaluate(focus))
     assert [s["text"] for s in seen] == ["Skip to content", "KV Planner", *NAV_LINKS]

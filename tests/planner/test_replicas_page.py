@@ -52,7 +52,7 @@ def test_defaults_give_the_fewest_replicas_in_words_with_every_count_tried(clien
     assert rows[n]["meets"] and (n == 1 or not rows[n - 1]["meets"])
     assert html.count("✓ yes") >= 1 and re.search(r'<tr class="chosen">\s*<th scope="row" class="num">'
                                                    rf'{n}</th>', html)
-    for header in ("Replicas", "TTFT p90", "ITL p90", "Meets the targets", "Prefix-cache hit rate",
+    for header in ("Replicas", "TTFT p90", "ITL p90", "Meets targets", "Prefix-cache hit rate",
                    "Request imbalance"):
         assert header in html
     assert '<span class="unit">ms</span>' in html
