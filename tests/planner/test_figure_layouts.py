@@ -17,11 +17,11 @@ from planner.sizing import services
 from planner.sweeps import figures as sweep_figures
 from simulator.specs import GpuSpec
 from tests.planner.test_sizing_services import H100, LLAMA_8B, plan
-from tests.planner.test_sweep_figures import POINTS, pt
+from tests.planner.test_sweep_figures import POINTS, REPLICA_POINTS, TIER_POINTS, pt
 
 LAPTOP_HEIGHT = 768  # px
 # a unit in brackets at the end: "KV cache (tokens)", "TTFT p99 (steps)", "KV usage (%)"; or a bare unit
-UNIT = re.compile(r"\([^()]*(tokens?|requests?|blocks|GiB|USD[^()]*|%|steps?|s|GPUs|fraction|x|events/request|"
+UNIT = re.compile(r"\([^()]*(tokens?|requests?|blocks|GiB|USD[^()]*|%|steps?|s|ms|instances|GPUs|fraction|x|events/request|"
                   r"tokens/s|tokens/step)\)$|^(events/request|steps|s|tokens/s|tokens/step)$")
 
 
@@ -49,6 +49,9 @@ def _sweeps():
                                                       "preemptions_per_request", unit="events/request"),
         "cost": sweep_figures.build_cost_figure([pt(0, 100, 0, cost=3.0), pt(1, 200, 0, cost=6.0)],
                                                 "num_gpu_blocks"),
+        "replicas": sweep_figures.build_replicas_figure(REPLICA_POINTS, slo={"ttft_s": 0.5, "itl_s": 0.05},
+                                                        answer=4, arrival_unit="s"),
+        "cpu tier": sweep_figures.build_tier_figure(TIER_POINTS, arrival_unit="s"),
         "cliff search": sweep_figures.build_cliff_search_figure([[100, 0.5], [200, 0.1], [300, 0.0]],
                                                                 param="num_gpu_blocks",
                                                                 metric="preemptions_per_request", limit=0.02,

@@ -1,5 +1,7 @@
 """Figure builders are pure: tested through their dicts (titles with units, hover, legends, markers)."""
 
+import pytest
+
 from planner.sweeps import advice, figures
 
 
@@ -19,6 +21,101 @@ def pt(i, blocks, ppr, seqs=None, hit=0.0, cost=None, tput=100.0):
 
 POINTS = [pt(i, b, v) for i, (b, v) in enumerate([(2000, 0.9), (4000, 0.5), (8000, 0.2), (8400, 0.0),
                                                   (16000, 0.0), (26000, 0.0)])]
+
+
+def rpt(i, n, rate, ttft, itl):
+    """A point of a replicas sweep: ``n`` replicas at ``rate`` requests/s, TTFT and ITL p90 in seconds."""
+    return {"index": i, "params": {"rate": rate, "num_instances": n}, "meta": {},
+            "metrics": {"ttft_p90_s": ttft, "itl_p90_s": itl, "ttft_p99_s": ttft * 2, "ttft_p50_s": ttft / 2,
+                        "finished": 100, "requests": 100, "num_instances": n, "preemptions_per_request": 0.0,
+                        "kv_cache_tokens": 16000, "prefix_cache_hit_rate": 0.0, "mean_kv_usage": 0.5,
+                        "throughput_tok_s": 1000.0, "dropped_unservable": 0, "num_gpu_blocks": 1001},
+            "totals": {}, "series": None}
+
+
+# two rates x 1, 2, 4 replicas: at 5 requests/s 2 replicas meet 0.5 s / 0.05 s, at 20 requests/s 4 do
+REPLICA_POINTS = [rpt(0, 1, 5.0, 0.9, 0.04), rpt(1, 2, 5.0, 0.2, 0.03), rpt(2, 4, 5.0, 0.1, 0.02),
+                  rpt(3, 1, 20.0, 9.0, 0.09), rpt(4, 2, 20.0, 1.2, 0.06), rpt(5, 4, 20.0, 0.3, 0.04)]
+
+
+def tpt(i, gib, hit, ttft50, ttft99):
+    """A point of a CPU tier sweep (arrivals in seconds)."""
+    return {"index": i, "params": {"cpu_tier_gib": gib}, "meta": {},
+            "metrics": {"prefix_cache_hit_rate": hit, "ttft_p50_s": ttft50, "ttft_p99_s": ttft99,
+                        "cpu_tier_gib": gib, "cpu_tier_hit_tokens": int(gib * 1000), "kv_cache_tokens": 64000,
+                        "preemptions_per_request": 0.0, "throughput_tok_s": 900.0, "mean_kv_usage": 0.6,
+                        "dropped_unservable": 0, "num_gpu_blocks": 4001},
+            "totals": {}, "series": None}
+
+
+TIER_POINTS = [tpt(0, 0.0, 0.0, 0.5, 0.9), tpt(1, 8.0, 0.4, 0.3, 0.7), tpt(2, 40.0, 0.9, 0.07, 0.2)]
+
+
+def test_replicas_figure_draws_latency_per_rate_against_replicas_with_the_targets():
+    fig = figures.build_replicas_figure(REPLICA_POINTS, slo={"ttft_s": 0.5, "itl_s": 0.05}, arrival_unit="s")
+    lines = {t["name"]: t for t in fig["data"] if t.get("x") and t["x"][0] is not None}
+    assert set(lines) == {"TTFT p90 [Request rate 5 requests/s]", "ITL p90 [Request rate 5 requests/s]",
+                          "TTFT p90 [Request rate 20 requests/s]", "ITL p90 [Request rate 20 requests/s]"}
+    assert lines["TTFT p90 [Request rate 20 requests/s]"]["x"] == [1, 2, 4]
+    assert lines["TTFT p90 [Request rate 20 requests/s]"]["y"] == pytest.approx([9000, 1200, 300])  # ms
+    assert lines["ITL p90 [Request rate 5 requests/s]"]["y"] == pytest.approx([40, 30, 20])
+    # the SLOs as dashed horizontal lines, one per panel, named in the legend
+    dashed = [s for s in fig["layout"]["shapes"] if s["line"]["dash"] == "dash"]
+    assert sorted(s["y0"] for s in dashed) == pytest.approx([50, 500])
+    assert {t["name"] for t in fig["data"]} >= {"TTFT target: 500 ms", "ITL target: 50 ms"}
+    assert fig["layout"]["xaxis2"]["title"]["text"] == "Replicas (instances)"
+    assert fig["layout"]["yaxis"]["title"]["text"] == "TTFT p90 (ms)"
+    assert fig["layout"]["yaxis2"]["title"]["text"] == "ITL p90 (ms)"
+    assert fig["layout"]["yaxis"]["type"] == "log"  # 100 ms to 9 s: a log axis
+    assert fig["layout"]["xaxis"]["tickvals"] == [1, 2, 4]
+
+
+def test_tier_figure_draws_hits_and_ttft_against_the_tier_size():
+    fig = figures.build_tier_figure(TIER_POINTS, arrival_unit="s")
+    hits, p50, p99 = fig["data"]
+    assert hits["name"] == "Prefix-cache hit rate" and hits["x"] == [0.0, 8.0, 40.0]
+    assert hits["y"] == pytest.approx([0.0, 40.0, 90.0])
+    assert hits["customdata"] == [[0], [8000], [40000]]  # prefix tokens found in the CPU tier
+    assert (p50["name"], p99["name"]) == ("TTFT p50", "TTFT p99") and p99["y"] == [0.9, 0.7, 0.2]
+    assert fig["layout"]["xaxis2"]["title"]["text"] == "CPU KV tier (GiB)"
+    assert fig["layout"]["yaxis"]["title"]["text"] == "Prefix-cache hit rate (%)"
+    assert fig["layout"]["yaxis2"]["title"]["text"] == "TTFT (s)"
+
+
+def test_report_figures_add_replicas_and_tier_figures_for_those_axes():
+    body = {"inputs": {"axes": [{"param": "rate", "values": [5.0, 20.0]},
+                                {"param": "num_instances", "values": [1, 2, 4]}],
+                       "slo": {"ttft_s": 0.5, "itl_s": 0.05, "percentile": "p90"},
+                       "engine": {"block_size": 16, "num_gpu_blocks": 1001},
+                       "workload": {"arrival_unit": "s", "source": "spec",
+                                    "spec": {"arrival": {"kind": "poisson", "rate": 5.0}}}},
+            "points": REPLICA_POINTS}
+    figs = {f[0]: f[2] for f in figures.report_figures(body)}
+    assert "replicas" in figs
+    # two rates, two answers: no single "fewest" marker, both SLO lines
+    assert sorted(s["y0"] for s in figs["replicas"]["layout"]["shapes"]) == pytest.approx([50, 500])
+    # the advice names the fewest replicas per rate, in words
+    texts = [a.text for a in advice.advise(body) if a.code == "replicas"]
+    assert texts == ["At 5 requests/s, 2 replicas are the fewest that meet TTFT p90 ≤ 500 ms and ITL p90 ≤ 50 ms "
+                     "(TTFT p90 200 ms, ITL p90 30.0 ms).",
+                     "At 20 requests/s, 4 replicas are the fewest that meet TTFT p90 ≤ 500 ms and ITL p90 ≤ 50 ms "
+                     "(TTFT p90 300 ms, ITL p90 40.0 ms)."]
+    tier = {"inputs": {"axes": [{"param": "cpu_tier_gib", "values": [0.0, 8.0, 40.0]}],
+                       "engine": {"block_size": 16, "num_gpu_blocks": 4001},
+                       "workload": {"arrival_unit": "s"}}, "points": TIER_POINTS}
+    assert [f[0] for f in figures.report_figures(tier)] == ["tier", "sweep"]
+
+
+def test_advice_names_knobs_by_their_labels():
+    body = {"inputs": {"axes": [{"param": "num_gpu_blocks", "values": []}],
+                       "engine": {"block_size": 16, "num_gpu_blocks": 2400, "enable_prefix_caching": True}},
+            "points": [pt(0, 2400, 0.0, hit=0.7)]}
+    text = next(a.text for a in advice.advise(body) if a.code == "cpu_tier")
+    assert "(at 2,400 KV blocks)" in text and "num_gpu_blocks" not in text
+    assert advice.params_text({"rate": 4.0, "num_instances": 1, "cpu_tier_gib": 0.0}, "s") == \
+        "Request rate 4 requests/s, 1 replica, no CPU KV tier"
+    assert advice.params_text({"enable_prefix_caching": False, "gpu_memory_utilization": 0.85}) == \
+        "Prefix caching off, GPU memory utilization 0.85"
 
 
 def test_kv_sweep_figure_has_units_legends_hover_and_the_cliff():
