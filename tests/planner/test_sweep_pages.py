@@ -96,3 +96,47 @@ def test_new_sweep_form_as_it_comes_runs_the_default_deployment(client):
     inputs = sweep.snapshot
     assert inputs["model"]["spec"]["name"] == "Llama 3.1 8B" and inputs["gpu"]["spec"]["name"] == "H100 SXM5 80GB"
     assert inputs["sizing"]["num_gpus"] == 1
+
+
+REPLICAS_FORM = {**FORM, "model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb", "num_gpu_blocks": "", "n": 20,
+                 "arrival": "poisson:5", "arrival_unit": "s", "axis1_param": "num_instances", "axis1_values": "1, 2",
+                 "cluster_routing": "least-loaded", "slo_ttft_ms": "500", "slo_itl_ms": "50",
+                 "slo_percentile": "p99"}
+
+
+def test_form_sweeps_replicas_with_a_base_cluster_and_latency_targets(client):
+    r = client.post("/sweeps/new/", REPLICAS_FORM)
+    assert r.status_code == 302, r.content.decode()[:3000]
+    sweep = Sweep.objects.get()
+    assert sweep.total_points == 2
+    assert sweep.snapshot["cluster"] == {"num_instances": 1, "routing": "least-loaded", "router_delay_s": 0.0}
+    assert sweep.snapshot["slo"] == {"ttft_s": 0.5, "itl_s": 0.05, "percentile": "p99"}
+    assert sweep.snapshot["axes"] == [{"param": "num_instances", "values": [1, 2]}]
+
+
+def test_form_routing_axis_takes_weighted_policies_separated_by_spaces(client):
+    r = client.post("/sweeps/new/", {**REPLICAS_FORM, "axis1_param": "routing", "cluster_instances": "2",
+                                     "axis1_values": "round-robin  weighted:prefix-affinity:3,queue-depth:1"})
+    assert r.status_code == 302, r.content.decode()[:3000]
+    sweep = Sweep.objects.get()
+    assert sweep.snapshot["axes"][0]["values"] == ["round-robin", "weighted:prefix-affinity:3,queue-depth:1"]
+    assert sweep.snapshot["cluster"]["num_instances"] == 2
+
+
+def test_form_sweeps_the_cpu_tier_in_gib(client):
+    r = client.post("/sweeps/new/", {**REPLICAS_FORM, "axis1_param": "cpu_tier_gib", "axis1_values": "0, 8"})
+    assert r.status_code == 302, r.content.decode()[:3000]
+    assert Sweep.objects.get().snapshot["axes"] == [{"param": "cpu_tier_gib", "values": [0.0, 8.0]}]
+
+
+@pytest.mark.parametrize("change, field, text", [
+    ({"cluster_routing": "telepathy"}, "cluster_routing", "telepathy"),
+    ({"cluster_instances": "65"}, "cluster_instances", "64"),
+    ({"slo_ttft_ms": "-1"}, "slo_ttft_ms", "greater than or equal to"),
+    ({"slo_percentile": "p75"}, "slo_percentile", "valid choice"),
+])
+def test_cluster_and_slo_errors_are_shown_at_their_field(client, change, field, text):
+    r = client.post("/sweeps/new/", {**REPLICAS_FORM, **change})
+    assert r.status_code == 200 and not Sweep.objects.exists()
+    m = re.search(rf'<ul class="errorlist" id="id_{field}_error"[^>]*>(.*?)</ul>', r.content.decode(), re.S)
+    assert m and text in m.group(1), (field, r.context["form"].errors)
