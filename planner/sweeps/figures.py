@@ -55,6 +55,7 @@ METRIC_LABELS = {
     "throughput_tok_s": ("Throughput", "tokens/s"), "throughput_tok_per_step": ("Throughput", "tokens/step"),
     "mean_kv_usage": ("Mean KV usage", "%"), "peak_kv_usage": ("Peak KV usage", "%"),
     "prefix_cache_hit_rate": ("Prefix-cache hit rate", "%"),
+    "request_imbalance": ("Request imbalance", "max/mean"), "cpu_tier_hit_tokens": ("CPU tier hits", "tokens"),
     "cost_per_hour": ("Cost", "USD/hour"), "cost_per_m_output_tokens": ("Cost", "USD per M output tokens"),
 }
 

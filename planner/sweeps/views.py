@@ -120,10 +120,19 @@ def points_table(body: dict, arrival_unit: str = "step") -> dict:
     Rows are ``{"index", "cells"}`` with numbers formatted for reading (fractions as %).
     """
     points = body.get("points") or []
+    inputs = body.get("inputs") or {}
     params: list[str] = []
     for p in points:
         params.extend(k for k in p["params"] if k not in params)
-    metrics = [m for m in TABLE_METRICS if any(p["metrics"].get(m) is not None for p in points)]
+    wanted = list(TABLE_METRICS)
+    if inputs.get("slo") or "num_instances" in params:  # the latencies the targets are about, and the balance
+        pct = (inputs.get("slo") or {}).get("percentile", "p90")
+        at = wanted.index("ttft_p99_s") + 1
+        wanted[at:at] = [f"ttft_{pct}_s", f"itl_{pct}_s", "request_imbalance"]
+    if "cpu_tier_gib" in params:
+        wanted.append("cpu_tier_hit_tokens")
+    wanted = list(dict.fromkeys(wanted))
+    metrics = [m for m in wanted if any(p["metrics"].get(m) is not None for p in points)]
     header = [dict(zip(("label", "unit"), axis_label(k, arrival_unit))) for k in params]
     header += [dict(zip(("label", "unit"), METRIC_LABELS.get(m, (m, "")))) for m in metrics]
     rows = [{"index": p["index"],
@@ -156,6 +165,8 @@ def report_detail(request, slug: str):
         "table": points_table(body, arrival_unit), "axes": axes, "cliff_titles": cliff_titles,
         "is_owner": request.user.is_authenticated and request.user.pk == report.owner_id,
         "inputs": body.get("inputs", {}),
+        "slo_ms": {k: f"{v * 1000:,.4g}" for k, v in ((k.removesuffix("_s"), v) for k, v in (
+            inputs.get("slo") or {}).items() if k.endswith("_s")) if v is not None},
     })
 
 

@@ -150,3 +150,25 @@ def test_report_page_renders_a_200_point_sweep_quickly(alice, settings):
     elapsed = time.perf_counter() - t
     assert r.status_code == 200 and "fig-heat-preempt" in r.content.decode()
     print(f"report page, 200 points: {elapsed * 1000:.0f} ms, {len(r.content) / 1024:.0f} KiB")
+
+
+def test_a_replicas_sweep_report_shows_the_answer_the_targets_and_the_latency_figure(alice):
+    """A sweep over replicas with latency targets: the report names the fewest replicas (advice "replicas"),
+    states the targets, draws latency against replicas and tables TTFT/ITL at the targets' percentile."""
+    definition = {
+        "engine": {"num_gpu_blocks": 3000, "step_time_model": {"base_s": 0.01, "per_token_s": 2e-5}},
+        "workload": {"spec": {"n": 120, "prompt": {"kind": "constant", "value": 300},
+                              "output": {"kind": "constant", "value": 60},
+                              "arrival": {"kind": "poisson", "rate": 12.0, "unit": "s"}}, "seed": 2},
+        "cluster": {"routing": "least-loaded"},
+        "slo": {"ttft_s": 0.25, "itl_s": 0.05},
+        "axes": [{"param": "num_instances", "values": [1, 2, 4]}],
+    }
+    report = run_all(services.sweep_create(owner=alice, definition=definition))
+    html = Client().get(f"/reports/{report.slug}/").content.decode()
+    assert 'data-code="replicas"' in html
+    assert "the fewest that meet TTFT p90 ≤ 250 ms and ITL p90 ≤ 50 ms" in html
+    assert "TTFT p90 ≤ 250 ms and ITL p90 ≤ 50 ms</dd>" in html and "behind a least-loaded router" in html
+    assert 'id="fig-replicas-data"' in html
+    assert "ITL p90" in html and "Request imbalance" in html  # table columns
+    assert "num_instances" not in html.split('id="points-h"')[1].split("</table>")[0]  # human headers only
