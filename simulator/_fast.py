@@ -668,12 +668,23 @@ class FastEngine:
         self.bcache = {}
         fin_at = self.fin_at
         fin = (self.Pmax[qs] - a - 2).tolist()
-        for q, r, f in zip(qs.tolist(), ((-a) % B).tolist(), fin):
-            bk = buckets.get(r)
-            if bk is None:
-                buckets[r] = {q}
-            else:
-                bk.add(q)
+        ql = qs.tolist()
+        if ql:
+            # buckets by residue (empty here: _materialize cleared them)
+            rr = (-a) % B
+            order = rr.argsort(kind="stable")
+            rs = rr[order]
+            qo = qs[order].tolist()
+            cuts = ((rs[1:] != rs[:-1]).nonzero()[0] + 1).tolist()
+            lo = 0
+            for hi in cuts + [len(ql)]:
+                bk = buckets.get(rs.item(lo))
+                if bk is None:
+                    buckets[rs.item(lo)] = set(qo[lo:hi])
+                else:
+                    bk.update(qo[lo:hi])
+                lo = hi
+        for q, f in zip(ql, fin):
             lst = fin_at.get(f)
             if lst is None:
                 fin_at[f] = [q]
@@ -684,8 +695,12 @@ class FastEngine:
         self.la_sum = int(a.sum())
         self.lazy_active = True
 
-    def _materialize(self) -> None:
-        """Leave lazy mode: write the implicit decoder state back to the arrays."""
+    def _materialize(self, keep: bool = False) -> None:
+        """Leave lazy mode: write the implicit decoder state back to the arrays.
+
+        ``keep``: for a jump, when every running request is a lazy decoder:
+        the buckets and finishing steps stay, for :meth:`_relazify`.
+        """
         R = self.R
         run = self.run[:R]
         qs = run[self.lz[run]]
@@ -699,13 +714,28 @@ class FastEngine:
             elif self.caching:
                 self.ncached[qs] = c // self.B
             self.lz[qs] = False
+        self.lazy_active = False
+        if keep:
+            return
         self.buckets = {}
         self.bcache = {}
         self.fin_at = {}
         self.nl = []
         self.D = 0
         self.la_sum = 0
-        self.lazy_active = False
+
+    def _relazify(self, k: int) -> None:
+        """Back to lazy mode after ``_materialize(keep=True)`` and a jump of ``k`` steps.
+
+        Every running request was a lazy decoder and still is: a decoder's
+        ``la + S`` computed tokens moved on by ``k`` as its arrays did, so
+        ``S`` does, and the buckets, finishing steps (none before ``S + k``:
+        the jump stops short of every completion), positions and ``la_sum``
+        stay what a fresh :meth:`_lazify` would derive.
+        """
+        self.lz[self.run[:self.R]] = True
+        self.S += k
+        self.lazy_active = True
 
     def _fast_schedule(self):
         """One schedule call in lazy mode, or None (nothing changed) when it needs the general path.
@@ -1188,8 +1218,9 @@ class FastEngine:
                     nxt = until
                 if self.lazy_active:
                     if self._jump_precheck(nxt, tick):
-                        self._materialize()
+                        self._materialize(keep=True)
                         jumped = self._jump(nxt, tick, max_steps - tick)
+                        self._relazify(jumped)
                     else:
                         jumped = 0
                 else:
