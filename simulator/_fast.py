@@ -417,7 +417,7 @@ class FastEngine:
                     budget -= n
                     i += 1
 
-        if npre == 0 and waiting and budget > 0:
+        if npre == 0 and waiting and budget > 0 and self.R < cfg.max_num_seqs:
             budget = self._admit(budget, thr, ids_l, n_l)[0]
 
         if not ids_l:
@@ -699,10 +699,23 @@ class FastEngine:
         """Leave lazy mode: write the implicit decoder state back to the arrays.
 
         ``keep``: for a jump, when every running request is a lazy decoder:
-        the buckets and finishing steps stay, for :meth:`_relazify`.
+        only the arrays the jump reads are written; the decoders stay lazy
+        (``lz``), as do the buckets and finishing steps, for
+        :meth:`_relazify`. Deferred publication stays deferred: the jump
+        publishes each decoder's full blocks in one go (decode blocks carry
+        the request's own keys, so the order across requests is immaterial).
         """
         R = self.R
         run = self.run[:R]
+        if keep:
+            c = self.la[run] + self.S
+            self.comp[run] = c
+            self.tok[run] = c + 1
+            self.held[run] = (c + (self.B - 1)) // self.B
+            if not self.defer_pub and self.caching:
+                self.ncached[run] = c // self.B
+            self.lazy_active = False
+            return
         qs = run[self.lz[run]]
         if qs.size:
             c = self.la[qs] + self.S
@@ -715,8 +728,6 @@ class FastEngine:
                 self.ncached[qs] = c // self.B
             self.lz[qs] = False
         self.lazy_active = False
-        if keep:
-            return
         self.buckets = {}
         self.bcache = {}
         self.fin_at = {}
@@ -733,7 +744,6 @@ class FastEngine:
         the jump stops short of every completion), positions and ``la_sum``
         stay what a fresh :meth:`_lazify` would derive.
         """
-        self.lz[self.run[:self.R]] = True
         self.S += k
         self.lazy_active = True
 
@@ -846,7 +856,7 @@ class FastEngine:
                 pool.publish(btab[pos], keys)
         eq = [x[0] for x in pre]
         en = [x[1] for x in pre]
-        if waiting and left > 0 and not npre:
+        if waiting and left > 0 and not npre and self.R < cfg.max_num_seqs:
             _, adm, ans = self._admit(left, thr, None, None)
             if adm:
                 eq += adm
