@@ -293,6 +293,7 @@ class ReplicasForm(forms.Form):
         widget=forms.NumberInput(attrs=_NUMBER))
     rate = forms.FloatField(
         label="Request rate (requests/s)", min_value=0.001, max_value=100_000,
+        error_messages={"min_value": "Must be more than 0 requests per second (at least 0.001)."},
         help_text="Mean arrival rate of your traffic, in requests per second (Poisson arrivals).",
         widget=forms.NumberInput(attrs={"step": "any", **_NUMBER}))
     num_requests = forms.IntegerField(

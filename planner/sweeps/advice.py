@@ -47,23 +47,18 @@ def params_text(params: dict, arrival_unit: str = "step") -> str:
     """A point's axis values in words, with the axes' labels and units (``planner.sweeps.definition.AXES``).
 
     ``{"num_gpu_blocks": 2400}`` -> "2,400 KV blocks"; ``{"rate": 4.0, "num_instances": 2}`` ->
-    "Request rate 4 requests/s, 2 replicas".
+    "request rate 4 requests/s, 2 replicas" (lower case: it goes inside a sentence).
     """
     from planner.sweeps.figures import value_text
 
     parts = []
     for k, v in params.items():
-        is_num = isinstance(v, (int, float)) and not isinstance(v, bool)
-        if k == "num_gpu_blocks" and is_num:
-            parts.append(f"{_fmt_int(v)} KV blocks")
-        elif k == "num_instances" and is_num:
-            parts.append(f"{_fmt_int(v)} replica{'s' if v != 1 else ''}")
-        elif k == "cpu_tier_gib" and is_num:
+        if k == "cpu_tier_gib" and isinstance(v, (int, float)) and not isinstance(v, bool):
             parts.append(f"a {v:,.4g} GiB CPU KV tier" if v > 0 else "no CPU KV tier")
-        elif k == "routing":
-            parts.append(f"{v} routing")
-        else:
-            parts.append(value_text(k, v, arrival_unit))
+            continue
+        text = value_text(k, v, arrival_unit)
+        # mid-sentence: "request rate 4 requests/s", but "GPU memory utilization 0.9", "KV blocks"
+        parts.append(text[:1].lower() + text[1:] if text[1:2].islower() else text)
     return ", ".join(parts)
 
 
@@ -233,6 +228,7 @@ def advise(body: dict) -> list[Advice]:
         best = min(priced, key=lambda p: p["metrics"]["cost_per_m_output_tokens"])
         worst = max(priced, key=lambda p: p["metrics"]["cost_per_m_output_tokens"])
         lbl = params_text(best["params"], arrival_unit)
+        lbl = lbl[:1].upper() + lbl[1:]
         out.append(Advice("cheapest", "info",
                           f"Cheapest per output token: {lbl} at ${best['metrics']['cost_per_m_output_tokens']:,.2f} "
                           f"per million output tokens (${best['metrics']['cost_per_hour']:,.2f}/h), against "

@@ -101,6 +101,11 @@ def _num(v):
 def value_text(param: str, value, arrival_unit: str = "step") -> str:
     """One axis value as a person reads it: "Request rate 4 requests/s", "Prefix caching on"."""
     label, unit = axis_label(param, arrival_unit)
+    if param in ("num_gpu_blocks", "num_instances") and isinstance(value, int) and not isinstance(value, bool):
+        noun = "KV blocks" if param == "num_gpu_blocks" else "replicas"
+        return f"{value:,} {noun if value != 1 else noun[:-1]}"
+    if param == "routing":
+        return f"{value} routing"
     if isinstance(value, bool):
         return f"{label} {'on' if value else 'off'}"
     if isinstance(value, (int, float)):

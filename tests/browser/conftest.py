@@ -259,3 +259,27 @@ def finished_report(user, monkeypatch):
     for index in range(sweep.num_chunks):
         assert services.chunk_run(sweep_id=sweep.pk, index=index) == "done"
     return Report.objects.get(sweep=sweep)
+
+
+@pytest.fixture
+def replicas_report(user, monkeypatch):
+    """A sweep over request rate x replicas with latency targets, run in this process: its report.
+
+    Its points table is wider than a laptop screen (it must scroll inside its box, not the page) and
+    it draws the latency-against-replicas figure with the targets.
+    """
+    from planner.models import Report
+    from planner.sweeps import services
+
+    monkeypatch.setattr(services, "sweep_enqueue", lambda sweep_id: None)
+    sweep = services.sweep_create(owner=user, definition={
+        "name": "Replicas for two rates in the browser",
+        "engine": {"num_gpu_blocks": 3000, "step_time_model": {"base_s": 0.01, "per_token_s": 2e-5}},
+        "workload": {"spec": {"n": 80, "prompt": "normal:300,30", "output": "normal:60,10",
+                              "arrival": {"kind": "poisson", "rate": 8.0, "unit": "s"}}, "seed": 0},
+        "slo": {"ttft_s": 0.25, "itl_s": 0.05},
+        "axes": [{"param": "rate", "values": [4.0, 16.0]}, {"param": "num_instances", "values": [1, 2, 4]}],
+    })
+    for index in range(sweep.num_chunks):
+        assert services.chunk_run(sweep_id=sweep.pk, index=index) == "done"
+    return Report.objects.get(sweep=sweep)

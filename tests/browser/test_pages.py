@@ -28,6 +28,7 @@ SIGNED_IN_PAGES = [
     (None, "/sweeps/{sweep}/", False),
     (None, "/reports/", False),
     (None, "/reports/{report}/", True),
+    ("report-replicas", "/reports/{replicas_report}/", True),
     (None, "/catalog/", False),
     (None, "/catalog/models/", False),
     ("catalog-gpus", "/catalog/gpus/", False),
@@ -117,16 +118,17 @@ def _check(page, path: str, *, figures: bool) -> int:
         page.remove_listener("request", on_request)
 
 
-def _path(template: str, finished_report) -> str:
-    return template.format(report=finished_report.slug, sweep=finished_report.sweep_id)
+def _path(template: str, finished_report, replicas_report=None) -> str:
+    return template.format(report=finished_report.slug, sweep=finished_report.sweep_id,
+                           replicas_report=replicas_report.slug if replicas_report else "")
 
 
-def test_every_main_page_signed_in(signed_in_page, finished_report, screenshot):
+def test_every_main_page_signed_in(signed_in_page, finished_report, replicas_report, screenshot):
     page = signed_in_page
     page.set_viewport_size(LAPTOP)
     described = 0
     for name, template, figures in SIGNED_IN_PAGES:
-        described += _check(page, _path(template, finished_report), figures=figures)
+        described += _check(page, _path(template, finished_report, replicas_report), figures=figures)
         if name:
             screenshot(page, name)
     # the forms (sizing, compare, sweep, catalog filters and profiles, import, token) describe their fields

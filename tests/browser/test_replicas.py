@@ -49,7 +49,7 @@ def test_replicas_form_shows_a_field_error(page, screenshot):
     page.get_by_label("Request rate (requests/s)").fill("0")
     page.get_by_label("Most replicas to try").fill("100")
     page.get_by_role("button", name="Find replicas").click()
-    expect(page.locator("#id_rate_error")).to_contain_text("greater than or equal to")
+    expect(page.locator("#id_rate_error")).to_contain_text("more than 0 requests per second")
     expect(page.locator("#id_max_instances_error")).to_contain_text("64")
     expect(page.get_by_label("Request rate (requests/s)")).to_have_attribute(
         "aria-describedby", re.compile(r"\bid_rate_error\b"))

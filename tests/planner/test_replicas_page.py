@@ -73,7 +73,7 @@ def test_none_up_to_the_maximum_says_so(client):
 
 
 @pytest.mark.parametrize("change, field, text", [
-    ({"rate": "0"}, "rate", "greater than or equal to"),
+    ({"rate": "0"}, "rate", "more than 0 requests per second"),
     ({"rate": "fast"}, "rate", "Enter a number"),
     ({"num_requests": "5000"}, "num_requests", "2000"),
     ({"max_instances": "65"}, "max_instances", "64"),

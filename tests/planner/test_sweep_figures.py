@@ -113,9 +113,11 @@ def test_advice_names_knobs_by_their_labels():
     text = next(a.text for a in advice.advise(body) if a.code == "cpu_tier")
     assert "(at 2,400 KV blocks)" in text and "num_gpu_blocks" not in text
     assert advice.params_text({"rate": 4.0, "num_instances": 1, "cpu_tier_gib": 0.0}, "s") == \
-        "Request rate 4 requests/s, 1 replica, no CPU KV tier"
+        "request rate 4 requests/s, 1 replica, no CPU KV tier"
     assert advice.params_text({"enable_prefix_caching": False, "gpu_memory_utilization": 0.85}) == \
-        "Prefix caching off, GPU memory utilization 0.85"
+        "prefix caching off, GPU memory utilization 0.85"
+    assert figures.value_text("num_instances", 2) == "2 replicas"
+    assert figures.value_text("routing", "least-loaded") == "least-loaded routing"
 
 
 def test_kv_sweep_figure_has_units_legends_hover_and_the_cliff():
