@@ -40,6 +40,7 @@ WAITING, RUNNING, PREEMPTED, FINISHED, DROPPED = 0, 1, 2, 3, 4
 StepTimeFn = Callable[[int, int], float]
 
 _acc = np.add.accumulate  # cumsum of a 1-D int64 array, without np.cumsum's dispatch
+_add = np.add.reduce
 _cnz = np.count_nonzero  # a numpy int: int() it before it reaches a result
 
 
@@ -490,6 +491,7 @@ class FastEngine:
         koff, keyarr = self.koff, self.keyarr
         admitted: list[int] = []
         own_keys = self.own_keys
+        full_isl_own = own_keys and cfg.scheduler_reserve_full_isl
         ns: list[int] = []
         while budget > 0 and waiting:
             if self.R >= cfg.max_num_seqs:
@@ -508,6 +510,10 @@ class FastEngine:
                     del self.loading[q]
                     self._free(q)
             num_tokens = int(self.tok[q])
+            if full_isl_own and -(-min(num_tokens, mml) // B) + (self.watermark_blocks if self.R else 0) > pool.num_free():
+                # the full-ISL check below fails whatever the prefix hits: with its own keys a
+                # waiting request's hits are all free blocks, counted back as evictable
+                break
             nh = 0
             hit = None
             if caching:
@@ -1356,7 +1362,7 @@ class FastEngine:
         run = self.run[:R].copy()
         c = self.comp[run]
         tk = self.tok[run]
-        if not np.array_equal(c, tk - 1):
+        if _cnz(tk - c - 1):
             return 0
         held = self.held[run]
         rem = self.Pmax[run] - tk
@@ -1390,7 +1396,9 @@ class FastEngine:
         def need(kk: int) -> int:
             return int(np.maximum(-(-(c + kk) // B) - held, 0).sum())
 
-        if need(k) > free:
+        extra = np.maximum(-(-(c + k) // B) - held, 0)
+        tot = int(_add(extra))
+        if tot > free:
             lo, hi = 0, k
             while hi - lo > 1:
                 mid = (lo + hi) // 2
@@ -1401,14 +1409,14 @@ class FastEngine:
             k = lo
             if k < 2:
                 return 0
-        extra = np.maximum(-(-(c + k) // B) - held, 0)
+            extra = np.maximum(-(-(c + k) // B) - held, 0)
+            tot = int(_add(extra))
         usable = pool.usable
         used0 = usable - free
         per_step_alloc = np.zeros(k, np.int64)
-        tot = int(extra.sum())
         if tot:
             idx = np.repeat(np.arange(R), extra)
-            m = np.arange(tot) - np.repeat(np.cumsum(extra) - extra, extra)
+            m = np.arange(tot) - np.repeat(_acc(extra) - extra, extra)
             j = (held[idx] + m) * B - c[idx]
             ordr = np.lexsort((idx, j))
             pos = (self.koff[run][idx] + held[idx] + m)[ordr]
@@ -1416,7 +1424,7 @@ class FastEngine:
             per_step_alloc = np.bincount(j, minlength=k)
             self.btab[pos] = pool.allocate(tot, self.exec_step + j)
             self.held[run] = held + extra
-        used = used0 + np.cumsum(per_step_alloc)
+        used = used0 + _acc(per_step_alloc)
         t = self.t
         if times is not None:
             times = times[:k]
