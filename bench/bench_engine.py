@@ -12,7 +12,9 @@
 * ``--sweep B N``: B configurations (num_gpu_blocks x max_num_seqs grid) of
   an N-request workload as one ``simulate`` call: seconds.
 * ``--repeat K``: run each measurement K times and print every run (report
-  the best; the machine is shared). Every line shows the 1-minute load.
+  the best; the machine is shared). Every line shows the 1-minute load, and
+  the CPU time next to the wall time (less sensitive to other processes on a
+  shared machine, though not immune: they share caches and cores).
 """
 
 from __future__ import annotations
@@ -72,8 +74,9 @@ def bench_cli(n: int) -> None:
         h, m, sec = wall.groups()
         secs = int(h or 0) * 3600 + int(m) * 60 + float(sec)
         rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr).group(1)) / 1024
+        user = float(re.search(r"User time \(seconds\): ([\d.]+)", p.stderr).group(1))
         t = json.loads(out.read_text())["totals"]
-        print(f"cli n={n}: {secs:.2f} s wall, peak RSS {rss:.0f} MiB, steps={t['num_steps']} "
+        print(f"cli n={n}: {secs:.2f} s wall ({user:.2f} s user CPU), peak RSS {rss:.0f} MiB, steps={t['num_steps']} "
               f"finished={t['finished']} preemptions={t['preemptions']}  ({load()})")
 
 
@@ -83,9 +86,10 @@ def bench_oracle() -> None:
         case = run.name[: -len(".json.gz")]
         wl = read_workload(data / "workloads" / f"{case.split('__')[0]}.json")
         cfg = EngineConfig.from_dict(load_json(data / "configs" / f"{case}.json"))
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         r = simulate(wl, [cfg])[0]
-        print(f"oracle {case:44s} {1000 * (time.perf_counter() - t0):7.1f} ms  steps={r.totals['num_steps']}  ({load()})")
+        print(f"oracle {case:44s} {1000 * (time.perf_counter() - t0):7.1f} ms ({1000 * (time.process_time() - c0):6.1f} ms CPU)"
+              f"  steps={r.totals['num_steps']}  ({load()})")
 
 
 def main() -> None:
@@ -107,12 +111,12 @@ def run_once(args) -> None:
         bench_cli(args.cli)
     if args.big:
         wl = normal_workload(args.big, 0.45)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         r = simulate(wl, [EngineConfig(num_gpu_blocks=26_000)])[0]
-        dt = time.perf_counter() - t0
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         t = r.totals
-        print(f"big n={args.big}: {dt:.2f} s, peak RSS {rss:.0f} MiB, steps={t['num_steps']} "
+        print(f"big n={args.big}: {dt:.2f} s ({dc:.2f} s CPU), peak RSS {rss:.0f} MiB, steps={t['num_steps']} "
               f"schedule_calls={t['num_schedule_calls']} preemptions={t['preemptions']}  ({load()})")
     if args.sweep:
         b, n = args.sweep
@@ -120,9 +124,10 @@ def run_once(args) -> None:
         blocks = np.linspace(4_000, 26_000, max(b // 4, 1)).astype(int)
         cfgs = [EngineConfig(num_gpu_blocks=int(x), max_num_seqs=s)
                 for x in blocks for s in (64, 128, 256, 512)][:b]
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         simulate(wl, cfgs)
-        print(f"sweep {len(cfgs)} configs x {n} requests: {time.perf_counter() - t0:.2f} s  ({load()})")
+        print(f"sweep {len(cfgs)} configs x {n} requests: {time.perf_counter() - t0:.2f} s "
+              f"({time.process_time() - c0:.2f} s CPU)  ({load()})")
 
 
 if __name__ == "__main__":
