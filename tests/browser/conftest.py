@@ -266,7 +266,8 @@ def replicas_report(user, monkeypatch):
     """A sweep over request rate x replicas with latency targets, run in this process: its report.
 
     Its points table is wider than a laptop screen (it must scroll inside its box, not the page) and
-    it draws the latency-against-replicas figure with the targets.
+    it draws the latency-against-replicas figure with the targets: at 4 requests/s one replica meets
+    them, at 16 requests/s four do.
     """
     from planner.models import Report
     from planner.sweeps import services
@@ -274,8 +275,8 @@ def replicas_report(user, monkeypatch):
     monkeypatch.setattr(services, "sweep_enqueue", lambda sweep_id: None)
     sweep = services.sweep_create(owner=user, definition={
         "name": "Replicas for two rates in the browser",
-        "engine": {"num_gpu_blocks": 3000, "step_time_model": {"base_s": 0.01, "per_token_s": 2e-5}},
-        "workload": {"spec": {"n": 80, "prompt": "normal:300,30", "output": "normal:60,10",
+        "engine": {"num_gpu_blocks": 3000, "step_time_model": {"base_s": 0.01, "per_token_s": 4e-5}},
+        "workload": {"spec": {"n": 80, "prompt": "normal:2000,200", "output": "normal:200,20",
                               "arrival": {"kind": "poisson", "rate": 8.0, "unit": "s"}}, "seed": 0},
         "slo": {"ttft_s": 0.25, "itl_s": 0.05},
         "axes": [{"param": "rate", "values": [4.0, 16.0]}, {"param": "num_instances", "values": [1, 2, 4]}],
