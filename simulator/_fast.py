@@ -510,7 +510,7 @@ class FastEngine:
                     del self.loading[q]
                     self._free(q)
             num_tokens = int(self.tok[q])
-            if full_isl_own and -(-min(num_tokens, mml) // B) + (self.watermark_blocks if self.R else 0) > pool.num_free():
+            if full_isl_own and -(-min(num_tokens, mml) // B) + (self.watermark_blocks if self.R else 0) > pool.top + pool.nfifo:
                 # the full-ISL check below fails whatever the prefix hits: with its own keys a
                 # waiting request's hits are all free blocks, counted back as evictable
                 break
@@ -538,7 +538,7 @@ class FastEngine:
             n = min(n, budget)
             wm = self.watermark_blocks if self.R else 0
             evictable = _cnz(pool.ref[hit] == 0) if nh else 0
-            free = pool.num_free()
+            free = pool.top + pool.nfifo
             if cfg.scheduler_reserve_full_isl:
                 full = min(num_tokens, mml)
                 need_full = max(cdiv(full, B) - nh, 0) + evictable
@@ -802,7 +802,7 @@ class FastEngine:
         pool = self.pool
         koff, la, btab = self.koff, self.la, self.btab
         npre = 0
-        if tot > pool.num_free():
+        if tot > pool.top + pool.nfifo:
             pre, npre = self._lazy_pressure(pre, cross, S)
             tot = 0  # blocks handed out there
             D = self.D
@@ -1266,7 +1266,7 @@ class FastEngine:
                     ntok, n_prefill, nreq, npre = res
                 t["num_schedule_calls"] += 1
                 t["preemptions"] += npre
-                used = usable - pool.num_free()
+                used = usable - pool.top - pool.nfifo
                 if used > t["peak_kv_blocks_used"]:
                     t["peak_kv_blocks_used"] = used
                 nr, nw = self.R, len(waiting)

@@ -88,7 +88,13 @@ class FastPool:
                 self.fhead = h + k
                 self.fpos[out] = -1
                 self.nfifo -= k
-            self._evict(out)
+            if self.on_evict is None and not self.dups:
+                hsh = self.hash
+                self.kblock[hsh[out]] = -1
+                hsh[out] = -1
+                self.evictions += k
+            else:
+                self._evict(out)
             fresh = m = 0
         else:
             m = k if k <= top else top
@@ -107,7 +113,7 @@ class FastPool:
         # Residency metrics without per-block reads: every allocation's `now`
         # becomes the block's `born` and is consumed at its next reallocation
         # (see finalize_metrics); touches add their idle increments there.
-        if isinstance(now, np.ndarray):
+        if type(now) is np.ndarray:
             tot = int(now.sum())
             self._now_all += tot
             self._now_realloc += tot - (int(now[m - fresh:m].sum()) if fresh else 0)
