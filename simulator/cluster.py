@@ -558,7 +558,7 @@ def smallest_replicas(
                if last.dropped else f"{max_n} instances do not meet {slo_txt}")
         reason = f"no instance count up to {max_n} meets the SLOs: {why}"
     else:
-        reason = f"{hi} instance{'s' if hi > 1 else ''} meet {slo_txt}" + (
+        reason = f"{hi} instance{'s meet' if hi > 1 else ' meets'} {slo_txt}" + (
             f"; {hi - 1} do not" if hi > 1 else "")
     return ReplicaSearch(hi, percentile, slo_ttft_s, slo_itl_s, str(policy), max_n, trials, reason)
 
