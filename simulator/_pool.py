@@ -78,25 +78,7 @@ class FastPool:
         ``now`` is the step (int, or one per block) for the residency metrics.
         """
         top = self.top
-        if top == 0 and k:
-            # the common case under load: every free block is a cached one
-            if self.ndead:
-                out = self._pop_fifo(k)
-            else:
-                h = self.fhead
-                out = self.fifo[h:h + k].copy()
-                self.fhead = h + k
-                self.fpos[out] = -1
-                self.nfifo -= k
-            if self.on_evict is None and not self.dups:
-                hsh = self.hash
-                self.kblock[hsh[out]] = -1
-                hsh[out] = -1
-                self.evictions += k
-            else:
-                self._evict(out)
-            fresh = m = 0
-        else:
+        if top:
             m = k if k <= top else top
             out = self.stack[top - m:top][::-1].copy()
             self.top = top - m
@@ -105,11 +87,29 @@ class FastPool:
                 self.nfresh -= fresh
             else:
                 fresh = 0
-            rest = k - m
-            if rest:
+        else:
+            # the common case under load: every free block is a cached one
+            if not k:
+                return np.zeros(0, np.int64)
+            fresh = m = 0
+        rest = k - m
+        if rest:
+            if self.ndead:
                 ev = self._pop_fifo(rest)
-                out = np.concatenate((out, ev))
+            else:  # no touched entries in the way: the next `rest` entries are live
+                h = self.fhead
+                ev = self.fifo[h:h + rest].copy()
+                self.fhead = h + rest
+                self.fpos[ev] = -1
+                self.nfifo -= rest
+            if self.on_evict is None and not self.dups:
+                hsh = self.hash
+                self.kblock[hsh[ev]] = -1
+                hsh[ev] = -1
+                self.evictions += rest
+            else:
                 self._evict(ev)
+            out = np.concatenate((out, ev)) if m else ev
         # Residency metrics without per-block reads: every allocation's `now`
         # becomes the block's `born` and is consumed at its next reallocation
         # (see finalize_metrics); touches add their idle increments there.
