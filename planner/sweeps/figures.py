@@ -340,16 +340,22 @@ def build_heatmap_figure(points: list[dict], x_param: str, y_param: str, metric:
     z = [[None for _ in xs] for _ in ys]
     for p in points:
         z[ys.index(p["params"][y_param])][xs.index(p["params"][x_param])] = _num(p["metrics"].get(metric))
+    vals = [v for row in z for v in row if v is not None]
+    same = bool(vals) and min(vals) == max(vals)
     fig = go.Figure(go.Heatmap(
         x=[str(x) for x in xs], y=[str(y) for y in ys], z=z, colorscale="Viridis",
+        # every cell equal: write the value in the cells instead of a flat colour that says nothing
+        texttemplate="%{z:,.4g}" if same else None, showscale=not same,
         colorbar={"title": {"text": unit or metric}},
         hovertemplate=f"{axis_label(x_param, arrival_unit)[0]} %{{x}}<br>{axis_label(y_param, arrival_unit)[0]} "
                       f"%{{y}}<br>{METRIC_LABELS.get(metric, (metric,))[0]}: %{{z:,.4g}} {unit}<extra></extra>"))
     fig.update_xaxes(title_text=axis_title(x_param, arrival_unit), type="category")
     fig.update_yaxes(title_text=axis_title(y_param, arrival_unit), type="category")
     name = METRIC_LABELS.get(metric, (metric.replace("_", " "),))[0]
-    fig.update_layout(**{**LAYOUT, "hovermode": "closest"}, height=460,
-                      title=_title(f"{name} ({unit})" if unit else name))
+    title = f"{name} ({unit})" if unit else name
+    if same:
+        title += f": {vals[0]:,.4g} at every point"
+    fig.update_layout(**{**LAYOUT, "hovermode": "closest"}, height=460, title=_title(title))
     return _plain(fig)
 
 

@@ -152,6 +152,21 @@ def test_two_axis_heatmap_fills_the_grid():
     assert fig["layout"]["yaxis"]["title"]["text"] == "Max running requests (max_num_seqs) (requests)"
 
 
+def test_a_heatmap_of_equal_values_writes_the_value_instead_of_a_flat_colour():
+    pts = [pt(i, b, 0.0, seqs=s) for i, (b, s) in enumerate([(b, s) for b in (100, 200) for s in (8, 16)])]
+    for p in pts:
+        p["metrics"]["preemptions_per_request"] = 0.0
+    fig = figures.build_heatmap_figure(pts, "num_gpu_blocks", "max_num_seqs", "preemptions_per_request",
+                                       unit="events/request")
+    hm = fig["data"][0]
+    assert hm["texttemplate"] == "%{z:,.4g}" and hm["showscale"] is False
+    assert "0 at every point" in fig["layout"]["title"]["text"]
+    varied = figures.build_heatmap_figure([pt(0, 100, 0.1, seqs=8), pt(1, 200, 0.2, seqs=8)], "num_gpu_blocks",
+                                          "max_num_seqs", "preemptions_per_request")
+    assert varied["data"][0].get("showscale", True) is True and "every point" not in \
+        varied["layout"]["title"]["text"]
+
+
 def test_timeseries_prefix_and_cost_figures():
     ts = figures.build_timeseries_figure(POINTS[0])
     assert [t["name"] for t in ts["data"]] == ["KV usage (%)", "Running requests", "Waiting requests"]
