@@ -110,23 +110,33 @@ def model_profile_import(*, owner, config: Any, name: str | None = None, num_par
     return profile
 
 
+def _create_own(model_cls, apply, *, owner, data: dict[str, Any]):
+    """A new profile of ``owner``'s from field values: ``apply`` validates and sets them, then a unique slug."""
+    profile = model_cls(owner=owner, is_catalog=False, sources="entered by the user")
+    apply(profile, data)
+    profile.slug = _unique_slug(model_cls, _owner_slug(owner, profile.name))
+    profile.save()
+    return profile
+
+
+def _update_own(apply, *, profile, user, data: dict[str, Any]):
+    """Change fields of ``user``'s own profile (403 for anyone else, and for catalog rows)."""
+    _require_owner(profile, user)
+    apply(profile, data)
+    profile.save()
+    return profile
+
+
 @transaction.atomic
 def model_profile_create(*, owner, data: dict[str, Any]) -> ModelProfile:
     """Create ``owner``'s model profile from field values (validated as a ModelSpec)."""
-    profile = ModelProfile(owner=owner, is_catalog=False, sources="entered by the user")
-    _model_apply(profile, data)
-    profile.slug = _unique_slug(ModelProfile, _owner_slug(owner, profile.name))
-    profile.save()
-    return profile
+    return _create_own(ModelProfile, _model_apply, owner=owner, data=data)
 
 
 @transaction.atomic
 def model_profile_update(*, profile: ModelProfile, user, data: dict[str, Any]) -> ModelProfile:
     """Change fields of ``user``'s own model profile (403 for anyone else, and for catalog rows)."""
-    _require_owner(profile, user)
-    _model_apply(profile, data)
-    profile.save()
-    return profile
+    return _update_own(_model_apply, profile=profile, user=user, data=data)
 
 
 def _model_apply(profile: ModelProfile, data: dict[str, Any]) -> None:
@@ -175,20 +185,13 @@ def _gpu_apply(profile: GpuProfile, data: dict[str, Any]) -> None:
 @transaction.atomic
 def gpu_profile_create(*, owner, data: dict[str, Any]) -> GpuProfile:
     """Create ``owner``'s GPU profile (``name`` and ``memory_gib`` required)."""
-    profile = GpuProfile(owner=owner, is_catalog=False, sources="entered by the user")
-    _gpu_apply(profile, data)
-    profile.slug = _unique_slug(GpuProfile, _owner_slug(owner, profile.name))
-    profile.save()
-    return profile
+    return _create_own(GpuProfile, _gpu_apply, owner=owner, data=data)
 
 
 @transaction.atomic
 def gpu_profile_update(*, profile: GpuProfile, user, data: dict[str, Any]) -> GpuProfile:
     """Change fields of ``user``'s own GPU profile (403 for anyone else, and for catalog rows)."""
-    _require_owner(profile, user)
-    _gpu_apply(profile, data)
-    profile.save()
-    return profile
+    return _update_own(_gpu_apply, profile=profile, user=user, data=data)
 
 
 # --------------------------------------------------------------------------
