@@ -970,6 +970,9 @@ class FastEngine:
         fins = []
         kla, kbase = self.kla, self.kbase
         dec = self.fin_at.pop(S_old, None)
+        # own keys, deferred publication: a finishing decoder publishes and releases in one go
+        own_pub = self.own_keys and self.defer_pub
+        npre = self.npre
         if dec:
             held, lz = self.held, self.lz
             for q in dec:
@@ -979,7 +982,9 @@ class FastEngine:
                 tok[q] = c + 1
                 held[q] = -(-c // B)
                 if self.defer_pub:
-                    self._publish_one(q, c)
+                    if not (own_pub and not npre[q]):
+                        self._publish_one(q, c)
+                    # else: published together with the release below
                 elif self.caching:
                     self.ncached[q] = c // B
                 lz[q] = False
@@ -1027,10 +1032,30 @@ class FastEngine:
             if len(fins) > 1:
                 fins = sorted(fins, key=rseq.__getitem__)
             finish, finish_t, gone, status = self.finish, self.finish_t, self.gone, self.status
+            if own_pub:
+                pool, koff, btab, held, ncached = self.pool, self.koff, self.btab, self.held, self.ncached
             for q in fins:
                 finish[q] = step
                 finish_t[q] = t_end
-                self._free(q)
+                if own_pub:
+                    # _publish_one(q, comp) (its own keys; a no-op unless deferred above) + _free(q)
+                    o = int(koff[q])
+                    h = int(held[q])
+                    nc = int(ncached[q])
+                    full = int(comp[q]) // B
+                    blocks = btab[o:o + h]
+                    if full > nc:
+                        if npre[q]:
+                            self._publish_one(q, full * B)
+                        else:
+                            pool.publish_new(blocks[nc:full], o + nc)
+                        nc = full
+                    if h:
+                        pool.release_own(blocks, nc)
+                    held[q] = 0
+                    ncached[q] = 0
+                else:
+                    self._free(q)
                 gone[q] = True
                 status[q] = FINISHED
             run = self.run[:self.R]
