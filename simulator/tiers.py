@@ -230,8 +230,12 @@ class TierChain:
     def demote(self, keys: np.ndarray) -> None:
         """Blocks evicted from the tier above the first one (the GPU) enter it; overflow cascades down.
 
-        Applied lazily, in order, before the tiers are next read (:meth:`match`,
-        :meth:`onboard`, :meth:`totals`): the same result as applying each at once.
+        Applied in bulk, in order, before the tiers are next read (:meth:`match`,
+        :meth:`onboard`, :meth:`totals`). This equals applying each eviction at
+        once except that a block demoted again before the next read counts once
+        (at its last demotion), and a block pushed out and demoted again in that
+        window stays in the CPU tier without a copy on disk. Each eviction is
+        one transfer (one ``write_latency_s``) into the CPU tier.
         """
         self._pending.append(keys)
 
@@ -239,7 +243,8 @@ class TierChain:
         """Apply the pending demotions in one go."""
         if not self._pending:
             return
-        keys = self._pending[0] if len(self._pending) == 1 else np.concatenate(self._pending)
+        transfers = len(self._pending)
+        keys = self._pending[0] if transfers == 1 else np.concatenate(self._pending)
         self._pending = []
         if keys.size > 1:
             srt = np.sort(keys)
@@ -255,7 +260,7 @@ class TierChain:
                 self.offloaded[i] += new
                 b = new * self.bpb
                 self.bytes_offloaded += b
-                self.offload_time_s += spec.write_latency_s + b / (spec.write_gbps * GB)
+                self.offload_time_s += spec.write_latency_s * (transfers if i == 0 else 1) + b / (spec.write_gbps * GB)
         self.dropped += keys.size
 
     def match(self, keys: np.ndarray) -> list[int]:
