@@ -225,6 +225,8 @@ class TierChain:
         self.onboard_time_s = 0.0       # sum of load times (per request, queueing on the link included)
         self.link_free = [0.0] * k      # when each tier's read link is next idle (loads queue on it)
         self._pending: list[np.ndarray] = []  # demotions not yet applied (applied in order, in bulk)
+        self._gen = 1                             # flush generation
+        self._mark = np.zeros(num_keys, np.int64)  # generation in which a key was last demoted
         self.offload_time_s = 0.0       # sum of background copy times
 
     def demote(self, keys: np.ndarray) -> None:
@@ -238,6 +240,7 @@ class TierChain:
         one transfer (one ``write_latency_s``) into the CPU tier.
         """
         self._pending.append(keys)
+        self._mark[keys] = self._gen
 
     def flush(self) -> None:
         """Apply the pending demotions in one go."""
@@ -246,6 +249,7 @@ class TierChain:
         transfers = len(self._pending)
         keys = self._pending[0] if transfers == 1 else np.concatenate(self._pending)
         self._pending = []
+        self._gen += 1
         if keys.size > 1:
             srt = np.sort(keys)
             if (srt[1:] == srt[:-1]).any():  # a key demoted twice (rare): its last demotion counts
@@ -272,10 +276,12 @@ class TierChain:
         counts = [0] * len(self.lru)
         if not keys.size:
             return counts
-        self.flush()
         k0 = keys[0]
+        if self._mark[k0] != self._gen and not any(lru.pos[k0] >= 0 for lru in self.lru):
+            return counts  # the usual case: the first key is in no tier and not on its way to one
+        self.flush()
         if not any(lru.pos[k0] >= 0 for lru in self.lru):
-            return counts  # the usual case: the prefix does not continue in any tier
+            return counts
         where = np.full(keys.size, -1, np.int64)
         for i in range(len(self.lru) - 1, -1, -1):
             where[self.lru[i].contains(keys)] = i
