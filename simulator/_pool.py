@@ -305,16 +305,25 @@ class FastPool:
         self.nfifo += m
 
     def _compact(self, extra: int) -> None:
-        h, t = self.fhead, self.ftail
-        seg = self.fifo[h:t]
-        live = seg[self.fpos[seg] == np.arange(h, t)]
-        size = self.fifo.size
-        if live.size + extra > size // 2:
-            size = 2 * (live.size + extra) + 1024
-        fifo = np.empty(size, np.int64)
-        fifo[:live.size] = live
-        self.fpos[live] = np.arange(live.size)
-        self.ndead = 0
-        self.fifo = fifo
+        self.fifo, self.ftail = compact_fifo(self.fifo, self.fpos, self.fhead, self.ftail, extra)
         self.fhead = 0
-        self.ftail = live.size
+        self.ndead = 0
+
+
+def compact_fifo(fifo: np.ndarray, pos: np.ndarray, head: int, tail: int, extra: int) -> tuple[np.ndarray, int]:
+    """Drop the dead entries of a FIFO with lazy deletion and make room for ``extra`` more.
+
+    An entry ``fifo[i]`` is live when ``pos[fifo[i]] == i``. The live entries
+    move to the front (``pos`` rewritten), in order; the array doubles when
+    they and ``extra`` would fill more than half of it. Returns the new array
+    and its tail (the head is 0).
+    """
+    seg = fifo[head:tail]
+    live = seg[pos[seg] == np.arange(head, tail)]
+    size = fifo.size
+    if live.size + extra > size // 2:
+        size = 2 * (live.size + extra) + 1024
+    out = np.empty(size, np.int64)
+    out[:live.size] = live
+    pos[live] = np.arange(live.size)
+    return out, live.size

@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from simulator._pool import compact_fifo
+
 GIB = 1024 ** 3
 GB = 1e9
 #: Largest tier accepted, in blocks (a guard against absurd input).
@@ -182,18 +184,8 @@ class LruKeys:
         return ev
 
     def _compact(self, extra: int) -> None:
-        h, t = self.head, self.tail
-        seg = self.fifo[h:t]
-        live = seg[self.pos[seg] == np.arange(h, t)]
-        size = self.fifo.size
-        if live.size + extra > size // 2:
-            size = 2 * (live.size + extra) + 1024
-        fifo = np.empty(size, np.int64)
-        fifo[:live.size] = live
-        self.pos[live] = np.arange(live.size)
-        self.fifo = fifo
+        self.fifo, self.tail = compact_fifo(self.fifo, self.pos, self.head, self.tail, extra)
         self.head = 0
-        self.tail = live.size
 
 
 class TierChain:
@@ -228,6 +220,7 @@ class TierChain:
         self._gen = 1                             # flush generation
         self._mark = np.zeros(num_keys, np.int64)  # generation in which a key was last demoted
         self.offload_time_s = 0.0       # sum of background copy times
+        self.load_stalls = 0            # times loaded requests had to let their blocks go (engine)
 
     def demote(self, keys: np.ndarray) -> None:
         """Blocks evicted from the tier above the first one (the GPU) enter it; overflow cascades down.
@@ -332,4 +325,5 @@ class TierChain:
         out["tier_bytes_onboarded"] = self.bytes_onboarded
         out["tier_onboard_time_s"] = self.onboard_time_s
         out["tier_offload_time_s"] = self.offload_time_s
+        out["tier_load_stalls"] = self.load_stalls
         return out
