@@ -137,6 +137,8 @@ class EngineConfig:
         whole("max_steps", 1, 1_000_000_000)
         if self.max_model_len is not None:
             whole("max_model_len", 1, 100_000_000)
+        if self.kv_bytes_per_block is not None:
+            whole("kv_bytes_per_block", 1, 1 << 40)
         for name in ("enable_prefix_caching", "enable_chunked_prefill", "scheduler_reserve_full_isl", "async_scheduling"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name}: must be true or false")
@@ -169,10 +171,6 @@ class EngineConfig:
                 except TierError as exc:
                     msg = str(exc)
                     raise ConfigError(msg if msg.startswith(name) else f"{name}: {msg}") from exc
-        if self.kv_bytes_per_block is not None:
-            v = self.kv_bytes_per_block
-            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 1 << 40:
-                raise ConfigError(f"kv_bytes_per_block: must be a whole number of bytes between 1 and 2^40, got {v!r}")
         if self.disk_tier is not None and self.cpu_tier is None:
             raise ConfigError("disk_tier: needs a cpu_tier above it (blocks reach disk through the CPU tier)")
         tiers = [t for t in (self.cpu_tier, self.disk_tier) if t is not None]
@@ -217,10 +215,7 @@ class EngineConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict (the inverse of :meth:`from_dict`)."""
-        d = asdict(self)
-        for name in ("cpu_tier", "disk_tier"):
-            if getattr(self, name) is not None:
-                d[name] = getattr(self, name).to_dict()
+        d = asdict(self)  # tiers become dicts here (dataclasses)
         if self.cost_model is not None:
             d["cost_model"] = {"kind": "terms", **self.cost_model.to_dict()}
         return d

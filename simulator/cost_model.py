@@ -86,6 +86,16 @@ class CostModelError(ValueError):
     """A cost model that cannot be built; the message names the field."""
 
 
+def _known_fields(cls, data: Any, name: str, prefix: str, what: str) -> None:
+    """Refuse a non-object or a key that is not a field of dataclass ``cls`` (the message names it)."""
+    if not isinstance(data, dict):
+        raise CostModelError(f"{name}: must be an object")
+    known = {f.name for f in fields(cls)}
+    bad = sorted(set(data) - known)
+    if bad:
+        raise CostModelError(f"{prefix}{bad[0]}: {what} (known: {', '.join(sorted(known))})")
+
+
 # ---------------------------------------------------------------------------
 # coefficients
 # ---------------------------------------------------------------------------
@@ -157,12 +167,7 @@ class RooflineCoefficients:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RooflineCoefficients:
         """Build from a JSON object; unknown keys raise :class:`CostModelError`."""
-        if not isinstance(data, dict):
-            raise CostModelError("coefficients: must be an object")
-        known = {f.name for f in fields(cls)}
-        bad = sorted(set(data) - known)
-        if bad:
-            raise CostModelError(f"{bad[0]}: unknown roofline coefficient (known: {', '.join(sorted(known))})")
+        _known_fields(cls, data, "coefficients", "", "unknown roofline coefficient")
         return cls(**data)
 
     def to_dict(self) -> dict[str, Any]:
@@ -278,12 +283,7 @@ class StepCostTerms:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> StepCostTerms:
         """Build from a JSON object of the fields above; unknown keys raise :class:`CostModelError`."""
-        if not isinstance(data, dict):
-            raise CostModelError("cost_model: must be an object")
-        known = {f.name for f in fields(cls)}
-        bad = sorted(set(data) - known)
-        if bad:
-            raise CostModelError(f"cost_model.{bad[0]}: unknown coefficient (known: {', '.join(sorted(known))})")
+        _known_fields(cls, data, "cost_model", "cost_model.", "unknown coefficient")
         kw = {}
         for k, v in data.items():
             if k in ("attn_sliding_s", "windows", "kv_read_sliding_s"):
