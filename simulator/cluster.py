@@ -35,7 +35,7 @@ import numpy as np
 from simulator._fast import FastEngine, WorkloadPrep
 from simulator.config import EngineConfig
 from simulator.engine import _result
-from simulator.metrics import LatencySummary, MetricsError, summarize_latency
+from simulator.metrics import LatencySummary
 from simulator.results import SimResult
 from simulator.routing import MAX_INSTANCES, ClusterError, Router, RoutingPolicy, parse_routing
 from simulator.workload import Workload
@@ -214,20 +214,6 @@ def _slice_result(res: SimResult, idx: np.ndarray) -> SimResult:
     return SimResult(totals=t, requests=req, steps=res.steps, arrival_unit=res.arrival_unit)
 
 
-def _latency(wl: Workload, req: dict[str, Any], idx: np.ndarray | None,
-             slo_ttft_s: float | None, slo_itl_s: float | None) -> LatencySummary | None:
-    if wl.arrival_unit != "s":
-        return None
-    sel = slice(None) if idx is None else idx
-    try:
-        return summarize_latency(
-            arrival_time=wl.arrival[sel], first_token_time=req["first_token_time_s"][sel],
-            finish_time=req["finish_time_s"][sel], num_output_tokens=req["num_output_tokens"][sel],
-            num_prompt_tokens=wl.prompt_len[sel], slo_ttft_s=slo_ttft_s, slo_itl_s=slo_itl_s)
-    except MetricsError as exc:  # pragma: no cover - inputs are the engine's own
-        raise ClusterError(str(exc)) from exc
-
-
 def simulate_cluster(
     workload: Workload,
     config: EngineConfig,
@@ -367,7 +353,7 @@ def _assemble(wl: Workload, engines: list, assign: np.ndarray, policy: RoutingPo
             else:
                 merged[k][idx] = v[idx]
         sliced = _slice_result(res, idx)
-        instances.append(InstanceResult(i, idx, sliced, _latency(wl, res.requests, idx, slo_ttft_s, slo_itl_s)))
+        instances.append(InstanceResult(i, idx, sliced, sliced.latency(slo_ttft_s, slo_itl_s)))
     for k, v in list(merged.items()):
         if isinstance(v, list):
             merged[k] = tuple(v)
@@ -386,7 +372,9 @@ def _assemble(wl: Workload, engines: list, assign: np.ndarray, policy: RoutingPo
     load = LoadBalance.of(assign, wl.prompt_len + wl.output_len, N)
     return ClusterResult(
         num_instances=N, routing=str(policy), router_delay_s=delay, instances=tuple(instances), totals=totals,
-        requests=merged, latency=_latency(wl, merged, None, slo_ttft_s, slo_itl_s), load=load,
+        requests=merged, latency=SimResult(totals=totals, requests=merged, steps=None,
+                                           arrival_unit=wl.arrival_unit).latency(slo_ttft_s, slo_itl_s),
+        load=load,
         arrival_unit=wl.arrival_unit)
 
 
