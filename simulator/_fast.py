@@ -817,17 +817,7 @@ class FastEngine:
                 pos = (kl + S) // B
             else:
                 ent = [(rseq[q], q, int(koff[q]) + int(held[q]), need) for q, n, need in pre if need]
-                if ncross:
-                    ent += [(rseq[q], q, -1, 1) for q in cross]
-                    ent.sort()
-                qa = np.array([x[1] for x in ent], np.int64)
-                cnt = np.array([x[3] for x in ent], np.int64)
-                start = np.array([x[2] for x in ent], np.int64)
-                if ncross:
-                    d = start < 0
-                    start[d] = koff[qa[d]] + (la[qa[d]] + S) // B
-                cs = np.cumsum(cnt)
-                pos = np.repeat(start - (cs - cnt), cnt) + np.arange(tot)
+                pos = self._slots(ent, cross if ncross else None, S)
                 for q, n, need in pre:
                     if need:
                         held[q] += need
@@ -847,17 +837,8 @@ class FastEngine:
                     qa = np.array(sorted(pub, key=rseq.__getitem__), np.int64)
                     pos = koff[qa] + (la[qa] + S + 1) // B - 1
                 else:
-                    if pub:
-                        ent += [(rseq[q], q, -1, 1) for q in pub]
-                        ent.sort()
-                    qa = np.array([x[1] for x in ent], np.int64)
-                    cnt = np.array([x[3] for x in ent], np.int64)
-                    start = np.array([x[2] for x in ent], np.int64)
-                    if pub:
-                        d = start < 0
-                        start[d] = koff[qa[d]] + (la[qa[d]] + S + 1) // B - 1
-                    cs = np.cumsum(cnt)
-                    pos = np.repeat(start - (cs - cnt), cnt) + np.arange(int(cs[-1]))
+                    # the block a decoder fills this step is the one it was handed one step later
+                    pos = self._slots(ent, pub or None, S + 1, back=1)
                 keys = pos if self.keyarr is None else self.keyarr[pos]
                 pool.publish(btab[pos], keys)
         eq = [x[0] for x in pre]
@@ -890,6 +871,25 @@ class FastEngine:
         self.S = S + 1
         self._fp = (eq, sampled, S, en)
         return ntok, n_prefill, D + len(eq), npre
+
+    def _slots(self, ent: list, decoders, S: int, back: int = 0) -> np.ndarray:
+        """Flat block-table slots of ``ent`` (``(rseq, q, first slot, count)``) plus one slot per lazy decoder.
+
+        A decoder's slot is its block ``(la + S) // B - back``. All entries are
+        taken in running order (``rseq``), each entry's slots consecutive.
+        """
+        koff, la, B = self.koff, self.la, self.B
+        if decoders:
+            ent = ent + [(self.rseq[q], q, -1, 1) for q in decoders]
+            ent.sort()
+        qa = np.array([x[1] for x in ent], np.int64)
+        cnt = np.array([x[3] for x in ent], np.int64)
+        start = np.array([x[2] for x in ent], np.int64)
+        if decoders:
+            d = start < 0
+            start[d] = koff[qa[d]] + (la[qa[d]] + S) // B - back
+        cs = np.cumsum(cnt)
+        return np.repeat(start - (cs - cnt), cnt) + np.arange(int(cs[-1]))
 
     def _lazy_pressure(self, pre: list, cross, S: int):
         """Blocks of a lazy step when they run short: vLLM's sequential rule.
@@ -1336,7 +1336,7 @@ class FastEngine:
                         for q in list(self.loading):
                             self._free(q)
                         self.loading.clear()
-                        t["tier_load_stalls"] = t.get("tier_load_stalls", 0) + 1
+                        self.tiers.load_stalls += 1
                     if pending < n and time_mode:
                         nxt_t = min(nxt_t, arr_sorted[pending])
                     if until is not None and time_mode:
