@@ -133,6 +133,17 @@ def _time_unit(points: list[dict]) -> str:
     return "s" if any(p["metrics"].get("ttft_p99_s") is not None for p in points) else "steps"
 
 
+def _add_ttft_traces(fig: go.Figure, xs: list, pts: list[dict], tu: str, suffix: str, label: str, color: str,
+                     hover_x: str = "") -> None:
+    """TTFT p50 (dotted) and p99 (solid) of ``pts`` in the second row of a two-row sweep figure."""
+    for q, dash in (("p50", "dot"), ("p99", "solid")):
+        fig.add_trace(go.Scatter(x=xs, y=[_num(p["metrics"].get(f"ttft_{q}_{tu}")) for p in pts],
+                                 name=f"TTFT {q}{suffix}", mode="lines+markers", legendgroup=label,
+                                 line={"color": color, "dash": dash},
+                                 hovertemplate=f"{hover_x}%{{y:,.3g}} {tu}<extra>%{{fullData.name}}</extra>"),
+                      row=2, col=1)
+
+
 def build_sweep_figure(points: list[dict], param: str, *, cliff: dict | None = None, base_x: float | None = None,
                        arrival_unit: str = "step", title: str = "") -> dict:
     """Preemptions per request, TTFT p50/p99 and throughput against one axis (three stacked panels).
@@ -154,12 +165,7 @@ def build_sweep_figure(points: list[dict], param: str, *, cliff: dict | None = N
                                  line={"color": color}, legendgroup=label,
                                  hovertemplate="%{y:.3f} preemptions/request<extra>%{fullData.name}</extra>"),
                       row=1, col=1)
-        for q, dash in (("p50", "dot"), ("p99", "solid")):
-            fig.add_trace(go.Scatter(x=xs, y=[_num(p["metrics"].get(f"ttft_{q}_{tu}")) for p in pts],
-                                     name=f"TTFT {q}{suffix}", mode="lines+markers", legendgroup=label,
-                                     line={"color": color, "dash": dash},
-                                     hovertemplate=f"%{{y:,.3g}} {tu}<extra>%{{fullData.name}}</extra>"),
-                          row=2, col=1)
+        _add_ttft_traces(fig, xs, pts, tu, suffix, label, color)
         fig.add_trace(go.Scatter(x=xs, y=[_num(p["metrics"].get(tput_key)) for p in pts],
                                  name=f"Throughput{suffix}", mode="lines+markers", legendgroup=label,
                                  line={"color": color, "dash": "dash"},
@@ -319,12 +325,7 @@ def build_tier_figure(points: list[dict], *, arrival_unit: str = "step") -> dict
             customdata=[[p["metrics"].get("cpu_tier_hit_tokens") or 0] for p in pts],
             hovertemplate="%{x:,} GiB: %{y:.1f}% hits (%{customdata[0]:,} tokens from the CPU tier)"
                           "<extra>%{fullData.name}</extra>"), row=1, col=1)
-        for q, dash in (("p50", "dot"), ("p99", "solid")):
-            fig.add_trace(go.Scatter(x=xs, y=[_num(p["metrics"].get(f"ttft_{q}_{tu}")) for p in pts],
-                                     name=f"TTFT {q}{suffix}", mode="lines+markers", legendgroup=label,
-                                     line={"color": color, "dash": dash},
-                                     hovertemplate=f"%{{x:,}} GiB: %{{y:,.3g}} {tu}<extra>%{{fullData.name}}</extra>"),
-                          row=2, col=1)
+        _add_ttft_traces(fig, xs, pts, tu, suffix, label, color, hover_x="%{x:,} GiB: ")
     fig.update_xaxes(title_text=axis_title("cpu_tier_gib", arrival_unit), row=2, col=1)
     fig.update_yaxes(title_text="Prefix-cache hit rate (%)", range=[0, 100], row=1, col=1)
     fig.update_yaxes(title_text=f"TTFT ({tu})", rangemode="tozero", row=2, col=1)

@@ -49,15 +49,16 @@ def find_replicas(raw: Any, *, owner) -> dict:
     slo = snapshot["slo"]
     cl = snapshot.get("cluster") or {"routing": "round-robin", "router_delay_s": 0.0}
     wl = build_workload(p["workload"], wl_base.get("trace"), wl_base.get("format", "csv"))
+    config = EngineConfig.from_dict(p["config"])
     try:
-        found = smallest_replicas(wl, EngineConfig.from_dict(p["config"]), slo_ttft_s=slo.get("ttft_s"),
+        found = smallest_replicas(wl, config, slo_ttft_s=slo.get("ttft_s"),
                                   slo_itl_s=slo.get("itl_s"), routing=cl["routing"],
                                   router_delay_s=cl["router_delay_s"], max_instances=max_n,
                                   percentile=slo.get("percentile", "p90"))
     except ClusterError as exc:
         raise defn.DefinitionError({"non_field_errors": [str(exc)]}) from None
     sizing = snapshot.get("sizing") or {}
-    price = (p["meta"].get("price_per_hour") or 0) or None
+    price = p["meta"].get("price_per_hour")
     return {
         **found.to_dict(),
         "requests": wl.n,
@@ -65,5 +66,5 @@ def find_replicas(raw: Any, *, owner) -> dict:
         "num_gpu_blocks": p["meta"]["num_gpu_blocks"],
         "gpus_per_replica": sizing.get("num_gpus") or p["meta"].get("num_gpus"),
         "cost_per_hour": (price * found.num_instances) if (price and found.num_instances) else None,
-        "clock": "cost_model" if EngineConfig.from_dict(p["config"]).cost_model is not None else "step_time_model",
+        "clock": "cost_model" if config.cost_model is not None else "step_time_model",
     }

@@ -75,7 +75,7 @@ def simulate_points(wl: Workload, points: list[dict], *, record_steps: bool = Tr
 
     configs = [EngineConfig.from_dict(p["config"]) for p in points]
     single = [i for i, p in enumerate(points) if not p.get("meta", {}).get("cluster")]
-    multi = [i for i in range(len(points)) if i not in set(single)]
+    multi = [i for i, p in enumerate(points) if p.get("meta", {}).get("cluster")]
     results: list[Any] = [None] * len(points)
     nb = len(points)
     if single:
