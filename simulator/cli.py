@@ -24,21 +24,17 @@ import sys
 from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from simulator.config import ConfigError, EngineConfig, StepTimeModel
-from simulator.distributions import parse_distribution
-from simulator.generators import (
-    PrefixGroup,
-    TurnSpec,
-    WorkloadSpec,
-    generate_workload,
-    parse_arrival,
-)
+from simulator.results import jsonable
 from simulator.traces import apply_parents, read_trace, trace_format, write_oracle_json
 from simulator.workload import Workload, WorkloadError
+
+if TYPE_CHECKING:  # the workload generator is imported by the one command that uses it
+    from simulator.generators import PrefixGroup, WorkloadSpec
 
 #: Most grid points one sweep may hold.
 MAX_SWEEP_POINTS = 4096
@@ -116,36 +112,21 @@ def _message(exc: BaseException) -> str:
     return str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
 
 
-def _jsonable(x: Any) -> Any:
-    """Plain JSON types (numpy scalars/arrays converted, NaN/inf -> null)."""
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return _jsonable(x.tolist())
-    if isinstance(x, (np.bool_,)):
-        return bool(x)
-    if isinstance(x, np.integer):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        v = float(x)
-        return v if math.isfinite(v) else None
-    return x
-
-
-def _emit(text: str, out: str | None) -> None:
+def _emit(text: str, out: str | None, end: str = "") -> None:
     if out:
         try:
-            Path(out).write_text(text)
+            with open(out, "w") as f:
+                f.write(text)
+                f.write(end)
         except OSError as exc:
             raise CliError(f"--output {out!r}: cannot write ({exc.strerror or exc})") from None
     else:
         sys.stdout.write(text)
+        sys.stdout.write(end)
 
 
 def _dump(obj: Any, indent: int | None) -> str:
-    return json.dumps(_jsonable(obj), indent=indent, separators=None if indent else (",", ":")) + "\n"
+    return json.dumps(jsonable(obj), indent=indent, separators=None if indent else (",", ":")) + "\n"
 
 
 # --------------------------------------------------------------------------- run
@@ -156,8 +137,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     workload = load_workload_file(args.workload)
     from simulator.engine import simulate
 
-    results = simulate(workload, [config], record_steps=bool(args.steps), max_step_points=args.max_step_points)
-    d = dict(results[0].to_dict())
+    result = simulate(workload, [config], record_steps=bool(args.steps), max_step_points=args.max_step_points)[0]
+    if args.indent is None:
+        _emit(result.to_json(steps=bool(args.steps)), args.output, end="\n")  # no copy of a long text
+        return 0
+    d = dict(result.to_dict())
     if not args.steps:
         d.pop("steps", None)
     _emit(_dump(d, args.indent), args.output)
@@ -227,6 +211,10 @@ def _flat(prefix: str, d: dict[str, Any], out: dict[str, Any]) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    from simulator.engine import MAX_PROCESSES, simulate
+
+    if not 0 <= args.processes <= MAX_PROCESSES:
+        raise CliError(f"--processes: {args.processes} is not a whole number from 0 to {MAX_PROCESSES}")
     grid = parse_grid(args.grid or [])
     if not grid:
         raise CliError("sweep: give at least one --grid FIELD=V1,V2,...")
@@ -238,9 +226,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     points = [dict(zip(keys, combo)) for combo in itertools.product(*(v for _, v in grid))]
     configs = [_config(_apply(base, p), "--grid " + ", ".join(f"{k}={v}" for k, v in p.items())) for p in points]
     workload = load_workload_file(args.workload)
-    from simulator.engine import simulate
-
-    results = simulate(workload, configs, record_steps=False)
+    results = simulate(workload, configs, record_steps=False, processes=args.processes)
     rows = [{"params": p, "totals": r.to_dict()["totals"]} for p, r in zip(points, results)]
     if args.csv:
         flat = []
@@ -248,7 +234,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             f: dict[str, Any] = {}
             _flat("", row["params"], f)
             _flat("", row["totals"], f)
-            flat.append(_jsonable(f))
+            flat.append(jsonable(f))
         header = list(dict.fromkeys(k for f in flat for k in f))
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=header, lineterminator="\n")
@@ -265,6 +251,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _prefix_group(text: str) -> PrefixGroup:
+    from simulator.generators import PrefixGroup
+
     parts = text.split(":")
     if len(parts) not in (2, 3):
         raise CliError(f"--prefix-group {text!r}: expected LEN:FRAC or LEN:FRAC:COUNT (e.g. 512:0.8:2)")
@@ -277,6 +265,9 @@ def _prefix_group(text: str) -> PrefixGroup:
 
 def build_spec(args: argparse.Namespace) -> WorkloadSpec:
     """The WorkloadSpec described by the ``workload`` subcommand's options."""
+    from simulator.distributions import parse_distribution
+    from simulator.generators import PrefixGroup, TurnSpec, WorkloadSpec, parse_arrival
+
     prompt = parse_distribution(args.prompt, name="--prompt", min=args.prompt_min, max=args.prompt_max)
     output = parse_distribution(args.output, name="--output", min=args.output_min, max=args.output_max)
     arrival = parse_arrival(args.arrival, unit=args.unit)
@@ -298,6 +289,8 @@ def build_spec(args: argparse.Namespace) -> WorkloadSpec:
 
 
 def cmd_workload(args: argparse.Namespace) -> int:
+    from simulator.generators import generate_workload
+
     spec = build_spec(args)
     workload = generate_workload(spec, args.seed)
     buf = io.StringIO()
@@ -412,6 +405,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="a config field and its values, repeatable, e.g. num_gpu_blocks=1000,2000 or "
                          "enable_prefix_caching=true,false or step_time_model.base_s=0.02,0.03 "
                          f"(at most {MAX_SWEEP_POINTS:,} points in all)")
+    sw.add_argument("--processes", type=int, default=1, metavar="P",
+                    help="spread the configurations over P worker processes (0: one per CPU); "
+                         "results do not depend on P")
     sw.add_argument("--csv", action="store_true", help="print a CSV table (parameters, then totals) instead of JSON")
     sw.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
     sw.add_argument("--indent", type=int, metavar="N", help="pretty-print JSON with N spaces")

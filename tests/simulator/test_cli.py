@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from simulator import cli
+from simulator.results import REQUEST_FIELDS, SimResult
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "workloads"
@@ -145,24 +146,22 @@ def test_workload_in_seconds_and_multi_turn():
 
 # ---------------------------------------------------------------- run / sweep plumbing (fake engine)
 
-class FakeResult:
-    def __init__(self, config, n):
-        self.config, self.n = config, n
-
-    def to_dict(self):
-        return {"totals": {"finished": self.n, "num_gpu_blocks": self.config.num_gpu_blocks,
-                           "prefix": self.config.enable_prefix_caching, "hit_rate": np.float64("nan")},
-                "requests": [{"id": str(i)} for i in range(self.n)],
-                "steps": {"kv_usage": [0.5]}}
+def fake_result(config, n):
+    """n requests that never ran, totals that name the config (and a NaN), one step point."""
+    requests = {col: np.zeros(n, np.int64) for col in REQUEST_FIELDS}
+    requests.update(id=tuple(map(str, range(n))), status=("waiting",) * n)
+    return SimResult(totals={"finished": n, "num_gpu_blocks": config.num_gpu_blocks,
+                             "prefix": config.enable_prefix_caching, "hit_rate": np.float64("nan")},
+                     requests=requests, steps={"kv_usage": np.array([0.5])})
 
 
 @pytest.fixture
 def fake_engine(monkeypatch):
     calls = []
 
-    def simulate(workload, configs, record_steps=False, max_step_points=None, progress=None):
+    def simulate(workload, configs, record_steps=False, max_step_points=None, progress=None, processes=1):
         calls.append((workload, list(configs), record_steps, max_step_points))
-        return [FakeResult(c, workload.n) for c in configs]
+        return [fake_result(c, workload.n) for c in configs]
 
     def load_workload(data):
         from simulator.workload import Workload
@@ -172,7 +171,7 @@ def fake_engine(monkeypatch):
                         arrival=np.array([r.get("arrival_step", 0) for r in reqs]),
                         ids=tuple(r["id"] for r in reqs))
 
-    monkeypatch.setitem(sys.modules, "simulator.engine", types.SimpleNamespace(simulate=simulate))
+    monkeypatch.setitem(sys.modules, "simulator.engine", types.SimpleNamespace(simulate=simulate, MAX_PROCESSES=64))
     monkeypatch.setitem(sys.modules, "simulator.oracle_io", types.SimpleNamespace(load_workload=load_workload))
     return calls
 
@@ -258,3 +257,17 @@ def test_real_sweep_and_generated_workload(tmp_path):
     points = json.loads(p.stdout)["points"]
     assert len(points) == 4 and all(pt["totals"]["finished"] == 40 for pt in points)
     assert points[0]["totals"]["preemptions"] >= points[2]["totals"]["preemptions"]
+    # spread over two worker processes: the same output
+    p2 = sim("sweep", "--workload", wl, "--grid", "num_gpu_blocks=40,400", "--grid", "enable_prefix_caching=true,false",
+             "--processes", 2)
+    assert p2.returncode == 0, p2.stderr
+    assert p2.stdout == p.stdout
+
+
+def test_sweep_processes_out_of_range_is_one_clear_error(tmp_path):
+    wl = tmp_path / "wl.json"
+    assert sim("workload", "--n", 5, "--out", wl).returncode == 0
+    for bad in ("-1", "65"):
+        p = sim("sweep", "--workload", wl, "--grid", "num_gpu_blocks=40,400", "--processes", bad)
+        assert p.returncode == 2
+        assert p.stderr.strip().count("\n") == 0 and "--processes" in p.stderr, p.stderr

@@ -6,10 +6,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simulator.distributions import Constant
 from simulator.generators import PrefixGroup, TurnSpec, WorkloadSpec, generate_workload, parse_arrival
-from simulator.traces import apply_parents, parse_trace, read_trace, workload_to_oracle_dict, write_oracle_json
+from simulator.traces import (
+    _columnwise,
+    _parse_rows,
+    apply_parents,
+    parse_trace,
+    read_trace,
+    workload_to_oracle_dict,
+    write_oracle_json,
+)
 from simulator.workload import WorkloadError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "workloads"
@@ -121,3 +131,93 @@ def test_duplicate_ids_cannot_be_written():
     w = Workload(prompt_len=np.array([5, 5]), output_len=np.array([1, 1]), arrival=np.zeros(2), ids=("x", "x"))
     with pytest.raises(WorkloadError, match="unique"):
         workload_to_oracle_dict(w)
+
+
+# ---------------------------------------------------------------- column by column = row by row
+
+def outcome(text, fmt, *, rows_only=False):
+    """The workload's arrays (or the error message) from parse_trace, or from the row-by-row reader alone."""
+    try:
+        w = _parse_rows(text, fmt, "t") if rows_only else parse_trace(text, fmt=fmt, name="t")
+    except WorkloadError as exc:
+        return str(exc)
+    return (w.arrival_unit, w.ids, w.prefix_names, w.prompt_len.tolist(), w.output_len.tolist(),
+            w.arrival.tolist(), np.signbit(w.arrival).tolist(), w.prefix_id.tolist(), w.prefix_len.tolist(),
+            w.parent.tolist())
+
+
+@pytest.mark.parametrize("text", [
+    "arrival_step,prompt_tokens,output_tokens\n0,10,5\n3,007,1\n",  # digits only: parsed in one go
+    "# a comment\n\narrival_step,prompt_tokens,output_tokens\r\n0,10,5\r\n\r\n2,1e3,5.0\r\n",
+    "prompt_tokens, output_tokens ,arrival_time,id\n 10,5,0.5, x \n10,5,-0,y\n3,4,2,1\n",
+])
+def test_simple_csv_is_read_column_by_column_as_row_by_row(text):
+    assert _columnwise(text, "csv") is not None
+    assert outcome(text, "csv") == outcome(text, "csv", rows_only=True)
+
+
+@pytest.mark.parametrize("text", [
+    'id,arrival_step,prompt_tokens,output_tokens\n"a,b",0,10,5\n',  # quoted cell
+    "arrival_step,prompt_tokens,output_tokens\n0,10,5\n# a note\n1,10,5\n",  # comment row
+    "id,arrival_step,prompt_tokens,output_tokens\n#a,0,10,5\nb,1,10,5\n",  # comment row, by its id
+    "id,arrival_step,prompt_tokens,output_tokens\n,0,10,5\nx,1,10,5\n",  # id from the row number
+    "arrival_step,prompt_tokens,output_tokens\n0,10,5\n , ,\n",  # blank row
+    "arrival_time,arrival_step,prompt_tokens,output_tokens\n,0,10,5\n",  # both columns, one used
+    "arrival_step,prompt_tokens,output_tokens,prefix_id,prefix_len\n0,40,5,s,32\n",  # a column read row by row
+])
+def test_other_valid_csv_is_read_row_by_row(text):
+    assert _columnwise(text, "csv") is None
+    assert not isinstance(outcome(text, "csv"), str)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("arrival_step,prompt_tokens,output_tokens\n0,10,5\n1,10,0\n", "t line 3, column output_tokens: must be between 1"),
+    ("arrival_step,prompt_tokens,output_tokens\n0,,5\n", "t line 2, column prompt_tokens: missing"),
+    ("arrival_step,prompt_tokens,output_tokens\n0,99999999999999999999,5\n", "t line 2, column prompt_tokens: must be"),
+    ("arrival_step,prompt_tokens,output_tokens\n0,10,5\n1,10,5,\n", "t line 3: expected 3 cells, got 4"),
+    ("arrival_step,prompt_tokens,output_tokens\n0,10,5\n1,10\n", "t line 3: expected 3 cells, got 2"),
+    ("id,arrival_step,prompt_tokens,output_tokens\nx,0,1,1\nx,1,1,1\n", "t line 3, column id: duplicate"),
+    ("arrival_time,prompt_tokens,output_tokens\nnan,1,1\n", "t line 2, column arrival_time: must be a finite"),
+    ("arrival_step,prompt_tokens,output_tokens\n0,10,5\n-1,10,5\n", "t line 3, column arrival_step: must be"),
+])
+def test_a_bad_simple_csv_gets_the_row_by_row_message(text, message):
+    assert _columnwise(text, "csv") is None
+    assert outcome(text, "csv") == outcome(text, "csv", rows_only=True)
+    assert message in outcome(text, "csv")
+
+
+def test_simple_jsonl_is_read_column_by_column_as_row_by_row():
+    text = '{"arrival_time": 0.5, "prompt_tokens": 10, "output_tokens": 5.0, "id": 7}\n\n' \
+           '{"id": "b", "output_tokens": "3", "prompt_tokens": 1e3, "arrival_time": 0}\n'
+    assert _columnwise(text, "jsonl") is not None
+    assert outcome(text, "jsonl") == outcome(text, "jsonl", rows_only=True)
+    bad = text + '{"arrival_time": 1, "prompt_tokens": true, "output_tokens": 1}\n'
+    assert _columnwise(bad, "jsonl") is None
+    assert "t line 4, field prompt_tokens: expected a whole number, got True" in outcome(bad, "jsonl")
+
+
+CELLS = ["0", "7", "007", " 3 ", "1.5", "1e3", "-1", "-0", "", "abc", "#1", "nan", "99999999999999999999"]
+VALUES = st.integers(1, 10**6) | st.sampled_from([0, 7, 1.5, 2.0, -1, 1e30, None, True, "3", " 4", "x"])
+HEADERS = st.permutations(["arrival_step", "prompt_tokens", "output_tokens", "id"]).flatmap(
+    lambda cols: st.sampled_from([cols, cols[:3], [c.replace("arrival_step", "arrival_time") for c in cols]]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(table=HEADERS.flatmap(lambda header: st.tuples(st.just(header), st.lists(
+           st.lists(st.integers(1, 10**6).map(str), min_size=len(header), max_size=len(header))
+           | st.lists(st.sampled_from(CELLS), min_size=len(header) - 1, max_size=len(header) + 1),
+           min_size=1, max_size=6))),
+       newline=st.sampled_from(["\n", "\r\n"]))
+def test_csv_readers_agree_on_any_cells(table, newline):
+    header, rows = table
+    text = newline.join([",".join(header)] + [",".join(r) for r in rows]) + newline
+    assert outcome(text, "csv") == outcome(text, "csv", rows_only=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.fixed_dictionaries(
+    {"arrival_step": VALUES, "prompt_tokens": VALUES, "output_tokens": VALUES}, optional={"id": VALUES}),
+    min_size=1, max_size=5))
+def test_jsonl_readers_agree_on_any_values(rows):
+    text = "".join(json.dumps(r) + "\n" for r in rows)
+    assert outcome(text, "jsonl") == outcome(text, "jsonl", rows_only=True)
