@@ -10,7 +10,9 @@ blocks are freed, looked up and published with numpy operations:
   (release order; ``touch`` removes from the middle; nothing changes a free
   block's hash). So the head part is a *stack* (``stack[:top]``, head at
   ``stack[top - 1]``) and the tail part a FIFO with lazy deletion
-  (``fifo[fhead:ftail]``; an entry is live when ``fpos[block]`` is its index).
+  (``fifo[fhead:ftail]``; an entry is live when ``fpos[block]`` is its index;
+  a popped entry lies before ``fhead`` and is never looked at again, so its
+  ``fpos`` is left stale until the block re-enters the FIFO).
 * block 0 is the null block, so ``usable = num_gpu_blocks - 1``;
 * the hash table maps an integer content key to the *oldest* block carrying it
   (``kblock``); further blocks with the same key (rare) sit in ``dups`` in
@@ -46,8 +48,12 @@ class FastPool:
         self.top = nb - 1
         self.nfresh = nb - 1  # never-allocated blocks: always the bottom of the stack
         self.ref = np.zeros(nb, np.int64)
-        self.born = np.full(nb, -1, np.int64)   # step of last allocation, -1 = never
-        self.last = np.zeros(nb, np.int64)      # step of last access
+        # born (step of last allocation, -1 = never) and last (step of last access)
+        # side by side, so that an allocation sets both with one write
+        self.born_last = np.zeros((nb, 2), np.int64)
+        self.born = self.born_last[:, 0]
+        self.last = self.born_last[:, 1]
+        self.born[:] = -1
         self.nfifo = 0
         if caching:
             self.hash = np.full(nb, -1, np.int64)
@@ -58,8 +64,12 @@ class FastPool:
             self.ndead = 0  # touched (lazily deleted) entries in fifo[fhead:ftail]
             self.kblock = np.full(num_keys, -1, np.int64)
             self.dups: dict[int, list[int]] = {}
+        # Reference counts. An engine whose blocks are each held by one request at most, and
+        # only prefix-hit while free (every content key a request's own), turns them off:
+        # a held block is then known to have ref 1 and a hit one ref 0.
+        self.track_refs = True
         self.evictions = 0
-        self.on_evict = None  # called with the content keys of evicted blocks (KV tiers)
+        self.on_evict = None  # called with the content keys of evicted blocks and their step(s) (KV tiers)
         self.lifetime_sum = 0  # set by finalize_metrics
         self.idle_sum = 0
         self.reuses = 0
@@ -76,8 +86,27 @@ class FastPool:
         """Pop ``k`` blocks from the head of the free queue (caller checked ``k <= num_free``).
 
         ``now`` is the step (int, or one per block) for the residency metrics.
+        The result may be a view of the free queue: use it before the next
+        release.
         """
         top = self.top
+        if not top and k and not self.ndead and self.on_evict is None and not self.dups and type(now) is int:
+            # the common case under load: the next k cached free blocks, all live
+            h = self.fhead
+            out = self.fifo[h:h + k]
+            self.fhead = h + k
+            self.nfifo -= k
+            hsh = self.hash
+            self.kblock[hsh[out]] = -1
+            hsh[out] = -1
+            self.evictions += k
+            self._now_all += now * k
+            self._now_realloc += now * k
+            self.reuses += k
+            if self.track_refs:
+                self.ref[out] = 1
+            self.born_last[out] = now
+            return out
         if top:
             m = k if k <= top else top
             out = self.stack[top - m:top][::-1].copy()
@@ -98,9 +127,8 @@ class FastPool:
                 ev = self._pop_fifo(rest)
             else:  # no touched entries in the way: the next `rest` entries are live
                 h = self.fhead
-                ev = self.fifo[h:h + rest].copy()
+                ev = self.fifo[h:h + rest]
                 self.fhead = h + rest
-                self.fpos[ev] = -1
                 self.nfifo -= rest
             if self.on_evict is None and not self.dups:
                 hsh = self.hash
@@ -108,7 +136,7 @@ class FastPool:
                 hsh[ev] = -1
                 self.evictions += rest
             else:
-                self._evict(ev)
+                self._evict(ev, now if type(now) is not np.ndarray else now[m:])
             out = np.concatenate((out, ev)) if m else ev
         # Residency metrics without per-block reads: every allocation's `now`
         # becomes the block's `born` and is consumed at its next reallocation
@@ -121,9 +149,9 @@ class FastPool:
             self._now_all += now * k
             self._now_realloc += now * (k - fresh)
         self.reuses += k - fresh
-        self.ref[out] = 1
-        self.born[out] = now
-        self.last[out] = now
+        if self.track_refs:
+            self.ref[out] = 1
+        self.born_last[out] = now if type(now) is not np.ndarray else now[:, None]
         return out
 
     def _pop_fifo(self, rest: int) -> np.ndarray:
@@ -131,9 +159,8 @@ class FastPool:
         fifo, fpos = self.fifo, self.fpos
         h = self.fhead
         if not self.ndead:  # no touched entries in the way: the next `rest` entries are live
-            seg = fifo[h:h + rest].copy()
+            seg = fifo[h:h + rest]
             self.fhead = h + rest
-            fpos[seg] = -1
             self.nfifo -= rest
             return seg
         while rest > 0:
@@ -154,17 +181,16 @@ class FastPool:
                 rest -= v.size
         self.fhead = h
         ev = got[0] if len(got) == 1 else np.concatenate(got)
-        fpos[ev] = -1
         self.nfifo -= ev.size
         return ev
 
-    def _evict(self, ev: np.ndarray) -> None:
+    def _evict(self, ev: np.ndarray, steps=None) -> None:
         hsh = self.hash
         keys = hsh[ev]
         hsh[ev] = -1
         self.evictions += ev.size
         if self.on_evict is not None:
-            self.on_evict(keys)
+            self.on_evict(keys, steps)
         kb = self.kblock
         if not self.dups:
             kb[keys] = -1
@@ -185,14 +211,14 @@ class FastPool:
                 if not lst:
                     del dups[key]
 
-    def offload(self, k: int) -> None:
+    def offload(self, k: int, step=None) -> None:
         """Evict the ``k`` least recently freed cached blocks now (caller checked ``k <= nfifo``).
 
         Their keys go to ``on_evict`` (the CPU tier); the blocks become plain
         free blocks at the head of the free queue.
         """
         ev = self._pop_fifo(k)
-        self._evict(ev)
+        self._evict(ev, step)
         top = self.top
         self.stack[top:top + ev.size] = ev[::-1]
         self.top = top + ev.size
@@ -223,14 +249,21 @@ class FastPool:
         miss = (bl < 0).nonzero()[0]
         return bl[: miss[0]] if miss.size else bl
 
+    def num_free_of(self, blocks: np.ndarray) -> int:
+        """How many of ``blocks`` (prefix hits) are free (ref count 0), i.e. evictable."""
+        if not self.track_refs:
+            return blocks.size
+        return int(np.count_nonzero(self.ref[blocks] == 0))
+
     def touch(self, blocks: np.ndarray, now: int) -> None:
         """A prefix hit adopts ``blocks``: ref + 1, leaving the free queue."""
-        z = blocks[self.ref[blocks] == 0]
+        z = blocks[self.ref[blocks] == 0] if self.track_refs else blocks
         if z.size:
             self.fpos[z] = -1
             self.nfifo -= z.size
             self.ndead += z.size
-        self.ref[blocks] += 1
+        if self.track_refs:
+            self.ref[blocks] += 1
         self._touch_idle += int(now * blocks.size - self.last[blocks].sum())
         self.last[blocks] = now
 
@@ -277,7 +310,8 @@ class FastPool:
         request's published prefix) and the rest unhashed; the result is what
         :meth:`release` gives for them.
         """
-        self.ref[blocks] = 0
+        if self.track_refs:
+            self.ref[blocks] = 0
         if nhashed:
             self._append(blocks[nhashed - 1::-1] if nhashed < blocks.size else blocks[::-1])
         m = blocks.size - nhashed

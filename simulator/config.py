@@ -11,6 +11,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+
+def unknown_field(cls, data: dict, ignore: frozenset = frozenset()) -> tuple[str, str] | None:
+    """The first key of ``data`` (sorted) that is not a field of dataclass ``cls``, with the known
+    fields listed for the message; None when every key is known."""
+    known = {f.name for f in fields(cls)}
+    bad = sorted(set(data) - known - ignore)
+    return (bad[0], ", ".join(sorted(known))) if bad else None
+
 #: Largest KV cache the engine accepts, in blocks (a 10x margin over the
 #: largest single-GPU figure in the catalog); a guard against absurd input.
 MAX_NUM_GPU_BLOCKS = 50_000_000
@@ -195,10 +203,10 @@ class EngineConfig:
         """Build from the oracle's config JSON; unknown keys raise :class:`ConfigError`."""
         if not isinstance(data, dict):
             raise ConfigError("config: must be a JSON object")
+        bad = unknown_field(cls, data, cls.IGNORED_KEYS)
+        if bad:
+            raise ConfigError(f"{bad[0]}: unknown config field (known: {bad[1]})")
         known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known - cls.IGNORED_KEYS)
-        if unknown:
-            raise ConfigError(f"{unknown[0]}: unknown config field (known: {', '.join(sorted(known))})")
         kwargs = {k: v for k, v in data.items() if k in known}
         stm = kwargs.get("step_time_model")
         if stm is not None:

@@ -55,12 +55,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
-from simulator.config import StepTimeModel
+from simulator.config import StepTimeModel, unknown_field
 from simulator.sizing import (
     check_parallelism,
     compute_dtype,
@@ -90,10 +90,9 @@ def _known_fields(cls, data: Any, name: str, prefix: str, what: str) -> None:
     """Refuse a non-object or a key that is not a field of dataclass ``cls`` (the message names it)."""
     if not isinstance(data, dict):
         raise CostModelError(f"{name}: must be an object")
-    known = {f.name for f in fields(cls)}
-    bad = sorted(set(data) - known)
+    bad = unknown_field(cls, data)
     if bad:
-        raise CostModelError(f"{prefix}{bad[0]}: {what} (known: {', '.join(sorted(known))})")
+        raise CostModelError(f"{prefix}{bad[0]}: {what} (known: {bad[1]})")
 
 
 # ---------------------------------------------------------------------------

@@ -38,10 +38,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from simulator.workload import WorkloadError
+from simulator.workload import MAX_TOKENS, WorkloadError
 
-#: Largest token count any distribution may produce (prompt or output), tokens.
-MAX_TOKENS = 10_000_000
 #: Largest number of values an empirical distribution may hold.
 MAX_EMPIRICAL_VALUES = 10_000_000
 

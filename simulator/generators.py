@@ -40,10 +40,8 @@ from simulator.distributions import (
     distribution_from_dict,
     parse_distribution,
 )
-from simulator.workload import Workload, WorkloadError
+from simulator.workload import MAX_REQUESTS, Workload, WorkloadError
 
-#: Most requests one generated workload may hold.
-MAX_REQUESTS = 1_000_000
 #: Most distinct shared prefixes.
 MAX_PREFIXES = 10_000
 #: Longest time span of arrivals, in steps or seconds (a guard against typos).

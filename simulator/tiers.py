@@ -28,12 +28,13 @@ at admission.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
 from simulator._pool import compact_fifo
+from simulator.config import unknown_field
 
 GIB = 1024 ** 3
 GB = 1e9
@@ -101,10 +102,9 @@ class KvTier:
             return data
         if not isinstance(data, dict):
             raise TierError(f"{name}: must be an object with num_blocks or size_gib, read_gbps, write_gbps ...")
-        known = {f.name for f in fields(cls)}
-        bad = sorted(set(data) - known)
+        bad = unknown_field(cls, data)
         if bad:
-            raise TierError(f"{name}.{bad[0]}: unknown field (known: {', '.join(sorted(known))})")
+            raise TierError(f"{name}.{bad[0]}: unknown field (known: {bad[1]})")
         try:
             return cls(**data)
         except TierError as exc:
@@ -220,18 +220,32 @@ class TierChain:
         self._gen = 1                             # flush generation
         self._mark = np.zeros(num_keys, np.int64)  # generation in which a key was last demoted
         self.offload_time_s = 0.0       # sum of background copy times
+        self._transfers = 0             # transfers (engine steps with evictions) not yet flushed
+        self._last_step = None          # the engine step of the last transfer counted
         self.load_stalls = 0            # times loaded requests had to let their blocks go (engine)
 
-    def demote(self, keys: np.ndarray) -> None:
+    def demote(self, keys: np.ndarray, steps=None) -> None:
         """Blocks evicted from the tier above the first one (the GPU) enter it; overflow cascades down.
 
         Applied in bulk, in order, before the tiers are next read (:meth:`match`,
         :meth:`onboard`, :meth:`totals`). This equals applying each eviction at
         once except that a block demoted again before the next read counts once
         (at its last demotion), and a block pushed out and demoted again in that
-        window stays in the CPU tier without a copy on disk. Each eviction is
-        one transfer (one ``write_latency_s``) into the CPU tier.
+        window stays in the CPU tier without a copy on disk. The evictions of
+        one engine step (``steps``: the step, or one per key in step order) are
+        one transfer (one ``write_latency_s``) into the CPU tier, however the
+        engine grouped its allocations; without ``steps`` a call is one.
         """
+        if steps is None:
+            self._transfers += 1
+        elif type(steps) is np.ndarray:
+            if steps.size:
+                u = np.unique(steps)
+                self._transfers += u.size - int(u[0] == self._last_step)
+                self._last_step = int(u[-1])
+        elif steps != self._last_step:
+            self._transfers += 1
+            self._last_step = steps
         self._pending.append(keys)
         self._mark[keys] = self._gen
 
@@ -239,8 +253,9 @@ class TierChain:
         """Apply the pending demotions in one go."""
         if not self._pending:
             return
-        transfers = len(self._pending)
-        keys = self._pending[0] if transfers == 1 else np.concatenate(self._pending)
+        transfers = self._transfers
+        self._transfers = 0
+        keys = self._pending[0] if len(self._pending) == 1 else np.concatenate(self._pending)
         self._pending = []
         self._gen += 1
         if keys.size > 1:
