@@ -151,10 +151,15 @@ class FastEngine:
         self.offload_at = (int(cfg.kv_offload_threshold * self.pool.usable)
                            if self.tiers is not None and cfg.kv_offload_threshold is not None else None)
         self.loading: dict[int, float] = {}  # request -> time its onboarded blocks are on the GPU
+        # After a load stall no request starts loads until this one (the head of the queue then)
+        # has finished: otherwise loads (its own or those of requests behind it) take the blocks
+        # it needs again, or preempt it once admitted, and the stall repeats for ever.
+        self._onboard_gate: int | None = None
         # Every content key is a request's own (no shared prefix, no parent) and no tier
         # publishes keys: a block is then held by at most one request, and a request's
         # keys are published only by it, in order (fast paths in _free, _publish_one).
         self.own_keys = self.keyarr is None and self.tiers is None
+        self.pool.track_refs = not self.own_keys
         self.btab = np.zeros(ks.slots, np.int64)
         self.watermark_blocks = int(cfg.watermark * num_blocks)
         self.async_mode = cfg.async_scheduling
@@ -217,11 +222,15 @@ class FastEngine:
         # publishes one when (la + S + 1) % B == 0, and finishes at the fast
         # step S = P + max_tokens - la - 2. Only the other running requests
         # (``nl``, running order) are materialized.
-        self.lazy_ok = not self.async_mode and not self.mml_binds
         # Without multi-turn parents nobody can look up a running decoder's
         # newly full blocks (they are its own keys, and it is not waiting),
         # so their publication waits until the decoder is materialized.
         self.defer_pub = self.caching and not bool((wl.parent >= 0).any())
+        # Asynchronous scheduling (batch queue of depth 2): the same lazy
+        # decoders, one step in flight (see _lazify_async); without KV tiers
+        # and with deferred (or no) publication.
+        self.lazy_ok = not self.mml_binds and (
+            not self.async_mode or (self.tiers is None and (self.defer_pub or not self.caching)))
         self.lazy_active = False
         self._lazy_retry_at = 0
         self.lz = np.zeros(n, bool)
@@ -238,6 +247,8 @@ class FastEngine:
         self.fin_at: dict[int, list] = {}
         self.nl: list[int] = []
         self._fp = None
+        self._fp_prev = None  # async lazy mode: the step in flight (eq, sampled, tokens, step, t_end)
+        self._finishing: list[int] = []  # async lazy mode: decoders skipped this step, finished by its output
 
     # ------------------------------------------------------------- helpers
     def _publish(self, ids: np.ndarray, upto: np.ndarray) -> None:
@@ -456,7 +467,7 @@ class FastEngine:
         if not k:
             return False
         pool = self.pool
-        evictable = _cnz(pool.ref[hit] == 0) if nh else 0
+        evictable = pool.num_free_of(hit) if nh else 0
         wm = self.watermark_blocks if self.R else 0
         if k + evictable + wm > pool.num_free():
             return False  # no room to load into: admit normally (recompute) if it fits
@@ -477,7 +488,7 @@ class FastEngine:
         pool = self.pool
         over = (pool.usable - pool.top) - self.offload_at
         if over > 0 and pool.nfifo:
-            pool.offload(min(over, pool.nfifo))
+            pool.offload(min(over, pool.nfifo), self.exec_step)
 
     def _admit(self, budget: int, thr: int, ids_l: list, n_l: list) -> int:
         cfg = self.cfg
@@ -510,7 +521,8 @@ class FastEngine:
                     del self.loading[q]
                     self._free(q)
             num_tokens = int(self.tok[q])
-            if full_isl_own and -(-min(num_tokens, mml) // B) + (self.watermark_blocks if self.R else 0) > pool.top + pool.nfifo:
+            capped = num_tokens if num_tokens < mml else mml  # min(), without the call
+            if full_isl_own and -(-capped // B) + (self.watermark_blocks if self.R else 0) > pool.top + pool.nfifo:
                 # the full-ISL check below fails whatever the prefix hits: with its own keys a
                 # waiting request's hits are all free blocks, counted back as evictable
                 break
@@ -525,7 +537,10 @@ class FastEngine:
                         keys = np.arange(o, o + m) if keyarr is None else keyarr[o:o + m]
                         hit = pool.lookup(keys)
                         nh = hit.size
-                    if self.tiers is not None and nh < m:
+                    g = self._onboard_gate
+                    if g is not None and self.status[g] >= FINISHED:
+                        g = self._onboard_gate = None
+                    if self.tiers is not None and nh < m and g is None:
                         if self._start_onboard(q, o, nh, m, hit):
                             skipped.append(waiting.popleft())
                             continue
@@ -534,18 +549,34 @@ class FastEngine:
             if 0 < thr < n:
                 n = thr
             if not cfg.enable_chunked_prefill and n > budget:
+                if not self.R and budget == cfg.max_num_batched_tokens and not self.loading:
+                    # Its uncached tokens exceed the whole budget and nothing runs, so nothing will
+                    # free budget or cache more of its prompt: it can never be scheduled. vLLM refuses
+                    # such a config (max_num_batched_tokens < max_model_len without chunked prefill);
+                    # here the request is dropped as unservable instead of blocking the queue.
+                    waiting.popleft()
+                    self.status[q] = DROPPED
+                    t["dropped_unservable"] += 1
+                    if q == self._onboard_gate:
+                        self._onboard_gate = None
+                    continue
                 break
-            n = min(n, budget)
+            if n > budget:
+                n = budget
             wm = self.watermark_blocks if self.R else 0
-            evictable = _cnz(pool.ref[hit] == 0) if nh else 0
+            evictable = pool.num_free_of(hit) if nh else 0
             free = pool.top + pool.nfifo
             if cfg.scheduler_reserve_full_isl:
-                full = min(num_tokens, mml)
-                need_full = max(cdiv(full, B) - nh, 0) + evictable
+                need_full = -(-capped // B) - nh
+                if need_full < 0:
+                    need_full = 0
+                need_full += evictable
                 if need_full + wm > free:
                     break
-            need_slot = min(h + n, mml)
-            new = max(cdiv(need_slot, B) - nh, 0)
+            need_slot = h + n if h + n < mml else mml
+            new = -(-need_slot // B) - nh
+            if new < 0:
+                new = 0
             if new + evictable + wm > free:
                 break
             o = int(koff[q])
@@ -560,7 +591,7 @@ class FastEngine:
             self.held[q] = nh + new
             self.ncached[q] = nh
             if caching:
-                full = min(h + n, num_tokens) // B
+                full = (h + n if h + n < num_tokens else num_tokens) // B
                 if full > nh:
                     if own_keys and not pre_q:
                         # its own keys, never published (see _publish_one); the blocks just allocated
@@ -662,7 +693,12 @@ class FastEngine:
         R = self.R
         run = self.run[:R]
         c = self.comp[run]
-        dec = (c == self.tok[run] - 1) & (self.first_token[run] >= 0)
+        if self.async_mode:
+            dec = self._lazify_async(run, c)
+            if dec is None:
+                return
+        else:
+            dec = (c == self.tok[run] - 1) & (self.first_token[run] >= 0)
         qs = run[dec]
         S = self.S
         a = c[dec] - S
@@ -701,6 +737,34 @@ class FastEngine:
         self.la_sum = int(a.sum())
         self.lazy_active = True
 
+    def _lazify_async(self, run: np.ndarray, c: np.ndarray):
+        """Asynchronous scheduling: which running requests become lazy decoders (mask), or None.
+
+        Applies between the output of step ``S - 2`` and the schedule of
+        ``S`` with step ``S - 1`` in flight (the batch queue holds just it).
+        A steady decoder was scheduled one token in that step and holds
+        ``comp = tok = la + S``, one placeholder and one token in flight; its
+        output in the step in flight becomes implicit, the other entries of
+        that step stay explicit (``_fp_prev``), processed by
+        :meth:`_fast_process_async` after the next schedule.
+        """
+        queue = self._queue
+        if len(queue) != 1:
+            return None
+        e, ns, sampled, step, t_end = queue[0]
+        mark = np.zeros(self.wl.n, bool)
+        mark[run] = False
+        mark[e[(ns == 1) & sampled]] = True
+        dec = ((c == self.tok[run]) & (self.ph[run] == 1) & (self.inflight[run] == 1)
+               & (self.first_token[run] >= 0) & (self.status[run] == RUNNING) & mark[run])
+        queue.clear()
+        mark[e] = False
+        mark[run[dec]] = True
+        rest = ~mark[e]
+        self._fp_prev = (e[rest].tolist(), sampled[rest].tolist(), ns[rest].tolist(), step, t_end)
+        self._finishing = []
+        return dec
+
     def _materialize(self, keep: bool = False) -> None:
         """Leave lazy mode: write the implicit decoder state back to the arrays.
 
@@ -723,16 +787,23 @@ class FastEngine:
             self.lazy_active = False
             return
         qs = run[self.lz[run]]
+        amode = self.async_mode
         if qs.size:
             c = self.la[qs] + self.S
             self.comp[qs] = c
-            self.tok[qs] = c + 1
+            # async: the token of the step in flight is computed (one placeholder), not yet received
+            self.tok[qs] = c if amode else c + 1
             self.held[qs] = (c + (self.B - 1)) // self.B
+            if amode:
+                self.ph[qs] = 1
+                self.inflight[qs] = 1
             if self.defer_pub:
-                self._publish(qs, c)
+                self._publish(qs, c - 1 if amode else c)
             elif self.caching:
                 self.ncached[qs] = c // self.B
             self.lz[qs] = False
+        if amode:
+            self._unlazy_in_flight(qs)
         self.lazy_active = False
         self.buckets = {}
         self.bcache = {}
@@ -740,6 +811,24 @@ class FastEngine:
         self.nl = []
         self.D = 0
         self.la_sum = 0
+
+    def _unlazy_in_flight(self, qs: np.ndarray) -> None:
+        """Async: the step in flight as the general path's batch-queue entry (decoders ``qs`` explicit)."""
+        pend = self._fp_prev
+        self._fp_prev = None
+        if pend is None:
+            return
+        eq, smp, en, step, t_end = pend
+        if not qs.size and not eq:
+            return
+        ids = qs.tolist() + eq
+        ns = [1] * qs.size + en
+        sampled = [True] * qs.size + smp
+        rseq = self.rseq
+        order = sorted(range(len(ids)), key=lambda i: rseq[ids[i]])
+        self._queue.appendleft((np.array([ids[i] for i in order], np.int64),
+                                np.array([ns[i] for i in order], np.int64),
+                                np.array([sampled[i] for i in order], bool), step, t_end))
 
     def _relazify(self, k: int) -> None:
         """Back to lazy mode after ``_materialize(keep=True)`` and a jump of ``k`` steps.
@@ -770,17 +859,29 @@ class FastEngine:
         thr = cfg.long_prefill_token_threshold if R + len(waiting) > 1 else 0
         D = self.D
         S = self.S
-        left = cfg.max_num_batched_tokens - D
+        amode = self.async_mode
+        # async: decoders whose last token is in flight are skipped (and finished by its output)
+        fin = self.fin_at.get(S - 1) if amode else None
+        left = cfg.max_num_batched_tokens - (D - len(fin) if fin else D)
         if left < 0:
             return None
         comp, tok, held, rseq = self.comp, self.tok, self.held, self.rseq
+        ph, Pmax = self.ph, self.Pmax
         pre = []
         tot_need = 0
         nl = self.nl
         last = len(nl) - 1
         for i, q in enumerate(nl):
             c = int(comp[q])
-            n = int(tok[q]) - c
+            if amode:
+                p = int(ph[q])
+                if p > 0 and c + 2 - p >= Pmax[q]:
+                    continue  # its last token is in flight
+                n = int(tok[q]) + p - c
+                if n <= 0:
+                    continue
+            else:
+                n = int(tok[q]) - c
             if 0 < thr < n:
                 n = thr
             if n > left:
@@ -798,14 +899,27 @@ class FastEngine:
             tot_need += need
         cross = self.buckets.get(S % B)
         ncross = len(cross) if cross else 0
+        if fin and ncross:
+            ncross -= len(cross.intersection(fin))
         tot = tot_need + ncross
         pool = self.pool
         koff, la, btab = self.koff, self.la, self.btab
         npre = 0
         if tot > pool.top + pool.nfifo:
+            if amode:
+                return None  # preemption with a step in flight: the general path
             pre, npre = self._lazy_pressure(pre, cross, S)
             tot = 0  # blocks handed out there
             D = self.D
+        if fin:
+            del self.fin_at[S - 1]
+            for q in fin:
+                self._unlazy(q, S)
+                ph[q] = 0
+                self.inflight[q] = 0
+            self.D -= len(fin)
+            D = self.D
+            self._finishing = fin
         # blocks, in running order
         if tot:
             if not tot_need:
@@ -851,7 +965,21 @@ class FastEngine:
                 self.nl.extend(adm)
         ntok = D
         n_prefill = 0
-        if len(eq) <= 8:
+        if amode:
+            sampled = []
+            inflight = self.inflight
+            for q, n in zip(eq, en):
+                c = int(comp[q]) + n
+                comp[q] = c
+                inflight[q] += n
+                smp = c >= tok[q] + ph[q]
+                if smp:
+                    ph[q] += 1
+                sampled.append(smp)
+                ntok += n
+                if n > 1 or not smp:
+                    n_prefill += n
+        elif len(eq) <= 8:
             sampled = []
             for q, n in zip(eq, en):
                 c = int(comp[q]) + n
@@ -963,74 +1091,130 @@ class FastEngine:
         """``update_from_output()`` after :meth:`_fast_schedule` (scalar: few entries per step)."""
         e, sampled, S_old, _ = self._fp
         S = self.S
-        B = self.B
-        tok, comp, la, Pmax = self.tok, self.comp, self.la, self.Pmax
-        rseq = self.rseq
-        buckets = self.buckets
+        comp, Pmax = self.comp, self.Pmax
         fins = []
-        kla, kbase = self.kla, self.kbase
         dec = self.fin_at.pop(S_old, None)
-        # own keys, deferred publication: a finishing decoder publishes and releases in one go
-        own_pub = self.own_keys and self.defer_pub
-        npre = self.npre
         if dec:
-            held, lz = self.held, self.lz
             for q in dec:
-                a = int(la[q])
-                c = a + S
-                comp[q] = c
-                tok[q] = c + 1
-                held[q] = -(-c // B)
-                if self.defer_pub:
-                    if not (own_pub and not npre[q]):
-                        self._publish_one(q, c)
-                    # else: published together with the release below
-                elif self.caching:
-                    self.ncached[q] = c // B
-                lz[q] = False
-                self.la_sum -= a
-                buckets[(-a) % B].discard(q)
-                self.bcache.pop((-a) % B, None)
+                self._unlazy(q, S)
             self.D -= len(dec)
             fins = dec
         if e:
-            first_token = self.first_token
             nl = self.nl
-            fin_at = self.fin_at
             for q, smp in zip(e, sampled):
                 if not smp:
                     continue
-                t1 = int(tok[q]) + 1
-                tok[q] = t1
-                if first_token[q] < 0:
-                    first_token[q] = step
-                    self.first_token_t[q] = t_end
+                t1 = self._receive_token(q, step, t_end)
                 nl.remove(q)
                 if t1 >= Pmax[q]:
                     fins = fins + [q] if fins else [q]
                     continue
-                a = int(comp[q]) - S
-                self.lz[q] = True
-                la[q] = a
-                kla[q] = kbase[q] + a
-                r = (-a) % B
-                bk = buckets.get(r)
-                if bk is None:
-                    buckets[r] = {q}
-                else:
-                    bk.add(q)
-                self.bcache.pop(r, None)
-                f = int(Pmax[q]) - a - 2
-                lst = fin_at.get(f)
-                if lst is None:
-                    fin_at[f] = [q]
-                else:
-                    lst.append(q)
-                self.D += 1
-                self.la_sum += a
+                self._make_lazy(q, int(comp[q]) - S)
+        if fins:
+            self._finish_all(fins, step, t_end)
+
+    def _fast_process_async(self, pend: tuple) -> None:
+        """Async lazy mode: the output of the step in flight ``pend``, after the next schedule.
+
+        The general path's ``process`` for its explicit entries (tokens in
+        flight, placeholders, publication up to the computed tokens,
+        completion); its implicit decoders need nothing, except those whose
+        last token it was (skipped by the schedule just made, see
+        :meth:`_fast_schedule`): they finish. An entry whose prefill ended in
+        it and that the schedule just made gave one decode token becomes a
+        lazy decoder, and that token's output implicit.
+        """
+        eq, sampled, en, step, t_end = pend
+        fins = self._finishing
+        self._finishing = []
+        if eq:
+            comp, ph, inflight, Pmax = self.comp, self.ph, self.inflight, self.Pmax
+            nl = self.nl
+            cur_eq, cur_smp, _, cur_en = self._fp
+            for q, smp, n in zip(eq, sampled, en):
+                inflight[q] -= n
+                if not smp:
+                    continue
+                t1 = self._receive_token(q, step, t_end)
+                ph[q] -= 1
+                if self.caching:
+                    self._publish_one(q, int(comp[q]) - int(inflight[q]))
+                if t1 >= Pmax[q]:
+                    nl.remove(q)
+                    fins = fins + [q] if fins else [q]
+                    continue
+                if ph[q] == 1 and inflight[q] == 1 and q in cur_eq:
+                    i = cur_eq.index(q)
+                    if cur_en[i] == 1 and cur_smp[i]:
+                        del cur_eq[i], cur_smp[i], cur_en[i]
+                        nl.remove(q)
+                        self._make_lazy(q, int(comp[q]) - self.S)
+        if fins:
+            self._finish_all(fins, step, t_end)
+
+    def _receive_token(self, q: int, step: int, t_end: float) -> int:
+        """Request ``q`` receives a sampled token from the output of ``step``; returns its token count."""
+        t1 = int(self.tok[q]) + 1
+        self.tok[q] = t1
+        if self.first_token[q] < 0:
+            self.first_token[q] = step
+            self.first_token_t[q] = t_end
+        return t1
+
+    def _make_lazy(self, q: int, a: int) -> None:
+        """Running request ``q`` becomes a lazy decoder with ``la = a``."""
+        B = self.B
+        self.lz[q] = True
+        self.la[q] = a
+        self.kla[q] = self.kbase[q] + a
+        r = (-a) % B
+        bk = self.buckets.get(r)
+        if bk is None:
+            self.buckets[r] = {q}
+        else:
+            bk.add(q)
+        self.bcache.pop(r, None)
+        f = int(self.Pmax[q]) - a - 2
+        lst = self.fin_at.get(f)
+        if lst is None:
+            self.fin_at[f] = [q]
+        else:
+            lst.append(q)
+        self.D += 1
+        self.la_sum += a
+
+    def _unlazy(self, q: int, S: int) -> None:
+        """Lazy decoder ``q`` leaves lazy mode having computed ``la + S`` tokens (and received one more).
+
+        Its deferred publication waits for its release (own keys, see
+        :meth:`_finish_all`) or happens now; the caller adjusts ``D``.
+        """
+        B = self.B
+        a = int(self.la[q])
+        c = a + S
+        self.comp[q] = c
+        self.tok[q] = c + 1
+        self.held[q] = -(-c // B)
+        if self.defer_pub:
+            if not (self.own_keys and not self.npre[q]):
+                self._publish_one(q, c)
+            # else: published together with the release (_finish_all)
+        elif self.caching:
+            self.ncached[q] = c // B
+        self.lz[q] = False
+        self.la_sum -= a
+        r = (-a) % B
+        self.buckets[r].discard(q)
+        self.bcache.pop(r, None)
+
+    def _finish_all(self, fins: list, step: int, t_end: float) -> None:
+        """Finish requests ``fins`` (output of ``step``): release their blocks in running order."""
+        B = self.B
+        comp, npre = self.comp, self.npre
+        own_pub = self.own_keys and self.defer_pub
         if fins:
             if len(fins) > 1:
-                fins = sorted(fins, key=rseq.__getitem__)
+                fins = sorted(fins, key=self.rseq.__getitem__)
             finish, finish_t, gone, status = self.finish, self.finish_t, self.gone, self.status
             if own_pub:
                 pool, koff, btab, held, ncached = self.pool, self.koff, self.btab, self.held, self.ncached
@@ -1219,6 +1403,11 @@ class FastEngine:
         progress = self._progress
         next_report = self._next_report
         done = False
+        # additive totals and peaks kept in locals, merged into ``t`` on the way out
+        calls = steps = tokens = prefill = block_steps = 0
+        pk_used, pk_run, pk_wait = t["peak_kv_blocks_used"], t["peak_running"], t["peak_waiting"]
+        jumps = not self.async_mode and self.step_cost is None
+        lazy_ok = self.lazy_ok
         while True:
             now = self.clock if time_mode else tick
             if until is not None and now >= until:
@@ -1252,8 +1441,7 @@ class FastEngine:
             if tick >= max_steps:
                 done = True
                 break
-            if (has_req and not queue and not self.async_mode and self.R
-                    and self.step_cost is None and self.exec_step >= self._retry_jump_at):
+            if jumps and has_req and not queue and self.R and self.exec_step >= self._retry_jump_at:
                 nxt = arr_sorted[pending] if pending < n else None
                 if until is not None and (nxt is None or until < nxt):
                     nxt = until
@@ -1274,7 +1462,7 @@ class FastEngine:
                 self._backoff = min(2 * self._backoff, 16)
             if has_req:
                 res = None
-                if self.lazy_ok:
+                if lazy_ok:
                     if not self.lazy_active and self.exec_step >= self._lazy_retry_at:
                         self._lazify()
                     if self.lazy_active:
@@ -1289,16 +1477,17 @@ class FastEngine:
                     nreq = int(e.size)
                 else:
                     ntok, n_prefill, nreq, npre = res
-                t["num_schedule_calls"] += 1
-                t["preemptions"] += npre
+                calls += 1
+                if npre:
+                    t["preemptions"] += npre
                 used = usable - pool.top - pool.nfifo
-                if used > t["peak_kv_blocks_used"]:
-                    t["peak_kv_blocks_used"] = used
+                if used > pk_used:
+                    pk_used = used
                 nr, nw = self.R, len(waiting)
-                if nr > t["peak_running"]:
-                    t["peak_running"] = nr
-                if nw > t["peak_waiting"]:
-                    t["peak_waiting"] = nw
+                if nr > pk_run:
+                    pk_run = nr
+                if nw > pk_wait:
+                    pk_wait = nw
                 step = self.exec_step
                 if log is not None and (ntok > 0 or npre > 0):
                     log["step"].append(step)
@@ -1309,11 +1498,10 @@ class FastEngine:
                     log["kv_blocks_used"].append(used)
                     log["num_preempted"].append(npre)
                 if ntok > 0:
-                    t["num_steps"] += 1
-                    t["total_scheduled_tokens"] += ntok
-                    t["total_prefill_tokens"] += n_prefill
-                    t["total_decode_tokens"] += ntok - n_prefill
-                    t["kv_block_steps"] += used
+                    steps += 1
+                    tokens += ntok
+                    prefill += n_prefill
+                    block_steps += used
                     self.exec_step += 1
                 tick += 1
                 if self.terms is not None:
@@ -1337,6 +1525,7 @@ class FastEngine:
                             self._free(q)
                         self.loading.clear()
                         self.tiers.load_stalls += 1
+                        self._onboard_gate = self.waiting[0] if self.waiting else None
                     if pending < n and time_mode:
                         nxt_t = min(nxt_t, arr_sorted[pending])
                     if until is not None and time_mode:
@@ -1345,7 +1534,14 @@ class FastEngine:
                 if self.offload_at is not None:
                     self._offload_early()
                 if res is not None:
-                    self._fast_process(step, self.clock)
+                    if self.async_mode:
+                        pend = self._fp_prev
+                        fe, fs, _, fn = self._fp
+                        self._fp_prev = (fe, fs, fn, step, self.clock)
+                        if pend is not None:
+                            self._fast_process_async(pend)
+                    else:
+                        self._fast_process(step, self.clock)
                     if progress is not None and n and t["finished"] / n >= next_report:
                         progress(min(1.0, (t["finished"] + t["dropped_unservable"]) / n))
                         next_report += 0.05
@@ -1360,6 +1556,15 @@ class FastEngine:
             if progress is not None and n and t["finished"] / n >= next_report:
                 progress(min(1.0, (t["finished"] + t["dropped_unservable"]) / n))
                 next_report += 0.05
+        t["peak_kv_blocks_used"] = max(t["peak_kv_blocks_used"], pk_used)
+        t["peak_running"] = max(t["peak_running"], pk_run)
+        t["peak_waiting"] = max(t["peak_waiting"], pk_wait)
+        t["num_schedule_calls"] += calls
+        t["num_steps"] += steps
+        t["total_scheduled_tokens"] += tokens
+        t["total_prefill_tokens"] += prefill
+        t["total_decode_tokens"] += tokens - prefill
+        t["kv_block_steps"] += block_steps
         self._pending = pending
         self._tick = tick
         self._next_report = next_report

@@ -8,14 +8,20 @@ Each configuration's result is exactly what simulating it alone gives. The
 decision kernel is :mod:`simulator._fast` (vLLM 0.33.0's v1 scheduler rules
 over struct-of-arrays state, see ``docs/simulator.md``), bit-identical to the
 scalar reference kernel kept in ``tests/simulator/reference_core.py``.
-Configurations run one after another through their own kernels and share the
-workload-derived precomputation (:class:`simulator._fast.WorkloadPrep`); they
-are not yet advanced in lockstep over a batch axis.
+Configurations run through their own kernels and share the workload-derived
+precomputation (:class:`simulator._fast.WorkloadPrep`); with ``processes > 1``
+they are spread over that many forked worker processes (each configuration
+still runs alone, so results do not depend on the number of processes). They
+are not advanced in lockstep over a batch axis.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 
 import numpy as np
 
@@ -23,6 +29,8 @@ from simulator._fast import FastEngine, StepTimeFn, WorkloadPrep
 from simulator.config import ConfigError, EngineConfig
 from simulator.results import SimResult
 from simulator.workload import Workload
+
+MAX_PROCESSES = 64  # worker processes one batch may use
 
 
 def simulate(
@@ -34,6 +42,7 @@ def simulate(
     progress: Callable[[float], None] | None = None,
     step_time: Sequence[StepTimeFn | None] | None = None,
     step_cost=None,
+    processes: int = 1,
 ) -> list[SimResult]:
     """Simulate ``workload`` under each of ``configs``.
 
@@ -59,6 +68,10 @@ def simulate(
         num_reqs)[b]`` seconds, with the inputs taken from the scheduled
         batch (see :meth:`simulator._fast.FastEngine.step_terms`). Overrides
         ``step_time``; decode-stretch jumps are off while it is set.
+    processes : int
+        Worker processes for a batch (1: in this process; 0: one per CPU).
+        Forked, so only on platforms with ``fork`` and outside daemonic
+        processes (a Celery prefork child runs its batch in process).
 
     Returns
     -------
@@ -74,21 +87,63 @@ def simulate(
         raise ValueError("max_step_points: must be at least 2")
     if step_time is not None and len(step_time) != len(configs):
         raise ValueError("step_time: one entry per configuration")
+    if not isinstance(processes, int) or not 0 <= processes <= MAX_PROCESSES:
+        raise ValueError(f"processes: must be a whole number from 0 to {MAX_PROCESSES}")
     nb = len(configs)
-    out = []
     prep = WorkloadPrep(workload)
-    for b, cfg in enumerate(configs):
-        sim = FastEngine(workload, cfg, record_steps=record_steps, prep=prep,
+
+    def one(b: int, sub=None) -> SimResult:
+        sim = FastEngine(workload, configs[b], record_steps=record_steps, prep=prep,
                          step_time=None if step_time is None else step_time[b],
                          step_cost=step_cost, cost_index=b)
+        sim.run_all(sub)
+        return _result(sim, record_steps, max_step_points)
+
+    workers = min(processes or os.cpu_count() or 1, nb)
+    if workers > 1 and _can_fork():
+        return _in_processes(one, nb, workers, progress)
+    out = []
+    for b in range(nb):
         sub = None
         if progress is not None:
             def sub(f: float, b: int = b) -> None:
                 progress((b + f) / nb)
-        sim.run_all(sub)
-        out.append(_result(sim, record_steps, max_step_points))
+        out.append(one(b, sub))
         if progress is not None:
             progress((b + 1) / nb)
+    return out
+
+
+_JOB: Callable[[int], SimResult] | None = None  # the batch a forked worker runs (inherited, not pickled)
+_JOB_LOCK = threading.Lock()  # one batch at a time sets _JOB (threads of one process)
+
+
+def _run_job(b: int) -> SimResult:
+    return _JOB(b)
+
+
+def _can_fork() -> bool:
+    return ("fork" in multiprocessing.get_all_start_methods()
+            and not multiprocessing.current_process().daemon)
+
+
+def _in_processes(one: Callable[[int], SimResult], nb: int, workers: int,
+                  progress: Callable[[float], None] | None) -> list[SimResult]:
+    """Run configurations ``0 .. nb-1`` in ``workers`` forked processes (progress per configuration)."""
+    global _JOB
+    out: list[SimResult | None] = [None] * nb
+    with _JOB_LOCK:
+        _JOB = one
+        try:
+            ctx = multiprocessing.get_context("fork")
+            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+                futures = {pool.submit(_run_job, b): b for b in range(nb)}
+                for done, fut in enumerate(as_completed(futures), 1):
+                    out[futures[fut]] = fut.result()
+                    if progress is not None:
+                        progress(done / nb)
+        finally:
+            _JOB = None
     return out
 
 

@@ -130,6 +130,19 @@ def test_batch_equals_each_config_alone():
     for c, r in zip(cfgs, batch):
         _same(r, simulate(wl, [c])[0])
     assert len({r.totals["num_steps"] for r in batch}) > 1
+    # spread over worker processes: the same results, in the order of the configurations
+    seen = []
+    for r, p in zip(batch, simulate(wl, cfgs, processes=2, progress=seen.append)):
+        _same(r, p)
+    assert sorted(seen) == seen and seen[-1] == 1.0 and len(seen) == len(cfgs)
+
+
+def test_processes_must_be_a_whole_number():
+    import pytest
+
+    for bad in (-1, 1.5, "2"):
+        with pytest.raises(ValueError, match="processes"):
+            simulate(_workload(1, 3, False, "step"), [EngineConfig(num_gpu_blocks=50)], processes=bad)
 
 
 def test_unservable_requests_are_dropped_and_counted():
@@ -138,6 +151,27 @@ def test_unservable_requests_are_dropped_and_counted():
     r = simulate(wl, [EngineConfig(num_gpu_blocks=11, block_size=16)])[0]
     assert r.totals["dropped_unservable"] == 1 and r.totals["finished"] == 2
     assert r.requests["status"][1] == "dropped_unservable"
+
+
+def test_without_chunked_prefill_a_prompt_over_the_budget_is_dropped_not_waited_on_for_ever():
+    wl = Workload(prompt_len=np.array([10, 100, 20]), output_len=np.array([5, 5, 5]), arrival=np.zeros(3))
+    cfg = EngineConfig(num_gpu_blocks=100, enable_chunked_prefill=False, max_num_batched_tokens=64)
+    for asy in (False, True):
+        r = simulate(wl, [EngineConfig(**{**cfg.__dict__, "async_scheduling": asy})])[0]
+        t = r.totals
+        assert (t["finished"], t["dropped_unservable"], t["unfinished"]) == (2, 1, 0)
+        assert r.requests["status"][1] == "dropped_unservable"
+        assert t["num_schedule_calls"] < 50  # it used to spin until max_steps (2,000,000 calls)
+
+
+def test_without_chunked_prefill_a_long_prompt_whose_prefix_is_cached_still_runs():
+    # 100 tokens > the 64-token budget, but 48 of them are a prefix the first request caches
+    wl = Workload(prompt_len=np.array([60, 100]), output_len=np.array([5, 5]), arrival=np.zeros(2),
+                  prefix_id=np.array([0, 0]), prefix_len=np.array([48]))
+    cfg = EngineConfig(num_gpu_blocks=100, enable_chunked_prefill=False, max_num_batched_tokens=64)
+    r = simulate(wl, [cfg])[0]
+    assert r.totals["finished"] == 2 and r.totals["dropped_unservable"] == 0
+    assert r.requests["prefix_hit_tokens"][1] == 48
 
 
 def _workload_turns(seed: int, n: int, unit: str) -> Workload:
@@ -172,19 +206,50 @@ def test_fast_engine_equals_scalar_reference_multi_turn(seed, n, unit, config, m
         assert np.array_equal(v, slow.steps[k]), k
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(**cases)
-def test_lazy_decoders_change_nothing(seed, n, shared, unit, config):
+def assert_lazy_path_changes_nothing(wl: Workload, config: EngineConfig) -> int:
+    """Run ``config`` with lazy decoders allowed and without them; assert equal results (step series
+    included). Returns the schedule calls the lazy path took."""
     from simulator._fast import FastEngine
     from simulator.engine import _result
 
-    wl = _workload(seed, n, shared, unit)
-    out = []
+    out, fast = [], []
     for lazy in (True, False):
         sim = FastEngine(wl, config, record_steps=True)
         sim.lazy_ok = lazy and sim.lazy_ok
+        inner, calls = sim._fast_schedule, [0]
+
+        def counted(inner=inner, calls=calls):
+            res = inner()
+            calls[0] += res is not None
+            return res
+
+        sim._fast_schedule = counted
         sim.run_all()
         out.append(_result(sim, True, None))
+        fast.append(calls[0])
     _same(out[0], out[1])
     for k, v in out[0].steps.items():
         assert np.array_equal(v, out[1].steps[k]), k
+    assert fast[1] == 0
+    return fast[0]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(**cases)
+def test_lazy_decoders_change_nothing(seed, n, shared, unit, config):
+    assert_lazy_path_changes_nothing(_workload(seed, n, shared, unit), config)
+
+
+def test_async_lazy_decoders_change_nothing_and_are_used():
+    """Asynchronous scheduling through lazy decoders == the general path, on runs long enough to use them."""
+    for seed in range(12):
+        rng = np.random.default_rng(seed)
+        n = 150
+        wl = _workload(seed, n, bool(seed % 2), "s" if seed % 3 == 0 else "step")
+        wl = Workload(prompt_len=wl.prompt_len * 3, output_len=rng.integers(1, 150, n), arrival=wl.arrival,
+                      arrival_unit=wl.arrival_unit, prefix_id=wl.prefix_id, prefix_len=wl.prefix_len)
+        config = EngineConfig(num_gpu_blocks=int(rng.integers(150, 2500)), block_size=int(rng.choice([4, 16])),
+                              max_num_seqs=int(rng.integers(4, 48)), async_scheduling=True,
+                              enable_prefix_caching=seed % 4 != 1, long_prefill_token_threshold=[0, 64][seed % 2])
+        lazy_calls = assert_lazy_path_changes_nothing(wl, config)
+        assert lazy_calls > 0.5 * simulate(wl, [config])[0].totals["num_schedule_calls"], (seed, lazy_calls)

@@ -189,3 +189,75 @@ def test_adding_a_cpu_tier_never_lowers_the_hit_rate(seed):
     assert with_["unfinished"] == 0
     assert with_["cpu_tier_hit_tokens"] <= with_["prefix_cache_hits"] + with_["preempted_prefix_cache_hits"] + \
         with_["cpu_tier_blocks_onboarded"] * kw["block_size"]
+
+
+def _tier_case(seed: int):
+    """Random small workload and tiered config (sync or async, vLLM or radix cache, offload threshold)."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(30, 250))
+    unit = str(rng.choice(["step", "s"]))
+    rng.random()
+    arrival = np.sort(rng.exponential(0.02, n).cumsum()) if unit == "s" else None
+    wl = Workload(prompt_len=rng.integers(1, 600, n), output_len=rng.integers(1, 200, n),
+                  arrival=arrival if arrival is not None else np.sort(rng.integers(0, n, n)).astype(float),
+                  arrival_unit=unit)
+    cfg = EngineConfig(
+        num_gpu_blocks=int(rng.integers(60, 1500)), block_size=int(rng.choice([4, 16])),
+        max_num_seqs=int(rng.integers(2, 48)), async_scheduling=bool(rng.random() < 0.4),
+        long_prefill_token_threshold=int(rng.choice([0, 64])), watermark=float(rng.choice([0.0, 0.01])),
+        prefix_cache=str(rng.choice(["vllm", "vllm", "radix"])),
+        cpu_tier={"num_blocks": int(rng.integers(10, 2000)), "read_gbps": float(rng.choice([1.0, 50.0])),
+                  "read_latency_s": 0.0001},
+        disk_tier=({"num_blocks": int(rng.integers(10, 4000))} if rng.random() < 0.4 else None),
+        kv_bytes_per_block=2 * 1024 * 1024,
+        kv_offload_threshold=(float(rng.choice([0.5, 0.9])) if rng.random() < 0.3 else None))
+    return wl, cfg
+
+
+@pytest.mark.parametrize("seed", [2, 4, 6, 15, 31, 35, 40])
+def test_lazy_decoders_with_tiers_change_nothing_offload_time_included(seed):
+    """Copy times count one write latency per engine step with evictions, however allocations were grouped.
+
+    These seeds once differed in ``tier_offload_time_s`` only (a latency per allocation call).
+    """
+    from tests.simulator.test_engine_properties import assert_lazy_path_changes_nothing
+
+    assert_lazy_path_changes_nothing(*_tier_case(seed))
+
+
+def test_loads_behind_a_blocked_head_do_not_livelock():
+    """Requests behind the head kept onboarding into the blocks the head needed, for ever.
+
+    Seed 40 of the random tier cases (async, 185 usable blocks of 4 tokens, a 1 GB/s CPU tier, offload
+    at 50 % occupancy): after a load stall no request loads until the head then has finished.
+    """
+    wl, cfg = _tier_case(40)
+    assert cfg.async_scheduling and cfg.num_gpu_blocks == 186
+    cfg = EngineConfig(**{**cfg.__dict__, "max_steps": 50_000})
+    r = simulate(wl, [cfg])[0]
+    t = r.totals
+    assert t["unfinished"] == 0 and t["finished"] + t["dropped_unservable"] == wl.n
+    assert t["tier_load_stalls"] >= 1
+
+
+def test_a_stalled_head_does_not_load_again_for_ever():
+    """The head of the queue kept onboarding its own blocks after each stall (async, 20 usable blocks of
+    16 tokens, a 16-token budget without chunked prefill, a CPU tier): after a stall no request loads
+    until that head has finished, so it proceeds as it would without a tier."""
+    rng = np.random.default_rng(5093)  # case 93 of a random termination test
+    n = int(rng.integers(5, 80))
+    unit = str(rng.choice(["step", "s"]))
+    pid = rng.integers(-1, 2, n) if rng.random() < 0.4 else np.full(n, -1)
+    pl = np.array([32, 120])
+    prompt = rng.integers(1, 400, n) + np.where(pid >= 0, pl[np.maximum(pid, 0)], 0)
+    wl = Workload(prompt_len=prompt, output_len=rng.integers(1, 300, n),
+                  arrival=(np.sort(rng.exponential(0.05, n).cumsum()) if unit == "s"
+                           else np.sort(rng.integers(0, 20, n)).astype(float)),
+                  arrival_unit=unit, prefix_id=pid, prefix_len=pl)
+    cfg = EngineConfig(num_gpu_blocks=21, block_size=16, max_num_seqs=14, max_num_batched_tokens=16,
+                       enable_chunked_prefill=False, long_prefill_token_threshold=8, async_scheduling=True,
+                       max_steps=20_000, cpu_tier={"num_blocks": 200, "read_gbps": 1.0},
+                       kv_bytes_per_block=2**20, kv_offload_threshold=0.5)
+    t = simulate(wl, [cfg])[0].totals
+    assert t["unfinished"] == 0 and t["finished"] + t["dropped_unservable"] == wl.n
+    assert t["finished"] >= 1 and t["num_schedule_calls"] < 5_000
