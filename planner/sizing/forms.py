@@ -277,6 +277,12 @@ REPLICAS_DEFAULTS: dict[str, str] = {
 REPLICAS_SUBMITTED = "rate"
 
 
+def _tokens_field(label: str, min_value: int, help_text: str) -> forms.IntegerField:
+    """A whole number of tokens, from ``min_value`` to 1,000,000."""
+    return forms.IntegerField(label=label, min_value=min_value, max_value=1_000_000, help_text=help_text,
+                              widget=forms.NumberInput(attrs=_NUMBER))
+
+
 class ReplicasForm(forms.Form):
     """How many replicas for this traffic: one deployment, a Poisson workload in seconds, latency targets.
 
@@ -300,18 +306,13 @@ class ReplicasForm(forms.Form):
         label="Requests simulated", min_value=10, max_value=2_000,
         help_text="Requests in the simulated workload, 10 to 2,000 (each replica count tried simulates them "
                   "all; 300 takes a few seconds).", widget=forms.NumberInput(attrs=_NUMBER))
-    prompt_mean = forms.IntegerField(label="Prompt length, mean (tokens)", min_value=1, max_value=1_000_000,
-                                     help_text="Mean prompt length in tokens (normal distribution).",
-                                     widget=forms.NumberInput(attrs=_NUMBER))
-    prompt_std = forms.IntegerField(label="Prompt length, std (tokens)", min_value=0, max_value=1_000_000,
-                                    help_text="Standard deviation of the prompt length, in tokens (0 = fixed).",
-                                    widget=forms.NumberInput(attrs=_NUMBER))
-    output_mean = forms.IntegerField(label="Output length, mean (tokens)", min_value=1, max_value=1_000_000,
-                                     help_text="Mean number of generated tokens per request.",
-                                     widget=forms.NumberInput(attrs=_NUMBER))
-    output_std = forms.IntegerField(label="Output length, std (tokens)", min_value=0, max_value=1_000_000,
-                                    help_text="Standard deviation of the output length, in tokens (0 = fixed).",
-                                    widget=forms.NumberInput(attrs=_NUMBER))
+    prompt_mean = _tokens_field("Prompt length, mean (tokens)", 1,
+                                "Mean prompt length in tokens (normal distribution).")
+    prompt_std = _tokens_field("Prompt length, std (tokens)", 0,
+                               "Standard deviation of the prompt length, in tokens (0 = fixed).")
+    output_mean = _tokens_field("Output length, mean (tokens)", 1, "Mean number of generated tokens per request.")
+    output_std = _tokens_field("Output length, std (tokens)", 0,
+                               "Standard deviation of the output length, in tokens (0 = fixed).")
     prefix_length = forms.IntegerField(
         label="Shared prefix (tokens)", required=False, min_value=1, max_value=1_000_000,
         help_text="Optional: a system prompt some requests share, in tokens, before their own prompt.",
