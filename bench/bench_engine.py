@@ -10,7 +10,8 @@
   ``python -m simulator run`` as a whole process under ``/usr/bin/time -v``
   (wall seconds and peak RSS of the process, JSON output written to a file).
 * ``--sweep B N``: B configurations (num_gpu_blocks x max_num_seqs grid) of
-  an N-request workload as one ``simulate`` call: seconds.
+  an N-request workload as one ``simulate`` call: seconds; with
+  ``--processes P`` spread over P worker processes (0: one per CPU).
 * ``--repeat K``: run each measurement K times and print every run (report
   the best; the machine is shared). Every line shows the 1-minute load, and
   the CPU time next to the wall time (less sensitive to other processes on a
@@ -98,6 +99,7 @@ def main() -> None:
     ap.add_argument("--big", type=int, default=0)
     ap.add_argument("--cli", type=int, default=0)
     ap.add_argument("--sweep", type=int, nargs=2, metavar=("B", "N"))
+    ap.add_argument("--processes", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
     for _ in range(args.repeat):
@@ -125,9 +127,9 @@ def run_once(args) -> None:
         cfgs = [EngineConfig(num_gpu_blocks=int(x), max_num_seqs=s)
                 for x in blocks for s in (64, 128, 256, 512)][:b]
         t0, c0 = time.perf_counter(), time.process_time()
-        simulate(wl, cfgs)
-        print(f"sweep {len(cfgs)} configs x {n} requests: {time.perf_counter() - t0:.2f} s "
-              f"({time.process_time() - c0:.2f} s CPU)  ({load()})")
+        simulate(wl, cfgs, processes=args.processes)
+        print(f"sweep {len(cfgs)} configs x {n} requests, processes={args.processes}: "
+              f"{time.perf_counter() - t0:.2f} s ({time.process_time() - c0:.2f} s CPU in the parent)  ({load()})")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ blocks of 16 tokens as for Llama 3.1 8B on one H100), in process, under:
 * ``roofline``: the Llama 3.1 8B / H100 roofline clock (``EngineConfig.cost_model``);
 * ``roofline + cpu tier``: plus a 64 GiB CPU tier (Llama 3.1 8B's 2 MiB blocks);
 * ``radix``: SGLang's RadixCache model (token granularity);
-* ``--batch B``: B configurations (roofline + CPU tiers of 0-112 GiB) in one ``simulate`` call.
+* ``--batch B``: B configurations (roofline + CPU tiers of 0-112 GiB) in one ``simulate`` call
+  (``--processes P``: spread over P worker processes, 0 = one per CPU).
 
 Arrivals are converted to seconds (0.45 requests per 25 ms) for the time-based
 runs. Prints wall seconds and the 1-minute load average (the machine is shared).
@@ -44,6 +45,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=10_000, help="requests (default 10,000)")
     ap.add_argument("--batch", type=int, default=8, help="configurations in the batched run (0 = skip)")
+    ap.add_argument("--processes", type=int, default=1, help="worker processes for the batched run (0 = one per CPU)")
     args = ap.parse_args()
     steps = normal_workload(args.n, 0.45)
     secs = Workload(prompt_len=steps.prompt_len, output_len=steps.output_len, arrival=steps.arrival * 0.025,
@@ -69,9 +71,10 @@ def main() -> None:
         cfgs = [EngineConfig(**base, cost_model=terms, kv_bytes_per_block=BPB,
                              cpu_tier={"size_gib": 16 * i} if i else None) for i in range(args.batch)]
         t0 = time.perf_counter()
-        simulate(secs, cfgs)
+        simulate(secs, cfgs, processes=args.processes)
         dt = time.perf_counter() - t0
-        print(f"{args.batch} configs (roofline, cpu tier 0-{16 * (args.batch - 1)} GiB) in one call: {dt:.2f} s  "
+        print(f"{args.batch} configs (roofline, cpu tier 0-{16 * (args.batch - 1)} GiB) in one call, "
+              f"processes={args.processes}: {dt:.2f} s  "
               f"load {os.getloadavg()[0]:.1f}", flush=True)
 
 
