@@ -66,8 +66,16 @@ class Worker:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=10)
 
+    def freeze(self) -> None:
+        """SIGSTOP the whole worker: it writes nothing until ``thaw`` or ``kill``."""
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGCONT)
+
     def stop(self) -> None:
         if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGCONT)  # a frozen worker cannot act on SIGTERM
             os.killpg(self.proc.pid, signal.SIGTERM)
             try:
                 self.proc.wait(timeout=15)

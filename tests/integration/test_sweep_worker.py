@@ -105,12 +105,25 @@ def test_killed_worker_loses_and_duplicates_nothing(worker_factory, sender_on_re
         statuses = list(SweepChunk.objects.filter(sweep=sweep).values_list("status", flat=True))
         return "done" in statuses and "running" in statuses
 
-    wait_for(one_done_one_running, timeout=90, interval=0.05, what="a chunk to be running", logs=[first])
+    def frozen_mid_chunk():
+        """Freeze the worker while a chunk runs. A chunk takes milliseconds, so the state seen
+        before the freeze may be gone by then: check it again with the worker stopped."""
+        if not one_done_one_running():
+            return False
+        first.freeze()
+        if one_done_one_running():
+            return True
+        first.thaw()
+        return False
+
+    wait_for(frozen_mid_chunk, timeout=90, interval=0.01, what="a chunk to be running", logs=[first])
+    killed = list(SweepChunk.objects.filter(sweep=sweep, status=SweepChunk.Status.RUNNING)
+                  .values_list("index", flat=True))
     first.kill()  # SIGKILL mid-chunk: its message stays unacknowledged
     sweep.refresh_from_db()
     assert sweep.status != Sweep.Status.DONE
-    killed = SweepChunk.objects.filter(sweep=sweep, status=SweepChunk.Status.RUNNING).values_list("index", flat=True)
-    assert list(killed), "the kill should land while a chunk runs"
+    assert killed and killed == list(SweepChunk.objects.filter(sweep=sweep, status=SweepChunk.Status.RUNNING)
+                          .values_list("index", flat=True))
 
     second = worker_factory(concurrency=1)
 
