@@ -160,6 +160,7 @@ class FastEngine:
         # keys are published only by it, in order (fast paths in _free, _publish_one).
         self.own_keys = self.keyarr is None and self.tiers is None
         self.pool.track_refs = not self.own_keys
+        self.pool.own_keys = self.own_keys and self.caching
         self.btab = np.zeros(ks.slots, np.int64)
         self.watermark_blocks = int(cfg.watermark * num_blocks)
         self.async_mode = cfg.async_scheduling
@@ -294,20 +295,21 @@ class FastEngine:
         self.btab[o:o + new] = self.pool.allocate(new, self.exec_step)
         self.held[q] = h + new
 
-    def _free(self, q: int) -> None:
+    def _free(self, q: int, preempted: bool = False) -> None:
         o = int(self.koff[q])
         h = int(self.held[q])
         if h:
             if self.own_keys:
-                # nobody else can hold these blocks; the published ones lead
-                self.pool.release_own(self.btab[o:o + h], int(self.ncached[q]))
+                # nobody else can hold these blocks; the published ones lead (and only a
+                # preempted request can hit them again)
+                self.pool.release_own(self.btab[o:o + h], int(self.ncached[q]), o if preempted else None)
             else:
                 self.pool.release(self.btab[o:o + h])
         self.held[q] = 0
         self.ncached[q] = 0
 
     def _preempt(self, q: int) -> None:
-        self._free(q)
+        self._free(q, preempted=True)
         self.status[q] = PREEMPTED
         self.comp[q] = 0
         self.stale[q] = self.inflight[q]

@@ -20,6 +20,17 @@ blocks are freed, looked up and published with numpy operations:
 
 Residency metrics (born / last access per block, measured when a block is
 reallocated) are kept per physical block exactly as the scalar pool does.
+
+*Own keys* (``own_keys``: every content key belongs to one request, which alone
+can hit it, and only after a preemption) keep no hash table for blocks in use:
+publishing is a no-op, and a preempted request's released blocks are
+*registered* under their keys together with their free-queue index. A lookup
+trusts a registration while the block still sits at that index of the live
+queue, so evicting (popping) a block clears nothing: the cache is exactly
+vLLM's for every lookup that can happen, and an allocation is one write.
+A key registered while an older registration of it is still cached (a block
+the request's lookup did not reach: never the last prompt token) waits in
+``odups`` behind it, as vLLM keeps using the older carrier first.
 """
 
 from __future__ import annotations
@@ -64,10 +75,16 @@ class FastPool:
             self.ndead = 0  # touched (lazily deleted) entries in fifo[fhead:ftail]
             self.kblock = np.full(num_keys, -1, np.int64)
             self.dups: dict[int, list[int]] = {}
+            # own keys: the free-queue index a registered key's block was appended at,
+            # and the key ranges registered (rewritten when the queue is compacted)
+            self.kidx = np.full(num_keys, -1, np.int64)
+            self.named: list[np.ndarray] = []
+            self.odups: dict[int, list[tuple[int, int]]] = {}  # key -> later (block, index) carriers
         # Reference counts. An engine whose blocks are each held by one request at most, and
         # only prefix-hit while free (every content key a request's own), turns them off:
         # a held block is then known to have ref 1 and a hit one ref 0.
         self.track_refs = True
+        self.own_keys = False  # see the module docstring; set by the engine before any use
         self.evictions = 0
         self.on_evict = None  # called with the content keys of evicted blocks and their step(s) (KV tiers)
         self.lifetime_sum = 0  # set by finalize_metrics
@@ -96,9 +113,10 @@ class FastPool:
             out = self.fifo[h:h + k]
             self.fhead = h + k
             self.nfifo -= k
-            hsh = self.hash
-            self.kblock[hsh[out]] = -1
-            hsh[out] = -1
+            if not self.own_keys:
+                hsh = self.hash
+                self.kblock[hsh[out]] = -1
+                hsh[out] = -1
             self.evictions += k
             self._now_all += now * k
             self._now_realloc += now * k
@@ -130,7 +148,9 @@ class FastPool:
                 ev = self.fifo[h:h + rest]
                 self.fhead = h + rest
                 self.nfifo -= rest
-            if self.on_evict is None and not self.dups:
+            if self.own_keys:
+                self.evictions += rest
+            elif self.on_evict is None and not self.dups:
                 hsh = self.hash
                 self.kblock[hsh[ev]] = -1
                 hsh[ev] = -1
@@ -227,8 +247,11 @@ class FastPool:
     def publish(self, blocks: np.ndarray, keys: np.ndarray, distinct: bool = False) -> None:
         """Publish full ``blocks`` under ``keys`` (in order, as sequential ``cache`` calls).
 
-        ``distinct``: the caller knows ``keys`` has no repeats.
+        ``distinct``: the caller knows ``keys`` has no repeats. A no-op with
+        own keys (registered when released by a preemption, see :meth:`release_own`).
         """
+        if self.own_keys:
+            return
         self.hash[blocks] = keys
         kb = self.kblock
         if not self.dups and not np.count_nonzero(kb[keys] >= 0):
@@ -246,8 +269,57 @@ class FastPool:
     def lookup(self, keys: np.ndarray) -> np.ndarray:
         """Blocks of the longest cached prefix of ``keys`` (oldest carrier of each)."""
         bl = self.kblock[keys]
-        miss = (bl < 0).nonzero()[0]
-        return bl[: miss[0]] if miss.size else bl
+        if not self.own_keys:
+            miss = (bl < 0).nonzero()[0]
+            return bl[: miss[0]] if miss.size else bl
+        miss = (~self._registered(bl, self.kidx[keys])).nonzero()[0].tolist()
+        for j in miss:
+            b = self._promote(int(keys[j]))
+            if b < 0:
+                return bl[:j]
+            bl[j] = b
+        return bl
+
+    def _registered(self, bl: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        """Own keys: which registrations (block, free-queue index) still hold their cached block."""
+        return (bl >= 0) & (idx >= self.fhead) & (self.fpos[bl] == idx)
+
+    def _promote(self, key: int) -> int:
+        """Own keys: the oldest later carrier of ``key`` still cached becomes its registration (-1: none)."""
+        lst = self.odups.get(key)
+        while lst:
+            b, i = lst.pop(0)
+            if i >= self.fhead and self.fpos[b] == i:
+                self.kblock[key] = b
+                self.kidx[key] = i
+                self.named.append(np.array([key], np.int64))
+                if not lst:
+                    del self.odups[key]
+                return b
+        self.odups.pop(key, None)
+        return -1
+
+    def _register(self, k0: int, blocks: np.ndarray, hit: np.ndarray) -> None:
+        """Own keys: ``blocks`` (just appended to the free queue) carry keys ``k0, k0 + 1, ...``;
+        ``hit``: which of them the request found cached and has held since."""
+        keys = np.arange(k0, k0 + blocks.size)
+        idx = self.fpos[blocks]
+        cur = self.kblock[keys]
+        # a block the request found cached and held since is still the key's carrier
+        same = (cur == blocks) & hit
+        older = self._registered(cur, self.kidx[keys]) & ~same
+        if self.odups:  # an older carrier may wait behind a registration gone stale
+            for j in (~(older | same)).nonzero()[0].tolist():
+                if int(keys[j]) in self.odups and self._promote(int(keys[j])) >= 0:
+                    older[j] = True
+        if older.any():
+            for key, b, i in zip(keys[older].tolist(), blocks[older].tolist(), idx[older].tolist()):
+                self.odups.setdefault(key, []).append((b, i))
+            keep = ~older
+            keys, blocks, idx = keys[keep], blocks[keep], idx[keep]
+        self.kblock[keys] = blocks
+        self.kidx[keys] = idx
+        self.named.append(keys)
 
     def num_free_of(self, blocks: np.ndarray) -> int:
         """How many of ``blocks`` (prefix hits) are free (ref count 0), i.e. evictable."""
@@ -303,17 +375,25 @@ class FastPool:
             self.stack[top:top + z.size] = z[::-1]
             self.top = top + z.size
 
-    def release_own(self, blocks: np.ndarray, nhashed: int) -> None:
+    def release_own(self, blocks: np.ndarray, nhashed: int, k0: int | None = None) -> None:
         """:meth:`release` for blocks held by one request only (ref count 1 each).
 
         The caller knows the first ``nhashed`` blocks are the hashed ones (a
         request's published prefix) and the rest unhashed; the result is what
-        :meth:`release` gives for them.
+        :meth:`release` gives for them. ``k0``: with own keys, the hashed
+        blocks' keys are ``k0, k0 + 1, ...`` and can be hit again (the request
+        was preempted): register them.
         """
         if self.track_refs:
             self.ref[blocks] = 0
         if nhashed:
+            register = k0 is not None and self.own_keys
+            if register:
+                hb = blocks[:nhashed]
+                hit = self.fpos[hb] == -1  # taken by a prefix hit (touch), never evicted since
             self._append(blocks[nhashed - 1::-1] if nhashed < blocks.size else blocks[::-1])
+            if register:
+                self._register(k0, hb, hit)
         m = blocks.size - nhashed
         if m:
             top = self.top
@@ -323,6 +403,8 @@ class FastPool:
     def publish_new(self, blocks: np.ndarray, k0: int) -> None:
         """:meth:`publish` of ``blocks`` under the consecutive keys ``k0, k0 + 1, ...``
         that no block carries (the caller knows; no duplicate bookkeeping needed)."""
+        if self.own_keys:
+            return
         k1 = k0 + blocks.size
         self.hash[blocks] = np.arange(k0, k1)
         self.kblock[k0:k1] = blocks
@@ -339,9 +421,28 @@ class FastPool:
         self.nfifo += m
 
     def _compact(self, extra: int) -> None:
+        own = self.own_keys
+        if own:
+            # registrations still holding their block keep it, at its new index; the rest are dropped
+            live = np.zeros(0, np.int64)
+            if self.named:
+                keys = np.concatenate(self.named)
+                bl = self.kblock[keys]
+                ok = self._registered(bl, self.kidx[keys])
+                live = keys[ok]
+                # a block its request found cached and holds now (touched: fpos -1) is still
+                # the key's carrier: kept, with an index no lookup accepts
+                held = ~ok & (bl >= 0) & (self.fpos[bl] == -1)
+                self.kidx[keys[held]] = -2
+                self.kblock[keys[~ok & ~held]] = -1
+            dups = {k: [b for b, i in lst if i >= self.fhead and self.fpos[b] == i] for k, lst in self.odups.items()}
         self.fifo, self.ftail = compact_fifo(self.fifo, self.fpos, self.fhead, self.ftail, extra)
         self.fhead = 0
         self.ndead = 0
+        if own:
+            self.named = [live] if live.size else []
+            self.kidx[live] = self.fpos[self.kblock[live]]
+            self.odups = {k: [(b, int(self.fpos[b])) for b in lst] for k, lst in dups.items() if lst}
 
 
 def compact_fifo(fifo: np.ndarray, pos: np.ndarray, head: int, tail: int, extra: int) -> tuple[np.ndarray, int]:
