@@ -75,9 +75,10 @@ class FastPool:
             self.ndead = 0  # touched (lazily deleted) entries in fifo[fhead:ftail]
             self.kblock = np.full(num_keys, -1, np.int64)
             self.dups: dict[int, list[int]] = {}
-            # own keys: the free-queue index a registered key's block was appended at,
-            # and the key ranges registered (rewritten when the queue is compacted)
-            self.kidx = np.full(num_keys, -1, np.int64)
+            # own keys: the free-queue index a registered key's block was appended at
+            # (allocated at the first registration), and the key ranges registered
+            # (rewritten when the queue is compacted)
+            self.kidx: np.ndarray | None = None
             self.named: list[np.ndarray] = []
             self.odups: dict[int, list[tuple[int, int]]] = {}  # key -> later (block, index) carriers
         # Reference counts. An engine whose blocks are each held by one request at most, and
@@ -272,6 +273,8 @@ class FastPool:
         if not self.own_keys:
             miss = (bl < 0).nonzero()[0]
             return bl[: miss[0]] if miss.size else bl
+        if self.kidx is None:  # nothing registered yet
+            return bl[:0]
         miss = (~self._registered(bl, self.kidx[keys])).nonzero()[0].tolist()
         for j in miss:
             b = self._promote(int(keys[j]))
@@ -304,6 +307,8 @@ class FastPool:
         ``hit``: which of them the request found cached and has held since."""
         keys = np.arange(k0, k0 + blocks.size)
         idx = self.fpos[blocks]
+        if self.kidx is None:
+            self.kidx = np.full(self.kblock.size, -1, np.int64)
         cur = self.kblock[keys]
         # a block the request found cached and held since is still the key's carrier
         same = (cur == blocks) & hit
@@ -441,7 +446,8 @@ class FastPool:
         self.ndead = 0
         if own:
             self.named = [live] if live.size else []
-            self.kidx[live] = self.fpos[self.kblock[live]]
+            if live.size:
+                self.kidx[live] = self.fpos[self.kblock[live]]
             self.odups = {k: [(b, int(self.fpos[b])) for b in lst] for k, lst in dups.items() if lst}
 
 
