@@ -25,6 +25,8 @@ What differs is the layout:
 
 from __future__ import annotations
 
+import bisect
+import heapq
 from collections import deque
 from collections.abc import Callable
 
@@ -42,6 +44,7 @@ StepTimeFn = Callable[[int, int], float]
 _acc = np.add.accumulate  # cumsum of a 1-D int64 array, without np.cumsum's dispatch
 _add = np.add.reduce
 _cnz = np.count_nonzero  # a numpy int: int() it before it reaches a result
+_WINDOW_STEPS = 64  # most lazy steps made at once by FastEngine._lazy_window
 
 
 def cdiv(a: int, b: int) -> int:
@@ -246,6 +249,7 @@ class FastEngine:
         self.buckets: dict[int, set] = {}
         self.bcache: dict[int, np.ndarray] = {}  # residue -> koff * B + la of its decoders, running order
         self.fin_at: dict[int, list] = {}
+        self._fin_heap: list[int] = []  # the keys of fin_at, and keys deleted since (see _first_finish)
         self.nl: list[int] = []
         self._fp = None
         self._fp_prev = None  # async lazy mode: the step in flight (eq, sampled, tokens, step, t_end)
@@ -734,6 +738,8 @@ class FastEngine:
                 fin_at[f] = [q]
             else:
                 lst.append(q)
+        self._fin_heap = list(fin_at)
+        heapq.heapify(self._fin_heap)
         self.nl = run[~dec].tolist()
         self.D = int(qs.size)
         self.la_sum = int(a.sum())
@@ -810,6 +816,7 @@ class FastEngine:
         self.buckets = {}
         self.bcache = {}
         self.fin_at = {}
+        self._fin_heap = []
         self.nl = []
         self.D = 0
         self.la_sum = 0
@@ -928,8 +935,7 @@ class FastEngine:
                 r = S % B
                 kl = self.bcache.get(r)
                 if kl is None:
-                    qa = np.array(sorted(cross, key=rseq.__getitem__), np.int64)
-                    kl = self.bcache[r] = self.kla[qa]
+                    kl = self._crossing_kl(r)
                 pos = (kl + S) // B
             else:
                 ent = [(rseq[q], q, int(koff[q]) + int(held[q]), need) for q, n, need in pre if need]
@@ -1001,6 +1007,124 @@ class FastEngine:
         self.S = S + 1
         self._fp = (eq, sampled, S, en)
         return ntok, n_prefill, D + len(eq), npre
+
+    def _first_finish(self) -> int:
+        """``min(self.fin_at)``: the first fast step a lazy decoder finishes at."""
+        h, fin_at = self._fin_heap, self.fin_at
+        while h[0] not in fin_at:
+            heapq.heappop(h)
+        return h[0]
+
+    def _crossing_kl(self, r: int) -> np.ndarray:
+        """``koff * B + la`` of the lazy decoders in bucket ``r`` (residue of ``-la``), in running order."""
+        kl = self.bcache.get(r)
+        if kl is None:
+            qa = np.array(sorted(self.buckets[r], key=self.rseq.__getitem__), np.int64)
+            kl = self.bcache[r] = self.kla[qa]
+        return kl
+
+    def _lazy_window(self, tick: int, next_arrival, until, max_k: int):
+        """Several lazy steps at once, identical to as many :meth:`_fast_schedule` calls.
+
+        Sync lazy mode with every running request a lazy decoder, no admission
+        possible, no completion, no arrival or ``until`` inside (arrivals ignored
+        at the running cap, as :meth:`_jump` does) and enough free blocks for
+        the decoders that cross a block boundary. Returns None, or ``(k,
+        used)``: the steps made and the blocks in use after each. The caller
+        counts the steps; this advances the clock, the block tables, ``S``,
+        ``exec_step`` and the step series.
+        """
+        cfg = self.cfg
+        D = self.D
+        waiting = self.waiting
+        at_cap = self.R >= cfg.max_num_seqs
+        left = cfg.max_num_batched_tokens - D
+        if left < 0 or (waiting and not at_cap and left > 0):
+            return None
+        time_mode = self.time_mode
+        bound = self.log is not None or not at_cap or self._external
+        k = max_k if max_k < _WINDOW_STEPS else _WINDOW_STEPS
+        if not time_mode:
+            if bound and next_arrival is not None and int(next_arrival) - tick < k:
+                k = int(next_arrival) - tick
+            if until is not None and int(until) - tick < k:
+                k = int(until) - tick
+            if k < 2:
+                return None
+        S = self.S
+        f = self._first_finish() - S
+        if f < k:
+            k = f
+            if k < 2:
+                return None
+        B = self.B
+        buckets = self.buckets
+        pool = self.pool
+        free = pool.top + pool.nfifo
+        cnt = []
+        need = 0
+        for j in range(k):
+            b = buckets.get((S + j) % B)
+            c = len(b) if b else 0
+            if need + c > free:
+                break
+            need += c
+            cnt.append(c)
+        # the clock: step j starts at starts[j]; in time mode a step starts only before the
+        # next arrival (when bounded) and before ``until``
+        clock = self.clock
+        starts = []
+        terms = self.terms
+        if terms is None:
+            dt = self.step_time(D, D)
+        else:
+            base = self.la_sum + D * (S + 1)
+        for j in range(len(cnt)):
+            if j and time_mode and ((bound and next_arrival is not None and clock >= next_arrival)
+                                    or (until is not None and clock >= until)):
+                break
+            starts.append(clock)
+            clock += dt if terms is None else terms.time(0, 0, D, base + D * j, D, 0)
+        k = len(starts)
+        if k < 2:
+            return None
+        cnt = cnt[:k]
+        u = u0 = pool.usable - free
+        used = []
+        for c in cnt:
+            u += c
+            used.append(u)
+        step0 = self.exec_step
+        if u > u0:
+            # the crossing decoders' slots, step by step in running order, as _fast_schedule hands them out
+            kls, ss, cs = [], [], []
+            for j, c in enumerate(cnt):
+                if c:
+                    kls.append(self._crossing_kl((S + j) % B))
+                    ss.append(j)
+                    cs.append(c)
+            if len(kls) == 1:
+                pos = (kls[0] + (S + ss[0])) // B
+                now = step0 + ss[0]
+            else:
+                sj = np.repeat(np.array(ss, np.int64), cs)
+                pos = (np.concatenate(kls) + (sj + S)) // B
+                now = sj + step0
+            self.btab[pos] = pool.allocate(u - u0, now)
+        log = self.log
+        if log is not None:
+            log["step"].extend(range(step0, step0 + k))
+            log["time_s"].extend(starts)
+            log["num_running"].extend([self.R] * k)
+            log["num_waiting"].extend([len(waiting)] * k)
+            log["num_scheduled_tokens"].extend([D] * k)
+            log["kv_blocks_used"].extend(used)
+            log["num_preempted"].extend([0] * k)
+        self.clock = clock
+        self.S = S + k
+        self.exec_step = step0 + k
+        self._fp = ([], [], S + k - 1, [])
+        return k, used
 
     def _slots(self, ent: list, decoders, S: int, back: int = 0) -> np.ndarray:
         """Flat block-table slots of ``ent`` (``(rseq, q, first slot, count)``) plus one slot per lazy decoder.
@@ -1180,6 +1304,7 @@ class FastEngine:
         lst = self.fin_at.get(f)
         if lst is None:
             self.fin_at[f] = [q]
+            heapq.heappush(self._fin_heap, f)
         else:
             lst.append(q)
         self.D += 1
@@ -1259,7 +1384,7 @@ class FastEngine:
             return False
         if self.R > self.cfg.max_num_batched_tokens:
             return False
-        if min(self.fin_at) - self.S < 2:
+        if self._first_finish() - self.S < 2:
             return False
         if (self.log is not None or not at_cap or self._external) and next_arrival is not None and not self.time_mode:
             if int(next_arrival) - tick < 2:
@@ -1410,6 +1535,9 @@ class FastEngine:
         pk_used, pk_run, pk_wait = t["peak_kv_blocks_used"], t["peak_running"], t["peak_waiting"]
         jumps = not self.async_mode and self.step_cost is None
         lazy_ok = self.lazy_ok
+        # several lazy steps at once (sync; blocks published on release or never; no early offload)
+        window = (jumps and self.offload_at is None and (self.defer_pub or not self.caching))
+        max_seqs = cfg.max_num_seqs
         while True:
             now = self.clock if time_mode else tick
             if until is not None and now >= until:
@@ -1467,6 +1595,26 @@ class FastEngine:
                 if lazy_ok:
                     if not self.lazy_active and self.exec_step >= self._lazy_retry_at:
                         self._lazify()
+                    if (window and self.lazy_active and not self.nl and self.D
+                            and (time_mode or pending >= n or arr_sorted[pending] - tick >= 2
+                                 or (self.R >= max_seqs and log is None and not self._external))
+                            and (progress is None or not (n and t["finished"] / n >= next_report))):
+                        win = self._lazy_window(
+                            tick, arr_sorted[pending] if pending < n else None, until, max_steps - tick)
+                        if win is not None:
+                            k, used = win
+                            calls += k
+                            steps += k
+                            tokens += k * self.D
+                            block_steps += sum(used)
+                            if used[-1] > pk_used:
+                                pk_used = used[-1]
+                            if self.R > pk_run:
+                                pk_run = self.R
+                            if len(waiting) > pk_wait:
+                                pk_wait = len(waiting)
+                            tick += k
+                            continue
                     if self.lazy_active:
                         res = self._fast_schedule()
                         if res is None:
@@ -1605,11 +1753,14 @@ class FastEngine:
         times = None
         if self.terms is not None and k >= 2:
             times = self.terms.decode_times(k, R, float(c.sum()) + R)
+            # step j starts at starts[j], added up one step at a time as the stepping engine does
+            starts = [self.clock]
+            for dt in times.tolist():
+                starts.append(starts[-1] + dt)
         if self.log is not None or not at_cap or self._external:
             if next_arrival is not None:
                 if self.time_mode and times is not None:
-                    starts = self.clock + np.concatenate(([0.0], np.cumsum(times[:-1])))
-                    k = int(np.searchsorted(starts, next_arrival, "left"))
+                    k = bisect.bisect_left(starts, next_arrival, 0, k)
                 elif self.time_mode:
                     clock = self.clock
                     dt = self.step_time(R, R)
@@ -1659,8 +1810,7 @@ class FastEngine:
         used = used0 + _acc(per_step_alloc)
         t = self.t
         if times is not None:
-            times = times[:k]
-            first_t = self.clock + float(times[0])
+            first_t = starts[1]
         else:
             first_t = self.clock + self.step_time(R, R)
         nf = run[self.first_token[run] < 0]
@@ -1688,8 +1838,8 @@ class FastEngine:
             log["num_preempted"].extend([0] * k)
         if times is not None:
             if log is not None:
-                log["time_s"].extend((self.clock + np.concatenate(([0.0], np.cumsum(times[:-1])))).tolist())
-            self.clock += float(times.sum())
+                log["time_s"].extend(starts[:k])
+            self.clock = starts[k]
         else:
             dt = self.step_time(R, R)
             ts = log["time_s"] if log is not None else None

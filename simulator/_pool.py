@@ -108,7 +108,7 @@ class FastPool:
         release.
         """
         top = self.top
-        if not top and k and not self.ndead and self.on_evict is None and not self.dups and type(now) is int:
+        if not top and k and not self.ndead and self.on_evict is None and not self.dups:
             # the common case under load: the next k cached free blocks, all live
             h = self.fhead
             out = self.fifo[h:h + k]
@@ -119,12 +119,18 @@ class FastPool:
                 self.kblock[hsh[out]] = -1
                 hsh[out] = -1
             self.evictions += k
-            self._now_all += now * k
-            self._now_realloc += now * k
+            if type(now) is int:
+                self._now_all += now * k
+                self._now_realloc += now * k
+                self.born_last[out] = now
+            else:
+                tot = int(now.sum())
+                self._now_all += tot
+                self._now_realloc += tot
+                self.born_last[out] = now[:, None]
             self.reuses += k
             if self.track_refs:
                 self.ref[out] = 1
-            self.born_last[out] = now
             return out
         if top:
             m = k if k <= top else top

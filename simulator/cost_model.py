@@ -277,7 +277,8 @@ class StepCostTerms:
         if self.experts_s:
             memory = memory + self.experts_s * (1.0 - self.expert_keep ** T)
         comm = self.comm_fixed_s + self.comm_tok_s * T if T > 0 else 0.0
-        return np.maximum(compute, memory) + (comm + self.base_s + self.per_token_s * T + self.per_req_s * r)
+        # added in the order time() adds them, so that element j equals it to the last bit
+        return np.maximum(compute, memory) + comm + self.base_s + self.per_token_s * T + self.per_req_s * r
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> StepCostTerms:

@@ -253,3 +253,47 @@ def test_async_lazy_decoders_change_nothing_and_are_used():
                               enable_prefix_caching=seed % 4 != 1, long_prefill_token_threshold=[0, 64][seed % 2])
         lazy_calls = assert_lazy_path_changes_nothing(wl, config)
         assert lazy_calls > 0.5 * simulate(wl, [config])[0].totals["num_schedule_calls"], (seed, lazy_calls)
+
+
+def test_lazy_windows_change_nothing_and_are_used(monkeypatch):
+    """Several lazy steps made at once (``FastEngine._lazy_window``) == one at a time == the general path,
+    step series and clock to the last bit included: linear and roofline clocks, arrivals in steps and
+    seconds, a CPU tier. And windows do happen on these runs."""
+    from simulator import _fast
+    from simulator.cost_model import StepCostTerms
+    from tests.simulator.test_engine_cost_model import H100, LLAMA_8B_JSON
+
+    roof = EngineConfig.from_dict({"cost_model": {"kind": "roofline", "model": LLAMA_8B_JSON, "gpu": H100}}).cost_model
+    clocks = [None, roof, StepCostTerms(base_s=0.01, per_token_s=2e-5, per_req_s=1e-4)]
+    made = [0]
+    window = _fast.FastEngine._lazy_window
+
+    def counted(self, *a):
+        res = window(self, *a)
+        made[0] += res[0] if res else 0
+        return res
+
+    monkeypatch.setattr(_fast.FastEngine, "_lazy_window", counted)
+    most = _fast._WINDOW_STEPS
+    used = 0
+    for seed in range(15):
+        rng = np.random.default_rng(seed)
+        n = 120
+        arrival = np.cumsum(rng.exponential(3.0, n))  # spread out: decode-only stretches between arrivals
+        wl = Workload(prompt_len=rng.integers(1, 300, n), output_len=rng.integers(1, 250, n),
+                      arrival=arrival * 0.02 if seed % 2 else np.floor(arrival), arrival_unit="s" if seed % 2 else "step")
+        tier = {"cpu_tier": {"size_gib": 0.05}, "kv_bytes_per_block": 2 ** 21} if seed % 5 == 4 else {}
+        config = EngineConfig(num_gpu_blocks=int(rng.integers(60, 2000)), block_size=int(rng.choice([4, 16])),
+                              max_num_seqs=int(rng.integers(4, 64)), cost_model=clocks[seed % 3], **tier)
+        out = []
+        for steps in (most, 1):
+            monkeypatch.setattr(_fast, "_WINDOW_STEPS", steps)
+            made[0] = 0
+            out.append(simulate(wl, [config], record_steps=True)[0])
+            if steps > 1:
+                used += made[0] > 0
+                assert_lazy_path_changes_nothing(wl, config)
+        _same(out[0], out[1])
+        for k, v in out[0].steps.items():
+            assert np.array_equal(v, out[1].steps[k]), (seed, k)
+    assert used >= 12
