@@ -1061,34 +1061,32 @@ class FastEngine:
         buckets = self.buckets
         pool = self.pool
         free = pool.top + pool.nfifo
+        terms = self.terms
+        if terms is None:
+            dt = self.step_time(D, D)
+        else:
+            base = self.la_sum + D * (S + 1)
+        # step by step: its start on the clock (in time mode a step starts only before the next
+        # arrival, when bounded, and before ``until``) and the blocks its crossing decoders take
+        clock = self.clock
+        starts = []
         cnt = []
         need = 0
         for j in range(k):
+            if j and time_mode and ((bound and next_arrival is not None and clock >= next_arrival)
+                                    or (until is not None and clock >= until)):
+                break
             b = buckets.get((S + j) % B)
             c = len(b) if b else 0
             if need + c > free:
                 break
             need += c
             cnt.append(c)
-        # the clock: step j starts at starts[j]; in time mode a step starts only before the
-        # next arrival (when bounded) and before ``until``
-        clock = self.clock
-        starts = []
-        terms = self.terms
-        if terms is None:
-            dt = self.step_time(D, D)
-        else:
-            base = self.la_sum + D * (S + 1)
-        for j in range(len(cnt)):
-            if j and time_mode and ((bound and next_arrival is not None and clock >= next_arrival)
-                                    or (until is not None and clock >= until)):
-                break
             starts.append(clock)
             clock += dt if terms is None else terms.time(0, 0, D, base + D * j, D, 0)
         k = len(starts)
         if k < 2:
             return None
-        cnt = cnt[:k]
         u = u0 = pool.usable - free
         used = []
         for c in cnt:
