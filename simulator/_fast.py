@@ -20,7 +20,10 @@ What differs is the layout:
   keys assigned up front, see :class:`KeySpace`);
 * admission (FCFS, head of line) is per admitted request, its prefix lookup
   one array read over the request's key slice;
-* decode-only stretches (sync mode) advance in one jump, in closed form.
+* decode-only stretches (sync mode) advance in one jump, in closed form;
+  steady decoders are kept *lazy* (implicit in buckets by block-boundary
+  residue and finishing step), and short stretches of lazy steps where
+  nothing can change are made several at once (:meth:`FastEngine._lazy_window`).
 """
 
 from __future__ import annotations
