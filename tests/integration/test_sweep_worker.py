@@ -98,7 +98,7 @@ def test_sweep_runs_on_the_embedded_filesystem_broker(filesystem_worker, setting
 def test_killed_worker_loses_and_duplicates_nothing(worker_factory, sender_on_redis, settings):
     settings.KVP_SWEEP_CHUNK_POINTS = 1
     first = worker_factory(concurrency=1)
-    sweep = services.sweep_create(owner=_user("bob"), definition=_definition(150, [150, 300, 600, 1200]))
+    sweep = services.sweep_create(owner=_user("bob"), definition=_definition(400, [150, 300, 600, 1200]))
     assert sweep.num_chunks == 8
 
     def one_done_one_running():
