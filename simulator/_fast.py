@@ -161,10 +161,10 @@ class FastEngine:
         # has finished: otherwise loads (its own or those of requests behind it) take the blocks
         # it needs again, or preempt it once admitted, and the stall repeats for ever.
         self._onboard_gate: int | None = None
-        # Every content key is a request's own (no shared prefix, no parent) and no tier
-        # publishes keys: a block is then held by at most one request, and a request's
-        # keys are published only by it, in order (fast paths in _free, _publish_one).
-        self.own_keys = self.keyarr is None and self.tiers is None
+        # Every content key is a request's own (no shared prefix, no parent): a block is then
+        # held by at most one request, and a request's keys are published only by it, in order
+        # (fast paths in _free, _publish_one), or loaded by it from a lower tier.
+        self.own_keys = self.keyarr is None
         self.pool.track_refs = not self.own_keys
         self.pool.own_keys = self.own_keys and self.caching
         self.btab = np.zeros(ks.slots, np.int64)
@@ -302,21 +302,22 @@ class FastEngine:
         self.btab[o:o + new] = self.pool.allocate(new, self.exec_step)
         self.held[q] = h + new
 
-    def _free(self, q: int, preempted: bool = False) -> None:
+    def _free(self, q: int, keep_keys: bool = False) -> None:
+        """Release request ``q``'s blocks; ``keep_keys``: it may hit them again (preempted, or its
+        tier loads let go while it waits)."""
         o = int(self.koff[q])
         h = int(self.held[q])
         if h:
             if self.own_keys:
-                # nobody else can hold these blocks; the published ones lead (and only a
-                # preempted request can hit them again)
-                self.pool.release_own(self.btab[o:o + h], int(self.ncached[q]), o if preempted else None)
+                # nobody else can hold these blocks; the published ones lead
+                self.pool.release_own(self.btab[o:o + h], int(self.ncached[q]), o, keep_keys)
             else:
                 self.pool.release(self.btab[o:o + h])
         self.held[q] = 0
         self.ncached[q] = 0
 
     def _preempt(self, q: int) -> None:
-        self._free(q, preempted=True)
+        self._free(q, keep_keys=True)
         self.status[q] = PREEMPTED
         self.comp[q] = 0
         self.stale[q] = self.inflight[q]
@@ -511,7 +512,8 @@ class FastEngine:
         koff, keyarr = self.koff, self.keyarr
         admitted: list[int] = []
         own_keys = self.own_keys
-        full_isl_own = own_keys and cfg.scheduler_reserve_full_isl
+        # (with a tier, loads are started before that check: see _start_onboard)
+        full_isl_own = own_keys and cfg.scheduler_reserve_full_isl and self.tiers is None
         ns: list[int] = []
         while budget > 0 and waiting:
             if self.R >= cfg.max_num_seqs:
@@ -528,7 +530,7 @@ class FastEngine:
                         continue
                     # its blocks are on the GPU now: let go and take them as prefix hits below
                     del self.loading[q]
-                    self._free(q)
+                    self._free(q, keep_keys=True)
             num_tokens = int(self.tok[q])
             capped = num_tokens if num_tokens < mml else mml  # min(), without the call
             if full_isl_own and -(-capped // B) + (self.watermark_blocks if self.R else 0) > pool.top + pool.nfifo:
@@ -1363,7 +1365,7 @@ class FastEngine:
                             pool.publish_new(blocks[nc:full], o + nc)
                         nc = full
                     if h:
-                        pool.release_own(blocks, nc)
+                        pool.release_own(blocks, nc, o)
                     held[q] = 0
                     ncached[q] = 0
                 else:
@@ -1673,7 +1675,7 @@ class FastEngine:
                         # needs the blocks that loaded requests behind it hold. Let those go (they
                         # stay cached) so the queue moves; vLLM would wait here for ever.
                         for q in list(self.loading):
-                            self._free(q)
+                            self._free(q, keep_keys=True)
                         self.loading.clear()
                         self.tiers.load_stalls += 1
                         self._onboard_gate = self.waiting[0] if self.waiting else None

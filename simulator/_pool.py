@@ -155,15 +155,15 @@ class FastPool:
                 ev = self.fifo[h:h + rest]
                 self.fhead = h + rest
                 self.nfifo -= rest
-            if self.own_keys:
+            if self.on_evict is not None or self.dups:
+                self._evict(ev, now if type(now) is not np.ndarray else now[m:])
+            elif self.own_keys:
                 self.evictions += rest
-            elif self.on_evict is None and not self.dups:
+            else:
                 hsh = self.hash
                 self.kblock[hsh[ev]] = -1
                 hsh[ev] = -1
                 self.evictions += rest
-            else:
-                self._evict(ev, now if type(now) is not np.ndarray else now[m:])
             out = np.concatenate((out, ev)) if m else ev
         # Residency metrics without per-block reads: every allocation's `now`
         # becomes the block's `born` and is consumed at its next reallocation
@@ -218,6 +218,8 @@ class FastPool:
         self.evictions += ev.size
         if self.on_evict is not None:
             self.on_evict(keys, steps)
+        if self.own_keys:
+            return  # registrations are checked at lookup (see the module docstring)
         kb = self.kblock
         if not self.dups:
             kb[keys] = -1
@@ -386,25 +388,29 @@ class FastPool:
             self.stack[top:top + z.size] = z[::-1]
             self.top = top + z.size
 
-    def release_own(self, blocks: np.ndarray, nhashed: int, k0: int | None = None) -> None:
+    def release_own(self, blocks: np.ndarray, nhashed: int, k0: int = 0, keep: bool = False) -> None:
         """:meth:`release` for blocks held by one request only (ref count 1 each).
 
         The caller knows the first ``nhashed`` blocks are the hashed ones (a
-        request's published prefix) and the rest unhashed; the result is what
-        :meth:`release` gives for them. ``k0``: with own keys, the hashed
-        blocks' keys are ``k0, k0 + 1, ...`` and can be hit again (the request
-        was preempted): register them.
+        request's published prefix, keys ``k0, k0 + 1, ...``) and the rest
+        unhashed; the result is what :meth:`release` gives for them. With own
+        keys, ``keep``: the request can hit them again (it was preempted, or
+        loaded them from a lower tier): register them; and with a tier, the
+        blocks carry their keys in the free queue (an eviction demotes them).
         """
         if self.track_refs:
             self.ref[blocks] = 0
         if nhashed:
-            register = k0 is not None and self.own_keys
-            if register:
-                hb = blocks[:nhashed]
+            own = self.own_keys
+            hb = blocks[:nhashed]
+            if own and keep:
                 hit = self.fpos[hb] == -1  # taken by a prefix hit (touch), never evicted since
             self._append(blocks[nhashed - 1::-1] if nhashed < blocks.size else blocks[::-1])
-            if register:
-                self._register(k0, hb, hit)
+            if own:
+                if self.on_evict is not None:
+                    self.hash[hb] = np.arange(k0, k0 + nhashed)
+                if keep:
+                    self._register(k0, hb, hit)
         m = blocks.size - nhashed
         if m:
             top = self.top

@@ -56,7 +56,7 @@ def test_own_keys_pool_matches_the_reference(seed):
                 ref.cache(blocks[i], k0 + i)
             # finished, or preempted (then its keys can be hit again)
             again = bool(rng.integers(2))
-            fast.release_own(np.array(blocks, np.int64), nfull, k0 if again else None)
+            fast.release_own(np.array(blocks, np.int64), nfull, k0, keep=again)
             ref.release(blocks)
             if again:
                 preempted.append(q)
@@ -81,7 +81,7 @@ def test_own_keys_pool_matches_the_reference(seed):
         if new > fast.num_free():
             assert new > ref.num_free()
             if hit_fast.size:  # give the hits back, as an admission that failed never took them
-                fast.release_own(hit_fast, hit_fast.size, k0)
+                fast.release_own(hit_fast, hit_fast.size, k0, keep=True)
                 ref.release(hit_fast.tolist())
                 preempted.append(q)
             continue

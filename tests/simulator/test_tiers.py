@@ -261,3 +261,29 @@ def test_a_stalled_head_does_not_load_again_for_ever():
     t = simulate(wl, [cfg])[0].totals
     assert t["unfinished"] == 0 and t["finished"] + t["dropped_unservable"] == wl.n
     assert t["finished"] >= 1 and t["num_schedule_calls"] < 5_000
+
+
+def test_own_keys_with_tiers_equal_the_hash_table_pool():
+    """With own keys a tier run keeps no hash table for blocks in use (registrations, keys written when
+    blocks enter the free queue); it must equal the same run on the general hash-table pool, step series
+    included, with loads, stalls and preemptions happening."""
+    from simulator.engine import _result
+
+    seen = dict(preemptions=0, onboarded=0, stalls=0)
+    for seed in range(12):
+        wl, cfg = _tier_case(seed)
+        out = []
+        for own in (True, False):
+            sim = FastEngine(wl, cfg, record_steps=True)
+            assert sim.own_keys
+            if not own:
+                sim.own_keys = sim.pool.own_keys = False
+                sim.pool.track_refs = True
+            sim.run_all()
+            out.append(_result(sim, True, None))
+        assert out[0].to_json(steps=True) == out[1].to_json(steps=True), seed
+        t = out[0].totals
+        seen["preemptions"] += t["preemptions"]
+        seen["onboarded"] += t["cpu_tier_blocks_onboarded"]
+        seen["stalls"] += t["tier_load_stalls"]
+    assert all(v > 0 for v in seen.values()), seen
