@@ -1599,6 +1599,7 @@ class FastEngine:
                     if not self.lazy_active and self.exec_step >= self._lazy_retry_at:
                         self._lazify()
                     if (window and self.lazy_active and not self.nl and self.D
+                            and not (waiting and self.R < max_seqs)  # (most of) _lazy_window's first test
                             and (time_mode or pending >= n or arr_sorted[pending] - tick >= 2
                                  or (self.R >= max_seqs and log is None and not self._external))
                             and (progress is None or not (n and t["finished"] / n >= next_report))):
