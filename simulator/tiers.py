@@ -239,10 +239,10 @@ class TierChain:
         if steps is None:
             self._transfers += 1
         elif type(steps) is np.ndarray:
-            if steps.size:
-                u = np.unique(steps)
-                self._transfers += u.size - int(u[0] == self._last_step)
-                self._last_step = int(u[-1])
+            if steps.size:  # in step order: distinct steps = 1 + changes
+                distinct = 1 + int(np.count_nonzero(steps[1:] != steps[:-1]))
+                self._transfers += distinct - int(steps[0] == self._last_step)
+                self._last_step = int(steps[-1])
         elif steps != self._last_step:
             self._transfers += 1
             self._last_step = steps
