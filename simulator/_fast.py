@@ -1536,10 +1536,11 @@ class FastEngine:
         # additive totals and peaks kept in locals, merged into ``t`` on the way out
         calls = steps = tokens = prefill = block_steps = 0
         pk_used, pk_run, pk_wait = t["peak_kv_blocks_used"], t["peak_running"], t["peak_waiting"]
-        jumps = not self.async_mode and self.step_cost is None
+        # no jumps (nor lazy windows) with kv_offload_threshold: it offloads after every step
+        jumps = not self.async_mode and self.step_cost is None and self.offload_at is None
         lazy_ok = self.lazy_ok
-        # several lazy steps at once (sync; blocks published on release or never; no early offload)
-        window = (jumps and self.offload_at is None and (self.defer_pub or not self.caching))
+        # several lazy steps at once (sync; blocks published on release or never)
+        window = jumps and (self.defer_pub or not self.caching)
         max_seqs = cfg.max_num_seqs
         while True:
             now = self.clock if time_mode else tick
