@@ -1832,6 +1832,9 @@ class FastEngine:
         t["total_decode_tokens"] += k * R
         t["kv_block_steps"] += int(used.sum())
         t["peak_kv_blocks_used"] = max(t["peak_kv_blocks_used"], int(used[-1]))
+        # the jumped steps are schedule calls too: a run that ends at max_steps inside them has no later
+        # call to count a queue that grew before the jump
+        t["peak_waiting"] = max(t["peak_waiting"], len(self.waiting))
         log = self.log
         nw = len(self.waiting)
         if log is not None:

@@ -297,3 +297,13 @@ def test_lazy_windows_change_nothing_and_are_used(monkeypatch):
         for k, v in out[0].steps.items():
             assert np.array_equal(v, out[1].steps[k]), (seed, k)
     assert used >= 12
+
+
+def test_peak_waiting_counts_arrivals_before_a_jump_that_max_steps_ends():
+    """A request arrives while the running cap is full, a decode jump follows, and ``max_steps`` ends the run
+    inside it: the queue of 1 still counts (it is in the step series; found by a random stress)."""
+    wl = Workload(prompt_len=np.array([1, 1]), output_len=np.array([100, 5]), arrival=np.array([0.0, 5.0]))
+    cfg = EngineConfig(num_gpu_blocks=100, block_size=16, max_num_seqs=1, max_steps=20)
+    fast = simulate(wl, [cfg], record_steps=True)[0]
+    assert fast.totals["peak_waiting"] == int(fast.steps["num_waiting"].max()) == 1
+    assert simulate_scalar(wl, cfg).totals["peak_waiting"] == 1
