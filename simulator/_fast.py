@@ -1114,15 +1114,7 @@ class FastEngine:
                 pos = (np.concatenate(kls) + (sj + S)) // B
                 now = sj + step0
             self.btab[pos] = pool.allocate(u - u0, now)
-        log = self.log
-        if log is not None:
-            log["step"].extend(range(step0, step0 + k))
-            log["time_s"].extend(starts)
-            log["num_running"].extend([self.R] * k)
-            log["num_waiting"].extend([len(waiting)] * k)
-            log["num_scheduled_tokens"].extend([D] * k)
-            log["kv_blocks_used"].extend(used)
-            log["num_preempted"].extend([0] * k)
+        self._log_decode_steps(starts, used)
         self.clock = clock
         self.S = S + k
         self.exec_step = step0 + k
@@ -1814,10 +1806,12 @@ class FastEngine:
             self.held[run] = held + extra
         used = used0 + _acc(per_step_alloc)
         t = self.t
-        if times is not None:
-            first_t = starts[1]
-        else:
-            first_t = self.clock + self.step_time(R, R)
+        if times is None:  # the linear clock, one step at a time
+            dt = self.step_time(R, R)
+            starts = [self.clock]
+            for _ in range(k):
+                starts.append(starts[-1] + dt)
+        first_t = starts[1]
         nf = run[self.first_token[run] < 0]
         if nf.size:
             self.first_token[nf] = self.exec_step
@@ -1835,25 +1829,21 @@ class FastEngine:
         # the jumped steps are schedule calls too: a run that ends at max_steps inside them has no later
         # call to count a queue that grew before the jump
         t["peak_waiting"] = max(t["peak_waiting"], len(self.waiting))
-        log = self.log
-        nw = len(self.waiting)
-        if log is not None:
-            log["step"].extend(range(self.exec_step, self.exec_step + k))
-            log["num_running"].extend([R] * k)
-            log["num_waiting"].extend([nw] * k)
-            log["num_scheduled_tokens"].extend([R] * k)
-            log["kv_blocks_used"].extend(used.tolist())
-            log["num_preempted"].extend([0] * k)
-        if times is not None:
-            if log is not None:
-                log["time_s"].extend(starts[:k])
-            self.clock = starts[k]
-        else:
-            dt = self.step_time(R, R)
-            ts = log["time_s"] if log is not None else None
-            for _ in range(k):
-                if ts is not None:
-                    ts.append(self.clock)
-                self.clock += dt
+        self._log_decode_steps(starts[:k], used.tolist())
+        self.clock = starts[k]
         self.exec_step += k
         return k
+
+    def _log_decode_steps(self, starts: list, used: list) -> None:
+        """Step series of ``len(starts)`` decode-only steps from ``exec_step`` (each running request one token)."""
+        log = self.log
+        if log is None:
+            return
+        k, R = len(starts), self.R
+        log["step"].extend(range(self.exec_step, self.exec_step + k))
+        log["time_s"].extend(starts)
+        log["num_running"].extend([R] * k)
+        log["num_waiting"].extend([len(self.waiting)] * k)
+        log["num_scheduled_tokens"].extend([R] * k)
+        log["kv_blocks_used"].extend(used)
+        log["num_preempted"].extend([0] * k)

@@ -22,7 +22,8 @@ Residency metrics (born / last access per block, measured when a block is
 reallocated) are kept per physical block exactly as the scalar pool does.
 
 *Own keys* (``own_keys``: every content key belongs to one request, which alone
-can hit it, and only after a preemption) keep no hash table for blocks in use:
+can hit it, and only after a preemption or a load from a lower tier) keep no
+hash table for blocks in use:
 publishing is a no-op, and a preempted request's released blocks are
 *registered* under their keys together with their free-queue index. A lookup
 trusts a registration while the block still sits at that index of the live
@@ -295,12 +296,16 @@ class FastPool:
         """Own keys: which registrations (block, free-queue index) still hold their cached block."""
         return (bl >= 0) & (idx >= self.fhead) & (self.fpos[bl] == idx)
 
+    def _holds(self, b: int, i: int) -> bool:
+        """:meth:`_registered` for one registration."""
+        return i >= self.fhead and self.fpos[b] == i
+
     def _promote(self, key: int) -> int:
         """Own keys: the oldest later carrier of ``key`` still cached becomes its registration (-1: none)."""
         lst = self.odups.get(key)
         while lst:
             b, i = lst.pop(0)
-            if i >= self.fhead and self.fpos[b] == i:
+            if self._holds(b, i):
                 self.kblock[key] = b
                 self.kidx[key] = i
                 self.named.append(np.array([key], np.int64))
@@ -452,7 +457,7 @@ class FastPool:
                 held = ~ok & (bl >= 0) & (self.fpos[bl] == -1)
                 self.kidx[keys[held]] = -2
                 self.kblock[keys[~ok & ~held]] = -1
-            dups = {k: [b for b, i in lst if i >= self.fhead and self.fpos[b] == i] for k, lst in self.odups.items()}
+            dups = {k: [b for b, i in lst if self._holds(b, i)] for k, lst in self.odups.items()}
         self.fifo, self.ftail = compact_fifo(self.fifo, self.fpos, self.fhead, self.ftail, extra)
         self.fhead = 0
         self.ndead = 0
