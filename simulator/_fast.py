@@ -125,11 +125,15 @@ class FastEngine:
     record_steps : bool
     prep : WorkloadPrep, optional
         Shared precomputation (batches).
+    pool_factory : callable, optional
+        ``(num_gpu_blocks, caching, num_keys) -> FastPool`` (a subclass: see
+        :mod:`simulator.sharing`).
     """
 
     def __init__(self, workload: Workload, config: EngineConfig, *,
                  step_time: StepTimeFn | None = None, record_steps: bool = False,
-                 prep: WorkloadPrep | None = None, step_cost=None, cost_index: int = 0) -> None:
+                 prep: WorkloadPrep | None = None, step_cost=None, cost_index: int = 0,
+                 pool_factory: Callable[[int, bool, int], FastPool] | None = None) -> None:
         self.wl = wl = workload
         self.cfg = cfg = config
         self.prep = prep = prep or WorkloadPrep(workload)
@@ -145,7 +149,7 @@ class FastEngine:
         ks = prep.keys(B)
         self.koff = ks.koff
         self.keyarr = ks.keyarr
-        self.pool = FastPool(num_blocks, self.caching, ks.num_keys if self.caching else 0)
+        self.pool = (pool_factory or FastPool)(num_blocks, self.caching, ks.num_keys if self.caching else 0)
         # Lower KV tiers (CPU, disk): GPU evictions are demoted, prefix hits onboarded.
         tiers = [(nm, tc) for nm, tc in (("cpu", cfg.cpu_tier), ("disk", cfg.disk_tier)) if tc is not None]
         bpb = cfg.kv_bytes_per_block
@@ -329,8 +333,12 @@ class FastEngine:
         c = int(self.comp[q])
         need = min(c + n, self.mml)
         new = cdiv(need, self.B) - int(self.held[q])
-        if new > self.pool.num_free():
+        pool = self.pool
+        free = pool.num_free()
+        if new > free:
+            pool.check_failed(new - free)
             return False
+        pool.check_passed(free - new)
         if new > 0:
             self._alloc_blocks(q, new)
         if self.caching:
@@ -382,6 +390,7 @@ class FastEngine:
             free = pool.num_free()
             f = R if cn.item(-1) <= free else int(cn.searchsorted(free, "right"))
             if f:
+                pool.check_passed(free - cn.item(f - 1))
                 ids = run[:f]
                 nn = n0[:f]
                 tot = cn.item(f - 1)
@@ -533,10 +542,13 @@ class FastEngine:
                     self._free(q, keep_keys=True)
             num_tokens = int(self.tok[q])
             capped = num_tokens if num_tokens < mml else mml  # min(), without the call
-            if full_isl_own and -(-capped // B) + (self.watermark_blocks if self.R else 0) > pool.top + pool.nfifo:
-                # the full-ISL check below fails whatever the prefix hits: with its own keys a
-                # waiting request's hits are all free blocks, counted back as evictable
-                break
+            if full_isl_own:
+                x = -(-capped // B) + (self.watermark_blocks if self.R else 0) - pool.top - pool.nfifo
+                if x > 0:
+                    # the full-ISL check below fails whatever the prefix hits: with its own keys a
+                    # waiting request's hits are all free blocks, counted back as evictable
+                    pool.check_failed(x)
+                    break
             nh = 0
             hit = None
             if caching:
@@ -583,13 +595,17 @@ class FastEngine:
                     need_full = 0
                 need_full += evictable
                 if need_full + wm > free:
+                    pool.check_failed(need_full + wm - free)
                     break
+                pool.check_passed(free - need_full - wm)
             need_slot = h + n if h + n < mml else mml
             new = -(-need_slot // B) - nh
             if new < 0:
                 new = 0
             if new + evictable + wm > free:
+                pool.check_failed(new + evictable + wm - free)
                 break
+            pool.check_passed(free - new - evictable - wm)
             o = int(koff[q])
             btab = self.btab
             if nh:
@@ -919,12 +935,16 @@ class FastEngine:
         pool = self.pool
         koff, la, btab = self.koff, self.la, self.btab
         npre = 0
-        if tot > pool.top + pool.nfifo:
+        free = pool.top + pool.nfifo
+        if tot > free:
+            pool.check_failed(tot - free)
             if amode:
                 return None  # preemption with a step in flight: the general path
             pre, npre = self._lazy_pressure(pre, cross, S)
             tot = 0  # blocks handed out there
             D = self.D
+        else:
+            pool.check_passed(free - tot)
         if fin:
             del self.fin_at[S - 1]
             for q in fin:
@@ -1092,6 +1112,7 @@ class FastEngine:
         k = len(starts)
         if k < 2:
             return None
+        pool.check_passed(free - need)  # the checks of the k single steps, the last the closest
         u = u0 = pool.usable - free
         used = []
         for c in cnt:
@@ -1443,9 +1464,11 @@ class FastEngine:
         return self.terms.time(*self.step_terms(e, ns, sampled))
 
     # ----------------------------------------------------------------- run
-    def _unservable(self) -> np.ndarray:
+    def _unservable(self, usable: int | None = None) -> np.ndarray:
+        """Requests that can never fit in ``usable`` blocks (default: this pool's), dropped on arrival."""
         wl = self.wl
-        usable = self.pool.usable
+        if usable is None:
+            usable = self.pool.usable
         ctx = np.minimum(wl.prompt_len + wl.output_len - 1, self.mml)
         return (-(-ctx // self.B) > usable) | (wl.prompt_len >= self.mml)
 
@@ -1791,6 +1814,7 @@ class FastEngine:
                 return 0
             extra = np.maximum(-(-(c + k) // B) - held, 0)
             tot = int(_add(extra))
+        pool.check_passed(free - tot)  # the checks of the k single steps, the last the closest
         usable = pool.usable
         used0 = usable - free
         per_step_alloc = np.zeros(k, np.int64)

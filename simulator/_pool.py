@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 
+_NO_MARGIN = 1 << 62  # no check made yet
 
 class FastPool:
     """Blocks, ref counts, free queue and hash table of one engine (numpy arrays).
@@ -95,6 +96,22 @@ class FastPool:
         self._now_all = 0       # sum of `now` over every allocated block
         self._now_realloc = 0   # ... over reallocated blocks
         self._touch_idle = 0    # sum over touches of (now - last access before)
+        # The closest margins of the engine's free-block checks against this pool: the least
+        # ``free - need`` of a check that passed and the least ``need - free`` of one that
+        # failed. A pool of d blocks fewer (or more) gives every check the same outcome when
+        # d <= slack (-d < excess): see simulator/sharing.py.
+        self.slack = _NO_MARGIN
+        self.excess = _NO_MARGIN
+
+    def check_passed(self, margin: int) -> None:
+        """A free-block check passed with ``free - need = margin``."""
+        if margin < self.slack:
+            self.slack = margin
+
+    def check_failed(self, margin: int) -> None:
+        """A free-block check failed with ``need - free = margin`` (> 0)."""
+        if margin < self.excess:
+            self.excess = margin
 
     def num_free(self) -> int:
         """Blocks with ref count 0 (cached-but-free blocks count as free)."""

@@ -8,11 +8,13 @@ Each configuration's result is exactly what simulating it alone gives. The
 decision kernel is :mod:`simulator._fast` (vLLM 0.33.0's v1 scheduler rules
 over struct-of-arrays state, see ``docs/simulator.md``), bit-identical to the
 scalar reference kernel kept in ``tests/simulator/reference_core.py``.
-Configurations run through their own kernels and share the workload-derived
-precomputation (:class:`simulator._fast.WorkloadPrep`); with ``processes > 1``
-they are spread over that many forked worker processes (each configuration
-still runs alone, so results do not depend on the number of processes). They
-are not advanced in lockstep over a batch axis.
+Configurations share the workload-derived precomputation
+(:class:`simulator._fast.WorkloadPrep`), and those that make the same decisions
+at every step share one run: a leader runs, and the configurations it covers
+(other KV block counts, caps above its peak of running requests) are derived
+exactly, each with its own block pool metrics (:mod:`simulator.sharing`). With
+``processes > 1`` the leaders run in that many forked worker processes; results
+do not depend on the number of processes.
 """
 
 from __future__ import annotations
@@ -21,13 +23,14 @@ import multiprocessing
 import os
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
 import numpy as np
 
 from simulator._fast import FastEngine, StepTimeFn, WorkloadPrep
 from simulator.config import ConfigError, EngineConfig
 from simulator.results import SimResult
+from simulator.sharing import LeaderQueue, covers, share_key, shared_pool_factory
 from simulator.workload import Workload
 
 MAX_PROCESSES = 64  # worker processes one batch may use
@@ -91,35 +94,52 @@ def simulate(
         raise ValueError(f"processes: must be a whole number from 0 to {MAX_PROCESSES}")
     nb = len(configs)
     prep = WorkloadPrep(workload)
+    shared = step_time is None and step_cost is None  # per-configuration hooks: each runs alone
+    queue = LeaderQueue(configs, [share_key(c, prep) if shared else None for c in configs])
 
-    def one(b: int, sub=None) -> SimResult:
-        sim = FastEngine(workload, configs[b], record_steps=record_steps, prep=prep,
-                         step_time=None if step_time is None else step_time[b],
-                         step_cost=step_cost, cost_index=b)
+    def job(lead: int, others: list[int], sub=None) -> dict[int, SimResult]:
+        """Run configuration ``lead``; its result and those of ``others`` its run gives exactly."""
+        sizes = sorted({configs[b].num_gpu_blocks for b in others} - {configs[lead].num_gpu_blocks})
+        sim = FastEngine(workload, configs[lead], record_steps=record_steps, prep=prep,
+                         step_time=None if step_time is None else step_time[lead],
+                         step_cost=step_cost, cost_index=lead,
+                         pool_factory=shared_pool_factory(sizes) if sizes else None)
         sim.run_all(sub)
-        return _result(sim, record_steps, max_step_points)
+        out = {lead: _result(sim, record_steps, max_step_points)}
+        for b in others:
+            pool = covers(sim, configs[b], sim._unservable)
+            if pool is not None:
+                out[b] = _result(sim, record_steps, max_step_points, pool)
+        return out
 
+    results: list[SimResult | None] = [None] * nb
     workers = min(processes or os.cpu_count() or 1, nb)
     if workers > 1 and _can_fork():
-        return _in_processes(one, nb, workers, progress)
-    out = []
-    for b in range(nb):
+        _in_processes(job, queue, results, workers, progress)
+        return results
+    while not queue.empty():
+        lead, others = queue.next()
         sub = None
         if progress is not None:
-            def sub(f: float, b: int = b) -> None:
-                progress((b + f) / nb)
-        out.append(one(b, sub))
+            done = sum(r is not None for r in results)
+
+            def sub(f: float, done: int = done) -> None:
+                progress((done + f) / nb)
+        got = job(lead, others, sub)
+        for b, r in got.items():
+            results[b] = r
+        queue.done(lead, list(got))
         if progress is not None:
-            progress((b + 1) / nb)
-    return out
+            progress(sum(r is not None for r in results) / nb)
+    return results
 
 
-_JOB: Callable[[int], SimResult] | None = None  # the batch a forked worker runs (inherited, not pickled)
+_JOB: Callable[..., dict[int, SimResult]] | None = None  # the batch a forked worker runs (inherited, not pickled)
 _JOB_LOCK = threading.Lock()  # one batch at a time sets _JOB (threads of one process)
 
 
-def _run_job(b: int) -> SimResult:
-    return _JOB(b)
+def _run_job(lead: int, others: list[int]) -> dict[int, SimResult]:
+    return _JOB(lead, others)
 
 
 def _can_fork() -> bool:
@@ -127,31 +147,53 @@ def _can_fork() -> bool:
             and not multiprocessing.current_process().daemon)
 
 
-def _in_processes(one: Callable[[int], SimResult], nb: int, workers: int,
-                  progress: Callable[[float], None] | None) -> list[SimResult]:
-    """Run configurations ``0 .. nb-1`` in ``workers`` forked processes (progress per configuration)."""
+def _in_processes(job: Callable[..., dict[int, SimResult]], queue: LeaderQueue, results: list,
+                  workers: int, progress: Callable[[float], None] | None) -> None:
+    """Run the queue's leaders in ``workers`` forked processes, filling ``results``."""
     global _JOB
-    out: list[SimResult | None] = [None] * nb
+    nb = len(results)
     with _JOB_LOCK:
-        _JOB = one
+        _JOB = job
         try:
             ctx = multiprocessing.get_context("fork")
             with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-                futures = {pool.submit(_run_job, b): b for b in range(nb)}
-                for done, fut in enumerate(as_completed(futures), 1):
-                    out[futures[fut]] = fut.result()
+                futures: dict = {}
+
+                def fill() -> None:
+                    while len(futures) < workers:
+                        nxt = queue.next()
+                        if nxt is None:
+                            return
+                        futures[pool.submit(_run_job, *nxt)] = nxt[0]
+
+                fill()
+                while futures:
+                    finished, _ = wait(futures, return_when=FIRST_COMPLETED)
+                    for fut in finished:
+                        lead = futures.pop(fut)
+                        got = fut.result()
+                        for b, r in got.items():
+                            if results[b] is None:
+                                results[b] = r
+                        queue.done(lead, list(got))
                     if progress is not None:
-                        progress(done / nb)
+                        progress(sum(r is not None for r in results) / nb)
+                    fill()
         finally:
             _JOB = None
-    return out
 
 
-def _result(sim, record_steps: bool, max_points: int | None) -> SimResult:
-    """Assemble a SimResult from a finished :class:`FastEngine` (or the scalar reference)."""
+def _result(sim, record_steps: bool, max_points: int | None, pool=None) -> SimResult:
+    """Assemble a SimResult from a finished :class:`FastEngine` (or the scalar reference).
+
+    ``pool``: the block pool to report (default the engine's), for a configuration that
+    shared the engine's schedule (:mod:`simulator.sharing`).
+    """
     wl = sim.wl
     t = dict(sim.t)
-    usable = sim.pool.usable
+    if pool is None:
+        pool = sim.pool
+    usable = pool.usable
     t["unfinished"] = sim.unfinished
     t["requests_preempted_at_least_once"] = int((sim.npre > 0).sum())
     q_ = t["prefix_cache_queries"]
@@ -159,7 +201,6 @@ def _result(sim, record_steps: bool, max_points: int | None) -> SimResult:
     t["peak_kv_usage"] = t["peak_kv_blocks_used"] / usable
     steps = t.pop("kv_block_steps")
     t["mean_kv_usage"] = steps / t["num_steps"] / usable if t["num_steps"] else 0.0
-    pool = sim.pool
     t["prefix_cache_evictions"] = pool.evictions
     t["mean_block_lifetime_steps"] = pool.lifetime_sum / pool.reuses if pool.reuses else 0.0
     t["mean_block_idle_steps"] = pool.idle_sum / pool.reuses if pool.reuses else 0.0

@@ -1,0 +1,295 @@
+"""Configurations that share one schedule: run one, derive the others exactly.
+
+A sweep over KV blocks and running caps has many points where neither binds:
+past the preemption cliff every block count gives the same schedule, and a cap
+above the peak number of running requests never stops an admission. Such
+configurations make the same decisions at every step, so their results differ
+only in what the number of blocks measures directly.
+
+**When two configurations make the same decisions.** Configurations that are
+equal in every field but ``num_gpu_blocks`` and ``max_num_seqs`` (no KV tier,
+no watermark, the vLLM prefix cache, no per-configuration cost hook) over a
+workload whose content keys are each request's own (no shared prefix or
+conversation) decide differently only where a cap or a free-block count is
+compared:
+
+* the cap: a run whose running requests peaked at ``p`` never compared the
+  cap ``c`` with effect when ``p < c``; two caps above ``p`` give its schedule;
+* free blocks: every check compares a need with the free blocks, and a pool of
+  ``d`` blocks fewer has ``d`` fewer free blocks at every step while the
+  schedules agree. The engine records the closest margins of its checks
+  (:meth:`simulator._fast.FastPool.check_passed` and ``check_failed``):
+  with ``d <= slack`` and ``-d < excess`` every check ends the same way;
+* prefix hits: with own keys a request can only hit its own blocks after a
+  preemption, and which of them survive depends on the pool. A run without
+  preemptions has no hits in any pool size;
+* unservable requests: the same ones must be dropped.
+
+**What differs.** The block ids: in a smaller pool the first blocks freed come
+back sooner. The pools of the other block counts (*shadow pools*) receive the
+leader's allocations and releases in order and keep their own free queues, so
+evictions and block residency come out as a run of their own would give them.
+``kv_usage`` fractions are divided by their own usable blocks.
+
+Every derived result is identical to simulating that configuration alone
+(``tests/simulator/test_sharing.py`` compares them, JSON byte for byte).
+A configuration the run does not cover runs as a leader in turn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from simulator._pool import FastPool
+from simulator.config import EngineConfig
+
+VARYING = ("num_gpu_blocks", "max_num_seqs")  # the fields a shared schedule may differ in
+
+
+def share_key(cfg: EngineConfig, prep):
+    """The configurations that may share a schedule with ``cfg`` have this key (None: none may).
+
+    ``prep`` is the workload's :class:`simulator._fast.WorkloadPrep`.
+    """
+    if (cfg.cpu_tier is not None or cfg.disk_tier is not None or cfg.watermark
+            or cfg.prefix_cache != "vllm" or cfg.kv_offload_threshold is not None
+            or prep.keys(cfg.block_size).keyarr is not None):  # a shared prefix or a conversation
+        return None
+    return tuple(repr(getattr(cfg, f.name)) for f in dataclasses.fields(cfg) if f.name not in VARYING)
+
+
+class ShadowPools:
+    """Pools of other sizes fed the leader's allocations and releases: their metrics, without block ids.
+
+    With own keys and no prefix hits a pool is :class:`FastPool`'s queue: a
+    stack of unhashed free blocks popped first (blocks pushed by releases on
+    top of the fresh ones), then a FIFO of hashed free blocks, each pop from it
+    an eviction. Pools of different sizes receive the same releases in the same
+    order and differ only in how many fresh blocks they started with. So what
+    their metrics need, the step each queued block was allocated at, is the same
+    sequence in every pool:
+
+    * the pushed part of every stack is the same (pops take the top ``k``, pushes
+      add the same steps), kept once in ``pushed``;
+    * every FIFO holds the same sequence of steps, kept as prefix sums ``fsum``;
+      pool ``i`` has popped its first ``head[i]`` entries;
+    * a pool's fresh blocks (``nfresh[i]``) are taken after the pushed ones and
+      before the FIFO.
+
+    Block lifetimes then follow without ids: each reallocation adds
+    ``now - step allocated before``.
+    """
+
+    def __init__(self, sizes: Sequence[int], lead_usable: int) -> None:
+        self.sizes = np.asarray(sizes, np.int64)
+        self.delta = lead_usable - (self.sizes - 1)  # usable blocks fewer than the leader's
+        self.nfresh = self.sizes - 1
+        self.fresh_now = np.zeros(self.sizes.size, np.int64)  # sum of `now` over fresh pops
+        self.head = np.zeros(self.sizes.size, np.int64)
+        self.fresh_left = bool(self.sizes.size)
+        self.shift = 0  # FIFO pops common to every pool once none has fresh blocks left
+        self.pushed: list[int] = []
+        self.pushed_popped = 0  # sum of the steps popped from the pushed stack
+        self.fsum = np.zeros(1024, np.int64)  # fsum[p]: sum of the first p FIFO steps
+        self.tail = 0
+        self.total_k = 0
+        self.total_now = 0
+        self._set()
+
+    def _set(self) -> None:
+        self.n = int(self.sizes.size)
+        self.dmax = int(self.delta.max()) if self.n else 0
+        self.dmin = int(self.delta.min()) if self.n else 0
+
+    def keep(self, ok: np.ndarray) -> None:
+        """Keep only the pools where ``ok``."""
+        self._settle()
+        for name in ("sizes", "delta", "nfresh", "fresh_now", "head"):
+            setattr(self, name, getattr(self, name)[ok])
+        self._set()
+
+    def prune(self, slack: int, excess: int) -> None:
+        """Drop the pools whose checks could have ended otherwise."""
+        self.keep((self.delta <= slack) & (-self.delta < excess))
+
+    def _settle(self) -> None:
+        if self.shift:
+            self.head += self.shift
+            self.shift = 0
+
+    def allocate(self, k: int, now) -> None:
+        """The leader took ``k`` blocks at step(s) ``now`` (int, or one per block)."""
+        arr = type(now) is np.ndarray
+        self.total_k += k
+        self.total_now += int(now.sum()) if arr else now * k
+        pushed = self.pushed
+        a = k if k <= len(pushed) else len(pushed)
+        if a:
+            self.pushed_popped += sum(pushed[-a:])
+            del pushed[-a:]
+        r = k - a
+        if not r:
+            return
+        if self.fresh_left:
+            f = np.minimum(self.nfresh, r)
+            if arr:
+                cs = np.concatenate(([0], np.cumsum(now)))
+                self.fresh_now += cs[a + f] - cs[a]
+            else:
+                self.fresh_now += now * f
+            self.nfresh -= f
+            self.head += r - f
+            self.fresh_left = bool(self.nfresh.any())
+            over = self.head > self.tail
+        else:
+            self.shift += r
+            over = None if int(self.head.max()) + self.shift <= self.tail else self.head + self.shift > self.tail
+        if over is not None and over.any():  # cannot happen while every check ends the same way; a guard
+            self.keep(~over)
+
+    def release(self, steps: np.ndarray, nhashed: int) -> None:
+        """The leader released a request's blocks, allocated at ``steps`` (the first ``nhashed`` hashed),
+        as :meth:`FastPool.release_own` without ``keep``: hashed ones to the FIFO, last first."""
+        if nhashed:
+            seq = steps[nhashed - 1::-1] if nhashed < steps.size else steps[::-1]
+            t = self.tail
+            if t + nhashed + 1 > self.fsum.size:
+                self.fsum = np.concatenate((self.fsum, np.zeros(self.fsum.size + nhashed, np.int64)))
+            self.fsum[t + 1:t + 1 + nhashed] = self.fsum[t] + np.cumsum(seq)
+            self.tail = t + nhashed
+        if nhashed < steps.size:
+            self.pushed.extend(steps[nhashed:].tolist())
+
+    def metrics(self, size: int) -> PoolMetrics | None:
+        """The pool of ``size`` blocks, if it is still shadowed."""
+        self._settle()
+        hit = np.flatnonzero(self.sizes == size)
+        if not hit.size:
+            return None
+        i = int(hit[0])
+        head = int(self.head[i])
+        fresh_pops = size - 1 - int(self.nfresh[i])
+        life = (self.total_now - int(self.fresh_now[i])) - (self.pushed_popped + int(self.fsum[head]))
+        return PoolMetrics(usable=size - 1, evictions=head, reuses=self.total_k - fresh_pops,
+                           lifetime_sum=life, idle_sum=life)
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolMetrics:
+    """What :func:`simulator.engine._result` reads of a pool."""
+
+    usable: int
+    evictions: int
+    reuses: int
+    lifetime_sum: int
+    idle_sum: int
+
+
+class SharedPool(FastPool):
+    """The leader's pool; its allocations and releases also go to the shadow pools."""
+
+    shadow: ShadowPools
+
+    def allocate(self, k: int, now) -> np.ndarray:
+        sh = self.shadow
+        if sh.n:
+            if self.slack < sh.dmax or self.excess <= -sh.dmin:
+                sh.prune(self.slack, self.excess)
+            if sh.n and k:
+                sh.allocate(k, now)
+        return super().allocate(k, now)
+
+    def release_own(self, blocks: np.ndarray, nhashed: int, k0: int = 0, keep: bool = False) -> None:
+        sh = self.shadow
+        if sh.n:
+            if keep:  # a preemption: the request may hit these blocks again, as each pool's queue decides
+                sh.keep(np.zeros(sh.n, bool))
+            else:
+                sh.release(self.born[blocks], nhashed)
+        super().release_own(blocks, nhashed, k0, keep)
+
+    def release(self, blocks: np.ndarray) -> None:
+        raise AssertionError("shared schedules need own keys (release_own)")
+
+
+def shared_pool_factory(sizes: Sequence[int]) -> Callable[[int, bool, int], SharedPool]:
+    """A ``pool_factory`` for :class:`simulator._fast.FastEngine` whose pool shadows ``sizes``."""
+    def make(num_gpu_blocks: int, caching: bool, num_keys: int) -> SharedPool:
+        pool = SharedPool(num_gpu_blocks, caching, num_keys)
+        pool.shadow = ShadowPools(sizes, num_gpu_blocks - 1)
+        return pool
+    return make
+
+
+def covers(sim, cfg: EngineConfig, drop_of: Callable[[int], np.ndarray]):
+    """How the finished leader ``sim`` gives ``cfg``'s result: its own pool, a shadow's metrics, or None.
+
+    ``drop_of(usable)`` is the unservable mask for a pool of that many usable blocks.
+    """
+    lead = sim.cfg
+    t = sim.t
+    if cfg.max_num_seqs != lead.max_num_seqs and t["peak_running"] >= min(cfg.max_num_seqs, lead.max_num_seqs):
+        return None
+    if cfg.num_gpu_blocks == lead.num_gpu_blocks:
+        return sim.pool
+    if t["preemptions"] or not isinstance(sim.pool, SharedPool):
+        return None
+    m = sim.pool.shadow.metrics(cfg.num_gpu_blocks)
+    if m is None or not np.array_equal(drop_of(m.usable), sim._drop):
+        return None
+    return m
+
+
+class LeaderQueue:
+    """Which configuration to run next, and which others it may cover.
+
+    Within a share group, leaders go by block count then cap, largest first.
+    While a leader runs, configurations with its block count or its cap wait
+    (it may well cover them) if anything else can run.
+    """
+
+    def __init__(self, configs: Sequence[EngineConfig], keys: Sequence) -> None:
+        self.configs = configs
+        self.left: dict = {}
+        for b, key in enumerate(keys):
+            self.left.setdefault(("alone", b) if key is None else key, []).append(b)
+        for lst in self.left.values():
+            lst.sort(key=lambda b: (configs[b].num_gpu_blocks, configs[b].max_num_seqs), reverse=True)
+        self.running: dict[int, object] = {}  # leader -> its group key
+
+    def next(self) -> tuple[int, list[int]] | None:
+        """``(leader, candidates)``, or None when nothing should start now."""
+        first = None
+        for key, lst in self.left.items():
+            busy = [self.configs[b] for b, k in self.running.items() if k == key]
+            for b in lst:
+                if b in self.running:
+                    continue
+                c = self.configs[b]
+                if first is None:
+                    first = (key, b)
+                if not any(c.num_gpu_blocks == r.num_gpu_blocks or c.max_num_seqs == r.max_num_seqs for r in busy):
+                    return self._start(key, b)
+        if first is not None and not self.running:
+            return self._start(*first)
+        return None
+
+    def _start(self, key, b: int) -> tuple[int, list[int]]:
+        self.running[b] = key
+        others = [x for x in self.left[key] if x != b and x not in self.running]
+        return b, others
+
+    def done(self, lead: int, finished: Sequence[int]) -> None:
+        key = self.running.pop(lead)
+        gone = set(finished)
+        lst = [b for b in self.left.get(key, ()) if b not in gone]
+        if lst:
+            self.left[key] = lst
+        else:
+            self.left.pop(key, None)
+
+    def empty(self) -> bool:
+        return not self.left
