@@ -390,7 +390,9 @@ class FastEngine:
             free = pool.num_free()
             f = R if cn.item(-1) <= free else int(cn.searchsorted(free, "right"))
             if f:
-                pool.check_passed(free - cn.item(f - 1))
+                x = free - cn.item(f - 1)
+                if x < pool.slack:  # pool.check_passed, inline: this runs per step
+                    pool.slack = x
                 ids = run[:f]
                 nn = n0[:f]
                 tot = cn.item(f - 1)
@@ -589,6 +591,7 @@ class FastEngine:
             wm = self.watermark_blocks if self.R else 0
             evictable = pool.num_free_of(hit) if nh else 0
             free = pool.top + pool.nfifo
+            need_full = 0
             if cfg.scheduler_reserve_full_isl:
                 need_full = -(-capped // B) - nh
                 if need_full < 0:
@@ -597,7 +600,6 @@ class FastEngine:
                 if need_full + wm > free:
                     pool.check_failed(need_full + wm - free)
                     break
-                pool.check_passed(free - need_full - wm)
             need_slot = h + n if h + n < mml else mml
             new = -(-need_slot // B) - nh
             if new < 0:
@@ -605,7 +607,10 @@ class FastEngine:
             if new + evictable + wm > free:
                 pool.check_failed(new + evictable + wm - free)
                 break
-            pool.check_passed(free - new - evictable - wm)
+            # both checks passed (pool.check_passed, inline: this runs per admission)
+            x = free - wm - (need_full if need_full > new + evictable else new + evictable)
+            if x < pool.slack:
+                pool.slack = x
             o = int(koff[q])
             btab = self.btab
             if nh:
@@ -943,8 +948,8 @@ class FastEngine:
             pre, npre = self._lazy_pressure(pre, cross, S)
             tot = 0  # blocks handed out there
             D = self.D
-        else:
-            pool.check_passed(free - tot)
+        elif free - tot < pool.slack:  # pool.check_passed, inline: this runs per step
+            pool.slack = free - tot
         if fin:
             del self.fin_at[S - 1]
             for q in fin:
@@ -1112,7 +1117,8 @@ class FastEngine:
         k = len(starts)
         if k < 2:
             return None
-        pool.check_passed(free - need)  # the checks of the k single steps, the last the closest
+        if free - need < pool.slack:  # pool.check_passed of the k single steps' checks, the last the closest
+            pool.slack = free - need
         u = u0 = pool.usable - free
         used = []
         for c in cnt:
