@@ -11,7 +11,9 @@
   (wall seconds and peak RSS of the process, JSON output written to a file).
 * ``--sweep B N``: B configurations (num_gpu_blocks x max_num_seqs grid) of
   an N-request workload as one ``simulate`` call: seconds; with
-  ``--processes P`` spread over P worker processes (0: one per CPU).
+  ``--processes P`` spread over P worker processes (0: one per CPU). With
+  ``--grid budgets`` the grid is max_num_batched_tokens x block_size instead
+  (26,000 x 16 tokens of KV): configurations that share no schedule.
 * ``--repeat K``: run each measurement K times and print every run (report
   the best; the machine is shared). Every line shows the 1-minute load, and
   the CPU time next to the wall time (less sensitive to other processes on a
@@ -100,6 +102,7 @@ def main() -> None:
     ap.add_argument("--cli", type=int, default=0)
     ap.add_argument("--sweep", type=int, nargs=2, metavar=("B", "N"))
     ap.add_argument("--processes", type=int, default=1)
+    ap.add_argument("--grid", choices=("blocks", "budgets"), default="blocks")
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
     for _ in range(args.repeat):
@@ -123,12 +126,17 @@ def run_once(args) -> None:
     if args.sweep:
         b, n = args.sweep
         wl = normal_workload(n, 0.45, seed=1)
-        blocks = np.linspace(4_000, 26_000, max(b // 4, 1)).astype(int)
-        cfgs = [EngineConfig(num_gpu_blocks=int(x), max_num_seqs=s)
-                for x in blocks for s in (64, 128, 256, 512)][:b]
+        if args.grid == "blocks":
+            blocks = np.linspace(4_000, 26_000, max(b // 4, 1)).astype(int)
+            cfgs = [EngineConfig(num_gpu_blocks=int(x), max_num_seqs=s)
+                    for x in blocks for s in (64, 128, 256, 512)][:b]
+        else:
+            budgets = np.linspace(512, 8192, max(b // 4, 1)).astype(int)
+            cfgs = [EngineConfig(num_gpu_blocks=26_000 * 16 // bs, block_size=bs, max_num_batched_tokens=int(x))
+                    for x in budgets for bs in (8, 16, 32, 64)][:b]
         t0, c0 = time.perf_counter(), time.process_time()
         simulate(wl, cfgs, processes=args.processes)
-        print(f"sweep {len(cfgs)} configs x {n} requests, processes={args.processes}: "
+        print(f"sweep {len(cfgs)} configs ({args.grid}) x {n} requests, processes={args.processes}: "
               f"{time.perf_counter() - t0:.2f} s ({time.process_time() - c0:.2f} s CPU in the parent)  ({load()})")
 
 
