@@ -169,6 +169,8 @@ class FastEngine:
         # held by at most one request, and a request's keys are published only by it, in order
         # (fast paths in _free, _publish_one), or loaded by it from a lower tier.
         self.own_keys = self.keyarr is None
+        # admission's early "the whole prompt cannot fit" check (_admit; with a tier, loads are tried first)
+        self.full_isl_own = self.own_keys and cfg.scheduler_reserve_full_isl and self.tiers is None
         self.pool.track_refs = not self.own_keys
         self.pool.own_keys = self.own_keys and self.caching
         self.btab = np.zeros(ks.slots, np.int64)
@@ -511,6 +513,24 @@ class FastEngine:
         if over > 0 and pool.nfifo:
             pool.offload(min(over, pool.nfifo), self.exec_step)
 
+    def _head_blocked(self) -> int:
+        """By how many blocks the head of the queue misses admission's early full-prompt check (0: it does not).
+
+        The first test :meth:`_admit` makes of a ready head with own keys: its whole
+        prompt (or ``max_model_len``) in blocks, plus the watermark, against the free blocks.
+        """
+        if not self.full_isl_own or self.loading:
+            return 0
+        q = self.waiting[0]
+        if self.stale[q]:
+            return 0
+        n = int(self.tok[q])
+        if n > self.mml:
+            n = self.mml
+        pool = self.pool
+        x = -(-n // self.B) + (self.watermark_blocks if self.R else 0) - pool.top - pool.nfifo
+        return x if x > 0 else 0
+
     def _admit(self, budget: int, thr: int, ids_l: list, n_l: list) -> int:
         cfg = self.cfg
         B = self.B
@@ -524,7 +544,7 @@ class FastEngine:
         admitted: list[int] = []
         own_keys = self.own_keys
         # (with a tier, loads are started before that check: see _start_onboard)
-        full_isl_own = own_keys and cfg.scheduler_reserve_full_isl and self.tiers is None
+        full_isl_own = self.full_isl_own
         ns: list[int] = []
         while budget > 0 and waiting:
             if self.R >= cfg.max_num_seqs:
@@ -996,7 +1016,12 @@ class FastEngine:
         eq = [x[0] for x in pre]
         en = [x[1] for x in pre]
         if waiting and left > 0 and not npre and self.R < cfg.max_num_seqs:
-            _, adm, ans = self._admit(left, thr, None, None)
+            x = self._head_blocked()
+            if x:  # what _admit would find first, without the call
+                pool.check_failed(x)
+                adm = None
+            else:
+                _, adm, ans = self._admit(left, thr, None, None)
             if adm:
                 eq += adm
                 en += ans
