@@ -235,9 +235,13 @@ def covers(sim, cfg: EngineConfig, drop_of: Callable[[int], np.ndarray]):
         return None
     if cfg.num_gpu_blocks == lead.num_gpu_blocks:
         return sim.pool
-    if t["preemptions"] or not isinstance(sim.pool, SharedPool):
+    pool = sim.pool
+    if t["preemptions"] or not isinstance(pool, SharedPool):
         return None
-    m = sim.pool.shadow.metrics(cfg.num_gpu_blocks)
+    d = lead.num_gpu_blocks - cfg.num_gpu_blocks  # usable blocks fewer than the leader's
+    if not (d <= pool.slack and -d < pool.excess):
+        return None  # some check would have ended otherwise
+    m = pool.shadow.metrics(cfg.num_gpu_blocks)
     if m is None or not np.array_equal(drop_of(m.usable), sim._drop):
         return None
     return m
