@@ -93,7 +93,9 @@ class ShadowPools:
         self.shift = 0  # FIFO pops common to every pool once none has fresh blocks left
         self.pushed: list[int] = []
         self.pushed_popped = 0  # sum of the steps popped from the pushed stack
-        self.fsum = np.zeros(1024, np.int64)  # fsum[p]: sum of the first p FIFO steps
+        # fsum[p - base]: sum of the first p FIFO steps (positions before every head dropped)
+        self.fsum = np.zeros(1024, np.int64)
+        self.base = 0
         self.tail = 0
         self.total_k = 0
         self.total_now = 0
@@ -155,13 +157,27 @@ class ShadowPools:
         as :meth:`FastPool.release_own` without ``keep``: hashed ones to the FIFO, last first."""
         if nhashed:
             seq = steps[nhashed - 1::-1] if nhashed < steps.size else steps[::-1]
-            t = self.tail
+            t = self.tail - self.base
             if t + nhashed + 1 > self.fsum.size:
-                self.fsum = np.concatenate((self.fsum, np.zeros(self.fsum.size + nhashed, np.int64)))
+                self._grow(nhashed)
+                t = self.tail - self.base
             self.fsum[t + 1:t + 1 + nhashed] = self.fsum[t] + np.cumsum(seq)
-            self.tail = t + nhashed
+            self.tail += nhashed
         if nhashed < steps.size:
             self.pushed.extend(steps[nhashed:].tolist())
+
+    def _grow(self, extra: int) -> None:
+        """Room for ``extra`` more FIFO entries: drop the sums before every pool's head, double if needed."""
+        self._settle()
+        lo = int(self.head.min()) if self.n else self.tail
+        keep = self.fsum[lo - self.base:self.tail - self.base + 1]
+        size = self.fsum.size
+        if keep.size + extra > size // 2:
+            size = 2 * (keep.size + extra) + 1024
+        fsum = np.zeros(size, np.int64)
+        fsum[:keep.size] = keep
+        self.fsum = fsum
+        self.base = lo
 
     def metrics(self, size: int) -> PoolMetrics | None:
         """The pool of ``size`` blocks, if it is still shadowed."""
@@ -172,7 +188,7 @@ class ShadowPools:
         i = int(hit[0])
         head = int(self.head[i])
         fresh_pops = size - 1 - int(self.nfresh[i])
-        life = (self.total_now - int(self.fresh_now[i])) - (self.pushed_popped + int(self.fsum[head]))
+        life = (self.total_now - int(self.fresh_now[i])) - (self.pushed_popped + int(self.fsum[head - self.base]))
         return PoolMetrics(usable=size - 1, evictions=head, reuses=self.total_k - fresh_pops,
                            lifetime_sum=life, idle_sum=life)
 
