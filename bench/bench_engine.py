@@ -13,7 +13,9 @@
   an N-request workload as one ``simulate`` call: seconds; with
   ``--processes P`` spread over P worker processes (0: one per CPU). With
   ``--grid budgets`` the grid is max_num_batched_tokens x block_size instead
-  (26,000 x 16 tokens of KV): configurations that share no schedule.
+  (26,000 x 16 tokens of KV): configurations that share no schedule. With
+  ``--roofline`` every configuration has the Llama 3.1 8B / H100 roofline
+  clock of ``bench/bench_features.py`` (arrivals stay in steps).
 * ``--repeat K``: run each measurement K times and print every run (report
   the best; the machine is shared). Every line shows the 1-minute load, and
   the CPU time next to the wall time (less sensitive to other processes on a
@@ -23,6 +25,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -103,6 +106,7 @@ def main() -> None:
     ap.add_argument("--sweep", type=int, nargs=2, metavar=("B", "N"))
     ap.add_argument("--processes", type=int, default=1)
     ap.add_argument("--grid", choices=("blocks", "budgets"), default="blocks")
+    ap.add_argument("--roofline", action="store_true")
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
     for _ in range(args.repeat):
@@ -134,9 +138,16 @@ def run_once(args) -> None:
             budgets = np.linspace(512, 8192, max(b // 4, 1)).astype(int)
             cfgs = [EngineConfig(num_gpu_blocks=26_000 * 16 // bs, block_size=bs, max_num_batched_tokens=int(x))
                     for x in budgets for bs in (8, 16, 32, 64)][:b]
+        if args.roofline:
+            from bench.bench_features import H100, HF
+
+            roof = EngineConfig.from_dict({"cost_model": {"kind": "roofline", "model": json.loads(HF.read_text()),
+                                                          "gpu": H100}}).cost_model
+            cfgs = [dataclasses.replace(c, cost_model=roof) for c in cfgs]
         t0, c0 = time.perf_counter(), time.process_time()
         simulate(wl, cfgs, processes=args.processes)
-        print(f"sweep {len(cfgs)} configs ({args.grid}) x {n} requests, processes={args.processes}: "
+        clock = ", roofline clock" if args.roofline else ""
+        print(f"sweep {len(cfgs)} configs ({args.grid}{clock}) x {n} requests, processes={args.processes}: "
               f"{time.perf_counter() - t0:.2f} s ({time.process_time() - c0:.2f} s CPU in the parent)  ({load()})")
 
 
