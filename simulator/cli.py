@@ -397,8 +397,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     sw = sub.add_parser("sweep", help="simulate one workload over a grid of configurations (one batched run)",
                         description="Run one workload over the cartesian product of --grid values, as one "
-                        "batched simulation. Prints {\"grid\": {...}, \"points\": [{\"params\": {...}, "
-                        "\"totals\": {...}}, ...]} (first --grid varies slowest), or a CSV table with --csv.")
+                        "batched simulation. Points that make the same decisions at every step (KV block "
+                        "counts past the preemption cliff, caps above the peak of running requests) share "
+                        "one run, with results equal to running each alone. Prints {\"grid\": {...}, "
+                        "\"points\": [{\"params\": {...}, \"totals\": {...}}, ...]} (first --grid varies "
+                        "slowest), or a CSV table with --csv.")
     sw.add_argument("--workload", required=True, metavar="FILE", help="workload JSON or trace (as for run)")
     sw.add_argument("--config", metavar="FILE", help="base configuration JSON (default: all defaults)")
     sw.add_argument("--grid", action="append", metavar="FIELD=V1,V2,...",
