@@ -169,8 +169,12 @@ class FastEngine:
         # held by at most one request, and a request's keys are published only by it, in order
         # (fast paths in _free, _publish_one), or loaded by it from a lower tier.
         self.own_keys = self.keyarr is None
-        # admission's early "the whole prompt cannot fit" check (_admit; with a tier, loads are tried first)
+        # admission's early "the whole prompt cannot fit" check (_admit; with a tier, loads are tried first
+        # for a request whose keys a tier may hold: one that let its blocks go while waiting to hit them
+        # again, ``tiered``; with own keys nobody else's release puts its keys there)
         self.full_isl_own = self.own_keys and cfg.scheduler_reserve_full_isl and self.tiers is None
+        self.full_isl_untiered = self.own_keys and cfg.scheduler_reserve_full_isl and self.tiers is not None
+        self.tiered = np.zeros(n, bool)
         self.pool.track_refs = not self.own_keys
         self.pool.own_keys = self.own_keys and self.caching
         self.btab = np.zeros(ks.slots, np.int64)
@@ -313,6 +317,8 @@ class FastEngine:
         tier loads let go while it waits)."""
         o = int(self.koff[q])
         h = int(self.held[q])
+        if keep_keys:
+            self.tiered[q] = True
         if h:
             if self.own_keys:
                 # nobody else can hold these blocks; the published ones lead
@@ -519,10 +525,10 @@ class FastEngine:
         The first test :meth:`_admit` makes of a ready head with own keys: its whole
         prompt (or ``max_model_len``) in blocks, plus the watermark, against the free blocks.
         """
-        if not self.full_isl_own or self.loading:
+        if self.loading:
             return 0
         q = self.waiting[0]
-        if self.stale[q]:
+        if self.stale[q] or not (self.full_isl_own or (self.full_isl_untiered and not self.tiered[q])):
             return 0
         n = int(self.tok[q])
         if n > self.mml:
@@ -545,6 +551,8 @@ class FastEngine:
         own_keys = self.own_keys
         # (with a tier, loads are started before that check: see _start_onboard)
         full_isl_own = self.full_isl_own
+        full_isl_untiered = self.full_isl_untiered
+        tiered = self.tiered
         ns: list[int] = []
         while budget > 0 and waiting:
             if self.R >= cfg.max_num_seqs:
@@ -564,7 +572,7 @@ class FastEngine:
                     self._free(q, keep_keys=True)
             num_tokens = int(self.tok[q])
             capped = num_tokens if num_tokens < mml else mml  # min(), without the call
-            if full_isl_own:
+            if full_isl_own or (full_isl_untiered and not tiered[q]):
                 x = -(-capped // B) + (self.watermark_blocks if self.R else 0) - pool.top - pool.nfifo
                 if x > 0:
                     # the full-ISL check below fails whatever the prefix hits: with its own keys a
@@ -585,7 +593,7 @@ class FastEngine:
                     g = self._onboard_gate
                     if g is not None and self.status[g] >= FINISHED:
                         g = self._onboard_gate = None
-                    if self.tiers is not None and nh < m and g is None:
+                    if self.tiers is not None and nh < m and g is None and (tiered[q] or not own_keys):
                         if self._start_onboard(q, o, nh, m, hit):
                             skipped.append(waiting.popleft())
                             continue
