@@ -13,9 +13,11 @@
   an N-request workload as one ``simulate`` call: seconds; with
   ``--processes P`` spread over P worker processes (0: one per CPU). With
   ``--grid budgets`` the grid is max_num_batched_tokens x block_size instead
-  (26,000 x 16 tokens of KV): configurations that share no schedule. With
-  ``--roofline`` every configuration has the Llama 3.1 8B / H100 roofline
-  clock of ``bench/bench_features.py`` (arrivals stay in steps).
+  (26,000 x 16 tokens of KV): configurations that share no schedule.
+* ``--roofline``, ``--cpu-tier-gib G`` (with ``--cli``, ``--big`` and
+  ``--sweep``): every configuration gets the Llama 3.1 8B / H100 roofline
+  clock of ``bench/bench_features.py`` and a CPU tier of G GiB (Llama 3.1
+  8B's 2 MiB blocks); the arrivals stay in steps.
 * ``--repeat K``: run each measurement K times and print every run (report
   the best; the machine is shared). Every line shows the 1-minute load, and
   the CPU time next to the wall time (less sensitive to other processes on a
@@ -25,7 +27,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import re
@@ -59,7 +60,27 @@ def load() -> str:
     return f"load {os.getloadavg()[0]:.1f}/{os.cpu_count()} cpus"
 
 
-def bench_cli(n: int) -> None:
+def feature_fields(args) -> dict:
+    """The config-file fields of ``--roofline`` and ``--cpu-tier-gib``."""
+    out: dict = {}
+    if args.roofline:
+        from bench.bench_features import H100, HF
+
+        out["cost_model"] = {"kind": "roofline", "model": json.loads(HF.read_text()), "gpu": H100}
+    if args.cpu_tier_gib:
+        from bench.bench_features import BPB
+
+        out["cpu_tier"] = {"size_gib": args.cpu_tier_gib}
+        out["kv_bytes_per_block"] = BPB
+    return out
+
+
+def features_label(args) -> str:
+    return (", roofline clock" if args.roofline else "") + (
+        f", {args.cpu_tier_gib:g} GiB CPU tier" if args.cpu_tier_gib else "")
+
+
+def bench_cli(n: int, fields: dict, label: str) -> None:
     wl = normal_workload(n, 0.45)
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path(tmp) / "w.csv"
@@ -68,7 +89,7 @@ def bench_cli(n: int) -> None:
             for a, p, o in zip(wl.arrival.astype(int).tolist(), wl.prompt_len.tolist(), wl.output_len.tolist()):
                 f.write(f"{a},{p},{o}\n")
         cfg = Path(tmp) / "c.json"
-        cfg.write_text(json.dumps({"num_gpu_blocks": 26_000}))
+        cfg.write_text(json.dumps({"num_gpu_blocks": 26_000, **fields}))
         out = Path(tmp) / "out.json"
         cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "simulator", "run", "--workload", str(trace),
                "--config", str(cfg), "--output", str(out)]
@@ -82,7 +103,7 @@ def bench_cli(n: int) -> None:
         rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr).group(1)) / 1024
         user = float(re.search(r"User time \(seconds\): ([\d.]+)", p.stderr).group(1))
         t = json.loads(out.read_text())["totals"]
-        print(f"cli n={n}: {secs:.2f} s wall ({user:.2f} s user CPU), peak RSS {rss:.0f} MiB, steps={t['num_steps']} "
+        print(f"cli n={n}{label}: {secs:.2f} s wall ({user:.2f} s user CPU), peak RSS {rss:.0f} MiB, steps={t['num_steps']} "
               f"finished={t['finished']} preemptions={t['preemptions']}  ({load()})")
 
 
@@ -107,6 +128,7 @@ def main() -> None:
     ap.add_argument("--processes", type=int, default=1)
     ap.add_argument("--grid", choices=("blocks", "budgets"), default="blocks")
     ap.add_argument("--roofline", action="store_true")
+    ap.add_argument("--cpu-tier-gib", type=float, default=0)
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
     for _ in range(args.repeat):
@@ -117,37 +139,31 @@ def run_once(args) -> None:
     if args.oracle:
         bench_oracle()
     if args.cli:
-        bench_cli(args.cli)
+        bench_cli(args.cli, feature_fields(args), features_label(args))
     if args.big:
         wl = normal_workload(args.big, 0.45)
         t0, c0 = time.perf_counter(), time.process_time()
-        r = simulate(wl, [EngineConfig(num_gpu_blocks=26_000)])[0]
+        r = simulate(wl, [EngineConfig.from_dict({"num_gpu_blocks": 26_000, **feature_fields(args)})])[0]
         dt, dc = time.perf_counter() - t0, time.process_time() - c0
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         t = r.totals
-        print(f"big n={args.big}: {dt:.2f} s ({dc:.2f} s CPU), peak RSS {rss:.0f} MiB, steps={t['num_steps']} "
+        print(f"big n={args.big}{features_label(args)}: {dt:.2f} s ({dc:.2f} s CPU), peak RSS {rss:.0f} MiB, steps={t['num_steps']} "
               f"schedule_calls={t['num_schedule_calls']} preemptions={t['preemptions']}  ({load()})")
     if args.sweep:
         b, n = args.sweep
         wl = normal_workload(n, 0.45, seed=1)
+        fields = feature_fields(args)
         if args.grid == "blocks":
             blocks = np.linspace(4_000, 26_000, max(b // 4, 1)).astype(int)
-            cfgs = [EngineConfig(num_gpu_blocks=int(x), max_num_seqs=s)
-                    for x in blocks for s in (64, 128, 256, 512)][:b]
+            grid = [dict(num_gpu_blocks=int(x), max_num_seqs=s) for x in blocks for s in (64, 128, 256, 512)]
         else:
             budgets = np.linspace(512, 8192, max(b // 4, 1)).astype(int)
-            cfgs = [EngineConfig(num_gpu_blocks=26_000 * 16 // bs, block_size=bs, max_num_batched_tokens=int(x))
-                    for x in budgets for bs in (8, 16, 32, 64)][:b]
-        if args.roofline:
-            from bench.bench_features import H100, HF
-
-            roof = EngineConfig.from_dict({"cost_model": {"kind": "roofline", "model": json.loads(HF.read_text()),
-                                                          "gpu": H100}}).cost_model
-            cfgs = [dataclasses.replace(c, cost_model=roof) for c in cfgs]
+            grid = [dict(num_gpu_blocks=26_000 * 16 // bs, block_size=bs, max_num_batched_tokens=int(x))
+                    for x in budgets for bs in (8, 16, 32, 64)]
+        cfgs = [EngineConfig.from_dict({**g, **fields}) for g in grid[:b]]
         t0, c0 = time.perf_counter(), time.process_time()
         simulate(wl, cfgs, processes=args.processes)
-        clock = ", roofline clock" if args.roofline else ""
-        print(f"sweep {len(cfgs)} configs ({args.grid}{clock}) x {n} requests, processes={args.processes}: "
+        print(f"sweep {len(cfgs)} configs ({args.grid}{features_label(args)}) x {n} requests, processes={args.processes}: "
               f"{time.perf_counter() - t0:.2f} s ({time.process_time() - c0:.2f} s CPU in the parent)  ({load()})")
 
 

@@ -177,6 +177,11 @@ class FastEngine:
         self.tiered = np.zeros(n, bool)
         self.pool.track_refs = not self.own_keys
         self.pool.own_keys = self.own_keys and self.caching
+        if self.tiers is not None and self.own_keys:
+            # own keys: evictions are demoted in bulk, before the tiers are next read
+            self.pool.defer_evictions = True
+            self.pool.fkey = np.empty(self.pool.fifo.size, np.int64)
+            self.tiers.before_read = self.pool.deliver_evictions
         self.btab = np.zeros(ks.slots, np.int64)
         self.watermark_blocks = int(cfg.watermark * num_blocks)
         self.async_mode = cfg.async_scheduling

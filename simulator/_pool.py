@@ -90,6 +90,13 @@ class FastPool:
         self.own_keys = False  # see the module docstring; set by the engine before any use
         self.evictions = 0
         self.on_evict = None  # called with the content keys of evicted blocks and their step(s) (KV tiers)
+        # Own keys with a tier: evictions from the live FIFO are recorded as (index, count, step(s)) and
+        # handed to on_evict together, in order, by deliver_evictions (before the tier is next read,
+        # before an eviction handed over at once, and before the FIFO is compacted); ``fkey`` holds the
+        # key of each FIFO entry.
+        self.defer_evictions = False
+        self.fkey: np.ndarray | None = None
+        self._evicted: list[tuple[int, int, object]] = []
         self.lifetime_sum = 0  # set by finalize_metrics
         self.idle_sum = 0
         self.reuses = 0
@@ -126,13 +133,15 @@ class FastPool:
         release.
         """
         top = self.top
-        if not top and k and not self.ndead and self.on_evict is None and not self.dups:
+        if not top and k and not self.ndead and (self.on_evict is None or self.defer_evictions) and not self.dups:
             # the common case under load: the next k cached free blocks, all live
             h = self.fhead
             out = self.fifo[h:h + k]
             self.fhead = h + k
             self.nfifo -= k
-            if not self.own_keys:
+            if self.defer_evictions:
+                self._evicted.append((h, k, now))
+            elif not self.own_keys:
                 hsh = self.hash
                 self.kblock[hsh[out]] = -1
                 hsh[out] = -1
@@ -166,6 +175,7 @@ class FastPool:
             fresh = m = 0
         rest = k - m
         if rest:
+            deferred = False
             if self.ndead:
                 ev = self._pop_fifo(rest)
             else:  # no touched entries in the way: the next `rest` entries are live
@@ -173,7 +183,11 @@ class FastPool:
                 ev = self.fifo[h:h + rest]
                 self.fhead = h + rest
                 self.nfifo -= rest
-            if self.on_evict is not None or self.dups:
+                deferred = self.defer_evictions
+            if deferred:
+                self._evicted.append((h, rest, now if type(now) is not np.ndarray else now[m:]))
+                self.evictions += rest
+            elif self.on_evict is not None or self.dups:
                 self._evict(ev, now if type(now) is not np.ndarray else now[m:])
             elif self.own_keys:
                 self.evictions += rest
@@ -229,7 +243,29 @@ class FastPool:
         self.nfifo -= ev.size
         return ev
 
+    def deliver_evictions(self) -> None:
+        """Hand the recorded evictions to ``on_evict``, in order, as one call."""
+        got = self._evicted
+        if not got:
+            return
+        self._evicted = []
+        fkey = self.fkey
+        if len(got) == 1:
+            h, k, now = got[0]
+            keys = fkey[h:h + k]
+            steps = now
+        else:
+            keys = np.concatenate([fkey[h:h + k] for h, k, _ in got])
+            steps = np.empty(keys.size, np.int64)
+            i = 0
+            for _, k, now in got:
+                steps[i:i + k] = now  # a step, or one per block
+                i += k
+        self.on_evict(keys.copy(), steps)
+
     def _evict(self, ev: np.ndarray, steps=None) -> None:
+        if self._evicted:
+            self.deliver_evictions()
         hsh = self.hash
         keys = hsh[ev]
         hsh[ev] = -1
@@ -427,10 +463,10 @@ class FastPool:
             hb = blocks[:nhashed]
             if own and keep:
                 hit = self.fpos[hb] == -1  # taken by a prefix hit (touch), never evicted since
+            if own and self.on_evict is not None:
+                self.hash[hb] = np.arange(k0, k0 + nhashed)
             self._append(blocks[nhashed - 1::-1] if nhashed < blocks.size else blocks[::-1])
             if own:
-                if self.on_evict is not None:
-                    self.hash[hb] = np.arange(k0, k0 + nhashed)
                 if keep:
                     self._register(k0, hb, hit)
         m = blocks.size - nhashed
@@ -455,11 +491,15 @@ class FastPool:
             self._compact(m)
             t = self.ftail
         self.fifo[t:t + m] = tail
+        if self.defer_evictions:
+            self.fkey[t:t + m] = self.hash[tail]
         self.fpos[tail] = np.arange(t, t + m)
         self.ftail = t + m
         self.nfifo += m
 
     def _compact(self, extra: int) -> None:
+        if self._evicted:
+            self.deliver_evictions()  # their FIFO indices are about to change
         own = self.own_keys
         if own:
             # registrations still holding their block keep it, at its new index; the rest are dropped
@@ -478,6 +518,9 @@ class FastPool:
         self.fifo, self.ftail = compact_fifo(self.fifo, self.fpos, self.fhead, self.ftail, extra)
         self.fhead = 0
         self.ndead = 0
+        if self.defer_evictions:
+            self.fkey = np.empty(self.fifo.size, np.int64)
+            self.fkey[:self.ftail] = self.hash[self.fifo[:self.ftail]]
         if own:
             self.named = [live] if live.size else []
             if live.size:

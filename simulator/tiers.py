@@ -28,6 +28,7 @@ at admission.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -223,6 +224,9 @@ class TierChain:
         self._transfers = 0             # transfers (engine steps with evictions) not yet flushed
         self._last_step = None          # the engine step of the last transfer counted
         self.load_stalls = 0            # times loaded requests had to let their blocks go (engine)
+        # called before the tiers are read: hands over demotions recorded but not yet made (the GPU
+        # pool's deferred evictions, FastPool.deliver_evictions)
+        self.before_read: Callable[[], None] | None = None
 
     def demote(self, keys: np.ndarray, steps=None) -> None:
         """Blocks evicted from the tier above the first one (the GPU) enter it; overflow cascades down.
@@ -251,6 +255,8 @@ class TierChain:
 
     def flush(self) -> None:
         """Apply the pending demotions in one go."""
+        if self.before_read is not None:
+            self.before_read()
         if not self._pending:
             return
         transfers = self._transfers
@@ -284,6 +290,8 @@ class TierChain:
         counts = [0] * len(self.lru)
         if not keys.size:
             return counts
+        if self.before_read is not None:
+            self.before_read()
         k0 = keys[0]
         if self._mark[k0] != self._gen and not any(lru.pos[k0] >= 0 for lru in self.lru):
             return counts  # the usual case: the first key is in no tier and not on its way to one

@@ -279,6 +279,10 @@ def test_own_keys_with_tiers_equal_the_hash_table_pool():
             if not own:
                 sim.own_keys = sim.pool.own_keys = False
                 sim.pool.track_refs = True
+                sim.pool.defer_evictions = False  # evictions demoted one call each, as without own keys
+                sim.full_isl_untiered = False
+            else:
+                assert sim.pool.defer_evictions
             sim.run_all()
             out.append(_result(sim, True, None))
         assert out[0].to_json(steps=True) == out[1].to_json(steps=True), seed
