@@ -261,7 +261,7 @@ class FastPool:
             for _, k, now in got:
                 steps[i:i + k] = now  # a step, or one per block
                 i += k
-        self.on_evict(keys.copy(), steps)
+        self.on_evict(keys, steps)  # (a view of fkey when one range: on_evict keeps a copy)
 
     def _evict(self, ev: np.ndarray, steps=None) -> None:
         if self._evicted:

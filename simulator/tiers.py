@@ -141,14 +141,24 @@ class LruKeys:
     def contains(self, keys: np.ndarray) -> np.ndarray:
         return self.pos[keys] >= 0
 
-    def put(self, keys: np.ndarray) -> tuple[int, np.ndarray]:
-        """Insert or refresh ``keys`` (distinct) as most recent; return (new keys, keys pushed out)."""
+    def put(self, keys: np.ndarray, count_out: bool = False) -> tuple[int, np.ndarray | int]:
+        """Insert or refresh ``keys`` (distinct) as most recent; return (new keys, keys pushed out).
+
+        ``count_out``: return how many were pushed out instead of which.
+        """
         if self.capacity <= 0 or not keys.size:
-            return 0, keys[:0] if self.capacity > 0 else keys
+            out = keys[:0] if self.capacity > 0 else keys
+            return 0, out.size if count_out else out
         spill = keys[:0]
+        nspill = 0
         if keys.size > self.capacity:
             spill = keys[:-self.capacity]
-            spill = spill[self.pos[spill] < 0]  # never entered: straight through
+            if count_out:  # in slices: no copy of a large batch
+                nspill = sum(int(np.count_nonzero(self.pos[spill[a:a + (1 << 20)]] < 0))
+                             for a in range(0, spill.size, 1 << 20))
+                spill = spill[:0]
+            else:
+                spill = spill[self.pos[spill] < 0]  # never entered: straight through
             keys = keys[-self.capacity:]
         new = int((self.pos[keys] < 0).sum())
         m = keys.size
@@ -161,8 +171,10 @@ class LruKeys:
         self.size += new
         over = self.size - self.capacity
         if over <= 0:
-            return new, spill
+            return new, nspill if count_out else spill
         out = self._pop(over)
+        if count_out:
+            return new, nspill + out.size
         return new, np.concatenate((spill, out)) if spill.size else out
 
     def _pop(self, k: int) -> np.ndarray:
@@ -218,6 +230,7 @@ class TierChain:
         self.onboard_time_s = 0.0       # sum of load times (per request, queueing on the link included)
         self.link_free = [0.0] * k      # when each tier's read link is next idle (loads queue on it)
         self._pending: list[np.ndarray] = []  # demotions not yet applied (applied in order, in bulk)
+        self._key_dtype = np.int32 if num_keys < 2**31 else np.int64  # pending keys: half the memory
         self._gen = 1                             # flush generation
         self._mark = np.zeros(num_keys, np.int64)  # generation in which a key was last demoted
         self.offload_time_s = 0.0       # sum of background copy times
@@ -250,7 +263,7 @@ class TierChain:
         elif steps != self._last_step:
             self._transfers += 1
             self._last_step = steps
-        self._pending.append(keys)
+        self._pending.append(keys.astype(self._key_dtype))  # a copy: the caller may reuse ``keys``
         self._mark[keys] = self._gen
 
     def flush(self) -> None:
@@ -264,15 +277,19 @@ class TierChain:
         keys = self._pending[0] if len(self._pending) == 1 else np.concatenate(self._pending)
         self._pending = []
         self._gen += 1
-        if keys.size > 1:
-            srt = np.sort(keys)
-            if (srt[1:] == srt[:-1]).any():  # a key demoted twice (rare): its last demotion counts
-                _, first = np.unique(keys[::-1], return_index=True)
-                keys = keys[np.sort(keys.size - 1 - first)]
+        if keys.size > 1 and self._repeats(keys):  # a key demoted twice (rare): its last demotion counts
+            _, first = np.unique(keys[::-1], return_index=True)
+            keys = keys[np.sort(keys.size - 1 - first)]
+        last = len(self.lru) - 1
         for i, lru in enumerate(self.lru):
             if not keys.size:
                 return
-            new, keys = lru.put(keys)
+            if i == last:  # what it pushes out is dropped: only their number is needed
+                new, out = lru.put(keys, count_out=True)
+                self.dropped += out
+                keys = keys[:0]
+            else:
+                new, keys = lru.put(keys)
             if new:
                 spec = self.specs[i]
                 self.offloaded[i] += new
@@ -280,6 +297,18 @@ class TierChain:
                 self.bytes_offloaded += b
                 self.offload_time_s += spec.write_latency_s * (transfers if i == 0 else 1) + b / (spec.write_gbps * GB)
         self.dropped += keys.size
+
+    def _repeats(self, keys: np.ndarray) -> bool:
+        """Whether a key occurs twice in ``keys`` (without a sorted copy: each occurrence writes its
+        position into ``_mark``, and a later one overwrites an earlier one's)."""
+        mark = self._mark
+        step = 1 << 20
+        for a in range(0, keys.size, step):
+            mark[keys[a:a + step]] = -1 - np.arange(a, min(a + step, keys.size))
+        for a in range(0, keys.size, step):
+            if (mark[keys[a:a + step]] != -1 - np.arange(a, min(a + step, keys.size))).any():
+                return True
+        return False  # (the marks left are negative: no generation)
 
     def match(self, keys: np.ndarray) -> list[int]:
         """Blocks of ``keys`` (a prefix continuing after the GPU hit) found in each tier, in order.
