@@ -48,6 +48,24 @@ def test_demotion_cascades_cpu_to_disk_and_then_drops():
     assert chain.match(np.array([9, 5])) == [0, 0]
 
 
+def test_a_key_demoted_twice_before_a_read_counts_once_at_its_last_demotion():
+    """Within one call and across calls; the bulk demotion finds repeats without sorting the batch."""
+    for calls in ([[1, 2, 3, 1]], [[1, 2], [3, 1]], [[1, 2, 3], [4, 1]]):
+        chain = TierChain([("cpu", KvTier(num_blocks=2)), ("disk", KvTier(num_blocks=10))], BPB, 100)
+        for c in calls:
+            chain.demote(np.array(c))
+        chain.flush()
+        distinct = list(dict.fromkeys(reversed([k for c in calls for k in c])))[::-1]  # last occurrence order
+        assert chain.offloaded[0] == 2 and chain.lru[0].contains(np.array(distinct[-2:])).all(), calls
+        assert chain.offloaded[1] == len(distinct) - 2
+        assert chain.lru[1].contains(np.array(distinct[:-2])).all()
+    # no repeat: every key counts
+    chain = TierChain([("cpu", KvTier(num_blocks=2))], BPB, 100)
+    chain.demote(np.array([5, 6, 7]))
+    chain.flush()
+    assert chain.offloaded == [2] and chain.dropped == 1
+
+
 def test_onboard_time_is_latency_plus_bytes_over_bandwidth_and_loads_queue_on_the_link():
     tier = KvTier(num_blocks=100, read_gbps=10.0, read_latency_s=0.001)
     chain = TierChain([("cpu", tier)], BPB, 100)
