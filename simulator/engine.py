@@ -107,9 +107,9 @@ def simulate(
         sim.run_all(sub)
         out = {lead: _result(sim, record_steps, max_step_points)}
         for b in others:
-            pool = covers(sim, configs[b], sim._unservable)
-            if pool is not None:
-                out[b] = _result(sim, record_steps, max_step_points, pool)
+            got = covers(sim, configs[b], sim._unservable)
+            if got is not None:
+                out[b] = _result(sim, record_steps, max_step_points, *got)
         return out
 
     results: list[SimResult | None] = [None] * nb
@@ -183,11 +183,11 @@ def _in_processes(job: Callable[..., dict[int, SimResult]], queue: LeaderQueue, 
             _JOB = None
 
 
-def _result(sim, record_steps: bool, max_points: int | None, pool=None) -> SimResult:
+def _result(sim, record_steps: bool, max_points: int | None, pool=None, tiers=None) -> SimResult:
     """Assemble a SimResult from a finished :class:`FastEngine` (or the scalar reference).
 
-    ``pool``: the block pool to report (default the engine's), for a configuration that
-    shared the engine's schedule (:mod:`simulator.sharing`).
+    ``pool``, ``tiers``: the block pool and KV tiers to report (default the engine's), for a
+    configuration that shared the engine's schedule (:mod:`simulator.sharing`).
     """
     wl = sim.wl
     t = dict(sim.t)
@@ -204,7 +204,8 @@ def _result(sim, record_steps: bool, max_points: int | None, pool=None) -> SimRe
     t["prefix_cache_evictions"] = pool.evictions
     t["mean_block_lifetime_steps"] = pool.lifetime_sum / pool.reuses if pool.reuses else 0.0
     t["mean_block_idle_steps"] = pool.idle_sum / pool.reuses if pool.reuses else 0.0
-    tiers = getattr(sim, "tiers", None)  # the scalar reference kernel has none
+    if tiers is None:
+        tiers = getattr(sim, "tiers", None)  # the scalar reference kernel has none
     if tiers is not None:
         t.update(tiers.totals())
     if wl.arrival_unit == "s" or getattr(getattr(sim, "cfg", None), "cost_model", None) is not None:

@@ -54,8 +54,7 @@ def share_key(cfg: EngineConfig, prep):
 
     ``prep`` is the workload's :class:`simulator._fast.WorkloadPrep`.
     """
-    if (cfg.cpu_tier is not None or cfg.disk_tier is not None or cfg.watermark
-            or cfg.prefix_cache != "vllm" or cfg.kv_offload_threshold is not None
+    if (cfg.watermark or cfg.prefix_cache != "vllm" or cfg.kv_offload_threshold is not None
             or prep.keys(cfg.block_size).keyarr is not None):  # a shared prefix or a conversation
         return None
     return tuple(repr(getattr(cfg, f.name)) for f in dataclasses.fields(cfg) if f.name not in VARYING)
@@ -99,6 +98,16 @@ class ShadowPools:
         self.tail = 0
         self.total_k = 0
         self.total_now = 0
+        # With a KV tier (``tiered``, set before the first allocation): every FIFO key in order, and
+        # per pool the demotion transfers its evictions make (distinct steps with an eviction, as
+        # TierChain.demote counts them) and the step of its last eviction; once every pool's last
+        # eviction step is the same (``c_last``), new transfers count in ``c_transfers`` for all.
+        self.tiered: bool | None = None
+        self.fkeys = np.zeros(0, np.int64)
+        self.transfers = np.zeros(self.sizes.size, np.int64)
+        self.last_step = np.full(self.sizes.size, -1, np.int64)
+        self.c_last: int | None = None
+        self.c_transfers = 0
         self._set()
 
     def _set(self) -> None:
@@ -109,7 +118,8 @@ class ShadowPools:
     def keep(self, ok: np.ndarray) -> None:
         """Keep only the pools where ``ok``."""
         self._settle()
-        for name in ("sizes", "delta", "nfresh", "fresh_now", "head"):
+        self._settle_transfers()
+        for name in ("sizes", "delta", "nfresh", "fresh_now", "head", "transfers", "last_step"):
             setattr(self, name, getattr(self, name)[ok])
         self._set()
 
@@ -144,15 +154,56 @@ class ShadowPools:
                 self.fresh_now += now * f
             self.nfresh -= f
             self.head += r - f
+            if self.tiered:
+                self._count_transfers_each(now, a + f, k)
             self.fresh_left = bool(self.nfresh.any())
             over = self.head > self.tail
         else:
             self.shift += r
+            if self.tiered:
+                self._count_transfers_all(now, a, k)
             over = None if int(self.head.max()) + self.shift <= self.tail else self.head + self.shift > self.tail
         if over is not None and over.any():  # cannot happen while every check ends the same way; a guard
             self.keep(~over)
 
-    def release(self, steps: np.ndarray, nhashed: int) -> None:
+    def _count_transfers_each(self, now, start: np.ndarray, k: int) -> None:
+        """Pool ``i`` evicted the blocks ``start[i]:k`` of an allocation at step(s) ``now``."""
+        self._settle_transfers()
+        for i in np.flatnonzero(start < k).tolist():
+            if type(now) is np.ndarray:
+                sl = now[start[i]:k]
+                first, last = int(sl[0]), int(sl[-1])
+                distinct = 1 + int(np.count_nonzero(sl[1:] != sl[:-1]))
+            else:
+                first = last = now
+                distinct = 1
+            self.transfers[i] += distinct - (first == self.last_step[i])
+            self.last_step[i] = last
+
+    def _count_transfers_all(self, now, a: int, k: int) -> None:
+        """Every pool evicted the blocks ``a:k`` of an allocation at step(s) ``now``."""
+        if type(now) is np.ndarray:
+            sl = now[a:k]
+            first, last = int(sl[0]), int(sl[-1])
+            distinct = 1 + int(np.count_nonzero(sl[1:] != sl[:-1]))
+        else:
+            first = last = now
+            distinct = 1
+        if self.c_last is None:
+            self.transfers += distinct - (self.last_step == first)
+            self.last_step[:] = last
+        else:
+            self.c_transfers += distinct - (first == self.c_last)
+        self.c_last = last
+
+    def _settle_transfers(self) -> None:
+        if self.c_last is not None:
+            self.transfers += self.c_transfers
+            self.last_step[:] = self.c_last
+            self.c_transfers = 0
+            self.c_last = None
+
+    def release(self, steps: np.ndarray, nhashed: int, keys: np.ndarray | None = None) -> None:
         """The leader released a request's blocks, allocated at ``steps`` (the first ``nhashed`` hashed),
         as :meth:`FastPool.release_own` without ``keep``: hashed ones to the FIFO, last first."""
         if nhashed:
@@ -162,6 +213,12 @@ class ShadowPools:
                 self._grow(nhashed)
                 t = self.tail - self.base
             self.fsum[t + 1:t + 1 + nhashed] = self.fsum[t] + np.cumsum(seq)
+            if keys is not None:  # the hashed blocks' keys, in the order they enter the FIFO
+                t = self.tail
+                if t + nhashed > self.fkeys.size:
+                    self.fkeys = np.concatenate((self.fkeys, np.zeros(max(self.fkeys.size, 1024) + nhashed,
+                                                                      np.int64)))
+                self.fkeys[t:t + nhashed] = keys
             self.tail += nhashed
         if nhashed < steps.size:
             self.pushed.extend(steps[nhashed:].tolist())
@@ -189,8 +246,13 @@ class ShadowPools:
         head = int(self.head[i])
         fresh_pops = size - 1 - int(self.nfresh[i])
         life = (self.total_now - int(self.fresh_now[i])) - (self.pushed_popped + int(self.fsum[head - self.base]))
+        self._settle_transfers()
         return PoolMetrics(usable=size - 1, evictions=head, reuses=self.total_k - fresh_pops,
-                           lifetime_sum=life, idle_sum=life)
+                           lifetime_sum=life, idle_sum=life, transfers=int(self.transfers[i]))
+
+    def evicted_keys(self, m: PoolMetrics) -> np.ndarray:
+        """With a tier: the keys pool ``m`` evicted, in order (its first ``evictions`` FIFO entries)."""
+        return self.fkeys[:m.evictions]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,6 +264,7 @@ class PoolMetrics:
     reuses: int
     lifetime_sum: int
     idle_sum: int
+    transfers: int = 0  # with a tier: its demotion transfers
 
 
 class SharedPool(FastPool):
@@ -211,6 +274,8 @@ class SharedPool(FastPool):
 
     def allocate(self, k: int, now) -> np.ndarray:
         sh = self.shadow
+        if sh.tiered is None:  # the engine sets on_evict (a KV tier) before the first allocation
+            sh.tiered = self.on_evict is not None
         if sh.n:
             if self.slack < sh.dmax or self.excess <= -sh.dmin:
                 sh.prune(self.slack, self.excess)
@@ -224,7 +289,8 @@ class SharedPool(FastPool):
             if keep:  # a preemption: the request may hit these blocks again, as each pool's queue decides
                 sh.keep(np.zeros(sh.n, bool))
             else:
-                sh.release(self.born[blocks], nhashed)
+                sh.release(self.born[blocks], nhashed,
+                           np.arange(k0 + nhashed - 1, k0 - 1, -1) if sh.tiered and nhashed else None)
         super().release_own(blocks, nhashed, k0, keep)
 
     def release(self, blocks: np.ndarray) -> None:
@@ -241,7 +307,8 @@ def shared_pool_factory(sizes: Sequence[int]) -> Callable[[int, bool, int], Shar
 
 
 def covers(sim, cfg: EngineConfig, drop_of: Callable[[int], np.ndarray]):
-    """How the finished leader ``sim`` gives ``cfg``'s result: its own pool, a shadow's metrics, or None.
+    """How the finished leader ``sim`` gives ``cfg``'s result: ``(pool, tiers)`` (the leader's own, or a
+    shadow pool's metrics and its KV tiers fed that pool's evictions), or None.
 
     ``drop_of(usable)`` is the unservable mask for a pool of that many usable blocks.
     """
@@ -250,17 +317,25 @@ def covers(sim, cfg: EngineConfig, drop_of: Callable[[int], np.ndarray]):
     if cfg.max_num_seqs != lead.max_num_seqs and t["peak_running"] >= min(cfg.max_num_seqs, lead.max_num_seqs):
         return None
     if cfg.num_gpu_blocks == lead.num_gpu_blocks:
-        return sim.pool
+        return sim.pool, sim.tiers
     pool = sim.pool
     if t["preemptions"] or not isinstance(pool, SharedPool):
         return None
+    tiers = sim.tiers
+    if tiers is not None and (tiers.read_flushes or any(tiers.onboarded) or tiers.load_stalls):
+        return None  # the tier was read: what it held mattered
     d = lead.num_gpu_blocks - cfg.num_gpu_blocks  # usable blocks fewer than the leader's
     if not (d <= pool.slack and -d < pool.excess):
         return None  # some check would have ended otherwise
     m = pool.shadow.metrics(cfg.num_gpu_blocks)
     if m is None or not np.array_equal(drop_of(m.usable), sim._drop):
         return None
-    return m
+    if tiers is None:
+        return m, None
+    # a tier nobody read: what it holds is what this pool's evictions, in order, put there
+    chain = tiers.empty_copy()
+    chain.demoted_in_bulk(pool.shadow.evicted_keys(m), m.transfers)
+    return m, chain
 
 
 class LeaderQueue:

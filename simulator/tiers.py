@@ -237,6 +237,8 @@ class TierChain:
         self._transfers = 0             # transfers (engine steps with evictions) not yet flushed
         self._last_step = None          # the engine step of the last transfer counted
         self.load_stalls = 0            # times loaded requests had to let their blocks go (engine)
+        self.read_flushes = 0           # flushes before a read (match, onboard), not at the end
+        self._args = (tiers, bytes_per_block, num_keys)
         # called before the tiers are read: hands over demotions recorded but not yet made (the GPU
         # pool's deferred evictions, FastPool.deliver_evictions)
         self.before_read: Callable[[], None] | None = None
@@ -266,12 +268,24 @@ class TierChain:
         self._pending.append(keys.astype(self._key_dtype))  # a copy: the caller may reuse ``keys``
         self._mark[keys] = self._gen
 
-    def flush(self) -> None:
-        """Apply the pending demotions in one go."""
+    def empty_copy(self) -> TierChain:
+        """The same tiers, empty."""
+        return TierChain(*self._args)
+
+    def demoted_in_bulk(self, keys: np.ndarray, transfers: int) -> None:
+        """What :meth:`demote` calls making ``transfers`` transfers of ``keys`` (in order) leave pending."""
+        if keys.size:
+            self._pending.append(keys.astype(self._key_dtype))
+            self._mark[keys] = self._gen
+        self._transfers += transfers
+
+    def flush(self, reading: bool = True) -> None:
+        """Apply the pending demotions in one go (``reading``: before the tiers are read)."""
         if self.before_read is not None:
             self.before_read()
         if not self._pending:
             return
+        self.read_flushes += reading
         transfers = self._transfers
         self._transfers = 0
         keys = self._pending[0] if len(self._pending) == 1 else np.concatenate(self._pending)
@@ -365,7 +379,7 @@ class TierChain:
         return ready
 
     def totals(self) -> dict[str, Any]:
-        self.flush()
+        self.flush(reading=False)
         out: dict[str, Any] = {}
         for i, name in enumerate(self.names):
             out[f"{name}_tier_blocks"] = self.lru[i].capacity

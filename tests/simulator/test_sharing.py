@@ -141,18 +141,33 @@ def test_block_counts_just_below_the_need_of_a_check_run_alone(engine_runs):
     _assert_same_as_alone(wl, cfgs, results)
 
 
-def test_shared_prefixes_and_tiers_never_share(engine_runs):
+def test_shared_prefixes_never_share(engine_runs):
     wl = _steady()
     shared = Workload(prompt_len=wl.prompt_len + 64, output_len=wl.output_len, arrival=wl.arrival,
                       prefix_id=np.zeros(wl.n, np.int64), prefix_len=np.array([64]))
     cfgs = [EngineConfig(num_gpu_blocks=b, block_size=16, max_num_seqs=8) for b in (3000, 2000)]
     simulate(shared, cfgs)
     assert len(engine_runs) == 2
+
+
+def test_block_counts_with_a_cpu_tier_share_one_run_and_keep_their_own_tier_metrics(engine_runs):
+    """Nobody reads the tier without preemptions (own keys): each pool's evictions fill its own tier."""
+    wl = _steady()
+    tier = dict(cpu_tier={"num_blocks": 700, "write_latency_s": 0.001},
+                disk_tier={"num_blocks": 5000, "write_latency_s": 0.002}, kv_bytes_per_block=1 << 20)
+    cfgs = [EngineConfig(num_gpu_blocks=b, block_size=16, max_num_seqs=8, **tier) for b in (2000, 1200, 900, 700)]
+    results = simulate(wl, cfgs, record_steps=True)
+    assert len(engine_runs) == 1
+    _assert_same_as_alone(wl, cfgs, results)
+    for key in ("disk_tier_blocks_offloaded", "tier_bytes_offloaded", "tier_offload_time_s"):
+        got = [r.totals[key] for r in results]
+        assert len(set(got)) == len(got), (key, got)  # a smaller pool evicts more, sooner
+    assert all(r.totals["disk_tier_blocks_offloaded"] > 0 for r in results)
+    # with preemptions the tier is read (a preempted request's blocks come back from it): alone
     engine_runs.clear()
-    tiered = [EngineConfig(num_gpu_blocks=b, block_size=16, max_num_seqs=8, kv_bytes_per_block=1 << 20,
-                           cpu_tier={"num_blocks": 500}) for b in (3000, 2000)]
-    simulate(wl, tiered)
-    assert len(engine_runs) == 2
+    small = [EngineConfig(num_gpu_blocks=b, block_size=16, max_num_seqs=64, **tier) for b in (60, 50)]
+    results = simulate(wl, small)
+    assert all(r.totals["preemptions"] for r in results) and len(engine_runs) == 2
 
 
 def test_worker_processes_give_the_same_results():
@@ -183,10 +198,10 @@ def test_a_leader_covers_other_block_counts_only_where_its_checks_end_the_same_w
         assert sim.t["preemptions"] == 0
         for b in sizes:
             cfg = EngineConfig(num_gpu_blocks=b, block_size=16, max_num_seqs=32)
-            pool = covers(sim, cfg, sim._unservable)
-            (refused if pool is None else derived).append((lead_blocks, b))
-            if pool is not None:
-                assert _result(sim, True, None, pool).to_json(steps=True) == _alone(wl, cfg).to_json(steps=True)
+            got = covers(sim, cfg, sim._unservable)
+            (refused if got is None else derived).append((lead_blocks, b))
+            if got is not None:
+                assert _result(sim, True, None, *got).to_json(steps=True) == _alone(wl, cfg).to_json(steps=True)
     # 400 blocks never ran short (its closest check passed 105 blocks to spare); the others did
     assert derived == [(400, 300), (400, 395), (400, 401), (400, 405), (400, 500), (400, 1400)]
     assert len(refused) == 17
