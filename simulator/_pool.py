@@ -51,9 +51,13 @@ class FastPool:
         Prefix caching on.
     num_keys : int
         Size of the content-key space (``kblock`` length) when caching.
+    kblock : ndarray of int64, shape (num_keys,), optional
+        Storage for the hash table's key -> block map, all -1 (a row of a
+        cluster's instances x keys matrix, :class:`simulator.fleet.Fleet`).
     """
 
-    def __init__(self, num_gpu_blocks: int, caching: bool, num_keys: int) -> None:
+    def __init__(self, num_gpu_blocks: int, caching: bool, num_keys: int, *,
+                 kblock: np.ndarray | None = None) -> None:
         nb = num_gpu_blocks
         self.usable = nb - 1  # blocks
         self.caching = caching
@@ -75,7 +79,7 @@ class FastPool:
             self.fhead = 0
             self.ftail = 0
             self.ndead = 0  # touched (lazily deleted) entries in fifo[fhead:ftail]
-            self.kblock = np.full(num_keys, -1, np.int64)
+            self.kblock = np.full(num_keys, -1, np.int64) if kblock is None else kblock
             self.dups: dict[int, list[int]] = {}
             # own keys: the free-queue index a registered key's block was appended at
             # (allocated at the first registration), and the key ranges registered

@@ -211,10 +211,9 @@ def _flat(prefix: str, d: dict[str, Any], out: dict[str, Any]) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from simulator.engine import MAX_PROCESSES, simulate
+    from simulator.engine import simulate
 
-    if not 0 <= args.processes <= MAX_PROCESSES:
-        raise CliError(f"--processes: {args.processes} is not a whole number from 0 to {MAX_PROCESSES}")
+    _check_processes(args.processes)
     grid = parse_grid(args.grid or [])
     if not grid:
         raise CliError("sweep: give at least one --grid FIELD=V1,V2,...")
@@ -320,6 +319,13 @@ def _instance_counts(text: str) -> list[int]:
     return out
 
 
+def _check_processes(p: int) -> None:
+    from simulator.engine import MAX_PROCESSES
+
+    if not 0 <= p <= MAX_PROCESSES:
+        raise CliError(f"--processes: {p} is not a whole number from 0 to {MAX_PROCESSES}")
+
+
 def cmd_cluster(args: argparse.Namespace) -> int:
     from simulator.cluster import smallest_replicas
     from simulator.metrics import MetricsError
@@ -349,14 +355,14 @@ def cmd_cluster(args: argparse.Namespace) -> int:
                                       seed=args.seed)
             _emit(_dump(found.to_dict(), args.indent), args.output)
             return 0
-        from simulator.cluster import simulate_cluster
+        from simulator.cluster import Deployment
+        from simulator.engine import simulate
 
-        points = []
-        for n in counts:
-            for pol in policies:
-                r = simulate_cluster(workload, config, n, routing=pol, router_delay_s=args.router_delay_s,
-                                     seed=args.seed, slo_ttft_s=args.slo_ttft_s, slo_itl_s=args.slo_itl_s)
-                points.append(r.to_dict(requests=args.requests))
+        _check_processes(args.processes)
+        items = [Deployment(config, n, pol, args.router_delay_s, args.seed, args.slo_ttft_s, args.slo_itl_s)
+                 for n in counts for pol in policies]
+        points = [r.to_dict(requests=args.requests)
+                  for r in simulate(workload, items, processes=args.processes)]
     except (ClusterError, MetricsError) as exc:
         msg = str(exc)
         field, sep, rest = msg.partition(":")
@@ -494,6 +500,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="largest instance count --find-replicas tries (1 to 256; default 64)")
     cl.add_argument("--percentile", choices=["p50", "p90", "p99"], default="p90",
                     help="percentile of TTFT and ITL that --find-replicas compares with the SLOs (default p90)")
+    cl.add_argument("--processes", type=int, default=1, metavar="P",
+                    help="run the (count, policy) points over P worker processes (0: one per CPU); results do "
+                         "not depend on P")
     cl.add_argument("--requests", action="store_true",
                     help="add every request's columns (with its instance) and each instance's request indices")
     cl.add_argument("--output", "-o", metavar="FILE", help="write the JSON here instead of stdout")

@@ -32,9 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from simulator._fast import FastEngine, WorkloadPrep
+from simulator._fast import WorkloadPrep
 from simulator.config import EngineConfig
 from simulator.engine import _result
+from simulator.fleet import Fleet
 from simulator.metrics import LatencySummary
 from simulator.results import SimResult
 from simulator.routing import MAX_INSTANCES, ClusterError, Router, RoutingPolicy, parse_routing
@@ -70,6 +71,11 @@ def _check_seconds(name: str, v: Any, *, allow_none: bool = False, positive: boo
     if v < 0 or (positive and v == 0):
         raise ClusterError(f"{name}: must be {'> 0' if positive else '>= 0'} seconds, got {v!r}")
     return float(v)
+
+
+def _check_delay_unit(delay: float, workload: Workload) -> None:
+    if delay > 0 and workload.arrival_unit != "s":
+        raise ClusterError("router_delay_s: needs arrivals in seconds (this workload's arrivals are engine steps)")
 
 
 @dataclass(frozen=True)
@@ -204,6 +210,51 @@ class ClusterResult:
         return d
 
 
+@dataclass(frozen=True)
+class Deployment:
+    """``num_instances`` replicas of ``config`` behind a router: an item of a simulation batch.
+
+    :func:`simulator.engine.simulate` takes these beside plain
+    :class:`EngineConfig` items, so one batch (and its worker processes) can
+    vary the instance count and the routing policy; each gives a
+    :class:`ClusterResult` equal to :func:`simulate_cluster` with the same
+    arguments. Validated on construction (:class:`ClusterError` naming the
+    field); ``routing`` is kept in its canonical string form. ``slo_ttft_s`` and
+    ``slo_itl_s`` are the goodput thresholds of its latency summaries.
+    """
+
+    config: EngineConfig
+    num_instances: int = 1
+    routing: str = "round-robin"
+    router_delay_s: float = 0.0
+    seed: int = 0
+    slo_ttft_s: float | None = None
+    slo_itl_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.config, EngineConfig):
+            raise ClusterError("config: must be an EngineConfig")
+        object.__setattr__(self, "num_instances", _check_int("num_instances", self.num_instances, 1, MAX_INSTANCES))
+        object.__setattr__(self, "routing", str(parse_routing(self.routing)))
+        object.__setattr__(self, "router_delay_s", _check_seconds("router_delay_s", self.router_delay_s))
+        object.__setattr__(self, "seed", _check_int("seed", self.seed, 0, 2**63 - 1))
+        for name in ("slo_ttft_s", "slo_itl_s"):
+            object.__setattr__(self, name, _check_seconds(name, getattr(self, name), allow_none=True, positive=True))
+
+    def check(self, workload: Workload) -> None:
+        """Raise :class:`ClusterError` if this deployment cannot run ``workload`` (a router delay needs
+        arrivals in seconds)."""
+        _check_delay_unit(self.router_delay_s, workload)
+
+    def run(self, workload: Workload, *, prep: WorkloadPrep | None = None, record_steps: bool = False,
+            max_step_points: int | None = None, progress: Callable[[float], None] | None = None) -> ClusterResult:
+        """Simulate ``workload`` on this deployment (:func:`simulate_cluster`)."""
+        return simulate_cluster(workload, self.config, self.num_instances, routing=self.routing,
+                                router_delay_s=self.router_delay_s, seed=self.seed, slo_ttft_s=self.slo_ttft_s,
+                                slo_itl_s=self.slo_itl_s, record_steps=record_steps,
+                                max_step_points=max_step_points, progress=progress, prep=prep)
+
+
 def _slice_result(res: SimResult, idx: np.ndarray) -> SimResult:
     """``res`` restricted to requests ``idx``: columns sliced, ``unfinished`` recounted over them."""
     req = {}
@@ -227,6 +278,7 @@ def simulate_cluster(
     record_steps: bool = False,
     max_step_points: int | None = None,
     progress: Callable[[float], None] | None = None,
+    prep: WorkloadPrep | None = None,
 ) -> ClusterResult:
     """Simulate ``workload`` on ``num_instances`` copies of ``config`` behind a router.
 
@@ -253,6 +305,8 @@ def simulate_cluster(
         Downsample each step series to at most this many points.
     progress : callable, optional
         Called with the fraction of requests routed, in [0, 1].
+    prep : WorkloadPrep, optional
+        The workload's precomputation, when the caller already has it.
 
     Returns
     -------
@@ -270,8 +324,7 @@ def simulate_cluster(
     N = _check_int("num_instances", num_instances, 1, MAX_INSTANCES)
     policy = parse_routing(routing)
     delay = _check_seconds("router_delay_s", router_delay_s)
-    if delay > 0 and workload.arrival_unit != "s":
-        raise ClusterError("router_delay_s: needs arrivals in seconds (this workload's arrivals are engine steps)")
+    _check_delay_unit(delay, workload)
     seed = _check_int("seed", seed, 0, 2**63 - 1)
     slo_ttft_s = _check_seconds("slo_ttft_s", slo_ttft_s, allow_none=True, positive=True)
     slo_itl_s = _check_seconds("slo_itl_s", slo_itl_s, allow_none=True, positive=True)
@@ -280,26 +333,16 @@ def simulate_cluster(
 
     wl = workload
     n = wl.n
-    prep = WorkloadPrep(wl)
-    engines = [FastEngine(wl, config, prep=prep, record_steps=record_steps) for _ in range(N)]
-    for e in engines:
-        e.start(external=True)
-    ks = prep.keys(config.block_size)
-    router = Router(policy, N, koff=ks.koff, keyarr=ks.keyarr, prompt_len=wl.prompt_len,
-                    block_size=config.block_size, seed=seed)
+    prep = prep or WorkloadPrep(wl)
+    fleet = Fleet(wl, config, N, prep=prep, record_steps=record_steps)
+    fleet.start()
+    router = Router(policy, fleet, prompt_len=wl.prompt_len, seed=seed)
     order = prep.order.tolist()
     arr = prep.arrival_sorted.tolist()
     stateful = policy.stateful and N > 1
     affinity = "prefix-affinity" in policy.uses and N > 1
     delayed = affinity and delay > 0
     assign = np.full(n, -1, np.int64)
-
-    def advance_all(t: float) -> None:
-        # an idle instance's state does not change while it waits (its clock
-        # catches up when it next gets a request), so only busy ones advance
-        for e in engines:
-            if e.busy:
-                e.advance(t)
 
     # Observations of the delayed prefix view happen at arrival - delay, in
     # the same time order (ties: observe first); those before 0 see empty caches.
@@ -312,25 +355,21 @@ def simulate_cluster(
         t = arr[p]
         if delayed:
             while j < n and arr[j] - delay <= t:
-                advance_all(arr[j] - delay)
-                router.observe(order[j], engines)
+                fleet.advance(arr[j] - delay)
+                router.observe(order[j])
                 j += 1
         q = order[p]
         if stateful:
-            advance_all(t)
+            fleet.advance(t)
             if affinity and not delayed:
-                router.observe(q, engines)
-        i = router.choose(q, engines)
-        eng = engines[i]
-        eng.advance(t)
-        eng.submit(q)
+                router.observe(q)
+        i = router.choose(q)
+        fleet.submit(i, q, t)
         assign[q] = i
         if progress is not None and (p % step == 0 or p == n - 1):
             progress((p + 1) / n)
-    for e in engines:
-        e.advance(None)
-        e.close()
-    return _assemble(wl, engines, assign, policy, delay, slo_ttft_s, slo_itl_s, record_steps, max_step_points)
+    fleet.finish()
+    return _assemble(wl, fleet.engines, assign, policy, delay, slo_ttft_s, slo_itl_s, record_steps, max_step_points)
 
 
 def _assemble(wl: Workload, engines: list, assign: np.ndarray, policy: RoutingPolicy, delay: float,
@@ -551,5 +590,5 @@ def smallest_replicas(
     return ReplicaSearch(hi, percentile, slo_ttft_s, slo_itl_s, str(policy), max_n, trials, reason)
 
 
-__all__ = ["ClusterError", "ClusterResult", "InstanceResult", "LoadBalance", "ReplicaSearch", "ReplicaTrial",
+__all__ = ["ClusterError", "ClusterResult", "Deployment", "InstanceResult", "LoadBalance", "ReplicaSearch", "ReplicaTrial",
            "SLO_PERCENTILES", "simulate_cluster", "smallest_replicas"]

@@ -52,7 +52,11 @@ def simulate(
     Parameters
     ----------
     workload : Workload
-    configs : sequence of EngineConfig, length B
+    configs : sequence of EngineConfig or Deployment, length B
+        A :class:`simulator.cluster.Deployment` item (N replicas behind a
+        router) gives a :class:`simulator.cluster.ClusterResult` equal to
+        running it alone; it runs in the same queue and worker processes as
+        the plain configurations, and shares no schedule with them.
     record_steps : bool
         Return the per-step series in ``SimResult.steps``.
     max_step_points : int, optional
@@ -78,14 +82,23 @@ def simulate(
 
     Returns
     -------
-    list of SimResult, length B, in the order of ``configs``.
+    list of SimResult (ClusterResult for a Deployment), length B, in the order of ``configs``.
     """
+    from simulator.cluster import Deployment  # (simulator.cluster builds on this module)
+
     if not isinstance(workload, Workload):
         raise TypeError("workload: must be a simulator.workload.Workload")
-    configs = list(configs)
-    for i, c in enumerate(configs):
-        if not isinstance(c, EngineConfig):
-            raise ConfigError(f"configs[{i}]: must be an EngineConfig")
+    items = list(configs)
+    for i, c in enumerate(items):
+        if not isinstance(c, (EngineConfig, Deployment)):
+            raise ConfigError(f"configs[{i}]: must be an EngineConfig or a simulator.cluster.Deployment")
+    clusters = {i: d for i, d in enumerate(items) if isinstance(d, Deployment)}
+    if clusters and (step_time is not None or step_cost is not None):
+        raise ValueError("step_time, step_cost: not supported in a batch with Deployment items "
+                         "(give the cost model in the configuration)")
+    for d in clusters.values():
+        d.check(workload)
+    configs = [d.config if isinstance(d, Deployment) else d for d in items]
     if max_step_points is not None and max_step_points < 2:
         raise ValueError("max_step_points: must be at least 2")
     if step_time is not None and len(step_time) != len(configs):
@@ -95,10 +108,14 @@ def simulate(
     nb = len(configs)
     prep = WorkloadPrep(workload)
     shared = step_time is None and step_cost is None  # per-configuration hooks: each runs alone
-    queue = LeaderQueue(configs, [share_key(c, prep) if shared else None for c in configs])
+    queue = LeaderQueue(configs, [share_key(c, prep) if shared and b not in clusters else None
+                                  for b, c in enumerate(configs)])
 
     def job(lead: int, others: list[int], sub=None) -> dict[int, SimResult]:
         """Run configuration ``lead``; its result and those of ``others`` its run gives exactly."""
+        if lead in clusters:
+            return {lead: clusters[lead].run(workload, prep=prep, record_steps=record_steps,
+                                             max_step_points=max_step_points, progress=sub)}
         sizes = sorted({configs[b].num_gpu_blocks for b in others} - {configs[lead].num_gpu_blocks})
         sim = FastEngine(workload, configs[lead], record_steps=record_steps, prep=prep,
                          step_time=None if step_time is None else step_time[lead],

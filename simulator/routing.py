@@ -152,37 +152,36 @@ def _minmax_low_best(x: np.ndarray) -> np.ndarray:
 
 
 class Router:
-    """Chooses an instance for each arriving request.
+    """Chooses an instance for each arriving request from the fleet's state arrays.
 
     Parameters
     ----------
     policy : RoutingPolicy
-    num_instances : int
-    koff : ndarray of int64, shape (n + 1,)
-        Request ``r``'s first slot in the flat block table (``KeySpace.koff``).
-    keyarr : ndarray of int64 or None
-        Slot -> content key (None: key == slot).
+    fleet : simulator.fleet.Fleet
+        The instances; every signal is read from its arrays over the
+        instance axis (``waiting``, ``running``, ``kv_usage()``,
+        ``held_prefix()``), current at the arrival.
     prompt_len : ndarray of int64, shape (n,)  # tokens
-    block_size : int  # tokens
     seed : int
         For the ``random`` policy.
 
     The prefix view: :meth:`observe` records, for one request, how many of its
     leading hit-eligible full prompt blocks each instance holds on its GPU at
-    that moment (``pool.kblock[key] >= 0``). The cluster calls it
-    ``router_delay_s`` before the request arrives (or at the arrival when the
-    delay is 0), so the prefix-affinity score uses the cache as it was then.
-    A request never observed (its observation time falls before the first
-    arrival) scores 0 everywhere: every cache was still empty.
+    that moment (``Fleet.held_prefix``; blocks of the fleet's key space: token
+    slots for the radix cache). The cluster calls it ``router_delay_s`` before
+    the request arrives (or at the arrival when the delay is 0), so the
+    prefix-affinity score uses the cache as it was then. A request never
+    observed (its observation time falls before the first arrival) scores 0
+    everywhere: every cache was still empty.
     """
 
-    def __init__(self, policy: RoutingPolicy, num_instances: int, *, koff: np.ndarray,
-                 keyarr: np.ndarray | None, prompt_len: np.ndarray, block_size: int, seed: int = 0) -> None:
+    def __init__(self, policy: RoutingPolicy, fleet, *, prompt_len: np.ndarray, seed: int = 0) -> None:
         self.policy = policy
-        self.N = num_instances
-        self.koff = koff
-        self.keyarr = keyarr
-        self.nfull = (np.asarray(prompt_len, np.int64) - 1) // block_size  # blocks, hit-eligible
+        self.fleet = fleet
+        self.N = len(fleet)
+        self.koff = fleet.koff
+        self.keyarr = fleet.keyarr
+        self.nfull = (np.asarray(prompt_len, np.int64) - 1) // fleet.block_size  # blocks, hit-eligible
         self.k = 0  # requests routed so far
         self.rng = np.random.default_rng(seed)
         self._seen: dict[int, np.ndarray] = {}  # request -> leading cached blocks per instance, shape (N,)
@@ -197,19 +196,9 @@ class Router:
             return np.arange(o, o + m, dtype=np.int64)
         return self.keyarr[o:o + m]
 
-    def observe(self, q: int, engines) -> None:
+    def observe(self, q: int) -> None:
         """Record what each instance holds of request ``q``'s prompt now (the router's view for ``q``)."""
-        m = int(self.nfull[q])
-        seen = np.zeros(self.N, np.int64)
-        if m > 0:
-            keys = self._keys(q)
-            for i, eng in enumerate(engines):
-                kb = getattr(eng.pool, "kblock", None)
-                if kb is None:  # prefix caching off: nothing is ever cached
-                    continue
-                hit = kb[keys] >= 0
-                seen[i] = m if hit.all() else int(np.argmin(hit))
-        self._seen[q] = seen
+        self._seen[q] = self.fleet.held_prefix(self._keys(q)) if self.nfull[q] > 0 else np.zeros(self.N, np.int64)
 
     def affinity(self, q: int) -> np.ndarray:
         """Prefix-affinity score per instance, shape (N,), in [0, 1] (0 when never observed)."""
@@ -226,10 +215,11 @@ class Router:
         rot = np.concatenate((cand[s:], cand[:s]))
         return (int(np.argmax(rot)) + s) % self.N
 
-    def choose(self, q: int, engines) -> int:
-        """The instance for request ``q`` (engines current at its arrival); advances the round-robin count."""
+    def choose(self, q: int) -> int:
+        """The instance for request ``q`` (the fleet current at its arrival); advances the round-robin count."""
         N = self.N
         kind = self.policy.kind
+        fleet = self.fleet
         if N == 1:
             i = 0
             self._seen.pop(q, None)
@@ -238,30 +228,27 @@ class Router:
         elif kind == "random":
             i = int(self.rng.integers(N))
         elif kind == "least-loaded":
-            load = np.array([len(e.waiting) + e.R for e in engines], np.int64)
-            use = self._kv_usage(engines)
+            load = fleet.waiting + fleet.running
+            use = fleet.kv_usage()
             cand = load == load.min()
             use = np.where(cand, use, np.inf)
             i = self._first(cand & (use <= use.min() + 1e-12))
         else:
             total = np.zeros(N)
             for name, w in self.weights:
-                total += w * self._score(name, q, engines)
+                total += w * self._score(name, q)
             i = self._first(total >= total.max() - 1e-9 * max(1.0, self.wsum))
         self.k += 1
         return i
 
-    @staticmethod
-    def _kv_usage(engines) -> np.ndarray:
-        return np.array([1.0 - e.pool.num_free() / e.pool.usable for e in engines])
-
-    def _score(self, name: str, q: int, engines) -> np.ndarray:
+    def _score(self, name: str, q: int) -> np.ndarray:
+        fleet = self.fleet
         if name == "queue-depth":
-            return _minmax_low_best(np.array([len(e.waiting) for e in engines], np.float64))
+            return _minmax_low_best(fleet.waiting.astype(np.float64))
         if name == "running":
-            return _minmax_low_best(np.array([e.R for e in engines], np.float64))
+            return _minmax_low_best(fleet.running.astype(np.float64))
         if name == "kv-usage":
-            return _minmax_low_best(self._kv_usage(engines))
+            return _minmax_low_best(fleet.kv_usage())
         if name == "prefix-affinity":
             return self.affinity(q)
         # round-robin

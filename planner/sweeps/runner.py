@@ -74,20 +74,10 @@ def simulate_points(wl: Workload, points: list[dict], *, record_steps: bool = Tr
     from simulator.engine import simulate
 
     configs = [EngineConfig.from_dict(p["config"]) for p in points]
-    single = [i for i, p in enumerate(points) if not p.get("meta", {}).get("cluster")]
-    multi = [i for i, p in enumerate(points) if p.get("meta", {}).get("cluster")]
-    results: list[Any] = [None] * len(points)
-    nb = len(points)
-    if single:
-        sub = None if progress is None else (lambda f: progress(f * len(single) / nb))
-        for i, res in zip(single, simulate(wl, [configs[i] for i in single], record_steps=record_steps,
-                                           max_step_points=SERIES_POINTS if record_steps else None,
-                                           progress=sub)):
-            results[i] = res
-    for j, i in enumerate(multi):
-        results[i] = _simulate_cluster(wl, configs[i], points[i]["meta"]["cluster"])
-        if progress is not None:
-            progress((len(single) + j + 1) / nb)
+    items = [_item(wl, cfg, p.get("meta", {}).get("cluster")) for p, cfg in zip(points, configs)]
+    results = [_as_point_result(r) for r in simulate(wl, items, record_steps=record_steps,
+                                                     max_step_points=SERIES_POINTS if record_steps else None,
+                                                     progress=progress)]
     out = []
     for p, cfg, res in zip(points, configs, results):
         totals = {k: _json_num(v) for k, v in res.totals.items() if _is_scalar(v)}
@@ -108,17 +98,27 @@ def simulate_points(wl: Workload, points: list[dict], *, record_steps: bool = Tr
     return out
 
 
-def _simulate_cluster(wl: Workload, cfg: EngineConfig, cluster: dict):
-    """One point on N replicas behind a router, shaped like a SimResult for :func:`summarize`."""
-    from simulator.cluster import simulate_cluster
+def _item(wl: Workload, cfg: EngineConfig, cluster: dict | None):
+    """A point's batch item: its configuration, or N replicas of it behind a router."""
+    if not cluster:
+        return cfg
+    from simulator.cluster import Deployment
+
+    return Deployment(cfg, int(cluster["num_instances"]), cluster["routing"],
+                      float(cluster.get("router_delay_s", 0.0)) if wl.arrival_unit == "s" else 0.0)
+
+
+def _as_point_result(res):
+    """A cluster point's result shaped like a SimResult for :func:`summarize` (others as they are)."""
+    load = getattr(res, "load", None)
+    if load is None:
+        return res
     from simulator.results import SimResult
 
-    r = simulate_cluster(wl, cfg, int(cluster["num_instances"]), routing=cluster["routing"],
-                         router_delay_s=float(cluster.get("router_delay_s", 0.0)) if wl.arrival_unit == "s" else 0.0)
-    totals = dict(r.totals)
-    totals["request_imbalance"] = r.load.request_imbalance
-    totals["token_imbalance"] = r.load.token_imbalance
-    return SimResult(totals=totals, requests=r.requests, steps=None, arrival_unit=r.arrival_unit)
+    totals = dict(res.totals)
+    totals["request_imbalance"] = load.request_imbalance
+    totals["token_imbalance"] = load.token_imbalance
+    return SimResult(totals=totals, requests=res.requests, steps=None, arrival_unit=res.arrival_unit)
 
 
 def _is_scalar(v: Any) -> bool:

@@ -380,10 +380,15 @@ def test_cli_cluster_sweeps_counts_and_policies(files, capsys):
     wl, cfg = files
     assert cli.main(["cluster", "--workload", wl, "--config", cfg, "--instances", "1,2",
                      "--routing", "round-robin", "--routing", "least-loaded"]) == 0
-    pts = json.loads(capsys.readouterr().out)["points"]
+    out = capsys.readouterr().out
+    pts = json.loads(out)["points"]
     assert [(p["num_instances"], p["routing"]) for p in pts] == [
         (1, "round-robin"), (1, "least-loaded"), (2, "round-robin"), (2, "least-loaded")]
     assert "requests" not in pts[0]
+    # the points are one simulation batch: spread over two worker processes, the output is the same
+    assert cli.main(["cluster", "--workload", wl, "--config", cfg, "--instances", "1,2",
+                     "--routing", "round-robin", "--routing", "least-loaded", "--processes", "2"]) == 0
+    assert capsys.readouterr().out == out
 
 
 def test_cli_find_replicas(files, capsys):
@@ -401,6 +406,7 @@ def test_cli_find_replicas(files, capsys):
     (["--instances", "2", "--routing", "weighted:nope:1"], "--routing: unknown scorer 'nope'"),
     (["--instances", "2", "--router-delay-s", "-1"], "--router-delay-s: must be >= 0"),
     (["--instances", "2", "--slo-itl-s", "0"], "--slo-itl-s: must be > 0"),
+    (["--instances", "2", "--processes", "-1"], "--processes: -1 is not a whole number from 0 to"),
     ([], "give --instances"),
     (["--find-replicas"], "--find-replicas needs --slo-ttft-s or --slo-itl-s"),
     (["--find-replicas", "--slo-ttft-s", "1", "--instances", "2"], "leave out --instances"),
