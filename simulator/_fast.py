@@ -495,15 +495,20 @@ class FastEngine:
         queue until ``self.loading[q]``; it is then admitted with them as hits.
         """
         keyarr = self.keyarr
+        pool = self.pool
+        evictable = pool.num_free_of(hit) if nh else 0
+        wm = self.watermark_blocks if self.R else 0
+        free = pool.top + pool.nfifo
+        if 1 + evictable + wm > free:
+            # no room to load even one block: only the lookup's first step (its effect on the tiers)
+            self.tiers.look(o + nh if keyarr is None else int(keyarr[o + nh]))
+            return False
         rest = np.arange(o + nh, o + m) if keyarr is None else keyarr[o + nh:o + m]
         counts = self.tiers.match(rest)
         k = sum(counts)
         if not k:
             return False
-        pool = self.pool
-        evictable = pool.num_free_of(hit) if nh else 0
-        wm = self.watermark_blocks if self.R else 0
-        if k + evictable + wm > pool.num_free():
+        if k + evictable + wm > free:
             return False  # no room to load into: admit normally (recompute) if it fits
         if nh:
             pool.touch(hit, self.exec_step)

@@ -315,6 +315,8 @@ class TierChain:
     def _repeats(self, keys: np.ndarray) -> bool:
         """Whether a key occurs twice in ``keys`` (without a sorted copy: each occurrence writes its
         position into ``_mark``, and a later one overwrites an earlier one's)."""
+        if keys.size <= 64:
+            return len(set(keys.tolist())) < keys.size
         mark = self._mark
         step = 1 << 20
         for a in range(0, keys.size, step):
@@ -323,6 +325,16 @@ class TierChain:
             if (mark[keys[a:a + step]] != -1 - np.arange(a, min(a + step, keys.size))).any():
                 return True
         return False  # (the marks left are negative: no generation)
+
+    def look(self, k0: int) -> bool:
+        """The first step of a lookup starting at key ``k0``: hand over pending evictions and, when
+        ``k0`` is in a tier or on its way to one, apply the pending demotions (False: it is in none)."""
+        if self.before_read is not None:
+            self.before_read()
+        if self._mark[k0] != self._gen and not any(lru.pos[k0] >= 0 for lru in self.lru):
+            return False  # the usual case: the first key is in no tier and not on its way to one
+        self.flush()
+        return True
 
     def match(self, keys: np.ndarray) -> list[int]:
         """Blocks of ``keys`` (a prefix continuing after the GPU hit) found in each tier, in order.
@@ -333,13 +345,8 @@ class TierChain:
         counts = [0] * len(self.lru)
         if not keys.size:
             return counts
-        if self.before_read is not None:
-            self.before_read()
         k0 = keys[0]
-        if self._mark[k0] != self._gen and not any(lru.pos[k0] >= 0 for lru in self.lru):
-            return counts  # the usual case: the first key is in no tier and not on its way to one
-        self.flush()
-        if not any(lru.pos[k0] >= 0 for lru in self.lru):
+        if not self.look(k0) or not any(lru.pos[k0] >= 0 for lru in self.lru):
             return counts
         where = np.full(keys.size, -1, np.int64)
         for i in range(len(self.lru) - 1, -1, -1):
