@@ -175,6 +175,11 @@ class FastEngine:
         self.full_isl_own = self.own_keys and cfg.scheduler_reserve_full_isl and self.tiers is None
         self.full_isl_untiered = self.own_keys and cfg.scheduler_reserve_full_isl and self.tiers is not None
         self.tiered = np.zeros(n, bool)
+        # _head_blocked may answer for a tiered head that found no room to load (see there; exact with
+        # chunked prefill, max_model_len out of reach and no early offloads, which evict without allocating)
+        self.tight_memo = (self.full_isl_untiered and cfg.enable_chunked_prefill and not self.mml_binds
+                           and self.offload_at is None)
+        self._tight_head: tuple[int, int] | None = None
         self.pool.track_refs = not self.own_keys
         self.pool.own_keys = self.own_keys and self.caching
         if self.tiers is not None and self.own_keys:
@@ -500,9 +505,9 @@ class FastEngine:
         wm = self.watermark_blocks if self.R else 0
         free = pool.top + pool.nfifo
         if 1 + evictable + wm > free:
-            # no room to load even one block: only the lookup's first step (its effect on the tiers)
-            self.tiers.look(o + nh if keyarr is None else int(keyarr[o + nh]))
-            return False
+            if self.tight_memo and self.R:
+                self._tight_head = (q, pool.releases)  # see _head_blocked
+            return False  # no room to load even one block: the tiers are not looked at
         rest = np.arange(o + nh, o + m) if keyarr is None else keyarr[o + nh:o + m]
         counts = self.tiers.match(rest)
         k = sum(counts)
@@ -538,8 +543,17 @@ class FastEngine:
         if self.loading:
             return 0
         q = self.waiting[0]
-        if self.stale[q] or not (self.full_isl_own or (self.full_isl_untiered and not self.tiered[q])):
+        if self.stale[q]:
             return 0
+        if not (self.full_isl_own or (self.full_isl_untiered and not self.tiered[q])):
+            # A head that let its blocks go (``tiered``) is offered loads first. Once it had no room
+            # for one block beyond its GPU hits (_start_onboard), it has none until blocks are released:
+            # an allocation either evicts one of its own cached blocks (the last of its run: they
+            # were freed last block first) or shrinks the free blocks. Its hits are then all free
+            # blocks (own keys) and fewer than its whole prompt, so the full-prompt check fails too.
+            th = self._tight_head
+            if th is None or th[0] != q or th[1] != self.pool.releases or not self.R:
+                return 0
         n = int(self.tok[q])
         if n > self.mml:
             n = self.mml

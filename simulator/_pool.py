@@ -93,6 +93,7 @@ class FastPool:
         self.track_refs = True
         self.own_keys = False  # see the module docstring; set by the engine before any use
         self.evictions = 0
+        self.releases = 0  # release calls (the engine's _head_blocked: nothing freed since a look)
         self.on_evict = None  # called with the content keys of evicted blocks and their step(s) (KV tiers)
         # Own keys with a tier: evictions from the live FIFO are recorded as (index, count, step(s)) and
         # handed to on_evict together, in order, by deliver_evictions (before the tier is next read,
@@ -433,6 +434,7 @@ class FastPool:
     # ---------------------------------------------------------------- release
     def release(self, blocks: np.ndarray) -> None:
         """Free a request's blocks (given in allocation order; all distinct)."""
+        self.releases += 1
         bl = blocks[::-1]
         ref = self.ref
         ref[bl] -= 1
@@ -460,6 +462,7 @@ class FastPool:
         loaded them from a lower tier): register them; and with a tier, the
         blocks carry their keys in the free queue (an eviction demotes them).
         """
+        self.releases += 1
         if self.track_refs:
             self.ref[blocks] = 0
         if nhashed:

@@ -193,8 +193,8 @@ def _in_processes(job: Callable[..., dict[int, SimResult]], queue: LeaderQueue, 
                             if results[b] is None:
                                 results[b] = r
                         queue.done(lead, list(got))
-                    if progress is not None:
-                        progress(sum(r is not None for r in results) / nb)
+                        if progress is not None:  # once per finished leader, however many finish together
+                            progress(sum(r is not None for r in results) / nb)
                     fill()
         finally:
             _JOB = None

@@ -141,41 +141,102 @@ class LruKeys:
     def contains(self, keys: np.ndarray) -> np.ndarray:
         return self.pos[keys] >= 0
 
-    def put(self, keys: np.ndarray, count_out: bool = False) -> tuple[int, np.ndarray | int]:
-        """Insert or refresh ``keys`` (distinct) as most recent; return (new keys, keys pushed out).
+    def put(self, keys: np.ndarray, count_out: bool = False,
+            distinct: bool = False) -> tuple[int, np.ndarray | int]:
+        """Put ``keys`` one after another, in order: a key held is refreshed (most recent), one not
+        held is inserted and, when the set is then over capacity, the least recent key is pushed out.
 
-        ``count_out``: return how many were pushed out instead of which.
+        Returns (keys inserted, keys pushed out in the order they left). The result, and the
+        state left, are exactly those of putting each key alone (repeats included), computed
+        in bulk over chunks in which no key pushed out is one put later in the chunk.
+        ``count_out``: return how many were pushed out instead of which. ``distinct``: the
+        caller knows the keys are distinct.
         """
         if self.capacity <= 0 or not keys.size:
             out = keys[:0] if self.capacity > 0 else keys
             return 0, out.size if count_out else out
-        spill = keys[:0]
-        nspill = 0
-        if keys.size > self.capacity:
-            spill = keys[:-self.capacity]
-            if count_out:  # in slices: no copy of a large batch
-                nspill = sum(int(np.count_nonzero(self.pos[spill[a:a + (1 << 20)]] < 0))
-                             for a in range(0, spill.size, 1 << 20))
-                spill = spill[:0]
-            else:
-                spill = spill[self.pos[spill] < 0]  # never entered: straight through
-            keys = keys[-self.capacity:]
-        new = int((self.pos[keys] < 0).sum())
-        m = keys.size
+        if distinct and keys.size > self.capacity and not (self.pos[keys] >= 0).any():
+            return self._put_new(keys, count_out)
+        new = 0
+        outs: list = []
+        i, n = 0, keys.size
+        top = max(1, min(self.capacity // 2, 1 << 16))  # chunk length: pops stay within the old keys
+        step = top
+        while i < n:
+            got = self._put_chunk(keys[i:i + step], distinct)
+            if got is None:  # a key put in the chunk would be pushed out first: a shorter chunk
+                step = max(1, step // 2)
+                continue
+            i += step
+            new += got[0]
+            outs.append(got[1])
+            step = min(top, 2 * step)
+        if count_out:
+            return new, sum(o.size for o in outs)
+        return new, (outs[0] if len(outs) == 1 else np.concatenate(outs)) if outs else keys[:0]
+
+    def _put_chunk(self, c: np.ndarray, distinct: bool) -> tuple[int, np.ndarray] | None:
+        """:meth:`put` of ``c`` in bulk, or None when that would differ from one key at a time.
+
+        In bulk the keys are written in the order of their last occurrence and the
+        ``over`` least recent keys not in ``c`` are pushed out. One at a time gives the
+        same when every key pushed out is older than every key of ``c`` already held (a
+        pushed-out key is then never put again in ``c``, and the keys of ``c`` are never
+        pushed out: ``len(c) <= capacity / 2``).
+        """
+        if not distinct and c.size > 1:
+            dup = len(set(c.tolist())) < c.size if c.size <= 64 else np.unique(c).size < c.size
+            if dup:  # keep each key's last occurrence, in order
+                _, first = np.unique(c[::-1], return_index=True)
+                c = c[np.sort(c.size - 1 - first)]
+        p = self.pos[c]
+        held = p >= 0
+        nnew = c.size - int(np.count_nonzero(held))
+        over = self.size + nnew - self.capacity
+        if over > 0 and nnew < c.size:
+            oldest_held = int(p[held].min())
+            if self._nth_live(over) >= oldest_held:
+                return None
+        m = c.size
         if self.tail + m > self.fifo.size:
             self._compact(m)
         t = self.tail
-        self.fifo[t:t + m] = keys
-        self.pos[keys] = np.arange(t, t + m)
+        self.fifo[t:t + m] = c
+        self.pos[c] = np.arange(t, t + m)
         self.tail = t + m
-        self.size += new
-        over = self.size - self.capacity
-        if over <= 0:
-            return new, nspill if count_out else spill
-        out = self._pop(over)
+        self.size += nnew
+        return nnew, (self._pop(over) if over > 0 else c[:0])
+
+    def _nth_live(self, k: int) -> int:
+        """Index of the ``k``-th least recent key (1-based; the tail when fewer are held)."""
+        h = self.head
+        while k > 0 and h < self.tail:
+            end = min(self.tail, h + max(2 * k, 64))
+            live = np.flatnonzero(self.pos[self.fifo[h:end]] == np.arange(h, end))
+            if live.size >= k:
+                return h + int(live[k - 1])
+            k -= live.size
+            h = end
+        return self.tail
+
+    def _put_new(self, keys: np.ndarray, count_out: bool) -> tuple[int, np.ndarray | int]:
+        """:meth:`put` of more distinct keys than the capacity, none of them held (the final
+        demotions of a run): every held key leaves first, oldest first, then the first new keys."""
+        n = keys.size
+        old = self._pop(self.size) if self.size else keys[:0]
+        spill = keys[:n - self.capacity]
+        keep = keys[n - self.capacity:]
+        m = keep.size
+        if self.tail + m > self.fifo.size:
+            self._compact(m)
+        t = self.tail
+        self.fifo[t:t + m] = keep
+        self.pos[keep] = np.arange(t, t + m)
+        self.tail = t + m
+        self.size = m
         if count_out:
-            return new, nspill + out.size
-        return new, np.concatenate((spill, out)) if spill.size else out
+            return n, old.size + spill.size
+        return n, np.concatenate((old, spill))
 
     def _pop(self, k: int) -> np.ndarray:
         out = []
@@ -226,15 +287,13 @@ class TierChain:
         self.offloaded = [0] * k        # blocks written into each tier
         self.dropped = 0                # blocks pushed out of the last tier
         self.bytes_onboarded = 0
-        self.bytes_offloaded = 0
         self.onboard_time_s = 0.0       # sum of load times (per request, queueing on the link included)
         self.link_free = [0.0] * k      # when each tier's read link is next idle (loads queue on it)
         self._pending: list[np.ndarray] = []  # demotions not yet applied (applied in order, in bulk)
         self._key_dtype = np.int32 if num_keys < 2**31 else np.int64  # pending keys: half the memory
         self._gen = 1                             # flush generation
         self._mark = np.zeros(num_keys, np.int64)  # generation in which a key was last demoted
-        self.offload_time_s = 0.0       # sum of background copy times
-        self._transfers = 0             # transfers (engine steps with evictions) not yet flushed
+        self.transfers = 0              # transfers into the first tier (engine steps with evictions)
         self._last_step = None          # the engine step of the last transfer counted
         self.load_stalls = 0            # times loaded requests had to let their blocks go (engine)
         self.read_flushes = 0           # flushes before a read (match, onboard), not at the end
@@ -246,24 +305,22 @@ class TierChain:
     def demote(self, keys: np.ndarray, steps=None) -> None:
         """Blocks evicted from the tier above the first one (the GPU) enter it; overflow cascades down.
 
-        Applied in bulk, in order, before the tiers are next read (:meth:`match`,
-        :meth:`onboard`, :meth:`totals`). This equals applying each eviction at
-        once except that a block demoted again before the next read counts once
-        (at its last demotion), and a block pushed out and demoted again in that
-        window stays in the CPU tier without a copy on disk. The evictions of
-        one engine step (``steps``: the step, or one per key in step order) are
-        one transfer (one ``write_latency_s``) into the CPU tier, however the
-        engine grouped its allocations; without ``steps`` a call is one.
+        Applied in order before the tiers are next read (:meth:`match`,
+        :meth:`onboard`, :meth:`totals`), each block as if alone (:meth:`flush`):
+        when they are applied changes nothing. The evictions of one engine step
+        (``steps``: the step, or one per key in step order) are one transfer (one
+        ``write_latency_s``) into the CPU tier, however the engine grouped its
+        allocations; without ``steps`` a call is one.
         """
         if steps is None:
-            self._transfers += 1
+            self.transfers += 1
         elif type(steps) is np.ndarray:
             if steps.size:  # in step order: distinct steps = 1 + changes
                 distinct = 1 + int(np.count_nonzero(steps[1:] != steps[:-1]))
-                self._transfers += distinct - int(steps[0] == self._last_step)
+                self.transfers += distinct - int(steps[0] == self._last_step)
                 self._last_step = int(steps[-1])
         elif steps != self._last_step:
-            self._transfers += 1
+            self.transfers += 1
             self._last_step = steps
         self._pending.append(keys.astype(self._key_dtype))  # a copy: the caller may reuse ``keys``
         self._mark[keys] = self._gen
@@ -277,39 +334,35 @@ class TierChain:
         if keys.size:
             self._pending.append(keys.astype(self._key_dtype))
             self._mark[keys] = self._gen
-        self._transfers += transfers
+        self.transfers += transfers
 
     def flush(self, reading: bool = True) -> None:
-        """Apply the pending demotions in one go (``reading``: before the tiers are read)."""
+        """Apply the pending demotions, in order (``reading``: before the tiers are read).
+
+        Each tier puts its keys one after another (:meth:`LruKeys.put`), so the
+        result does not depend on when the demotions are applied.
+        """
         if self.before_read is not None:
             self.before_read()
         if not self._pending:
             return
         self.read_flushes += reading
-        transfers = self._transfers
-        self._transfers = 0
         keys = self._pending[0] if len(self._pending) == 1 else np.concatenate(self._pending)
         self._pending = []
         self._gen += 1
-        if keys.size > 1 and self._repeats(keys):  # a key demoted twice (rare): its last demotion counts
-            _, first = np.unique(keys[::-1], return_index=True)
-            keys = keys[np.sort(keys.size - 1 - first)]
+        distinct = keys.size < 2 or not self._repeats(keys)
         last = len(self.lru) - 1
         for i, lru in enumerate(self.lru):
             if not keys.size:
                 return
             if i == last:  # what it pushes out is dropped: only their number is needed
-                new, out = lru.put(keys, count_out=True)
+                new, out = lru.put(keys, count_out=True, distinct=distinct)
                 self.dropped += out
                 keys = keys[:0]
             else:
-                new, keys = lru.put(keys)
-            if new:
-                spec = self.specs[i]
-                self.offloaded[i] += new
-                b = new * self.bpb
-                self.bytes_offloaded += b
-                self.offload_time_s += spec.write_latency_s * (transfers if i == 0 else 1) + b / (spec.write_gbps * GB)
+                new, keys = lru.put(keys, distinct=distinct)
+                distinct = False  # a key pushed out, put again and pushed out again leaves twice
+            self.offloaded[i] += new
         self.dropped += keys.size
 
     def _repeats(self, keys: np.ndarray) -> bool:
@@ -326,9 +379,9 @@ class TierChain:
                 return True
         return False  # (the marks left are negative: no generation)
 
-    def look(self, k0: int) -> bool:
-        """The first step of a lookup starting at key ``k0``: hand over pending evictions and, when
-        ``k0`` is in a tier or on its way to one, apply the pending demotions (False: it is in none)."""
+    def _look(self, k0: int) -> bool:
+        """Whether key ``k0`` is in a tier, with the pending demotions applied first when it is in one
+        or on its way to one (pending evictions are handed over first)."""
         if self.before_read is not None:
             self.before_read()
         if self._mark[k0] != self._gen and not any(lru.pos[k0] >= 0 for lru in self.lru):
@@ -346,7 +399,7 @@ class TierChain:
         if not keys.size:
             return counts
         k0 = keys[0]
-        if not self.look(k0) or not any(lru.pos[k0] >= 0 for lru in self.lru):
+        if not self._look(k0) or not any(lru.pos[k0] >= 0 for lru in self.lru):
             return counts
         where = np.full(keys.size, -1, np.int64)
         for i in range(len(self.lru) - 1, -1, -1):
@@ -385,6 +438,15 @@ class TierChain:
         self.onboard_time_s += ready - now
         return ready
 
+    def offload_time_s(self) -> float:
+        """Background copy time: one ``write_latency_s`` of the first tier per transfer into it,
+        and every block written into a tier over that tier's ``write_gbps`` (a block pushed down
+        the chain streams behind the transfer that pushed it: no latency of its own)."""
+        t = self.transfers * self.specs[0].write_latency_s if self.specs else 0.0
+        for spec, n in zip(self.specs, self.offloaded):
+            t += n * self.bpb / (spec.write_gbps * GB)
+        return t
+
     def totals(self) -> dict[str, Any]:
         self.flush(reading=False)
         out: dict[str, Any] = {}
@@ -394,9 +456,9 @@ class TierChain:
             out[f"{name}_tier_blocks_offloaded"] = self.offloaded[i]
             out[f"{name}_tier_blocks_onboarded"] = self.onboarded[i]
         out["tier_blocks_dropped"] = self.dropped
-        out["tier_bytes_offloaded"] = self.bytes_offloaded
+        out["tier_bytes_offloaded"] = sum(self.offloaded) * self.bpb
         out["tier_bytes_onboarded"] = self.bytes_onboarded
         out["tier_onboard_time_s"] = self.onboard_time_s
-        out["tier_offload_time_s"] = self.offload_time_s
+        out["tier_offload_time_s"] = self.offload_time_s()
         out["tier_load_stalls"] = self.load_stalls
         return out

@@ -25,8 +25,8 @@ def test_lru_keeps_the_most_recent_keys_and_pushes_out_the_oldest():
     assert new == 1 and out.tolist() == [2]
     assert lru.contains(np.array([1, 2, 3, 4])).tolist() == [True, False, True, True]
     new, out = lru.put(np.arange(10, 15))  # more than fits: the last three stay
-    assert sorted(out.tolist()) == [1, 3, 4, 10, 11]
-    assert lru.contains(np.array([12, 13, 14])).all() and lru.size == 3
+    assert out.tolist() == [3, 1, 4, 10, 11]  # in the order they left: 3, 1, 4 first, then 10 and 11
+    assert new == 5 and lru.contains(np.array([12, 13, 14])).all() and lru.size == 3
 
 
 def test_a_zero_sized_tier_passes_everything_down():
@@ -38,32 +38,111 @@ def test_a_zero_sized_tier_passes_everything_down():
 def test_demotion_cascades_cpu_to_disk_and_then_drops():
     chain = TierChain([("cpu", KvTier(num_blocks=2)), ("disk", KvTier(num_blocks=3))], BPB, 100)
     chain.demote(np.array([1, 2, 3, 4, 5, 6]))
-    chain.flush()  # demotions apply in bulk before the tiers are read
+    chain.flush()  # demotions apply in order before the tiers are read
     assert chain.lru[0].contains(np.array([5, 6])).all()
     assert chain.lru[1].contains(np.array([2, 3, 4])).all()
-    assert chain.dropped == 1 and chain.offloaded == [2, 3]  # 1 never fitted anywhere: straight through
-    assert chain.bytes_offloaded == 5 * BPB
+    # every block was written to the CPU tier; 1, 2, 3, 4 were pushed on to disk, and 1 out of it
+    assert chain.dropped == 1 and chain.offloaded == [6, 4]
+    assert chain.totals()["tier_bytes_offloaded"] == 10 * BPB
     # a prefix continuing in the tiers: 5 (cpu), 3 (disk), then 1 is gone
     assert chain.match(np.array([5, 3, 1, 6])) == [1, 1]
     assert chain.match(np.array([9, 5])) == [0, 0]
 
 
-def test_a_key_demoted_twice_before_a_read_counts_once_at_its_last_demotion():
-    """Within one call and across calls; the bulk demotion finds repeats without sorting the batch."""
-    for calls in ([[1, 2, 3, 1]], [[1, 2], [3, 1]], [[1, 2, 3], [4, 1]]):
-        chain = TierChain([("cpu", KvTier(num_blocks=2)), ("disk", KvTier(num_blocks=10))], BPB, 100)
-        for c in calls:
-            chain.demote(np.array(c))
-        chain.flush()
-        distinct = list(dict.fromkeys(reversed([k for c in calls for k in c])))[::-1]  # last occurrence order
-        assert chain.offloaded[0] == 2 and chain.lru[0].contains(np.array(distinct[-2:])).all(), calls
-        assert chain.offloaded[1] == len(distinct) - 2
-        assert chain.lru[1].contains(np.array(distinct[:-2])).all()
-    # no repeat: every key counts
-    chain = TierChain([("cpu", KvTier(num_blocks=2))], BPB, 100)
-    chain.demote(np.array([5, 6, 7]))
+class _ReferenceChain:
+    """Tiers as ordered dicts, one key at a time: the meaning of TierChain's bulk operations."""
+
+    def __init__(self, caps):
+        self.caps = caps
+        self.tiers = [dict() for _ in caps]
+        self.offloaded = [0] * len(caps)
+        self.dropped = 0
+
+    def put(self, i, k):
+        if i == len(self.tiers):
+            self.dropped += 1
+            return
+        d = self.tiers[i]
+        if k in d:
+            d[k] = d.pop(k)  # most recent
+        elif self.caps[i] <= 0:
+            self.put(i + 1, k)  # a zero-sized tier passes it down unwritten
+        else:
+            d[k] = None
+            self.offloaded[i] += 1
+            if len(d) > self.caps[i]:
+                oldest = next(iter(d))
+                del d[oldest]
+                self.put(i + 1, oldest)
+
+    def match(self, keys):
+        counts = [0] * len(self.tiers)
+        for k in keys:
+            where = [i for i, d in enumerate(self.tiers) if k in d]
+            if not where:
+                break
+            counts[where[0]] += 1
+        return counts
+
+
+def _lru_order(lru):
+    seg = lru.fifo[lru.head:lru.tail]
+    return seg[lru.pos[seg] == np.arange(lru.head, lru.tail)].tolist()
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_bulk_demotions_equal_one_key_at_a_time_wherever_the_tiers_are_read(seed):
+    """Repeats, refreshes, pushes down the chain and reads at random points: the state and every
+    counter equal the one-key-at-a-time reference, so when demotions are applied changes nothing."""
+    rng = np.random.default_rng(seed)
+    caps = [int(rng.choice([0, 1, 2, 3, 5, 8, 40, 300]))]
+    if rng.random() < 0.6:
+        caps.append(int(rng.choice([0, 1, 4, 9, 50])))
+    nkeys = int(rng.choice([6, 30, 400]))
+    chain = TierChain([(n, KvTier(num_blocks=c)) for n, c in zip(("cpu", "disk"), caps)], BPB, nkeys)
+    ref = _ReferenceChain(caps)
+    for _ in range(int(rng.integers(5, 60))):
+        op = rng.random()
+        if op < 0.6:
+            size = int(rng.choice([0, 1, 3, 10, 200, 700]))
+            keys = rng.integers(0, nkeys, size) if rng.random() < 0.7 else rng.permutation(nkeys)[:size]
+            chain.demote(keys)
+            for k in keys.tolist():
+                ref.put(0, k)
+        elif op < 0.8:
+            keys = rng.permutation(nkeys)[:int(rng.integers(1, 8))]
+            assert chain.match(keys) == ref.match(keys.tolist())
+        elif op < 0.9:
+            keys = rng.integers(0, nkeys, int(rng.integers(1, 6)))
+            keys = np.array(list(dict.fromkeys(keys.tolist())))
+            counts = chain.match(keys)
+            run = keys[:sum(counts)]
+            chain.onboard(run, counts, 16, 0.0)
+            for k in run.tolist():  # loaded keys are refreshed in the tiers holding them
+                for d in ref.tiers:
+                    if k in d:
+                        d[k] = d.pop(k)
+        else:
+            chain.flush()
+    chain.flush(reading=False)
+    assert chain.offloaded == ref.offloaded and chain.dropped == ref.dropped
+    for lru, d in zip(chain.lru, ref.tiers):
+        assert _lru_order(lru) == list(d) and lru.size == len(d)
+
+
+def test_the_final_demotions_of_a_run_count_every_block_written():
+    """More distinct new keys than the CPU tier holds, in one flush: the old keys leave first, then
+    the first new ones; every block counts as written to the CPU tier (none passes straight through)."""
+    chain = TierChain([("cpu", KvTier(num_blocks=4)), ("disk", KvTier(num_blocks=100))], BPB, 1000)
+    chain.demote(np.array([1, 2, 3]))
     chain.flush()
-    assert chain.offloaded == [2] and chain.dropped == 1
+    chain.demote(np.arange(100, 110))
+    t = chain.totals()
+    assert _lru_order(chain.lru[0]) == [106, 107, 108, 109]
+    assert _lru_order(chain.lru[1]) == [1, 2, 3, 100, 101, 102, 103, 104, 105]
+    assert chain.offloaded == [13, 9] and t["cpu_tier_blocks_offloaded"] == 13
+    spec = KvTier(num_blocks=1)
+    assert t["tier_offload_time_s"] == pytest.approx(2 * spec.write_latency_s + 22 * BPB / (spec.write_gbps * 1e9))
 
 
 def test_onboard_time_is_latency_plus_bytes_over_bandwidth_and_loads_queue_on_the_link():
