@@ -155,7 +155,7 @@ class LruKeys:
         if self.capacity <= 0 or not keys.size:
             out = keys[:0] if self.capacity > 0 else keys
             return 0, out.size if count_out else out
-        if distinct and keys.size > self.capacity and not (self.pos[keys] >= 0).any():
+        if distinct and keys.size > self.capacity and not self._holds_any(keys):
             return self._put_new(keys, count_out)
         new = 0
         outs: list = []
@@ -174,6 +174,11 @@ class LruKeys:
         if count_out:
             return new, sum(o.size for o in outs)
         return new, (outs[0] if len(outs) == 1 else np.concatenate(outs)) if outs else keys[:0]
+
+    def _holds_any(self, keys: np.ndarray) -> bool:
+        """Whether any of ``keys`` is held (in slices: no large temporary)."""
+        pos = self.pos
+        return any(bool((pos[keys[a:a + (1 << 18)]] >= 0).any()) for a in range(0, keys.size, 1 << 18))
 
     def _put_chunk(self, c: np.ndarray, distinct: bool) -> tuple[int, np.ndarray] | None:
         """:meth:`put` of ``c`` in bulk, or None when that would differ from one key at a time.
