@@ -202,15 +202,19 @@ class LruKeys:
             oldest_held = int(p[held].min())
             if self._nth_live(over) >= oldest_held:
                 return None
-        m = c.size
+        self._append(c)
+        self.size += nnew
+        return nnew, (self._pop(over) if over > 0 else c[:0])
+
+    def _append(self, keys: np.ndarray) -> None:
+        """Write ``keys`` (distinct) at the tail as the most recent (their older entries die)."""
+        m = keys.size
         if self.tail + m > self.fifo.size:
             self._compact(m)
         t = self.tail
-        self.fifo[t:t + m] = c
-        self.pos[c] = np.arange(t, t + m)
+        self.fifo[t:t + m] = keys
+        self.pos[keys] = np.arange(t, t + m)
         self.tail = t + m
-        self.size += nnew
-        return nnew, (self._pop(over) if over > 0 else c[:0])
 
     def _nth_live(self, k: int) -> int:
         """Index of the ``k``-th least recent key (1-based; the tail when fewer are held)."""
@@ -231,14 +235,8 @@ class LruKeys:
         old = self._pop(self.size) if self.size else keys[:0]
         spill = keys[:n - self.capacity]
         keep = keys[n - self.capacity:]
-        m = keep.size
-        if self.tail + m > self.fifo.size:
-            self._compact(m)
-        t = self.tail
-        self.fifo[t:t + m] = keep
-        self.pos[keep] = np.arange(t, t + m)
-        self.tail = t + m
-        self.size = m
+        self._append(keep)
+        self.size = keep.size
         if count_out:
             return n, old.size + spill.size
         return n, np.concatenate((old, spill))
