@@ -14,7 +14,7 @@
   ``--processes P`` spread over P worker processes (0: one per CPU). With
   ``--grid budgets`` the grid is max_num_batched_tokens x block_size instead
   (26,000 x 16 tokens of KV): configurations that share no schedule.
-* ``--roofline``, ``--cpu-tier-gib G`` (with ``--cli``, ``--big`` and
+* ``--roofline``, ``--cpu-tier-gib G`` (with ``--oracle``, ``--cli``, ``--big`` and
   ``--sweep``): every configuration gets the Llama 3.1 8B / H100 roofline
   clock of ``bench/bench_features.py`` and a CPU tier of G GiB (Llama 3.1
   8B's 2 MiB blocks); the arrivals stay in steps.
@@ -107,16 +107,16 @@ def bench_cli(n: int, fields: dict, label: str) -> None:
               f"finished={t['finished']} preemptions={t['preemptions']}  ({load()})")
 
 
-def bench_oracle() -> None:
+def bench_oracle(fields: dict, label: str) -> None:
     data = ROOT / "tests" / "data" / "oracle"
     for run in sorted((data / "runs").glob("*.json.gz")):
         case = run.name[: -len(".json.gz")]
         wl = read_workload(data / "workloads" / f"{case.split('__')[0]}.json")
-        cfg = EngineConfig.from_dict(load_json(data / "configs" / f"{case}.json"))
+        cfg = EngineConfig.from_dict({**load_json(data / "configs" / f"{case}.json"), **fields})
         t0, c0 = time.perf_counter(), time.process_time()
         r = simulate(wl, [cfg])[0]
-        print(f"oracle {case:44s} {1000 * (time.perf_counter() - t0):7.1f} ms ({1000 * (time.process_time() - c0):6.1f} ms CPU)"
-              f"  steps={r.totals['num_steps']}  ({load()})")
+        print(f"oracle {case:44s}{label} {1000 * (time.perf_counter() - t0):7.1f} ms "
+              f"({1000 * (time.process_time() - c0):6.1f} ms CPU)  steps={r.totals['num_steps']}  ({load()})")
 
 
 def main() -> None:
@@ -137,7 +137,7 @@ def main() -> None:
 
 def run_once(args) -> None:
     if args.oracle:
-        bench_oracle()
+        bench_oracle(feature_fields(args), features_label(args))
     if args.cli:
         bench_cli(args.cli, feature_fields(args), features_label(args))
     if args.big:

@@ -254,10 +254,10 @@ class FastEngine:
         # so their publication waits until the decoder is materialized.
         self.defer_pub = self.caching and not bool((wl.parent >= 0).any())
         # Asynchronous scheduling (batch queue of depth 2): the same lazy
-        # decoders, one step in flight (see _lazify_async); without KV tiers
-        # and with deferred (or no) publication.
-        self.lazy_ok = not self.mml_binds and (
-            not self.async_mode or (self.tiers is None and (self.defer_pub or not self.caching)))
+        # decoders, one step in flight (see _lazify_async); with deferred (or
+        # no) publication. KV tiers too (byte-identical to the general path on
+        # 900 random async tier runs, session 6).
+        self.lazy_ok = not self.mml_binds and (not self.async_mode or self.defer_pub or not self.caching)
         self.lazy_active = False
         self._lazy_retry_at = 0
         self.lz = np.zeros(n, bool)

@@ -322,6 +322,21 @@ def test_lazy_decoders_with_tiers_change_nothing_offload_time_included(seed):
     assert_lazy_path_changes_nothing(*_tier_case(seed))
 
 
+def test_async_lazy_decoders_with_tiers_change_nothing():
+    """Asynchronous scheduling takes the lazy path with KV tiers too (loads, preemptions, step series)."""
+    from dataclasses import replace
+
+    from tests.simulator.test_engine_properties import assert_lazy_path_changes_nothing
+
+    lazy_calls = loaded = 0
+    for seed in range(12):
+        wl, cfg = _tier_case(seed)
+        cfg = replace(cfg, async_scheduling=True)
+        lazy_calls += assert_lazy_path_changes_nothing(wl, cfg) > 0
+        loaded += simulate(wl, [cfg])[0].totals["cpu_tier_blocks_onboarded"] > 0
+    assert lazy_calls >= 8 and loaded >= 4  # the lazy path ran, with loads from a tier
+
+
 def test_loads_behind_a_blocked_head_do_not_livelock():
     """Requests behind the head kept onboarding into the blocks the head needed, for ever.
 
