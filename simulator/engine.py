@@ -24,6 +24,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -33,12 +34,15 @@ from simulator.results import SimResult
 from simulator.sharing import LeaderQueue, covers, share_key, shared_pool_factory
 from simulator.workload import Workload
 
+if TYPE_CHECKING:
+    from simulator.cluster import ClusterResult, Deployment
+
 MAX_PROCESSES = 64  # worker processes one batch may use
 
 
 def simulate(
     workload: Workload,
-    configs: Sequence[EngineConfig],
+    configs: Sequence[EngineConfig | Deployment],
     *,
     record_steps: bool = False,
     max_step_points: int | None = None,
@@ -46,7 +50,7 @@ def simulate(
     step_time: Sequence[StepTimeFn | None] | None = None,
     step_cost=None,
     processes: int = 1,
-) -> list[SimResult]:
+) -> list[SimResult | ClusterResult]:
     """Simulate ``workload`` under each of ``configs``.
 
     Parameters
