@@ -73,6 +73,23 @@ def _check_seconds(name: str, v: Any, *, allow_none: bool = False, positive: boo
     return float(v)
 
 
+#: Most memory the instances' prefix-cache tables may take together (N x content keys x 8 bytes).
+MAX_CACHE_TABLE_BYTES = 4 * 1024 ** 3
+
+
+def _check_cache_tables(config: EngineConfig, num_instances: int, prep: WorkloadPrep) -> None:
+    """Refuse a cluster whose N hash tables (one entry per content key each) would not fit in memory."""
+    if not config.enable_prefix_caching:
+        return
+    nkeys = prep.keys(1 if config.prefix_cache == "radix" else config.block_size).num_keys
+    need = num_instances * nkeys * 8
+    if need > MAX_CACHE_TABLE_BYTES:
+        raise ClusterError(
+            f"num_instances: {num_instances} instances x {nkeys:,} content keys of this workload need "
+            f"{need / 1024 ** 3:.1f} GiB of prefix-cache tables, more than the {MAX_CACHE_TABLE_BYTES // 1024 ** 3} GiB "
+            "limit; use fewer instances or fewer (or shorter) requests")
+
+
 def _check_delay_unit(delay: float, workload: Workload) -> None:
     if delay > 0 and workload.arrival_unit != "s":
         raise ClusterError("router_delay_s: needs arrivals in seconds (this workload's arrivals are engine steps)")
@@ -241,10 +258,11 @@ class Deployment:
         for name in ("slo_ttft_s", "slo_itl_s"):
             object.__setattr__(self, name, _check_seconds(name, getattr(self, name), allow_none=True, positive=True))
 
-    def check(self, workload: Workload) -> None:
+    def check(self, workload: Workload, prep: WorkloadPrep) -> None:
         """Raise :class:`ClusterError` if this deployment cannot run ``workload`` (a router delay needs
-        arrivals in seconds)."""
+        arrivals in seconds; the instances' prefix-cache tables must fit the memory limit)."""
         _check_delay_unit(self.router_delay_s, workload)
+        _check_cache_tables(self.config, self.num_instances, prep)
 
     def run(self, workload: Workload, *, prep: WorkloadPrep | None = None, record_steps: bool = False,
             max_step_points: int | None = None, progress: Callable[[float], None] | None = None) -> ClusterResult:
@@ -334,6 +352,7 @@ def simulate_cluster(
     wl = workload
     n = wl.n
     prep = prep or WorkloadPrep(wl)
+    _check_cache_tables(config, N, prep)
     fleet = Fleet(wl, config, N, prep=prep, record_steps=record_steps)
     fleet.start()
     router = Router(policy, fleet, prompt_len=wl.prompt_len, seed=seed)

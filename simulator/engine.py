@@ -100,8 +100,6 @@ def simulate(
     if clusters and (step_time is not None or step_cost is not None):
         raise ValueError("step_time, step_cost: not supported in a batch with Deployment items "
                          "(give the cost model in the configuration)")
-    for d in clusters.values():
-        d.check(workload)
     configs = [d.config if isinstance(d, Deployment) else d for d in items]
     if max_step_points is not None and max_step_points < 2:
         raise ValueError("max_step_points: must be at least 2")
@@ -111,6 +109,8 @@ def simulate(
         raise ValueError(f"processes: must be a whole number from 0 to {MAX_PROCESSES}")
     nb = len(configs)
     prep = WorkloadPrep(workload)
+    for d in clusters.values():
+        d.check(workload, prep)
     shared = step_time is None and step_cost is None  # per-configuration hooks: each runs alone
     queue = LeaderQueue(configs, [share_key(c, prep) if shared and b not in clusters else None
                                   for b, c in enumerate(configs)])

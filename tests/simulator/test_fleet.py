@@ -152,3 +152,20 @@ def test_a_batch_rejects_what_a_deployment_cannot_run_before_running_anything():
     with pytest.raises(Exception, match=r"configs\[1\]: must be an EngineConfig or a simulator.cluster.Deployment"):
         simulate(steps, [SMALL, "four replicas"])
     assert Deployment(SMALL, 2, " least-loaded ").routing == "least-loaded"  # canonical policy string
+
+
+def test_a_cluster_too_large_for_its_cache_tables_is_refused_before_anything_runs(monkeypatch):
+    import simulator.cluster as cluster
+
+    wl = _wl(n=100)
+    nkeys = WorkloadPrep(wl).keys(SMALL.block_size).num_keys
+    monkeypatch.setattr(cluster, "MAX_CACHE_TABLE_BYTES", 3 * nkeys * 8)  # room for three instances' tables
+    assert simulate_cluster(wl, SMALL, 3).totals["finished"] == wl.n
+    with pytest.raises(ClusterError, match=r"num_instances: 4 instances x [\d,]+ content keys .* GiB of prefix-cache "
+                                           r"tables, more than the .* limit; use fewer instances"):
+        simulate_cluster(wl, SMALL, 4)
+    with pytest.raises(ClusterError, match="num_instances: 4 instances"):
+        simulate(wl, [SMALL, Deployment(SMALL, 4)])
+    # without prefix caching there are no tables
+    plain = EngineConfig(num_gpu_blocks=120, max_num_seqs=16, max_num_batched_tokens=256, enable_prefix_caching=False)
+    assert simulate_cluster(wl, plain, 4).totals["finished"] == wl.n
