@@ -10,8 +10,11 @@ router sends it. Arrivals are processed in time order (the workload's stable
 arrival order); before each decision the instances the policy reads are
 advanced to the arrival time, the router scores them
 (:mod:`simulator.routing`) and the request is submitted to the chosen one.
-Instances are separate engine objects advanced in lockstep by time, not a
-numpy axis of one batched engine. With a prefix view delayed by
+The instances and the state the router reads of them lie along an instance
+axis (:class:`simulator.fleet.Fleet`: arrays of shape (N,), the caches one
+N x keys matrix); each instance's schedule steps are its own kernel calls. A
+:class:`Deployment` is the same simulation as an item of
+:func:`simulator.engine.simulate`'s batch. With a prefix view delayed by
 ``router_delay_s``, the router also samples the instances' caches that long
 before each arrival (see ``docs/cluster.md``).
 
