@@ -189,22 +189,23 @@ class LruKeys:
         pushed-out key is then never put again in ``c``, and the keys of ``c`` are never
         pushed out: ``len(c) <= capacity / 2``).
         """
-        if not distinct and c.size > 1:
-            dup = len(set(c.tolist())) < c.size if c.size <= 64 else np.unique(c).size < c.size
-            if dup:  # keep each key's last occurrence, in order
-                _, first = np.unique(c[::-1], return_index=True)
+        if not distinct and c.size > 1 and (c.size > 64 or len(set(c.tolist())) < c.size):
+            _, first = np.unique(c[::-1], return_index=True)
+            if first.size < c.size:  # keep each key's last occurrence, in order
                 c = c[np.sort(c.size - 1 - first)]
         p = self.pos[c]
         held = p >= 0
         nnew = c.size - int(np.count_nonzero(held))
         over = self.size + nnew - self.capacity
-        if over > 0 and nnew < c.size:
-            oldest_held = int(p[held].min())
-            if self._nth_live(over) >= oldest_held:
+        out = c[:0]
+        if over > 0:
+            out, end = self._oldest(over)
+            if nnew < c.size and (out.size < over or end - 1 >= int(p[held].min())):
                 return None
+            self._drop(out, end)
         self._append(c)
         self.size += nnew
-        return nnew, (self._pop(over) if over > 0 else c[:0])
+        return nnew, out
 
     def _append(self, keys: np.ndarray) -> None:
         """Write ``keys`` (distinct) at the tail as the most recent (their older entries die)."""
@@ -216,23 +217,11 @@ class LruKeys:
         self.pos[keys] = np.arange(t, t + m)
         self.tail = t + m
 
-    def _nth_live(self, k: int) -> int:
-        """Index of the ``k``-th least recent key (1-based; the tail when fewer are held)."""
-        h = self.head
-        while k > 0 and h < self.tail:
-            end = min(self.tail, h + max(2 * k, 64))
-            live = np.flatnonzero(self.pos[self.fifo[h:end]] == np.arange(h, end))
-            if live.size >= k:
-                return h + int(live[k - 1])
-            k -= live.size
-            h = end
-        return self.tail
-
     def _put_new(self, keys: np.ndarray, count_out: bool) -> tuple[int, np.ndarray | int]:
         """:meth:`put` of more distinct keys than the capacity, none of them held (the final
         demotions of a run): every held key leaves first, oldest first, then the first new keys."""
         n = keys.size
-        old = self._pop(self.size) if self.size else keys[:0]
+        old = self._pop(self.size)
         spill = keys[:n - self.capacity]
         keep = keys[n - self.capacity:]
         self._append(keep)
@@ -242,9 +231,17 @@ class LruKeys:
         return n, np.concatenate((old, spill))
 
     def _pop(self, k: int) -> np.ndarray:
+        """Push out the ``k`` least recent keys; return them, oldest first."""
+        keys, end = self._oldest(k)
+        self._drop(keys, end)
+        return keys
+
+    def _oldest(self, k: int) -> tuple[np.ndarray, int]:
+        """The ``k`` least recent keys (fewer when fewer are held), oldest first, and the FIFO index
+        just past the last of them."""
         out = []
         h = self.head
-        while k > 0:
+        while k > 0 and h < self.tail:
             end = min(self.tail, h + max(2 * k, 64))
             seg = self.fifo[h:end]
             live = np.flatnonzero(self.pos[seg] == np.arange(h, end))
@@ -254,11 +251,14 @@ class LruKeys:
             out.append(seg[live])
             k -= live.size
             h = end
-        self.head = h
-        ev = out[0] if len(out) == 1 else np.concatenate(out)
-        self.pos[ev] = -1
-        self.size -= ev.size
-        return ev
+        keys = out[0] if len(out) == 1 else np.concatenate(out) if out else self.fifo[:0].copy()
+        return keys, h
+
+    def _drop(self, keys: np.ndarray, end: int) -> None:
+        """Remove ``keys`` (:meth:`_oldest`'s, up to FIFO index ``end``)."""
+        self.head = end
+        self.pos[keys] = -1
+        self.size -= keys.size
 
     def _compact(self, extra: int) -> None:
         self.fifo, self.tail = compact_fifo(self.fifo, self.pos, self.head, self.tail, extra)
