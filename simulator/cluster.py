@@ -340,22 +340,15 @@ def simulate_cluster(
     """
     if not isinstance(workload, Workload):
         raise ClusterError("workload: must be a simulator.workload.Workload")
-    if not isinstance(config, EngineConfig):
-        raise ClusterError("config: must be an EngineConfig")
-    N = _check_int("num_instances", num_instances, 1, MAX_INSTANCES)
-    policy = parse_routing(routing)
-    delay = _check_seconds("router_delay_s", router_delay_s)
-    _check_delay_unit(delay, workload)
-    seed = _check_int("seed", seed, 0, 2**63 - 1)
-    slo_ttft_s = _check_seconds("slo_ttft_s", slo_ttft_s, allow_none=True, positive=True)
-    slo_itl_s = _check_seconds("slo_itl_s", slo_itl_s, allow_none=True, positive=True)
+    d = Deployment(config, num_instances, routing, router_delay_s, seed, slo_ttft_s, slo_itl_s)  # validates
     if max_step_points is not None and (not isinstance(max_step_points, int) or max_step_points < 2):
         raise ClusterError("max_step_points: must be at least 2")
-
     wl = workload
     n = wl.n
     prep = prep or WorkloadPrep(wl)
-    _check_cache_tables(config, N, prep)
+    d.check(wl, prep)
+    N, policy, delay, seed = d.num_instances, parse_routing(d.routing), d.router_delay_s, d.seed
+    slo_ttft_s, slo_itl_s = d.slo_ttft_s, d.slo_itl_s
     fleet = Fleet(wl, config, N, prep=prep, record_steps=record_steps)
     fleet.start()
     router = Router(policy, fleet, prompt_len=wl.prompt_len, seed=seed)

@@ -198,7 +198,7 @@ class Router:
 
     def observe(self, q: int) -> None:
         """Record what each instance holds of request ``q``'s prompt now (the router's view for ``q``)."""
-        self._seen[q] = self.fleet.held_prefix(self._keys(q)) if self.nfull[q] > 0 else np.zeros(self.N, np.int64)
+        self._seen[q] = self.fleet.held_prefix(self._keys(q))
 
     def affinity(self, q: int) -> np.ndarray:
         """Prefix-affinity score per instance, shape (N,), in [0, 1] (0 when never observed)."""

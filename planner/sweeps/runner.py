@@ -110,10 +110,12 @@ def _item(wl: Workload, cfg: EngineConfig, cluster: dict | None):
 
 def _as_point_result(res):
     """A cluster point's result shaped like a SimResult for :func:`summarize` (others as they are)."""
-    load = getattr(res, "load", None)
-    if load is None:
-        return res
+    from simulator.cluster import ClusterResult
     from simulator.results import SimResult
+
+    if not isinstance(res, ClusterResult):
+        return res
+    load = res.load
 
     totals = dict(res.totals)
     totals["request_imbalance"] = load.request_imbalance
