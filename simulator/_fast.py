@@ -527,6 +527,21 @@ class FastEngine:
         self.loading[q] = self.tiers.onboard(keys, counts, self.B, self.clock)
         return True
 
+    def _keep_loaded(self, q: int) -> int:
+        """A request whose loads are done takes the blocks it holds (its GPU hits and the loaded
+        blocks) as its prefix hits: how many, or 0 after letting them go to be looked up again.
+
+        Keeping them is what releasing and looking them up again gives, without the free queue's
+        dead entries, when they are their keys' only cached carriers (own keys) and the lookup
+        would stop after them; an admission check that then fails lets them go as before.
+        """
+        n = int(self.held[q])
+        if (self.own_keys and n and n == int(self.ncached[q])
+                and self.pool.sole_carriers(int(self.koff[q]), n, (int(self.tok[q]) - 1) // self.B)):
+            return n
+        self._free(q, keep_keys=True)
+        return 0
+
     def _offload_early(self) -> None:
         """``kv_offload_threshold``: move LRU cached free blocks to the CPU tier while the GPU holds too many."""
         pool = self.pool
@@ -585,15 +600,16 @@ class FastEngine:
             if self.stale[q] > 0:
                 skipped.append(waiting.popleft())
                 continue
+            kept = 0  # blocks the request keeps as its prefix hits (its loads are done)
             if self.loading:
                 ready = self.loading.get(q)
                 if ready is not None:
                     if ready > self.clock:
                         skipped.append(waiting.popleft())
                         continue
-                    # its blocks are on the GPU now: let go and take them as prefix hits below
+                    # its blocks are on the GPU now: they are its prefix hits below
                     del self.loading[q]
-                    self._free(q, keep_keys=True)
+                    kept = self._keep_loaded(q)
             num_tokens = int(self.tok[q])
             capped = num_tokens if num_tokens < mml else mml  # min(), without the call
             if full_isl_own or (full_isl_untiered and not tiered[q]):
@@ -605,7 +621,10 @@ class FastEngine:
                     break
             nh = 0
             hit = None
-            if caching:
+            if kept:
+                nh = kept
+                hit = self.btab[int(koff[q]):int(koff[q]) + nh]
+            elif caching:
                 m = (num_tokens - 1) // B
                 if m > 0:
                     o = int(koff[q])
@@ -631,18 +650,26 @@ class FastEngine:
                     # free budget or cache more of its prompt: it can never be scheduled. vLLM refuses
                     # such a config (max_num_batched_tokens < max_model_len without chunked prefill);
                     # here the request is dropped as unservable instead of blocking the queue.
+                    if kept:
+                        self._free(q, keep_keys=True)
                     waiting.popleft()
                     self.status[q] = DROPPED
                     t["dropped_unservable"] += 1
                     if q == self._onboard_gate:
                         self._onboard_gate = None
                     continue
+                if kept:
+                    self._free(q, keep_keys=True)
                 break
             if n > budget:
                 n = budget
             wm = self.watermark_blocks if self.R else 0
-            evictable = pool.num_free_of(hit) if nh else 0
-            free = pool.top + pool.nfifo
+            if kept:  # counted as if let go: free and evictable
+                evictable = kept
+                free = pool.top + pool.nfifo + kept
+            else:
+                evictable = pool.num_free_of(hit) if nh else 0
+                free = pool.top + pool.nfifo
             need_full = 0
             if cfg.scheduler_reserve_full_isl:
                 need_full = -(-capped // B) - nh
@@ -651,6 +678,8 @@ class FastEngine:
                 need_full += evictable
                 if need_full + wm > free:
                     pool.check_failed(need_full + wm - free)
+                    if kept:
+                        self._free(q, keep_keys=True)
                     break
             need_slot = h + n if h + n < mml else mml
             new = -(-need_slot // B) - nh
@@ -658,6 +687,8 @@ class FastEngine:
                 new = 0
             if new + evictable + wm > free:
                 pool.check_failed(new + evictable + wm - free)
+                if kept:
+                    self._free(q, keep_keys=True)
                 break
             # both checks passed (pool.check_passed, inline: this runs per admission)
             x = free - wm - (need_full if need_full > new + evictable else new + evictable)
@@ -665,7 +696,9 @@ class FastEngine:
                 pool.slack = x
             o = int(koff[q])
             btab = self.btab
-            if nh:
+            if kept:
+                pool.retouch(hit, self.exec_step)
+            elif nh:
                 pool.touch(hit, self.exec_step)
                 btab[o:o + nh] = hit
             pre_q = self.npre[q] > 0

@@ -412,8 +412,26 @@ class FastPool:
             self.ndead += z.size
         if self.track_refs:
             self.ref[blocks] += 1
+        self.retouch(blocks, now)
+
+    def retouch(self, blocks: np.ndarray, now: int) -> None:
+        """The residency bookkeeping of :meth:`touch` alone: a request takes ``blocks``, which it
+        holds, as prefix hits (what releasing and touching them again would leave, but for dead
+        entries in the free queue)."""
         self._touch_idle += int(now * blocks.size - self.last[blocks].sum())
         self.last[blocks] = now
+
+    def sole_carriers(self, k0: int, n: int, m: int) -> bool:
+        """Own keys: whether a request holding blocks for its keys ``k0 .. k0 + n - 1``, released and
+        looked up again over ``m >= n`` keys, would get exactly those blocks back: no other cached
+        block carries one of them (a live registration or a later carrier) nor key ``k0 + n`` (when
+        ``n < m``), so its lookup stops there."""
+        k1 = k0 + n + (n < m)
+        if self.odups and any(k0 <= k < k1 for k in self.odups):
+            return False
+        if self.kidx is None:
+            return True
+        return not self._registered(self.kblock[k0:k1], self.kidx[k0:k1]).any()
 
     def finalize_metrics(self) -> None:
         """Set ``lifetime_sum`` and ``idle_sum`` (steps, over reallocated blocks).
