@@ -322,7 +322,7 @@ def covers(sim, cfg: EngineConfig, drop_of: Callable[[int], np.ndarray]):
     if t["preemptions"] or not isinstance(pool, SharedPool):
         return None
     tiers = sim.tiers
-    if tiers is not None and (tiers.read_flushes or any(tiers.onboarded) or tiers.load_stalls):
+    if tiers is not None and (tiers.reads or any(tiers.onboarded) or tiers.load_stalls):
         return None  # the tier was read: what it held mattered
     d = lead.num_gpu_blocks - cfg.num_gpu_blocks  # usable blocks fewer than the leader's
     if not (d <= pool.slack and -d < pool.excess):

@@ -292,14 +292,15 @@ class TierChain:
         self.bytes_onboarded = 0
         self.onboard_time_s = 0.0       # sum of load times (per request, queueing on the link included)
         self.link_free = [0.0] * k      # when each tier's read link is next idle (loads queue on it)
-        self._pending: list[np.ndarray] = []  # demotions not yet applied (applied in order, in bulk)
+        self._pending: list[np.ndarray] = []  # puts not yet applied (applied in order, in bulk)
+        self._npending = 0                        # keys in them
         self._key_dtype = np.int32 if num_keys < 2**31 else np.int64  # pending keys: half the memory
         self._gen = 1                             # flush generation
         self._mark = np.zeros(num_keys, np.int64)  # generation in which a key was last demoted
         self.transfers = 0              # transfers into the first tier (engine steps with evictions)
         self._last_step = None          # the engine step of the last transfer counted
         self.load_stalls = 0            # times loaded requests had to let their blocks go (engine)
-        self.read_flushes = 0           # flushes before a read (match, onboard), not at the end
+        self.reads = 0                  # matches that looked past a first key no tier held or awaited
         self._args = (tiers, bytes_per_block, num_keys)
         # called before the tiers are read: hands over demotions recorded but not yet made (the GPU
         # pool's deferred evictions, FastPool.deliver_evictions)
@@ -325,7 +326,12 @@ class TierChain:
         elif steps != self._last_step:
             self.transfers += 1
             self._last_step = steps
+        self._pend(keys)
+
+    def _pend(self, keys: np.ndarray) -> None:
+        """Queue a put of ``keys`` into the first tier (applied in order by :meth:`flush`)."""
         self._pending.append(keys.astype(self._key_dtype))  # a copy: the caller may reuse ``keys``
+        self._npending += keys.size
         self._mark[keys] = self._gen
 
     def empty_copy(self) -> TierChain:
@@ -335,12 +341,11 @@ class TierChain:
     def demoted_in_bulk(self, keys: np.ndarray, transfers: int) -> None:
         """What :meth:`demote` calls making ``transfers`` transfers of ``keys`` (in order) leave pending."""
         if keys.size:
-            self._pending.append(keys.astype(self._key_dtype))
-            self._mark[keys] = self._gen
+            self._pend(keys)
         self.transfers += transfers
 
-    def flush(self, reading: bool = True) -> None:
-        """Apply the pending demotions, in order (``reading``: before the tiers are read).
+    def flush(self) -> None:
+        """Apply the pending demotions (and refreshes, :meth:`onboard`), in order.
 
         Each tier puts its keys one after another (:meth:`LruKeys.put`), so the
         result does not depend on when the demotions are applied.
@@ -349,9 +354,9 @@ class TierChain:
             self.before_read()
         if not self._pending:
             return
-        self.read_flushes += reading
         keys = self._pending[0] if len(self._pending) == 1 else np.concatenate(self._pending)
         self._pending = []
+        self._npending = 0
         self._gen += 1
         distinct = keys.size < 2 or not self._repeats(keys)
         last = len(self.lru) - 1
@@ -382,27 +387,52 @@ class TierChain:
                 return True
         return False  # (the marks left are negative: no generation)
 
-    def _look(self, k0: int) -> bool:
-        """Whether key ``k0`` is in a tier, with the pending demotions applied first when it is in one
-        or on its way to one (pending evictions are handed over first)."""
-        if self.before_read is not None:
-            self.before_read()
-        if self._mark[k0] != self._gen and not any(lru.pos[k0] >= 0 for lru in self.lru):
-            return False  # the usual case: the first key is in no tier and not on its way to one
-        self.flush()
-        return True
+    def _run_after_pending(self, keys: np.ndarray) -> int | None:
+        """One tier only: how many of ``keys``, from the first, it holds once the pending puts are
+        applied, when that is sure without applying them, else None.
+
+        A key queued is held then (fewer keys are queued than the tier holds). A key held now,
+        not queued, with at least as many keys older than it as are queued, is too: each put
+        makes at most one key older than it leave or become newer. A key neither held nor
+        queued is not. Keys older than it are counted from below: the keys held, less the FIFO
+        entries after it.
+        """
+        lru = self.lru[0]
+        npend = self._npending
+        if 2 * npend >= lru.capacity:
+            return None
+        pos = lru.pos[keys]
+        queued = self._mark[keys] == self._gen
+        have = queued | (pos >= 0)
+        miss = np.flatnonzero(~have)
+        run = int(miss[0]) if miss.size else keys.size
+        if npend and not (queued[:run] | (pos[:run] >= lru.tail - lru.size + npend)).all():
+            return None
+        return run
 
     def match(self, keys: np.ndarray) -> list[int]:
         """Blocks of ``keys`` (a prefix continuing after the GPU hit) found in each tier, in order.
 
         The run stops at the first key no tier holds; each key is taken from
-        the highest tier holding it. Returns one count per tier.
+        the highest tier holding it. Returns one count per tier. The pending
+        demotions are applied first, unless the answer is sure without (one tier).
         """
         counts = [0] * len(self.lru)
         if not keys.size:
             return counts
         k0 = keys[0]
-        if not self._look(k0) or not any(lru.pos[k0] >= 0 for lru in self.lru):
+        if self.before_read is not None:
+            self.before_read()  # pending evictions are handed over first
+        if self._mark[k0] != self._gen and not any(lru.pos[k0] >= 0 for lru in self.lru):
+            return counts  # the usual case: the first key is in no tier and not on its way to one
+        self.reads += 1
+        if len(self.lru) == 1:
+            run = self._run_after_pending(keys)
+            if run is not None:
+                counts[0] = run
+                return counts
+        self.flush()
+        if not any(lru.pos[k0] >= 0 for lru in self.lru):
             return counts
         where = np.full(keys.size, -1, np.int64)
         for i in range(len(self.lru) - 1, -1, -1):
@@ -418,9 +448,21 @@ class TierChain:
 
         Each tier's read link carries one load at a time (loads queue behind
         each other; the CPU and disk parts of one request load in parallel).
-        The loaded keys are refreshed in the tiers holding them (LRU use).
+        The loaded keys are refreshed in the tiers holding them (LRU use), after
+        the pending demotions: queued behind them when sure to be held then (one
+        tier), else at once.
         """
-        self.flush()
+        if len(self.lru) == 1:
+            if self.before_read is not None:
+                self.before_read()
+            refreshed = self._run_after_pending(keys) == keys.size
+            if refreshed:
+                self._pend(keys)
+            else:
+                self.flush()
+        else:
+            self.flush()
+            refreshed = False
         ready = now
         for i, c in enumerate(counts):
             if not c:
@@ -434,7 +476,7 @@ class TierChain:
             self.onboarded[i] += c
             self.bytes_onboarded += b
             self.hit_tokens[i] += c * block_size
-        for lru in self.lru:
+        for lru in self.lru if not refreshed else ():
             have = keys[lru.contains(keys)]
             if have.size:
                 lru.put(have)
@@ -451,7 +493,7 @@ class TierChain:
         return t
 
     def totals(self) -> dict[str, Any]:
-        self.flush(reading=False)
+        self.flush()
         out: dict[str, Any] = {}
         for i, name in enumerate(self.names):
             out[f"{name}_tier_blocks"] = self.lru[i].capacity

@@ -95,7 +95,7 @@ def test_bulk_demotions_equal_one_key_at_a_time_wherever_the_tiers_are_read(seed
     """Repeats, refreshes, pushes down the chain and reads at random points: the state and every
     counter equal the one-key-at-a-time reference, so when demotions are applied changes nothing."""
     rng = np.random.default_rng(seed)
-    caps = [int(rng.choice([0, 1, 2, 3, 5, 8, 40, 300]))]
+    caps = [int(rng.choice([0, 1, 2, 3, 5, 8, 40, 300, 2000]))]
     if rng.random() < 0.6:
         caps.append(int(rng.choice([0, 1, 4, 9, 50])))
     nkeys = int(rng.choice([6, 30, 400]))
@@ -117,6 +117,11 @@ def test_bulk_demotions_equal_one_key_at_a_time_wherever_the_tiers_are_read(seed
             keys = np.array(list(dict.fromkeys(keys.tolist())))
             counts = chain.match(keys)
             run = keys[:sum(counts)]
+            if rng.random() < 0.5:  # the engine's allocation for the load may evict more first
+                more = rng.integers(0, nkeys, int(rng.choice([1, 3, 20])))
+                chain.demote(more)
+                for k in more.tolist():
+                    ref.put(0, k)
             chain.onboard(run, counts, 16, 0.0)
             for k in run.tolist():  # loaded keys are refreshed in the tiers holding them
                 for d in ref.tiers:
@@ -124,10 +129,34 @@ def test_bulk_demotions_equal_one_key_at_a_time_wherever_the_tiers_are_read(seed
                         d[k] = d.pop(k)
         else:
             chain.flush()
-    chain.flush(reading=False)
+    chain.flush()
     assert chain.offloaded == ref.offloaded and chain.dropped == ref.dropped
     for lru, d in zip(chain.lru, ref.tiers):
         assert _lru_order(lru) == list(d) and lru.size == len(d)
+
+
+def test_a_read_that_pending_demotions_cannot_change_leaves_them_pending():
+    """One tier: a match whose answer is sure without applying the pending demotions does not apply
+    them, and an onboard queues its refresh behind them; the result equals the reference."""
+    chain = TierChain([("cpu", KvTier(num_blocks=100))], BPB, 1000)
+    ref = _ReferenceChain([100])
+    for keys in (np.arange(100), np.arange(200, 205)):  # 0..99 held, then 5 demotions pending
+        chain.demote(keys)
+        for k in keys.tolist():
+            ref.put(0, k)
+        if keys[0] == 0:
+            chain.flush()
+    # 50, 51 are held with 50 keys older than them: 5 puts cannot push them out; 202 is queued
+    assert chain.match(np.array([50, 51, 202, 300])) == ref.match([50, 51, 202, 300]) == [3]
+    assert chain._npending == 5
+    chain.onboard(np.array([50, 51, 202]), [3], 16, 0.0)
+    assert chain._npending == 8  # the refresh waits behind the demotions
+    for k in (50, 51, 202):
+        ref.tiers[0][k] = ref.tiers[0].pop(k)
+    # key 2 has 2 keys older than it: 8 queued puts might push it out, so the demotions are applied
+    assert chain.match(np.array([2, 3])) == ref.match([2, 3]) == [0]
+    assert chain._npending == 0
+    assert _lru_order(chain.lru[0]) == list(ref.tiers[0]) and chain.offloaded == ref.offloaded
 
 
 def test_the_final_demotions_of_a_run_count_every_block_written():
