@@ -505,8 +505,8 @@ class FastEngine:
         wm = self.watermark_blocks if self.R else 0
         free = pool.top + pool.nfifo
         if 1 + evictable + wm > free:
-            if self.tight_memo and self.R:
-                self._tight_head = (q, pool.releases)  # see _head_blocked
+            if self.tight_memo and self.R:  # see _head_blocked
+                self._tight_head = (q, nh) if pool.one_release_run(o, nh, m) else None
             return False  # no room to load even one block: the tiers are not looked at
         rest = np.arange(o + nh, o + m) if keyarr is None else keyarr[o + nh:o + m]
         counts = self.tiers.match(rest)
@@ -554,21 +554,33 @@ class FastEngine:
 
         The first test :meth:`_admit` makes of a ready head with own keys: its whole
         prompt (or ``max_model_len``) in blocks, plus the watermark, against the free blocks.
+        Requests still loading from a lower tier are passed over, as admission passes them.
         """
-        if self.loading:
-            return 0
         q = self.waiting[0]
+        if self.loading:
+            loading = self.loading
+            i = 0
+            while q in loading:
+                if loading[q] <= self.clock:
+                    return 0  # its loads are done: admission takes it
+                i += 1
+                if i == len(self.waiting):
+                    return 0
+                q = self.waiting[i]
         if self.stale[q]:
             return 0
         if not (self.full_isl_own or (self.full_isl_untiered and not self.tiered[q])):
-            # A head that let its blocks go (``tiered``) is offered loads first. Once it had no room
-            # for one block beyond its GPU hits (_start_onboard), it has none until blocks are released:
-            # an allocation either evicts one of its own cached blocks (the last of its run: they
-            # were freed last block first) or shrinks the free blocks. Its hits are then all free
-            # blocks (own keys) and fewer than its whole prompt, so the full-prompt check fails too.
+            # A head that let its blocks go (``tiered``) is offered loads first, and loads nothing
+            # without room for one block beyond its GPU hits (_start_onboard). Once it found none, its
+            # hits are known without a lookup (FastPool.one_release_run): they only shrink, as its
+            # blocks are evicted last block first. Without that room the full-prompt check fails too:
+            # its hits are all free blocks (own keys) and fewer than its whole prompt.
             th = self._tight_head
-            if th is None or th[0] != q or th[1] != self.pool.releases or not self.R:
+            if th is None or th[0] != q or not self.R:
                 return 0
+            pool = self.pool
+            if 1 + pool.run_left(int(self.koff[q]), th[1]) + self.watermark_blocks <= pool.top + pool.nfifo:
+                return 0  # room to load: admission looks at the tiers
         n = int(self.tok[q])
         if n > self.mml:
             n = self.mml

@@ -101,7 +101,8 @@ class FastPool:
         # key of each FIFO entry.
         self.defer_evictions = False
         self.fkey: np.ndarray | None = None
-        self._evicted: list[tuple[int, int, object]] = []
+        self._evicted: list[list[int]] = []  # [index, count] ranges of the FIFO, merged when adjacent
+        self._evicted_steps: list = []       # their steps in order (an int per run of one step, or arrays)
         self.lifetime_sum = 0  # set by finalize_metrics
         self.idle_sum = 0
         self.reuses = 0
@@ -145,7 +146,7 @@ class FastPool:
             self.fhead = h + k
             self.nfifo -= k
             if self.defer_evictions:
-                self._evicted.append((h, k, now))
+                self._record_evictions(h, k, now)
             elif not self.own_keys:
                 hsh = self.hash
                 self.kblock[hsh[out]] = -1
@@ -190,7 +191,7 @@ class FastPool:
                 self.nfifo -= rest
                 deferred = self.defer_evictions
             if deferred:
-                self._evicted.append((h, rest, now if type(now) is not np.ndarray else now[m:]))
+                self._record_evictions(h, rest, now if type(now) is not np.ndarray else now[m:])
                 self.evictions += rest
             elif self.on_evict is not None or self.dups:
                 self._evict(ev, now if type(now) is not np.ndarray else now[m:])
@@ -248,24 +249,32 @@ class FastPool:
         self.nfifo -= ev.size
         return ev
 
+    def _record_evictions(self, h: int, k: int, now) -> None:
+        """Record the eviction of FIFO entries ``h .. h + k - 1`` at step(s) ``now`` (delivered later)."""
+        ev = self._evicted
+        if ev and ev[-1][0] + ev[-1][1] == h:
+            ev[-1][1] += k
+        else:
+            ev.append([h, k])
+        st = self._evicted_steps
+        if type(now) is not int or not st or type(st[-1]) is not int or st[-1] != now:
+            st.append(now)
+
     def deliver_evictions(self) -> None:
-        """Hand the recorded evictions to ``on_evict``, in order, as one call."""
+        """Hand the recorded evictions to ``on_evict``, in order, as one call (their steps as a list:
+        ints and per-block arrays, in order)."""
         got = self._evicted
         if not got:
             return
         self._evicted = []
+        steps = self._evicted_steps
+        self._evicted_steps = []
         fkey = self.fkey
         if len(got) == 1:
-            h, k, now = got[0]
+            h, k = got[0]
             keys = fkey[h:h + k]
-            steps = now
         else:
-            keys = np.concatenate([fkey[h:h + k] for h, k, _ in got])
-            steps = np.empty(keys.size, np.int64)
-            i = 0
-            for _, k, now in got:
-                steps[i:i + k] = now  # a step, or one per block
-                i += k
+            keys = np.concatenate([fkey[h:h + k] for h, k in got])
         self.on_evict(keys, steps)  # (a view of fkey when one range: on_evict keeps a copy)
 
     def _evict(self, ev: np.ndarray, steps=None) -> None:
@@ -349,6 +358,31 @@ class FastPool:
                 return bl[:j]
             bl[j] = b
         return bl
+
+    def one_release_run(self, k0: int, n: int, m: int) -> bool:
+        """Own keys: whether a waiting request's ``n`` hits for keys ``k0 ..`` (looked up over ``m``
+        keys) are one release's blocks, in the free queue last block first with nothing between
+        them, and no later carrier waits for one of its keys (none can be promoted later). Its
+        hits are then :meth:`run_left` until it is admitted: nothing registers its keys while it
+        waits, and the queue evicts its blocks from the last one."""
+        if self.odups and any(k0 <= k < k0 + m for k in self.odups):
+            return False
+        if n < 2:
+            return True
+        idx = self.kidx[k0:k0 + n]
+        return bool((idx == idx[0] - np.arange(n)).all())
+
+    def run_left(self, k0: int, n: int) -> int:
+        """Own keys: how many of the ``n`` hits of :meth:`one_release_run` are still cached (the
+        free-queue index of a live block only moves with a compaction, which keeps their order)."""
+        if not n:
+            return 0
+        b = self.kblock[k0]
+        i = self.kidx[k0]
+        if b < 0 or i < self.fhead or self.fpos[b] != i:
+            return 0
+        left = int(i) - self.fhead + 1
+        return left if left < n else n
 
     def _registered(self, bl: np.ndarray, idx: np.ndarray) -> np.ndarray:
         """Own keys: which registrations (block, free-queue index) still hold their cached block."""
