@@ -642,8 +642,10 @@ class FastEngine:
                     o = int(koff[q])
                     k0 = o if keyarr is None else int(keyarr[o])
                     if pool.kblock[k0] >= 0:
-                        keys = np.arange(o, o + m) if keyarr is None else keyarr[o:o + m]
-                        hit = pool.lookup(keys)
+                        if own_keys:
+                            hit = pool.lookup_own(o, m)
+                        else:
+                            hit = pool.lookup(np.arange(o, o + m) if keyarr is None else keyarr[o:o + m])
                         nh = hit.size
                     g = self._onboard_gate
                     if g is not None and self.status[g] >= FINISHED:

@@ -359,6 +359,21 @@ class FastPool:
             bl[j] = b
         return bl
 
+    def lookup_own(self, k0: int, m: int) -> np.ndarray:
+        """:meth:`lookup` of the consecutive keys ``k0 .. k0 + m - 1`` with own keys (by slices)."""
+        if self.kidx is None:  # nothing registered yet
+            return self.kblock[:0]
+        bl = self.kblock[k0:k0 + m].copy()
+        ok = self._registered(bl, self.kidx[k0:k0 + m])
+        if ok.all():
+            return bl
+        for j in (~ok).nonzero()[0].tolist():
+            b = self._promote(k0 + j)
+            if b < 0:
+                return bl[:j]
+            bl[j] = b
+        return bl
+
     def one_release_run(self, k0: int, n: int, m: int) -> bool:
         """Own keys: whether a waiting request's ``n`` hits for keys ``k0 ..`` (looked up over ``m``
         keys) are one release's blocks, in the free queue last block first with nothing between
