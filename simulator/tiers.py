@@ -411,18 +411,23 @@ class TierChain:
         queued is not. Keys older than it are counted from below: the keys held, less the FIFO
         entries after it.
         """
+        if not keys.size:
+            return 0
         lru = self.lru[0]
         npend = self._npending
+        if not npend:
+            pos = lru.pos[keys]
+            j = int((pos >= 0).argmin())
+            return j if pos[j] < 0 else keys.size
         if 2 * npend >= lru.capacity:
             return None
         pos = lru.pos[keys]
         queued = self._mark[keys] == self._gen
-        have = queued | (pos >= 0)
-        miss = np.flatnonzero(~have)
-        run = int(miss[0]) if miss.size else keys.size
-        if npend and not (queued[:run] | (pos[:run] >= lru.tail - lru.size + npend)).all():
-            return None
-        return run
+        sure = queued | (pos >= lru.tail - lru.size + npend)  # (that bound is >= 0: held)
+        j = int(sure.argmin())
+        if sure[j]:
+            return keys.size
+        return j if pos[j] < 0 else None  # the first key not sure: neither queued nor held, or unsure
 
     def match(self, keys: np.ndarray) -> list[int]:
         """Blocks of ``keys`` (a prefix continuing after the GPU hit) found in each tier, in order.
