@@ -179,7 +179,8 @@ class FastEngine:
         # chunked prefill, max_model_len out of reach and no early offloads, which evict without allocating)
         self.tight_memo = (self.full_isl_untiered and cfg.enable_chunked_prefill and not self.mml_binds
                            and self.offload_at is None)
-        self._tight_head: tuple[int, int] | None = None
+        # per request: its GPU hits are the first this many keys' blocks still cached (-1: unknown)
+        self.hit_run = np.full(n, -1, np.int64) if self.tight_memo else None
         self.pool.track_refs = not self.own_keys
         self.pool.own_keys = self.own_keys and self.caching
         if self.tiers is not None and self.own_keys:
@@ -329,12 +330,16 @@ class FastEngine:
         h = int(self.held[q])
         if keep_keys:
             self.tiered[q] = True
+        nc = int(self.ncached[q])
         if h:
             if self.own_keys:
                 # nobody else can hold these blocks; the published ones lead
-                self.pool.release_own(self.btab[o:o + h], int(self.ncached[q]), o, keep_keys)
+                self.pool.release_own(self.btab[o:o + h], nc, o, keep_keys)
             else:
                 self.pool.release(self.btab[o:o + h])
+        if keep_keys and self.hit_run is not None:
+            m = (int(self.tok[q]) - 1) // self.B
+            self.hit_run[q] = min(nc, m) if self.pool.one_release_run(o, nc, m) else -1
         self.held[q] = 0
         self.ncached[q] = 0
 
@@ -505,8 +510,6 @@ class FastEngine:
         wm = self.watermark_blocks if self.R else 0
         free = pool.top + pool.nfifo
         if 1 + evictable + wm > free:
-            if self.tight_memo and self.R:  # see _head_blocked
-                self._tight_head = (q, nh) if pool.one_release_run(o, nh, m) else None
             return False  # no room to load even one block: the tiers are not looked at
         rest = np.arange(o + nh, o + m) if keyarr is None else keyarr[o + nh:o + m]
         counts = self.tiers.match(rest)
@@ -575,11 +578,13 @@ class FastEngine:
             # hits are known without a lookup (FastPool.one_release_run): they only shrink, as its
             # blocks are evicted last block first. Without that room the full-prompt check fails too:
             # its hits are all free blocks (own keys) and fewer than its whole prompt.
-            th = self._tight_head
-            if th is None or th[0] != q or not self.R:
+            if not self.tight_memo or not self.R:
+                return 0
+            r = int(self.hit_run[q])
+            if r < 0:
                 return 0
             pool = self.pool
-            if 1 + pool.run_left(int(self.koff[q]), th[1]) + self.watermark_blocks <= pool.top + pool.nfifo:
+            if 1 + pool.run_left(int(self.koff[q]), r) + self.watermark_blocks <= pool.top + pool.nfifo:
                 return 0  # room to load: admission looks at the tiers
         n = int(self.tok[q])
         if n > self.mml:

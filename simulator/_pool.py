@@ -375,13 +375,18 @@ class FastPool:
         return bl
 
     def one_release_run(self, k0: int, n: int, m: int) -> bool:
-        """Own keys: whether a waiting request's ``n`` hits for keys ``k0 ..`` (looked up over ``m``
-        keys) are one release's blocks, in the free queue last block first with nothing between
-        them, and no later carrier waits for one of its keys (none can be promoted later). Its
-        hits are then :meth:`run_left` until it is admitted: nothing registers its keys while it
-        waits, and the queue evicts its blocks from the last one."""
+        """Own keys: whether the blocks a request just released for its keys ``k0 .. k0 + n - 1``
+        are what its lookups over ``m`` keys hit until it is admitted: they sit in the free queue
+        last block first with nothing between them, the lookup would stop after them (at key
+        ``k0 + n``, no cached carrier, when ``n < m``), and no later carrier waits for one of its
+        keys (none can be promoted). Its hits are then :meth:`run_left`: nothing registers its
+        keys while it waits, and the queue evicts its blocks from the last one."""
         if self.odups and any(k0 <= k < k0 + m for k in self.odups):
             return False
+        if n < m and self.kidx is not None:
+            b = self.kblock[k0 + n]
+            if b >= 0 and self._holds(int(b), int(self.kidx[k0 + n])):
+                return False
         if n < 2:
             return True
         idx = self.kidx[k0:k0 + n]

@@ -422,6 +422,7 @@ def test_own_keys_with_tiers_equal_the_hash_table_pool():
                 sim.pool.track_refs = True
                 sim.pool.defer_evictions = False  # evictions demoted one call each, as without own keys
                 sim.full_isl_untiered = sim.tight_memo = False
+                sim.hit_run = None
             else:
                 assert sim.pool.defer_evictions
             sim.run_all()
