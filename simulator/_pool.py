@@ -103,6 +103,7 @@ class FastPool:
         self.fkey: np.ndarray | None = None
         self._evicted: list[list[int]] = []  # [index, count] ranges of the FIFO, merged when adjacent
         self._evicted_steps: list = []       # their steps in order (an int per run of one step, or arrays)
+        self._evicted_last: int | None = None  # the last int step recorded
         self.lifetime_sum = 0  # set by finalize_metrics
         self.idle_sum = 0
         self.reuses = 0
@@ -146,7 +147,11 @@ class FastPool:
             self.fhead = h + k
             self.nfifo -= k
             if self.defer_evictions:
-                self._record_evictions(h, k, now)
+                ev = self._evicted
+                if ev and ev[-1][0] + ev[-1][1] == h and type(now) is int and self._evicted_last == now:
+                    ev[-1][1] += k  # (_record_evictions inline: the usual case under load)
+                else:
+                    self._record_evictions(h, k, now)
             elif not self.own_keys:
                 hsh = self.hash
                 self.kblock[hsh[out]] = -1
@@ -256,9 +261,12 @@ class FastPool:
             ev[-1][1] += k
         else:
             ev.append([h, k])
-        st = self._evicted_steps
-        if type(now) is not int or not st or type(st[-1]) is not int or st[-1] != now:
-            st.append(now)
+        if type(now) is not int:
+            self._evicted_steps.append(now)
+            self._evicted_last = None
+        elif now != self._evicted_last:
+            self._evicted_steps.append(now)
+            self._evicted_last = now
 
     def deliver_evictions(self) -> None:
         """Hand the recorded evictions to ``on_evict``, in order, as one call (their steps as a list:
@@ -269,6 +277,7 @@ class FastPool:
         self._evicted = []
         steps = self._evicted_steps
         self._evicted_steps = []
+        self._evicted_last = None
         fkey = self.fkey
         if len(got) == 1:
             h, k = got[0]
