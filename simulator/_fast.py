@@ -188,6 +188,8 @@ class FastEngine:
             self.pool.defer_evictions = True
             self.pool.fkey = np.empty(self.pool.fifo.size, np.int64)
             self.tiers.before_read = self.pool.deliver_evictions
+            # each key is demoted once at most until a request lets blocks go to hit them again
+            self.tiers.fresh = True
         self.btab = np.zeros(ks.slots, np.int64)
         self.watermark_blocks = int(cfg.watermark * num_blocks)
         self.async_mode = cfg.async_scheduling
@@ -330,6 +332,8 @@ class FastEngine:
         h = int(self.held[q])
         if keep_keys:
             self.tiered[q] = True
+            if self.tiers is not None:
+                self.tiers.fresh = False
         nc = int(self.ncached[q])
         if h:
             if self.own_keys:

@@ -142,7 +142,7 @@ class LruKeys:
         return self.pos[keys] >= 0
 
     def put(self, keys: np.ndarray, count_out: bool = False,
-            distinct: bool = False) -> tuple[int, np.ndarray | int]:
+            distinct: bool = False, new: bool = False) -> tuple[int, np.ndarray | int]:
         """Put ``keys`` one after another, in order: a key held is refreshed (most recent), one not
         held is inserted and, when the set is then over capacity, the least recent key is pushed out.
 
@@ -150,12 +150,12 @@ class LruKeys:
         state left, are exactly those of putting each key alone (repeats included), computed
         in bulk over chunks in which no key pushed out is one put later in the chunk.
         ``count_out``: return how many were pushed out instead of which. ``distinct``: the
-        caller knows the keys are distinct.
+        caller knows the keys are distinct; ``new``: and that none is held.
         """
         if self.capacity <= 0 or not keys.size:
             out = keys[:0] if self.capacity > 0 else keys
             return 0, out.size if count_out else out
-        if distinct and keys.size > self.capacity and not self._holds_any(keys):
+        if distinct and keys.size > self.capacity and (new or not self._holds_any(keys)):
             return self._put_new(keys, count_out)
         new = 0
         outs: list = []
@@ -301,6 +301,8 @@ class TierChain:
         self._last_step = None          # the engine step of the last transfer counted
         self.load_stalls = 0            # times loaded requests had to let their blocks go (engine)
         self.reads = 0                  # matches that looked past a first key no tier held or awaited
+        # set by the engine while no key can be demoted twice (each put into the first tier is then new)
+        self.fresh = False
         self._args = (tiers, bytes_per_block, num_keys)
         # called before the tiers are read: hands over demotions recorded but not yet made (the GPU
         # pool's deferred evictions, FastPool.deliver_evictions)
@@ -349,8 +351,10 @@ class TierChain:
         self._mark[keys] = self._gen
 
     def empty_copy(self) -> TierChain:
-        """The same tiers, empty."""
-        return TierChain(*self._args)
+        """The same tiers, empty (and as fresh)."""
+        chain = TierChain(*self._args)
+        chain.fresh = self.fresh
+        return chain
 
     def demoted_in_bulk(self, keys: np.ndarray, transfers: int) -> None:
         """What :meth:`demote` calls making ``transfers`` transfers of ``keys`` (in order) leave pending."""
@@ -372,17 +376,18 @@ class TierChain:
         self._pending = []
         self._npending = 0
         self._gen += 1
-        distinct = keys.size < 2 or not self._repeats(keys)
+        fresh = self.fresh
+        distinct = fresh or keys.size < 2 or not self._repeats(keys)
         last = len(self.lru) - 1
         for i, lru in enumerate(self.lru):
             if not keys.size:
                 return
             if i == last:  # what it pushes out is dropped: only their number is needed
-                new, out = lru.put(keys, count_out=True, distinct=distinct)
+                new, out = lru.put(keys, count_out=True, distinct=distinct, new=fresh and not i)
                 self.dropped += out
                 keys = keys[:0]
             else:
-                new, keys = lru.put(keys, distinct=distinct)
+                new, keys = lru.put(keys, distinct=distinct, new=fresh and not i)
                 distinct = False  # a key pushed out, put again and pushed out again leaves twice
             self.offloaded[i] += new
         self.dropped += keys.size
