@@ -41,14 +41,31 @@ def test_more_kv_memory_never_fewer_blocks(model, kw, a, extra):
 
 
 @settings(max_examples=60, deadline=None)
-@given(models(), knobs, st.floats(10, 200), st.floats(0.0, 100), st.floats(0.05, 1.0), st.floats(0.0, 1.0))
-def test_bigger_gpu_or_higher_utilization_never_fewer_blocks(model, kw, mem, extra, u, du):
-    dep = DeploymentSpec(**kw, gpu_memory_utilization=u)
+@given(models(), knobs, st.floats(10, 200), st.floats(0.0, 100), st.floats(0.05, 1.0), st.floats(0.0, 1.0),
+       st.sampled_from([2048, 8192]), st.sampled_from([256, 1024]))
+def test_bigger_gpu_or_higher_utilization_never_fewer_blocks(model, kw, mem, extra, u, du, mnbt, seqs):
+    # at fixed batch limits: vLLM's defaults grow with the GPU (next test)
+    dep = DeploymentSpec(**kw, gpu_memory_utilization=u, max_num_batched_tokens=mnbt, max_num_seqs=seqs)
     a = plan(model, GpuSpec(name="g", memory_gib=mem), dep)
     b = plan(model, GpuSpec(name="g", memory_gib=mem + extra), dep)
     c = plan(model, GpuSpec(name="g", memory_gib=mem), dep.with_(gpu_memory_utilization=min(1.0, u + du)))
     assert b.num_gpu_blocks >= a.num_gpu_blocks
     assert c.num_gpu_blocks >= a.num_gpu_blocks
+
+
+def test_vllm_default_batch_limits_step_up_at_70_gib_and_can_cost_blocks():
+    """vLLM's serving defaults are 8,192 tokens / 1,024 sequences on GPUs of 70 GiB or more (not A100),
+    2,048 / 256 below: their larger activation reserve can leave a 70 GiB GPU fewer KV blocks than a
+    69 GiB one (the case Hypothesis found for a 1-layer model with a wide MLP)."""
+    model = ModelSpec(name="m", num_layers=1, hidden_size=64, num_attention_heads=1, num_kv_heads=1, head_dim=64,
+                      vocab_size=1000, intermediate_size=14500, max_position_embeddings=131072)
+    dep = DeploymentSpec(block_size=16, max_model_len=1, gpu_memory_utilization=0.5)
+    small, big = (plan(model, GpuSpec(name="g", memory_gib=m), dep) for m in (69.0, 70.0))
+    assert (small.max_num_batched_tokens, small.max_num_seqs) == (2048, 256)
+    assert (big.max_num_batched_tokens, big.max_num_seqs) == (8192, 1024)
+    assert big.num_gpu_blocks < small.num_gpu_blocks
+    pinned = dep.with_(max_num_batched_tokens=2048, max_num_seqs=256)
+    assert plan(model, GpuSpec(name="g", memory_gib=70.0), pinned).num_gpu_blocks > small.num_gpu_blocks
 
 
 @settings(max_examples=60, deadline=None)
