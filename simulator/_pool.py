@@ -262,9 +262,13 @@ class FastPool:
         else:
             ev.append([h, k])
         if type(now) is not int:
-            self._evicted_steps.append(now)
-            self._evicted_last = None
-        elif now != self._evicted_last:
+            first, last = int(now[0]), int(now[-1])
+            if first != last:  # (steps in order: else all equal)
+                self._evicted_steps.append(now)
+                self._evicted_last = None
+                return
+            now = first
+        if now != self._evicted_last:
             self._evicted_steps.append(now)
             self._evicted_last = now
 
