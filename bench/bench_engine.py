@@ -112,10 +112,16 @@ def bench_oracle(fields: dict, label: str) -> None:
     for run in sorted((data / "runs").glob("*.json.gz")):
         case = run.name[: -len(".json.gz")]
         wl = read_workload(data / "workloads" / f"{case.split('__')[0]}.json")
-        cfg = EngineConfig.from_dict({**load_json(data / "configs" / f"{case}.json"), **fields})
+        base = load_json(data / "configs" / f"{case}.json")
+        got, note = fields, label
+        if "cpu_tier" in fields and base.get("enable_prefix_caching") is False:
+            # a tier keeps cached prefixes: none without prefix caching
+            got = {k: v for k, v in fields.items() if k not in ("cpu_tier", "kv_bytes_per_block")}
+            note = features_label(argparse.Namespace(roofline=bool(got), cpu_tier_gib=0)) + " (no tier: caching off)"
+        cfg = EngineConfig.from_dict({**base, **got})
         t0, c0 = time.perf_counter(), time.process_time()
         r = simulate(wl, [cfg])[0]
-        print(f"oracle {case:44s}{label} {1000 * (time.perf_counter() - t0):7.1f} ms "
+        print(f"oracle {case:44s}{note} {1000 * (time.perf_counter() - t0):7.1f} ms "
               f"({1000 * (time.process_time() - c0):6.1f} ms CPU)  steps={r.totals['num_steps']}  ({load()})")
 
 
