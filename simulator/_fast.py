@@ -175,12 +175,12 @@ class FastEngine:
         self.full_isl_own = self.own_keys and cfg.scheduler_reserve_full_isl and self.tiers is None
         self.full_isl_untiered = self.own_keys and cfg.scheduler_reserve_full_isl and self.tiers is not None
         self.tiered = np.zeros(n, bool)
-        # _head_blocked may answer for a tiered head that found no room to load (see there; exact with
-        # chunked prefill, max_model_len out of reach and no early offloads, which evict without allocating)
-        self.tight_memo = (self.full_isl_untiered and cfg.enable_chunked_prefill and not self.mml_binds
-                           and self.offload_at is None)
-        # per request: its GPU hits are the first this many keys' blocks still cached (-1: unknown)
-        self.hit_run = np.full(n, -1, np.int64) if self.tight_memo else None
+        # _head_blocked may answer for a tiered head that has no room to load (see there; exact with
+        # chunked prefill, max_model_len out of reach and no early offloads, which evict without allocating):
+        # per request, its GPU hits are the first this many keys' blocks still cached (-1: unknown)
+        tight = (self.full_isl_untiered and cfg.enable_chunked_prefill and not self.mml_binds
+                 and self.offload_at is None)
+        self.hit_run = np.full(n, -1, np.int64) if tight else None
         self.pool.track_refs = not self.own_keys
         self.pool.own_keys = self.own_keys and self.caching
         if self.tiers is not None and self.own_keys:
@@ -582,7 +582,7 @@ class FastEngine:
             # hits are known without a lookup (FastPool.one_release_run): they only shrink, as its
             # blocks are evicted last block first. Without that room the full-prompt check fails too:
             # its hits are all free blocks (own keys) and fewer than its whole prompt.
-            if not self.tight_memo or not self.R:
+            if self.hit_run is None or not self.R:
                 return 0
             r = int(self.hit_run[q])
             if r < 0:

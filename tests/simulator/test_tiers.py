@@ -421,7 +421,7 @@ def test_own_keys_with_tiers_equal_the_hash_table_pool():
                 sim.own_keys = sim.pool.own_keys = False
                 sim.pool.track_refs = True
                 sim.pool.defer_evictions = False  # evictions demoted one call each, as without own keys
-                sim.full_isl_untiered = sim.tight_memo = False
+                sim.full_isl_untiered = False
                 sim.hit_run = None
             else:
                 assert sim.pool.defer_evictions
@@ -433,6 +433,55 @@ def test_own_keys_with_tiers_equal_the_hash_table_pool():
         seen["onboarded"] += t["cpu_tier_blocks_onboarded"]
         seen["stalls"] += t["tier_load_stalls"]
     assert all(v > 0 for v in seen.values()), seen
+
+
+def test_load_and_read_shortcuts_change_nothing():
+    """The tier path's shortcuts against their plain forms, on runs with loads and preemptions:
+    a request whose loads are done keeps its blocks as hits (not released and looked up again);
+    a tiered head's GPU hits come from its release run (not a lookup); a match or an onboard whose
+    answer is sure leaves the pending demotions pending; a flush of keys that cannot repeat skips
+    the checks. Results and step series must be equal, and each shortcut must have been taken."""
+    from dataclasses import replace
+
+    from simulator.engine import _result
+
+    taken = dict(kept=0, hit_run=0, sure=0, fresh=0)
+    for seed in range(16):
+        wl, cfg = _tier_case(seed)
+        rng = np.random.default_rng(seed)
+        cfg = replace(cfg, num_gpu_blocks=int(rng.integers(40, 200)), disk_tier=None, kv_offload_threshold=None,
+                      prefix_cache="vllm", max_num_seqs=int(rng.integers(8, 64)))
+        out = []
+        for short in (True, False):
+            sim = FastEngine(wl, cfg, record_steps=True)
+            if short:
+                keep, run_left, sure = sim._keep_loaded, sim.pool.run_left, sim.tiers._run_after_pending
+                taken["fresh"] += sim.tiers.fresh
+
+                def counted_keep(q, keep=keep):
+                    n = keep(q)
+                    taken["kept"] += n > 0
+                    return n
+
+                def counted_run_left(k0, n, run_left=run_left):
+                    taken["hit_run"] += 1
+                    return run_left(k0, n)
+
+                def counted_sure(keys, sure=sure):
+                    r = sure(keys)
+                    taken["sure"] += r is not None
+                    return r
+                sim._keep_loaded, sim.pool.run_left, sim.tiers._run_after_pending = \
+                    counted_keep, counted_run_left, counted_sure
+            else:
+                sim._keep_loaded = lambda q, sim=sim: sim._free(q, keep_keys=True) or 0
+                sim.hit_run = None
+                sim.tiers.fresh = False
+                sim.tiers._run_after_pending = lambda keys: None
+            sim.run_all()
+            out.append(_result(sim, True, None))
+        assert out[0].to_json(steps=True) == out[1].to_json(steps=True), seed
+    assert all(v > 0 for v in taken.values()), taken
 
 
 def test_offload_threshold_runs_take_no_jumps():
