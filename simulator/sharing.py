@@ -171,9 +171,7 @@ class ShadowPools:
         self._settle_transfers()
         for i in np.flatnonzero(start < k).tolist():
             if type(now) is np.ndarray:
-                sl = now[start[i]:k]
-                first, last = int(sl[0]), int(sl[-1])
-                distinct = 1 + int(np.count_nonzero(sl[1:] != sl[:-1]))
+                first, last, distinct = _distinct_steps(now[start[i]:k])
             else:
                 first = last = now
                 distinct = 1
@@ -183,9 +181,7 @@ class ShadowPools:
     def _count_transfers_all(self, now, a: int, k: int) -> None:
         """Every pool evicted the blocks ``a:k`` of an allocation at step(s) ``now``."""
         if type(now) is np.ndarray:
-            sl = now[a:k]
-            first, last = int(sl[0]), int(sl[-1])
-            distinct = 1 + int(np.count_nonzero(sl[1:] != sl[:-1]))
+            first, last, distinct = _distinct_steps(now[a:k])
         else:
             first = last = now
             distinct = 1
@@ -253,6 +249,14 @@ class ShadowPools:
     def evicted_keys(self, m: PoolMetrics) -> np.ndarray:
         """With a tier: the keys pool ``m`` evicted, in order (its first ``evictions`` FIFO entries)."""
         return self.fkeys[:m.evictions]
+
+
+def _distinct_steps(steps: np.ndarray) -> tuple[int, int, int]:
+    """First, last and number of distinct steps of per-block steps in step order (not empty)."""
+    first, last = int(steps[0]), int(steps[-1])
+    if first == last:
+        return first, last, 1
+    return first, last, 1 + int(np.count_nonzero(steps[1:] != steps[:-1]))
 
 
 @dataclasses.dataclass(frozen=True)
