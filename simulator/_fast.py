@@ -1297,28 +1297,63 @@ class FastEngine:
         npre = 0
         victims = set()
         kept = []
+        take: list = []  # requests that took their blocks since the last preemption, in order
+        free = pool.num_free()
         for _, q, n, need, dec in ent:
             if q in victims:
                 break  # every request after it was preempted too
-            stop = False
-            while need > pool.num_free():
-                self.R -= 1
-                v = int(self.run[self.R])
-                self._preempt_lazy(v, S)
-                victims.add(v)
-                npre += 1
-                if v == q:
-                    stop = True
+            if need > free:
+                self._lazy_take(take, S)  # (one allocation: what one allocation each gives)
+                take = []
+                stop = False
+                while need > pool.num_free():
+                    self.R -= 1
+                    v = int(self.run[self.R])
+                    self._preempt_lazy(v, S)
+                    victims.add(v)
+                    npre += 1
+                    if v == q:
+                        stop = True
+                        break
+                if stop:
                     break
-            if stop:
-                break
-            if dec:
-                btab[int(koff[q]) + (int(la[q]) + S) // B] = pool.allocate(1, self.exec_step)[0]
-            else:
-                if need:
-                    self._alloc_blocks(q, need)
+                free = pool.num_free()
+            if need:
+                take.append((q, need, dec))
+                free -= need
+            if not dec:
                 kept.append((q, n, need))
+        self._lazy_take(take, S)
         return kept, npre
+
+    def _lazy_take(self, take: list, S: int) -> None:
+        """Blocks for ``(request, blocks, decoder)`` entries in order, from one allocation: a decoder's
+        block for its slot ``S`` ahead, a prefill's after those it holds."""
+        if not take:
+            return
+        koff, btab = self.koff, self.btab
+        if len(take) == 1:
+            q, need, dec = take[0]
+            if dec:
+                btab[int(koff[q]) + (int(self.la[q]) + S) // self.B] = self.pool.allocate(1, self.exec_step)[0]
+            else:
+                self._alloc_blocks(q, need)
+            return
+        if all(dec for _, _, dec in take):
+            qs = np.array([q for q, _, _ in take], np.int64)
+            btab[koff[qs] + (self.la[qs] + S) // self.B] = self.pool.allocate(qs.size, self.exec_step)
+            return
+        blocks = self.pool.allocate(sum(need for _, need, _ in take), self.exec_step)
+        i = 0
+        for q, need, dec in take:
+            if dec:
+                btab[int(koff[q]) + (int(self.la[q]) + S) // self.B] = blocks[i]
+            else:
+                h = int(self.held[q])
+                o = int(koff[q]) + h
+                btab[o:o + need] = blocks[i:i + need]
+                self.held[q] = h + need
+            i += need
 
     def _preempt_lazy(self, v: int, S: int) -> None:
         """Preempt running request ``v`` during a lazy step."""
