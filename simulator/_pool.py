@@ -102,8 +102,10 @@ class FastPool:
         self.defer_evictions = False
         self.fkey: np.ndarray | None = None
         self._evicted: list[list[int]] = []  # [index, count] ranges of the FIFO, merged when adjacent
-        self._evicted_steps: list = []       # their steps in order (an int per run of one step, or arrays)
-        self._evicted_last: int | None = None  # the last int step recorded
+        # their steps (in order): how many distinct, the first and the last (None: none recorded)
+        self._ev_steps = 0
+        self._ev_first: int | None = None
+        self._ev_last: int | None = None
         self.lifetime_sum = 0  # set by finalize_metrics
         self.idle_sum = 0
         self.reuses = 0
@@ -147,11 +149,18 @@ class FastPool:
             self.fhead = h + k
             self.nfifo -= k
             if self.defer_evictions:
-                ev = self._evicted
-                if ev and ev[-1][0] + ev[-1][1] == h and type(now) is int and self._evicted_last == now:
-                    ev[-1][1] += k  # (_record_evictions inline: the usual case under load)
+                ev = self._evicted  # (_record_evictions inline: the usual case under load)
+                if ev and ev[-1][0] + ev[-1][1] == h:
+                    ev[-1][1] += k
                 else:
-                    self._record_evictions(h, k, now)
+                    ev.append([h, k])
+                if type(now) is not int:
+                    self._record_steps(now)
+                elif now != self._ev_last:
+                    if self._ev_last is None:
+                        self._ev_first = now
+                    self._ev_steps += 1
+                    self._ev_last = now
             elif not self.own_keys:
                 hsh = self.hash
                 self.kblock[hsh[out]] = -1
@@ -261,27 +270,33 @@ class FastPool:
             ev[-1][1] += k
         else:
             ev.append([h, k])
-        if type(now) is not int:
+        self._record_steps(now)
+
+    def _record_steps(self, now) -> None:
+        """Count the distinct steps of recorded evictions: ``now`` is a step or one per block, in order."""
+        if type(now) is int:
+            first = last = now
+            d = 1
+        else:
             first, last = int(now[0]), int(now[-1])
-            if first != last:  # (steps in order: else all equal)
-                self._evicted_steps.append(now)
-                self._evicted_last = None
-                return
-            now = first
-        if now != self._evicted_last:
-            self._evicted_steps.append(now)
-            self._evicted_last = now
+            d = 1 if first == last else 1 + int(np.count_nonzero(now[1:] != now[:-1]))
+        if self._ev_last is None:
+            self._ev_first = first
+            self._ev_steps = d
+        else:
+            self._ev_steps += d - (first == self._ev_last)
+        self._ev_last = last
 
     def deliver_evictions(self) -> None:
-        """Hand the recorded evictions to ``on_evict``, in order, as one call (their steps as a list:
-        ints and per-block arrays, in order)."""
+        """Hand the recorded evictions to ``on_evict``, in order, as one call (their steps as
+        ``(distinct steps, first, last)``)."""
         got = self._evicted
         if not got:
             return
         self._evicted = []
-        steps = self._evicted_steps
-        self._evicted_steps = []
-        self._evicted_last = None
+        steps = (self._ev_steps, self._ev_first, self._ev_last)
+        self._ev_steps = 0
+        self._ev_first = self._ev_last = None
         fkey = self.fkey
         if len(got) == 1:
             h, k = got[0]
@@ -372,6 +387,13 @@ class FastPool:
             bl[j] = b
         return bl
 
+    def _odups_in(self, k0: int, k1: int) -> bool:
+        """Whether a later carrier waits for a key in ``k0 .. k1 - 1`` (the shorter loop of the two)."""
+        od = self.odups
+        if len(od) <= k1 - k0:
+            return any(k0 <= k < k1 for k in od)
+        return any(k in od for k in range(k0, k1))
+
     def lookup_own(self, k0: int, m: int) -> np.ndarray:
         """:meth:`lookup` of the consecutive keys ``k0 .. k0 + m - 1`` with own keys (by slices)."""
         if self.kidx is None:  # nothing registered yet
@@ -394,7 +416,7 @@ class FastPool:
         ``k0 + n``, no cached carrier, when ``n < m``), and no later carrier waits for one of its
         keys (none can be promoted). Its hits are then :meth:`run_left`: nothing registers its
         keys while it waits, and the queue evicts its blocks from the last one."""
-        if self.odups and any(k0 <= k < k0 + m for k in self.odups):
+        if self.odups and self._odups_in(k0, k0 + m):
             return False
         if n < m and self.kidx is not None:
             b = self.kblock[k0 + n]
@@ -494,7 +516,7 @@ class FastPool:
         block carries one of them (a live registration or a later carrier) nor key ``k0 + n`` (when
         ``n < m``), so its lookup stops there."""
         k1 = k0 + n + (n < m)
-        if self.odups and any(k0 <= k < k1 for k in self.odups):
+        if self.odups and self._odups_in(k0, k1):
             return False
         if self.kidx is None:
             return True

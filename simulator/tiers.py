@@ -314,26 +314,18 @@ class TierChain:
         Applied in order before the tiers are next read (:meth:`match`,
         :meth:`onboard`, :meth:`totals`), each block as if alone (:meth:`flush`):
         when they are applied changes nothing. The evictions of one engine step
-        (``steps``: the step, one per key in step order, or a list of steps and
-        such arrays in order) are one transfer (one ``write_latency_s``) into the
-        CPU tier, however the engine grouped its allocations; without ``steps`` a
-        call is one.
+        (``steps``: the step, one per key in step order, or ``(distinct steps,
+        first, last)`` of keys in step order) are one transfer (one
+        ``write_latency_s``) into the CPU tier, however the engine grouped its
+        allocations; without ``steps`` a call is one.
         """
-        if type(steps) is list:  # steps in order: ints, and arrays of one per key
-            if any(type(x) is not int for x in steps):
-                steps = np.concatenate([np.atleast_1d(np.asarray(x, np.int64)) for x in steps])
-            else:
-                last = self._last_step
-                for x in steps:
-                    if x != last:
-                        self.transfers += 1
-                        last = x
-                self._last_step = last
-                steps = ()
         if steps is None:
             self.transfers += 1
-        elif type(steps) is tuple:
-            pass  # counted above
+        elif type(steps) is tuple:  # (distinct steps, first, last), in step order
+            n, first, last = steps
+            if n:
+                self.transfers += n - (first == self._last_step)
+                self._last_step = last
         elif type(steps) is np.ndarray:
             if steps.size:  # in step order: distinct steps = 1 + changes
                 distinct = 1 + int(np.count_nonzero(steps[1:] != steps[:-1]))
@@ -447,7 +439,9 @@ class TierChain:
         k0 = keys[0]
         if self.before_read is not None:
             self.before_read()  # pending evictions are handed over first
-        if self._mark[k0] != self._gen and not any(lru.pos[k0] >= 0 for lru in self.lru):
+        lrus = self.lru
+        if self._mark[k0] != self._gen and (lrus[0].pos[k0] < 0 if len(lrus) == 1 else
+                                            not any(lru.pos[k0] >= 0 for lru in lrus)):
             return counts  # the usual case: the first key is in no tier and not on its way to one
         self.reads += 1
         if len(self.lru) == 1:
