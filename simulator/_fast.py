@@ -1288,8 +1288,7 @@ class FastEngine:
         fits or preempted itself, which ends the pass. Returns the prefill
         entries still scheduled and the number of preemptions.
         """
-        rseq, B, pool = self.rseq, self.B, self.pool
-        koff, la, btab = self.koff, self.la, self.btab
+        rseq, pool = self.rseq, self.pool
         ent = [(rseq[q], q, n, need, False) for q, n, need in pre]
         if cross:
             ent += [(rseq[q], q, 1, 1, True) for q in cross]
