@@ -578,10 +578,10 @@ class FastEngine:
             return 0
         if not (self.full_isl_own or (self.full_isl_untiered and not self.tiered[q])):
             # A head that let its blocks go (``tiered``) is offered loads first, and loads nothing
-            # without room for one block beyond its GPU hits (_start_onboard). Once it found none, its
-            # hits are known without a lookup (FastPool.one_release_run): they only shrink, as its
-            # blocks are evicted last block first. Without that room the full-prompt check fails too:
-            # its hits are all free blocks (own keys) and fewer than its whole prompt.
+            # without room for one block beyond its GPU hits (_start_onboard). From its release on its
+            # hits are known without a lookup (``hit_run``, FastPool.one_release_run): they only shrink,
+            # as its blocks are evicted last block first. Without that room the full-prompt check fails
+            # too: its hits are all free blocks (own keys) and fewer than its whole prompt.
             if self.hit_run is None or not self.R:
                 return 0
             r = int(self.hit_run[q])
