@@ -296,7 +296,7 @@ class TierChain:
         self._npending = 0                        # keys in them
         self._key_dtype = np.int32 if num_keys < 2**31 else np.int64  # pending keys: half the memory
         self._gen = 1                             # flush generation
-        self._mark = np.zeros(num_keys, np.int64)  # generation in which a key was last demoted
+        self._mark = np.zeros(num_keys, np.int64)  # generation in which a key was last queued (_pend)
         self.transfers = 0              # transfers into the first tier (engine steps with evictions)
         self._last_step = None          # the engine step of the last transfer counted
         self.load_stalls = 0            # times loaded requests had to let their blocks go (engine)
