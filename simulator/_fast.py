@@ -1209,6 +1209,7 @@ class FastEngine:
             dt = self.step_time(D, D)
         else:
             base = self.la_sum + D * (S + 1)
+            dstep = terms.decode_step(D)
         # step by step: its start on the clock (in time mode a step starts only before the next
         # arrival, when bounded, and before ``until``) and the blocks its crossing decoders take
         clock = self.clock
@@ -1226,7 +1227,7 @@ class FastEngine:
             need += c
             cnt.append(c)
             starts.append(clock)
-            clock += dt if terms is None else terms.time(0, 0, D, base + D * j, D, 0)
+            clock += dt if terms is None else dstep(base + D * j)
         k = len(starts)
         if k < 2:
             return None

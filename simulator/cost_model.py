@@ -54,7 +54,7 @@ table against published figures.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -252,6 +252,24 @@ class StepCostTerms:
             memory += self.experts_s * (1.0 - self.expert_keep ** T)
         comm = self.comm_fixed_s + self.comm_tok_s * T if T > 0 else 0.0
         return max(compute, memory) + comm + self.base_s + self.per_token_s * T + self.per_req_s * R
+
+    def decode_step(self, n: int) -> Callable[[int], float]:
+        """``C -> time(0, 0, n, C, n, 0)``: the seconds of a decode-only step of ``n`` requests with
+        decode context ``C``, to the last bit, with the terms that do not depend on ``C`` worked out
+        once (the engine calls it for each step of a lazy window).  # s
+        """
+        if self.windows or self.experts_s or n <= 0:
+            return lambda C: self.time(0, 0, n, C, n, 0)
+        c0 = self.tok_s * n + self.req_s * n  # the products and sums time() makes, in its order
+        attn, weights, kv_read, kv_write = self.attn_full_s, self.weights_s, self.kv_read_full_s, self.kv_write_s * n
+        comm = self.comm_fixed_s + self.comm_tok_s * n
+        base, per_token, per_req = self.base_s, self.per_token_s * n, self.per_req_s * n
+
+        def step(C: int) -> float:
+            compute = c0 + attn * C
+            memory = weights + kv_read * C + kv_write
+            return (memory if memory > compute else compute) + comm + base + per_token + per_req
+        return step
 
     def decode_times(self, k: int, n: int, c0: float, r: int | None = None) -> np.ndarray:
         """Seconds of each of ``k`` decode-only steps, shape ``(k,)``.  # s

@@ -68,6 +68,18 @@ def test_decode_times_are_the_steps_and_sum_to_the_closed_form_jump(row):
     assert times.sum() == pytest.approx(jump, rel=1e-9)
 
 
+@pytest.mark.parametrize("row", range(len(ROWS)))
+def test_decode_step_is_time_to_the_last_bit(row):
+    """The lazy window's per-step clock (``decode_step``) must add up exactly as the stepping engine's."""
+    terms = ROWS[row]
+    rng = np.random.default_rng(100 + row)
+    for n in (1, 7, 256, 1024):
+        step = terms.decode_step(n)
+        for C in rng.integers(n, n * 40_000, 50).tolist():
+            assert step(C) == terms.time(0, 0, n, C, n, 0), (n, C)
+    assert terms.decode_step(0)(0) == 0.0
+
+
 def _workload(unit: str) -> Workload:
     rng = np.random.default_rng(11)
     n = 120
