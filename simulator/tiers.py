@@ -137,6 +137,9 @@ class LruKeys:
         self.head = 0
         self.tail = 0
         self.size = 0
+        # a key-indexed array that put may fill with negative values (its owner's, see TierChain):
+        # repeats are then found without sorting
+        self.scratch: np.ndarray | None = None
 
     def contains(self, keys: np.ndarray) -> np.ndarray:
         return self.pos[keys] >= 0
@@ -190,9 +193,7 @@ class LruKeys:
         pushed out: ``len(c) <= capacity / 2``).
         """
         if not distinct and c.size > 1 and (c.size > 64 or len(set(c.tolist())) < c.size):
-            _, first = np.unique(c[::-1], return_index=True)
-            if first.size < c.size:  # keep each key's last occurrence, in order
-                c = c[np.sort(c.size - 1 - first)]
+            c = self._last_occurrences(c)
         p = self.pos[c]
         held = p >= 0
         nnew = c.size - int(np.count_nonzero(held))
@@ -206,6 +207,18 @@ class LruKeys:
         self._append(c)
         self.size += nnew
         return nnew, out
+
+    def _last_occurrences(self, c: np.ndarray) -> np.ndarray:
+        """Each key of ``c`` at its last occurrence, in order (``c`` itself when none repeats)."""
+        s = self.scratch
+        if s is None:
+            _, first = np.unique(c[::-1], return_index=True)
+            return c if first.size == c.size else c[np.sort(c.size - 1 - first)]
+        tag = -1 - np.arange(c.size)  # (negative: never a TierChain generation)
+        s[c] = 0
+        np.minimum.at(s, c, tag)  # each key's least tag: its last occurrence (whatever the write order)
+        last = s[c] == tag
+        return c if last.all() else c[last]
 
     def _append(self, keys: np.ndarray) -> None:
         """Write ``keys`` (distinct) at the tail as the most recent (their older entries die)."""
@@ -297,6 +310,8 @@ class TierChain:
         self._key_dtype = np.int32 if num_keys < 2**31 else np.int64  # pending keys: half the memory
         self._gen = 1                             # flush generation
         self._mark = np.zeros(num_keys, np.int64)  # generation in which a key was last queued (_pend)
+        for lru in self.lru:  # (scratch for their puts: the values they leave are negative)
+            lru.scratch = self._mark
         self.transfers = 0              # transfers into the first tier (engine steps with evictions)
         self._last_step = None          # the engine step of the last transfer counted
         self.load_stalls = 0            # times loaded requests had to let their blocks go (engine)
