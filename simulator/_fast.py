@@ -613,6 +613,8 @@ class FastEngine:
         full_isl_own = self.full_isl_own
         full_isl_untiered = self.full_isl_untiered
         tiered = self.tiered
+        # (async: a step in flight at a preemption may publish one more of its blocks after the release)
+        hit_run = None if self.async_mode else self.hit_run
         ns: list[int] = []
         while budget > 0 and waiting:
             if self.R >= cfg.max_num_seqs:
@@ -651,7 +653,12 @@ class FastEngine:
                     o = int(koff[q])
                     k0 = o if keyarr is None else int(keyarr[o])
                     if pool.kblock[k0] >= 0:
-                        if own_keys:
+                        r = -1 if hit_run is None else int(hit_run[q])
+                        if r >= 0 and tiered[q]:
+                            # known from its release on (see _head_blocked): what lookup_own gives
+                            left = pool.run_left(o, r)
+                            hit = pool.kblock[o:o + left].copy()
+                        elif own_keys:
                             hit = pool.lookup_own(o, m)
                         else:
                             hit = pool.lookup(np.arange(o, o + m) if keyarr is None else keyarr[o:o + m])

@@ -438,7 +438,8 @@ def test_own_keys_with_tiers_equal_the_hash_table_pool():
 def test_load_and_read_shortcuts_change_nothing():
     """The tier path's shortcuts against their plain forms, on runs with loads and preemptions:
     a request whose loads are done keeps its blocks as hits (not released and looked up again);
-    a tiered head's GPU hits come from its release run (not a lookup); a match or an onboard whose
+    a tiered head's GPU hits come from its release run (not a lookup), in the head check and, with
+    synchronous scheduling, at admission; a match or an onboard whose
     answer is sure leaves the pending demotions pending; a flush of keys that cannot repeat skips
     the checks. Results and step series must be equal, and each shortcut must have been taken."""
     from dataclasses import replace
