@@ -181,6 +181,9 @@ class FastEngine:
         tight = (self.full_isl_untiered and cfg.enable_chunked_prefill and not self.mml_binds
                  and self.offload_at is None)
         self.hit_run = np.full(n, -1, np.int64) if tight else None
+        # per request, whether its last load started from its release run with synchronous scheduling:
+        # the blocks it then holds are its keys' only cached carriers (_keep_loaded)
+        self.load_from_run = np.zeros(n, bool) if tight else None
         self.pool.track_refs = not self.own_keys
         self.pool.own_keys = self.own_keys and self.caching
         if self.tiers is not None and self.own_keys:
@@ -540,11 +543,15 @@ class FastEngine:
 
         Keeping them is what releasing and looking them up again gives, without the free queue's
         dead entries, when they are their keys' only cached carriers (own keys) and the lookup
-        would stop after them; an admission check that then fails lets them go as before.
+        would stop after them; an admission check that then fails lets them go as before. A load
+        that started from the request's release run (``load_from_run``) needs no check: its GPU hits
+        were that run's cached blocks, its other keys had no cached carrier, only its own release
+        registers its keys, and it has held its blocks since.
         """
         n = int(self.held[q])
-        if (self.own_keys and n and n == int(self.ncached[q])
-                and self.pool.sole_carriers(int(self.koff[q]), n, (int(self.tok[q]) - 1) // self.B)):
+        if self.own_keys and n and n == int(self.ncached[q]) and (
+                (self.load_from_run is not None and self.load_from_run[q])
+                or self.pool.sole_carriers(int(self.koff[q]), n, (int(self.tok[q]) - 1) // self.B)):
             return n
         self._free(q, keep_keys=True)
         return 0
@@ -668,6 +675,8 @@ class FastEngine:
                         g = self._onboard_gate = None
                     if self.tiers is not None and nh < m and g is None and (tiered[q] or not own_keys):
                         if self._start_onboard(q, o, nh, m, hit):
+                            if hit_run is not None:
+                                self.load_from_run[q] = hit_run[q] >= 0 and tiered[q]
                             skipped.append(waiting.popleft())
                             continue
             h = nh * B

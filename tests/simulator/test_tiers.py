@@ -485,6 +485,32 @@ def test_load_and_read_shortcuts_change_nothing():
     assert all(v > 0 for v in taken.values()), taken
 
 
+def test_a_load_from_the_release_run_holds_its_keys_only_cached_carriers():
+    """A load that starts from a waiting request's release run (synchronous scheduling) skips the
+    kept-blocks check (``FastPool.sole_carriers``); the check must hold for every such load."""
+    from dataclasses import replace
+
+    checked = 0
+    for seed in range(16):
+        wl, cfg = _tier_case(seed)
+        rng = np.random.default_rng(seed)
+        cfg = replace(cfg, num_gpu_blocks=int(rng.integers(40, 200)), disk_tier=None, kv_offload_threshold=None,
+                      prefix_cache="vllm", max_num_seqs=int(rng.integers(8, 64)), async_scheduling=False)
+        sim = FastEngine(wl, cfg)
+        keep = sim._keep_loaded
+
+        def checked_keep(q, sim=sim, keep=keep, seed=seed):
+            nonlocal checked
+            if sim.load_from_run[q] and sim.held[q] == sim.ncached[q]:
+                n = int(sim.held[q])
+                assert sim.pool.sole_carriers(int(sim.koff[q]), n, (int(sim.tok[q]) - 1) // sim.B), (seed, q)
+                checked += 1
+            return keep(q)
+        sim._keep_loaded = checked_keep
+        sim.run_all()
+    assert checked > 100, checked
+
+
 def test_offload_threshold_runs_take_no_jumps():
     """``kv_offload_threshold`` offloads after every step, so a run must step one at a time: the same
     as with jumps switched off (a random stress found 280 of 400 such runs differing when jumps skipped
