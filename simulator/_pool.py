@@ -87,6 +87,8 @@ class FastPool:
             self.kidx: np.ndarray | None = None
             self.named: list[np.ndarray] = []
             self.odups: dict[int, list[tuple[int, int]]] = {}  # key -> later (block, index) carriers
+        # (k0, n) of the last release_own that registered all its n keys (see one_release_run)
+        self._whole_run: tuple[int, int] | None = None
         # Reference counts. An engine whose blocks are each held by one request at most, and
         # only prefix-hit while free (every content key a request's own), turns them off:
         # a held block is then known to have ref 1 and a hit one ref 0.
@@ -422,8 +424,8 @@ class FastPool:
             b = self.kblock[k0 + n]
             if b >= 0 and self._holds(int(b), int(self.kidx[k0 + n])):
                 return False
-        if n < 2:
-            return True
+        if n < 2 or self._whole_run == (k0, n):
+            return True  # (the release just made registered all n keys, appended last block first)
         idx = self.kidx[k0:k0 + n]
         return bool((idx == idx[0] - np.arange(n)).all())
 
@@ -462,9 +464,10 @@ class FastPool:
         self.odups.pop(key, None)
         return -1
 
-    def _register(self, k0: int, blocks: np.ndarray, hit: np.ndarray) -> None:
+    def _register(self, k0: int, blocks: np.ndarray, hit: np.ndarray) -> bool:
         """Own keys: ``blocks`` (just appended to the free queue) carry keys ``k0, k0 + 1, ...``;
-        ``hit``: which of them the request found cached and has held since."""
+        ``hit``: which of them the request found cached and has held since. Returns whether every
+        key now names its block of ``blocks`` (none waits behind an older carrier)."""
         keys = np.arange(k0, k0 + blocks.size)
         idx = self.fpos[blocks]
         if self.kidx is None:
@@ -477,7 +480,8 @@ class FastPool:
             for j in (~(older | same)).nonzero()[0].tolist():
                 if int(keys[j]) in self.odups and self._promote(int(keys[j])) >= 0:
                     older[j] = True
-        if older.any():
+        whole = not older.any()
+        if not whole:
             for key, b, i in zip(keys[older].tolist(), blocks[older].tolist(), idx[older].tolist()):
                 self.odups.setdefault(key, []).append((b, i))
             keep = ~older
@@ -485,6 +489,7 @@ class FastPool:
         self.kblock[keys] = blocks
         self.kidx[keys] = idx
         self.named.append(keys)
+        return whole
 
     def num_free_of(self, blocks: np.ndarray) -> int:
         """How many of ``blocks`` (prefix hits) are free (ref count 0), i.e. evictable."""
@@ -570,6 +575,7 @@ class FastPool:
         blocks carry their keys in the free queue (an eviction demotes them).
         """
         self.releases += 1
+        self._whole_run = None
         if self.track_refs:
             self.ref[blocks] = 0
         if nhashed:
@@ -582,7 +588,7 @@ class FastPool:
             self._append(blocks[nhashed - 1::-1] if nhashed < blocks.size else blocks[::-1])
             if own:
                 if keep:
-                    self._register(k0, hb, hit)
+                    self._whole_run = (k0, nhashed) if self._register(k0, hb, hit) else None
         m = blocks.size - nhashed
         if m:
             top = self.top
