@@ -659,10 +659,10 @@ class FastEngine:
                 if m > 0:
                     o = int(koff[q])
                     k0 = o if keyarr is None else int(keyarr[o])
+                    # its hits are known from its release on (see _head_blocked): what lookup_own gives
+                    r = int(hit_run[q]) if hit_run is not None and tiered[q] else -1
                     if pool.kblock[k0] >= 0:
-                        r = -1 if hit_run is None else int(hit_run[q])
-                        if r >= 0 and tiered[q]:
-                            # known from its release on (see _head_blocked): what lookup_own gives
+                        if r >= 0:
                             left = pool.run_left(o, r)
                             hit = pool.kblock[o:o + left].copy()
                         elif own_keys:
@@ -676,7 +676,7 @@ class FastEngine:
                     if self.tiers is not None and nh < m and g is None and (tiered[q] or not own_keys):
                         if self._start_onboard(q, o, nh, m, hit):
                             if hit_run is not None:
-                                self.load_from_run[q] = hit_run[q] >= 0 and tiered[q]
+                                self.load_from_run[q] = r >= 0
                             skipped.append(waiting.popleft())
                             continue
             h = nh * B

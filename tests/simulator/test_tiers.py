@@ -340,6 +340,16 @@ def _tier_case(seed: int):
     return wl, cfg
 
 
+def _pressure_tier_case(seed: int, **over):
+    """:func:`_tier_case` under block pressure, with one CPU tier and the vLLM cache (preemptions and loads)."""
+    from dataclasses import replace
+
+    wl, cfg = _tier_case(seed)
+    rng = np.random.default_rng(seed)
+    return wl, replace(cfg, num_gpu_blocks=int(rng.integers(40, 200)), disk_tier=None, kv_offload_threshold=None,
+                       prefix_cache="vllm", max_num_seqs=int(rng.integers(8, 64)), **over)
+
+
 @pytest.mark.parametrize("seed", [2, 4, 6, 15, 31, 35, 40])
 def test_lazy_decoders_with_tiers_change_nothing_offload_time_included(seed):
     """Copy times count one write latency per engine step with evictions, however allocations were grouped.
@@ -442,16 +452,11 @@ def test_load_and_read_shortcuts_change_nothing():
     synchronous scheduling, at admission; a match or an onboard whose
     answer is sure leaves the pending demotions pending; a flush of keys that cannot repeat skips
     the checks. Results and step series must be equal, and each shortcut must have been taken."""
-    from dataclasses import replace
-
     from simulator.engine import _result
 
     taken = dict(kept=0, hit_run=0, sure=0, fresh=0)
     for seed in range(16):
-        wl, cfg = _tier_case(seed)
-        rng = np.random.default_rng(seed)
-        cfg = replace(cfg, num_gpu_blocks=int(rng.integers(40, 200)), disk_tier=None, kv_offload_threshold=None,
-                      prefix_cache="vllm", max_num_seqs=int(rng.integers(8, 64)))
+        wl, cfg = _pressure_tier_case(seed)
         out = []
         for short in (True, False):
             sim = FastEngine(wl, cfg, record_steps=True)
@@ -488,14 +493,9 @@ def test_load_and_read_shortcuts_change_nothing():
 def test_a_load_from_the_release_run_holds_its_keys_only_cached_carriers():
     """A load that starts from a waiting request's release run (synchronous scheduling) skips the
     kept-blocks check (``FastPool.sole_carriers``); the check must hold for every such load."""
-    from dataclasses import replace
-
     checked = 0
     for seed in range(16):
-        wl, cfg = _tier_case(seed)
-        rng = np.random.default_rng(seed)
-        cfg = replace(cfg, num_gpu_blocks=int(rng.integers(40, 200)), disk_tier=None, kv_offload_threshold=None,
-                      prefix_cache="vllm", max_num_seqs=int(rng.integers(8, 64)), async_scheduling=False)
+        wl, cfg = _pressure_tier_case(seed, async_scheduling=False)
         sim = FastEngine(wl, cfg)
         keep = sim._keep_loaded
 
