@@ -1,8 +1,9 @@
 """Catalog API (v1): ``/api/models/`` and ``/api/gpus/``.
 
 Reads are public; writes need a signed-in user (session or token). Catalog
-rows are read-only (403; ``POST .../copy/`` makes an owned copy), and a
-user's profiles can be changed only by that user (403). Anonymous writes get
+rows are read-only (403; ``POST .../copy/`` makes an owned copy). A user's
+profiles are private: to anyone else they answer 404, like an unknown slug,
+whether read, changed, deleted or copied. Anonymous writes get
 401 with a ``WWW-Authenticate: Token`` challenge. Errors use the project's
 shape ``{"errors": {field: [messages]}}``.
 """
@@ -48,9 +49,10 @@ GPU_EXAMPLE = {
 }
 GPU_INPUT_EXAMPLE = {"name": "My H100 (MIG 3g.40gb)", "vendor": "NVIDIA", "memory_gib": 39.5,
                      "bandwidth_tbps": 1.675, "price_per_hour": 1.9}
-GPU_OWN_EXAMPLE = {**GPU_EXAMPLE, "slug": "alice-my-h100-mig-3g-40gb", "name": "My H100 (MIG 3g.40gb)",
+GPU_OWN_SLUG = "alice-my-h100-mig-3g-40gb-3f9c2a7d5e01b846"  # private slugs end in 64 random bits
+GPU_OWN_EXAMPLE = {**GPU_EXAMPLE, "slug": GPU_OWN_SLUG, "name": "My H100 (MIG 3g.40gb)",
                    "is_catalog": False, "owner": "alice", "sources": "entered by the user", "verification": "",
-                   "url": "/catalog/gpus/alice-my-h100-mig-3g-40gb/", "memory_gib": 39.5, "memory_mib": None,
+                   "url": f"/catalog/gpus/{GPU_OWN_SLUG}/", "memory_gib": 39.5, "memory_mib": None,
                    "memory_nominal": "", "memory_type": "", "bandwidth_tbps": 1.675, "bf16_tflops": None,
                    "fp8_tflops": None, "interconnect": "", "pcie": "", "tdp_w": None, "price_per_hour": 1.9,
                    "price_text": ""}
@@ -73,9 +75,10 @@ MODEL_EXAMPLE = {
 MODEL_INPUT_EXAMPLE = {"name": "Tiny GQA", "num_layers": 16, "hidden_size": 2048, "num_attention_heads": 32,
                        "num_kv_heads": 8, "head_dim": 64, "intermediate_size": 8192, "vocab_size": 128256,
                        "num_parameters": 1235814400, "max_position_embeddings": 131072}
-MODEL_OWN_EXAMPLE = {**MODEL_EXAMPLE, "slug": "alice-tiny-gqa", "name": "Tiny GQA", "is_catalog": False,
+MODEL_OWN_SLUG = "alice-tiny-gqa-9b1e04c7a2d35f60"
+MODEL_OWN_EXAMPLE = {**MODEL_EXAMPLE, "slug": MODEL_OWN_SLUG, "name": "Tiny GQA", "is_catalog": False,
                      "owner": "alice", "sources": "entered by the user", "verification": "",
-                     "url": "/catalog/models/alice-tiny-gqa/", "hf_id": "", "model_type": "",
+                     "url": f"/catalog/models/{MODEL_OWN_SLUG}/", "hf_id": "", "model_type": "",
                      "num_layers": 16, "hidden_size": 2048, "head_dim": 64, "intermediate_size": 8192,
                      "num_parameters": 1235814400, "num_active_parameters": None, "layer_pattern": "",
                      "num_full_layers": 16, "attention_note": "", "params_note": "",
@@ -107,7 +110,8 @@ ERR_401 = _errors("Not signed in", {"errors": {"non_field_errors": [
     "Authentication credentials were not provided."]}})
 ERR_403 = _errors("Not yours", {"errors": {"non_field_errors": [
     "Catalog rows are read-only: copy this one to your profiles to edit it."]}})
-ERR_404 = _errors("Unknown slug", {"errors": {"non_field_errors": ["No GpuProfile matches the given query."]}})
+ERR_404 = _errors("Unknown slug, or another user's profile",
+                  {"errors": {"non_field_errors": ["No GpuProfile matches the given query."]}})
 
 
 def _validate(serializer_class, data, **kwargs):
@@ -169,7 +173,8 @@ class GpuDetailApi(_CatalogApi):
                    responses={200: GpuOutputSerializer, 404: ERR_404},
                    examples=[OpenApiExample("H100", value=GPU_EXAMPLE, response_only=True)])
     def get(self, request, slug):
-        return Response(GpuOutputSerializer(selectors.gpu_profile_get(slug=slug)).data)
+        profile = selectors.gpu_profile_get(slug=slug, user=request.user)
+        return Response(GpuOutputSerializer(profile).data)
 
     @extend_schema(
         operation_id="gpus_partial_update", tags=["catalog"], summary="Change your GPU profile",
@@ -179,7 +184,7 @@ class GpuDetailApi(_CatalogApi):
                   OpenApiExample("Updated", value=GPU_OWN_EXAMPLE, response_only=True)],
     )
     def patch(self, request, slug):
-        profile = selectors.gpu_profile_get(slug=slug)
+        profile = selectors.gpu_profile_get(slug=slug, user=request.user)
         services.profile_check_editable(profile=profile, user=request.user)
         data = _validate(GpuInputSerializer, request.data, partial=True)
         profile = _call(services.gpu_profile_update, profile=profile, user=request.user, data=dict(data))
@@ -190,7 +195,8 @@ class GpuDetailApi(_CatalogApi):
                    examples=[OpenApiExample("No body", value=None, request_only=True),
                              OpenApiExample("Deleted", value=None, response_only=True, status_codes=["204"])])
     def delete(self, request, slug):
-        services.profile_delete(profile=selectors.gpu_profile_get(slug=slug), user=request.user)
+        profile = selectors.gpu_profile_get(slug=slug, user=request.user)
+        services.profile_delete(profile=profile, user=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -204,7 +210,8 @@ class GpuCopyApi(_CatalogApi):
                              OpenApiExample("Copied", value={**GPU_OWN_EXAMPLE, "name": "H100 SXM5 80GB (copy)"},
                                             response_only=True, status_codes=["201"])])
     def post(self, request, slug):
-        copy = services.profile_copy(profile=selectors.gpu_profile_get(slug=slug), owner=request.user)
+        profile = selectors.gpu_profile_get(slug=slug, user=request.user)
+        copy = services.profile_copy(profile=profile, owner=request.user)
         return Response(GpuOutputSerializer(copy).data, status=status.HTTP_201_CREATED)
 
 
@@ -249,7 +256,8 @@ class ModelImportApi(_CatalogApi):
         request=ModelImportSerializer,
         responses={201: ModelDetailOutputSerializer, 400: ERR_400_IMPORT, 401: ERR_401},
         examples=[OpenApiExample("Llama 3.1 8B config", value=IMPORT_EXAMPLE, request_only=True),
-                  OpenApiExample("Imported", value={**MODEL_EXAMPLE, "slug": "alice-my-llama", "name": "My Llama",
+                  OpenApiExample("Imported", value={**MODEL_EXAMPLE, "slug": "alice-my-llama-5d20e8f1b7c94a36",
+                                                    "name": "My Llama",
                                                     "is_catalog": False, "owner": "alice",
                                                     "num_parameters": 8030261248,
                                                     "sources": "config.json imported by the user",
@@ -276,7 +284,8 @@ class ModelDetailApi(_CatalogApi):
                    examples=[OpenApiExample("Llama 3.1 8B", value={**MODEL_EXAMPLE, "hf_config": {"...": "..."},
                                                                     "hf_quant_config": None}, response_only=True)])
     def get(self, request, slug):
-        return Response(ModelDetailOutputSerializer(selectors.model_profile_get(slug=slug)).data)
+        profile = selectors.model_profile_get(slug=slug, user=request.user)
+        return Response(ModelDetailOutputSerializer(profile).data)
 
     @extend_schema(
         operation_id="models_partial_update", tags=["catalog"], summary="Change your model profile",
@@ -289,7 +298,7 @@ class ModelDetailApi(_CatalogApi):
                                  response_only=True)],
     )
     def patch(self, request, slug):
-        profile = selectors.model_profile_get(slug=slug)
+        profile = selectors.model_profile_get(slug=slug, user=request.user)
         services.profile_check_editable(profile=profile, user=request.user)
         data = _validate(ModelInputSerializer, request.data, partial=True)
         profile = _call(services.model_profile_update, profile=profile, user=request.user, data=dict(data))
@@ -300,7 +309,8 @@ class ModelDetailApi(_CatalogApi):
                    examples=[OpenApiExample("No body", value=None, request_only=True),
                              OpenApiExample("Deleted", value=None, response_only=True, status_codes=["204"])])
     def delete(self, request, slug):
-        services.profile_delete(profile=selectors.model_profile_get(slug=slug), user=request.user)
+        profile = selectors.model_profile_get(slug=slug, user=request.user)
+        services.profile_delete(profile=profile, user=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -315,5 +325,6 @@ class ModelCopyApi(_CatalogApi):
                                                              "hf_config": None, "hf_quant_config": None},
                                             response_only=True, status_codes=["201"])])
     def post(self, request, slug):
-        copy = services.profile_copy(profile=selectors.model_profile_get(slug=slug), owner=request.user)
+        profile = selectors.model_profile_get(slug=slug, user=request.user)
+        copy = services.profile_copy(profile=profile, owner=request.user)
         return Response(ModelDetailOutputSerializer(copy).data, status=status.HTTP_201_CREATED)

@@ -1,8 +1,11 @@
 """Reads of the catalog: lists with filters, one row by slug.
 
-Visibility: a list shows catalog rows plus the caller's own rows. A single row
-is readable by anyone who has its slug (owned rows are unlisted, not secret),
-so a planning script or a report can refer to it; only the owner may change it.
+Visibility, one rule for every caller (catalog pages and API, sizing, sweeps,
+replicas, management commands): a user sees the catalog rows plus their own
+private rows, nothing else. :func:`visible_profiles` is that rule as a
+queryset; every read of a profile goes through it, so another user's private
+row is "not found" (404) everywhere, exactly like a slug that does not exist.
+Only the owner may change a private row; catalog rows are read-only.
 """
 
 from __future__ import annotations
@@ -14,14 +17,34 @@ from django.shortcuts import get_object_or_404
 
 from .models import GpuProfile, ModelProfile
 
+ProfileClass = type[GpuProfile] | type[ModelProfile]
 
-def _visible(qs: QuerySet, user, scope: str | None) -> QuerySet:
-    mine = Q(owner_id=user.pk) if user is not None and user.is_authenticated else Q(pk__in=[])
+
+def _own(user) -> Q:
+    """The rows ``user`` owns (none for an anonymous user or ``None``)."""
+    if user is not None and getattr(user, "is_authenticated", False):
+        return Q(is_catalog=False, owner_id=user.pk)
+    return Q(pk__in=[])
+
+
+def visible_profiles(model: ProfileClass, *, user, scope: str | None = None) -> QuerySet:
+    """The ``model`` rows ``user`` may see: catalog rows plus their own private rows.
+
+    ``scope`` narrows it: ``"catalog"`` (curated rows only) or ``"mine"`` (own rows only).
+    """
     if scope == "catalog":
-        return qs.filter(is_catalog=True)
+        return model.objects.filter(is_catalog=True)
     if scope == "mine":
-        return qs.filter(mine)
-    return qs.filter(Q(is_catalog=True) | mine)
+        return model.objects.filter(_own(user))
+    return model.objects.filter(Q(is_catalog=True) | _own(user))
+
+
+def profile_find(model: ProfileClass, *, ref: str | int, user) -> GpuProfile | ModelProfile | None:
+    """A visible row by slug (or by id, for sweep definitions); ``None`` when unknown or not visible."""
+    qs = visible_profiles(model, user=user)
+    if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
+        return qs.filter(pk=int(ref)).first() if int(ref) < 2**63 else None
+    return qs.filter(slug=ref).first()
 
 
 def gpu_profile_list(*, filters: dict[str, Any] | None = None, user=None) -> QuerySet[GpuProfile]:
@@ -33,7 +56,7 @@ def gpu_profile_list(*, filters: dict[str, Any] | None = None, user=None) -> Que
     Ordered by vendor, then memory.
     """
     f = filters or {}
-    qs = _visible(GpuProfile.objects.select_related("owner"), user, f.get("scope"))
+    qs = visible_profiles(GpuProfile, user=user, scope=f.get("scope")).select_related("owner")
     if f.get("q"):
         qs = qs.filter(name__icontains=f["q"])
     if f.get("vendor"):
@@ -58,7 +81,7 @@ def model_profile_list(*, filters: dict[str, Any] | None = None, user=None) -> Q
     Ordered by name.
     """
     f = filters or {}
-    qs = _visible(ModelProfile.objects.select_related("owner"), user, f.get("scope"))
+    qs = visible_profiles(ModelProfile, user=user, scope=f.get("scope")).select_related("owner")
     if f.get("q"):
         qs = qs.filter(Q(name__icontains=f["q"]) | Q(hf_id__icontains=f["q"]))
     if f.get("attention"):
@@ -77,14 +100,14 @@ def model_profile_list(*, filters: dict[str, Any] | None = None, user=None) -> Q
     return qs.order_by("name")
 
 
-def gpu_profile_get(*, slug: str) -> GpuProfile:
-    """One GPU by slug (404 when unknown)."""
-    return get_object_or_404(GpuProfile.objects.select_related("owner"), slug=slug)
+def gpu_profile_get(*, slug: str, user) -> GpuProfile:
+    """One GPU by slug that ``user`` may see (404 when unknown or another user's)."""
+    return get_object_or_404(visible_profiles(GpuProfile, user=user).select_related("owner"), slug=slug)
 
 
-def model_profile_get(*, slug: str) -> ModelProfile:
-    """One model by slug (404 when unknown)."""
-    return get_object_or_404(ModelProfile.objects.select_related("owner"), slug=slug)
+def model_profile_get(*, slug: str, user) -> ModelProfile:
+    """One model by slug that ``user`` may see (404 when unknown or another user's)."""
+    return get_object_or_404(visible_profiles(ModelProfile, user=user).select_related("owner"), slug=slug)
 
 
 def gpu_vendors() -> list[str]:

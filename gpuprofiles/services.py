@@ -4,15 +4,23 @@ Every service is keyword-only and atomic. Bad input raises Django's
 :class:`~django.core.exceptions.ValidationError` with a dict of field ->
 messages (a form attaches them to its fields; the API answers 400 with them);
 a write to a row the user does not own raises
-:class:`~django.core.exceptions.PermissionDenied` (403).
+:class:`~django.core.exceptions.PermissionDenied` (403); copying a row the
+user may not see raises :class:`~django.http.Http404`, as for an unknown slug.
+
+Slugs: catalog rows keep readable slugs (``llama-3-1-8b``); a private row's
+slug is ``<username>-<name>-<16 hex digits>``, the digits drawn by
+:mod:`secrets` (64 bits), so nobody can guess another user's slug from a
+catalog slug or a name.
 """
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.http import Http404
 from django.utils.text import slugify
 
 from simulator.hf_config import parse_hf_config
@@ -35,16 +43,17 @@ MODEL_EDITABLE = ("name", "num_layers", "hidden_size", "num_attention_heads", "n
                   "kv_lora_rank", "qk_rope_head_dim", "max_position_embeddings", "weights_dtype", "quantization")
 
 
-def _unique_slug(model, base: str) -> str:
-    base = (slugify(base.replace(".", "-")) or "profile")[:100]
-    slug, n = base, 2
-    while model.objects.filter(slug=slug).exists():
-        slug, n = f"{base}-{n}", n + 1
-    return slug
+#: Random bytes at the end of a private row's slug (hex: two characters each).
+PRIVATE_SLUG_RANDOM_BYTES = 8  # 64 bits
 
 
-def _owner_slug(owner, name: str) -> str:
-    return f"{owner.get_username()}-{name}"
+def private_slug(model, *, owner, name: str) -> str:
+    """A fresh, unguessable slug for ``owner``'s row: ``<username>-<name>-<16 random hex digits>``."""
+    base = (slugify(f"{owner.get_username()}-{name}".replace(".", "-")) or "profile")[:100]
+    while True:
+        slug = f"{base}-{secrets.token_hex(PRIVATE_SLUG_RANDOM_BYTES)}"
+        if not model.objects.filter(slug=slug).exists():
+            return slug
 
 
 def profile_check_editable(*, profile, user) -> None:
@@ -97,7 +106,7 @@ def model_profile_import(*, owner, config: Any, name: str | None = None, num_par
         raise ValidationError({"config": [f"cannot read this config.json: {exc}"]}) from None
     display = (name or spec.name or "model")[:200]
     profile = ModelProfile(
-        owner=owner, is_catalog=False, name=display, slug=_unique_slug(ModelProfile, _owner_slug(owner, display)),
+        owner=owner, is_catalog=False, name=display, slug=private_slug(ModelProfile, owner=owner, name=display),
         hf_id=str(config.get("_name_or_path") or "")[:200] if not str(config.get("_name_or_path") or "").startswith("/")
         else "",
         model_type=str(config.get("model_type") or "")[:60],
@@ -114,7 +123,7 @@ def _create_own(model_cls, apply, *, owner, data: dict[str, Any]):
     """A new profile of ``owner``'s from field values: ``apply`` validates and sets them, then a unique slug."""
     profile = model_cls(owner=owner, is_catalog=False, sources="entered by the user")
     apply(profile, data)
-    profile.slug = _unique_slug(model_cls, _owner_slug(owner, profile.name))
+    profile.slug = private_slug(model_cls, owner=owner, name=profile.name)
     profile.save()
     return profile
 
@@ -201,7 +210,12 @@ def gpu_profile_update(*, profile: GpuProfile, user, data: dict[str, Any]) -> Gp
 
 @transaction.atomic
 def profile_copy(*, profile: GpuProfile | ModelProfile, owner) -> GpuProfile | ModelProfile:
-    """An owned, editable copy of any profile (catalog or not); provenance is kept."""
+    """An owned, editable copy of a catalog row or of ``owner``'s own row; provenance is kept.
+
+    Another user's private row is not found (404), whoever asks.
+    """
+    if not profile.is_catalog and (profile.owner_id is None or profile.owner_id != getattr(owner, "pk", None)):
+        raise Http404("No such profile.")
     model = type(profile)
     copy = model.objects.get(pk=profile.pk)
     copy.pk = None
@@ -211,7 +225,7 @@ def profile_copy(*, profile: GpuProfile | ModelProfile, owner) -> GpuProfile | M
     copy.is_catalog = False
     copy.copied_from = profile
     copy.name = f"{profile.name} (copy)"[:200]
-    copy.slug = _unique_slug(model, _owner_slug(owner, profile.name))
+    copy.slug = private_slug(model, owner=owner, name=profile.name)
     copy.save()
     return copy
 

@@ -63,7 +63,7 @@ def mine(request):
 
 
 def model_detail(request, slug):
-    profile = selectors.model_profile_get(slug=slug)
+    profile = selectors.model_profile_get(slug=slug, user=request.user)
     return render(request, "gpuprofiles/model_detail.html", {
         "nav": NAV, "profile": profile, "can_edit": profile.can_edit(request.user),
         "layer_kinds": _layer_summary(profile), "rows": detail_rows(profile, MODEL_ROWS),
@@ -71,7 +71,7 @@ def model_detail(request, slug):
 
 
 def gpu_detail(request, slug):
-    profile = selectors.gpu_profile_get(slug=slug)
+    profile = selectors.gpu_profile_get(slug=slug, user=request.user)
     return render(request, "gpuprofiles/gpu_detail.html", {
         "nav": NAV, "profile": profile, "can_edit": profile.can_edit(request.user),
         "rows": detail_rows(profile, GPU_ROWS),
@@ -139,14 +139,14 @@ def _edit(request, profile, form_class, update, fields):
 
 @login_required
 def gpu_edit(request, slug):
-    return _edit(request, selectors.gpu_profile_get(slug=slug), GpuProfileForm, services.gpu_profile_update,
-                 services.GPU_EDITABLE)
+    profile = selectors.gpu_profile_get(slug=slug, user=request.user)
+    return _edit(request, profile, GpuProfileForm, services.gpu_profile_update, services.GPU_EDITABLE)
 
 
 @login_required
 def model_edit(request, slug):
-    return _edit(request, selectors.model_profile_get(slug=slug), ModelProfileForm,
-                 services.model_profile_update, services.MODEL_EDITABLE)
+    profile = selectors.model_profile_get(slug=slug, user=request.user)
+    return _edit(request, profile, ModelProfileForm, services.model_profile_update, services.MODEL_EDITABLE)
 
 
 def _delete(request, profile, list_url):
@@ -161,18 +161,19 @@ def _delete(request, profile, list_url):
 
 @login_required
 def gpu_delete(request, slug):
-    return _delete(request, selectors.gpu_profile_get(slug=slug), "gpuprofiles:gpu-list")
+    return _delete(request, selectors.gpu_profile_get(slug=slug, user=request.user), "gpuprofiles:gpu-list")
 
 
 @login_required
 def model_delete(request, slug):
-    return _delete(request, selectors.model_profile_get(slug=slug), "gpuprofiles:model-list")
+    return _delete(request, selectors.model_profile_get(slug=slug, user=request.user), "gpuprofiles:model-list")
 
 
 @login_required
 @require_POST
 def gpu_copy(request, slug):
-    copy = services.profile_copy(profile=selectors.gpu_profile_get(slug=slug), owner=request.user)
+    profile = selectors.gpu_profile_get(slug=slug, user=request.user)
+    copy = services.profile_copy(profile=profile, owner=request.user)
     messages.success(request, f"Copied to your profiles as {copy.name}; edit it freely.")
     return redirect(copy)
 
@@ -180,7 +181,8 @@ def gpu_copy(request, slug):
 @login_required
 @require_POST
 def model_copy(request, slug):
-    copy = services.profile_copy(profile=selectors.model_profile_get(slug=slug), owner=request.user)
+    profile = selectors.model_profile_get(slug=slug, user=request.user)
+    copy = services.profile_copy(profile=profile, owner=request.user)
     messages.success(request, f"Copied to your profiles as {copy.name}; edit it freely.")
     return redirect(copy)
 

@@ -1,14 +1,18 @@
 """One JSON error shape for the whole API: ``{"errors": {field: [messages]}}``.
 
 Errors that do not belong to a field go under ``"non_field_errors"``; the HTTP
-status is always a 4xx for bad input. Unexpected exceptions are logged and
-answered with a 500 in the same shape, but no input should reach that path.
+status is always a 4xx for bad input. The planner's one input-error type,
+:class:`planner.errors.InputError`, reaches the client as it is: 400 with its
+field messages, or 404 (same shape) when the input names a profile the user
+may not see. Unexpected exceptions are logged and answered with a 500 in the
+same shape, but no input should reach that path.
 """
 
 from __future__ import annotations
 
 import logging
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import status
@@ -16,6 +20,8 @@ from rest_framework.exceptions import APIException, ParseError, ValidationError
 from rest_framework.fields import get_error_detail
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
+
+from planner.errors import InputError
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +47,23 @@ def _as_field_errors(detail) -> dict[str, list[str]]:
     return {"non_field_errors": [str(detail)]}
 
 
+class ReferenceNotFound(APIException):
+    """A 404 with field messages: the input names a profile that does not exist for this user."""
+
+    status_code = status.HTTP_404_NOT_FOUND
+    default_detail = "Not found."
+    default_code = "not_found"
+
+    def __init__(self, errors: dict[str, list[str]]):
+        super().__init__()
+        self.detail = errors
+
+
+def input_error_as_api_exception(exc: InputError) -> APIException:
+    """The planner's :class:`~planner.errors.InputError` as DRF's 400 (or a 404 for a reference to nothing)."""
+    return ReferenceNotFound(exc.errors) if exc.not_found else ValidationError(exc.errors)
+
+
 class PayloadTooLarge(APIException):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
     default_detail = "Request body too large."
@@ -52,10 +75,10 @@ def _as_api_exception(exc):
 
     A body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is a 413; other suspicious input Django
     refuses (too many fields, bad multipart) a 400; a Django ``ValidationError`` raised
-    by a service a 400 with its field messages.
+    by a service a 400 with its field messages; the planner's InputError its 400 or 404.
     """
-    from django.conf import settings
-
+    if isinstance(exc, InputError):
+        return input_error_as_api_exception(exc)
     if isinstance(exc, RequestDataTooBig):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         return PayloadTooLarge(f"Request body too large: the limit is {limit} bytes ({limit / 2**20:g} MiB).")
@@ -76,7 +99,7 @@ def exception_handler(exc, context):
             {"errors": {"non_field_errors": ["Internal error; it has been logged."]}},
             status=status.HTTP_500_INTERNAL_SERVER_ERROR,
         )
-    if isinstance(exc, ValidationError):
+    if isinstance(exc, (ValidationError, ReferenceNotFound)):
         response.data = {"errors": _as_field_errors(exc.detail)}
     else:
         detail = response.data.get("detail", response.data) if isinstance(response.data, dict) else response.data

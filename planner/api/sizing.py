@@ -21,6 +21,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from planner.errors import InputError
 from planner.sizing import selectors, services
 from simulator.hf_config import parse_hf_config
 from simulator.specs import DTYPE_BYTES, KV_CACHE_DTYPES, GpuSpec, SpecError
@@ -243,7 +244,7 @@ class PlanCreateApi(APIView):
         description="Public. `model` and `gpu` are catalog slugs or inline specs. A plan that does not fit is a "
                     "200 with `fits: false` and `reason`; bad input is a 400 with a message per field.",
         request=InputSerializer,
-        responses={200: OutputSerializer, 400: OpenApiTypes.OBJECT},
+        responses={200: OutputSerializer, 400: OpenApiTypes.OBJECT, 404: OpenApiTypes.OBJECT},
         auth=[],
         examples=[
             OpenApiExample(
@@ -291,31 +292,38 @@ class PlanCreateApi(APIView):
             data = request.data
         except RecursionError:
             raise ParseError("JSON nested too deeply.") from None
-        if not isinstance(data, dict):
-            raise ValidationError({"non_field_errors": ["Send a JSON object."]})
-        s = self.InputSerializer(data=data)
-        s.is_valid(raise_exception=True)
-        v = dict(s.validated_data)
-        model = _model_spec(v.pop("model"), user=request.user)
-        gpu = _gpu_spec(v.pop("gpu"), user=request.user)
-        try:
-            outcome = services.plan_deployment(model=model, gpu=gpu, knobs=v)
-        except services.PlanInputError as exc:
-            raise ValidationError(exc.errors) from None
-        out = outcome.to_dict()
-        out.update(
-            bytes_per_block=out["bytes_per_block_per_gpu"],
-            total_kv_cache_tokens=outcome.total_kv_cache_tokens,
-            total_max_concurrency=outcome.total_max_concurrency,
-        )
-        return Response(self.OutputSerializer(out).data, status=status.HTTP_200_OK)
+        return Response(plan_answer(data, user=request.user), status=status.HTTP_200_OK)
+
+
+def plan_answer(body: Any, *, user) -> dict:
+    """The answer of ``POST /api/plan/`` for ``body``: the one place it is shaped (``manage.py plan`` too).
+
+    Raises DRF's ``ValidationError`` for bad input and :class:`planner.errors.InputError`
+    (400, or 404 for a model or GPU slug ``user`` may not see) from the sizing service.
+    """
+    if not isinstance(body, dict):
+        raise ValidationError({"non_field_errors": ["Send a JSON object."]})
+    s = PlanCreateApi.InputSerializer(data=body)
+    s.is_valid(raise_exception=True)
+    v = dict(s.validated_data)
+    model = _model_spec(v.pop("model"), user=user)
+    gpu = _gpu_spec(v.pop("gpu"), user=user)
+    outcome = services.plan_deployment(model=model, gpu=gpu, knobs=v)
+    out = outcome.to_dict()
+    out.update(
+        bytes_per_block=out["bytes_per_block_per_gpu"],
+        total_kv_cache_tokens=outcome.total_kv_cache_tokens,
+        total_max_concurrency=outcome.total_max_concurrency,
+    )
+    return dict(PlanCreateApi.OutputSerializer(out).data)
 
 
 def _model_spec(ref: dict, *, user):
     if "slug" in ref:
         row = selectors.model_profile_get(slug=ref["slug"], user=user)
         if row is None:
-            raise ValidationError({"model": [f"No model {ref['slug']!r} in the catalog (see GET /api/models/)."]})
+            raise InputError.one("model", f"No model {ref['slug']!r} in the catalog or your profiles "
+                                          "(see GET /api/models/).", not_found=True)
         return row.to_spec()
     try:
         return parse_hf_config(ref["config"], name=ref.get("name"), num_parameters=ref.get("num_parameters"))
@@ -330,7 +338,8 @@ def _gpu_spec(ref: dict, *, user):
     if "slug" in ref:
         row = selectors.gpu_profile_get(slug=ref["slug"], user=user)
         if row is None:
-            raise ValidationError({"gpu": [f"No GPU {ref['slug']!r} in the catalog (see GET /api/gpus/)."]})
+            raise InputError.one("gpu", f"No GPU {ref['slug']!r} in the catalog or your profiles "
+                                        "(see GET /api/gpus/).", not_found=True)
         return row.to_spec()
     try:
         return GpuSpec(name=ref.get("name") or "Custom GPU", memory_gib=ref["memory_gib"],

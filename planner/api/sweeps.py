@@ -17,7 +17,7 @@ from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.generics import GenericAPIView
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.pagination import PageNumberPagination
@@ -26,6 +26,7 @@ from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from planner.api.errors import input_error_as_api_exception
 from planner.models import Report, Sweep
 from planner.sweeps import definition as defn
 from planner.sweeps import exports, selectors, services
@@ -124,8 +125,8 @@ def _as_dict(data) -> dict:
     return dict(data)
 
 
-def _definition_error(exc: defn.DefinitionError) -> ValidationError:
-    return ValidationError(exc.errors)
+def _definition_error(exc: defn.DefinitionError) -> APIException:
+    return input_error_as_api_exception(exc)
 
 
 def sweep_out(sweep: Sweep, request, *, progress: bool = True) -> dict:

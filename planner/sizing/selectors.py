@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Q
-
 from gpuprofiles.models import GpuProfile, ModelProfile
+from gpuprofiles.selectors import visible_profiles
 
 #: Defaults of the sizing form: Llama 3.1 8B on one H100 SXM (looked up by name, then by slug).
 DEFAULT_MODEL_NAMES = ("Llama 3.1 8B",)
@@ -33,10 +32,7 @@ class ProfileOptions:
 
 def model_profile_options(*, user) -> ProfileOptions:
     """Catalog models plus the user's own, grouped for a ``<select>`` (one query)."""
-    q = Q(is_catalog=True)
-    if user is not None and user.is_authenticated:
-        q |= Q(owner_id=user.pk)
-    rows = list(ModelProfile.objects.filter(q).defer(*_DEFERRED).order_by("name", "pk"))
+    rows = list(visible_profiles(ModelProfile, user=user).defer(*_DEFERRED).order_by("name", "pk"))
     catalog = [(r.slug, r.name) for r in rows if r.is_catalog]
     own = [(r.slug, f"{r.name} (yours)") for r in rows if not r.is_catalog]
     choices = [("Catalog", catalog)] + ([("Your models", own)] if own else [])
@@ -47,10 +43,7 @@ def model_profile_options(*, user) -> ProfileOptions:
 
 def gpu_profile_options(*, user=None) -> ProfileOptions:
     """Catalog GPUs plus the user's own (one query), with the price where the catalog has one."""
-    q = Q(is_catalog=True)
-    if user is not None and user.is_authenticated:
-        q |= Q(owner_id=user.pk)
-    rows = list(GpuProfile.objects.filter(q).defer(*_GPU_DEFERRED).order_by("name", "pk"))
+    rows = list(visible_profiles(GpuProfile, user=user).defer(*_GPU_DEFERRED).order_by("name", "pk"))
 
     def label(r: GpuProfile) -> str:
         price = f", ${r.price_per_hour:,.2f}/GPU-h" if r.price_per_hour else ""
@@ -66,15 +59,9 @@ def gpu_profile_options(*, user=None) -> ProfileOptions:
 
 def model_profile_get(*, slug: str, user=None) -> ModelProfile | None:
     """A catalog model, or one of the user's own, by slug (``None`` when not visible to them)."""
-    q = Q(is_catalog=True)
-    if user is not None and user.is_authenticated:
-        q |= Q(owner_id=user.pk)
-    return ModelProfile.objects.filter(q, slug=slug).defer(*_DEFERRED).first()
+    return visible_profiles(ModelProfile, user=user).filter(slug=slug).defer(*_DEFERRED).first()
 
 
 def gpu_profile_get(*, slug: str, user=None) -> GpuProfile | None:
     """A catalog GPU, or one of the user's own, by slug."""
-    q = Q(is_catalog=True)
-    if user is not None and user.is_authenticated:
-        q |= Q(owner_id=user.pk)
-    return GpuProfile.objects.filter(q, slug=slug).defer(*_GPU_DEFERRED).first()
+    return visible_profiles(GpuProfile, user=user).filter(slug=slug).defer(*_GPU_DEFERRED).first()

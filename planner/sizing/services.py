@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from planner.errors import InputError
 from simulator import sizing
 from simulator.distributions import parse_distribution
 from simulator.specs import GIB, DeploymentSpec, GpuSpec, ModelSpec, SpecError
@@ -72,16 +73,8 @@ FRAGMENTATION_SEED = 1
 _DEPLOYMENT_FIELDS = set(KNOB_FIELDS) | {"disk_tier_gib", "activation_gib", "non_torch_gib", "cudagraph_gib"}
 
 
-class PlanInputError(Exception):
-    """Input that cannot be sized; ``errors`` maps a field name to its messages."""
-
-    def __init__(self, errors: dict[str, list[str]]):
-        super().__init__("; ".join(f"{k}: {' '.join(v)}" for k, v in errors.items()))
-        self.errors = errors
-
-    @classmethod
-    def one(cls, field_name: str, message: str) -> PlanInputError:
-        return cls({field_name: [message]})
+#: Input that cannot be sized: the planner's one input-error type (:class:`planner.errors.InputError`).
+PlanInputError = InputError
 
 
 def spec_error_field(exc: SpecError, *, default: str) -> tuple[str, str]:

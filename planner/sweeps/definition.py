@@ -35,6 +35,9 @@ from typing import Any
 
 from django.conf import settings
 
+from gpuprofiles.models import GpuProfile, ModelProfile
+from gpuprofiles.selectors import profile_find
+from planner.errors import InputError
 from simulator.config import ConfigError, EngineConfig
 from simulator.generators import WorkloadSpec
 from simulator.workload import WorkloadError
@@ -94,24 +97,22 @@ def chunk_points() -> int:
 MAX_TRACE_CHARS = 4 * 1024 * 1024
 
 
-class DefinitionError(Exception):
-    """Invalid definition; ``errors`` maps a field path to messages."""
-
-    def __init__(self, errors: dict[str, list[str]]):
-        super().__init__("; ".join(f"{k}: {' '.join(v)}" for k, v in errors.items()))
-        self.errors = errors
+#: Invalid definition: the planner's one input-error type (:class:`planner.errors.InputError`).
+DefinitionError = InputError
 
 
 class _Errors:
     def __init__(self) -> None:
         self.errors: dict[str, list[str]] = {}
+        self.not_found = False
 
-    def add(self, field: str, message: str) -> None:
+    def add(self, field: str, message: str, *, not_found: bool = False) -> None:
         self.errors.setdefault(field, []).append(message)
+        self.not_found |= not_found
 
     def raise_if_any(self) -> None:
         if self.errors:
-            raise DefinitionError(self.errors)
+            raise InputError(self.errors, not_found=self.not_found)
 
 
 def _strip_prefix(message: str) -> str:
@@ -252,27 +253,9 @@ def resolve_profile(kind: str, ref: Any, owner, where: str, err: _Errors) -> dic
     if isinstance(ref, bool) or not isinstance(ref, (str, int)) or (isinstance(ref, str) and not ref.strip()):
         err.add(where, f"must be a catalog slug, the id of one of your {kind} profiles, or an inline spec")
         return None
-    try:
-        from gpuprofiles import models as gp_models
-    except ImportError:  # pragma: no cover - the catalog app is always installed
-        err.add(where, "the profile catalog is not available; give an inline spec")
-        return None
-    model_cls = getattr(gp_models, "ModelProfile" if kind == "model" else "GpuProfile", None)
-    if model_cls is None:
-        err.add(where, "the profile catalog is not available; give an inline spec")
-        return None
-    from django.db.models import Q
-
-    visible = Q(owner__isnull=True)
-    if owner is not None and getattr(owner, "is_authenticated", False):
-        visible |= Q(owner=owner)
-    qs = model_cls.objects.filter(visible)
-    if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
-        row = qs.filter(pk=int(ref)).first()
-    else:
-        row = qs.filter(slug=ref).first()
+    row = profile_find(ModelProfile if kind == "model" else GpuProfile, ref=ref, user=owner)
     if row is None:
-        err.add(where, f"no {kind} profile {ref!r} in the catalog or your profiles")
+        err.add(where, f"no {kind} profile {ref!r} in the catalog or your profiles", not_found=True)
         return None
     try:
         spec = row.to_spec()
@@ -281,7 +264,7 @@ def resolve_profile(kind: str, ref: Any, owner, where: str, err: _Errors) -> dic
         return None
     return {
         "spec": _spec_dict(spec),
-        "source": {"kind": "catalog" if getattr(row, "owner_id", None) is None else "own",
+        "source": {"kind": "catalog" if row.is_catalog else "own",
                    "id": row.pk, "slug": getattr(row, "slug", ""), "name": str(row)},
     }
 

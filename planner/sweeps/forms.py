@@ -6,6 +6,8 @@ import re
 
 from django import forms
 
+from gpuprofiles.models import GpuProfile, ModelProfile
+from gpuprofiles.selectors import visible_profiles
 from planner.sweeps.definition import AXES, CLIFF_METRICS, LATER_AXES, MAX_SWEEP_INSTANCES
 from planner.sweeps.figures import axis_title, metric_title
 
@@ -29,24 +31,17 @@ def _profile_choices(kind: str, user) -> tuple[list[tuple[str, str]], str | None
     from planner.sizing.selectors import DEFAULT_GPU_PREFIXES, DEFAULT_MODEL_NAMES
 
     try:
-        from django.db.models import Q
-
-        from gpuprofiles.models import GpuProfile, ModelProfile
-
         cls = ModelProfile if kind == "model" else GpuProfile
-        q = Q(owner__isnull=True)
-        if user is not None and user.is_authenticated:
-            q |= Q(owner=user)
-        rows = list(cls.objects.filter(q).order_by("name"))
+        rows = list(visible_profiles(cls, user=user).order_by("name"))
     except Exception:  # noqa: BLE001 - the catalog may be empty or not migrated yet
         return [], None
     if kind == "model":
-        choices = [(r.slug, f"{r.name}{' (yours)' if r.owner_id else ''}") for r in rows]
-        default = next((r.slug for n in DEFAULT_MODEL_NAMES for r in rows if not r.owner_id and r.name == n), None)
+        choices = [(r.slug, f"{r.name}{' (yours)' if not r.is_catalog else ''}") for r in rows]
+        default = next((r.slug for n in DEFAULT_MODEL_NAMES for r in rows if r.is_catalog and r.name == n), None)
     else:
         choices = [(r.slug, gpu_choice_label(r)) for r in rows]
         default = next((r.slug for p in DEFAULT_GPU_PREFIXES for r in rows
-                        if not r.owner_id and r.name.startswith(p)), None)
+                        if r.is_catalog and r.name.startswith(p)), None)
     return choices, default
 
 

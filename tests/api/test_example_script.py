@@ -104,4 +104,4 @@ def test_api_errors_are_printed_per_field(script, capsys):
     script.DEPLOYMENTS[:] = [{"model": "no-such-model", "gpu": "h100-sxm5-80gb"}]
     assert script.main(["--url", "http://testserver", "--no-sweep"]) == 1
     err = capsys.readouterr().err
-    assert "HTTP 400" in err and "model: No model 'no-such-model'" in err
+    assert "HTTP 404" in err and "model: No model 'no-such-model'" in err

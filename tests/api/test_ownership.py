@@ -1,4 +1,5 @@
-"""Across the real endpoints: writes need a signed-in user, and another user's objects answer 403.
+"""Across the real endpoints: writes need a signed-in user; another user's sweeps answer 403 and another
+user's private profiles 404, whether read, copied or planned with (plan, sweep, simulation, replicas).
 
 Complements each feature's own tests with one view over the whole API, read from the schema
 so that a new write endpoint is covered the day it appears.
@@ -13,8 +14,9 @@ from django.test import Client
 from rest_framework import status
 from rest_framework.test import APIClient
 
+from gpuprofiles.models import GpuProfile, ModelProfile
 from planner.accounts.services import api_token_create
-from planner.models import Report, SweepChunk
+from planner.models import Report, Sweep, SweepChunk
 from planner.sweeps import services
 
 pytestmark = pytest.mark.django_db
@@ -73,13 +75,76 @@ def test_every_write_refuses_anonymous_clients(anon_client):
         assert "errors" in response.json()
 
 
-def test_another_users_gpu_profile_is_403(alice, bob):
+def test_another_users_gpu_profile_is_404(alice, bob):
     created = alice.post("/api/gpus/", GPU, format="json")
     assert created.status_code == status.HTTP_201_CREATED, created.content
     url = f"/api/gpus/{created.json()['slug']}/"
-    assert bob.patch(url, {"price_per_hour": 0.01}, format="json").status_code == status.HTTP_403_FORBIDDEN
-    assert bob.delete(url).status_code == status.HTTP_403_FORBIDDEN
+    assert bob.get(url).status_code == status.HTTP_404_NOT_FOUND
+    assert bob.patch(url, {"price_per_hour": 0.01}, format="json").status_code == status.HTTP_404_NOT_FOUND
+    assert bob.delete(url).status_code == status.HTTP_404_NOT_FOUND
     assert alice.patch(url, {"price_per_hour": 2.5}, format="json").status_code == status.HTTP_200_OK
+
+
+@pytest.mark.parametrize("kind", ["gpus", "models"])
+def test_copying_another_users_private_profile_is_404(alice, bob, kind):
+    source = "h100-sxm5-80gb" if kind == "gpus" else "llama-3-1-8b"
+    private = alice.post(f"/api/{kind}/{source}/copy/").json()["slug"]
+    response = bob.post(f"/api/{kind}/{private}/copy/")
+    assert response.status_code == status.HTTP_404_NOT_FOUND
+    assert response.json() == bob.post(f"/api/{kind}/no-such-{kind}/copy/").json()
+    assert bob.get(f"/api/{kind}/?scope=mine").json()["results"] == []
+    assert alice.post(f"/api/{kind}/{private}/copy/").status_code == status.HTTP_201_CREATED
+
+
+@pytest.fixture
+def alices_private(alice) -> dict:
+    """Slugs and ids of Alice's private copies of the catalog's Llama 3.1 8B and H100 SXM."""
+    model = alice.post("/api/models/llama-3-1-8b/copy/").json()
+    gpu = alice.post("/api/gpus/h100-sxm5-80gb/copy/").json()
+    return {"model": model["slug"], "gpu": gpu["slug"],
+            "model_id": ModelProfile.objects.get(slug=model["slug"]).pk,
+            "gpu_id": GpuProfile.objects.get(slug=gpu["slug"]).pk}
+
+
+def derived_requests(refs: dict) -> dict:
+    """Each operation that derives from a model and a GPU, given ``refs`` as the model and the GPU."""
+    workload = {"spec": {"n": 20, "prompt": "normal:256,64", "output": "normal:32,8",
+                         "arrival": {"kind": "poisson", "rate": 4, "unit": "s"}}, "seed": 0}
+    return {
+        "/api/plan/": {**refs, "max_model_len": 4096},
+        "/api/sweeps/": {**SWEEP, **refs},
+        "/api/simulations/": {**refs, "workload": workload},
+        "/api/replicas/": {**refs, "workload": workload, "slo": {"ttft_s": 0.5, "itl_s": 0.05},
+                           "max_instances": 2},
+    }
+
+
+@pytest.mark.parametrize("field", ["model", "gpu"])
+def test_planning_with_another_users_private_profile_is_404_like_an_unknown_slug(alice, bob, alices_private,
+                                                                                   field):
+    catalog = {"model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb"}
+    hers = derived_requests({**catalog, field: alices_private[field]})
+    unknown = derived_requests({**catalog, field: "no-such-profile"})
+    for url, body in hers.items():
+        response = bob.post(url, body, format="json")
+        assert response.status_code == status.HTTP_404_NOT_FOUND, (url, response.content)
+        messages = response.json()["errors"][field]
+        assert alices_private[field] in messages[0] and "your profiles" in messages[0]
+        missing = bob.post(url, unknown[url], format="json")
+        assert missing.status_code == status.HTTP_404_NOT_FOUND
+        assert list(missing.json()["errors"]) == list(response.json()["errors"])
+    # The owner plans with it; sweeps also take a profile id, and another user's id is just as unknown.
+    assert alice.post("/api/plan/", hers["/api/plan/"], format="json").status_code == status.HTTP_200_OK
+    by_id = bob.post("/api/sweeps/", {**SWEEP, field: alices_private[f"{field}_id"]}, format="json")
+    assert by_id.status_code == status.HTTP_404_NOT_FOUND and field in by_id.json()["errors"]
+    assert not Sweep.objects.filter(owner__username="bob").exists()
+
+
+def test_a_sweep_axis_over_another_users_gpu_is_404(bob, alices_private):
+    body = {**SWEEP, "axes": [{"param": "gpu", "values": ["h100-sxm5-80gb", alices_private["gpu"]]}]}
+    response = bob.post("/api/sweeps/", body, format="json")
+    assert response.status_code == status.HTTP_404_NOT_FOUND, response.content
+    assert any(alices_private["gpu"] in m for msgs in response.json()["errors"].values() for m in msgs)
 
 
 @pytest.fixture

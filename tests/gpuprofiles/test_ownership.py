@@ -1,10 +1,21 @@
-"""Catalog rows are read-only; own profiles are editable by their owner only (pages and API)."""
+"""Catalog rows are read-only; own profiles are private: seen, copied and changed by their owner only.
+
+Another user's private profile answers exactly like a slug that does not exist (404), on pages and in the
+API, so it can be neither read, copied nor detected; private slugs end in 64 random bits.
+"""
+
+import importlib
+import re
 
 import pytest
+from django.apps import apps as django_apps
+from django.contrib.auth.models import AnonymousUser
+from django.http import Http404
 from django.urls import reverse
 from rest_framework import status
 
 from gpuprofiles.models import GpuProfile, ModelProfile
+from gpuprofiles.services import profile_copy
 
 from .factories import api_client, make_gpu, make_model
 
@@ -29,7 +40,8 @@ def test_owner_creates_edits_and_deletes_a_gpu_in_the_api(user):
     c = api_client(user)
     r = c.post(reverse("api-gpu-list"), {"name": "My L40S", "memory_gib": 44.42, "price_per_hour": 1.2},
                format="json")
-    assert r.status_code == 201 and r.json()["owner"] == "alice" and r.json()["slug"] == "alice-my-l40s"
+    assert r.status_code == 201 and r.json()["owner"] == "alice"
+    assert re.fullmatch(r"alice-my-l40s-[0-9a-f]{16}", r.json()["slug"])
     slug = r.json()["slug"]
     r = c.patch(reverse("api-gpu-detail", args=[slug]), {"bandwidth_tbps": 0.864}, format="json")
     assert r.status_code == 200 and r.json()["bandwidth_tbps"] == 0.864 and r.json()["memory_gib"] == 44.42
@@ -42,15 +54,41 @@ def test_gpu_create_needs_memory(user):
     assert r.status_code == 400 and "memory_gib" in r.json()["errors"]
 
 
-def test_others_get_403_on_my_profiles_in_the_api(user, other_user):
-    gpu, model = make_gpu(user), make_model(user)
+@pytest.mark.parametrize("kind", ["gpu", "model"])
+def test_another_users_private_profile_is_404_in_the_api_like_an_unknown_slug(user, other_user, kind):
+    own = make_gpu(user) if kind == "gpu" else make_model(user)
     c = api_client(other_user)
-    assert c.patch(reverse("api-gpu-detail", args=[gpu.slug]), {"memory_gib": 2}, format="json").status_code == 403
-    assert c.delete(reverse("api-gpu-detail", args=[gpu.slug])).status_code == 403
-    assert c.patch(reverse("api-model-detail", args=[model.slug]), {"name": "x"}, format="json").status_code == 403
-    assert c.delete(reverse("api-model-detail", args=[model.slug])).status_code == 403
-    # Bad input from a non-owner is still a 403, not a 400.
-    assert c.patch(reverse("api-gpu-detail", args=[gpu.slug]), {"memory_gib": -1}, format="json").status_code == 403
+    detail, copy = reverse(f"api-{kind}-detail", args=[own.slug]), reverse(f"api-{kind}-copy", args=[own.slug])
+    answers = [c.get(detail), c.patch(detail, {"name": "x"}, format="json"), c.delete(detail), c.post(copy),
+               # Bad input from a non-owner is still "not found", not a 400 that would show the row exists.
+               c.patch(detail, {"memory_gib": -1, "num_kv_heads": 3}, format="json")]
+    assert [r.status_code for r in answers] == [status.HTTP_404_NOT_FOUND] * 5
+    unknown = c.get(reverse(f"api-{kind}-detail", args=["no-such-slug"]))
+    assert answers[0].json() == unknown.json()
+    assert type(own).objects.filter(pk=own.pk, name=own.name).exists()
+    assert type(own).objects.count() == type(own).objects.filter(is_catalog=True).count() + 1  # nothing copied
+    assert api_client(user).get(detail).status_code == status.HTTP_200_OK
+
+
+@pytest.mark.parametrize("kind", ["gpu", "model"])
+def test_another_users_private_profile_is_never_listed(user, other_user, kind):
+    own = make_gpu(user) if kind == "gpu" else make_model(user)
+    for scope in ("", "?scope=mine", "?scope=catalog"):
+        rows = api_client(other_user).get(reverse(f"api-{kind}-list") + scope + ("&" if scope else "?")
+                                          + "page_size=1000").json()["results"]
+        assert own.slug not in {r["slug"] for r in rows}
+    mine = api_client(user).get(reverse(f"api-{kind}-list") + "?scope=mine").json()["results"]
+    assert [r["slug"] for r in mine] == [own.slug]
+
+
+def test_the_copy_service_refuses_another_users_private_profile(user, other_user):
+    own = make_model(user)
+    with pytest.raises(Http404):
+        profile_copy(profile=own, owner=other_user)
+    with pytest.raises(Http404):
+        profile_copy(profile=own, owner=AnonymousUser())
+    assert profile_copy(profile=own, owner=user).copied_from == own  # the owner may copy their own row
+    assert profile_copy(profile=ModelProfile.objects.get(slug="llama-3-1-8b"), owner=other_user).owner == other_user
 
 
 def test_model_update_is_validated_as_a_spec(user):
@@ -72,15 +110,21 @@ def test_copy_makes_an_editable_owned_copy(user):
 
 
 @pytest.mark.parametrize("name", ["gpu", "model"])
-def test_pages_refuse_others_and_catalog_edits(client, user, other_user, name):
+def test_pages_hide_others_profiles_and_refuse_catalog_edits(client, user, other_user, name):
     own = make_gpu(user) if name == "gpu" else make_model(user)
     catalog_slug = "h100-sxm5-80gb" if name == "gpu" else "llama-3-1-8b"
     client.force_login(other_user)
+    assert client.get(reverse(f"gpuprofiles:{name}-detail", args=[own.slug])).status_code == 404
+    assert client.post(reverse(f"gpuprofiles:{name}-copy", args=[own.slug])).status_code == 404
     for action in ("edit", "delete"):
-        assert client.get(reverse(f"gpuprofiles:{name}-{action}", args=[own.slug])).status_code == 403
-        assert client.post(reverse(f"gpuprofiles:{name}-{action}", args=[own.slug])).status_code == 403
+        assert client.get(reverse(f"gpuprofiles:{name}-{action}", args=[own.slug])).status_code == 404
+        assert client.post(reverse(f"gpuprofiles:{name}-{action}", args=[own.slug])).status_code == 404
         assert client.get(reverse(f"gpuprofiles:{name}-{action}", args=[catalog_slug])).status_code == 403
+    assert client.get(reverse(f"gpuprofiles:{name}-detail", args=[catalog_slug])).status_code == 200
     assert type(own).objects.filter(pk=own.pk).exists()
+    assert not type(own).objects.filter(owner=other_user).exists()
+    client.logout()
+    assert client.get(reverse(f"gpuprofiles:{name}-detail", args=[own.slug])).status_code == 404
 
 
 def test_owner_edits_and_deletes_on_pages(client, user):
@@ -105,8 +149,27 @@ def test_copy_to_my_profiles_on_the_page(client, user):
     assert client.get(reverse("gpuprofiles:gpu-edit", args=[copy.slug])).status_code == 200
 
 
-def test_slugs_are_unique(user):
+def test_private_slugs_are_unguessable(user):
     c = api_client(user)
-    slugs = {c.post(reverse("api-gpu-list"), {"name": "Same", "memory_gib": 10}, format="json").json()["slug"]
-             for _ in range(3)}
-    assert slugs == {"alice-same", "alice-same-2", "alice-same-3"}
+    slugs = [c.post(reverse("api-gpu-list"), {"name": "Same", "memory_gib": 10}, format="json").json()["slug"]
+             for _ in range(3)]
+    assert len(set(slugs)) == 3 and all(re.fullmatch(r"alice-same-[0-9a-f]{16}", s) for s in slugs)
+    copy = c.post(reverse("api-gpu-copy", args=["h100-sxm5-80gb"])).json()["slug"]
+    assert re.fullmatch(r"alice-h100-sxm5-80gb-[0-9a-f]{16}", copy)
+    # The suffix is random (64 bits), not a counter: two copies share no suffix.
+    again = c.post(reverse("api-gpu-copy", args=["h100-sxm5-80gb"])).json()["slug"]
+    assert again[-16:] != copy[-16:]
+
+
+def test_migration_gives_existing_private_rows_a_random_suffix_once(user):
+    migration = importlib.import_module("gpuprofiles.migrations.0003_private_slugs_unguessable")
+    old_gpu, old_model = make_gpu(user, slug="alice-h100-sxm5-80gb"), make_model(user, slug="alice-llama")
+    migration.add_random_suffix(django_apps, None)
+    old_gpu.refresh_from_db()
+    old_model.refresh_from_db()
+    assert re.fullmatch(r"alice-h100-sxm5-80gb-[0-9a-f]{16}", old_gpu.slug)
+    assert re.fullmatch(r"alice-llama-[0-9a-f]{16}", old_model.slug)
+    before = sorted(GpuProfile.objects.values_list("slug", flat=True))
+    migration.add_random_suffix(django_apps, None)  # idempotent; catalog slugs never change
+    assert sorted(GpuProfile.objects.values_list("slug", flat=True)) == before
+    assert GpuProfile.objects.filter(slug="h100-sxm5-80gb", is_catalog=True).exists()

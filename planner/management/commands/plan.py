@@ -2,8 +2,9 @@
 
 Takes the same input as ``POST /api/plan/`` — as options, or as a JSON body with
 ``--json FILE`` (``-`` for stdin) — validates it with the API's own input serializer,
-resolves the model and GPU the same way, calls :func:`planner.sizing.services.plan_deployment`
-and prints the API's JSON answer (or, with ``--summary``, its one-line summary).
+resolves the model and GPU the same way and shapes the answer in the same function
+(:func:`planner.api.sizing.plan_answer`), then prints that JSON answer (or, with
+``--summary``, its one-line summary).
 
 Exit status: 0 on success (also for a plan that does not fit: see ``fits``), 1 for bad
 input, with the messages per field in the API's error shape on stderr.
@@ -20,6 +21,8 @@ from django.core.management.base import BaseCommand, CommandError
 from rest_framework.exceptions import ValidationError
 
 from planner.api.errors import _as_field_errors
+from planner.api.sizing import plan_answer
+from planner.errors import InputError
 
 #: Options that map one to one onto fields of the POST /api/plan/ body.
 FIELDS = {
@@ -41,32 +44,12 @@ FIELDS = {
 
 
 def plan(body: dict, *, user=None) -> dict:
-    """The answer of ``POST /api/plan/`` for ``body``, computed in-process.
+    """The answer of ``POST /api/plan/`` for ``body``, computed in-process by the API's own function.
 
-    Raises ``rest_framework.exceptions.ValidationError`` for bad input, as the API does.
+    Raises ``rest_framework.exceptions.ValidationError`` or :class:`planner.errors.InputError`
+    for bad input, as the API does.
     """
-    from planner.api.sizing import PlanCreateApi, _gpu_spec, _model_spec
-    from planner.sizing import services
-
-    if not isinstance(body, dict):
-        raise ValidationError({"non_field_errors": ["Send a JSON object."]})
-    user = user or AnonymousUser()
-    s = PlanCreateApi.InputSerializer(data=body)
-    s.is_valid(raise_exception=True)
-    v = dict(s.validated_data)
-    model = _model_spec(v.pop("model"), user=user)
-    gpu = _gpu_spec(v.pop("gpu"), user=user)
-    try:
-        outcome = services.plan_deployment(model=model, gpu=gpu, knobs=v)
-    except services.PlanInputError as exc:
-        raise ValidationError(exc.errors) from None
-    out = outcome.to_dict()
-    out.update(
-        bytes_per_block=out["bytes_per_block_per_gpu"],
-        total_kv_cache_tokens=outcome.total_kv_cache_tokens,
-        total_max_concurrency=outcome.total_max_concurrency,
-    )
-    return dict(PlanCreateApi.OutputSerializer(out).data)
+    return plan_answer(body, user=user or AnonymousUser())
 
 
 class Command(BaseCommand):
@@ -106,8 +89,9 @@ class Command(BaseCommand):
                 raise CommandError(f"no user named {opts['user']!r}")
         try:
             answer = plan(body, user=user)
-        except ValidationError as exc:
-            self.stderr.write(json.dumps({"errors": _as_field_errors(exc.detail)}, indent=2))
+        except (ValidationError, InputError) as exc:
+            errors = exc.errors if isinstance(exc, InputError) else _as_field_errors(exc.detail)
+            self.stderr.write(json.dumps({"errors": errors}, indent=2))
             raise CommandError("bad input (see the messages above)", returncode=1) from None
         if opts["summary"]:
             self.stdout.write(answer["summary"])

@@ -1,0 +1,34 @@
+"""The planner's one input-error type, raised by its services and definitions.
+
+Every place that refuses what a user asked for (sizing knobs, a sweep or
+simulation definition, a replicas search, a profile slug nobody may use)
+raises :class:`InputError` with messages per field. Pages attach them to
+their form fields; the API answers them in the shape of
+:mod:`planner.api.errors` (``{"errors": {field: [messages]}}``), with status
+400, or 404 when the input names a profile the user may not see: an unknown
+slug and another user's private profile get the same answer, so a private
+profile cannot be read, planned with or even detected by anyone else.
+"""
+
+from __future__ import annotations
+
+
+class InputError(Exception):
+    """Input the planner cannot use; ``errors`` maps a field path to its messages.
+
+    ``not_found`` marks a reference to a profile that does not exist for this
+    user (status 404 in the API); any other problem is a 400.
+    """
+
+    def __init__(self, errors: dict[str, list[str]], *, not_found: bool = False):
+        super().__init__("; ".join(f"{k}: {' '.join(v)}" for k, v in errors.items()))
+        self.errors = errors
+        self.not_found = not_found
+
+    @classmethod
+    def one(cls, field_name: str, message: str, *, not_found: bool = False) -> InputError:
+        return cls({field_name: [message]}, not_found=not_found)
+
+    @property
+    def status_code(self) -> int:
+        return 404 if self.not_found else 400
