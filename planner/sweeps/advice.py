@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from planner.sweeps.cliff import grid_knee
+from planner.sweeps.labels import value_text
 
 #: Preemptions per request above which the sweep counts a point as "past the cliff".
 PREEMPTION_LIMIT = 0.02
@@ -49,8 +50,6 @@ def params_text(params: dict, arrival_unit: str = "step") -> str:
     ``{"num_gpu_blocks": 2400}`` -> "2,400 KV blocks"; ``{"rate": 4.0, "num_instances": 2}`` ->
     "request rate 4 requests/s, 2 replicas" (lower case: it goes inside a sentence).
     """
-    from planner.sweeps.figures import value_text
-
     parts = []
     for k, v in params.items():
         if k == "cpu_tier_gib" and isinstance(v, (int, float)) and not isinstance(v, bool):

@@ -14,7 +14,15 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from planner.sweeps.definition import AXES
+from planner.sweeps.advice import detect_cliff, operating_point, replicas_for_rate
+from planner.sweeps.labels import (  # noqa: F401 - also read as figures.<name> by pages and tests
+    AXIS_LABELS,
+    METRIC_LABELS,
+    axis_label,
+    axis_title,
+    metric_title,
+    value_text,
+)
 
 COLORS = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2", "#be185d", "#4b5563"]
 # No named template: loading "plotly_white" costs ~0.1 s per figure; these few keys give the same look.
@@ -27,38 +35,6 @@ LAYOUT = {"paper_bgcolor": "#ffffff", "plot_bgcolor": "#ffffff",
                      "yref": "container"}}
 TITLE = {"x": 0.01, "xanchor": "left", "y": 0.985, "yanchor": "top", "yref": "container", "font": {"size": 15}}
 
-#: Axis names as a person reads them, with units (the definition's own labels are the knob names).
-AXIS_LABELS = {
-    "num_gpu_blocks": ("KV blocks", "blocks"),
-    "gpu_memory_utilization": ("GPU memory utilization", "fraction"),
-    "rate": ("Request rate", "requests/step"),
-    "block_size": ("Block size", "tokens"),
-    "max_num_seqs": ("Max running requests (max_num_seqs)", "requests"),
-    "max_num_batched_tokens": ("Max batched tokens (max_num_batched_tokens)", "tokens"),
-    "long_prefill_token_threshold": ("Long-prefill threshold (long_prefill_token_threshold)", "tokens"),
-    "enable_prefix_caching": ("Prefix caching", ""),
-    "prompt_scale": ("Prompt length scale", "x"),
-    "output_scale": ("Output length scale", "x"),
-    "shared_prefix_fraction": ("Shared-prefix fraction", "fraction"),
-    "gpu": ("GPU type", ""),
-    "tensor_parallel_size": ("GPUs (tensor parallel)", "GPUs"),
-    "cpu_tier_gib": ("CPU KV tier", "GiB"),
-    "num_instances": ("Replicas", "instances"),
-    "routing": ("Routing policy", ""),
-}
-#: Metrics as a person reads them: (label, unit).
-METRIC_LABELS = {
-    "preemptions_per_request": ("Preemptions per request", "events/request"),
-    "ttft_p50_steps": ("TTFT p50", "steps"), "ttft_p99_steps": ("TTFT p99", "steps"),
-    "ttft_p50_s": ("TTFT p50", "s"), "ttft_p90_s": ("TTFT p90", "s"), "ttft_p99_s": ("TTFT p99", "s"),
-    "itl_p50_s": ("ITL p50", "s"), "itl_p90_s": ("ITL p90", "s"), "itl_p99_s": ("ITL p99", "s"),
-    "throughput_tok_s": ("Throughput", "tokens/s"), "throughput_tok_per_step": ("Throughput", "tokens/step"),
-    "mean_kv_usage": ("Mean KV usage", "%"), "peak_kv_usage": ("Peak KV usage", "%"),
-    "prefix_cache_hit_rate": ("Prefix-cache hit rate", "%"),
-    "request_imbalance": ("Request imbalance", "max/mean"), "cpu_tier_hit_tokens": ("CPU tier hits", "tokens"),
-    "cost_per_hour": ("Cost", "USD/hour"), "cost_per_m_output_tokens": ("Cost", "USD per M output tokens"),
-}
-
 
 GRID = {"gridcolor": "#e5e7eb", "zerolinecolor": "#d1d5db", "linecolor": "#9ca3af", "showline": True}
 
@@ -69,51 +45,12 @@ def _plain(fig: go.Figure) -> dict:
     return json.loads(fig.to_json())
 
 
-def axis_label(param: str, arrival_unit: str = "step") -> tuple[str, str]:
-    """``(label, unit)`` of a sweep axis; the request rate is per step or per second as the workload says."""
-    info = AXES.get(param, {"label": param, "unit": ""})
-    label, unit = AXIS_LABELS.get(param, (info["label"], info["unit"]))
-    if param == "rate":
-        unit = "requests/s" if arrival_unit == "s" else "requests/step"
-    return label, unit
-
-
-def axis_title(param: str, arrival_unit: str = "step") -> str:
-    """An axis title with its unit: "KV blocks (blocks)"."""
-    label, unit = axis_label(param, arrival_unit)
-    return f"{label} ({unit})" if unit else label
-
-
-def metric_title(metric: str) -> str:
-    """A metric with its unit: "TTFT p99 (steps)"."""
-    label, unit = METRIC_LABELS.get(metric, (metric.replace("_", " "), ""))
-    return f"{label} ({unit})" if unit else label
-
-
 def _title(text: str) -> dict:
     return {**TITLE, "text": text}
 
 
 def _num(v):
     return None if v is None or (isinstance(v, float) and not math.isfinite(v)) else v
-
-
-def value_text(param: str, value, arrival_unit: str = "step") -> str:
-    """One axis value as a person reads it: "Request rate 4 requests/s", "Prefix caching on"."""
-    label, unit = axis_label(param, arrival_unit)
-    if param in ("num_gpu_blocks", "num_instances") and isinstance(value, int) and not isinstance(value, bool):
-        noun = "KV blocks" if param == "num_gpu_blocks" else "replicas"
-        return f"{value:,} {noun if value != 1 else noun[:-1]}"
-    if param == "routing":
-        return f"{value} routing"
-    if isinstance(value, bool):
-        return f"{label} {'on' if value else 'off'}"
-    if isinstance(value, (int, float)):
-        num = f"{int(value):,}" if float(value).is_integer() else f"{value:,.4g}"
-        if unit == "x":
-            return f"{label} {num}x"
-        return f"{label} {num}" if unit in ("", "fraction") else f"{label} {num} {unit}"
-    return f"{label} {value}"
 
 
 def _series_split(points: list[dict], param: str, arrival_unit: str = "step") -> dict[str, list[dict]]:
@@ -404,8 +341,6 @@ def report_figures(body: dict, *, point_index: int | None = None) -> list[tuple[
 
     ``point_index`` picks the point of the over-time figure (default: the operating point).
     """
-    from planner.sweeps.advice import detect_cliff, operating_point
-
     inputs = body.get("inputs", {})
     points = body.get("points") or []
     if not points:
@@ -429,8 +364,6 @@ def report_figures(body: dict, *, point_index: int | None = None) -> list[tuple[
     slo = inputs.get("slo") or {}
     pct = slo.get("percentile", "p90")
     if "num_instances" in axes and any(p["metrics"].get(f"ttft_{pct}_s") is not None for p in points):
-        from planner.sweeps.advice import replicas_for_rate
-
         answers = [r["num_instances"] for r in replicas_for_rate(body)]
         figs.append(("replicas", "Latency against replicas", build_replicas_figure(
             points, slo=slo, percentile=pct, answer=answers[0] if len(answers) == 1 else None,

@@ -20,6 +20,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
+from config.celery import app as celery_app
 from planner.models import Report, Sweep, SweepChunk
 from planner.sweeps import definition as defn
 from planner.sweeps.cliff import find_cliff, max_evaluations
@@ -33,6 +34,10 @@ PROGRESS_INTERVAL_S = 0.5
 class SweepCancelled(Exception):
     """Raised inside a running simulation when its sweep was cancelled."""
 
+
+#: Names of the Celery tasks of :mod:`planner.tasks` this module sends (``@shared_task(name=...)``).
+CHUNK_TASK = "planner.run_sweep_chunk"
+CLIFF_TASK = "planner.run_cliff_sweep"
 
 def _queue() -> str | None:
     return getattr(settings, "KVP_SWEEP_QUEUE", None) or None
@@ -83,18 +88,18 @@ def _default_name(snapshot: dict) -> str:
 
 
 def sweep_enqueue(sweep_id: int) -> None:
-    """Send the sweep's tasks to the broker (chunk tasks in parallel, or one cliff task)."""
-    from planner import tasks
+    """Send the sweep's tasks to the broker (chunk tasks in parallel, or one cliff task).
 
+    By task name: :mod:`planner.tasks` calls into this module, so it is not imported here.
+    """
     sweep = Sweep.objects.get(pk=sweep_id)
     queue = _queue()
     opts = {"queue": queue} if queue else {}
     if sweep.mode == Sweep.Mode.CLIFF:
-        tasks.run_cliff_sweep.apply_async(args=[sweep.pk], task_id=f"sweep-{sweep.pk}-cliff-{uuid.uuid4()}",
-                                          **opts)
+        celery_app.send_task(CLIFF_TASK, args=[sweep.pk], task_id=f"sweep-{sweep.pk}-cliff-{uuid.uuid4()}", **opts)
         return
     for chunk in sweep.chunks.filter(status=SweepChunk.Status.PENDING).only("index", "task_id"):
-        tasks.run_sweep_chunk.apply_async(args=[sweep.pk, chunk.index], task_id=chunk.task_id, **opts)
+        celery_app.send_task(CHUNK_TASK, args=[sweep.pk, chunk.index], task_id=chunk.task_id, **opts)
 
 
 # --------------------------------------------------------------------------- run
@@ -307,9 +312,7 @@ def sweep_cancel(*, sweep: Sweep, user) -> Sweep:
 def _revoke(task_ids: list[str]) -> None:
     """Best effort: pending tasks also see the cancelled status and skip themselves."""
     try:
-        from config.celery import app
-
-        app.control.revoke(task_ids)
+        celery_app.control.revoke(task_ids)
     except Exception:  # noqa: BLE001 - the status check in chunk_run is the real guard
         logger.info("could not revoke %d sweep tasks; they will skip themselves", len(task_ids))
 

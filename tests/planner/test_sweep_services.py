@@ -5,6 +5,7 @@ from unittest import mock
 import pytest
 from django.contrib.auth import get_user_model
 
+from planner import tasks
 from planner.models import Report, Sweep, SweepChunk
 from planner.sweeps import selectors, services
 
@@ -23,7 +24,7 @@ def user():
 
 def test_create_plans_chunks_and_enqueues_after_commit(user, settings, django_capture_on_commit_callbacks):
     settings.KVP_SWEEP_CHUNK_POINTS = 4
-    with mock.patch("planner.tasks.run_sweep_chunk.apply_async") as send:
+    with mock.patch("config.celery.app.send_task") as send:
         with django_capture_on_commit_callbacks(execute=False) as callbacks:
             sweep = services.sweep_create(owner=user, definition=DEF)
         assert send.call_count == 0  # nothing is sent before the transaction commits
@@ -31,8 +32,9 @@ def test_create_plans_chunks_and_enqueues_after_commit(user, settings, django_ca
             cb()
     assert sweep.total_points == 6 and sweep.num_chunks == 2
     chunks = list(sweep.chunks.all())
-    sent = {(c.kwargs["args"][0], c.kwargs["args"][1], c.kwargs["task_id"]) for c in send.call_args_list}
-    assert sent == {(sweep.pk, ch.index, ch.task_id) for ch in chunks}  # ids, not objects
+    sent = {(c.args[0], *c.kwargs["args"], c.kwargs["task_id"]) for c in send.call_args_list}
+    assert sent == {("planner.run_sweep_chunk", sweep.pk, ch.index, ch.task_id) for ch in chunks}  # ids, not objects
+    assert services.CHUNK_TASK == tasks.run_sweep_chunk.name and services.CLIFF_TASK == tasks.run_cliff_sweep.name
 
 
 def test_chunks_run_once_even_when_delivered_twice(user, settings):
@@ -111,8 +113,6 @@ def test_missing_sweep_is_a_no_op():
 
 
 def test_tasks_are_thin_adapters_over_the_services(user):
-    from planner import tasks
-
     sweep = services.sweep_create(owner=user, definition=DEF)
     assert tasks.run_sweep_chunk.run(sweep.pk, 0) == "done"
     assert tasks.run_sweep_chunk.acks_late and tasks.run_sweep_chunk.reject_on_worker_lost
