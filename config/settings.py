@@ -43,7 +43,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",  # Swagger UI's JavaScript and CSS, served locally (no CDN)
     "gpuprofiles",
     "planner",
-    "planner.accounts",  # app label "accounts": named API tokens
+    "accounts",  # sign-up, named API tokens and their authentication (accounts.authentication)
 ]
 
 MIDDLEWARE = [
@@ -93,7 +93,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 # Database sessions that refuse malformed cookie values (NUL bytes were a 500 on PostgreSQL).
-SESSION_ENGINE = "planner.accounts.sessions"
+SESSION_ENGINE = "accounts.sessions"
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "home"
@@ -168,7 +168,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "planner.accounts.authentication.ApiTokenAuthentication",
+        "accounts.authentication.ApiTokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

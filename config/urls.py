@@ -14,7 +14,7 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("api/", include("config.api_urls")),
-    path("accounts/", include("planner.accounts.urls")),
+    path("accounts/", include("accounts.urls")),
     path("accounts/", include("django.contrib.auth.urls")),
     path("catalog/", include("gpuprofiles.urls")),
     path("", include("planner.urls")),

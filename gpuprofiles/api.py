@@ -20,7 +20,7 @@ from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
-from planner.accounts.authentication import ApiTokenAuthentication
+from accounts.authentication import ApiTokenAuthentication
 
 from . import selectors, services
 from .serializers import (

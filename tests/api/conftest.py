@@ -8,7 +8,7 @@ import pytest
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
-from planner.accounts.services import api_token_create
+from accounts.services import api_token_create
 
 
 @pytest.fixture(autouse=True)

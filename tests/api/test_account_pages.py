@@ -8,8 +8,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from planner.accounts.models import ApiToken, hash_token
-from planner.accounts.services import api_token_create
+from accounts.models import ApiToken, hash_token
+from accounts.services import api_token_create
 
 pytestmark = pytest.mark.django_db
 

@@ -18,7 +18,7 @@ from django.test import Client
 from requests.adapters import BaseAdapter
 from requests.structures import CaseInsensitiveDict
 
-from planner.accounts.services import api_token_create
+from accounts.services import api_token_create
 from planner.models import SweepChunk
 from planner.sweeps import services
 

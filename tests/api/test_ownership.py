@@ -14,8 +14,8 @@ from django.test import Client
 from rest_framework import status
 from rest_framework.test import APIClient
 
+from accounts.services import api_token_create
 from gpuprofiles.models import GpuProfile, ModelProfile
-from planner.accounts.services import api_token_create
 from planner.models import Report, Sweep, SweepChunk
 from planner.sweeps import services
 

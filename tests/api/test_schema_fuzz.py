@@ -111,7 +111,7 @@ def test_fuzz_anonymous(case):
 
 @pytest.fixture
 def fuzz_token(db, django_user_model) -> str:
-    from planner.accounts.services import api_token_create
+    from accounts.services import api_token_create
 
     user, _ = django_user_model.objects.get_or_create(username="fuzzer")
     _, raw = api_token_create(user=user, name=f"fuzz {user.api_tokens.count()}")

@@ -10,8 +10,8 @@ from django.core.management import CommandError, call_command
 from django.test import override_settings
 from rest_framework import status
 
-from planner.accounts.models import ApiToken, hash_token
-from planner.accounts.services import MAX_TOKENS_PER_USER, api_token_create, api_token_revoke
+from accounts.models import ApiToken, hash_token
+from accounts.services import MAX_TOKENS_PER_USER, api_token_create, api_token_revoke
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("_probe_urls")]
 

@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from planner.accounts.services import api_token_create
+from accounts.services import api_token_create
 
 
 class Command(BaseCommand):

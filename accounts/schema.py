@@ -4,7 +4,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
 
 class ApiTokenScheme(OpenApiAuthenticationExtension):
-    target_class = "planner.accounts.authentication.ApiTokenAuthentication"
+    target_class = "accounts.authentication.ApiTokenAuthentication"
     name = "tokenAuth"
 
     def get_security_definition(self, auto_schema):

@@ -6,7 +6,7 @@ on every page and API call that reads ``request.user`` (found by the schema fuzz
 itself only issues keys of 32 lowercase letters and digits, so anything else is treated
 like an unknown key: no session (signed out), and a fresh key if one is saved.
 
-Enabled with ``SESSION_ENGINE = "planner.accounts.sessions"``.
+Enabled with ``SESSION_ENGINE = "accounts.sessions"``.
 """
 
 from __future__ import annotations
