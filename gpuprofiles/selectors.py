@@ -112,11 +112,11 @@ def model_profile_get(*, slug: str, user) -> ModelProfile:
 
 def gpu_vendors() -> list[str]:
     """Vendors of the catalog GPUs, for filter menus."""
-    return list(GpuProfile.objects.filter(is_catalog=True).order_by("vendor")
+    return list(visible_profiles(GpuProfile, user=None, scope="catalog").order_by("vendor")
                 .values_list("vendor", flat=True).distinct())
 
 
 def model_architectures() -> list[str]:
     """``model_type`` values of catalog models, for filter menus."""
-    return list(ModelProfile.objects.filter(is_catalog=True).exclude(model_type="").order_by("model_type")
-                .values_list("model_type", flat=True).distinct())
+    return list(visible_profiles(ModelProfile, user=None, scope="catalog").exclude(model_type="")
+                .order_by("model_type").values_list("model_type", flat=True).distinct())

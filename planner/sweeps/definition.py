@@ -38,8 +38,14 @@ from django.conf import settings
 from gpuprofiles.models import GpuProfile, ModelProfile
 from gpuprofiles.selectors import profile_find
 from planner.errors import InputError
+from planner.sweeps.cliff import max_evaluations
 from simulator.config import ConfigError, EngineConfig
+from simulator.cost_model import CostModelError, RooflineStepTime
 from simulator.generators import WorkloadSpec
+from simulator.routing import ClusterError, parse_routing
+from simulator.sizing import plan
+from simulator.specs import DeploymentSpec, GpuSpec, LayerSpec, ModelSpec, SpecError
+from simulator.traces import parse_trace
 from simulator.workload import WorkloadError
 
 #: Axis parameters, what they change and their value type.
@@ -208,8 +214,6 @@ def axis_values(axis: Any, where: str, err: _Errors) -> tuple[str, list] | None:
         err.add(f"{where}.values", f"at most {MAX_SWEEP_INSTANCES} replicas per point")
         return None
     if param == "routing":
-        from simulator.routing import ClusterError, parse_routing
-
         for i, v in enumerate(out):
             try:
                 out[i] = str(parse_routing(str(v)))
@@ -240,8 +244,6 @@ def resolve_profile(kind: str, ref: Any, owner, where: str, err: _Errors) -> dic
 
     ``ref`` is a catalog slug, the id of a profile the owner may read, or an inline spec object.
     """
-    from simulator.specs import GpuSpec, ModelSpec, SpecError
-
     spec_cls = ModelSpec if kind == "model" else GpuSpec
     if isinstance(ref, dict):
         try:
@@ -277,22 +279,16 @@ def _spec_dict(spec) -> dict:
 
 
 def model_spec(d: dict):
-    from simulator.specs import LayerSpec, ModelSpec
-
     d = dict(d)
     d["layers"] = tuple(LayerSpec(**x) if isinstance(x, dict) else x for x in d.get("layers") or ())
     return ModelSpec(**d)
 
 
 def gpu_spec(d: dict):
-    from simulator.specs import GpuSpec
-
     return GpuSpec(**d)
 
 
 def deployment_spec(d: dict):
-    from simulator.specs import DeploymentSpec
-
     return DeploymentSpec(**d)
 
 
@@ -319,8 +315,6 @@ def _workload(raw: Any, err: _Errors) -> dict | None:
         if fmt not in ("csv", "jsonl"):
             err.add("workload.format", "must be 'csv' or 'jsonl'")
             return None
-        from simulator.traces import parse_trace
-
         try:
             wl = parse_trace(text, fmt=fmt, name="trace")
         except (WorkloadError, ValueError) as exc:
@@ -545,8 +539,6 @@ def roofline_terms(model_d: dict, gpu_d: dict, dep_d: dict) -> dict | None:
     profile without HBM bandwidth or TFLOPS has no roofline: the point keeps the
     linear ``step_time_model`` (``metrics.clock`` says which one a point used).
     """
-    from simulator.cost_model import CostModelError, RooflineStepTime
-
     try:
         terms = RooflineStepTime.from_specs(model_spec(model_d), gpu_spec(gpu_d),
                                             deployment=deployment_spec(dep_d)).terms
@@ -565,8 +557,6 @@ def _add_prefixed(err: _Errors, prefix: str, exc: Exception) -> None:
 
 
 def _size(model_d: dict, gpu_d: dict, dep_d: dict, where: str, err: _Errors) -> dict | None:
-    from simulator.sizing import plan
-
     try:
         res = plan(model_spec(model_d), gpu_spec(gpu_d), deployment_spec(dep_d))
     except (ValueError, TypeError) as exc:
@@ -638,8 +628,6 @@ def _cluster(raw: Any, err: _Errors) -> dict | None:
     n = raw.get("num_instances", 1)
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_SWEEP_INSTANCES:
         err.add("cluster.num_instances", f"must be a whole number from 1 to {MAX_SWEEP_INSTANCES}")
-    from simulator.routing import ClusterError, parse_routing
-
     routing = raw.get("routing", "round-robin")
     try:
         routing = str(parse_routing(str(routing)))
@@ -683,8 +671,6 @@ def _slo(raw: Any, err: _Errors) -> dict | None:
 
 def cliff_budget(cliff: dict) -> int:
     """Most simulations the cliff finder may run (see planner.sweeps.cliff)."""
-    from planner.sweeps.cliff import max_evaluations
-
     return max_evaluations(cliff["lo"], cliff["hi"], cliff["resolution"])
 
 

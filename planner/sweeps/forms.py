@@ -8,8 +8,12 @@ from django import forms
 
 from gpuprofiles.models import GpuProfile, ModelProfile
 from gpuprofiles.selectors import visible_profiles
+from planner.sizing.forms import gpu_choice_label
+from planner.sizing.selectors import DEFAULT_GPU_PREFIXES, DEFAULT_MODEL_NAMES
 from planner.sweeps.definition import AXES, CLIFF_METRICS, LATER_AXES, MAX_SWEEP_INSTANCES
-from planner.sweeps.figures import axis_title, metric_title
+from planner.sweeps.labels import axis_title, metric_title
+from simulator.generators import parse_arrival
+from simulator.workload import WorkloadError
 
 #: The knobs a sweep can vary, as a person reads them, with units ("Max running requests (max_num_seqs)").
 _AXIS_CHOICE_LABELS = {"rate": "Request rate (requests per arrival unit)",
@@ -27,9 +31,6 @@ def _profile_choices(kind: str, user) -> tuple[list[tuple[str, str]], str | None
 
     The default is the sizing page's: Llama 3.1 8B, an H100 SXM.
     """
-    from planner.sizing.forms import gpu_choice_label
-    from planner.sizing.selectors import DEFAULT_GPU_PREFIXES, DEFAULT_MODEL_NAMES
-
     try:
         cls = ModelProfile if kind == "model" else GpuProfile
         rows = list(visible_profiles(cls, user=user).order_by("name"))
@@ -256,9 +257,6 @@ class SweepForm(forms.Form):
             fmt = "jsonl" if trace.name.lower().endswith((".jsonl", ".json")) else "csv"
             definition["workload"] = {"trace": text, "format": fmt}
         else:
-            from simulator.generators import parse_arrival
-            from simulator.workload import WorkloadError
-
             try:
                 arrival = parse_arrival(d["arrival"], d["arrival_unit"]).to_dict()
             except WorkloadError as exc:

@@ -6,6 +6,8 @@ from django import template
 from django.templatetags.static import static
 from django.utils.html import format_html, json_script
 
+from planner.sweeps.views import points_table
+
 register = template.Library()
 
 #: Render-context key set by ``{% plotly_figure %}``; read by ``{% plotly_scripts %}`` at the end of base.html.
@@ -66,8 +68,6 @@ def report_points_table(body: dict) -> dict:
 
     For templates rendered outside a view, such as the standalone HTML download.
     """
-    from planner.sweeps.views import points_table
-
     unit = ((body.get("inputs") or {}).get("workload") or {}).get("arrival_unit", "step")
     return points_table(body, unit)
 

@@ -173,3 +173,18 @@ def test_migration_gives_existing_private_rows_a_random_suffix_once(user):
     migration.add_random_suffix(django_apps, None)  # idempotent; catalog slugs never change
     assert sorted(GpuProfile.objects.values_list("slug", flat=True)) == before
     assert GpuProfile.objects.filter(slug="h100-sxm5-80gb", is_catalog=True).exists()
+
+
+def test_pages_that_plan_never_use_another_users_private_profile(client, user, other_user):
+    gpu, model = make_gpu(user, name="Alice's secret GPU"), make_model(user, name="Alice's secret model")
+    client.force_login(other_user)
+    asks = [("/", {"model": model.slug}), ("/", {"gpu": gpu.slug}),
+            ("/compare/", {"model": model.slug, "gpus": [gpu.slug, "h100-sxm5-80gb"]}),
+            ("/sweeps/new/", {"model": model.slug, "gpu": gpu.slug})]
+    for url, query in asks:
+        response = client.get(url, query)
+        html = response.content.decode()
+        assert response.status_code == 200, url
+        assert "secret" not in html, url  # neither offered nor used (the slug asked for may be echoed back)
+    client.force_login(user)
+    assert "Alice&#x27;s secret model" in client.get("/", {"model": model.slug}).content.decode()

@@ -28,7 +28,10 @@ import time
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from planner.api.errors import _as_field_errors
 from planner.models import Report, Sweep
+from planner.sweeps import definition as defn
+from planner.sweeps import exports, selectors, services
 
 POLL_S = 1.0
 
@@ -60,10 +63,6 @@ class Command(BaseCommand):
     # ------------------------------------------------------------------ actions
 
     def _create(self, *, definition: str, user: str, wait: bool, inline: bool, csv: str | None, timeout: float, **_):
-        from planner.api.errors import _as_field_errors
-        from planner.sweeps import definition as defn
-        from planner.sweeps import services
-
         owner = get_user_model().objects.filter(username=user).first()
         if owner is None:
             raise CommandError(f"no user named {user!r}")
@@ -91,8 +90,6 @@ class Command(BaseCommand):
             self._write_csv(sweep, csv)
 
     def _status(self, *, sweep_id: int, **_):
-        from planner.sweeps import selectors
-
         sweep = _sweep(sweep_id)
         report = Report.objects.filter(sweep=sweep).first()
         out = {
@@ -107,8 +104,6 @@ class Command(BaseCommand):
         self.stdout.write(json.dumps(out, indent=2, default=str))
 
     def _cancel(self, *, sweep_id: int, **_):
-        from planner.sweeps import services
-
         sweep = _sweep(sweep_id)
         sweep = services.sweep_cancel(sweep=sweep, user=sweep.owner)
         self.stdout.write(f"sweep {sweep.pk}: {sweep.status}")
@@ -119,8 +114,6 @@ class Command(BaseCommand):
     # ------------------------------------------------------------------ helpers
 
     def _run_inline(self, sweep: Sweep) -> None:
-        from planner.sweeps import services
-
         if sweep.mode == Sweep.Mode.CLIFF:
             self.stderr.write("finding the cliff ...")
             services.cliff_run(sweep_id=sweep.pk)
@@ -143,8 +136,6 @@ class Command(BaseCommand):
             time.sleep(POLL_S)
 
     def _progress_line(self, sweep: Sweep, end: str = "") -> None:
-        from planner.sweeps import selectors
-
         sweep.refresh_from_db()
         p = selectors.sweep_progress(sweep=sweep)
         eta = f", about {p['eta_s']:.0f} s left" if p.get("eta_s") is not None else ""
@@ -156,8 +147,6 @@ class Command(BaseCommand):
         self.stderr.flush()
 
     def _write_csv(self, sweep: Sweep, output: str) -> None:
-        from planner.sweeps import exports
-
         report = Report.objects.filter(sweep=sweep).first()
         if report is None:
             raise CommandError(f"sweep {sweep.pk} has no report yet (status: {sweep.status})")
