@@ -7,9 +7,12 @@ so that a new write endpoint is covered the day it appears.
 
 from __future__ import annotations
 
+import io
+import json
 import re
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.test import Client
 from rest_framework import status
 from rest_framework.test import APIClient
@@ -174,3 +177,25 @@ def test_reports_are_public_to_read_and_only_their_owner_deletes(alice, bob, ano
     assert bob.delete(f"/api/reports/{slug}/").status_code == status.HTTP_403_FORBIDDEN
     assert anon_client.delete(f"/api/reports/{slug}/").status_code in (401, 403)
     assert alice.delete(f"/api/reports/{slug}/").status_code == status.HTTP_204_NO_CONTENT
+
+
+def test_management_commands_resolve_only_the_users_own_private_profiles(alices_private, user, other_user,
+                                                                         tmp_path):
+    def plan(username: str) -> tuple[str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        call_command("plan", "--model", alices_private["model"], "--gpu", "h100-sxm5-80gb", "--user", username,
+                     "--summary", stdout=out, stderr=err)
+        return out.getvalue(), err.getvalue()
+
+    assert "tokens of KV cache" in plan(user.username)[0]
+    with pytest.raises(CommandError) as refused:
+        plan(other_user.username)
+    assert refused.value.returncode == 1
+    definition = tmp_path / "sweep.json"
+    definition.write_text(json.dumps({**SWEEP, "gpu": alices_private["gpu"]}))
+    err = io.StringIO()
+    with pytest.raises(CommandError):
+        call_command("sweep", "create", str(definition), "--user", other_user.username, stdout=io.StringIO(),
+                     stderr=err)
+    assert alices_private["gpu"] in json.loads(err.getvalue())["errors"]["gpu"][0]
+    assert not Sweep.objects.exists()

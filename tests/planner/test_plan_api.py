@@ -163,8 +163,6 @@ def test_model_that_does_not_fit_is_200_with_reason(api):
         ({"kv_cache_dtype": "fp7"}, "kv_cache_dtype", "not a valid choice"),
         ({"num_gpus": 3, "tensor_parallel_size": 2}, "num_gpus", "multiple of 2"),
         ({"available_kv_gib": 500}, "available_kv_gib", "more than the GPU's 79.18 GiB"),
-        ({"model": "no-such-model"}, "model", "No model 'no-such-model'"),
-        ({"gpu": "no-such-gpu"}, "gpu", "No GPU 'no-such-gpu'"),
         ({"gpu": {"name": "x"}}, "gpu.memory_gib", "required"),
         ({"gpu": {"memory_gib": -1}}, "gpu.memory_gib", "greater than or equal to"),
         ({"model": 42}, "model", "catalog slug"),
@@ -179,6 +177,17 @@ def test_bad_input_is_400_with_a_message_at_the_field(api, body, field, fragment
     errors = r.json()["errors"]
     assert field in errors, errors
     assert any(fragment in m for m in errors[field]), errors
+
+
+@pytest.mark.parametrize(("body", "field", "fragment"), [
+    ({"model": "no-such-model"}, "model", "No model 'no-such-model'"),
+    ({"gpu": "no-such-gpu"}, "gpu", "No GPU 'no-such-gpu'"),
+])
+def test_unknown_slug_is_404_with_a_message_at_the_field(api, body, field, fragment):
+    # 404, as for another user's private profile (tests/api/test_ownership.py): the two look the same.
+    r = post(api, {"model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb", **body})
+    assert r.status_code == status.HTTP_404_NOT_FOUND, r.json()
+    assert any(fragment in m for m in r.json()["errors"][field])
 
 
 def test_missing_model_and_gpu(api):
