@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from simulator import quantization
 from simulator.specs import (
     DTYPE_BYTES,
     GIB,
@@ -74,21 +75,28 @@ def kv_element_bytes(kv_dtype: str) -> float:
     return DTYPE_BYTES[kv_dtype] + KV_SCALE_OVERHEAD_BYTES.get(kv_dtype, 0.0)
 
 
+#: Dtypes a model computes in (vLLM's ``--dtype``); every other dtype is a storage format.
+ACTIVATION_DTYPES = ("fp32", "bf16", "fp16")
+
+
 def compute_dtype(model: ModelSpec, deployment: DeploymentSpec) -> str:
-    """The dtype vLLM runs the model in: ``deployment.dtype``, or for ``auto`` the
-    checkpoint dtype, with fp32 checkpoints served in bf16 as vLLM does."""
-    if deployment.dtype != "auto":
+    """The activation dtype vLLM runs the model in.
+
+    ``deployment.dtype`` when it is bf16 / fp16 / fp32; for ``auto`` or a
+    storage type (``int4``, ``fp8``... the weights' format, not vLLM's
+    ``--dtype``), the checkpoint's 16-bit dtype, bf16 for fp32 or quantized
+    checkpoints, as vLLM does. Never a sub-16-bit type: activations (and so
+    the ``auto`` KV cache) stay bf16/fp16 whatever the weights are stored in.
+    """
+    if deployment.dtype in ACTIVATION_DTYPES:
         return deployment.dtype
     d = model.weights_dtype
-    if d == "fp32":
-        return "bf16"
-    if DTYPE_BYTES[d] < 2:  # a checkpoint dtype of fp8 means quantized weights, activations in bf16
-        return "bf16"
-    return d
+    return d if d in ("bf16", "fp16") else "bf16"
 
 
 def resolve_kv_dtype(model: ModelSpec, deployment: DeploymentSpec) -> str:
-    """``kv_cache_dtype``, with ``auto`` resolved to the compute dtype."""
+    """``kv_cache_dtype``, with ``auto`` resolved to the activation dtype (:func:`compute_dtype`):
+    quantized weights (AWQ, GPTQ, fp8, NVFP4...) never quantize the KV cache by themselves."""
     return compute_dtype(model, deployment) if deployment.kv_cache_dtype == "auto" else deployment.kv_cache_dtype
 
 
@@ -375,19 +383,6 @@ def estimate_num_parameters(model: ModelSpec) -> tuple[int, int]:
     return int(round(total)), int(round(active))
 
 
-#: Bytes per parameter of a quantized linear weight, scales included.
-QUANT_WEIGHT_BYTES: dict[str, float] = {
-    "fp8": 1.0 + 4.0 / (128 * 128),  # e4m3 + one fp32 scale per 128x128 block (DeepSeek); per-tensor is less
-    "int8": 1.0 + 2.0 / 128,
-    "awq": 0.5 + 2.5 / 128,  # 4-bit + fp16 scale and 4-bit zero per group of 128
-    "gptq": 0.5 + 2.5 / 128,
-    "int4": 0.5 + 2.5 / 128,
-    "mxfp4": 4.25 / 8,  # 4-bit + one e8m0 scale per 32
-    "nvfp4": 0.5 + 1.0 / 16,  # 4-bit + one fp8 scale per 16
-    "fp4": 0.5 + 1.0 / 16,
-}
-
-
 def weights_bytes_per_gpu(model: ModelSpec, deployment: DeploymentSpec, stage: int | None = None) -> float:
     """Weight bytes one GPU loads (vLLM's "Model loading took X GiB").  # bytes
 
@@ -397,10 +392,10 @@ def weights_bytes_per_gpu(model: ModelSpec, deployment: DeploymentSpec, stage: i
     the head on the last. With ``num_parameters`` given, the estimate is scaled
     to match it.
 
-    Quantized checkpoints: fp8 / int8 / AWQ / GPTQ / NVFP4 quantize the linear
-    layers (attention, MLP, experts), leaving embedding, head, norms and router
-    in the compute dtype; ``mxfp4`` (gpt-oss) quantizes only the MoE experts,
-    whose per-rank intermediate size vLLM pads to a multiple of 256.
+    Quantized checkpoints (:mod:`simulator.quantization`): the linear layers
+    (attention, MLP, experts) at the scheme's bits plus group scales and zero
+    points; embedding, head, norms, router and the config's ignore list in the
+    activation dtype; ``mxfp4`` (gpt-oss) on the MoE experts only, padded as vLLM does.
 
     Parameters
     ----------
@@ -411,33 +406,19 @@ def weights_bytes_per_gpu(model: ModelSpec, deployment: DeploymentSpec, stage: i
     if stage is None:
         return max(weights_bytes_per_gpu(model, deployment, s) for s in range(pp))
     cb = DTYPE_BYTES[compute_dtype(model, deployment)]
-    q = model.quantization
-    qb = QUANT_WEIGHT_BYTES.get(q, cb) if q else cb
+    scheme = quantization.scheme_for(model, deployment.dtype)
     p = _param_parts(model)
     est_total, _ = estimate_num_parameters(model)
     scale = (model.num_parameters / est_total) if (model.num_parameters and est_total) else 1.0
     n_stage_layers = len(pp_layer_partition(model.num_layers, pp)[stage])
     frac = n_stage_layers / model.num_layers
-    linear = p["attention"] + p["dense_mlp"] + p["shared"]
-    experts = p["experts"]
-    if q == "mxfp4":
-        ie = model.moe_intermediate_size or model.intermediate_size or 1
-        per_rank = ie / tp
-        padded = math.ceil(per_rank / 256) * 256
-        experts_b = experts * (padded / per_rank) * qb
-        linear_b = linear * cb
-    elif q:
-        experts_b = experts * qb
-        linear_b = linear * qb
-    else:
-        experts_b = experts * cb
-        linear_b = linear * cb
-    other = (p["router"] + p["norms"]) * cb
-    per_layer_bytes = (linear_b + experts_b + other) * frac
+    by_cat, _ = quantization.weight_bytes_by_category(model, scheme, p, cb, tp)
+    per_layer_bytes = sum(by_cat[k] for k in ("attention", "dense_mlp", "shared", "experts", "router", "norms")) * frac
     # replicated K/V projections when tp > kv heads
     if model.attention != "MLA" and tp > model.num_kv_heads:
         kv_proj = 2 * model.hidden_size * model.num_kv_heads * model.head_dim * model.num_layers * frac
-        per_layer_bytes += kv_proj * (tp / model.num_kv_heads - 1) * (qb if q and q != "mxfp4" else cb)
+        qb = scheme.bytes_per_weight(model.hidden_size) if scheme and not scheme.experts_only else cb
+        per_layer_bytes += kv_proj * (tp / model.num_kv_heads - 1) * qb
     edge = 0.0
     if stage == 0:
         edge += p["embed"] * cb
@@ -456,7 +437,7 @@ SAMPLER_BYTES_PER_LOGIT = {
     "v0": 38.5,  # V0 engine (<= 0.6): dummy top-k/top-p sampling, full sort (R01, R16, R18)
     "0.7-0.10": 12.0,  # V1 0.7 - 0.10: dummy sampler without top-k/top-p (R30, R32, R35)
     "0.11": 38.5,  # V1 0.11: top-k/top-p in the dummy run (llm-d H100 logs, R42)
-    "recent": 7.5,  # V1 >= 0.12 (R13 on 0.27.1, R19 / R21 on 0.28.0)
+    "recent": 5.0,  # V1 >= 0.12, with the CUDA-graph estimate subtracted from 0.21 (R13 on 0.27.1, R19 / R21 on 0.28.0)
 }
 #: Non-torch memory (CUDA context not counted by torch, cuBLAS workspaces), one GPU.
 NON_TORCH_GIB = 0.13  # GiB
@@ -468,22 +449,72 @@ CUDAGRAPH_GIB = 0.5  # GiB
 FORWARD_HIDDEN_COPIES = 3
 
 
-def _version_key(version: str | None) -> str:
+#: The newest vLLM these rules were checked against (the default when no version is given).
+NEWEST_VLLM = "0.28"
+#: First vLLM release that subtracts its CUDA-graph memory estimate before sizing the KV cache by default
+#: (its start-up log: "CUDA graph memory profiling is enabled (default since v0.21.0)"; the estimate came in
+#: vLLM PR #30515, off by default, and ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0`` turns it off again).
+CUDAGRAPH_SUBTRACTED_SINCE = (0, 21)
+
+
+def _version_tuple(version: str | None) -> tuple[int, int]:
     if version is None:
+        return tuple(int(x) for x in NEWEST_VLLM.split("."))  # type: ignore[return-value]
+    nums = re.findall(r"\d+", version)
+    return (int(nums[0]) if nums else 0, int(nums[1]) if len(nums) > 1 else 0)
+
+
+def _version_key(version: str | None) -> str:
+    major, minor = _version_tuple(version)
+    if major > 0 or minor >= 12:
         return "recent"
-    v = version.strip().lower().lstrip("v")
-    if v.startswith("0") or v[:1].isdigit():
-        nums = re.findall(r"\d+", v)
-        major = int(nums[0]) if nums else 0
-        minor = int(nums[1]) if len(nums) > 1 else 0
-        if major > 0 or minor >= 12:
-            return "recent"
-        if minor == 11:
-            return "0.11"
-        if minor >= 7:
-            return "0.7-0.10"
-        return "v0"
-    return "recent"
+    if minor == 11:
+        return "0.11"
+    if minor >= 7:
+        return "0.7-0.10"
+    return "v0"
+
+
+@dataclass(frozen=True)
+class VersionRules:
+    """What changes with the vLLM version (docs/sizing.md, "Version rules").
+
+    Attributes
+    ----------
+    version : str
+        The version the rules are for (``NEWEST_VLLM`` when none was given).
+    sampler_key : str
+        Row of :data:`SAMPLER_BYTES_PER_LOGIT`.
+    cudagraph_subtracted : bool
+        The CUDA-graph estimate comes off the KV budget before sizing (>= 0.21 by default).
+    hybrid_tokens_rule : str
+        ``"blocks_per_group"`` (<= 0.10: "GPU KV cache size" = blocks // groups x block_size) or
+        ``"concurrency_x_len"`` (>= 0.11: int(max concurrency x max_model_len)) for hybrid models.
+    """
+
+    version: str
+    sampler_key: str
+    cudagraph_subtracted: bool
+    hybrid_tokens_rule: str
+
+    @property
+    def summary(self) -> str:
+        cg = "CUDA-graph memory subtracted before sizing" if self.cudagraph_subtracted else \
+            "CUDA-graph memory not subtracted"
+        tok = "hybrid KV size = blocks / groups x block_size" if self.hybrid_tokens_rule == "blocks_per_group" \
+            else "hybrid KV size = max concurrency x max_model_len"
+        return f"vLLM {self.version} rules: sampler profile '{self.sampler_key}', {cg}, {tok}"
+
+
+def version_rules(version: str | None) -> VersionRules:
+    """The :class:`VersionRules` of a vLLM version (``None`` = the newest, :data:`NEWEST_VLLM`)."""
+    vt = _version_tuple(version)
+    return VersionRules(
+        version=(version or NEWEST_VLLM).strip().lstrip("v"),
+        sampler_key=_version_key(version),
+        cudagraph_subtracted=vt >= CUDAGRAPH_SUBTRACTED_SINCE,
+        hybrid_tokens_rule="blocks_per_group" if vt < (0, 11) else "concurrency_x_len",
+    )
 
 
 def default_batch_knobs(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec) -> tuple[int, int, int]:
@@ -560,7 +591,9 @@ class MemoryBreakdown:
     ``budget = total x gpu_memory_utilization``; ``kv`` is what vLLM reports as
     "Available KV cache memory"; ``kv_used`` what the allocated blocks occupy;
     ``free = total - budget`` (left to other processes) plus the unused tail of
-    ``kv`` below one block.
+    ``kv`` below one block. ``lora``: adapter slots (``max_loras x rank``);
+    ``encoder_cache``: a multimodal model's encoder cache budget;
+    ``kv_shortfall``: how far the KV memory is below zero (0 when it fits).
     """
 
     total: float
@@ -572,6 +605,9 @@ class MemoryBreakdown:
     kv: float
     kv_used: float
     free: float
+    lora: float = 0.0
+    encoder_cache: float = 0.0
+    kv_shortfall: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -599,6 +635,14 @@ class SizingResult:
     reason : str
         Why not, or a short confirmation.
     memory_gib : MemoryBreakdown
+    quantization : str
+        The weights' quantization (``"awq w4a16, group 128"``) or ``"none (bf16)"``.
+    activation_dtype : str
+        What ``kv_cache_dtype auto`` resolves to.
+    kv_shortfall_gib : float
+        GiB missing for the KV cache when the available memory is negative (0 otherwise).  # GiB
+    vllm_rule : str
+        The vLLM version rules the answer followed (:func:`version_rules`).
     """
 
     model: str
@@ -631,6 +675,10 @@ class SizingResult:
     cpu_tier_blocks: int | None = None
     disk_tier_blocks: int | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    quantization: str = ""
+    activation_dtype: str = ""
+    kv_shortfall_gib: float = 0.0
+    vllm_rule: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -641,6 +689,118 @@ class SizingResult:
 def _stage_layers(model: ModelSpec, pp: int) -> list[list[LayerSpec]]:
     specs = model.layer_specs
     return [[specs[i] for i in r] for r in pp_layer_partition(model.num_layers, pp)]
+
+
+def lora_bytes_per_gpu(model: ModelSpec, deployment: DeploymentSpec) -> float:
+    """Memory of vLLM's LoRA slots on one GPU.  # bytes
+
+    vLLM allocates stacked A/B buffers for ``max_loras`` adapters of rank
+    ``max_lora_rank`` on every wrapped projection, in the activation dtype:
+    column-parallel layers (q/k/v, gate/up) ``r x (in + out / tp)``,
+    row-parallel (o, down) ``r x (in / tp + out)``. MoE experts are not counted.
+    """
+    if not deployment.max_loras:
+        return 0.0
+    tp, r, H = deployment.tensor_parallel_size, deployment.max_lora_rank, model.hidden_size
+    q_out = model.num_attention_heads * model.head_dim
+    kv_out = max(1, model.num_kv_heads) * model.head_dim
+    inter = model.intermediate_size if (not model.is_moe or model.num_dense_layers) else 0
+    shapes = {"q_proj": (H, q_out, "col"), "k_proj": (H, kv_out, "col"), "v_proj": (H, kv_out, "col"),
+              "o_proj": (q_out, H, "row"), "gate_proj": (H, inter, "col"), "up_proj": (H, inter, "col"),
+              "down_proj": (inter, H, "row")}
+    targets = deployment.lora_target_modules or tuple(shapes)
+    unknown = [t for t in targets if t not in shapes]
+    if unknown:
+        raise SpecError(f"lora_target_modules: unknown module {unknown[0]!r} (known: {', '.join(shapes)})")
+    per_layer = 0.0
+    for name in targets:
+        i, o, kind = shapes[name]
+        per_layer += r * (i + o / tp) if kind == "col" else r * (i / tp + o)
+    layers = len(pp_layer_partition(model.num_layers, deployment.pipeline_parallel_size)[0])
+    return per_layer * layers * deployment.max_loras * DTYPE_BYTES[compute_dtype(model, deployment)]
+
+
+def encoder_cache_bytes(model: ModelSpec, deployment: DeploymentSpec, max_num_batched_tokens: int) -> float:
+    """A multimodal model's encoder cache on one GPU.  # bytes
+
+    vLLM sizes the encoder cache at ``max(max_num_batched_tokens, tokens of the
+    largest image)`` embeddings and fills it with dummy images in the
+    profiling run: ``budget x hidden_size x activation bytes`` (0 for text-only models).
+    """
+    if not model.mm_tokens_per_item:
+        return 0.0
+    budget = max(max_num_batched_tokens, model.mm_tokens_per_item)
+    return float(budget * model.hidden_size * DTYPE_BYTES[compute_dtype(model, deployment)])
+
+
+@dataclass(frozen=True)
+class _Overheads:
+    activation: float
+    non_torch: float
+    cudagraph: float
+    cudagraph_subtracted: float
+    lora: float
+    encoder: float
+
+    @property
+    def subtracted(self) -> float:
+        return self.activation + self.non_torch + self.cudagraph_subtracted + self.lora + self.encoder
+
+
+def _overheads(model: ModelSpec, deployment: DeploymentSpec, rules: VersionRules, mnbt: int,
+               seqs: int) -> _Overheads:
+    """Everything vLLM takes off the budget besides the weights, per GPU.  # bytes"""
+    act = deployment.activation_gib * GIB if deployment.activation_gib is not None else \
+        activation_bytes(model, deployment, mnbt, seqs)
+    nt = deployment.non_torch_gib * GIB if deployment.non_torch_gib is not None else non_torch_bytes(deployment)
+    if deployment.cudagraph_gib is not None:
+        cg = deployment.cudagraph_gib * GIB
+    else:
+        cg = 0.0 if deployment.enforce_eager else CUDAGRAPH_GIB * GIB
+    sub = rules.cudagraph_subtracted if deployment.subtract_cudagraph is None else deployment.subtract_cudagraph
+    return _Overheads(act, nt, cg, cg if sub else 0.0, lora_bytes_per_gpu(model, deployment),
+                      encoder_cache_bytes(model, deployment, mnbt))
+
+
+def _verdict(w_b: float, total_b: float, avail_b: float, ov: _Overheads, budget_b: float, blocks: int,
+             need: int, groups: KVGroups, mml: int, kv_tokens: int, conc: float,
+             given_kv: bool = False) -> tuple[bool, str]:
+    if w_b > total_b:
+        return False, (f"weights need {w_b / GIB:.2f} GiB per GPU but the GPU has {total_b / GIB:.2f} GiB; "
+                       "raise tensor/pipeline parallelism or quantize")
+    if avail_b <= 0 and given_kv:
+        return False, (f"no memory left for the KV cache, short by {-avail_b / GIB:.2f} GiB: the vLLM log reports "
+                       f"{avail_b / GIB:.2f} GiB of available KV cache memory")
+    if avail_b <= 0:
+        return False, (f"no memory left for the KV cache, short by {-avail_b / GIB:.2f} GiB: budget "
+                       f"{budget_b / GIB:.2f} GiB minus weights {w_b / GIB:.2f}, activation "
+                       f"{ov.activation / GIB:.2f} and overhead {(ov.subtracted - ov.activation) / GIB:.2f} GiB "
+                       f"leaves {avail_b / GIB:.2f} GiB")
+    if groups.bytes_per_block and blocks - 1 < need:
+        return False, (f"one request of max_model_len {mml:,} tokens needs {need:,} blocks but only "
+                       f"{max(blocks - 1, 0):,} are usable; lower max_model_len or add memory")
+    return True, f"{kv_tokens:,} tokens of KV cache per GPU, about {conc:.2f} requests of {mml:,} tokens at once"
+
+
+def _plan_notes(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec, groups: KVGroups,
+                rules: VersionRules, kv_dtype: str) -> list[str]:
+    notes: list[str] = []
+    if groups.num_groups > 1:
+        rule = "blocks / groups x block_size" if rules.hybrid_tokens_rule == "blocks_per_group" else \
+            "max concurrency x max_model_len"
+        notes.append(f"hybrid model: {groups.full_groups} full + {groups.sliding_groups} sliding-window KV groups of "
+                     f"{groups.group_size} layers; 'GPU KV cache size' is {rule} as vLLM {rules.version} prints it")
+    if groups.linear_state_bytes:
+        notes.append("linear-attention / Mamba state counted as blocks per request (approximation)")
+    if gpu.memory_gib_estimated:
+        notes.append("GPU total memory estimated from nvidia-smi MiB minus 0.5 GiB")
+    scheme = quantization.scheme_for(model, deployment.dtype)
+    if scheme is not None and deployment.kv_cache_dtype == "auto":
+        notes.append(f"weights {scheme.label}; the KV cache stays {kv_dtype} (kv_cache_dtype auto follows the "
+                     "activation dtype); pass kv_cache_dtype fp8 to halve it")
+    if scheme is not None:
+        notes.extend(quantization.weight_bytes_by_category(model, scheme, _param_parts(model), 2.0)[1])
+    return notes
 
 
 def plan(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec) -> SizingResult:
@@ -659,31 +819,26 @@ def plan(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec) -> SizingRe
     -------
     SizingResult
         Never raises for a deployment that merely does not fit: ``fits`` is
-        False and ``reason`` says why.
+        False and ``reason`` says why (with the shortfall in GiB when the KV
+        memory is negative).
 
     Raises
     ------
     SpecError
-        For inconsistent input (TP that does not divide the heads, no
-        max_model_len...).
+        For inconsistent input (TP that does not divide the heads, a
+        quantization group size that does not divide the layers, no max_model_len...).
     """
     tp, pp = deployment.tensor_parallel_size, deployment.pipeline_parallel_size
     check_parallelism(model, tp, pp)
+    scheme = quantization.scheme_for(model, deployment.dtype)
+    quantization.check_group_size(model, scheme, tp)
+    rules = version_rules(deployment.vllm_version)
     mml, mnbt, seqs = default_batch_knobs(model, gpu, deployment)
     B = deployment.block_size
     kv_dtype = resolve_kv_dtype(model, deployment)
-    notes: list[str] = []
-
     total_b = gpu.memory_gib * GIB
     budget_b = math.ceil(total_b * deployment.gpu_memory_utilization)
-    act_b = deployment.activation_gib * GIB if deployment.activation_gib is not None else \
-        activation_bytes(model, deployment, mnbt, seqs)
-    nt_b = deployment.non_torch_gib * GIB if deployment.non_torch_gib is not None else non_torch_bytes(deployment)
-    if deployment.cudagraph_gib is not None:
-        cg_b = deployment.cudagraph_gib * GIB
-    else:
-        cg_b = 0.0 if deployment.enforce_eager else CUDAGRAPH_GIB * GIB
-    cg_sub = cg_b if deployment.subtract_cudagraph else 0.0
+    ov = _overheads(model, deployment, rules, mnbt, seqs)
 
     # Per stage: KV groups, weights, available memory, blocks; the tightest stage decides.
     best = None
@@ -691,96 +846,57 @@ def plan(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec) -> SizingRe
         groups = kv_groups(model, lays, kv_dtype, B, tp)
         w_b = deployment.weights_gib * GIB if deployment.weights_gib is not None else \
             weights_bytes_per_gpu(model, deployment, s)
-        if deployment.available_kv_gib is not None:
-            avail_b = deployment.available_kv_gib * GIB
-        else:
-            avail_b = budget_b - w_b - act_b - nt_b - cg_sub
-        if groups.bytes_per_block > 0:
-            blocks = max(0, int(avail_b // groups.bytes_per_block))
-        else:
-            blocks = 0
+        avail_b = deployment.available_kv_gib * GIB if deployment.available_kv_gib is not None else \
+            budget_b - w_b - ov.subtracted
+        blocks = max(0, int(avail_b // groups.bytes_per_block)) if groups.bytes_per_block > 0 else 0
         key = (blocks if groups.bytes_per_block > 0 else float("inf"), -w_b)
         if best is None or key < best[0]:
-            best = (key, s, lays, groups, w_b, avail_b, blocks)
-    _, stage, lays, groups, w_b, avail_b, blocks = best
+            best = (key, lays, groups, w_b, avail_b, blocks)
+    _, lays, groups, w_b, avail_b, blocks = best
 
-    per_gpu_tok = kv_bytes_per_token(model, kv_dtype, tp, lays, per_gpu=True)
     need = blocks_per_request(groups, mml, B, mnbt) if groups.bytes_per_block else 0
-    ngroups = max(1, groups.num_groups)
-    kv_tokens = (blocks // ngroups) * B
     conc = blocks / need if need else 0.0
-    kv_used_b = blocks * groups.bytes_per_block
-
-    fits, reason = True, ""
-    if w_b > total_b:
-        fits, reason = False, (f"weights need {w_b / GIB:.2f} GiB per GPU but the GPU has {gpu.memory_gib:.2f} GiB; "
-                               "raise tensor/pipeline parallelism or quantize")
-    elif avail_b <= 0:
-        fits, reason = False, (f"no memory left for the KV cache: budget {budget_b / GIB:.2f} GiB minus weights "
-                               f"{w_b / GIB:.2f}, activation {act_b / GIB:.2f} and overhead "
-                               f"{(nt_b + cg_sub) / GIB:.2f} GiB is {avail_b / GIB:.2f} GiB")
-    elif groups.bytes_per_block and blocks - 1 < need:
-        fits, reason = False, (f"one request of max_model_len {mml:,} tokens needs {need:,} blocks but only "
-                               f"{max(blocks - 1, 0):,} are usable; lower max_model_len or add memory")
+    if groups.num_groups > 1 and rules.hybrid_tokens_rule == "concurrency_x_len":
+        kv_tokens = int(conc * mml)
     else:
-        reason = (f"{kv_tokens:,} tokens of KV cache per GPU, about {conc:.2f} requests of {mml:,} tokens at once")
-    if groups.num_groups > 1:
-        notes.append(f"hybrid model: {groups.full_groups} full + {groups.sliding_groups} sliding-window KV groups of "
-                     f"{groups.group_size} layers; 'GPU KV cache size' is blocks / groups x block_size as vLLM prints it")
-    if groups.linear_state_bytes:
-        notes.append("linear-attention / Mamba state counted as blocks per request (approximation)")
-    if gpu.memory_gib_estimated:
-        notes.append("GPU total memory estimated from nvidia-smi MiB minus 0.5 GiB")
+        kv_tokens = (blocks // max(1, groups.num_groups)) * B
+    kv_used_b = blocks * groups.bytes_per_block
+    fits, reason = _verdict(w_b, total_b, avail_b, ov, budget_b, blocks, need, groups, mml, kv_tokens, conc,
+                            deployment.available_kv_gib is not None)
+    notes = _plan_notes(model, gpu, deployment, groups, rules, kv_dtype)
 
     bpb_dep = sum(kv_groups(model, ls, kv_dtype, B, tp).bytes_per_block for ls in _stage_layers(model, pp)) * tp
-    cpu_blocks = int(deployment.cpu_tier_gib * GIB // bpb_dep) if deployment.cpu_tier_gib and bpb_dep else \
-        (0 if deployment.cpu_tier_gib == 0 else None)
-    disk_blocks = int(deployment.disk_tier_gib * GIB // bpb_dep) if deployment.disk_tier_gib and bpb_dep else \
-        (0 if deployment.disk_tier_gib == 0 else None)
-
+    shortfall = max(-avail_b, 0.0) / GIB
     mem = MemoryBreakdown(
-        total=gpu.memory_gib,
-        budget=budget_b / GIB,
-        weights=w_b / GIB,
-        activation=act_b / GIB,
-        non_torch=nt_b / GIB,
-        cudagraph=cg_b / GIB,
-        kv=max(avail_b, 0.0) / GIB,
-        kv_used=kv_used_b / GIB,
-        free=(total_b - budget_b + max(avail_b - kv_used_b, 0.0) + (cg_b - cg_sub) * 0) / GIB,
+        total=gpu.memory_gib, budget=budget_b / GIB, weights=w_b / GIB, activation=ov.activation / GIB,
+        non_torch=ov.non_torch / GIB, cudagraph=ov.cudagraph / GIB, kv=max(avail_b, 0.0) / GIB,
+        kv_used=kv_used_b / GIB, free=(total_b - budget_b + max(avail_b - kv_used_b, 0.0)) / GIB,
+        lora=ov.lora / GIB, encoder_cache=ov.encoder / GIB, kv_shortfall=shortfall,
     )
+    total_p, active_p = estimate_num_parameters(model)
     return SizingResult(
-        model=model.name,
-        gpu=gpu.name,
-        tensor_parallel_size=tp,
-        pipeline_parallel_size=pp,
-        num_gpus=deployment.num_gpus,
-        kv_cache_dtype=kv_dtype,
-        block_size=B,
-        max_model_len=mml,
-        max_num_batched_tokens=mnbt,
-        max_num_seqs=seqs,
+        model=model.name, gpu=gpu.name, tensor_parallel_size=tp, pipeline_parallel_size=pp,
+        num_gpus=deployment.num_gpus, kv_cache_dtype=kv_dtype, block_size=B, max_model_len=mml,
+        max_num_batched_tokens=mnbt, max_num_seqs=seqs,
         kv_bytes_per_token=kv_bytes_per_token(model, kv_dtype),
-        kv_bytes_per_token_per_gpu=per_gpu_tok,
-        bytes_per_block_per_gpu=groups.bytes_per_block,
-        num_kv_groups=groups.num_groups,
-        num_gpu_blocks=blocks,
-        kv_cache_tokens=kv_tokens,
-        max_concurrency=conc,
-        min_blocks_unservable=need,
-        last_block_waste_tokens=last_block_waste(mml, B),
-        kv_bytes_per_request=kv_bytes_per_request(model, mml, kv_dtype),
-        fits=fits,
-        reason=reason,
-        memory_gib=mem,
+        kv_bytes_per_token_per_gpu=kv_bytes_per_token(model, kv_dtype, tp, lays, per_gpu=True),
+        bytes_per_block_per_gpu=groups.bytes_per_block, num_kv_groups=groups.num_groups, num_gpu_blocks=blocks,
+        kv_cache_tokens=kv_tokens, max_concurrency=conc, min_blocks_unservable=need,
+        last_block_waste_tokens=last_block_waste(mml, B), kv_bytes_per_request=kv_bytes_per_request(model, mml, kv_dtype),
+        fits=fits, reason=reason, memory_gib=mem,
         weights_source="given" if deployment.weights_gib is not None else "modelled",
         available_kv_source="given" if deployment.available_kv_gib is not None else "modelled",
-        num_parameters=model.num_parameters or estimate_num_parameters(model)[0],
-        num_active_parameters=model.num_active_parameters or estimate_num_parameters(model)[1],
-        cpu_tier_blocks=cpu_blocks,
-        disk_tier_blocks=disk_blocks,
-        notes=tuple(notes),
+        num_parameters=model.num_parameters or total_p, num_active_parameters=model.num_active_parameters or active_p,
+        cpu_tier_blocks=_tier(deployment.cpu_tier_gib, bpb_dep), disk_tier_blocks=_tier(deployment.disk_tier_gib, bpb_dep),
+        notes=tuple(notes), quantization=quantization.describe(model, deployment.dtype),
+        activation_dtype=compute_dtype(model, deployment), kv_shortfall_gib=shortfall, vllm_rule=rules.summary,
     )
+
+
+def _tier(gib: float | None, bytes_per_block: float) -> int | None:
+    if gib is None:
+        return None
+    return int(gib * GIB // bytes_per_block) if gib and bytes_per_block else 0
 
 
 # ---------------------------------------------------------------------------
@@ -951,13 +1067,16 @@ def calibrate(deployment: DeploymentSpec, log_text: str) -> DeploymentSpec:
 
 __all__ = [
     "KV_SCALE_OVERHEAD_BYTES",
-    "QUANT_WEIGHT_BYTES",
     "SAMPLER_BYTES_PER_LOGIT",
     "FragmentationResult",
     "KVGroups",
     "MemoryBreakdown",
     "SizingResult",
+    "VersionRules",
     "activation_bytes",
+    "encoder_cache_bytes",
+    "lora_bytes_per_gpu",
+    "version_rules",
     "blocks_for_tokens",
     "blocks_per_request",
     "calibrate",
