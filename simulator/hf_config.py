@@ -79,6 +79,8 @@ def _quantization(cfg: dict, quant_config: dict | None) -> tuple[dict[str, Any],
     if not raw:
         raise SpecError("quantization_config.quant_method: missing")
     method = METHOD_ALIASES.get(raw.lower())
+    if method == "none":
+        return {}, None
     if method is None:
         raise SpecError(f"quantization_config.quant_method: {raw!r} is not a quantization method the planner "
                         f"knows (known: {', '.join(sorted(set(METHOD_ALIASES)))})")

@@ -50,7 +50,7 @@ METHOD_ALIASES = {
     "compressed-tensors": "compressed-tensors", "compressed_tensors": "compressed-tensors",
     "fp8": "fp8", "fbgemm_fp8": "fp8", "modelopt": "fp8", "int8": "int8", "int4": "int4",
     "mxfp4": "mxfp4", "nvfp4": "nvfp4", "modelopt_fp4": "nvfp4", "fp4": "fp4",
-    "bitsandbytes": "bitsandbytes",
+    "bitsandbytes": "bitsandbytes", "none": "none",
 }
 
 
