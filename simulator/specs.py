@@ -372,7 +372,7 @@ class ModelSpec:
             object.__setattr__(self, "quantization", q)
         if self.quant_bits is not None:
             _whole(self, "quant_bits", 1, 32)
-        if self.quant_group_size is not None and self.quant_group_size != -1:
+        if self.quant_group_size is not None and self.quant_group_size not in (-1, 0):
             _whole(self, "quant_group_size", 1, 10_000_000)
         object.__setattr__(self, "quant_ignore", tuple(str(x) for x in (self.quant_ignore or ())))
         _whole(self, "mm_tokens_per_item", 1, 10_000_000, optional=True)
