@@ -209,6 +209,11 @@ class ModelProfile(Profile):
         return self.num_experts > 0
 
     @property
+    def quant_ignore_text(self) -> str:
+        """The ignore list as text, or "" (embeddings, LM head, norms and router are never quantized)."""
+        return ", ".join(self.quant_ignore or [])
+
+    @property
     def quantization_label(self) -> str:
         """``"awq w4a16, group 128"`` or ``"none (bf16)"``: what the catalog shows beside the dtype."""
         from simulator.quantization import describe
