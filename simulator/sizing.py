@@ -506,6 +506,14 @@ class VersionRules:
         return f"vLLM {self.version} rules: sampler profile '{self.sampler_key}', {cg}, {tok}"
 
 
+def cudagraph_subtracted(deployment: DeploymentSpec) -> bool:
+    """Whether the CUDA-graph estimate comes off the KV budget: ``subtract_cudagraph`` when given, else the
+    vLLM version's default (:data:`CUDAGRAPH_SUBTRACTED_SINCE`)."""
+    if deployment.subtract_cudagraph is not None:
+        return deployment.subtract_cudagraph
+    return version_rules(deployment.vllm_version).cudagraph_subtracted
+
+
 def version_rules(version: str | None) -> VersionRules:
     """The :class:`VersionRules` of a vLLM version (``None`` = the newest, :data:`NEWEST_VLLM`)."""
     vt = _version_tuple(version)
@@ -757,7 +765,7 @@ def _overheads(model: ModelSpec, deployment: DeploymentSpec, rules: VersionRules
         cg = deployment.cudagraph_gib * GIB
     else:
         cg = 0.0 if deployment.enforce_eager else CUDAGRAPH_GIB * GIB
-    sub = rules.cudagraph_subtracted if deployment.subtract_cudagraph is None else deployment.subtract_cudagraph
+    sub = cudagraph_subtracted(deployment)
     return _Overheads(act, nt, cg, cg if sub else 0.0, lora_bytes_per_gpu(model, deployment),
                       encoder_cache_bytes(model, deployment, mnbt))
 
@@ -1083,6 +1091,7 @@ __all__ = [
     "calibration_from_log",
     "check_parallelism",
     "compute_dtype",
+    "cudagraph_subtracted",
     "default_batch_knobs",
     "estimate_num_parameters",
     "kv_bytes_per_request",

@@ -449,16 +449,18 @@ def memory_segments(outcome: PlanOutcome) -> list[tuple[str, float]]:
     """Per-GPU memory as stacked segments that add up to the GPU's total.  # GiB
 
     ``weights``, ``activation`` (profiling peak), ``overhead`` (non-torch memory,
-    plus the CUDA-graph estimate when it is subtracted), ``KV cache`` (the
-    allocated blocks) and ``free`` (outside ``gpu_memory_utilization`` plus
-    the unused tail below one block). A plan that does not fit can exceed
-    the total; ``free`` is then 0.
+    plus the CUDA-graph estimate when the vLLM version subtracts it), ``LoRA``
+    and ``encoder cache`` (only when present), ``KV cache`` (the allocated
+    blocks) and ``free`` (outside ``gpu_memory_utilization`` plus the unused
+    tail below one block). A plan that does not fit can exceed the total;
+    ``free`` is then 0.
     """
     m = outcome.result.memory_gib
-    overhead = m.non_torch + (m.cudagraph if outcome.deployment.subtract_cudagraph else 0.0)
-    used = m.weights + m.activation + overhead + m.kv_used
+    overhead = m.non_torch + (m.cudagraph if sizing.cudagraph_subtracted(outcome.deployment) else 0.0)
+    extra = [(name, v) for name, v in (("LoRA", m.lora), ("Encoder cache", m.encoder_cache)) if v > 0]
+    used = m.weights + m.activation + overhead + m.kv_used + sum(v for _, v in extra)
     free = max(m.total - used, 0.0)
-    return [("Weights", m.weights), ("Activation", m.activation), ("Overhead", overhead),
+    return [("Weights", m.weights), ("Activation", m.activation), ("Overhead", overhead), *extra,
             ("KV cache", m.kv_used), ("Free", free)]
 
 
