@@ -777,8 +777,8 @@ def _verdict(w_b: float, total_b: float, avail_b: float, ov: _Overheads, budget_
         return False, (f"weights need {w_b / GIB:.2f} GiB per GPU but the GPU has {total_b / GIB:.2f} GiB; "
                        "raise tensor/pipeline parallelism or quantize")
     if avail_b <= 0 and given_kv:
-        return False, (f"no memory left for the KV cache, short by {-avail_b / GIB:.2f} GiB: the vLLM log reports "
-                       f"{avail_b / GIB:.2f} GiB of available KV cache memory")
+        return False, (f"no memory left for the KV cache, short by {-avail_b / GIB:.2f} GiB: the given "
+                       f"'Available KV cache memory' is {avail_b / GIB:.2f} GiB (a start-up that failed)")
     if avail_b <= 0:
         return False, (f"no memory left for the KV cache, short by {-avail_b / GIB:.2f} GiB: budget "
                        f"{budget_b / GIB:.2f} GiB minus weights {w_b / GIB:.2f}, activation "
