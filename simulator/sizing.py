@@ -14,11 +14,11 @@ vLLM's rule (v1 ``gpu_worker.determine_available_memory``)::
                    [- CUDA-graph estimate, when that estimate is enabled]
     num_gpu_blocks = available_kv // bytes_per_block
 
-The weights, activation and non-torch terms are modelled here from the model
-and the knobs (see :func:`weights_bytes_per_gpu`, :func:`activation_bytes`,
-:func:`non_torch_bytes`; the fit against published vLLM logs is in
-``docs/sizing.md``); each can be replaced by the figure from a real log
-(:func:`parse_vllm_log`, :func:`calibration_from_log`).
+The weights are modelled here (:func:`weights_bytes_per_gpu`, with the
+quantization of :mod:`simulator.quantization`); activation, non-torch, CUDA-graph,
+LoRA and encoder-cache terms and the vLLM version rules in
+:mod:`simulator.memory_model`; each term can be replaced by the figure from a
+real log (:mod:`simulator.vllm_log`). Sources and fit: ``docs/sizing.md``.
 
 Units: ``# bytes`` unless a name ends in ``_gib`` (GiB = 2**30 bytes);
 ``# tokens``, ``# blocks``, ``# requests`` as named.
@@ -27,14 +27,34 @@ Units: ``# bytes`` unless a name ends in ``_gib`` (GiB = 2**30 bytes);
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from simulator import quantization
+from simulator.fragmentation import FragmentationResult, paged_vs_naive, tier_blocks
+from simulator.memory_model import (
+    ACTIVATION_DTYPES,
+    CUDAGRAPH_GIB,
+    CUDAGRAPH_SUBTRACTED_SINCE,
+    NEWEST_VLLM,
+    NON_TORCH_GIB,
+    NON_TORCH_MULTI_GPU_GIB,
+    SAMPLER_BYTES_PER_LOGIT,
+    Overheads,
+    VersionRules,
+    activation_bytes,
+    compute_dtype,
+    cudagraph_subtracted,
+    default_batch_knobs,
+    encoder_cache_bytes,
+    lora_bytes_per_gpu,
+    non_torch_bytes,
+    overheads,
+    version_rules,
+)
 from simulator.specs import (
     DTYPE_BYTES,
     GIB,
@@ -47,6 +67,7 @@ from simulator.specs import (
     ModelSpec,
     SpecError,
 )
+from simulator.vllm_log import calibrate, calibration_from_log, parse_vllm_log
 
 # ---------------------------------------------------------------------------
 # dtypes
@@ -73,25 +94,6 @@ def kv_element_bytes(kv_dtype: str) -> float:
     if kv_dtype not in DTYPE_BYTES:
         raise SpecError(f"kv_cache_dtype: unknown dtype {kv_dtype!r}")
     return DTYPE_BYTES[kv_dtype] + KV_SCALE_OVERHEAD_BYTES.get(kv_dtype, 0.0)
-
-
-#: Dtypes a model computes in (vLLM's ``--dtype``); every other dtype is a storage format.
-ACTIVATION_DTYPES = ("fp32", "bf16", "fp16")
-
-
-def compute_dtype(model: ModelSpec, deployment: DeploymentSpec) -> str:
-    """The activation dtype vLLM runs the model in.
-
-    ``deployment.dtype`` when it is bf16 / fp16 / fp32; for ``auto`` or a
-    storage type (``int4``, ``fp8``... the weights' format, not vLLM's
-    ``--dtype``), the checkpoint's 16-bit dtype, bf16 for fp32 or quantized
-    checkpoints, as vLLM does. Never a sub-16-bit type: activations (and so
-    the ``auto`` KV cache) stay bf16/fp16 whatever the weights are stored in.
-    """
-    if deployment.dtype in ACTIVATION_DTYPES:
-        return deployment.dtype
-    d = model.weights_dtype
-    return d if d in ("bf16", "fp16") else "bf16"
 
 
 def resolve_kv_dtype(model: ModelSpec, deployment: DeploymentSpec) -> str:
@@ -428,166 +430,6 @@ def weights_bytes_per_gpu(model: ModelSpec, deployment: DeploymentSpec, stage: i
 
 
 # ---------------------------------------------------------------------------
-# activation and overhead model
-# ---------------------------------------------------------------------------
-
-#: Bytes per (sequence x vocabulary) entry of vLLM's dummy sampler run at
-#: profiling, by vLLM version; fitted on the start-up logs in docs/sizing.md.
-SAMPLER_BYTES_PER_LOGIT = {
-    "v0": 38.5,  # V0 engine (<= 0.6): dummy top-k/top-p sampling, full sort (R01, R16, R18)
-    "0.7-0.10": 12.0,  # V1 0.7 - 0.10: dummy sampler without top-k/top-p (R30, R32, R35)
-    "0.11": 38.5,  # V1 0.11: top-k/top-p in the dummy run (llm-d H100 logs, R42)
-    "recent": 5.0,  # V1 >= 0.12, with the CUDA-graph estimate subtracted from 0.21 (R13 on 0.27.1, R19 / R21 on 0.28.0)
-}
-#: Non-torch memory (CUDA context not counted by torch, cuBLAS workspaces), one GPU.
-NON_TORCH_GIB = 0.13  # GiB
-#: Extra non-torch memory with more than one GPU (NCCL buffers, custom all-reduce).
-NON_TORCH_MULTI_GPU_GIB = 0.42  # GiB
-#: CUDA-graph memory estimate when it is subtracted (median of the logs: 0.39-1.88 GiB, some negative).
-CUDAGRAPH_GIB = 0.5  # GiB
-#: Hidden-size-wide buffers alive at the forward peak (residual, hidden states, layer output).
-FORWARD_HIDDEN_COPIES = 3
-
-
-#: The newest vLLM these rules were checked against (the default when no version is given).
-NEWEST_VLLM = "0.28"
-#: First vLLM release that subtracts its CUDA-graph memory estimate before sizing the KV cache by default
-#: (its start-up log: "CUDA graph memory profiling is enabled (default since v0.21.0)"; the estimate came in
-#: vLLM PR #30515, off by default, and ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0`` turns it off again).
-CUDAGRAPH_SUBTRACTED_SINCE = (0, 21)
-
-
-def _version_tuple(version: str | None) -> tuple[int, int]:
-    if version is None:
-        return tuple(int(x) for x in NEWEST_VLLM.split("."))  # type: ignore[return-value]
-    nums = re.findall(r"\d+", version)
-    return (int(nums[0]) if nums else 0, int(nums[1]) if len(nums) > 1 else 0)
-
-
-def _version_key(version: str | None) -> str:
-    major, minor = _version_tuple(version)
-    if major > 0 or minor >= 12:
-        return "recent"
-    if minor == 11:
-        return "0.11"
-    if minor >= 7:
-        return "0.7-0.10"
-    return "v0"
-
-
-@dataclass(frozen=True)
-class VersionRules:
-    """What changes with the vLLM version (docs/sizing.md, "Version rules").
-
-    Attributes
-    ----------
-    version : str
-        The version the rules are for (``NEWEST_VLLM`` when none was given).
-    sampler_key : str
-        Row of :data:`SAMPLER_BYTES_PER_LOGIT`.
-    cudagraph_subtracted : bool
-        The CUDA-graph estimate comes off the KV budget before sizing (>= 0.21 by default).
-    hybrid_tokens_rule : str
-        ``"blocks_per_group"`` (<= 0.10: "GPU KV cache size" = blocks // groups x block_size) or
-        ``"concurrency_x_len"`` (>= 0.11: int(max concurrency x max_model_len)) for hybrid models.
-    """
-
-    version: str
-    sampler_key: str
-    cudagraph_subtracted: bool
-    hybrid_tokens_rule: str
-
-    @property
-    def summary(self) -> str:
-        cg = "CUDA-graph memory subtracted before sizing" if self.cudagraph_subtracted else \
-            "CUDA-graph memory not subtracted"
-        tok = "hybrid KV size = blocks / groups x block_size" if self.hybrid_tokens_rule == "blocks_per_group" \
-            else "hybrid KV size = max concurrency x max_model_len"
-        return f"vLLM {self.version} rules: sampler profile '{self.sampler_key}', {cg}, {tok}"
-
-
-def cudagraph_subtracted(deployment: DeploymentSpec) -> bool:
-    """Whether the CUDA-graph estimate comes off the KV budget: ``subtract_cudagraph`` when given, else the
-    vLLM version's default (:data:`CUDAGRAPH_SUBTRACTED_SINCE`)."""
-    if deployment.subtract_cudagraph is not None:
-        return deployment.subtract_cudagraph
-    return version_rules(deployment.vllm_version).cudagraph_subtracted
-
-
-def version_rules(version: str | None) -> VersionRules:
-    """The :class:`VersionRules` of a vLLM version (``None`` = the newest, :data:`NEWEST_VLLM`)."""
-    vt = _version_tuple(version)
-    return VersionRules(
-        version=(version or NEWEST_VLLM).strip().lstrip("v"),
-        sampler_key=_version_key(version),
-        cudagraph_subtracted=vt >= CUDAGRAPH_SUBTRACTED_SINCE,
-        hybrid_tokens_rule="blocks_per_group" if vt < (0, 11) else "concurrency_x_len",
-    )
-
-
-def default_batch_knobs(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec) -> tuple[int, int, int]:
-    """``(max_model_len, max_num_batched_tokens, max_num_seqs)`` with vLLM's defaults filled in.
-
-    vLLM's online-serving defaults: 8192 tokens / 1024 sequences on GPUs with
-    >= 70 GiB other than A100, else 2048 / 256. The V0 engine (``vllm_version``
-    < 0.7) without chunked prefill batches ``max(max_model_len, 2048)`` tokens.
-    """
-    mml = deployment.max_model_len or model.max_position_embeddings
-    if mml is None:
-        raise SpecError("max_model_len: required (the model gives no max_position_embeddings)")
-    big = gpu.memory_gib >= 70 and "a100" not in gpu.name.lower()
-    v0 = _version_key(deployment.vllm_version) == "v0"
-    if deployment.max_num_batched_tokens is not None:
-        mnbt = deployment.max_num_batched_tokens
-    elif v0:
-        mnbt = max(mml, 2048)
-    else:
-        mnbt = 8192 if big else 2048
-    seqs = deployment.max_num_seqs or (1024 if big and not v0 else 256)
-    return mml, mnbt, seqs
-
-
-def activation_bytes(model: ModelSpec, deployment: DeploymentSpec, max_num_batched_tokens: int,
-                     max_num_seqs: int) -> float:
-    """Peak activation of vLLM's profiling run on one GPU.  # bytes
-
-    ``max(forward, sampler)`` where
-
-    * ``forward = T x a x (3 x hidden + mlp_width)`` with ``T =
-      max_num_batched_tokens``, ``a`` the compute dtype's bytes and
-      ``mlp_width`` the widest per-rank intermediate of one layer
-      (``3 x I / tp`` for a gated MLP; ``top_k x (3 x I_expert / tp + hidden)``
-      plus shared experts for MoE, the fused-MoE caches);
-    * ``sampler = min(max_num_seqs, T) x vocab x b`` with ``b`` bytes per
-      logit fitted per vLLM version (:data:`SAMPLER_BYTES_PER_LOGIT`).
-    """
-    tp = deployment.tensor_parallel_size
-    a = DTYPE_BYTES[compute_dtype(model, deployment)]
-    H = model.hidden_size
-    mats = 3 if model.gated_mlp else 2
-    widths = [mats * model.intermediate_size / tp] if (not model.is_moe or model.num_dense_layers) else []
-    if model.is_moe:
-        ie = model.moe_intermediate_size or model.intermediate_size
-        w = model.num_experts_per_tok * (mats * ie / tp + H)
-        si = model.shared_expert_intermediate_size or ie
-        w += model.num_shared_experts * mats * si / tp
-        widths.append(w)
-    attn_w = (model.num_attention_heads * 2 + 2 * model.num_kv_heads) * model.head_dim / tp
-    widths.append(attn_w)
-    T = max_num_batched_tokens
-    forward = T * a * (FORWARD_HIDDEN_COPIES * H + max(widths))
-    b = SAMPLER_BYTES_PER_LOGIT[_version_key(deployment.vllm_version)]
-    sampler = min(max_num_seqs, T) * model.vocab_size * b
-    return float(max(forward, sampler))
-
-
-def non_torch_bytes(deployment: DeploymentSpec) -> float:
-    """Non-torch memory on one GPU: ``NON_TORCH_GIB`` plus ``NON_TORCH_MULTI_GPU_GIB`` with more than one GPU.  # bytes"""
-    gib = NON_TORCH_GIB + (NON_TORCH_MULTI_GPU_GIB if deployment.num_gpus > 1 else 0.0)
-    return gib * GIB
-
-
-# ---------------------------------------------------------------------------
 # the plan
 # ---------------------------------------------------------------------------
 
@@ -699,78 +541,7 @@ def _stage_layers(model: ModelSpec, pp: int) -> list[list[LayerSpec]]:
     return [[specs[i] for i in r] for r in pp_layer_partition(model.num_layers, pp)]
 
 
-def lora_bytes_per_gpu(model: ModelSpec, deployment: DeploymentSpec) -> float:
-    """Memory of vLLM's LoRA slots on one GPU.  # bytes
-
-    vLLM allocates stacked A/B buffers for ``max_loras`` adapters of rank
-    ``max_lora_rank`` on every wrapped projection, in the activation dtype:
-    column-parallel layers (q/k/v, gate/up) ``r x (in + out / tp)``,
-    row-parallel (o, down) ``r x (in / tp + out)``. MoE experts are not counted.
-    """
-    if not deployment.max_loras:
-        return 0.0
-    tp, r, H = deployment.tensor_parallel_size, deployment.max_lora_rank, model.hidden_size
-    q_out = model.num_attention_heads * model.head_dim
-    kv_out = max(1, model.num_kv_heads) * model.head_dim
-    inter = model.intermediate_size if (not model.is_moe or model.num_dense_layers) else 0
-    shapes = {"q_proj": (H, q_out, "col"), "k_proj": (H, kv_out, "col"), "v_proj": (H, kv_out, "col"),
-              "o_proj": (q_out, H, "row"), "gate_proj": (H, inter, "col"), "up_proj": (H, inter, "col"),
-              "down_proj": (inter, H, "row")}
-    targets = deployment.lora_target_modules or tuple(shapes)
-    unknown = [t for t in targets if t not in shapes]
-    if unknown:
-        raise SpecError(f"lora_target_modules: unknown module {unknown[0]!r} (known: {', '.join(shapes)})")
-    per_layer = 0.0
-    for name in targets:
-        i, o, kind = shapes[name]
-        per_layer += r * (i + o / tp) if kind == "col" else r * (i / tp + o)
-    layers = len(pp_layer_partition(model.num_layers, deployment.pipeline_parallel_size)[0])
-    return per_layer * layers * deployment.max_loras * DTYPE_BYTES[compute_dtype(model, deployment)]
-
-
-def encoder_cache_bytes(model: ModelSpec, deployment: DeploymentSpec, max_num_batched_tokens: int) -> float:
-    """A multimodal model's encoder cache on one GPU.  # bytes
-
-    vLLM sizes the encoder cache at ``max(max_num_batched_tokens, tokens of the
-    largest image)`` embeddings and fills it with dummy images in the
-    profiling run: ``budget x hidden_size x activation bytes`` (0 for text-only models).
-    """
-    if not model.mm_tokens_per_item:
-        return 0.0
-    budget = max(max_num_batched_tokens, model.mm_tokens_per_item)
-    return float(budget * model.hidden_size * DTYPE_BYTES[compute_dtype(model, deployment)])
-
-
-@dataclass(frozen=True)
-class _Overheads:
-    activation: float
-    non_torch: float
-    cudagraph: float
-    cudagraph_subtracted: float
-    lora: float
-    encoder: float
-
-    @property
-    def subtracted(self) -> float:
-        return self.activation + self.non_torch + self.cudagraph_subtracted + self.lora + self.encoder
-
-
-def _overheads(model: ModelSpec, deployment: DeploymentSpec, rules: VersionRules, mnbt: int,
-               seqs: int) -> _Overheads:
-    """Everything vLLM takes off the budget besides the weights, per GPU.  # bytes"""
-    act = deployment.activation_gib * GIB if deployment.activation_gib is not None else \
-        activation_bytes(model, deployment, mnbt, seqs)
-    nt = deployment.non_torch_gib * GIB if deployment.non_torch_gib is not None else non_torch_bytes(deployment)
-    if deployment.cudagraph_gib is not None:
-        cg = deployment.cudagraph_gib * GIB
-    else:
-        cg = 0.0 if deployment.enforce_eager else CUDAGRAPH_GIB * GIB
-    sub = cudagraph_subtracted(deployment)
-    return _Overheads(act, nt, cg, cg if sub else 0.0, lora_bytes_per_gpu(model, deployment),
-                      encoder_cache_bytes(model, deployment, mnbt))
-
-
-def _verdict(w_b: float, total_b: float, avail_b: float, ov: _Overheads, budget_b: float, blocks: int,
+def _verdict(w_b: float, total_b: float, avail_b: float, ov: Overheads, budget_b: float, blocks: int,
              need: int, groups: KVGroups, mml: int, kv_tokens: int, conc: float,
              given_kv: bool = False) -> tuple[bool, str]:
     if w_b > total_b:
@@ -811,6 +582,24 @@ def _plan_notes(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec, grou
     return notes
 
 
+def _tightest_stage(model: ModelSpec, deployment: DeploymentSpec, kv_dtype: str, budget_b: float,
+                    ov: Overheads) -> tuple[list[LayerSpec], KVGroups, float, float, int]:
+    """Per pipeline stage: KV groups, weights, available memory, blocks; the stage with the fewest blocks
+    (then the heaviest weights) decides. Returns ``(layers, groups, weights, available, blocks)``."""
+    best = None
+    for s, lays in enumerate(_stage_layers(model, deployment.pipeline_parallel_size)):
+        groups = kv_groups(model, lays, kv_dtype, deployment.block_size, deployment.tensor_parallel_size)
+        w_b = deployment.weights_gib * GIB if deployment.weights_gib is not None else \
+            weights_bytes_per_gpu(model, deployment, s)
+        avail_b = deployment.available_kv_gib * GIB if deployment.available_kv_gib is not None else \
+            budget_b - w_b - ov.subtracted
+        blocks = max(0, int(avail_b // groups.bytes_per_block)) if groups.bytes_per_block > 0 else 0
+        key = (blocks if groups.bytes_per_block > 0 else float("inf"), -w_b)
+        if best is None or key < best[0]:
+            best = (key, lays, groups, w_b, avail_b, blocks)
+    return best[1:]
+
+
 def plan(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec) -> SizingResult:
     """Size the KV cache of one deployment the way vLLM does at start-up.
 
@@ -846,21 +635,9 @@ def plan(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec) -> SizingRe
     kv_dtype = resolve_kv_dtype(model, deployment)
     total_b = gpu.memory_gib * GIB
     budget_b = math.ceil(total_b * deployment.gpu_memory_utilization)
-    ov = _overheads(model, deployment, rules, mnbt, seqs)
+    ov = overheads(model, deployment, rules, mnbt, seqs)
 
-    # Per stage: KV groups, weights, available memory, blocks; the tightest stage decides.
-    best = None
-    for s, lays in enumerate(_stage_layers(model, pp)):
-        groups = kv_groups(model, lays, kv_dtype, B, tp)
-        w_b = deployment.weights_gib * GIB if deployment.weights_gib is not None else \
-            weights_bytes_per_gpu(model, deployment, s)
-        avail_b = deployment.available_kv_gib * GIB if deployment.available_kv_gib is not None else \
-            budget_b - w_b - ov.subtracted
-        blocks = max(0, int(avail_b // groups.bytes_per_block)) if groups.bytes_per_block > 0 else 0
-        key = (blocks if groups.bytes_per_block > 0 else float("inf"), -w_b)
-        if best is None or key < best[0]:
-            best = (key, lays, groups, w_b, avail_b, blocks)
-    _, lays, groups, w_b, avail_b, blocks = best
+    lays, groups, w_b, avail_b, blocks = _tightest_stage(model, deployment, kv_dtype, budget_b, ov)
 
     need = blocks_per_request(groups, mml, B, mnbt) if groups.bytes_per_block else 0
     conc = blocks / need if need else 0.0
@@ -907,173 +684,14 @@ def _tier(gib: float | None, bytes_per_block: float) -> int | None:
     return int(gib * GIB // bytes_per_block) if gib and bytes_per_block else 0
 
 
-# ---------------------------------------------------------------------------
-# fragmentation: paged vs naive pre-allocation
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FragmentationResult:
-    """Requests that fit in ``num_blocks`` blocks, paged vs pre-allocated at ``max_model_len``.
-
-    Attributes
-    ----------
-    naive_requests : int
-        ``floor(num_blocks x B / max_model_len)``: each request reserves max_model_len slots.  # requests
-    paged_requests : int
-        How many requests of the distribution fit when each holds ``ceil(len / B)`` blocks
-        (taken in the given order).  # requests
-    naive_utilization, paged_utilization : float
-        Used token slots / reserved slots.
-    paged_gain : float
-        ``paged_requests / naive_requests``.
-    mean_last_block_waste : float
-        Mean unused slots in a request's last block.  # tokens
-    """
-
-    naive_requests: int
-    paged_requests: int
-    naive_utilization: float
-    paged_utilization: float
-    paged_gain: float
-    mean_last_block_waste: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def paged_vs_naive(lengths: Iterable[int], num_blocks: int, block_size: int, max_model_len: int) -> FragmentationResult:
-    """Compare paged allocation with naive pre-allocation (seed 001's fragmentation example).
-
-    Parameters
-    ----------
-    lengths : iterable of int
-        Token lengths of the requests (prompt + output), shape (n,).  # tokens
-    num_blocks : int
-        KV cache size.  # blocks
-    block_size : int
-        # tokens
-    max_model_len : int
-        What naive pre-allocation reserves per request.  # tokens
-    """
-    lens = np.minimum(np.asarray(list(lengths), dtype=np.int64), max_model_len)
-    if lens.size == 0 or np.any(lens < 1):
-        raise SpecError("lengths: need at least one length, each >= 1 token")
-    blocks = blocks_for_tokens(lens, block_size)
-    capacity_tokens = num_blocks * block_size
-    naive = capacity_tokens // max_model_len
-    # paged: requests of the distribution repeated cyclically until the pool is full
-    per_cycle = int(blocks.sum())
-    full_cycles = num_blocks // per_cycle
-    rem = num_blocks - full_cycles * per_cycle
-    partial = int(np.searchsorted(np.cumsum(blocks), rem, side="right"))
-    paged = full_cycles * lens.size + partial
-    naive_util = float(lens.mean() / max_model_len)
-    paged_util = float(lens.sum() / (blocks.sum() * block_size))
-    waste = np.where(lens % block_size == 0, 0, block_size - lens % block_size)
-    return FragmentationResult(
-        naive_requests=int(naive),
-        paged_requests=int(paged),
-        naive_utilization=naive_util,
-        paged_utilization=paged_util,
-        paged_gain=float(paged / naive) if naive else float("inf"),
-        mean_last_block_waste=float(waste.mean()),
-    )
-
-
-def tier_blocks(tier_gib: float, bytes_per_block: float) -> int:
-    """Blocks a CPU or disk tier of ``tier_gib`` GiB holds.  # blocks"""
-    if bytes_per_block <= 0:
-        raise SpecError("bytes_per_block: must be > 0")
-    return int(tier_gib * GIB // bytes_per_block)
-
-
-# ---------------------------------------------------------------------------
-# vLLM logs
-# ---------------------------------------------------------------------------
-
-_NUM = r"(-?\d[\d,]*(?:\.\d+)?)"
-_LOG_PATTERNS: list[tuple[str, str, str]] = [
-    # (key, regex, unit) - unit "GiB", "GB" (vLLM V0 printed GiB values labelled GB), "int", "float"
-    ("model_loading_gib", r"Model loading took\s+" + _NUM + r"\s*GiB", "GiB"),
-    ("model_loading_gib", r"Loading model weights took\s+" + _NUM + r"\s*GB", "GiB"),
-    ("available_kv_gib", r"Available KV cache memory:\s*" + _NUM + r"\s*GiB", "GiB"),
-    ("available_kv_gib", r"kv_cache_size=\s*" + _NUM + r"\s*GiB", "GiB"),
-    ("available_kv_gib", r"reserved for KV Cache is\s+" + _NUM + r"\s*GiB", "GiB"),
-    ("kv_cache_tokens", r"GPU KV cache size:\s*" + _NUM + r"\s*tokens", "int"),
-    ("max_concurrency_len", r"Maximum concurrency for\s+" + _NUM + r"\s*tokens per request", "int"),
-    ("max_concurrency", r"tokens per request:\s*" + _NUM + r"\s*x", "float"),
-    ("num_gpu_blocks", r"#\s*(?:GPU|cuda) blocks:\s*" + _NUM, "int"),
-    ("num_gpu_blocks", r"num_gpu_blocks(?: is)?[:=]\s*" + _NUM, "int"),
-    ("num_cpu_blocks", r"#\s*CPU blocks:\s*" + _NUM, "int"),
-    ("total_gpu_memory_gib", r"total_gpu_memory=\s*" + _NUM + r"\s*GiB", "GiB"),
-    ("total_gpu_memory_gib", r"Free memory on device \(\s*[\d.]+\s*/\s*" + _NUM + r"\s*GiB\)", "GiB"),
-    ("total_gpu_memory_gib", r"total memory\s*(?:of|=|:)?\s*" + _NUM + r"\s*GiB", "GiB"),
-    ("gpu_memory_utilization", r"gpu_memory_utilization\s*[=:]\s*" + _NUM, "float"),
-    ("peak_torch_memory_gib", r"peak_torch_memory=\s*" + _NUM + r"\s*GiB", "GiB"),
-    ("non_torch_memory_gib", r"non_torch_memory=\s*" + _NUM + r"\s*GiB", "GiB"),
-    ("non_torch_memory_gib", r"non_torch_memory\s*(?:takes)?\s*" + _NUM + r"\s*GiB", "GiB"),
-    ("activation_gib", r"activation peak memory(?: takes)?\s*" + _NUM + r"\s*GiB", "GiB"),
-    ("cudagraph_gib", r"Graph capturing finished in\s*[\d.]+\s*secs?,\s*took\s*" + _NUM + r"\s*GiB", "GiB"),
-    ("cudagraph_gib", r"CUDA graph(?: pool)? memory(?::| takes)?\s*" + _NUM + r"\s*GiB", "GiB"),
-    ("block_size", r"block_size\s*[=:]\s*" + _NUM, "int"),
-    ("max_model_len", r"max_model_len\s*[=:]\s*" + _NUM, "int"),
-    ("tensor_parallel_size", r"tensor_parallel_size\s*[=:]\s*" + _NUM, "int"),
-]
-
-
-def parse_vllm_log(text: str) -> dict[str, float | int]:
-    """Extract the figures a vLLM start-up log prints.
-
-    Recognised (first match wins): ``model_loading_gib`` ("Model loading took X GiB",
-    V0 "Loading model weights took X GB"), ``available_kv_gib`` ("Available KV cache
-    memory: Y GiB", V0 ``kv_cache_size=``), ``kv_cache_tokens`` ("GPU KV cache size: N
-    tokens"), ``max_concurrency`` and ``max_concurrency_len``, ``num_gpu_blocks``,
-    ``num_cpu_blocks``, ``total_gpu_memory_gib``, ``gpu_memory_utilization``,
-    ``peak_torch_memory_gib``, ``non_torch_memory_gib``, ``activation_gib``,
-    ``cudagraph_gib``, ``block_size``, ``max_model_len``, ``tensor_parallel_size``.
-
-    Returns
-    -------
-    dict
-        Only the keys found; GiB figures as float, counts as int.
-    """
-    if not isinstance(text, str):
-        raise SpecError("log: must be text")
-    out: dict[str, float | int] = {}
-    for key, pat, unit in _LOG_PATTERNS:
-        if key in out:
-            continue
-        m = re.search(pat, text, flags=re.IGNORECASE)
-        if not m:
-            continue
-        raw = m.group(1).replace(",", "")
-        try:
-            out[key] = int(float(raw)) if unit == "int" else float(raw)
-        except ValueError:
-            continue
-    return out
-
-
-def calibration_from_log(parsed: dict[str, float | int]) -> dict[str, float]:
-    """Deployment overrides from :func:`parse_vllm_log` output:
-    ``weights_gib``, ``available_kv_gib``, ``activation_gib``, ``non_torch_gib``, ``cudagraph_gib``."""
-    mapping = {
-        "model_loading_gib": "weights_gib",
-        "available_kv_gib": "available_kv_gib",
-        "activation_gib": "activation_gib",
-        "non_torch_memory_gib": "non_torch_gib",
-        "cudagraph_gib": "cudagraph_gib",
-    }
-    return {dst: float(parsed[src]) for src, dst in mapping.items() if src in parsed}
-
-
-def calibrate(deployment: DeploymentSpec, log_text: str) -> DeploymentSpec:
-    """A copy of ``deployment`` with the figures of a pasted vLLM log as overrides."""
-    return replace(deployment, **calibration_from_log(parse_vllm_log(log_text)))
-
-
 __all__ = [
+    "ACTIVATION_DTYPES",
+    "CUDAGRAPH_GIB",
+    "CUDAGRAPH_SUBTRACTED_SINCE",
+    "NEWEST_VLLM",
+    "NON_TORCH_GIB",
+    "NON_TORCH_MULTI_GPU_GIB",
+    "Overheads",
     "KV_SCALE_OVERHEAD_BYTES",
     "SAMPLER_BYTES_PER_LOGIT",
     "FragmentationResult",
