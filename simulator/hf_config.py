@@ -424,21 +424,23 @@ def parse_hf_config(config: dict, *, name: str | None = None, quant_config: dict
 
 
 def _mm_tokens_per_item(outer: dict) -> int | None:
-    """Embedding tokens of one full-size image, from ``vision_config`` (``(image_size / patch_size)^2``,
-    divided by ``spatial_merge_size^2`` or ``downsample_ratio`` merging when the config has one)."""
+    """Embedding tokens of one full-size image: the config's own figure (``mm_tokens_per_image``,
+    ``vision_soft_tokens_per_image``, ``vision_config.default_output_length``), else
+    ``(image_size / patch_size)^2 / spatial_merge_size^2`` from ``vision_config``; None for text-only models."""
     vc = outer.get("vision_config")
     if not isinstance(vc, dict):
         return None
+    given = _int(outer, ("mm_tokens_per_image", "vision_soft_tokens_per_image"), lo=1) or \
+        _int(vc, ("default_output_length",), lo=1)
+    if given:
+        return given
     image = _int(vc, ("image_size",), lo=1)
     patch = _int(vc, ("patch_size",), lo=1)
     if not image or not patch:
         return None
-    n = (image // patch) ** 2
     merge = _int(outer, ("spatial_merge_size",), default=None, lo=1) or _int(vc, ("spatial_merge_size",),
                                                                              default=1, lo=1)
-    n //= merge * merge
-    mm = _int(outer, ("mm_tokens_per_image",), lo=1)
-    return mm or max(n, 1)
+    return max((image // patch) ** 2 // (merge * merge), 1)
 
 
 __all__ = ["parse_hf_config"]

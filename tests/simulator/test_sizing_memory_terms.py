@@ -72,3 +72,9 @@ def test_vision_config_sets_an_encoder_cache_that_costs_kv():
     with_mm, text = plan(spec, H100, dep), plan(LLAMA, H100, dep)
     assert with_mm.memory_gib.encoder_cache == pytest.approx(8192 * 4096 * 2 / GIB)
     assert with_mm.memory_gib.kv == pytest.approx(text.memory_gib.kv - with_mm.memory_gib.encoder_cache)
+
+
+def test_gemma_4_reads_its_own_tokens_per_image():
+    spec = parse_hf_config(hf_config("google--gemma-4-26B-A4B_config.json"))
+    assert spec.mm_tokens_per_item == 280  # vision_soft_tokens_per_image
+    assert parse_hf_config(hf_config("meta-llama--Meta-Llama-3.1-8B_config.json")).mm_tokens_per_item is None
