@@ -143,3 +143,24 @@ def test_catalog_quantized_checkpoints_keep_dtype_and_quantization_apart(db):
     assert spec.quant_scheme == "w8a8-int8" and spec.quant_ignore == ("lm_head",)
     plain = ModelProfile.objects.get(slug="qwen3-8b")
     assert plain.quantization == "" and plain.quantization_label == "none (bf16)"
+
+
+@pytest.mark.parametrize("qc, message", [
+    ({"quant_method": "exl9"}, "quantization_config.quant_method: 'exl9' is not a quantization method"),
+    ({"quant_method": "gptq", "bits": 4, "group_size": 48}, "quantization_config.group_size: 48 does not divide"),
+])
+def test_bad_quantization_configs_name_the_key_in_the_api(user, qc, message):
+    config = {**MINIMAL_CONFIG, "quantization_config": qc}
+    r = api_client(user).post(reverse("api-model-import"), {"config": config}, format="json")
+    assert r.status_code == status.HTTP_400_BAD_REQUEST
+    assert message in r.json()["errors"]["config"][0]
+
+
+def test_import_shows_the_dtype_and_the_quantization_apart(user):
+    cfg = {**hf_config("meta-llama--Meta-Llama-3.1-8B_config.json"), "torch_dtype": "float16",
+           "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False}}
+    r = api_client(user).post(reverse("api-model-import"), {"config": cfg}, format="json")
+    assert r.status_code == status.HTTP_201_CREATED, r.json()
+    d = r.json()
+    assert d["weights_dtype"] == "fp16" and d["quantization"] == "gptq"
+    assert d["quantization_label"] == "gptq w4a16, group 128" and d["quant_group_size"] == 128
