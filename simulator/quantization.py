@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from simulator.specs import ModelSpec, SpecError
 
@@ -207,29 +208,35 @@ def _attn_share(model: ModelSpec, proj: str) -> float:
     return {"q_proj": q, "o_proj": q, "k_proj": kv, "v_proj": kv}[proj] / total
 
 
+@lru_cache(maxsize=1024)
+def _classify(entry: str) -> tuple[str | None, int | None, str | None]:
+    """(category, layer index or None for every layer, projection) of one ignore-list entry."""
+    entry = (entry[3:] if entry.startswith("re:") else entry).lower()
+    cat = next((c for c, pat in _CATEGORY_PATTERNS if re.search(pat, entry)), None)
+    m = re.search(r"layers\.(\d+)\.", entry)
+    proj = next((p for p in _PROJ_SHARE if p in entry), None)
+    return cat, (int(m.group(1)) if m else None), proj
+
+
 def unquantized_fractions(model: ModelSpec, scheme: QuantScheme) -> tuple[dict[str, float], list[str]]:
     """Fraction of each layer category the ``ignore`` list keeps in the activation dtype, and the
     entries not understood (reported as notes, never guessed into a category)."""
     out = {"attention": 0.0, "dense_mlp": 0.0, "shared": 0.0, "experts": 0.0}
     unknown: list[str] = []
     for raw in scheme.ignore:
-        entry = raw[3:] if raw.startswith("re:") else raw
-        entry = entry.lower()
-        cat = next((c for c, pat in _CATEGORY_PATTERNS if re.search(pat, entry)), None)
+        cat, layer, proj = _classify(raw)
         if cat is None:
             unknown.append(raw)
             continue
         if cat not in out:
             continue  # edge layers and the router are unquantized anyway; other towers are not in the LM
-        m = re.search(r"layers\.(\d+)\.", entry)
-        layer_frac = 1.0 / model.num_layers if m else 1.0
+        layer_frac = 1.0 / model.num_layers if layer is not None else 1.0
         share = 1.0
-        proj = next((p for p in _PROJ_SHARE if p in entry), None)
         if proj and cat == "attention":
             share = _attn_share(model, proj)
         elif proj and cat in ("dense_mlp", "shared", "experts"):
             share = 1 / 3 if model.gated_mlp else 1 / 2
-        if cat == "dense_mlp" and model.is_moe and not proj and m is None:
+        if cat == "dense_mlp" and model.is_moe and not proj and layer is None:
             for c in ("experts", "shared"):  # "model.layers.*.mlp" in an MoE model covers its experts too
                 out[c] = 1.0
         out[cat] = min(1.0, out[cat] + layer_frac * share)

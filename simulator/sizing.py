@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -318,6 +319,11 @@ def blocks_per_request(groups: KVGroups, tokens: int, block_size: int, max_num_b
 
 def _param_parts(model: ModelSpec) -> dict[str, float]:
     """Parameter counts by category, whole model.  # parameters"""
+    return dict(_param_parts_cached(model))
+
+
+@lru_cache(maxsize=256)
+def _param_parts_cached(model: ModelSpec) -> dict[str, float]:
     H, L = model.hidden_size, model.num_layers
     nh, d = model.num_attention_heads, model.head_dim
     parts: dict[str, float] = {}
@@ -577,8 +583,11 @@ def _plan_notes(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec, grou
     if scheme is not None and deployment.kv_cache_dtype == "auto":
         notes.append(f"weights {scheme.label}; the KV cache stays {kv_dtype} (kv_cache_dtype auto follows the "
                      "activation dtype); pass kv_cache_dtype fp8 to halve it")
-    if scheme is not None:
-        notes.extend(quantization.weight_bytes_by_category(model, scheme, _param_parts(model), 2.0)[1])
+    if scheme is not None and scheme.ignore:
+        unknown = quantization.unquantized_fractions(model, scheme)[1]
+        if unknown:
+            notes.append("quantization ignore entries not matched to a layer (counted as quantized): "
+                         + ", ".join(unknown[:5]))
     return notes
 
 
