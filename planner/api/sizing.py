@@ -307,6 +307,18 @@ class PlanCreateApi(APIView):
                                       "free": 7.92}},
             ),
             OpenApiExample(
+                "AWQ checkpoint with LoRA slots (KV cache stays bf16)",
+                request_only=True,
+                value={"model": "qwen3-8b-awq", "gpu": "l40s", "max_model_len": 32768, "max_loras": 4,
+                       "max_lora_rank": 64, "vllm_version": "0.28.0"},
+            ),
+            OpenApiExample(
+                "A start-up that failed (negative KV memory in the log)",
+                request_only=True,
+                value={"model": "llama-3-1-8b", "gpu": "l4", "max_model_len": 32768, "weights_gib": 14.99,
+                       "available_kv_gib": -0.42},
+            ),
+            OpenApiExample(
                 "Bad input",
                 response_only=True,
                 status_codes=["400"],
