@@ -372,6 +372,35 @@ def extra_model_defaults(extra: dict[str, str]) -> tuple[str, dict[str, Any]]:
     return slug_for(extra["name"]), values
 
 
+def quantized_model_entries() -> list[dict[str, Any]]:
+    """Common quantized checkpoints (data/quantized_models.json): a base config plus the published
+    ``quantization_config``."""
+    with open(DATA / "quantized_models.json", encoding="utf-8") as fh:
+        return json.load(fh)["models"]
+
+
+def quantized_model_defaults(entry: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(slug, field values) of a quantized checkpoint: its base model's config with its quantization_config."""
+    hf = {**load_config(entry["base"]), "quantization_config": entry["quantization_config"]}
+    if entry.get("torch_dtype"):
+        hf["torch_dtype"] = entry["torch_dtype"]
+    spec = parse_hf_config(hf, name=entry["name"])
+    values: dict[str, Any] = dict(
+        name=entry["name"], hf_id=entry["hf_id"], model_type=str(hf.get("model_type", "")),
+        params_note="estimated from config.json (simulator.sizing.estimate_num_parameters)",
+        sources=f"{entry['source']}; dims from the base model's config.json "
+                f"(gpuprofiles/data/hf_configs/{entry['base']})",
+        verification="quantization_config transcribed from the checkpoint's page, not re-checked (unverified)",
+        unverified_fields=["quantization", "num_parameters", "num_active_parameters"],
+        source_row={}, hf_config=hf, hf_quant_config=None, is_catalog=True, owner=None,
+        attention_note="", layer_pattern="", checkpoint_quant_text=str(entry["quantization_config"]),
+        kv_bytes_per_token_bf16=None, kv_bytes_per_token_bf16_global=None, kv_bytes_per_token_fp8=None,
+        sliding_window=None,
+    )
+    values.update(_spec_values(spec))
+    return slug_for(entry["name"]), values
+
+
 def _spec_values(spec) -> dict[str, Any]:
     return spec_columns(spec)
 
@@ -384,9 +413,13 @@ def load_catalog(gpu_model, model_model) -> dict[str, int]:
     """
     counts = {"gpus": 0, "models": 0, "changed": 0}
     gpus = [gpu_defaults(row) for row in gpu_rows()]
-    models = [model_defaults(row) for row in model_rows()] + [extra_model_defaults(e) for e in EXTRA_CONFIG_MODELS]
+    models = [model_defaults(row) for row in model_rows()] + [extra_model_defaults(e) for e in EXTRA_CONFIG_MODELS] \
+        + [quantized_model_defaults(e) for e in quantized_model_entries()]
     for kind, model, rows in (("gpus", gpu_model, gpus), ("models", model_model, models)):
-        for slug, values in rows:
+        columns = {f.name for f in model._meta.get_fields()}
+        for slug, all_values in rows:
+            # a historical model (an earlier migration) may lack later columns: fill only those it has
+            values = {k: v for k, v in all_values.items() if k in columns}
             counts[kind] += 1
             current = model.objects.filter(slug=slug).first()
             if current is not None and all(getattr(current, f + "_id" if f == "owner" else f) == v

@@ -16,6 +16,9 @@ SPEC_FIELDS = (
     "max_position_embeddings",
 )
 
+#: Quantization columns (ModelSpec ``quantization``, ``quant_*``); blank / None = the method's default.
+QUANT_COLUMNS = ("quantization", "quant_scheme", "quant_bits", "quant_group_size", "quant_ignore")
+
 
 def layer_to_dict(lay: LayerSpec) -> dict[str, Any]:
     """A LayerSpec as a compact JSON object (defaults left out)."""
@@ -31,6 +34,10 @@ def spec_columns(spec: ModelSpec) -> dict[str, Any]:
     """Column values of a validated ModelSpec, layer counts and sliding window included."""
     out: dict[str, Any] = {f: getattr(spec, f) for f in SPEC_FIELDS}
     out["quantization"] = spec.quantization or ""
+    out["quant_scheme"] = spec.quant_scheme or ""
+    out["quant_bits"] = spec.quant_bits
+    out["quant_group_size"] = spec.quant_group_size
+    out["quant_ignore"] = list(spec.quant_ignore)
     out["layers"] = [layer_to_dict(lay) for lay in spec.layers]
     kinds = [lay.kind for lay in spec.layer_specs]
     out["num_full_layers"] = kinds.count("full")
@@ -47,4 +54,8 @@ def spec_from_columns(name: str, columns: dict[str, Any]) -> ModelSpec:
     kwargs = {f: columns[f] for f in SPEC_FIELDS}
     kwargs["layers"] = tuple(LayerSpec(**lay) for lay in (columns.get("layers") or []))
     kwargs["quantization"] = columns.get("quantization") or None
+    kwargs["quant_scheme"] = columns.get("quant_scheme") or None
+    kwargs["quant_bits"] = columns.get("quant_bits")
+    kwargs["quant_group_size"] = columns.get("quant_group_size")
+    kwargs["quant_ignore"] = tuple(columns.get("quant_ignore") or ())
     return ModelSpec(name=name, **kwargs)

@@ -143,4 +143,6 @@ class ModelProfileForm(forms.Form):
     weights_dtype = forms.ChoiceField(choices=[(d, d) for d in ("bf16", "fp16", "fp32")], label="Weights dtype")
     quantization = forms.ChoiceField(
         required=False, label="Checkpoint quantization",
-        choices=[("", "none"), *((q, q) for q in ("fp8", "int8", "awq", "gptq", "int4", "mxfp4", "nvfp4", "fp4"))])
+        choices=[("", "none"), *((q, q) for q in ("fp8", "int8", "awq", "gptq", "int4", "mxfp4", "nvfp4", "fp4",
+                                                  "compressed-tensors", "bitsandbytes"))],
+        help_text="The weights' format; the KV cache stays in the activation dtype unless you pick an fp8 KV cache.")

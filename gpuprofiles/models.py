@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
-from gpuprofiles.convert import SPEC_FIELDS, spec_columns, spec_from_columns
+from gpuprofiles.convert import QUANT_COLUMNS, SPEC_FIELDS, spec_columns, spec_from_columns
 from simulator.specs import GpuSpec, ModelSpec
 
 
@@ -168,7 +168,14 @@ class ModelProfile(Profile):
     num_linear_layers = models.PositiveIntegerField(default=0, help_text="Linear-attention / Mamba layers.")
     max_position_embeddings = models.PositiveIntegerField(null=True, blank=True, help_text="Tokens.")
     weights_dtype = models.CharField(max_length=16, default="bf16")
-    quantization = models.CharField(max_length=16, blank=True, help_text="Checkpoint quantization method.")
+    quantization = models.CharField(max_length=32, blank=True, help_text="Checkpoint quantization method.")
+    quant_scheme = models.CharField(max_length=32, blank=True,
+                                    help_text="Format within the method (w4a16, w8a8-fp8, fp8-block, nvfp4, nf4...).")
+    quant_bits = models.PositiveSmallIntegerField(null=True, blank=True, help_text="Bits per quantized weight.")
+    quant_group_size = models.IntegerField(null=True, blank=True,
+                                           help_text="Weights per scale (-1 per channel, 0 per tensor).")
+    quant_ignore = models.JSONField(default=list, blank=True,
+                                    help_text="Modules the checkpoint leaves unquantized (its ignore list).")
     checkpoint_quant_text = models.TextField(blank=True)
     kv_bytes_per_token_bf16 = models.BigIntegerField(
         null=True, blank=True, help_text="Source's figure: all attention layers, BF16, bytes per token.")
@@ -190,7 +197,7 @@ class ModelProfile(Profile):
 
     def to_spec(self) -> ModelSpec:
         """This model as the simulator's :class:`~simulator.specs.ModelSpec` (validated)."""
-        return spec_from_columns(self.name, {f: getattr(self, f) for f in (*SPEC_FIELDS, "quantization", "layers")})
+        return spec_from_columns(self.name, {f: getattr(self, f) for f in (*SPEC_FIELDS, *QUANT_COLUMNS, "layers")})
 
     def set_from_spec(self, spec: ModelSpec) -> None:
         """Copy a validated spec into the columns (layer counts and sliding window included)."""
@@ -200,6 +207,21 @@ class ModelProfile(Profile):
     @property
     def is_moe(self) -> bool:
         return self.num_experts > 0
+
+    @property
+    def quant_ignore_text(self) -> str:
+        """The ignore list as text, or "" (embeddings, LM head, norms and router are never quantized)."""
+        return ", ".join(self.quant_ignore or [])
+
+    @property
+    def quantization_label(self) -> str:
+        """``"awq w4a16, group 128"`` or ``"none (bf16)"``: what the catalog shows beside the dtype."""
+        from simulator.quantization import describe
+
+        try:
+            return describe(self.to_spec())
+        except ValueError:
+            return self.quantization or "none"
 
     @property
     def params_b(self) -> str:

@@ -29,6 +29,10 @@ class GpuOutputSerializer(_ProfileOutput):
 
 
 class ModelOutputSerializer(_ProfileOutput):
+    quantization_label = serializers.CharField(read_only=True, help_text="The weights' quantization with its "
+                                               "scheme and group size, e.g. 'awq w4a16, group 128', or "
+                                               "'none (bf16)'.")
+
     class Meta:
         model = ModelProfile
         fields = (*_COMMON, "hf_id", "model_type", "num_layers", "hidden_size", "num_attention_heads",
@@ -38,6 +42,7 @@ class ModelOutputSerializer(_ProfileOutput):
                   "tie_word_embeddings", "num_parameters", "num_active_parameters", "params_note",
                   "sliding_window", "layer_pattern", "layers", "num_full_layers", "num_sliding_layers",
                   "num_linear_layers", "max_position_embeddings", "weights_dtype", "quantization",
+                  "quant_scheme", "quant_bits", "quant_group_size", "quant_ignore", "quantization_label",
                   "checkpoint_quant_text", "kv_bytes_per_token_bf16", "kv_bytes_per_token_bf16_global",
                   "kv_bytes_per_token_fp8")
 
@@ -90,8 +95,8 @@ class ModelInputSerializer(serializers.Serializer):
                                                        allow_null=True)
     weights_dtype = serializers.ChoiceField(choices=["bf16", "fp16", "fp32"], required=False, default="bf16")
     quantization = serializers.ChoiceField(
-        choices=["", "fp8", "int8", "awq", "gptq", "int4", "mxfp4", "nvfp4", "fp4"], required=False,
-        allow_null=True, allow_blank=True)
+        choices=["", "fp8", "int8", "awq", "gptq", "int4", "mxfp4", "nvfp4", "fp4", "compressed-tensors",
+                 "bitsandbytes"], required=False, allow_null=True, allow_blank=True)
 
 
 

@@ -235,6 +235,8 @@ MODEL_ROWS = (
     ("Max positions", "max_position_embeddings", "tokens", "max_position_embeddings"),
     ("Weights dtype", "weights_dtype", "", "torch_dtype"),
     ("Checkpoint quantization", "quantization", "", "checkpoint_quant"),
+    ("Quantization format", "quantization_label", "", "checkpoint_quant"),
+    ("Left unquantized", "quant_ignore_text", "", "checkpoint_quant"),
     ("KV per token, BF16, all attention layers (source)", "kv_bytes_per_token_bf16", "bytes",
      "kv_bytes_per_token_bf16_all_attn_layers"),
     ("KV per token, BF16, global layers only (source)", "kv_bytes_per_token_bf16_global", "bytes",

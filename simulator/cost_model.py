@@ -657,7 +657,7 @@ class RooflineStepTime(_Single):
         co = coefficients
         cdt = compute_dtype(model, deployment)
         kvdt = resolve_kv_dtype(model, deployment)
-        flops_dtype, tflops = _flops_dtype(model, gpu, cdt)
+        flops_dtype, tflops = _flops_dtype(model, gpu, deployment.dtype if deployment.dtype != "auto" else cdt)
         peak = tflops * TERA  # FLOP/s per GPU
         hbm = gpu.bandwidth_tbps * TERA  # bytes/s per GPU
         # interconnect_gbps is the total (both directions) per GPU, as data sheets quote NVLink

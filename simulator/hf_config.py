@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from simulator.quantization import METHOD_ALIASES, check_group_size, scheme_for
 from simulator.specs import (
     DTYPE_BYTES,
     LAYER_FULL,
@@ -33,6 +34,8 @@ _FIELD_TO_KEY = {
     "num_experts": "num_local_experts",
     "weights_dtype": "torch_dtype",
     "quantization": "quantization_config.quant_method",
+    "quant_group_size": "quantization_config.group_size",
+    "quant_bits": "quantization_config.bits",
     "layers": "layer_types",
     "layers.window": "sliding_window",
 }
@@ -62,62 +65,110 @@ def _int(cfg: dict, keys: tuple[str, ...], *, required: bool = False, default: i
     return default
 
 
-def _quantization(cfg: dict, quant_config: dict | None) -> tuple[str | None, str | None]:
-    """Return (quantization method, KV cache quantization hinted by the checkpoint)."""
-    kv_hint = None
+def _quantization(cfg: dict, quant_config: dict | None) -> tuple[dict[str, Any], str | None]:
+    """ModelSpec quantization fields (``quantization``, ``quant_scheme``, ``quant_bits``,
+    ``quant_group_size``, ``quant_ignore``) and the KV cache format the checkpoint ships scales for."""
     if quant_config:
-        q = quant_config.get("quantization", quant_config)
-        if not isinstance(q, dict):
-            raise SpecError("quantization: hf_quant_config.json must hold a 'quantization' object")
-        algo = str(q.get("quant_algo") or "").lower()
-        kv_algo = q.get("kv_cache_quant_algo")
-        if kv_algo:
-            kv_hint = str(kv_algo).lower()
-        if algo:
-            if "fp8" in algo:
-                return "fp8", kv_hint
-            if "nvfp4" in algo or algo == "fp4":
-                return "nvfp4", kv_hint
-            if "w4a16" in algo or "int4" in algo or "awq" in algo:
-                return "int4", kv_hint
-            if "int8" in algo or "w8a8" in algo:
-                return "int8", kv_hint
-            raise SpecError(f"quantization.quant_algo: unsupported {q.get('quant_algo')!r}")
+        return _modelopt_quantization(quant_config)
     qc = cfg.get("quantization_config")
     if qc is None:
-        return None, kv_hint
+        return {}, None
     if not isinstance(qc, dict):
         raise SpecError("quantization_config: must be an object")
-    method = str(qc.get("quant_method") or "").lower()
-    if method in ("fp8", "fbgemm_fp8"):
-        return "fp8", kv_hint
-    if method == "mxfp4":
-        return "mxfp4", kv_hint
-    if method in ("awq", "gptq", "awq_marlin", "gptq_marlin"):
-        bits = qc.get("bits", qc.get("w_bit", 4))
-        if bits == 8:
-            return "int8", kv_hint
-        if bits != 4:
-            raise SpecError(f"quantization_config.bits: {bits} bits is not supported (4 or 8)")
-        return ("awq" if method.startswith("awq") else "gptq"), kv_hint
-    if method in ("bitsandbytes",):
-        return ("int4" if qc.get("load_in_4bit") else "int8"), kv_hint
-    if method == "compressed-tensors":
-        groups = qc.get("config_groups") or {}
-        for g in groups.values() if isinstance(groups, dict) else []:
-            w = (g or {}).get("weights") or {}
-            bits, typ = w.get("num_bits"), str(w.get("type", "")).lower()
-            if bits == 8:
-                return ("fp8" if typ == "float" else "int8"), kv_hint
-            if bits == 4:
-                return ("nvfp4" if typ == "float" else "int4"), kv_hint
-        raise SpecError("quantization_config.config_groups: cannot tell the weight bits")
-    if method in ("modelopt",):
-        algo = str(qc.get("quant_algo", "fp8")).lower()
-        return ("nvfp4" if "fp4" in algo else "fp8"), kv_hint
-    if not method:
+    raw = str(qc.get("quant_method") or "").strip()
+    if not raw:
         raise SpecError("quantization_config.quant_method: missing")
-    raise SpecError(f"quantization_config.quant_method: unsupported {qc.get('quant_method')!r}")
+    method = METHOD_ALIASES.get(raw.lower())
+    if method == "none":
+        return {}, None
+    if method is None:
+        raise SpecError(f"quantization_config.quant_method: {raw!r} is not a quantization method the planner "
+                        f"knows (known: {', '.join(sorted(set(METHOD_ALIASES)))})")
+    ignore = qc.get("modules_to_not_convert") or qc.get("ignore") or qc.get("llm_int8_skip_modules") or []
+    if not isinstance(ignore, list):
+        raise SpecError("quantization_config.modules_to_not_convert: must be a list of module names")
+    out: dict[str, Any] = {"quantization": method, "quant_ignore": tuple(str(x) for x in ignore)}
+    kv_hint = None
+    if method in ("awq", "gptq"):
+        bits = _int(qc, ("bits", "w_bit"), default=4, lo=1)
+        if bits not in (4, 8) or (method == "awq" and bits != 4):
+            raise SpecError(f"quantization_config.bits: {bits}-bit {method} is not supported (awq: 4; gptq: 4 or 8)")
+        group = _int(qc, ("group_size", "q_group_size"), default=128, lo=-1)
+        out.update(quant_bits=bits, quant_group_size=group, quant_scheme="w4a16" if bits == 4 else "w8a16")
+    elif method == "fp8":
+        block = qc.get("weight_block_size")
+        if block:
+            out.update(quant_scheme="fp8-block", quant_group_size=int(block[0]))
+        else:
+            act = str(qc.get("activation_scheme", "dynamic")).lower()
+            out.update(quant_scheme="fp8-static" if act == "static" else "fp8-dynamic")
+    elif method == "bitsandbytes":
+        if qc.get("load_in_4bit"):
+            out.update(quant_bits=4, quant_scheme="nf4-dq" if qc.get("bnb_4bit_use_double_quant") else "nf4")
+        else:
+            out.update(quant_bits=8, quant_scheme="int8")
+    elif method == "compressed-tensors":
+        out.update(_compressed_tensors(qc))
+        kv = qc.get("kv_cache_scheme")
+        if isinstance(kv, dict) and kv.get("num_bits") == 8:
+            kv_hint = "fp8"
+    return out, kv_hint
+
+
+def _compressed_tensors(qc: dict) -> dict[str, Any]:
+    """Scheme of a compressed-tensors checkpoint (the first config group that quantizes weights)."""
+    groups = qc.get("config_groups") or {}
+    if not isinstance(groups, dict):
+        raise SpecError("quantization_config.config_groups: must be an object")
+    for g in groups.values():
+        w = (g or {}).get("weights") if isinstance(g, dict) else None
+        if not isinstance(w, dict):
+            continue
+        bits, typ = w.get("num_bits"), str(w.get("type", "int")).lower()
+        strategy = str(w.get("strategy", "")).lower()
+        acts = (g or {}).get("input_activations")
+        group = w.get("group_size")
+        if strategy == "channel":
+            group = -1
+        elif strategy == "tensor":
+            group = 0
+        if bits == 4 and typ == "float":
+            return {"quant_scheme": "nvfp4", "quant_bits": 4, "quant_group_size": group or 16}
+        if bits == 4:
+            return {"quant_scheme": "w4a16", "quant_bits": 4, "quant_group_size": 128 if group is None else group}
+        if bits == 8 and strategy == "block":
+            return {"quant_scheme": "fp8-block", "quant_bits": 8, "quant_group_size": (w.get("block_structure")
+                                                                                       or [128])[0]}
+        if bits == 8 and acts:
+            return {"quant_scheme": "w8a8-fp8" if typ == "float" else "w8a8-int8", "quant_bits": 8,
+                    "quant_group_size": -1 if group is None else group}
+        if bits == 8:
+            return {"quant_scheme": "w8a16", "quant_bits": 8, "quant_group_size": 128 if group is None else group}
+        raise SpecError(f"quantization_config.config_groups: {bits}-bit {typ} weights are not supported")
+    raise SpecError("quantization_config.config_groups: cannot tell the weight bits")
+
+
+def _modelopt_quantization(quant_config: dict) -> tuple[dict[str, Any], str | None]:
+    """A ModelOpt ``hf_quant_config.json`` (NVIDIA FP8 / NVFP4 checkpoints)."""
+    q = quant_config.get("quantization", quant_config)
+    if not isinstance(q, dict):
+        raise SpecError("quantization: hf_quant_config.json must hold a 'quantization' object")
+    algo = str(q.get("quant_algo") or "").lower()
+    kv_algo = q.get("kv_cache_quant_algo")
+    kv_hint = "fp8" if kv_algo and "fp8" in str(kv_algo).lower() else None
+    ignore = tuple(str(x) for x in (q.get("exclude_modules") or []))
+    if "fp8" in algo:
+        return {"quantization": "fp8", "quant_scheme": "fp8-static", "quant_ignore": ignore}, kv_hint
+    if "fp4" in algo:
+        return {"quantization": "nvfp4", "quant_scheme": "nvfp4", "quant_ignore": ignore,
+                "quant_group_size": _int(q, ("group_size",), default=16, lo=1)}, kv_hint
+    if "w4a16" in algo or "int4" in algo or "awq" in algo:
+        return {"quantization": "int4", "quant_scheme": "w4a16", "quant_ignore": ignore,
+                "quant_group_size": _int(q, ("group_size",), default=128, lo=1)}, kv_hint
+    if "int8" in algo or "w8a8" in algo:
+        return {"quantization": "int8", "quant_scheme": "w8a8-int8", "quant_ignore": ignore}, kv_hint
+    raise SpecError(f"quantization.quant_algo: {q.get('quant_algo')!r} is not a quantization the planner knows "
+                    "(known: FP8, NVFP4, W4A16_AWQ, W8A8)")
 
 
 def _layer_kinds(cfg: dict, model_type: str, n_layers: int, dtype_bytes: float) -> tuple[LayerSpec, ...]:
@@ -274,6 +325,8 @@ def parse_hf_config(config: dict, *, name: str | None = None, quant_config: dict
     except SpecError:
         raise SpecError(f"torch_dtype: unknown dtype {dtype_raw!r}") from None
     quant, _kv_hint = _quantization(outer if "quantization_config" in outer else cfg, quant_config)
+    if quant.get("quant_group_size") is not None and quant["quant_group_size"] < -1:
+        raise SpecError(f"quantization_config.group_size: {quant['quant_group_size']} must be -1 or more")
 
     n_experts = _int(cfg, ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"), default=0)
     if model_type.startswith("gemma4") and cfg.get("enable_moe_block") is False:
@@ -348,8 +401,9 @@ def parse_hf_config(config: dict, *, name: str | None = None, quant_config: dict
         num_parameters=num_parameters,
         num_active_parameters=num_active_parameters,
         weights_dtype=weights_dtype,
-        quantization=quant,
         max_position_embeddings=max_pos,
+        mm_tokens_per_item=_mm_tokens_per_item(outer),
+        **quant,
     )
     try:
         spec = ModelSpec(**kwargs)
@@ -365,7 +419,28 @@ def parse_hf_config(config: dict, *, name: str | None = None, quant_config: dict
 
         spec = replace(spec, num_parameters=total,
                        num_active_parameters=num_active_parameters if num_active_parameters else active)
+    check_group_size(spec, scheme_for(spec))
     return spec
+
+
+def _mm_tokens_per_item(outer: dict) -> int | None:
+    """Embedding tokens of one full-size image: the config's own figure (``mm_tokens_per_image``,
+    ``vision_soft_tokens_per_image``, ``vision_config.default_output_length``), else
+    ``(image_size / patch_size)^2 / spatial_merge_size^2`` from ``vision_config``; None for text-only models."""
+    vc = outer.get("vision_config")
+    if not isinstance(vc, dict):
+        return None
+    given = _int(outer, ("mm_tokens_per_image", "vision_soft_tokens_per_image"), lo=1) or \
+        _int(vc, ("default_output_length",), lo=1)
+    if given:
+        return given
+    image = _int(vc, ("image_size",), lo=1)
+    patch = _int(vc, ("patch_size",), lo=1)
+    if not image or not patch:
+        return None
+    merge = _int(outer, ("spatial_merge_size",), default=None, lo=1) or _int(vc, ("spatial_merge_size",),
+                                                                             default=1, lo=1)
+    return max((image // patch) ** 2 // (merge * merge), 1)
 
 
 __all__ = ["parse_hf_config"]

@@ -14,11 +14,11 @@ vLLM's rule (v1 ``gpu_worker.determine_available_memory``)::
                    [- CUDA-graph estimate, when that estimate is enabled]
     num_gpu_blocks = available_kv // bytes_per_block
 
-The weights, activation and non-torch terms are modelled here from the model
-and the knobs (see :func:`weights_bytes_per_gpu`, :func:`activation_bytes`,
-:func:`non_torch_bytes`; the fit against published vLLM logs is in
-``docs/sizing.md``); each can be replaced by the figure from a real log
-(:func:`parse_vllm_log`, :func:`calibration_from_log`).
+The weights are modelled here (:func:`weights_bytes_per_gpu`, with the
+quantization of :mod:`simulator.quantization`); activation, non-torch, CUDA-graph,
+LoRA and encoder-cache terms and the vLLM version rules in
+:mod:`simulator.memory_model`; each term can be replaced by the figure from a
+real log (:mod:`simulator.vllm_log`). Sources and fit: ``docs/sizing.md``.
 
 Units: ``# bytes`` unless a name ends in ``_gib`` (GiB = 2**30 bytes);
 ``# tokens``, ``# blocks``, ``# requests`` as named.
@@ -27,13 +27,35 @@ Units: ``# bytes`` unless a name ends in ``_gib`` (GiB = 2**30 bytes);
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
+from simulator import quantization
+from simulator.fragmentation import FragmentationResult, paged_vs_naive, tier_blocks
+from simulator.memory_model import (
+    ACTIVATION_DTYPES,
+    CUDAGRAPH_GIB,
+    CUDAGRAPH_SUBTRACTED_SINCE,
+    NEWEST_VLLM,
+    NON_TORCH_GIB,
+    NON_TORCH_MULTI_GPU_GIB,
+    SAMPLER_BYTES_PER_LOGIT,
+    Overheads,
+    VersionRules,
+    activation_bytes,
+    compute_dtype,
+    cudagraph_subtracted,
+    default_batch_knobs,
+    encoder_cache_bytes,
+    lora_bytes_per_gpu,
+    non_torch_bytes,
+    overheads,
+    version_rules,
+)
 from simulator.specs import (
     DTYPE_BYTES,
     GIB,
@@ -46,6 +68,7 @@ from simulator.specs import (
     ModelSpec,
     SpecError,
 )
+from simulator.vllm_log import calibrate, calibration_from_log, parse_vllm_log
 
 # ---------------------------------------------------------------------------
 # dtypes
@@ -74,21 +97,9 @@ def kv_element_bytes(kv_dtype: str) -> float:
     return DTYPE_BYTES[kv_dtype] + KV_SCALE_OVERHEAD_BYTES.get(kv_dtype, 0.0)
 
 
-def compute_dtype(model: ModelSpec, deployment: DeploymentSpec) -> str:
-    """The dtype vLLM runs the model in: ``deployment.dtype``, or for ``auto`` the
-    checkpoint dtype, with fp32 checkpoints served in bf16 as vLLM does."""
-    if deployment.dtype != "auto":
-        return deployment.dtype
-    d = model.weights_dtype
-    if d == "fp32":
-        return "bf16"
-    if DTYPE_BYTES[d] < 2:  # a checkpoint dtype of fp8 means quantized weights, activations in bf16
-        return "bf16"
-    return d
-
-
 def resolve_kv_dtype(model: ModelSpec, deployment: DeploymentSpec) -> str:
-    """``kv_cache_dtype``, with ``auto`` resolved to the compute dtype."""
+    """``kv_cache_dtype``, with ``auto`` resolved to the activation dtype (:func:`compute_dtype`):
+    quantized weights (AWQ, GPTQ, fp8, NVFP4...) never quantize the KV cache by themselves."""
     return compute_dtype(model, deployment) if deployment.kv_cache_dtype == "auto" else deployment.kv_cache_dtype
 
 
@@ -308,6 +319,11 @@ def blocks_per_request(groups: KVGroups, tokens: int, block_size: int, max_num_b
 
 def _param_parts(model: ModelSpec) -> dict[str, float]:
     """Parameter counts by category, whole model.  # parameters"""
+    return dict(_param_parts_cached(model))
+
+
+@lru_cache(maxsize=256)
+def _param_parts_cached(model: ModelSpec) -> dict[str, float]:
     H, L = model.hidden_size, model.num_layers
     nh, d = model.num_attention_heads, model.head_dim
     parts: dict[str, float] = {}
@@ -375,19 +391,6 @@ def estimate_num_parameters(model: ModelSpec) -> tuple[int, int]:
     return int(round(total)), int(round(active))
 
 
-#: Bytes per parameter of a quantized linear weight, scales included.
-QUANT_WEIGHT_BYTES: dict[str, float] = {
-    "fp8": 1.0 + 4.0 / (128 * 128),  # e4m3 + one fp32 scale per 128x128 block (DeepSeek); per-tensor is less
-    "int8": 1.0 + 2.0 / 128,
-    "awq": 0.5 + 2.5 / 128,  # 4-bit + fp16 scale and 4-bit zero per group of 128
-    "gptq": 0.5 + 2.5 / 128,
-    "int4": 0.5 + 2.5 / 128,
-    "mxfp4": 4.25 / 8,  # 4-bit + one e8m0 scale per 32
-    "nvfp4": 0.5 + 1.0 / 16,  # 4-bit + one fp8 scale per 16
-    "fp4": 0.5 + 1.0 / 16,
-}
-
-
 def weights_bytes_per_gpu(model: ModelSpec, deployment: DeploymentSpec, stage: int | None = None) -> float:
     """Weight bytes one GPU loads (vLLM's "Model loading took X GiB").  # bytes
 
@@ -397,10 +400,10 @@ def weights_bytes_per_gpu(model: ModelSpec, deployment: DeploymentSpec, stage: i
     the head on the last. With ``num_parameters`` given, the estimate is scaled
     to match it.
 
-    Quantized checkpoints: fp8 / int8 / AWQ / GPTQ / NVFP4 quantize the linear
-    layers (attention, MLP, experts), leaving embedding, head, norms and router
-    in the compute dtype; ``mxfp4`` (gpt-oss) quantizes only the MoE experts,
-    whose per-rank intermediate size vLLM pads to a multiple of 256.
+    Quantized checkpoints (:mod:`simulator.quantization`): the linear layers
+    (attention, MLP, experts) at the scheme's bits plus group scales and zero
+    points; embedding, head, norms, router and the config's ignore list in the
+    activation dtype; ``mxfp4`` (gpt-oss) on the MoE experts only, padded as vLLM does.
 
     Parameters
     ----------
@@ -411,141 +414,25 @@ def weights_bytes_per_gpu(model: ModelSpec, deployment: DeploymentSpec, stage: i
     if stage is None:
         return max(weights_bytes_per_gpu(model, deployment, s) for s in range(pp))
     cb = DTYPE_BYTES[compute_dtype(model, deployment)]
-    q = model.quantization
-    qb = QUANT_WEIGHT_BYTES.get(q, cb) if q else cb
+    scheme = quantization.scheme_for(model, deployment.dtype)
     p = _param_parts(model)
     est_total, _ = estimate_num_parameters(model)
     scale = (model.num_parameters / est_total) if (model.num_parameters and est_total) else 1.0
     n_stage_layers = len(pp_layer_partition(model.num_layers, pp)[stage])
     frac = n_stage_layers / model.num_layers
-    linear = p["attention"] + p["dense_mlp"] + p["shared"]
-    experts = p["experts"]
-    if q == "mxfp4":
-        ie = model.moe_intermediate_size or model.intermediate_size or 1
-        per_rank = ie / tp
-        padded = math.ceil(per_rank / 256) * 256
-        experts_b = experts * (padded / per_rank) * qb
-        linear_b = linear * cb
-    elif q:
-        experts_b = experts * qb
-        linear_b = linear * qb
-    else:
-        experts_b = experts * cb
-        linear_b = linear * cb
-    other = (p["router"] + p["norms"]) * cb
-    per_layer_bytes = (linear_b + experts_b + other) * frac
+    by_cat, _ = quantization.weight_bytes_by_category(model, scheme, p, cb, tp)
+    per_layer_bytes = sum(by_cat[k] for k in ("attention", "dense_mlp", "shared", "experts", "router", "norms")) * frac
     # replicated K/V projections when tp > kv heads
     if model.attention != "MLA" and tp > model.num_kv_heads:
         kv_proj = 2 * model.hidden_size * model.num_kv_heads * model.head_dim * model.num_layers * frac
-        per_layer_bytes += kv_proj * (tp / model.num_kv_heads - 1) * (qb if q and q != "mxfp4" else cb)
+        qb = scheme.bytes_per_weight(model.hidden_size) if scheme and not scheme.experts_only else cb
+        per_layer_bytes += kv_proj * (tp / model.num_kv_heads - 1) * qb
     edge = 0.0
     if stage == 0:
         edge += p["embed"] * cb
     if stage == pp - 1:
         edge += (p["lm_head"] if not model.tie_word_embeddings or pp == 1 else p["embed"]) * cb
     return (per_layer_bytes + edge) / tp * scale
-
-
-# ---------------------------------------------------------------------------
-# activation and overhead model
-# ---------------------------------------------------------------------------
-
-#: Bytes per (sequence x vocabulary) entry of vLLM's dummy sampler run at
-#: profiling, by vLLM version; fitted on the start-up logs in docs/sizing.md.
-SAMPLER_BYTES_PER_LOGIT = {
-    "v0": 38.5,  # V0 engine (<= 0.6): dummy top-k/top-p sampling, full sort (R01, R16, R18)
-    "0.7-0.10": 12.0,  # V1 0.7 - 0.10: dummy sampler without top-k/top-p (R30, R32, R35)
-    "0.11": 38.5,  # V1 0.11: top-k/top-p in the dummy run (llm-d H100 logs, R42)
-    "recent": 7.5,  # V1 >= 0.12 (R13 on 0.27.1, R19 / R21 on 0.28.0)
-}
-#: Non-torch memory (CUDA context not counted by torch, cuBLAS workspaces), one GPU.
-NON_TORCH_GIB = 0.13  # GiB
-#: Extra non-torch memory with more than one GPU (NCCL buffers, custom all-reduce).
-NON_TORCH_MULTI_GPU_GIB = 0.42  # GiB
-#: CUDA-graph memory estimate when it is subtracted (median of the logs: 0.39-1.88 GiB, some negative).
-CUDAGRAPH_GIB = 0.5  # GiB
-#: Hidden-size-wide buffers alive at the forward peak (residual, hidden states, layer output).
-FORWARD_HIDDEN_COPIES = 3
-
-
-def _version_key(version: str | None) -> str:
-    if version is None:
-        return "recent"
-    v = version.strip().lower().lstrip("v")
-    if v.startswith("0") or v[:1].isdigit():
-        nums = re.findall(r"\d+", v)
-        major = int(nums[0]) if nums else 0
-        minor = int(nums[1]) if len(nums) > 1 else 0
-        if major > 0 or minor >= 12:
-            return "recent"
-        if minor == 11:
-            return "0.11"
-        if minor >= 7:
-            return "0.7-0.10"
-        return "v0"
-    return "recent"
-
-
-def default_batch_knobs(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec) -> tuple[int, int, int]:
-    """``(max_model_len, max_num_batched_tokens, max_num_seqs)`` with vLLM's defaults filled in.
-
-    vLLM's online-serving defaults: 8192 tokens / 1024 sequences on GPUs with
-    >= 70 GiB other than A100, else 2048 / 256. The V0 engine (``vllm_version``
-    < 0.7) without chunked prefill batches ``max(max_model_len, 2048)`` tokens.
-    """
-    mml = deployment.max_model_len or model.max_position_embeddings
-    if mml is None:
-        raise SpecError("max_model_len: required (the model gives no max_position_embeddings)")
-    big = gpu.memory_gib >= 70 and "a100" not in gpu.name.lower()
-    v0 = _version_key(deployment.vllm_version) == "v0"
-    if deployment.max_num_batched_tokens is not None:
-        mnbt = deployment.max_num_batched_tokens
-    elif v0:
-        mnbt = max(mml, 2048)
-    else:
-        mnbt = 8192 if big else 2048
-    seqs = deployment.max_num_seqs or (1024 if big and not v0 else 256)
-    return mml, mnbt, seqs
-
-
-def activation_bytes(model: ModelSpec, deployment: DeploymentSpec, max_num_batched_tokens: int,
-                     max_num_seqs: int) -> float:
-    """Peak activation of vLLM's profiling run on one GPU.  # bytes
-
-    ``max(forward, sampler)`` where
-
-    * ``forward = T x a x (3 x hidden + mlp_width)`` with ``T =
-      max_num_batched_tokens``, ``a`` the compute dtype's bytes and
-      ``mlp_width`` the widest per-rank intermediate of one layer
-      (``3 x I / tp`` for a gated MLP; ``top_k x (3 x I_expert / tp + hidden)``
-      plus shared experts for MoE, the fused-MoE caches);
-    * ``sampler = min(max_num_seqs, T) x vocab x b`` with ``b`` bytes per
-      logit fitted per vLLM version (:data:`SAMPLER_BYTES_PER_LOGIT`).
-    """
-    tp = deployment.tensor_parallel_size
-    a = DTYPE_BYTES[compute_dtype(model, deployment)]
-    H = model.hidden_size
-    mats = 3 if model.gated_mlp else 2
-    widths = [mats * model.intermediate_size / tp] if (not model.is_moe or model.num_dense_layers) else []
-    if model.is_moe:
-        ie = model.moe_intermediate_size or model.intermediate_size
-        w = model.num_experts_per_tok * (mats * ie / tp + H)
-        si = model.shared_expert_intermediate_size or ie
-        w += model.num_shared_experts * mats * si / tp
-        widths.append(w)
-    attn_w = (model.num_attention_heads * 2 + 2 * model.num_kv_heads) * model.head_dim / tp
-    widths.append(attn_w)
-    T = max_num_batched_tokens
-    forward = T * a * (FORWARD_HIDDEN_COPIES * H + max(widths))
-    b = SAMPLER_BYTES_PER_LOGIT[_version_key(deployment.vllm_version)]
-    sampler = min(max_num_seqs, T) * model.vocab_size * b
-    return float(max(forward, sampler))
-
-
-def non_torch_bytes(deployment: DeploymentSpec) -> float:
-    """Non-torch memory on one GPU: ``NON_TORCH_GIB`` plus ``NON_TORCH_MULTI_GPU_GIB`` with more than one GPU.  # bytes"""
-    gib = NON_TORCH_GIB + (NON_TORCH_MULTI_GPU_GIB if deployment.num_gpus > 1 else 0.0)
-    return gib * GIB
 
 
 # ---------------------------------------------------------------------------
@@ -560,7 +447,9 @@ class MemoryBreakdown:
     ``budget = total x gpu_memory_utilization``; ``kv`` is what vLLM reports as
     "Available KV cache memory"; ``kv_used`` what the allocated blocks occupy;
     ``free = total - budget`` (left to other processes) plus the unused tail of
-    ``kv`` below one block.
+    ``kv`` below one block. ``lora``: adapter slots (``max_loras x rank``);
+    ``encoder_cache``: a multimodal model's encoder cache budget;
+    ``kv_shortfall``: how far the KV memory is below zero (0 when it fits).
     """
 
     total: float
@@ -572,6 +461,9 @@ class MemoryBreakdown:
     kv: float
     kv_used: float
     free: float
+    lora: float = 0.0
+    encoder_cache: float = 0.0
+    kv_shortfall: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -599,6 +491,14 @@ class SizingResult:
     reason : str
         Why not, or a short confirmation.
     memory_gib : MemoryBreakdown
+    quantization : str
+        The weights' quantization (``"awq w4a16, group 128"``) or ``"none (bf16)"``.
+    activation_dtype : str
+        What ``kv_cache_dtype auto`` resolves to.
+    kv_shortfall_gib : float
+        GiB missing for the KV cache when the available memory is negative (0 otherwise).  # GiB
+    vllm_rule : str
+        The vLLM version rules the answer followed (:func:`version_rules`).
     """
 
     model: str
@@ -631,6 +531,10 @@ class SizingResult:
     cpu_tier_blocks: int | None = None
     disk_tier_blocks: int | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    quantization: str = ""
+    activation_dtype: str = ""
+    kv_shortfall_gib: float = 0.0
+    vllm_rule: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -641,6 +545,68 @@ class SizingResult:
 def _stage_layers(model: ModelSpec, pp: int) -> list[list[LayerSpec]]:
     specs = model.layer_specs
     return [[specs[i] for i in r] for r in pp_layer_partition(model.num_layers, pp)]
+
+
+def _verdict(w_b: float, total_b: float, avail_b: float, ov: Overheads, budget_b: float, blocks: int,
+             need: int, groups: KVGroups, mml: int, kv_tokens: int, conc: float,
+             given_kv: bool = False) -> tuple[bool, str]:
+    if w_b > total_b:
+        return False, (f"weights need {w_b / GIB:.2f} GiB per GPU but the GPU has {total_b / GIB:.2f} GiB; "
+                       "raise tensor/pipeline parallelism or quantize")
+    if avail_b <= 0 and given_kv:
+        return False, (f"no memory left for the KV cache, short by {-avail_b / GIB:.2f} GiB: the given "
+                       f"'Available KV cache memory' is {avail_b / GIB:.2f} GiB (a start-up that failed)")
+    if avail_b <= 0:
+        return False, (f"no memory left for the KV cache, short by {-avail_b / GIB:.2f} GiB: budget "
+                       f"{budget_b / GIB:.2f} GiB minus weights {w_b / GIB:.2f}, activation "
+                       f"{ov.activation / GIB:.2f} and overhead {(ov.subtracted - ov.activation) / GIB:.2f} GiB "
+                       f"leaves {avail_b / GIB:.2f} GiB")
+    if groups.bytes_per_block and blocks - 1 < need:
+        return False, (f"one request of max_model_len {mml:,} tokens needs {need:,} blocks but only "
+                       f"{max(blocks - 1, 0):,} are usable; lower max_model_len or add memory")
+    return True, f"{kv_tokens:,} tokens of KV cache per GPU, about {conc:.2f} requests of {mml:,} tokens at once"
+
+
+def _plan_notes(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec, groups: KVGroups,
+                rules: VersionRules, kv_dtype: str) -> list[str]:
+    notes: list[str] = []
+    if groups.num_groups > 1:
+        rule = "blocks / groups x block_size" if rules.hybrid_tokens_rule == "blocks_per_group" else \
+            "max concurrency x max_model_len"
+        notes.append(f"hybrid model: {groups.full_groups} full + {groups.sliding_groups} sliding-window KV groups of "
+                     f"{groups.group_size} layers; 'GPU KV cache size' is {rule} as vLLM {rules.version} prints it")
+    if groups.linear_state_bytes:
+        notes.append("linear-attention / Mamba state counted as blocks per request (approximation)")
+    if gpu.memory_gib_estimated:
+        notes.append("GPU total memory estimated from nvidia-smi MiB minus 0.5 GiB")
+    scheme = quantization.scheme_for(model, deployment.dtype)
+    if scheme is not None and deployment.kv_cache_dtype == "auto":
+        notes.append(f"weights {scheme.label}; the KV cache stays {kv_dtype} (kv_cache_dtype auto follows the "
+                     "activation dtype); pass kv_cache_dtype fp8 to halve it")
+    if scheme is not None and scheme.ignore:
+        unknown = quantization.unquantized_fractions(model, scheme)[1]
+        if unknown:
+            notes.append("quantization ignore entries not matched to a layer (counted as quantized): "
+                         + ", ".join(unknown[:5]))
+    return notes
+
+
+def _tightest_stage(model: ModelSpec, deployment: DeploymentSpec, kv_dtype: str, budget_b: float,
+                    ov: Overheads) -> tuple[list[LayerSpec], KVGroups, float, float, int]:
+    """Per pipeline stage: KV groups, weights, available memory, blocks; the stage with the fewest blocks
+    (then the heaviest weights) decides. Returns ``(layers, groups, weights, available, blocks)``."""
+    best = None
+    for s, lays in enumerate(_stage_layers(model, deployment.pipeline_parallel_size)):
+        groups = kv_groups(model, lays, kv_dtype, deployment.block_size, deployment.tensor_parallel_size)
+        w_b = deployment.weights_gib * GIB if deployment.weights_gib is not None else \
+            weights_bytes_per_gpu(model, deployment, s)
+        avail_b = deployment.available_kv_gib * GIB if deployment.available_kv_gib is not None else \
+            budget_b - w_b - ov.subtracted
+        blocks = max(0, int(avail_b // groups.bytes_per_block)) if groups.bytes_per_block > 0 else 0
+        key = (blocks if groups.bytes_per_block > 0 else float("inf"), -w_b)
+        if best is None or key < best[0]:
+            best = (key, lays, groups, w_b, avail_b, blocks)
+    return best[1:]
 
 
 def plan(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec) -> SizingResult:
@@ -659,311 +625,100 @@ def plan(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec) -> SizingRe
     -------
     SizingResult
         Never raises for a deployment that merely does not fit: ``fits`` is
-        False and ``reason`` says why.
+        False and ``reason`` says why (with the shortfall in GiB when the KV
+        memory is negative).
 
     Raises
     ------
     SpecError
-        For inconsistent input (TP that does not divide the heads, no
-        max_model_len...).
+        For inconsistent input (TP that does not divide the heads, a
+        quantization group size that does not divide the layers, no max_model_len...).
     """
     tp, pp = deployment.tensor_parallel_size, deployment.pipeline_parallel_size
     check_parallelism(model, tp, pp)
+    scheme = quantization.scheme_for(model, deployment.dtype)
+    quantization.check_group_size(model, scheme, tp)
+    rules = version_rules(deployment.vllm_version)
     mml, mnbt, seqs = default_batch_knobs(model, gpu, deployment)
     B = deployment.block_size
     kv_dtype = resolve_kv_dtype(model, deployment)
-    notes: list[str] = []
-
     total_b = gpu.memory_gib * GIB
     budget_b = math.ceil(total_b * deployment.gpu_memory_utilization)
-    act_b = deployment.activation_gib * GIB if deployment.activation_gib is not None else \
-        activation_bytes(model, deployment, mnbt, seqs)
-    nt_b = deployment.non_torch_gib * GIB if deployment.non_torch_gib is not None else non_torch_bytes(deployment)
-    if deployment.cudagraph_gib is not None:
-        cg_b = deployment.cudagraph_gib * GIB
-    else:
-        cg_b = 0.0 if deployment.enforce_eager else CUDAGRAPH_GIB * GIB
-    cg_sub = cg_b if deployment.subtract_cudagraph else 0.0
+    ov = overheads(model, deployment, rules, mnbt, seqs)
 
-    # Per stage: KV groups, weights, available memory, blocks; the tightest stage decides.
-    best = None
-    for s, lays in enumerate(_stage_layers(model, pp)):
-        groups = kv_groups(model, lays, kv_dtype, B, tp)
-        w_b = deployment.weights_gib * GIB if deployment.weights_gib is not None else \
-            weights_bytes_per_gpu(model, deployment, s)
-        if deployment.available_kv_gib is not None:
-            avail_b = deployment.available_kv_gib * GIB
-        else:
-            avail_b = budget_b - w_b - act_b - nt_b - cg_sub
-        if groups.bytes_per_block > 0:
-            blocks = max(0, int(avail_b // groups.bytes_per_block))
-        else:
-            blocks = 0
-        key = (blocks if groups.bytes_per_block > 0 else float("inf"), -w_b)
-        if best is None or key < best[0]:
-            best = (key, s, lays, groups, w_b, avail_b, blocks)
-    _, stage, lays, groups, w_b, avail_b, blocks = best
+    lays, groups, w_b, avail_b, blocks = _tightest_stage(model, deployment, kv_dtype, budget_b, ov)
 
-    per_gpu_tok = kv_bytes_per_token(model, kv_dtype, tp, lays, per_gpu=True)
     need = blocks_per_request(groups, mml, B, mnbt) if groups.bytes_per_block else 0
-    ngroups = max(1, groups.num_groups)
-    kv_tokens = (blocks // ngroups) * B
     conc = blocks / need if need else 0.0
-    kv_used_b = blocks * groups.bytes_per_block
-
-    fits, reason = True, ""
-    if w_b > total_b:
-        fits, reason = False, (f"weights need {w_b / GIB:.2f} GiB per GPU but the GPU has {gpu.memory_gib:.2f} GiB; "
-                               "raise tensor/pipeline parallelism or quantize")
-    elif avail_b <= 0:
-        fits, reason = False, (f"no memory left for the KV cache: budget {budget_b / GIB:.2f} GiB minus weights "
-                               f"{w_b / GIB:.2f}, activation {act_b / GIB:.2f} and overhead "
-                               f"{(nt_b + cg_sub) / GIB:.2f} GiB is {avail_b / GIB:.2f} GiB")
-    elif groups.bytes_per_block and blocks - 1 < need:
-        fits, reason = False, (f"one request of max_model_len {mml:,} tokens needs {need:,} blocks but only "
-                               f"{max(blocks - 1, 0):,} are usable; lower max_model_len or add memory")
+    if groups.num_groups > 1 and rules.hybrid_tokens_rule == "concurrency_x_len":
+        kv_tokens = int(conc * mml)
     else:
-        reason = (f"{kv_tokens:,} tokens of KV cache per GPU, about {conc:.2f} requests of {mml:,} tokens at once")
-    if groups.num_groups > 1:
-        notes.append(f"hybrid model: {groups.full_groups} full + {groups.sliding_groups} sliding-window KV groups of "
-                     f"{groups.group_size} layers; 'GPU KV cache size' is blocks / groups x block_size as vLLM prints it")
-    if groups.linear_state_bytes:
-        notes.append("linear-attention / Mamba state counted as blocks per request (approximation)")
-    if gpu.memory_gib_estimated:
-        notes.append("GPU total memory estimated from nvidia-smi MiB minus 0.5 GiB")
+        kv_tokens = (blocks // max(1, groups.num_groups)) * B
+    kv_used_b = blocks * groups.bytes_per_block
+    fits, reason = _verdict(w_b, total_b, avail_b, ov, budget_b, blocks, need, groups, mml, kv_tokens, conc,
+                            deployment.available_kv_gib is not None)
+    notes = _plan_notes(model, gpu, deployment, groups, rules, kv_dtype)
 
     bpb_dep = sum(kv_groups(model, ls, kv_dtype, B, tp).bytes_per_block for ls in _stage_layers(model, pp)) * tp
-    cpu_blocks = int(deployment.cpu_tier_gib * GIB // bpb_dep) if deployment.cpu_tier_gib and bpb_dep else \
-        (0 if deployment.cpu_tier_gib == 0 else None)
-    disk_blocks = int(deployment.disk_tier_gib * GIB // bpb_dep) if deployment.disk_tier_gib and bpb_dep else \
-        (0 if deployment.disk_tier_gib == 0 else None)
-
+    shortfall = max(-avail_b, 0.0) / GIB
     mem = MemoryBreakdown(
-        total=gpu.memory_gib,
-        budget=budget_b / GIB,
-        weights=w_b / GIB,
-        activation=act_b / GIB,
-        non_torch=nt_b / GIB,
-        cudagraph=cg_b / GIB,
-        kv=max(avail_b, 0.0) / GIB,
-        kv_used=kv_used_b / GIB,
-        free=(total_b - budget_b + max(avail_b - kv_used_b, 0.0) + (cg_b - cg_sub) * 0) / GIB,
+        total=gpu.memory_gib, budget=budget_b / GIB, weights=w_b / GIB, activation=ov.activation / GIB,
+        non_torch=ov.non_torch / GIB, cudagraph=ov.cudagraph / GIB, kv=max(avail_b, 0.0) / GIB,
+        kv_used=kv_used_b / GIB, free=(total_b - budget_b + max(avail_b - kv_used_b, 0.0)) / GIB,
+        lora=ov.lora / GIB, encoder_cache=ov.encoder / GIB, kv_shortfall=shortfall,
     )
+    total_p, active_p = estimate_num_parameters(model)
     return SizingResult(
-        model=model.name,
-        gpu=gpu.name,
-        tensor_parallel_size=tp,
-        pipeline_parallel_size=pp,
-        num_gpus=deployment.num_gpus,
-        kv_cache_dtype=kv_dtype,
-        block_size=B,
-        max_model_len=mml,
-        max_num_batched_tokens=mnbt,
-        max_num_seqs=seqs,
+        model=model.name, gpu=gpu.name, tensor_parallel_size=tp, pipeline_parallel_size=pp,
+        num_gpus=deployment.num_gpus, kv_cache_dtype=kv_dtype, block_size=B, max_model_len=mml,
+        max_num_batched_tokens=mnbt, max_num_seqs=seqs,
         kv_bytes_per_token=kv_bytes_per_token(model, kv_dtype),
-        kv_bytes_per_token_per_gpu=per_gpu_tok,
-        bytes_per_block_per_gpu=groups.bytes_per_block,
-        num_kv_groups=groups.num_groups,
-        num_gpu_blocks=blocks,
-        kv_cache_tokens=kv_tokens,
-        max_concurrency=conc,
-        min_blocks_unservable=need,
-        last_block_waste_tokens=last_block_waste(mml, B),
-        kv_bytes_per_request=kv_bytes_per_request(model, mml, kv_dtype),
-        fits=fits,
-        reason=reason,
-        memory_gib=mem,
+        kv_bytes_per_token_per_gpu=kv_bytes_per_token(model, kv_dtype, tp, lays, per_gpu=True),
+        bytes_per_block_per_gpu=groups.bytes_per_block, num_kv_groups=groups.num_groups, num_gpu_blocks=blocks,
+        kv_cache_tokens=kv_tokens, max_concurrency=conc, min_blocks_unservable=need,
+        last_block_waste_tokens=last_block_waste(mml, B), kv_bytes_per_request=kv_bytes_per_request(model, mml, kv_dtype),
+        fits=fits, reason=reason, memory_gib=mem,
         weights_source="given" if deployment.weights_gib is not None else "modelled",
         available_kv_source="given" if deployment.available_kv_gib is not None else "modelled",
-        num_parameters=model.num_parameters or estimate_num_parameters(model)[0],
-        num_active_parameters=model.num_active_parameters or estimate_num_parameters(model)[1],
-        cpu_tier_blocks=cpu_blocks,
-        disk_tier_blocks=disk_blocks,
-        notes=tuple(notes),
+        num_parameters=model.num_parameters or total_p, num_active_parameters=model.num_active_parameters or active_p,
+        cpu_tier_blocks=_tier(deployment.cpu_tier_gib, bpb_dep), disk_tier_blocks=_tier(deployment.disk_tier_gib, bpb_dep),
+        notes=tuple(notes), quantization=quantization.describe(model, deployment.dtype),
+        activation_dtype=compute_dtype(model, deployment), kv_shortfall_gib=shortfall, vllm_rule=rules.summary,
     )
 
 
-# ---------------------------------------------------------------------------
-# fragmentation: paged vs naive pre-allocation
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FragmentationResult:
-    """Requests that fit in ``num_blocks`` blocks, paged vs pre-allocated at ``max_model_len``.
-
-    Attributes
-    ----------
-    naive_requests : int
-        ``floor(num_blocks x B / max_model_len)``: each request reserves max_model_len slots.  # requests
-    paged_requests : int
-        How many requests of the distribution fit when each holds ``ceil(len / B)`` blocks
-        (taken in the given order).  # requests
-    naive_utilization, paged_utilization : float
-        Used token slots / reserved slots.
-    paged_gain : float
-        ``paged_requests / naive_requests``.
-    mean_last_block_waste : float
-        Mean unused slots in a request's last block.  # tokens
-    """
-
-    naive_requests: int
-    paged_requests: int
-    naive_utilization: float
-    paged_utilization: float
-    paged_gain: float
-    mean_last_block_waste: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def paged_vs_naive(lengths: Iterable[int], num_blocks: int, block_size: int, max_model_len: int) -> FragmentationResult:
-    """Compare paged allocation with naive pre-allocation (seed 001's fragmentation example).
-
-    Parameters
-    ----------
-    lengths : iterable of int
-        Token lengths of the requests (prompt + output), shape (n,).  # tokens
-    num_blocks : int
-        KV cache size.  # blocks
-    block_size : int
-        # tokens
-    max_model_len : int
-        What naive pre-allocation reserves per request.  # tokens
-    """
-    lens = np.minimum(np.asarray(list(lengths), dtype=np.int64), max_model_len)
-    if lens.size == 0 or np.any(lens < 1):
-        raise SpecError("lengths: need at least one length, each >= 1 token")
-    blocks = blocks_for_tokens(lens, block_size)
-    capacity_tokens = num_blocks * block_size
-    naive = capacity_tokens // max_model_len
-    # paged: requests of the distribution repeated cyclically until the pool is full
-    per_cycle = int(blocks.sum())
-    full_cycles = num_blocks // per_cycle
-    rem = num_blocks - full_cycles * per_cycle
-    partial = int(np.searchsorted(np.cumsum(blocks), rem, side="right"))
-    paged = full_cycles * lens.size + partial
-    naive_util = float(lens.mean() / max_model_len)
-    paged_util = float(lens.sum() / (blocks.sum() * block_size))
-    waste = np.where(lens % block_size == 0, 0, block_size - lens % block_size)
-    return FragmentationResult(
-        naive_requests=int(naive),
-        paged_requests=int(paged),
-        naive_utilization=naive_util,
-        paged_utilization=paged_util,
-        paged_gain=float(paged / naive) if naive else float("inf"),
-        mean_last_block_waste=float(waste.mean()),
-    )
-
-
-def tier_blocks(tier_gib: float, bytes_per_block: float) -> int:
-    """Blocks a CPU or disk tier of ``tier_gib`` GiB holds.  # blocks"""
-    if bytes_per_block <= 0:
-        raise SpecError("bytes_per_block: must be > 0")
-    return int(tier_gib * GIB // bytes_per_block)
-
-
-# ---------------------------------------------------------------------------
-# vLLM logs
-# ---------------------------------------------------------------------------
-
-_NUM = r"(-?\d[\d,]*(?:\.\d+)?)"
-_LOG_PATTERNS: list[tuple[str, str, str]] = [
-    # (key, regex, unit) - unit "GiB", "GB" (vLLM V0 printed GiB values labelled GB), "int", "float"
-    ("model_loading_gib", r"Model loading took\s+" + _NUM + r"\s*GiB", "GiB"),
-    ("model_loading_gib", r"Loading model weights took\s+" + _NUM + r"\s*GB", "GiB"),
-    ("available_kv_gib", r"Available KV cache memory:\s*" + _NUM + r"\s*GiB", "GiB"),
-    ("available_kv_gib", r"kv_cache_size=\s*" + _NUM + r"\s*GiB", "GiB"),
-    ("available_kv_gib", r"reserved for KV Cache is\s+" + _NUM + r"\s*GiB", "GiB"),
-    ("kv_cache_tokens", r"GPU KV cache size:\s*" + _NUM + r"\s*tokens", "int"),
-    ("max_concurrency_len", r"Maximum concurrency for\s+" + _NUM + r"\s*tokens per request", "int"),
-    ("max_concurrency", r"tokens per request:\s*" + _NUM + r"\s*x", "float"),
-    ("num_gpu_blocks", r"#\s*(?:GPU|cuda) blocks:\s*" + _NUM, "int"),
-    ("num_gpu_blocks", r"num_gpu_blocks(?: is)?[:=]\s*" + _NUM, "int"),
-    ("num_cpu_blocks", r"#\s*CPU blocks:\s*" + _NUM, "int"),
-    ("total_gpu_memory_gib", r"total_gpu_memory=\s*" + _NUM + r"\s*GiB", "GiB"),
-    ("total_gpu_memory_gib", r"Free memory on device \(\s*[\d.]+\s*/\s*" + _NUM + r"\s*GiB\)", "GiB"),
-    ("total_gpu_memory_gib", r"total memory\s*(?:of|=|:)?\s*" + _NUM + r"\s*GiB", "GiB"),
-    ("gpu_memory_utilization", r"gpu_memory_utilization\s*[=:]\s*" + _NUM, "float"),
-    ("peak_torch_memory_gib", r"peak_torch_memory=\s*" + _NUM + r"\s*GiB", "GiB"),
-    ("non_torch_memory_gib", r"non_torch_memory=\s*" + _NUM + r"\s*GiB", "GiB"),
-    ("non_torch_memory_gib", r"non_torch_memory\s*(?:takes)?\s*" + _NUM + r"\s*GiB", "GiB"),
-    ("activation_gib", r"activation peak memory(?: takes)?\s*" + _NUM + r"\s*GiB", "GiB"),
-    ("cudagraph_gib", r"Graph capturing finished in\s*[\d.]+\s*secs?,\s*took\s*" + _NUM + r"\s*GiB", "GiB"),
-    ("cudagraph_gib", r"CUDA graph(?: pool)? memory(?::| takes)?\s*" + _NUM + r"\s*GiB", "GiB"),
-    ("block_size", r"block_size\s*[=:]\s*" + _NUM, "int"),
-    ("max_model_len", r"max_model_len\s*[=:]\s*" + _NUM, "int"),
-    ("tensor_parallel_size", r"tensor_parallel_size\s*[=:]\s*" + _NUM, "int"),
-]
-
-
-def parse_vllm_log(text: str) -> dict[str, float | int]:
-    """Extract the figures a vLLM start-up log prints.
-
-    Recognised (first match wins): ``model_loading_gib`` ("Model loading took X GiB",
-    V0 "Loading model weights took X GB"), ``available_kv_gib`` ("Available KV cache
-    memory: Y GiB", V0 ``kv_cache_size=``), ``kv_cache_tokens`` ("GPU KV cache size: N
-    tokens"), ``max_concurrency`` and ``max_concurrency_len``, ``num_gpu_blocks``,
-    ``num_cpu_blocks``, ``total_gpu_memory_gib``, ``gpu_memory_utilization``,
-    ``peak_torch_memory_gib``, ``non_torch_memory_gib``, ``activation_gib``,
-    ``cudagraph_gib``, ``block_size``, ``max_model_len``, ``tensor_parallel_size``.
-
-    Returns
-    -------
-    dict
-        Only the keys found; GiB figures as float, counts as int.
-    """
-    if not isinstance(text, str):
-        raise SpecError("log: must be text")
-    out: dict[str, float | int] = {}
-    for key, pat, unit in _LOG_PATTERNS:
-        if key in out:
-            continue
-        m = re.search(pat, text, flags=re.IGNORECASE)
-        if not m:
-            continue
-        raw = m.group(1).replace(",", "")
-        try:
-            out[key] = int(float(raw)) if unit == "int" else float(raw)
-        except ValueError:
-            continue
-    return out
-
-
-def calibration_from_log(parsed: dict[str, float | int]) -> dict[str, float]:
-    """Deployment overrides from :func:`parse_vllm_log` output:
-    ``weights_gib``, ``available_kv_gib``, ``activation_gib``, ``non_torch_gib``, ``cudagraph_gib``."""
-    mapping = {
-        "model_loading_gib": "weights_gib",
-        "available_kv_gib": "available_kv_gib",
-        "activation_gib": "activation_gib",
-        "non_torch_memory_gib": "non_torch_gib",
-        "cudagraph_gib": "cudagraph_gib",
-    }
-    return {dst: float(parsed[src]) for src, dst in mapping.items() if src in parsed}
-
-
-def calibrate(deployment: DeploymentSpec, log_text: str) -> DeploymentSpec:
-    """A copy of ``deployment`` with the figures of a pasted vLLM log as overrides."""
-    return replace(deployment, **calibration_from_log(parse_vllm_log(log_text)))
+def _tier(gib: float | None, bytes_per_block: float) -> int | None:
+    if gib is None:
+        return None
+    return int(gib * GIB // bytes_per_block) if gib and bytes_per_block else 0
 
 
 __all__ = [
+    "ACTIVATION_DTYPES",
+    "CUDAGRAPH_GIB",
+    "CUDAGRAPH_SUBTRACTED_SINCE",
+    "NEWEST_VLLM",
+    "NON_TORCH_GIB",
+    "NON_TORCH_MULTI_GPU_GIB",
+    "Overheads",
     "KV_SCALE_OVERHEAD_BYTES",
-    "QUANT_WEIGHT_BYTES",
     "SAMPLER_BYTES_PER_LOGIT",
     "FragmentationResult",
     "KVGroups",
     "MemoryBreakdown",
     "SizingResult",
+    "VersionRules",
     "activation_bytes",
+    "encoder_cache_bytes",
+    "lora_bytes_per_gpu",
+    "version_rules",
     "blocks_for_tokens",
     "blocks_per_request",
     "calibrate",
     "calibration_from_log",
     "check_parallelism",
     "compute_dtype",
+    "cudagraph_subtracted",
     "default_batch_knobs",
     "estimate_num_parameters",
     "kv_bytes_per_request",

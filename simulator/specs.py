@@ -75,8 +75,9 @@ _DTYPE_ALIASES: dict[str, str] = {
 #: KV cache dtypes a deployment may ask for ("auto" = the model's dtype).
 KV_CACHE_DTYPES = ("auto", "fp32", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2", "int8", "int4", "fp4", "nvfp4")
 
-#: Checkpoint quantization methods understood by the weights model.
-QUANTIZATIONS = (None, "fp8", "int8", "awq", "gptq", "int4", "mxfp4", "nvfp4", "fp4")
+#: Checkpoint quantization methods understood by the weights model (see simulator/quantization.py).
+QUANTIZATIONS = (None, "fp8", "int8", "awq", "gptq", "int4", "mxfp4", "nvfp4", "fp4", "compressed-tensors",
+                 "bitsandbytes")
 
 ATTENTION_KINDS = ("MHA", "GQA", "MQA", "MLA")
 
@@ -233,7 +234,19 @@ class ModelSpec:
         Dtype of the unquantized tensors (``torch_dtype``), e.g. ``bf16``.
     quantization : str, optional
         Checkpoint quantization: ``fp8``, ``int8``, ``awq``, ``gptq``, ``int4``, ``mxfp4`` (MoE experts only, as
-        in gpt-oss), ``nvfp4``.
+        in gpt-oss), ``nvfp4``, ``compressed-tensors``, ``bitsandbytes`` (details in
+        :mod:`simulator.quantization`).
+    quant_bits, quant_group_size : int, optional
+        Weight bits and weights per scale along the input dimension (``None`` = the method's default;
+        ``quant_group_size`` -1 = one scale per output channel).
+    quant_scheme : str, optional
+        Format within a method: ``w4a16``, ``w8a8-int8``, ``w8a8-fp8``, ``nvfp4``, ``nf4``, ``fp8-block``,
+        ``fp8-dynamic``, ``fp8-static``... (``None`` = the method's default).
+    quant_ignore : tuple of str
+        Modules the checkpoint leaves unquantized (``ignore`` / ``modules_to_not_convert``).
+    mm_tokens_per_item : int, optional
+        Multimodal models: embedding tokens of the largest image (from ``vision_config``); sizes vLLM's
+        encoder cache.  # tokens
     max_position_embeddings : int, optional
         Longest context the model supports (vLLM's default ``max_model_len``).
     """
@@ -267,6 +280,11 @@ class ModelSpec:
     weights_dtype: str = "bf16"
     quantization: str | None = None
     max_position_embeddings: int | None = None
+    quant_bits: int | None = None
+    quant_group_size: int | None = None
+    quant_scheme: str | None = None
+    quant_ignore: tuple[str, ...] = ()
+    mm_tokens_per_item: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -352,6 +370,12 @@ class ModelSpec:
                 raise SpecError(f"quantization: unknown method {self.quantization!r} "
                                 f"(known: {', '.join(x for x in QUANTIZATIONS if x)})")
             object.__setattr__(self, "quantization", q)
+        if self.quant_bits is not None:
+            _whole(self, "quant_bits", 1, 32)
+        if self.quant_group_size is not None and self.quant_group_size not in (-1, 0):
+            _whole(self, "quant_group_size", 1, 10_000_000)
+        object.__setattr__(self, "quant_ignore", tuple(str(x) for x in (self.quant_ignore or ())))
+        _whole(self, "mm_tokens_per_item", 1, 10_000_000, optional=True)
 
     # -- derived views ------------------------------------------------------
 
@@ -476,7 +500,8 @@ class DeploymentSpec:
         ``None`` = recent vLLM.
     enforce_eager : bool
         No CUDA graphs (the CUDA-graph term is then 0).
-    subtract_cudagraph : bool
+    subtract_cudagraph : bool, optional
+        ``None`` (default): as the chosen vLLM version does (subtracted since 0.21).
         Subtract the CUDA-graph estimate from the KV budget
         (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``; the logs we fit did not).
     cpu_tier_gib, disk_tier_gib : float, optional
@@ -484,6 +509,13 @@ class DeploymentSpec:
     weights_gib, available_kv_gib, activation_gib, non_torch_gib, cudagraph_gib : float, optional
         Calibration: per-GPU figures from a vLLM log ("Model loading took X GiB",
         "Available KV cache memory: Y GiB", ...) replacing the modelled terms.  # GiB
+        ``available_kv_gib`` may be negative (a start-up that failed).
+    max_loras : int
+        LoRA slots on the GPU (vLLM ``--max-loras``); 0 = LoRA off.
+    max_lora_rank : int
+        Largest adapter rank (vLLM ``--max-lora-rank``, default 16).
+    lora_target_modules : tuple of str
+        Projections that carry adapters (``q_proj`` ... ``down_proj``); empty = every linear layer vLLM wraps.
     """
 
     tensor_parallel_size: int = 1
@@ -497,7 +529,7 @@ class DeploymentSpec:
     max_num_seqs: int | None = None
     vllm_version: str | None = None
     enforce_eager: bool = False
-    subtract_cudagraph: bool = False
+    subtract_cudagraph: bool | None = None
     cpu_tier_gib: float | None = None
     disk_tier_gib: float | None = None
     weights_gib: float | None = None
@@ -505,8 +537,16 @@ class DeploymentSpec:
     activation_gib: float | None = None
     non_torch_gib: float | None = None
     cudagraph_gib: float | None = None
+    max_loras: int = 0
+    max_lora_rank: int = 16
+    lora_target_modules: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        _whole(self, "max_loras", 0, 4096)
+        _whole(self, "max_lora_rank", 1, 4096)
+        if isinstance(self.lora_target_modules, str):
+            object.__setattr__(self, "lora_target_modules", (self.lora_target_modules,))
+        object.__setattr__(self, "lora_target_modules", tuple(self.lora_target_modules or ()))
         _whole(self, "tensor_parallel_size", 1, 4096)
         _whole(self, "pipeline_parallel_size", 1, 4096)
         object.__setattr__(self, "dtype", normalize_dtype(self.dtype, "dtype", allow_auto=True))
@@ -528,11 +568,13 @@ class DeploymentSpec:
             if not isinstance(v, str) or not v.strip() or not v.strip().lstrip("v")[:1].isdigit():
                 raise SpecError(f"vllm_version: must look like '0.11.0', got {v!r}")
         for name in ("enforce_eager", "subtract_cudagraph"):
-            if not isinstance(getattr(self, name), bool):
+            if not isinstance(getattr(self, name), bool) and not (name == "subtract_cudagraph" and
+                                                                  self.subtract_cudagraph is None):
                 raise SpecError(f"{name}: must be true or false")
-        for name in ("cpu_tier_gib", "disk_tier_gib", "weights_gib", "available_kv_gib", "activation_gib",
-                     "non_torch_gib"):
+        for name in ("cpu_tier_gib", "disk_tier_gib", "weights_gib", "activation_gib", "non_torch_gib"):
             _number(self, name, lo=0.0, hi=10**7)
+        # A failed start-up prints a negative "Available KV cache memory": the plan then says how much is short.
+        _number(self, "available_kv_gib", lo=-10**7, hi=10**7)
         # vLLM has printed negative CUDA-graph figures (R36: -0.76 GiB), so allow them.
         _number(self, "cudagraph_gib", lo=-10**7, hi=10**7)
 

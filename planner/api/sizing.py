@@ -177,9 +177,30 @@ class PlanCreateApi(APIView):
                                         max_value=LIMITS["cpu_tier_gib"], help_text="CPU offload tier, GiB.")
         weights_gib = FiniteFloatField(required=False, allow_null=True, min_value=0, max_value=LIMITS["weights_gib"],
                                        help_text="Calibration: 'Model loading took X GiB' (per GPU).")
-        available_kv_gib = FiniteFloatField(required=False, allow_null=True, min_value=0,
+        available_kv_gib = FiniteFloatField(required=False, allow_null=True, min_value=-LIMITS["available_kv_gib"],
                                             max_value=LIMITS["available_kv_gib"],
-                                            help_text="Calibration: 'Available KV cache memory: Y GiB' (per GPU).")
+                                            help_text="Calibration: 'Available KV cache memory: Y GiB' (per GPU); "
+                                                      "negative when vLLM failed to start (the answer is then "
+                                                      "fits: false with the shortfall).")
+        quantization = serializers.CharField(
+            required=False, allow_null=True, max_length=40,
+            help_text="Checkpoint quantization method, overriding the model's: awq, gptq, compressed-tensors, fp8, "
+                      "int8, int4, mxfp4, nvfp4, bitsandbytes, or none. Default: the model's own (its "
+                      "config.json quantization_config). Does not change kv_cache_dtype auto.")
+        quant_group_size = StrictIntegerField(required=False, allow_null=True, min_value=-1, max_value=1_000_000,
+                                              help_text="Weights per quantization scale (-1: per channel).")
+        max_loras = StrictIntegerField(required=False, allow_null=True, min_value=0, max_value=4096,
+                                       help_text="LoRA adapter slots (vLLM --max-loras); 0 or absent: no LoRA.")
+        max_lora_rank = StrictIntegerField(required=False, allow_null=True, min_value=1, max_value=4096,
+                                           help_text="vLLM --max-lora-rank (default 16).")
+        lora_target_modules = serializers.ListField(
+            child=serializers.CharField(max_length=40), required=False, allow_null=True, max_length=16,
+            help_text="Projections with adapters (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj); "
+                      "default all.")
+        subtract_cudagraph = serializers.BooleanField(
+            required=False, allow_null=True, default=None,
+            help_text="Subtract the CUDA-graph estimate before sizing; default as the vLLM version does "
+                      "(subtracted since 0.21).")
 
         def validate_gpu_memory_utilization(self, value: float) -> float:
             if not (0 < value <= 1):
@@ -196,6 +217,9 @@ class PlanCreateApi(APIView):
         kv = serializers.FloatField(help_text="Available KV cache memory, GiB")
         kv_used = serializers.FloatField(help_text="Allocated blocks, GiB")
         free = serializers.FloatField(help_text="GiB")
+        lora = serializers.FloatField(help_text="LoRA adapter slots, GiB")
+        encoder_cache = serializers.FloatField(help_text="Multimodal encoder cache, GiB")
+        kv_shortfall = serializers.FloatField(help_text="GiB missing for the KV cache (0 when it fits)")
 
     class OutputSerializer(serializers.Serializer):
         summary = serializers.CharField()
@@ -229,12 +253,17 @@ class PlanCreateApi(APIView):
         weights_source = serializers.CharField()
         available_kv_source = serializers.CharField()
         num_parameters = serializers.IntegerField(allow_null=True)
+        quantization = serializers.CharField(help_text="The weights' quantization, e.g. 'awq w4a16, group 128'")
+        activation_dtype = serializers.CharField(help_text="What kv_cache_dtype auto resolves to")
+        kv_shortfall_gib = serializers.FloatField(help_text="GiB missing for the KV cache (0 when it fits)")
+        vllm_rule = serializers.CharField(help_text="The vLLM version rules this answer followed")
         memory_gib = serializers.SerializerMethodField()
         notes = serializers.ListField(child=serializers.CharField())
 
         @extend_schema_field(inline_serializer("PlanMemoryGib", fields={
             f: serializers.FloatField() for f in ("total", "budget", "weights", "activation", "non_torch",
-                                                  "cudagraph", "kv", "kv_used", "free")}))
+                                                  "cudagraph", "kv", "kv_used", "free", "lora", "encoder_cache",
+                                                  "kv_shortfall")}))
         def get_memory_gib(self, obj) -> dict:
             return PlanCreateApi.MemorySerializer(obj["memory_gib"]).data
 
@@ -277,6 +306,18 @@ class PlanCreateApi(APIView):
                        "memory_gib": {"total": 79.18, "budget": 71.26, "weights": 14.96, "activation": 0.92,
                                       "non_torch": 0.13, "cudagraph": 0.5, "kv": 55.26, "kv_used": 55.26,
                                       "free": 7.92}},
+            ),
+            OpenApiExample(
+                "AWQ checkpoint with LoRA slots (KV cache stays bf16)",
+                request_only=True,
+                value={"model": "qwen3-8b-awq", "gpu": "l40s", "max_model_len": 32768, "max_loras": 4,
+                       "max_lora_rank": 64, "vllm_version": "0.28.0"},
+            ),
+            OpenApiExample(
+                "A start-up that failed (negative KV memory in the log)",
+                request_only=True,
+                value={"model": "llama-3-1-8b", "gpu": "l4", "max_model_len": 32768, "weights_gib": 14.99,
+                       "available_kv_gib": -0.42},
             ),
             OpenApiExample(
                 "Bad input",

@@ -24,6 +24,8 @@ _COLORS = {
     "Weights": "#2450a6",
     "Activation": "#f28e2b",
     "Overhead": "#9c755f",
+    "LoRA": "#b07aa1",
+    "Encoder cache": "#76b7b2",
     "KV cache": "#59a14f",
     "Free": "#d8dde3",
 }

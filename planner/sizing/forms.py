@@ -27,8 +27,9 @@ WEIGHT_DTYPE_CHOICES = [
     ("fp16", "fp16 (2 bytes)"),
     ("fp32", "fp32 (4 bytes)"),
     ("fp8", "fp8 (1 byte, on-the-fly quantization)"),
+    ("int4", "int4 (AWQ/GPTQ-style weights, 0.5 byte + group scales)"),
 ]
-_KV_LABELS = {"auto": "auto — same as the weights", "fp32": "fp32 (4 bytes)", "bf16": "bf16 (2 bytes)",
+_KV_LABELS = {"auto": "auto — the activation dtype (bf16/fp16), whatever the weights", "fp32": "fp32 (4 bytes)", "bf16": "bf16 (2 bytes)",
               "fp16": "fp16 (2 bytes)", "fp8": "fp8 (1 byte)", "int8": "int8 (1 byte)",
               "int4": "int4 (0.5 byte + scales)", "fp4": "fp4 (0.5 byte + scales)", "nvfp4": "nvfp4 (0.5 byte + scales)"}
 KV_DTYPE_CHOICES = [(k, _KV_LABELS.get(k, k)) for k in KV_CACHE_DTYPES]
@@ -101,9 +102,26 @@ class SizingForm(forms.Form):
         help_text="Optional: vLLM's 'Model loading took X GiB'.",
         widget=forms.NumberInput(attrs={"step": "any", **_NUMBER}))
     available_kv_gib = forms.FloatField(
-        label="Available KV cache per GPU (GiB)", required=False, min_value=0,
-        max_value=LIMITS["available_kv_gib"], help_text="Optional: vLLM's 'Available KV cache memory: Y GiB'.",
+        label="Available KV cache per GPU (GiB)", required=False, min_value=-LIMITS["available_kv_gib"],
+        max_value=LIMITS["available_kv_gib"], help_text="Optional: vLLM's 'Available KV cache memory: Y GiB' "
+                                                        "(negative when vLLM failed to start: the answer says how "
+                                                        "much is short).",
         widget=forms.NumberInput(attrs={"step": "any", **_NUMBER}))
+    quantization = forms.ChoiceField(
+        label="Weights quantization", required=False,
+        choices=[("", "the model's own"), ("none", "none (16-bit)"),
+                 *((q, q) for q in ("awq", "gptq", "compressed-tensors", "fp8", "int8", "int4", "mxfp4", "nvfp4",
+                                    "bitsandbytes"))],
+        help_text="Overrides the checkpoint's quantization_config; the KV cache keeps its own dtype.")
+    max_loras = forms.IntegerField(
+        label="LoRA slots (max_loras)", required=False, min_value=0, max_value=4096,
+        help_text="vLLM --max-loras; blank or 0 = no LoRA.", widget=forms.NumberInput(attrs=_NUMBER))
+    max_lora_rank = forms.IntegerField(
+        label="Max LoRA rank", required=False, min_value=1, max_value=4096,
+        help_text="vLLM --max-lora-rank (default 16).", widget=forms.NumberInput(attrs=_NUMBER))
+    vllm_version = forms.CharField(
+        label="vLLM version", required=False, max_length=20,
+        help_text="The version whose rules to follow, e.g. 0.10.1; blank = the newest.")
     lengths = forms.CharField(
         label="Request lengths (paged vs naive)", required=False, max_length=200,
         help_text="Token lengths of the requests for the fragmentation chart, e.g. 'lognormal:2048,1536' "
@@ -154,6 +172,15 @@ class SizingForm(forms.Form):
                 f"Must be more than 0 and at most 1 (a fraction of each GPU's memory, e.g. 0.9 for 90%); got {v:g}.")
         return v
 
+    def clean_vllm_version(self) -> str | None:
+        v = (self.cleaned_data.get("vllm_version") or "").strip().lstrip("v")
+        if v and not re.fullmatch(r"\d+(\.\d+){0,3}(\.post\d+)?", v):
+            raise forms.ValidationError(f"Give a version such as 0.10.1 or 0.28.0; got {v!r}.")
+        return v or None
+
+    def clean_quantization(self) -> str | None:
+        return self.cleaned_data.get("quantization") or None
+
     def clean_lengths(self) -> str:
         return (self.cleaned_data.get("lengths") or "").strip() or DEFAULT_LENGTHS
 
@@ -168,7 +195,8 @@ class SizingForm(forms.Form):
         c = self.cleaned_data
         keys = ("num_gpus", "tensor_parallel_size", "pipeline_parallel_size", "dtype", "kv_cache_dtype",
                 "block_size", "gpu_memory_utilization", "max_model_len", "max_num_batched_tokens", "cpu_tier_gib",
-                "weights_gib", "available_kv_gib", "vllm_log")
+                "weights_gib", "available_kv_gib", "vllm_log", "quantization", "max_loras", "max_lora_rank",
+                "vllm_version")
         return {k: c.get(k) for k in keys if k in c}
 
     def add_plan_errors(self, errors: dict[str, list[str]]) -> None:

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from planner.errors import InputError
-from simulator import sizing
+from simulator import quantization, sizing
 from simulator.distributions import parse_distribution
 from simulator.specs import GIB, DeploymentSpec, GpuSpec, ModelSpec, SpecError
 from simulator.workload import WorkloadError
@@ -47,7 +47,14 @@ KNOB_FIELDS = (
     "cpu_tier_gib",
     "weights_gib",
     "available_kv_gib",
+    "max_loras",
+    "max_lora_rank",
+    "lora_target_modules",
+    "subtract_cudagraph",
 )
+
+#: Knobs that override the model's checkpoint quantization (``quantization`` method, ``quant_group_size``).
+QUANT_FIELDS = ("quantization", "quant_group_size")
 
 #: Caps on what a form or an API call may ask for (absurd values get a message, not a long computation).
 LIMITS = {
@@ -60,7 +67,7 @@ LIMITS = {
     "max_num_seqs": 1_000_000,  # requests
     "cpu_tier_gib": 1_048_576.0,  # GiB (1 PiB)
     "weights_gib": 100_000.0,  # GiB
-    "available_kv_gib": 100_000.0,  # GiB
+    "available_kv_gib": 100_000.0,  # GiB (negative figures down to minus this: a failed start-up)
     "vllm_log": 200_000,  # characters
     "compare_gpus": 4,
 }
@@ -70,7 +77,8 @@ FRAGMENTATION_SAMPLES = 2000  # requests
 FRAGMENTATION_SEED = 1
 
 # Spec fields that belong to the model or the GPU rather than to a knob.
-_DEPLOYMENT_FIELDS = set(KNOB_FIELDS) | {"disk_tier_gib", "activation_gib", "non_torch_gib", "cudagraph_gib"}
+_DEPLOYMENT_FIELDS = set(KNOB_FIELDS) | {"disk_tier_gib", "activation_gib", "non_torch_gib", "cudagraph_gib"} \
+    | set(QUANT_FIELDS)
 
 
 #: Input that cannot be sized: the planner's one input-error type (:class:`planner.errors.InputError`).
@@ -261,6 +269,36 @@ def build_deployment(*, model: ModelSpec, gpu: GpuSpec, knobs: dict[str, Any]) -
     return dep, calibration
 
 
+def apply_quantization(model: ModelSpec, knobs: dict[str, Any]) -> ModelSpec:
+    """The model with the ``quantization`` / ``quant_group_size`` knobs applied (a method the planner does
+    not know is refused at the ``quantization`` field, never guessed)."""
+    method = knobs.get("quantization")
+    group = knobs.get("quant_group_size")
+    if not method and group is None:
+        return model
+    changes: dict[str, Any] = {}
+    if method:
+        name = quantization.METHOD_ALIASES.get(str(method).strip().lower())
+        if name is None:
+            raise PlanInputError.one("quantization", f"{method!r} is not a quantization method the planner knows "
+                                                     f"(known: {quantization.known_methods()}, or none)")
+        if name == "none":
+            return replace(model, quantization=None, quant_bits=None, quant_group_size=None, quant_scheme=None,
+                           quant_ignore=())
+        if name != model.quantization:
+            changes.update(quantization=name, quant_bits=None, quant_scheme=None, quant_group_size=None)
+    if group is not None:
+        changes["quant_group_size"] = group
+    try:
+        out = replace(model, **changes)
+        quantization.check_group_size(out, quantization.scheme_for(out))
+    except SpecError as exc:
+        msg = str(exc)
+        name = "quant_group_size" if "group" in msg.split(":", 1)[0] else "quantization"
+        raise PlanInputError.one(name, msg.split(":", 1)[-1].strip()) from None
+    return out
+
+
 def plan_deployment(*, model: ModelSpec, gpu: GpuSpec, knobs: dict[str, Any]) -> PlanOutcome:
     """Size one deployment.
 
@@ -283,6 +321,7 @@ def plan_deployment(*, model: ModelSpec, gpu: GpuSpec, knobs: dict[str, Any]) ->
     PlanInputError
         Input that cannot be sized at all, with a message per field.
     """
+    model = apply_quantization(model, knobs)
     dep, calibration = build_deployment(model=model, gpu=gpu, knobs=knobs)
     per_engine = dep.num_gpus
     num_gpus = knobs.get("num_gpus") or per_engine
@@ -403,16 +442,18 @@ def memory_segments(outcome: PlanOutcome) -> list[tuple[str, float]]:
     """Per-GPU memory as stacked segments that add up to the GPU's total.  # GiB
 
     ``weights``, ``activation`` (profiling peak), ``overhead`` (non-torch memory,
-    plus the CUDA-graph estimate when it is subtracted), ``KV cache`` (the
-    allocated blocks) and ``free`` (outside ``gpu_memory_utilization`` plus
-    the unused tail below one block). A plan that does not fit can exceed
-    the total; ``free`` is then 0.
+    plus the CUDA-graph estimate when the vLLM version subtracts it), ``LoRA``
+    and ``encoder cache`` (only when present), ``KV cache`` (the allocated
+    blocks) and ``free`` (outside ``gpu_memory_utilization`` plus the unused
+    tail below one block). A plan that does not fit can exceed the total;
+    ``free`` is then 0.
     """
     m = outcome.result.memory_gib
-    overhead = m.non_torch + (m.cudagraph if outcome.deployment.subtract_cudagraph else 0.0)
-    used = m.weights + m.activation + overhead + m.kv_used
+    overhead = m.non_torch + (m.cudagraph if sizing.cudagraph_subtracted(outcome.deployment) else 0.0)
+    extra = [(name, v) for name, v in (("LoRA", m.lora), ("Encoder cache", m.encoder_cache)) if v > 0]
+    used = m.weights + m.activation + overhead + m.kv_used + sum(v for _, v in extra)
     free = max(m.total - used, 0.0)
-    return [("Weights", m.weights), ("Activation", m.activation), ("Overhead", overhead),
+    return [("Weights", m.weights), ("Activation", m.activation), ("Overhead", overhead), *extra,
             ("KV cache", m.kv_used), ("Free", free)]
 
 

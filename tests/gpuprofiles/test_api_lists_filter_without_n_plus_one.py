@@ -55,7 +55,7 @@ def test_lists_show_catalog_plus_own_rows_only(db):
 def test_pagination_shape(db):
     r = api_client().get(reverse("api-model-list"))
     body = r.json()
-    assert set(body) == {"count", "next", "previous", "results"} and body["count"] == 32
+    assert set(body) == {"count", "next", "previous", "results"} and body["count"] == 41  # 30 models.csv rows, 2 config-only, 9 quantized checkpoints
 
 
 def test_detail_by_slug_and_404(db):

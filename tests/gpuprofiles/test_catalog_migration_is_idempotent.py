@@ -1,6 +1,6 @@
 """The data migration ships every CSV row, and loading the catalog again changes nothing."""
 
-from gpuprofiles.catalog import EXTRA_CONFIG_MODELS, gpu_rows, load_catalog, model_rows
+from gpuprofiles.catalog import EXTRA_CONFIG_MODELS, gpu_rows, load_catalog, model_rows, quantized_model_entries
 from gpuprofiles.models import GpuProfile, ModelProfile
 
 # Row counts of gpus.csv (24) and models.csv (30), copied from reference/README.md and the files.
@@ -14,7 +14,8 @@ def test_shipped_csvs_have_every_reference_row():
 
 def test_migration_loaded_every_row(db):
     assert GpuProfile.objects.filter(is_catalog=True, owner=None).count() == N_GPUS
-    assert ModelProfile.objects.filter(is_catalog=True, owner=None).count() == N_MODELS + len(EXTRA_CONFIG_MODELS)
+    assert ModelProfile.objects.filter(is_catalog=True, owner=None).count() == N_MODELS + len(EXTRA_CONFIG_MODELS) + len(
+        quantized_model_entries())
 
 
 def _snapshot():

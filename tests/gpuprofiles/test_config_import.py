@@ -125,3 +125,43 @@ def test_api_import_refuses_a_body_over_one_mib(user):
     r = api_client(user).post(reverse("api-model-import"), {"config": config}, format="json")
     assert r.status_code == 400
     assert "limited to 1,048,576 bytes (1 MiB)" in r.json()["errors"]["config"][0]
+
+
+# --- quantized checkpoints (issue 18) ------------------------------------------------------------------
+
+
+def test_catalog_quantized_checkpoints_keep_dtype_and_quantization_apart(db):
+    from gpuprofiles.models import ModelProfile
+
+    awq = ModelProfile.objects.get(slug="qwen3-8b-awq")
+    assert awq.weights_dtype == "fp16" and awq.quantization == "awq"
+    assert awq.quant_group_size == 128 and awq.quantization_label == "awq w4a16, group 128"
+    assert "huggingface.co/Qwen/Qwen3-8B-AWQ" in awq.sources and awq.is_unverified
+    w8a8 = ModelProfile.objects.get(slug="llama-3-1-8b-instruct-w8a8-int8-compressed-tensors")
+    assert w8a8.quantization == "compressed-tensors" and w8a8.quant_scheme == "w8a8-int8"
+    assert w8a8.quant_ignore == ["lm_head"]
+    spec = w8a8.to_spec()
+    assert spec.quant_scheme == "w8a8-int8" and spec.quant_ignore == ("lm_head",)
+    plain = ModelProfile.objects.get(slug="qwen3-8b")
+    assert plain.quantization == "" and plain.quantization_label == "none (bf16)"
+
+
+@pytest.mark.parametrize("qc, message", [
+    ({"quant_method": "exl9"}, "quantization_config.quant_method: 'exl9' is not a quantization method"),
+    ({"quant_method": "gptq", "bits": 4, "group_size": 48}, "quantization_config.group_size: 48 does not divide"),
+])
+def test_bad_quantization_configs_name_the_key_in_the_api(user, qc, message):
+    config = {**MINIMAL_CONFIG, "quantization_config": qc}
+    r = api_client(user).post(reverse("api-model-import"), {"config": config}, format="json")
+    assert r.status_code == status.HTTP_400_BAD_REQUEST
+    assert message in r.json()["errors"]["config"][0]
+
+
+def test_import_shows_the_dtype_and_the_quantization_apart(user):
+    cfg = {**hf_config("meta-llama--Meta-Llama-3.1-8B_config.json"), "torch_dtype": "float16",
+           "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False}}
+    r = api_client(user).post(reverse("api-model-import"), {"config": cfg}, format="json")
+    assert r.status_code == status.HTTP_201_CREATED, r.json()
+    d = r.json()
+    assert d["weights_dtype"] == "fp16" and d["quantization"] == "gptq"
+    assert d["quantization_label"] == "gptq w4a16, group 128" and d["quant_group_size"] == 128

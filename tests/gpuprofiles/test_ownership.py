@@ -162,7 +162,7 @@ def test_private_slugs_are_unguessable(user):
 
 
 def test_migration_gives_existing_private_rows_a_random_suffix_once(user):
-    migration = importlib.import_module("gpuprofiles.migrations.0003_private_slugs_unguessable")
+    migration = importlib.import_module("gpuprofiles.migrations.0004_private_slugs_unguessable")
     old_gpu, old_model = make_gpu(user, slug="alice-h100-sxm5-80gb"), make_model(user, slug="alice-llama")
     migration.add_random_suffix(django_apps, None)
     old_gpu.refresh_from_db()

@@ -40,6 +40,10 @@ FIELDS = {
     "cpu_tier_gib": float,
     "weights_gib": float,
     "available_kv_gib": float,
+    "quantization": str,
+    "quant_group_size": int,
+    "max_loras": int,
+    "max_lora_rank": int,
 }
 
 

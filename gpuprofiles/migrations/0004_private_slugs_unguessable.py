@@ -29,6 +29,6 @@ def add_random_suffix(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("gpuprofiles", "0002_load_catalog")]
+    dependencies = [("gpuprofiles", "0003_modelprofile_quantization_detail")]
 
     operations = [migrations.RunPython(add_random_suffix, migrations.RunPython.noop)]
