@@ -362,6 +362,10 @@ def _frontier(outcomes: list[Outcome], slo: Slo) -> list[dict[str, Any]]:
 def _message(best: Outcome | None, closest: dict | None, slo: Slo, outcomes: list[Outcome]) -> str:
     if best is not None:
         return f"Cheapest deployment meeting {slo.describe()}: {best.summary()}."
+    floor = [o for o in outcomes if o.reason.startswith("cannot meet the SLO")]
+    if closest is None and floor:
+        return (f"No deployment in this space meets {slo.describe()}; none could at any replica count "
+                f"(e.g. {floor[0].candidate['label']}: {floor[0].reason.split(': ', 1)[1]}).")
     if closest is None:
         return (f"No deployment in this space can run this model and traffic ({len(outcomes)} shapes, none fits): "
                 "widen the space (more GPUs per replica, more GPU types, quantized weights).")
