@@ -118,3 +118,24 @@ def test_other_users_cannot_see_a_running_search(client, django_user_model):
     other.force_authenticate(django_user_model.objects.create_user("eve", password="pw-eve-12345"))
     assert other.get(f"/api/searches/{out['id']}/").status_code == 404
     assert APIClient().get(f"/api/searches/{out['id']}/").status_code in (401, 403)
+
+
+def test_manage_py_search_inline_prints_the_answer_and_the_report(django_user_model, tmp_path, capsys):
+    from django.core.management import call_command
+
+    django_user_model.objects.create_user("mo", password="pw-mo-12345")
+    path = tmp_path / "search.json"
+    import json
+
+    path.write_text(json.dumps(_body()))
+    call_command("search", str(path), "--user", "mo", "--inline", "--csv", str(tmp_path / "out.csv"))
+    out = capsys.readouterr().out
+    assert out.startswith("Cheapest deployment meeting TTFT p90 <= 500 ms")
+    assert "report: /searches/r/" in out
+    assert (tmp_path / "out.csv").read_text().startswith("candidate,status,")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**_body(), "space": {"gpus": []}}))
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="invalid"):
+        call_command("search", str(bad), "--user", "mo")
