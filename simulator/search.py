@@ -24,10 +24,11 @@ behind the router. It is a branch and bound over cost, not brute force:
    dominated, and a shape is only simulated at replica counts that would cost
    less than C.
 3. **Bisection on replicas.** Latency is taken as monotone in the replica
-   count (more replicas never hurt): the search starts at the estimate; if it
-   meets the SLO, bisection below it finds the fewest, else counts grow
-   (doubling, or straight to the most that would still be cheaper) until one
-   meets and bisection follows. The answer N is simulated and so is N - 1
+   count (more replicas never hurt). With an answer known, the most replicas
+   that would still be cheaper are tried first (one simulation rejects most
+   shapes). Then the search tries the estimate; if it meets the SLO, bisection
+   below it finds the fewest, else counts double until one meets and
+   bisection follows. The answer N is simulated and so is N - 1
    (unless N is 1).
 4. **Shared precomputation.** Every simulation reuses one
    :class:`simulator._fast.WorkloadPrep` of the workload.
@@ -47,7 +48,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from simulator.search_eval import Prepared, Trial, default_max_model_len, judge, prepare_candidate
+from simulator.search_eval import (
+    SCREEN_MIN_REQUESTS,
+    SCREEN_SHARE,
+    Prepared,
+    Trial,
+    default_max_model_len,
+    judge,
+    leading_requests,
+    prepare_candidate,
+    screen_miss,
+    screened_trial,
+)
 from simulator.search_space import Candidate, SearchError, SearchSpace, Slo, format_seconds
 from simulator.specs import ModelSpec
 from simulator.workload import Workload
@@ -133,24 +145,45 @@ def _key(cost: float, gpus: int, index: int) -> tuple[float, int, int]:
 
 
 class _Run:
-    """The state of one search: the workload's precomputation, counters, the stop check."""
+    """The state of one search: the workload's precomputation, counters, the stop check.
 
-    def __init__(self, workload: Workload, slo: Slo, space: SearchSpace, should_stop: Callable[[], bool] | None):
+    A large workload (:data:`simulator.search_eval.SCREEN_MIN_REQUESTS` requests or more) is first
+    simulated on its leading quarter; a deployment whose leading requests alone already break a
+    percentile over the whole run is rejected without the full simulation
+    (:func:`simulator.search_eval.screen_miss`).
+    """
+
+    def __init__(self, workload: Workload, slo: Slo, space: SearchSpace, should_stop: Callable[[], bool] | None,
+                 screen_min_requests: int | None = SCREEN_MIN_REQUESTS):
         from simulator._fast import WorkloadPrep
 
         self.workload, self.slo, self.space = workload, slo, space
         self.prep = WorkloadPrep(workload)
         self.should_stop = should_stop
         self.simulations = 0
+        self.screened = 0
+        lead = None
+        if screen_min_requests is not None and workload.n >= screen_min_requests:
+            lead = leading_requests(workload, math.ceil(workload.n * SCREEN_SHARE))
+        self.lead = lead
+        self.lead_prep = None if lead is None else WorkloadPrep(lead)
 
-    def trial(self, p: Prepared, n: int) -> Trial:
+    def _simulate(self, wl: Workload, prep, p: Prepared, n: int):
         from simulator.cluster import simulate_cluster
 
         if self.should_stop is not None and self.should_stop():
             raise SearchCancelled("search cancelled")
-        res = simulate_cluster(self.workload, p.config, n, routing=self.space.routing, prep=self.prep)
         self.simulations += 1
-        return judge(res, self.workload, self.slo, n * p.candidate.price_per_replica)
+        return simulate_cluster(wl, p.config, n, routing=self.space.routing, prep=prep)
+
+    def trial(self, p: Prepared, n: int) -> Trial:
+        cost = n * p.candidate.price_per_replica
+        if self.lead is not None:
+            why = screen_miss(self._simulate(self.lead, self.lead_prep, p, n), self.workload.n, self.slo)
+            if why:
+                self.screened += 1
+                return screened_trial(n, cost, self.slo, why)
+        return judge(self._simulate(self.workload, self.prep, p, n), self.workload, self.slo, cost)
 
 
 def _largest_cheaper(p: Prepared, best_key: tuple | None, max_n: int) -> int:
@@ -165,7 +198,11 @@ def _largest_cheaper(p: Prepared, best_key: tuple | None, max_n: int) -> int:
 
 
 def _fewest_meeting(run: _Run, p: Prepared, start: int, hi_n: int, bounded: bool) -> tuple[int | None, dict]:
-    """Fewest replicas in [1, hi_n] meeting the SLO (taken as monotone), starting the search at ``start``."""
+    """Fewest replicas in [1, hi_n] meeting the SLO (taken as monotone), starting the search at ``start``.
+
+    With an answer already known (``bounded``) the dearest useful count ``hi_n`` is tried first: most
+    candidates then cannot beat the answer, and one simulation says so.
+    """
     tried: dict[int, Trial] = {}
 
     def meets(n: int) -> bool:
@@ -174,12 +211,16 @@ def _fewest_meeting(run: _Run, p: Prepared, start: int, hi_n: int, bounded: bool
         return tried[n].meets
 
     fail, ok = 0, None  # largest count known to miss, smallest known to meet
+    if bounded and start < hi_n:
+        if not meets(hi_n):
+            return None, tried
+        ok = hi_n
     if meets(start):
         ok = start
     else:
         fail = n = start
         while ok is None and n < hi_n:
-            n = hi_n if bounded else min(2 * n, hi_n)  # an answer known: the dearest useful count first
+            n = min(2 * n, hi_n)
             if meets(n):
                 ok = n
             else:
@@ -240,6 +281,7 @@ def search_deployments(
     slo: Slo,
     *,
     exhaustive: bool = False,
+    screen_min_requests: int | None = SCREEN_MIN_REQUESTS,
     candidates: list[int] | None = None,
     progress: Callable[[float], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
@@ -256,6 +298,9 @@ def search_deployments(
     slo : Slo
     exhaustive : bool
         Simulate every replica count 1..max_replicas of every fitting shape.
+    screen_min_requests : int or None
+        Screen workloads of at least this many requests on their leading quarter first (see
+        :class:`_Run`); None: never.
     candidates : list of int, optional
         Search only these indices of ``space.candidates()`` (a chunk of a
         larger search; :func:`merge_results` gathers the chunks).
@@ -279,7 +324,7 @@ def search_deployments(
     all_cands = space.candidates()
     idx = list(range(len(all_cands))) if candidates is None else list(candidates)
     prepared = [prepare_candidate(i, all_cands[i], model, space, mml, workload, slo) for i in idx]
-    run = _Run(workload, slo, space, should_stop)
+    run = _Run(workload, slo, space, should_stop, None if exhaustive else screen_min_requests)
     outcomes = [_outcome(p, "rejected", p.reason) for p in prepared if p.config is None]
     fitting = sorted((p for p in prepared if p.config is not None),
                      key=lambda p: _key(p.min_replicas * p.candidate.price_per_replica,

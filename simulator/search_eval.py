@@ -69,7 +69,8 @@ class Trial:
         return self.cost_per_hour / (self.output_tokens_per_s * 3600.0) * 1e6
 
     def to_dict(self) -> dict[str, Any]:
-        d = dict(self.__dict__)
+        """JSON-ready (infinite or undefined figures become None)."""
+        d = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in self.__dict__.items()}
         d["misses"] = list(self.misses)
         d["cost_per_million_tokens"] = self.cost_per_million_tokens
         return d
@@ -78,6 +79,8 @@ class Trial:
     def from_dict(cls, d: dict[str, Any]) -> Trial:
         kw = {k: d[k] for k in cls.__dataclass_fields__}
         kw["misses"] = tuple(kw["misses"])
+        kw["severity"] = math.inf if kw["severity"] is None else kw["severity"]
+        kw["output_tokens_per_s"] = math.nan if kw["output_tokens_per_s"] is None else kw["output_tokens_per_s"]
         return cls(**kw)
 
 
@@ -245,5 +248,58 @@ def goodput_share(requests: dict[str, Any], slo: Slo) -> float:
     return float(good.sum() / n) if n else 0.0
 
 
+#: Workloads at least this large are screened on their first requests before a full simulation.
+SCREEN_MIN_REQUESTS = 2_000
+#: Share of the requests (in arrival order) the screening simulation runs.
+SCREEN_SHARE = 0.25
+
+
+def leading_requests(workload: Workload, k: int) -> Workload | None:
+    """The first ``k`` requests, when they are also the first to arrive (else None: no screening)."""
+    arr = workload.arrival
+    if k >= workload.n or not bool(np.all(arr[k:] >= arr[:k].max())):
+        return None
+    return Workload(prompt_len=workload.prompt_len[:k], output_len=workload.output_len[:k], arrival=arr[:k],
+                    arrival_unit=workload.arrival_unit, prefix_id=workload.prefix_id[:k],
+                    prefix_len=workload.prefix_len, parent=workload.parent[:k], ids=workload.ids[:k],
+                    prefix_names=workload.prefix_names)
+
+
+def screen_miss(res, n_total: int, slo: Slo) -> str | None:
+    """Why the whole run must miss ``slo``, judged from a run of its leading requests only, or None.
+
+    Later arrivals only add work that shares the steps of these requests (FCFS: they queue behind
+    them), so a leading request's TTFT and E2E in the whole run are at least those of the leading run.
+    When more of the leading requests already exceed a bound than the percentile allows over all
+    ``n_total`` requests, the whole run misses it (ITL, a percentile over token gaps, is not screened).
+    """
+    req = res.requests
+    lat = request_latencies(arrival_time=req["arrival"], first_token_time=req["first_token_time_s"],
+                            finish_time=req["finish_time_s"], num_output_tokens=req["num_output_tokens"])
+    k = lat.completed.shape[0]
+    for tg in slo.targets:
+        if tg.metric == "itl":
+            continue
+        vals = lat.ttft if tg.metric == "ttft" else lat.e2e
+        late = int(np.sum(~lat.completed | (np.nan_to_num(vals, nan=np.inf) > tg.max_s)))
+        allowed = math.floor((1.0 - int(tg.percentile[1:]) / 100.0) * (n_total - 1))
+        if late > allowed + 1:
+            return (f"misses {tg.label}: {late:,} of the first {k:,} requests already exceed "
+                    f"{format_seconds(tg.max_s)}, more than the {allowed + 1:,} of {n_total:,} the percentile allows")
+    if slo.min_goodput > 0:
+        bad = k - round(goodput_share(req, slo) * k)
+        if bad > (1.0 - slo.min_goodput) * n_total:
+            return (f"only {1 - bad / n_total:.1%} of requests can meet the SLO at most ({bad:,} of the first "
+                    f"{k:,} already miss; at least {slo.min_goodput:.0%} must meet it)")
+    return None
+
+
+def screened_trial(n: int, cost_per_hour: float, slo: Slo, why: str) -> Trial:
+    """A deployment rejected by :func:`screen_miss` (figures of the whole run unknown)."""
+    return Trial(n, float(cost_per_hour), {t.label: None for t in slo.targets}, 0.0, 0, 0, 0, math.nan, 1.0,
+                 False, (why,), math.inf)
+
+
 __all__ = ["Prepared", "Trial", "default_max_model_len", "goodput_share", "judge", "latency_floors",
-           "prepare_candidate", "replicas_lower_bound", "slo_floor_miss"]
+           "leading_requests", "prepare_candidate", "replicas_lower_bound", "screen_miss", "screened_trial",
+           "slo_floor_miss"]

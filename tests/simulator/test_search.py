@@ -172,3 +172,28 @@ def test_step_arrivals_and_overlong_requests_are_refused():
         search_deployments(step_wl, LLAMA_8B, SMALL, slo)
     with pytest.raises(SearchError, match="^workload: its longest request"):
         search_deployments(_workload(n=5), LLAMA_8B, SearchSpace((L4,), max_model_len=512), slo)
+
+
+def test_screening_on_leading_requests_keeps_the_answer_and_is_sound():
+    from simulator.search_eval import leading_requests, screen_miss
+
+    wl = _workload(n=160, rate=200, seed=1)
+    slo = Slo((SloTarget("ttft", "p90", 0.3), SloTarget("e2e", "p99", 6.0)))
+    space = SearchSpace((H100, L40S), tensor_parallel=(1,), precisions=("bf16", "fp8"), max_num_seqs=(4, 64),
+                        max_replicas=3)
+    screened = search_deployments(wl, LLAMA_8B, space, slo, screen_min_requests=100)
+    plain = search_deployments(wl, LLAMA_8B, space, slo, screen_min_requests=None)
+    assert _key(screened) == _key(plain)
+    reasons = [m for o in screened.outcomes for t in o.trials for m in t.misses if "of the first 40 requests" in m]
+    assert reasons, "some deployment should be rejected on its leading requests"
+    # soundness: every deployment the screen rejects misses the SLO in the whole run
+    lead = leading_requests(wl, 40)
+    from simulator.search_eval import default_max_model_len, prepare_candidate
+
+    for i, cand in enumerate(space.candidates()):
+        p = prepare_candidate(i, cand, LLAMA_8B, space, default_max_model_len(wl, LLAMA_8B), wl, slo)
+        if p.config is None:
+            continue
+        for n in (1, 3):
+            if screen_miss(simulate_cluster(lead, p.config, n), wl.n, slo):
+                assert not judge(simulate_cluster(wl, p.config, n), wl, slo, 0.0).meets
