@@ -237,6 +237,12 @@ class SearchSpace:
         m = self.max_replicas
         if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= MAX_SEARCH_REPLICAS:
             raise SearchError(f"space.max_replicas: must be a whole number from 1 to {MAX_SEARCH_REPLICAS}, got {m!r}")
+        from simulator.routing import ClusterError, parse_routing
+
+        try:
+            object.__setattr__(self, "routing", str(parse_routing(self.routing)))
+        except (ClusterError, TypeError, AttributeError) as exc:
+            raise SearchError(f"space.routing: {str(exc).removeprefix('routing: ')}") from None
         g = self.gpu_memory_utilization
         if isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 < g <= 1:
             raise SearchError(f"space.gpu_memory_utilization: must be a fraction in (0, 1], got {g!r}")

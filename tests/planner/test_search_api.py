@@ -77,6 +77,8 @@ def test_cancel_skips_pending_chunks(client):
     ({"space": {"tensor_parallel": []}}, "space.tensor_parallel"),
     ({"space": {"max_replicas": 10_000}}, "space.max_replicas"),
     ({"space": {"precisions": ["fp3"]}}, "space.precisions"),
+    ({"space": {"routing": "telepathy"}}, "space.routing"),
+    ({"space": {"tensor_parallel": "1,2"}}, "space.tensor_parallel"),
     ({"slo": {"targets": []}}, "slo.targets"),
     ({"slo": {"targets": [{"metric": "ttft", "percentile": "p90", "max_s": -1}]}}, "slo.max_s"),
     ({"slo": None}, "slo"),

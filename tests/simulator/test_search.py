@@ -151,6 +151,7 @@ def test_precision_changes_memory_and_step_time():
     (lambda: SearchSpace((L4,), tensor_parallel=()), "space.tensor_parallel"),
     (lambda: SearchSpace((L4,), precisions=("fp7",)), "space.precisions"),
     (lambda: SearchSpace((L4,), max_replicas=0), "space.max_replicas"),
+    (lambda: SearchSpace((L4,), routing="telepathy"), "space.routing"),
     (lambda: Slo(()), "slo.targets"),
     (lambda: Slo((SloTarget("ttft", "p90", 1.0),), min_goodput=1.5), "slo.min_goodput"),
     (lambda: SloTarget("ttft", "p95", 1.0), "slo.percentile"),
