@@ -43,8 +43,10 @@ every replica count of every fitting shape (brute force, for tests).
 from __future__ import annotations
 
 import math
+import multiprocessing
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -285,6 +287,7 @@ def search_deployments(
     candidates: list[int] | None = None,
     progress: Callable[[float], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    processes: int = 1,
 ) -> SearchResult:
     """Find the cheapest deployment in ``space`` meeting ``slo`` for ``workload``.
 
@@ -308,6 +311,10 @@ def search_deployments(
         Called with the fraction of candidates settled, in [0, 1].
     should_stop : callable, optional
         Checked before every simulation; True raises :class:`SearchCancelled`.
+    processes : int
+        Split the GPU types over this many forked processes, each with its own branch and bound,
+        and gather them with :func:`merge_results` (the Celery chunks do the same across workers).
+        ``progress`` and ``should_stop`` are then not called.
 
     Raises
     ------
@@ -316,6 +323,8 @@ def search_deployments(
     """
     started = time.perf_counter()
     _check_inputs(workload, model, space, slo)
+    if processes > 1 and candidates is None:
+        return _in_processes(workload, model, space, slo, processes, exhaustive, screen_min_requests, started)
     mml = space.max_model_len or default_max_model_len(workload, model)
     longest = int((workload.prompt_len + workload.output_len).max())
     if longest > mml:
@@ -343,6 +352,32 @@ def search_deployments(
     if progress is not None and not fitting:
         progress(1.0)
     return assemble(outcomes, slo, run.simulations, time.perf_counter() - started)
+
+
+def gpu_groups(space: SearchSpace, groups: int) -> list[list[int]]:
+    """Candidate indices split into ``groups`` lists, whole GPU types each, balanced by count."""
+    cands = space.candidates()
+    by_gpu = [[i for i, c in enumerate(cands) if c.gpu.name == g.name] for g in space.gpus]
+    out: list[list[int]] = [[] for _ in range(max(1, min(groups, len(by_gpu))))]
+    for part in sorted(by_gpu, key=len, reverse=True):
+        min(out, key=len).extend(part)
+    return [sorted(o) for o in out if o]
+
+
+def _search_part(args: tuple) -> dict[str, Any]:
+    workload, model, space, slo, idx, exhaustive, screen = args
+    return search_deployments(workload, model, space, slo, exhaustive=exhaustive, screen_min_requests=screen,
+                              candidates=idx).to_dict()
+
+
+def _in_processes(workload, model, space, slo, processes, exhaustive, screen, started) -> SearchResult:
+    groups = gpu_groups(space, processes)
+    jobs = [(workload, model, space, slo, g, exhaustive, screen) for g in groups]
+    with ProcessPoolExecutor(max_workers=len(groups), mp_context=multiprocessing.get_context("fork")) as pool:
+        parts = list(pool.map(_search_part, jobs))
+    res = merge_results(parts, slo)
+    return SearchResult(res.slo, res.best, res.closest, res.frontier, res.outcomes, res.message,
+                        res.num_simulations, time.perf_counter() - started)
 
 
 def _check_inputs(workload: Workload, model: ModelSpec, space: SearchSpace, slo: Slo) -> None:

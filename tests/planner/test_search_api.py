@@ -141,3 +141,28 @@ def test_manage_py_search_inline_prints_the_answer_and_the_report(django_user_mo
 
     with pytest.raises(CommandError, match="invalid"):
         call_command("search", str(bad), "--user", "mo")
+
+
+def test_search_pages_form_progress_and_errors(client, django_user_model):
+    from django.test import Client
+
+    web = Client()
+    web.force_login(django_user_model.objects.create_user("pat", password="pw-pat-12345"))
+    page = web.get("/searches/")
+    assert page.status_code == 200 and 'name="ttft_ms"' in page.content.decode()
+    form = {"model": "llama-3-1-8b", "gpus": ["l40s", "l4"], "rate": "10", "duration_s": "3", "prompt_mean": "1024",
+            "prompt_std": "256", "output_mean": "128", "output_std": "32", "ttft_pct": "p90", "itl_pct": "p90",
+            "e2e_pct": "p90", "tensor_parallel": "1", "precisions": ["bf16"], "max_num_seqs": "256",
+            "max_replicas": "2"}
+    no_target = web.post("/searches/", form)
+    assert no_target.status_code == 200 and "Give at least one latency target" in no_target.content.decode()
+    bad_tp = web.post("/searches/", {**form, "ttft_ms": "500", "tensor_parallel": "two"})
+    assert bad_tp.status_code == 200 and "whole numbers separated by commas" in bad_tp.content.decode()
+    ok = web.post("/searches/", {**form, "ttft_ms": "500"})
+    assert ok.status_code == 302
+    detail = web.get(ok["Location"])
+    assert detail.status_code == 200 and "deployment shapes settled" in detail.content.decode()
+    search = Search.objects.get(owner__username="pat")
+    assert search.snapshot["slo"]["targets"] == [{"metric": "ttft", "percentile": "p90", "max_s": 0.5}]
+    _run_all(search.pk)
+    assert web.get(ok["Location"])["Location"] == f"/searches/r/{search.slug}/"

@@ -198,3 +198,15 @@ def test_screening_on_leading_requests_keeps_the_answer_and_is_sound():
         for n in (1, 3):
             if screen_miss(simulate_cluster(lead, p.config, n), wl.n, slo):
                 assert not judge(simulate_cluster(wl, p.config, n), wl, slo, 0.0).meets
+
+
+def test_processes_split_gpu_types_and_give_the_same_answer():
+    from simulator.search import gpu_groups
+
+    wl = _workload(n=30)
+    slo = Slo((SloTarget("ttft", "p90", 0.3), SloTarget("itl", "p90", 0.05)))
+    space = SearchSpace((H100, L40S, L4), tensor_parallel=(1,), precisions=("bf16",), max_num_seqs=(16,),
+                        max_replicas=3)
+    assert sorted(i for g in gpu_groups(space, 2) for i in g) == list(range(3)) and len(gpu_groups(space, 2)) == 2
+    assert _key(search_deployments(wl, LLAMA_8B, space, slo, processes=2)) == \
+        _key(search_deployments(wl, LLAMA_8B, space, slo))
