@@ -144,6 +144,12 @@ def test_precision_changes_memory_and_step_time():
     by = {o.candidate["precision"]: o for o in res.outcomes}
     assert by["bf16"].sizing["weights_gib"] > by["fp8"].sizing["weights_gib"] > by["int4"].sizing["weights_gib"]
     assert by["bf16"].sizing["kv_cache_tokens"] < by["fp8"].sizing["kv_cache_tokens"] < by["int4"].sizing["kv_cache_tokens"]
+    from simulator.search_eval import prepare_candidate
+
+    terms = {c.precision: prepare_candidate(i, c, LLAMA_8B, space, 4096, wl, Slo((SloTarget("e2e", "p99", 600.0),)))
+             .config.cost_model for i, c in enumerate(space.candidates())}
+    assert terms["fp8"].tok_s < terms["bf16"].tok_s == terms["int4"].tok_s  # fp8 GEMMs on L40S; int4 computes in bf16
+    assert terms["int4"].weights_s < terms["fp8"].weights_s < terms["bf16"].weights_s  # fewer weight bytes per step
 
 
 @pytest.mark.parametrize("make, field", [
