@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
@@ -71,8 +73,6 @@ def search_report_download(request, slug: str, fmt: str):
     elif fmt == "json":
         resp = HttpResponse(exports.to_json(search), content_type="application/json")
     elif fmt == "html":
-        import json
-
         ctx = report_context(search)
         ctx["figure_json"] = json.dumps(ctx["figure"])
         resp = HttpResponse(exports.to_html(search, ctx), content_type="text/html; charset=utf-8")
