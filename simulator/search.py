@@ -288,6 +288,7 @@ def search_deployments(
     progress: Callable[[float], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     processes: int = 1,
+    cost_bound: float | None = None,
 ) -> SearchResult:
     """Find the cheapest deployment in ``space`` meeting ``slo`` for ``workload``.
 
@@ -315,6 +316,9 @@ def search_deployments(
         Split the GPU types over this many forked processes, each with its own branch and bound,
         and gather them with :func:`merge_results` (the Celery chunks do the same across workers).
         ``progress`` and ``should_stop`` are then not called.
+    cost_bound : float, optional
+        USD per hour of an answer already found elsewhere (another chunk): deployments dearer than
+        it are not simulated (equal cost still is, so ties break as in one search).
 
     Raises
     ------
@@ -338,7 +342,7 @@ def search_deployments(
     fitting = sorted((p for p in prepared if p.config is not None),
                      key=lambda p: _key(p.min_replicas * p.candidate.price_per_replica,
                                         p.min_replicas * p.candidate.gpus_per_replica, p.index))
-    best_key = None
+    best_key = None if cost_bound is None else (round(cost_bound, 9), 1 << 62, 1 << 62)
     for k, p in enumerate(fitting):
         out = _visit(run, p, None if exhaustive else best_key, exhaustive)
         outcomes.append(out)

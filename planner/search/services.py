@@ -99,7 +99,7 @@ def chunk_run(*, search_id: int, index: int) -> str:
     try:
         wl, model, space, slo = sdefn.build_inputs(search.snapshot)
         result = search_deployments(wl, model, space, slo, candidates=chunk.candidates, progress=watch.progress,
-                                    should_stop=watch.should_stop).to_dict()
+                                    should_stop=watch.should_stop, cost_bound=_best_so_far(search_id)).to_dict()
     except SearchCancelled:
         SearchChunk.objects.filter(pk=chunk.pk).update(status="skipped")
         return "skipped"
@@ -112,6 +112,13 @@ def chunk_run(*, search_id: int, index: int) -> str:
         return "failed"
     chunk_store(search_id=search_id, index=index, result=result)
     return "done"
+
+
+def _best_so_far(search_id: int) -> float | None:
+    """Cost per hour of the cheapest answer among the search's finished chunks (they prune the rest)."""
+    costs = [r["best"]["cost_per_hour"] for r in SearchChunk.objects.filter(search_id=search_id, status="done")
+             .values_list("result", flat=True) if r and r.get("best")]
+    return min(costs, default=None)
 
 
 def chunk_store(*, search_id: int, index: int, result: dict) -> None:

@@ -216,3 +216,14 @@ def test_processes_split_gpu_types_and_give_the_same_answer():
     assert sorted(i for g in gpu_groups(space, 2) for i in g) == list(range(3)) and len(gpu_groups(space, 2)) == 2
     assert _key(search_deployments(wl, LLAMA_8B, space, slo, processes=2)) == \
         _key(search_deployments(wl, LLAMA_8B, space, slo))
+
+
+def test_a_cost_bound_from_another_chunk_prunes_without_losing_ties():
+    wl = _workload(n=30)
+    slo = Slo((SloTarget("ttft", "p90", 0.3), SloTarget("itl", "p90", 0.05)))
+    free = search_deployments(wl, LLAMA_8B, SMALL, slo)
+    cost = free.best.cost_per_hour
+    tied = search_deployments(wl, LLAMA_8B, SMALL, slo, cost_bound=cost)
+    assert _key(tied) == _key(free)  # an equal-cost answer is still found (ties break as in one search)
+    below = search_deployments(wl, LLAMA_8B, SMALL, slo, cost_bound=cost * 0.99)
+    assert below.best is None and below.num_simulations <= free.num_simulations
