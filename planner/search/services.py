@@ -104,7 +104,10 @@ def chunk_run(*, search_id: int, index: int) -> str:
         SearchChunk.objects.filter(pk=chunk.pk).update(status="skipped")
         return "skipped"
     except Exception as exc:  # noqa: BLE001 - stored and shown; the search fails with the reason
-        msg = f"{type(exc).__name__}: {exc}"
+        from celery.exceptions import SoftTimeLimitExceeded
+
+        msg = ("time limit exceeded for this chunk (CELERY_TASK_SOFT_TIME_LIMIT): search fewer shapes or requests"
+               if isinstance(exc, SoftTimeLimitExceeded) else f"{type(exc).__name__}: {exc}")
         logger.exception("search %s chunk %s failed", search_id, index)
         SearchChunk.objects.filter(pk=chunk.pk).update(status="failed", error=msg[:2000])
         Search.objects.filter(pk=search_id).exclude(status__in=Search.FINAL_STATES).update(
