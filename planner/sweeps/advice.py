@@ -172,21 +172,7 @@ def advise(body: dict) -> list[Advice]:
                           {"mean_kv_usage": mean_u, "preemptions_per_request": ppr,
                            "preemptions": m.get("preemptions")}))
 
-    cliff = detect_cliff(body)
-    if cliff and cliff["param"] == "num_gpu_blocks":
-        base = (inputs.get("sizing") or {}).get("num_gpu_blocks") or engine.get("num_gpu_blocks")
-        if base and base < cliff["x"]:
-            out.append(Advice("below_cliff", "warning",
-                              f"Your deployment's {_fmt_int(base)} blocks are below the cliff at about "
-                              f"{_fmt_int(cliff['x'])} blocks: expect preemptions. You need about "
-                              f"{cliff['x'] / base:.1f}x the KV cache, or fewer concurrent sequences.",
-                              {"num_gpu_blocks": base, "cliff_blocks": cliff["x"]}))
-        elif base and base < 1.2 * cliff["x"]:
-            out.append(Advice("near_cliff", "warning",
-                              f"Your deployment's {_fmt_int(base)} blocks are within 20% of the cliff at about "
-                              f"{_fmt_int(cliff['x'])} blocks ({base / cliff['x'] - 1:.0%} above it): a little "
-                              f"more traffic or longer requests will preempt. Add blocks or lower max_num_seqs.",
-                              {"num_gpu_blocks": base, "cliff_blocks": cliff["x"]}))
+    out.extend(_cliff_advice(body, inputs, engine))
     hit = m.get("prefix_cache_hit_rate")
     pc_on = op["params"].get("enable_prefix_caching", engine.get("enable_prefix_caching", True))
     if hit is not None and hit > 0.5:
@@ -235,6 +221,27 @@ def advise(body: dict) -> list[Advice]:
     cheapest = cheapest_advice(pts, inputs.get("slo"), arrival_unit)
     if cheapest:
         out.append(cheapest)
+    return out
+
+
+def _cliff_advice(body: dict, inputs: dict, engine: dict) -> list[Advice]:
+    """The deployment below the KV cliff, or within 20 % above it."""
+    out: list[Advice] = []
+    cliff = detect_cliff(body)
+    if cliff and cliff["param"] == "num_gpu_blocks":
+        base = (inputs.get("sizing") or {}).get("num_gpu_blocks") or engine.get("num_gpu_blocks")
+        if base and base < cliff["x"]:
+            out.append(Advice("below_cliff", "warning",
+                              f"Your deployment's {_fmt_int(base)} blocks are below the cliff at about "
+                              f"{_fmt_int(cliff['x'])} blocks: expect preemptions. You need about "
+                              f"{cliff['x'] / base:.1f}x the KV cache, or fewer concurrent sequences.",
+                              {"num_gpu_blocks": base, "cliff_blocks": cliff["x"]}))
+        elif base and base < 1.2 * cliff["x"]:
+            out.append(Advice("near_cliff", "warning",
+                              f"Your deployment's {_fmt_int(base)} blocks are within 20% of the cliff at about "
+                              f"{_fmt_int(cliff['x'])} blocks ({base / cliff['x'] - 1:.0%} above it): a little "
+                              f"more traffic or longer requests will preempt. Add blocks or lower max_num_seqs.",
+                              {"num_gpu_blocks": base, "cliff_blocks": cliff["x"]}))
     return out
 
 
