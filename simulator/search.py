@@ -146,6 +146,22 @@ def _key(cost: float, gpus: int, index: int) -> tuple[float, int, int]:
     return (round(cost, 9), gpus, index)
 
 
+@dataclass(frozen=True)
+class _Balance:
+    request_imbalance: float = 1.0
+
+
+class _OneReplica:
+    """A single engine's :class:`SimResult` seen as a one-instance cluster result (what :func:`judge` reads)."""
+
+    num_instances = 1
+    load = _Balance()
+
+    def __init__(self, res) -> None:
+        self.totals, self.requests = res.totals, res.requests
+        self.latency = res.latency()
+
+
 class _Run:
     """The state of one search: the workload's precomputation, counters, the stop check.
 
@@ -172,10 +188,13 @@ class _Run:
 
     def _simulate(self, wl: Workload, prep, p: Prepared, n: int):
         from simulator.cluster import simulate_cluster
+        from simulator.engine import simulate
 
         if self.should_stop is not None and self.should_stop():
             raise SearchCancelled("search cancelled")
         self.simulations += 1
+        if n == 1:  # one replica is the plain engine, request for request (docs/cluster.md), without the router
+            return _OneReplica(simulate(wl, [p.config])[0])
         return simulate_cluster(wl, p.config, n, routing=self.space.routing, prep=prep)
 
     def trial(self, p: Prepared, n: int) -> Trial:

@@ -227,3 +227,19 @@ def test_a_cost_bound_from_another_chunk_prunes_without_losing_ties():
     assert _key(tied) == _key(free)  # an equal-cost answer is still found (ties break as in one search)
     below = search_deployments(wl, LLAMA_8B, SMALL, slo, cost_bound=cost * 0.99)
     assert below.best is None and below.num_simulations <= free.num_simulations
+
+
+def test_one_replica_runs_the_plain_engine_with_the_same_verdict():
+    from simulator.engine import simulate
+    from simulator.search import _OneReplica
+    from simulator.search_eval import prepare_candidate
+
+    wl = _workload(n=40, rate=30)
+    slo = Slo((SloTarget("ttft", "p90", 0.3), SloTarget("itl", "p99", 0.05)), min_goodput=0.8)
+    for i, cand in enumerate(SMALL.candidates()[:4]):
+        p = prepare_candidate(i, cand, LLAMA_8B, SMALL, 4096, wl, slo)
+        if p.config is None:
+            continue
+        via_cluster = judge(simulate_cluster(wl, p.config, 1), wl, slo, 1.0).to_dict()
+        via_engine = judge(_OneReplica(simulate(wl, [p.config])[0]), wl, slo, 1.0).to_dict()
+        assert via_engine == via_cluster
