@@ -122,3 +122,6 @@ class Report(models.Model):
 
     def __str__(self) -> str:
         return self.title
+
+
+from planner.search.models import Search, SearchChunk  # noqa: E402, F401  (deployment searches, planner/search/)

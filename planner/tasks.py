@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from planner.search import services as search_services
 from planner.sweeps import services
 
 
@@ -24,3 +25,9 @@ def run_sweep_chunk(sweep_id: int, index: int) -> str:
 def run_cliff_sweep(sweep_id: int) -> str:
     """Bisect for the cliff of sweep ``sweep_id``; each round is one batched simulation."""
     return services.cliff_run(sweep_id=int(sweep_id))
+
+
+@shared_task(name="planner.run_search_chunk", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def run_search_chunk(search_id: int, index: int) -> str:
+    """Search chunk ``index`` (one GPU type's candidates) of deployment search ``search_id`` and store it."""
+    return search_services.chunk_run(search_id=int(search_id), index=int(index))

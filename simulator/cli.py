@@ -6,6 +6,7 @@
 ``workload`` generate a synthetic workload file (the oracle's compact JSON).
 ``cluster``  simulate N engine instances behind a router (replicas and
              routing), or find the fewest instances that meet latency SLOs.
+``search``   the cheapest deployment meeting an SLO (simulator/search.py).
 
 Every input problem (missing or unreadable file, invalid JSON, unknown field,
 impossible value) prints one line ``error: ...`` to stderr and exits with
@@ -508,7 +509,31 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("--output", "-o", metavar="FILE", help="write the JSON here instead of stdout")
     cl.add_argument("--indent", type=int, metavar="N", help="pretty-print JSON with N spaces")
     cl.set_defaults(func=cmd_cluster)
+    _add_search_parser(sub)
     return p
+
+
+def _add_search_parser(sub) -> None:
+    """``search``: the cheapest deployment meeting an SLO (simulator/search_cli.py, docs/search.md)."""
+    from simulator.search_cli import add_search_arguments
+
+    add_search_arguments(sub.add_parser(
+        "search", help="find the cheapest deployment (GPU, TP/PP, precision, max_num_seqs, replicas) meeting an SLO",
+        description="Search GPUs x TP/PP x weight precision x KV dtype x max_num_seqs x replicas for the cheapest "
+        "deployment whose latency percentiles meet the SLO; prints the answer, the Pareto frontier and every "
+        "deployment tried with the reason it was rejected (see docs/search.md).")).set_defaults(func=cmd_search)
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from simulator.search_cli import run_search_command
+    from simulator.search_space import SearchError
+
+    try:
+        text = run_search_command(args)
+    except SearchError as exc:
+        raise CliError(str(exc)) from None
+    _emit(text if text.endswith("\n") else text + "\n", args.out)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,7 +9,13 @@ Profiling Guide", *Interpreting Results* and *Tune Based on Results*):
 * the operating point within 20% above the cliff -> more blocks or fewer sequences;
 * prefix-cache hit rate over 50% -> high sharing: a CPU tier is worth sizing;
   under 10% with prefix caching on -> little sharing;
-* requests dropped as unservable -> the cache cannot hold one request.
+* requests dropped as unservable -> the cache cannot hold one request;
+* served request rate under 80% of the offered rate -> overloaded, the queue grows without bound;
+* prefix-affinity routing with one instance taking over half the requests -> lopsided;
+* the cheapest point per output token *that meets the latency targets* (or that none does).
+
+Advice that does not apply is left out: no low-sharing remark when the workload
+shares nothing, no "raise max_num_seqs" when running requests never reached the cap.
 
 Pure functions over the report body (``inputs`` + ``points``), no ORM.
 """
@@ -155,14 +161,7 @@ def advise(body: dict) -> list[Advice]:
     mean_u = m.get("mean_kv_usage")
     ppr = m.get("preemptions_per_request") or 0.0
     if mean_u is not None and mean_u < 0.40 and ppr == 0:
-        hint = ""
-        if seqs and m.get("peak_running", 0) >= seqs:
-            hint = f" Running requests hit the max_num_seqs cap of {seqs:,}."
-        out.append(Advice("kv_underused", "info",
-                          f"Mean KV cache usage is {mean_u:.0%}{at}, under the 40% the tuning guide calls "
-                          f"under-used: raise max_num_seqs or lower max_model_len to use the memory "
-                          f"(or give it back with a lower gpu_memory_utilization).{hint}",
-                          {"mean_kv_usage": mean_u, "max_num_seqs": seqs, "peak_running": m.get("peak_running")}))
+        out.append(_underused(mean_u, at, seqs, m.get("peak_running")))
     if (mean_u is not None and mean_u > 0.90) or ppr > PREEMPTION_LIMIT:
         out.append(Advice("kv_overused", "warning",
                           f"KV cache is over-used{at}: mean usage {mean_u or 0:.0%}, "
@@ -172,21 +171,7 @@ def advise(body: dict) -> list[Advice]:
                           {"mean_kv_usage": mean_u, "preemptions_per_request": ppr,
                            "preemptions": m.get("preemptions")}))
 
-    cliff = detect_cliff(body)
-    if cliff and cliff["param"] == "num_gpu_blocks":
-        base = (inputs.get("sizing") or {}).get("num_gpu_blocks") or engine.get("num_gpu_blocks")
-        if base and base < cliff["x"]:
-            out.append(Advice("below_cliff", "warning",
-                              f"Your deployment's {_fmt_int(base)} blocks are below the cliff at about "
-                              f"{_fmt_int(cliff['x'])} blocks: expect preemptions. You need about "
-                              f"{cliff['x'] / base:.1f}x the KV cache, or fewer concurrent sequences.",
-                              {"num_gpu_blocks": base, "cliff_blocks": cliff["x"]}))
-        elif base and base < 1.2 * cliff["x"]:
-            out.append(Advice("near_cliff", "warning",
-                              f"Your deployment's {_fmt_int(base)} blocks are within 20% of the cliff at about "
-                              f"{_fmt_int(cliff['x'])} blocks ({base / cliff['x'] - 1:.0%} above it): a little "
-                              f"more traffic or longer requests will preempt. Add blocks or lower max_num_seqs.",
-                              {"num_gpu_blocks": base, "cliff_blocks": cliff["x"]}))
+    out.extend(_cliff_advice(body, inputs, engine))
     hit = m.get("prefix_cache_hit_rate")
     pc_on = op["params"].get("enable_prefix_caching", engine.get("enable_prefix_caching", True))
     if hit is not None and hit > 0.5:
@@ -196,7 +181,7 @@ def advise(body: dict) -> list[Advice]:
                           f"{op['totals'].get('prefix_cache_evictions', 0):,} blocks).",
                           {"prefix_cache_hit_rate": hit, "prefix_cache_evictions":
                            op["totals"].get("prefix_cache_evictions")}))
-    elif hit is not None and hit < 0.10 and pc_on:
+    elif hit is not None and hit < 0.10 and pc_on and workload_shares(inputs) is not False:
         out.append(Advice("low_sharing", "info",
                           f"Prefix-cache hit rate is only {hit:.0%}{at}: little sharing in this workload; "
                           f"prefix caching costs little but buys little here.",
@@ -222,19 +207,176 @@ def advise(body: dict) -> list[Advice]:
                               f"{rep['slo_text']} (TTFT {rep['pct']} {(rep['ttft_s'] or 0) * 1000:,.0f} ms, ITL "
                               f"{rep['pct']} {(rep['itl_s'] or 0) * 1000:,.1f} ms).",
                               rep))
-    priced = [p for p in pts if p["metrics"].get("cost_per_m_output_tokens")]
-    if len(priced) >= 2:
-        best = min(priced, key=lambda p: p["metrics"]["cost_per_m_output_tokens"])
-        worst = max(priced, key=lambda p: p["metrics"]["cost_per_m_output_tokens"])
-        lbl = params_text(best["params"], arrival_unit)
-        lbl = lbl[:1].upper() + lbl[1:]
-        out.append(Advice("cheapest", "info",
-                          f"Cheapest per output token: {lbl} at ${best['metrics']['cost_per_m_output_tokens']:,.2f} "
-                          f"per million output tokens (${best['metrics']['cost_per_hour']:,.2f}/h), against "
-                          f"${worst['metrics']['cost_per_m_output_tokens']:,.2f} for the dearest point.",
-                          {"cost_per_m_output_tokens": best["metrics"]["cost_per_m_output_tokens"],
-                           "cost_per_hour": best["metrics"]["cost_per_hour"]}))
+    over = overload(op, inputs)
+    if over:
+        out.append(Advice("overload", "warning",
+                          f"The offered load exceeds what this deployment serves{at}: "
+                          f"{over['offered']:,.3g} requests/s arrive but it completes about {over['served']:,.3g} "
+                          f"requests/s ({over['served'] / over['offered']:.0%}); the queue grows without bound "
+                          f"for as long as the traffic lasts (TTFT p99 {over['ttft_p99_s'] or 0:,.3g} s). "
+                          f"Add about {over['offered'] / over['served']:.1f}x the capacity (replicas or GPUs).",
+                          over))
+    out.extend(affinity_warnings(pts, arrival_unit))
+    cheapest = cheapest_advice(pts, inputs.get("slo"), arrival_unit)
+    if cheapest:
+        out.append(cheapest)
     return out
+
+
+def _cliff_advice(body: dict, inputs: dict, engine: dict) -> list[Advice]:
+    """The deployment below the KV cliff, or within 20 % above it."""
+    out: list[Advice] = []
+    cliff = detect_cliff(body)
+    if cliff and cliff["param"] == "num_gpu_blocks":
+        base = (inputs.get("sizing") or {}).get("num_gpu_blocks") or engine.get("num_gpu_blocks")
+        if base and base < cliff["x"]:
+            out.append(Advice("below_cliff", "warning",
+                              f"Your deployment's {_fmt_int(base)} blocks are below the cliff at about "
+                              f"{_fmt_int(cliff['x'])} blocks: expect preemptions. You need about "
+                              f"{cliff['x'] / base:.1f}x the KV cache, or fewer concurrent sequences.",
+                              {"num_gpu_blocks": base, "cliff_blocks": cliff["x"]}))
+        elif base and base < 1.2 * cliff["x"]:
+            out.append(Advice("near_cliff", "warning",
+                              f"Your deployment's {_fmt_int(base)} blocks are within 20% of the cliff at about "
+                              f"{_fmt_int(cliff['x'])} blocks ({base / cliff['x'] - 1:.0%} above it): a little "
+                              f"more traffic or longer requests will preempt. Add blocks or lower max_num_seqs.",
+                              {"num_gpu_blocks": base, "cliff_blocks": cliff["x"]}))
+    return out
+
+
+def _underused(mean_u: float, at: str, seqs, peak) -> Advice:
+    """Low KV usage: raise ``max_num_seqs`` only when running requests reached the cap."""
+    if seqs and peak is not None and peak >= seqs:
+        tip = (f"running requests hit the max_num_seqs cap of {seqs:,}, so raise max_num_seqs (or lower "
+               f"max_model_len) to use the memory")
+    else:
+        tip = (f"the traffic, not the max_num_seqs cap, limits concurrency (at most {peak or 0:,} requests ran at "
+               f"once{f' of {seqs:,} allowed' if seqs else ''}), so a smaller GPU or a lower "
+               "gpu_memory_utilization would serve it as well")
+    return Advice("kv_underused", "info",
+                  f"Mean KV cache usage is {mean_u:.0%}{at}, under the 40% the tuning guide calls under-used: {tip}.",
+                  {"mean_kv_usage": mean_u, "max_num_seqs": seqs, "peak_running": peak})
+
+
+def workload_shares(inputs: dict) -> bool | None:
+    """Whether the workload has shared prefixes or multi-turn context (None: a trace, unknown)."""
+    wl = inputs.get("workload") or {}
+    if wl.get("source") != "spec":
+        return None
+    spec = wl.get("spec") or {}
+    return bool(spec.get("prefixes")) or bool(spec.get("turns"))
+
+
+#: Served / offered request rate below which a point counts as overloaded.
+OVERLOAD_RATIO = 0.8
+
+
+def overload(point: dict, inputs: dict) -> dict | None:
+    """Offered vs served request rate of a point whose arrivals are Poisson in seconds, when served < 80 %.
+
+    Offered: the workload's (or the point's ``rate`` axis) requests/s; served: finished
+    requests over the simulated duration (first arrival to last finish).
+    """
+    wl = inputs.get("workload") or {}
+    arrival = (wl.get("spec") or {}).get("arrival") or {}
+    if wl.get("arrival_unit") != "s" or arrival.get("kind") not in ("poisson", "gamma"):
+        return None
+    m = point["metrics"]
+    offered = point["params"].get("rate", arrival.get("rate"))
+    dur, done = m.get("duration_s"), m.get("finished")
+    if not offered or not dur or not done:
+        return None
+    served = done / dur
+    if served >= OVERLOAD_RATIO * offered:
+        return None
+    return {"offered": offered, "served": served, "ttft_p99_s": m.get("ttft_p99_s"), "duration_s": dur}
+
+
+#: Share of a cluster's requests one instance may take before prefix affinity is called lopsided.
+AFFINITY_SHARE = 0.5
+
+
+def affinity_warnings(pts: list[dict], arrival_unit: str) -> list[Advice]:
+    """Prefix-affinity points where one instance takes most of the load (the worst one)."""
+    worst = None
+    for p in pts:
+        m = p["metrics"]
+        n, imb = m.get("num_instances"), m.get("request_imbalance")
+        if not n or n < 2 or imb is None or "prefix-affinity" not in str(m.get("routing", "")):
+            continue
+        share = imb / n  # max / mean over N instances = N x the largest share
+        if share > AFFINITY_SHARE and (worst is None or share > worst[0]):
+            worst = (share, p)
+    if worst is None:
+        return []
+    share, p = worst
+    m = p["metrics"]
+    lbl = params_text(p["params"], arrival_unit)
+    return [Advice("affinity_imbalance", "warning",
+                   f"With {m['routing']} routing one of {m['num_instances']} replicas takes {share:.0%} of the "
+                   f"requests{f' (at {lbl})' if lbl else ''}: it is the bottleneck and the others idle. Weight "
+                   f"the router toward load (e.g. weighted:prefix-affinity:1,queue-depth:1) or use round-robin.",
+                   {"largest_share": share, "num_instances": m["num_instances"], "routing": m["routing"]})]
+
+
+def meets_slo(m: dict, slo: dict) -> bool:
+    """Every request finished and the SLO percentile of TTFT and ITL within its target."""
+    pct = slo.get("percentile", "p90")
+    if m.get("finished") != m.get("requests"):
+        return False
+    t, i = m.get(f"ttft_{pct}_s"), m.get(f"itl_{pct}_s")
+    if slo.get("ttft_s") is not None and (t is None or t > slo["ttft_s"]):
+        return False
+    return not (slo.get("itl_s") is not None and i is not None and i > slo["itl_s"])
+
+
+def slo_words(slo: dict) -> str:
+    pct = slo.get("percentile", "p90")
+    parts = []
+    if slo.get("ttft_s") is not None:
+        parts.append(f"TTFT {pct} ≤ {slo['ttft_s'] * 1000:,.4g} ms")
+    if slo.get("itl_s") is not None:
+        parts.append(f"ITL {pct} ≤ {slo['itl_s'] * 1000:,.4g} ms")
+    return " and ".join(parts)
+
+
+def cheapest_advice(pts: list[dict], slo: dict | None, arrival_unit: str) -> Advice | None:
+    """The cheapest point per output token that meets the latency targets (or that none does)."""
+    priced = [p for p in pts if p["metrics"].get("cost_per_m_output_tokens")]
+    if len(priced) < 2:
+        return None
+
+    def cost(p):
+        return p["metrics"]["cost_per_m_output_tokens"]
+
+    def name(p):
+        lbl = params_text(p["params"], arrival_unit)
+        return lbl[:1].upper() + lbl[1:]
+
+    if slo and (slo.get("ttft_s") is not None or slo.get("itl_s") is not None):
+        ok = [p for p in priced if meets_slo(p["metrics"], slo)]
+        words = slo_words(slo)
+        if not ok:
+            cheap = min(priced, key=cost)
+            return Advice("cheapest", "warning",
+                          f"No point in this sweep meets {words}. The cheapest point, {name(cheap)} at "
+                          f"${cost(cheap):,.2f} per million output tokens, misses it; add replicas or GPUs "
+                          "to the sweep or relax the targets.",
+                          {"meets": False, "cost_per_m_output_tokens": cost(cheap)})
+        best = min(ok, key=cost)
+        return Advice("cheapest", "info",
+                      f"Cheapest point that meets {words}: {name(best)} at ${cost(best):,.2f} per million output "
+                      f"tokens (${best['metrics']['cost_per_hour']:,.2f}/h); {len(priced) - len(ok)} of "
+                      f"{len(priced)} priced points miss the targets.",
+                      {"meets": True, "cost_per_m_output_tokens": cost(best),
+                       "cost_per_hour": best["metrics"]["cost_per_hour"]})
+    best, worst = min(priced, key=cost), max(priced, key=cost)
+    return Advice("cheapest", "info",
+                  f"Cheapest per output token: {name(best)} at ${cost(best):,.2f} per million output tokens "
+                  f"(${best['metrics']['cost_per_hour']:,.2f}/h), against ${cost(worst):,.2f} for the dearest "
+                  "point. No latency target was given, so this says nothing about latency: add one (slo) to "
+                  "name the cheapest point that meets it.",
+                  {"meets": None, "cost_per_m_output_tokens": cost(best), "cost_per_hour": best["metrics"]["cost_per_hour"]})
 
 
 def replicas_for_rate(body: dict) -> list[dict]:
@@ -257,23 +399,10 @@ def replicas_for_rate(body: dict) -> list[dict]:
     for p in body.get("points") or []:
         key = p["params"].get(other[0]) if other else None
         groups.setdefault(key, []).append(p)
-    parts = []
-    if slo.get("ttft_s") is not None:
-        parts.append(f"TTFT {pct} ≤ {slo['ttft_s'] * 1000:,.4g} ms")
-    if slo.get("itl_s") is not None:
-        parts.append(f"ITL {pct} ≤ {slo['itl_s'] * 1000:,.4g} ms")
-    slo_text = " and ".join(parts)
+    slo_text = slo_words(slo)
     out = []
     for key, pts in groups.items():
-        def meets(m: dict) -> bool:
-            if m.get("finished") != m.get("requests"):
-                return False
-            t, i = m.get(f"ttft_{pct}_s"), m.get(f"itl_{pct}_s")
-            if slo.get("ttft_s") is not None and (t is None or t > slo["ttft_s"]):
-                return False
-            return not (slo.get("itl_s") is not None and i is not None and i > slo["itl_s"])
-
-        ok = sorted((p for p in pts if meets(p["metrics"])), key=lambda p: p["params"]["num_instances"])
+        ok = sorted((p for p in pts if meets_slo(p["metrics"], slo)), key=lambda p: p["params"]["num_instances"])
         where = ""
         if other:
             name = other[0]

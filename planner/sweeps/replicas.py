@@ -59,7 +59,10 @@ def find_replicas(raw: Any, *, owner) -> dict:
         raise defn.DefinitionError({"non_field_errors": [str(exc)]}) from None
     sizing = snapshot.get("sizing") or {}
     price = p["meta"].get("price_per_hour")
+    rate = (snapshot["workload"].get("spec") or {}).get("arrival", {}).get("rate")
     return {
+        "advice": replicas_advice(found, wl, config, price=price, rate=rate, max_n=max_n,
+                                  router_delay_s=cl["router_delay_s"]),
         **found.to_dict(),
         "requests": wl.n,
         "rate_per_s": (snapshot["workload"].get("spec") or {}).get("arrival", {}).get("rate"),
@@ -68,3 +71,41 @@ def find_replicas(raw: Any, *, owner) -> dict:
         "cost_per_hour": (price * found.num_instances) if (price and found.num_instances) else None,
         "clock": "cost_model" if config.cost_model is not None else "step_time_model",
     }
+
+
+def replicas_advice(found, wl, config, *, price: float | None, rate: float | None, max_n: int,
+                    router_delay_s: float = 0.0) -> list[str]:
+    """Sentences for the replicas answer: the cheapest count meeting the targets (or that none does, and
+    how far the offered load exceeds what the most replicas serve), and a lopsided prefix-affinity router."""
+    from simulator.cluster import simulate_cluster
+
+    out = []
+    if found.num_instances is not None:
+        cost = f" at ${price * found.num_instances:,.2f}/h" if price else ""
+        out.append(f"The cheapest deployment that meets the targets is {found.num_instances} "
+                   f"replica{'s' if found.num_instances > 1 else ''}{cost}: every count tried below it misses them.")
+    else:
+        out.append(f"No replica count up to {max_n} meets the targets, so there is no cheapest deployment "
+                   "to name here.")
+        served = _served_rate(simulate_cluster(wl, config, max_n, routing=found.routing,
+                                               router_delay_s=router_delay_s))
+        if rate and served and served < 0.8 * rate:
+            out.append(f"The offered load exceeds what {max_n} replicas serve: {rate:,.3g} requests/s arrive but "
+                       f"they complete about {served:,.3g} requests/s ({served / rate:.0%}), so the queue grows "
+                       f"without bound; about {rate / served:.1f}x the capacity is needed.")
+    if "prefix-affinity" in found.routing:
+        lopsided = [t for t in found.trials if t.num_instances > 1 and t.request_imbalance / t.num_instances > 0.5]
+        if lopsided:
+            t = max(lopsided, key=lambda t: t.request_imbalance / t.num_instances)
+            out.append(f"Prefix-affinity routing sends {t.request_imbalance / t.num_instances:.0%} of the requests to "
+                       f"one of {t.num_instances} replicas: that replica is the bottleneck. Weight the router toward "
+                       "load (weighted:prefix-affinity:1,queue-depth:1) or use round-robin.")
+    return out
+
+
+def _served_rate(res) -> float | None:
+    """Completed requests per second over the run (first arrival to last finish)."""
+    lat = res.latency
+    if lat is None or not lat.num_completed or not lat.duration_s > 0:
+        return None
+    return lat.num_completed / lat.duration_s

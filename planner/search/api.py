@@ -1,0 +1,122 @@
+"""Deployment searches over the API.
+
+* ``POST /api/searches/`` create (asynchronous on the workers; 202 with the status URL); ``GET`` own list.
+* ``GET /api/searches/{id}/`` status, progress and, once done, the result and the report link.
+* ``POST /api/searches/{id}/cancel/``.
+* ``GET /api/searches/reports/{slug}/`` public report (``?format=csv|json``).
+
+Errors are ``{"errors": {field: [messages]}}`` (``planner.api.errors``).
+"""
+
+from __future__ import annotations
+
+from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiExample, extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import ValidationError
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.parsers import JSONParser
+from rest_framework.permissions import AllowAny, IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from planner.search import exports, selectors, services
+from planner.search.models import Search
+from planner.sweeps import definition as defn
+
+EXAMPLE_SEARCH = {
+    "name": "Llama 3.1 8B at 20 requests/s",
+    "model": "llama-3-1-8b",
+    "workload": {"spec": {"n": 2000, "prompt": "normal:1024,256", "output": "normal:256,64",
+                          "arrival": {"kind": "poisson", "rate": 20, "unit": "s"}}, "seed": 0},
+    "slo": {"targets": [{"metric": "ttft", "percentile": "p90", "max_s": 0.5},
+                        {"metric": "itl", "percentile": "p90", "max_s": 0.05}], "min_goodput": 0.9},
+    "space": {"gpus": ["h100-sxm5-80gb", "l40s", "l4"], "tensor_parallel": [1, 2],
+              "precisions": ["bf16", "fp8", "int4"], "max_num_seqs": [64, 256], "max_replicas": 16},
+}
+
+
+class SearchDefinitionSerializer(serializers.Serializer):
+    """A search definition (docs/search.md)."""
+
+    name = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    model = serializers.JSONField(help_text="catalog slug, id of your profile, or inline spec")
+    workload = serializers.JSONField(help_text='{"spec": {...}, "seed": 0} (arrivals in seconds) or {"trace": "..."}')
+    slo = serializers.JSONField(help_text='{"targets": [{"metric": "ttft", "percentile": "p90", "max_s": 0.5}], '
+                                '"min_goodput": 0.9}')
+    space = serializers.JSONField(required=False, help_text="GPUs, TP/PP, precisions, KV dtypes, max_num_seqs, "
+                                  "max_replicas (default: every priced catalog GPU, TP 1-8, bf16)")
+
+
+def search_out(search: Search, request, *, result: bool = True) -> dict:
+    done = search.status == Search.Status.DONE
+    out = {"id": search.pk, "name": search.name, "status": search.status, "created_at": search.created_at,
+           "finished_at": search.finished_at, "url": request.build_absolute_uri(f"/api/searches/{search.pk}/"),
+           "report_url": request.build_absolute_uri(f"/searches/r/{search.slug}/") if done else None,
+           "progress": selectors.search_progress(search=search)}
+    if result:
+        out["result"] = search.result if done else None
+    return out
+
+
+class SearchListCreateApi(APIView):
+    permission_classes = [IsAuthenticated]
+    parser_classes = [JSONParser]
+
+    @extend_schema(summary="Your deployment searches, newest first", responses=None)
+    def get(self, request):
+        return Response([search_out(s, request, result=False) for s in selectors.search_list(owner=request.user)[:200]])
+
+    @extend_schema(summary="Search the cheapest deployment meeting an SLO (asynchronous on the workers)",
+                   request=SearchDefinitionSerializer, responses=None,
+                   examples=[OpenApiExample("Search", value=EXAMPLE_SEARCH, request_only=True)])
+    def post(self, request):
+        if not isinstance(request.data, dict):
+            raise ValidationError({"non_field_errors": ["The body must be a JSON object."]})
+        try:
+            search = services.search_create(owner=request.user, definition=dict(request.data))
+        except defn.DefinitionError as exc:
+            raise ValidationError(exc.errors) from None
+        return Response(search_out(search, request), status=status.HTTP_202_ACCEPTED)
+
+
+class SearchDetailApi(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(summary="Search status, progress and (when done) the answer", responses=None)
+    def get(self, request, search_id: int):
+        return Response(search_out(selectors.search_get(search_id=search_id, user=request.user), request))
+
+
+class SearchCancelApi(APIView):
+    permission_classes = [IsAuthenticated]
+    parser_classes = [JSONParser]
+
+    @extend_schema(summary="Cancel a queued or running search", request=None, responses=None)
+    def post(self, request, search_id: int):
+        search = selectors.search_get(search_id=search_id, user=request.user)
+        return Response(search_out(services.search_cancel(search=search, user=request.user), request))
+
+
+class _IgnoreFormatParam(DefaultContentNegotiation):
+    """``?format=csv|json`` names a download here, not a DRF renderer."""
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
+class SearchReportApi(APIView):
+    permission_classes = [AllowAny]
+    content_negotiation_class = _IgnoreFormatParam
+
+    @extend_schema(summary="A finished search's report (public; ?format=csv|json)", responses=None)
+    def get(self, request, slug: str):
+        search = selectors.search_report(slug=slug)
+        fmt = request.query_params.get("format", "json")
+        if fmt == "csv":
+            resp = HttpResponse(exports.to_csv(search), content_type="text/csv; charset=utf-8")
+            resp["Content-Disposition"] = f'attachment; filename="search-{slug}.csv"'
+            return resp
+        if fmt != "json":
+            raise ValidationError({"format": ["must be 'json' or 'csv'"]})
+        return HttpResponse(exports.to_json(search), content_type="application/json")

@@ -1,0 +1,144 @@
+"""Validate a search definition (JSON) into a snapshot of resolved inputs.
+
+::
+
+    {"name": "...", "model": "llama-3-1-8b",                       # slug, id of your profile, or inline spec
+     "workload": {"spec": {"n": 12000, "prompt": "normal:1024,256", "output": "normal:256,64",
+                           "arrival": {"kind": "poisson", "rate": 20, "unit": "s"}}, "seed": 0},
+     "slo": {"targets": [{"metric": "ttft", "percentile": "p90", "max_s": 0.5}], "min_goodput": 0.9},
+     "space": {"gpus": ["h100-sxm5-80gb", "l40s"],                  # default: every catalog GPU with a price
+               "tensor_parallel": [1, 2, 4, 8], "precisions": ["bf16", "fp8", "int4"],
+               "kv_cache_dtypes": ["auto"], "max_num_seqs": [64, 256], "max_replicas": 16}}
+
+Every error is collected under its field path (``space.gpus[1]``, ``slo.max_s``,
+``workload.spec.arrival.rate``) and raised as one
+:class:`planner.sweeps.definition.DefinitionError`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+
+from planner.sweeps import definition as defn
+from simulator.search_space import SearchError, SearchSpace, Slo
+
+#: Fields of a definition and of its space.
+FIELDS = {"name", "model", "workload", "slo", "space"}
+SPACE_FIELDS = {"gpus", "tensor_parallel", "pipeline_parallel", "precisions", "kv_cache_dtypes", "max_num_seqs",
+                "max_replicas", "routing", "gpu_memory_utilization", "max_model_len"}
+
+
+def max_requests() -> int:
+    """Most requests a search workload may hold (each replica count tried simulates them all)."""
+    return int(getattr(settings, "KVP_SEARCH_MAX_REQUESTS", 20_000))
+
+
+def _add_search_error(err, exc: SearchError) -> None:
+    field, sep, rest = str(exc).partition(": ")
+    err.add(field if sep and " " not in field else "non_field_errors", rest if sep else str(exc))
+
+
+def priced_catalog_gpus() -> list[str]:
+    """Slugs of the catalog GPUs with a price (the default space)."""
+    from gpuprofiles.models import GpuProfile
+
+    return list(GpuProfile.objects.filter(owner__isnull=True, price_per_hour__isnull=False)
+                .order_by("name").values_list("slug", flat=True))
+
+
+def _gpus(raw: Any, owner, err) -> list[dict]:
+    refs = priced_catalog_gpus() if raw is None else raw
+    if not isinstance(refs, list):
+        err.add("space.gpus", "must be a list of GPU slugs, ids of your profiles or inline specs")
+        return []
+    if not refs:
+        err.add("space.gpus", "give at least one GPU type (the space is empty)")
+    return [g for i, r in enumerate(refs) if (g := defn.resolve_profile("gpu", r, owner, f"space.gpus[{i}]", err))]
+
+
+def validate(raw: Any, *, owner) -> tuple[dict, dict]:
+    """``(normalized definition, snapshot)``; raises DefinitionError with messages per field."""
+    err = defn._Errors()
+    if not isinstance(raw, dict):
+        raise defn.DefinitionError({"non_field_errors": ["must be a JSON object"]})
+    for k in sorted(set(raw) - FIELDS):
+        err.add(k, f"unknown field (known: {', '.join(sorted(FIELDS))})")
+    name = raw.get("name", "")
+    if not isinstance(name, str) or len(name) > 200:
+        err.add("name", "must be text of at most 200 characters")
+    if raw.get("model") is None:
+        err.add("model", "give the model: a catalog slug, the id of your profile, or an inline spec")
+        model = None
+    else:
+        model = defn.resolve_profile("model", raw["model"], owner, "model", err)
+    workload = defn._workload(raw.get("workload"), err) if "workload" in raw else err.add(
+        "workload", "give the traffic: {\"spec\": {...}, \"seed\": 0} or {\"trace\": \"...\"}")
+    if workload and workload["arrival_unit"] != "s":
+        err.add("workload.spec.arrival", "give arrivals in seconds (\"unit\": \"s\"): latency targets are in seconds")
+    if workload and workload["n"] > max_requests():
+        err.add("workload.spec.n", f"at most {max_requests():,} requests per search, got {workload['n']:,}")
+    slo = None
+    try:
+        slo = Slo.from_dict(raw.get("slo"))
+    except SearchError as exc:
+        _add_search_error(err, exc)
+    space_raw = raw.get("space") or {}
+    if not isinstance(space_raw, dict):
+        err.add("space", "must be an object")
+        space_raw = {}
+    for k in sorted(set(space_raw) - SPACE_FIELDS):
+        err.add(f"space.{k}", "unknown field")
+    gpus = _gpus(space_raw.get("gpus"), owner, err)
+    space = {k: v for k, v in space_raw.items() if k in SPACE_FIELDS - {"gpus"}}
+    _check_space(gpus, space, err)
+    err.raise_if_any()
+    snapshot = {"model": model, "gpus": gpus, "workload": workload, "slo": slo.to_dict(), "space": space}
+    _check_runnable(snapshot, err)
+    err.raise_if_any()
+    norm = {"name": name, "model": raw["model"], "workload": raw["workload"], "slo": slo.to_dict(),
+            "space": {**space_raw}}
+    return norm, snapshot
+
+
+def _check_space(gpus: list[dict], space: dict, err) -> None:
+    if not gpus:
+        return
+    try:
+        build_space({"gpus": gpus, "space": space})
+    except SearchError as exc:
+        _add_search_error(err, exc)
+    except (TypeError, ValueError) as exc:
+        err.add("space", str(exc))
+
+
+def _check_runnable(snapshot: dict, err) -> None:
+    """The workload's longest request must fit the model's context (checked before queueing)."""
+    from simulator.search_eval import default_max_model_len
+
+    wl = build_workload(snapshot)
+    model = defn.model_spec(snapshot["model"]["spec"])
+    mml = snapshot["space"].get("max_model_len") or default_max_model_len(wl, model)
+    longest = int((wl.prompt_len + wl.output_len).max())
+    if longest > mml:
+        field = "space.max_model_len" if snapshot["space"].get("max_model_len") else "workload"
+        err.add(field, f"the longest request ({longest:,} tokens) is longer than max_model_len ({mml:,} tokens)")
+
+
+def build_space(snapshot: dict) -> SearchSpace:
+    gpus = tuple(defn.gpu_spec(g["spec"]) for g in snapshot["gpus"])
+    return SearchSpace(gpus, **{k: (tuple(v) if isinstance(v, list) else v) for k, v in snapshot["space"].items()})
+
+
+def build_workload(snapshot: dict):
+    from planner.sweeps.runner import build_workload as build
+
+    wl = snapshot["workload"]
+    return build(wl, wl.get("trace"), wl.get("format", "csv"))
+
+
+def build_inputs(snapshot: dict):
+    """``(workload, model, space, slo)`` for :func:`simulator.search.search_deployments`."""
+    return (build_workload(snapshot), defn.model_spec(snapshot["model"]["spec"]), build_space(snapshot),
+            Slo.from_dict(snapshot["slo"]))

@@ -1,0 +1,51 @@
+"""Downloads of a search report: CSV (one row per simulated deployment), JSON, standalone HTML."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from django.template.loader import render_to_string
+
+CSV_COLUMNS = ("candidate", "status", "gpu", "tensor_parallel", "pipeline_parallel", "precision", "kv_cache_dtype",
+               "max_num_seqs", "replicas", "cost_per_hour_usd", "cost_per_million_output_tokens_usd", "meets",
+               "goodput_share", "output_tokens_per_s", "reason")
+
+
+def to_csv(search) -> str:
+    """One row per simulated deployment, plus one per candidate never simulated (with its reason)."""
+    res = search.result
+    labels = [f"{t['metric'].upper()} {t['percentile']}" for t in res["slo"]["targets"]]
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow([*CSV_COLUMNS, *(f"{lab} (s)" for lab in labels)])
+    for o in res["outcomes"]:
+        c = o["candidate"]
+        head = [c["label"], o["status"], c["gpu"], c["tensor_parallel"], c["pipeline_parallel"], c["precision"],
+                c["kv_cache_dtype"], c["max_num_seqs"]]
+        if not o["trials"]:
+            w.writerow([*head, "", "", "", "", "", "", o["reason"], *([""] * len(labels))])
+        for t in o["trials"]:
+            why = "; ".join(t["misses"]) or o["reason"]
+            w.writerow([*head, t["num_instances"], _num(t["cost_per_hour"]), _num(t["cost_per_million_tokens"]),
+                        t["meets"], _num(t["goodput"]), _num(t["output_tokens_per_s"]), why,
+                        *(_num((t["values"] or {}).get(lab)) for lab in labels)])
+    return buf.getvalue()
+
+
+def _num(v) -> str:
+    return "" if v is None else f"{v:.6g}"
+
+
+def to_json(search) -> str:
+    return json.dumps({"report": {"slug": search.slug, "title": search.name,
+                                  "created_at": search.created_at.isoformat()},
+                       "definition": search.definition, "inputs": search.snapshot, "result": search.result},
+                      indent=1)
+
+
+def to_html(search, context: dict) -> str:
+    from planner.sweeps.exports import plotly_js
+
+    return render_to_string("planner/search/standalone.html", {**context, "plotly_js": plotly_js()})

@@ -1,0 +1,102 @@
+"""The search form: a model, traffic, latency targets and the space, turned into a search definition."""
+
+from __future__ import annotations
+
+from django import forms
+
+from simulator.search_space import PRECISIONS
+
+PERCENTILES = [("p50", "p50"), ("p90", "p90"), ("p99", "p99")]
+
+
+def _list(text: str, field: str) -> list[int]:
+    try:
+        out = [int(x) for x in text.replace(" ", ",").split(",") if x.strip()]
+    except ValueError:
+        raise forms.ValidationError("whole numbers separated by commas, e.g. 1, 2, 4, 8") from None
+    if not out:
+        raise forms.ValidationError("give at least one value (the space is empty)")
+    return out
+
+
+class SearchForm(forms.Form):
+    name = forms.CharField(required=False, max_length=200, label="Name")
+    model = forms.ChoiceField(label="Model", help_text="A catalog model or one of your own profiles.")
+    gpus = forms.MultipleChoiceField(label="GPU types", widget=forms.CheckboxSelectMultiple,
+                                     help_text="Priced GPUs only: the search compares costs.")
+    rate = forms.FloatField(label="Request rate", min_value=0.001, max_value=10_000, initial=20,
+                            help_text="requests per second (Poisson)")
+    duration_s = forms.FloatField(label="Traffic to simulate", min_value=1, max_value=3600, initial=60,
+                                  help_text="seconds")
+    prompt_mean = forms.IntegerField(label="Prompt length, mean", min_value=1, max_value=1_000_000, initial=1024,
+                                     help_text="tokens")
+    prompt_std = forms.IntegerField(label="Prompt length, std", min_value=0, max_value=1_000_000, initial=256)
+    output_mean = forms.IntegerField(label="Output length, mean", min_value=1, max_value=1_000_000, initial=256,
+                                     help_text="tokens")
+    output_std = forms.IntegerField(label="Output length, std", min_value=0, max_value=1_000_000, initial=64)
+    ttft_ms = forms.FloatField(label="TTFT target", required=False, min_value=0.001, initial=500, help_text="ms")
+    ttft_pct = forms.ChoiceField(label="TTFT percentile", choices=PERCENTILES, initial="p90")
+    itl_ms = forms.FloatField(label="ITL target", required=False, min_value=0.001, initial=50, help_text="ms")
+    itl_pct = forms.ChoiceField(label="ITL percentile", choices=PERCENTILES, initial="p90")
+    e2e_s = forms.FloatField(label="End-to-end target", required=False, min_value=0.001, help_text="seconds")
+    e2e_pct = forms.ChoiceField(label="E2E percentile", choices=PERCENTILES, initial="p90")
+    min_goodput_pct = forms.FloatField(label="Goodput", required=False, min_value=0, max_value=100,
+                                       help_text="% of requests that must meet every target (empty: not checked)")
+    tensor_parallel = forms.CharField(label="TP degrees", initial="1, 2, 4, 8")
+    precisions = forms.MultipleChoiceField(label="Weight precision", widget=forms.CheckboxSelectMultiple,
+                                           choices=[(p, p) for p in PRECISIONS], initial=["bf16"])
+    max_num_seqs = forms.CharField(label="max_num_seqs values", initial="256")
+    max_replicas = forms.IntegerField(label="Most replicas", min_value=1, max_value=64, initial=16)
+
+    def __init__(self, *args, user=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        from gpuprofiles.models import GpuProfile, ModelProfile
+        from planner.search.definition import priced_catalog_gpus
+
+        models = ModelProfile.objects.filter(owner__isnull=True).order_by("name")
+        self.fields["model"].choices = [(m.slug, m.name) for m in models]
+        self.fields["model"].initial = "llama-3-1-8b"
+        priced = priced_catalog_gpus()
+        names = dict(GpuProfile.objects.filter(slug__in=priced).values_list("slug", "name"))
+        self.fields["gpus"].choices = [(s, names.get(s, s)) for s in priced]
+        self.fields["gpus"].initial = priced
+
+    def clean_tensor_parallel(self):
+        return _list(self.cleaned_data["tensor_parallel"], "tensor_parallel")
+
+    def clean_max_num_seqs(self):
+        return _list(self.cleaned_data["max_num_seqs"], "max_num_seqs")
+
+    def clean(self):
+        data = super().clean()
+        if not any(data.get(k) for k in ("ttft_ms", "itl_ms", "e2e_s")):
+            raise forms.ValidationError("Give at least one latency target (TTFT, ITL or end-to-end).")
+        return data
+
+    def to_definition(self) -> dict:
+        d = self.cleaned_data
+        targets = []
+        for metric, key, scale in (("ttft", "ttft_ms", 1e-3), ("itl", "itl_ms", 1e-3), ("e2e", "e2e_s", 1.0)):
+            if d.get(key):
+                targets.append({"metric": metric, "percentile": d[f"{metric}_pct"], "max_s": d[key] * scale})
+        n = max(1, round(d["rate"] * d["duration_s"]))
+        return {
+            "name": d.get("name") or "",
+            "model": d["model"],
+            "workload": {"spec": {"n": n, "prompt": {"kind": "normal", "mean": d["prompt_mean"], "std": d["prompt_std"]},
+                                  "output": {"kind": "normal", "mean": d["output_mean"], "std": d["output_std"]},
+                                  "arrival": {"kind": "poisson", "rate": d["rate"], "unit": "s"}}, "seed": 0},
+            "slo": {"targets": targets, "min_goodput": (d.get("min_goodput_pct") or 0) / 100},
+            "space": {"gpus": d["gpus"], "tensor_parallel": d["tensor_parallel"], "precisions": d["precisions"],
+                      "max_num_seqs": d["max_num_seqs"], "max_replicas": d["max_replicas"]},
+        }
+
+    def add_definition_errors(self, errors: dict) -> None:
+        """Attach ``{field.path: [messages]}`` from the definition to the form's fields."""
+        where = {"space.tensor_parallel": "tensor_parallel", "space.max_num_seqs": "max_num_seqs",
+                 "space.max_replicas": "max_replicas", "space.precisions": "precisions", "model": "model",
+                 "workload.spec.n": "duration_s", "slo.min_goodput": "min_goodput_pct"}
+        for path, msgs in errors.items():
+            field = where.get(path) or ("gpus" if path.startswith("space.gpus") else None)
+            for m in msgs:
+                self.add_error(field, m if field else f"{path}: {m}")

@@ -1,0 +1,70 @@
+"""Deployment searches and their chunks (one chunk per GPU type, run by a Celery worker).
+
+A :class:`Search` keeps the definition as sent, a snapshot of every input it
+resolved (copies of the model and GPU specs: editing a profile later changes
+nothing), and once done the gathered result. A finished search *is* its
+report: immutable, public at ``/searches/r/<slug>/`` with an unguessable slug.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from planner.models import Sweep, new_report_slug
+
+
+class Search(models.Model):
+    Status = Sweep.Status
+    FINAL_STATES = Sweep.FINAL_STATES
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="searches")
+    name = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=10, choices=Sweep.Status.choices, default=Sweep.Status.QUEUED,
+                              db_index=True)
+    definition = models.JSONField()
+    #: Resolved inputs: model and GPU specs (copies), workload, SLO, space.
+    snapshot = models.JSONField()
+    total_candidates = models.PositiveIntegerField()
+    num_chunks = models.PositiveIntegerField(default=0)
+    #: ``simulator.search.SearchResult.to_dict()`` of all chunks gathered, once done.
+    result = models.JSONField(null=True, blank=True)
+    slug = models.CharField(max_length=32, unique=True, default=new_report_slug, editable=False)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        app_label = "planner"
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.name or f"Search {self.pk}"
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in self.FINAL_STATES
+
+
+class SearchChunk(models.Model):
+    """The candidates of one GPU type, searched as one unit by one task."""
+
+    Status = models.TextChoices("Status", "pending running done failed skipped")
+
+    search = models.ForeignKey(Search, on_delete=models.CASCADE, related_name="chunks")
+    index = models.PositiveIntegerField()
+    status = models.CharField(max_length=10, default="pending")
+    candidates = models.JSONField()  # indices into the space's candidates
+    result = models.JSONField(null=True, blank=True)
+    task_id = models.CharField(max_length=64, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    progress = models.FloatField(default=0.0)
+    error = models.TextField(blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        app_label = "planner"
+        ordering = ["search_id", "index"]
+        constraints = [models.UniqueConstraint(fields=["search", "index"], name="searchchunk_unique_index")]

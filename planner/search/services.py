@@ -1,0 +1,164 @@
+"""Writes for deployment searches: create, run a chunk, gather, cancel.
+
+The sweep machinery's pattern (``planner/sweeps/services.py``): chunks are
+stored with the search in one transaction and their tasks sent after commit
+with fixed task ids; a chunk task re-fetches its row, returns at once when it
+is done, writes progress at most twice a second (and notices a cancelled
+search there), stores its result keyed by ``(search, index)`` under a lock on
+the search row, and the last chunk to finish gathers the answer
+(:func:`simulator.search.merge_results`). A chunk holds the candidates of one
+GPU type, so different GPU types run on different workers in parallel.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.utils import timezone
+
+from planner.search import definition as sdefn
+from planner.search.models import Search, SearchChunk
+from planner.sweeps.services import PROGRESS_INTERVAL_S, _queue
+
+logger = logging.getLogger(__name__)
+
+
+def search_create(*, owner, definition: Any) -> Search:
+    """Validate, store the search and its chunks (one per GPU type), enqueue after commit."""
+    norm, snapshot = sdefn.validate(definition, owner=owner)
+    space = sdefn.build_space(snapshot)
+    cands = space.candidates()
+    groups = [[i for i, c in enumerate(cands) if c.gpu.name == g.name] for g in space.gpus]
+    with transaction.atomic():
+        search = Search.objects.create(owner=owner, name=norm["name"] or _default_name(snapshot),
+                                       definition=norm, snapshot=snapshot, total_candidates=len(cands),
+                                       num_chunks=len(groups))
+        SearchChunk.objects.bulk_create([SearchChunk(search=search, index=i, candidates=g, task_id=str(uuid.uuid4()))
+                                         for i, g in enumerate(groups)])
+        search_id = search.pk
+        transaction.on_commit(lambda: search_enqueue(search_id))
+    return search
+
+
+def _default_name(snapshot: dict) -> str:
+    rate = ((snapshot["workload"].get("spec") or {}).get("arrival") or {}).get("rate")
+    traffic = f" at {rate:g} requests/s" if rate else ""
+    return f"Cheapest deployment of {snapshot['model']['spec']['name']}{traffic}"[:200]
+
+
+def search_enqueue(search_id: int) -> None:
+    from planner import tasks
+
+    queue = _queue()
+    opts = {"queue": queue} if queue else {}
+    for chunk in SearchChunk.objects.filter(search_id=search_id, status="pending").only("index", "task_id"):
+        tasks.run_search_chunk.apply_async(args=[search_id, chunk.index], task_id=chunk.task_id, **opts)
+
+
+class _Watch:
+    """Throttled progress writer and cancellation check for one chunk."""
+
+    def __init__(self, search_id: int, chunk_id: int) -> None:
+        self.search_id, self.chunk_id, self.last = search_id, chunk_id, 0.0
+        self.cancelled = False
+
+    def progress(self, fraction: float) -> None:
+        SearchChunk.objects.filter(pk=self.chunk_id).update(progress=max(0.0, min(1.0, float(fraction))))
+
+    def should_stop(self) -> bool:
+        now = time.monotonic()
+        if now - self.last >= PROGRESS_INTERVAL_S:
+            self.last = now
+            self.cancelled = Search.objects.filter(pk=self.search_id, status=Search.Status.CANCELLED).exists()
+        return self.cancelled
+
+
+def chunk_run(*, search_id: int, index: int) -> str:
+    """Search one chunk's candidates and store the result; idempotent (``done``, ``already-done``, ...)."""
+    from simulator.search import SearchCancelled, search_deployments
+
+    chunk = SearchChunk.objects.select_related("search").filter(search_id=search_id, index=index).first()
+    if chunk is None:
+        return "missing"
+    if chunk.status == "done":
+        return "already-done"
+    search = chunk.search
+    if search.is_final:
+        SearchChunk.objects.filter(pk=chunk.pk).exclude(status="done").update(status="skipped")
+        return "skipped"
+    Search.objects.filter(pk=search_id, status=Search.Status.QUEUED).update(
+        status=Search.Status.RUNNING, started_at=timezone.now())
+    SearchChunk.objects.filter(pk=chunk.pk).update(status="running", started_at=timezone.now(),
+                                                   attempts=chunk.attempts + 1, progress=0.0)
+    watch = _Watch(search_id, chunk.pk)
+    try:
+        wl, model, space, slo = sdefn.build_inputs(search.snapshot)
+        result = search_deployments(wl, model, space, slo, candidates=chunk.candidates, progress=watch.progress,
+                                    should_stop=watch.should_stop, cost_bound=_best_so_far(search_id)).to_dict()
+    except SearchCancelled:
+        SearchChunk.objects.filter(pk=chunk.pk).update(status="skipped")
+        return "skipped"
+    except Exception as exc:  # noqa: BLE001 - stored and shown; the search fails with the reason
+        from celery.exceptions import SoftTimeLimitExceeded
+
+        msg = ("time limit exceeded for this chunk (CELERY_TASK_SOFT_TIME_LIMIT): search fewer shapes or requests"
+               if isinstance(exc, SoftTimeLimitExceeded) else f"{type(exc).__name__}: {exc}")
+        logger.exception("search %s chunk %s failed", search_id, index)
+        SearchChunk.objects.filter(pk=chunk.pk).update(status="failed", error=msg[:2000])
+        Search.objects.filter(pk=search_id).exclude(status__in=Search.FINAL_STATES).update(
+            status=Search.Status.FAILED, error=f"chunk {index}: {msg}"[:4000], finished_at=timezone.now())
+        return "failed"
+    chunk_store(search_id=search_id, index=index, result=result)
+    return "done"
+
+
+def _best_so_far(search_id: int) -> float | None:
+    """Cost per hour of the cheapest answer among the search's finished chunks (they prune the rest)."""
+    costs = [r["best"]["cost_per_hour"] for r in SearchChunk.objects.filter(search_id=search_id, status="done")
+             .values_list("result", flat=True) if r and r.get("best")]
+    return min(costs, default=None)
+
+
+def chunk_store(*, search_id: int, index: int, result: dict) -> None:
+    """Write a chunk's result (keyed by ``(search, index)``); the last one gathers the answer."""
+    from simulator.search import merge_results
+    from simulator.search_space import Slo
+
+    with transaction.atomic():
+        search = Search.objects.select_for_update().get(pk=search_id)
+        SearchChunk.objects.update_or_create(search=search, index=index, defaults={
+            "result": result, "status": "done", "finished_at": timezone.now(), "progress": 1.0, "error": ""})
+        if search.is_final or search.chunks.exclude(status="done").exists():
+            return
+        parts = list(search.chunks.order_by("index").values_list("result", flat=True))
+        search.result = merge_results(parts, Slo.from_dict(search.snapshot["slo"])).to_dict()
+        search.status = Search.Status.DONE
+        search.finished_at = timezone.now()
+        search.save(update_fields=["result", "status", "finished_at"])
+
+
+def search_cancel(*, search: Search, user) -> Search:
+    """Cancel a queued or running search (owner only); pending chunks are skipped."""
+    if search.owner_id != getattr(user, "pk", None):
+        raise PermissionDenied("Only the owner can cancel this search.")
+    with transaction.atomic():
+        locked = Search.objects.select_for_update().get(pk=search.pk)
+        if locked.is_final:
+            return locked
+        locked.status = Search.Status.CANCELLED
+        locked.finished_at = timezone.now()
+        locked.save(update_fields=["status", "finished_at"])
+        locked.chunks.filter(status="pending").update(status="skipped")
+    return locked
+
+
+def search_run_here(*, search: Search) -> Search:
+    """Run every pending chunk in this process (``manage.py search``), then re-read the search."""
+    for index in search.chunks.exclude(status="done").values_list("index", flat=True):
+        chunk_run(search_id=search.pk, index=index)
+    return Search.objects.get(pk=search.pk)

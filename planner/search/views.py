@@ -1,0 +1,82 @@
+"""Pages: start a search (signed in), watch it, and its public report (answer, Pareto chart, every deployment)."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from planner.search import exports, selectors, services
+from planner.search.figures import build_pareto_figure
+from planner.search.forms import SearchForm
+from planner.search.models import Search
+from planner.sweeps import definition as defn
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def search_new(request):
+    form = SearchForm(request.POST or None, user=request.user)
+    if request.method == "POST" and form.is_valid():
+        try:
+            search = services.search_create(owner=request.user, definition=form.to_definition())
+        except defn.DefinitionError as exc:
+            form.add_definition_errors(exc.errors)
+        else:
+            return redirect("search:detail", search_id=search.pk)
+    searches = selectors.search_list(owner=request.user)[:20]
+    return render(request, "planner/search/new.html", {"nav": "search", "form": form, "searches": searches})
+
+
+@login_required
+def search_detail(request, search_id: int):
+    search = selectors.search_get(search_id=search_id, user=request.user)
+    if search.status == Search.Status.DONE:
+        return redirect("search:report", slug=search.slug)
+    return render(request, "planner/search/detail.html", {
+        "nav": "search", "search": search, "progress": selectors.search_progress(search=search)})
+
+
+@login_required
+@require_POST
+def search_cancel(request, search_id: int):
+    search = selectors.search_get(search_id=search_id, user=request.user)
+    services.search_cancel(search=search, user=request.user)
+    return redirect("search:detail", search_id=search.pk)
+
+
+def report_context(search: Search) -> dict:
+    res = search.result
+    labels = [f"{t['metric'].upper()} {t['percentile']}" for t in res["slo"]["targets"]]
+    rows = []
+    for o in res["outcomes"]:
+        for t in o["trials"] or [None]:
+            rows.append({"o": o, "t": t, "values": [None if t is None else (t["values"] or {}).get(lab)
+                                                    for lab in labels],
+                         "why": o["reason"] if t is None else ("; ".join(t["misses"]) or o["reason"])})
+    return {"search": search, "result": res, "best": res["best"], "labels": labels, "rows": rows,
+            "figure": build_pareto_figure(res), "title": search.name}
+
+
+def search_report(request, slug: str):
+    search = selectors.search_report(slug=slug)
+    return render(request, "planner/search/report.html", {"nav": "search", **report_context(search)})
+
+
+def search_report_download(request, slug: str, fmt: str):
+    search = selectors.search_report(slug=slug)
+    if fmt == "csv":
+        resp = HttpResponse(exports.to_csv(search), content_type="text/csv; charset=utf-8")
+    elif fmt == "json":
+        resp = HttpResponse(exports.to_json(search), content_type="application/json")
+    elif fmt == "html":
+        ctx = report_context(search)
+        ctx["figure_json"] = json.dumps(ctx["figure"])
+        resp = HttpResponse(exports.to_html(search, ctx), content_type="text/html; charset=utf-8")
+    else:
+        raise Http404("Unknown format.")
+    resp["Content-Disposition"] = f'attachment; filename="search-{slug}.{fmt}"'
+    return resp

@@ -1,0 +1,142 @@
+"""``python -m simulator search``: the cheapest deployment meeting an SLO, from files and options.
+
+The model is a Hugging Face ``config.json``; the GPUs a JSON list of
+:class:`simulator.specs.GpuSpec` objects with ``price_per_hour`` (the
+catalog's priced GPUs are in ``examples/search_gpus.json``); the traffic a
+workload file or a Poisson rate with length distributions. Prints the
+:class:`simulator.search.SearchResult` as JSON (``--summary``: the answer in
+words and a table of every deployment tried). Input errors raise
+:class:`simulator.search_space.SearchError` naming the option.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from simulator.search_space import SearchError, SearchSpace, Slo, parse_slo_target
+
+
+def add_search_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Options of the ``search`` subcommand."""
+    p.add_argument("--model", required=True, metavar="CONFIG_JSON", help="the model's Hugging Face config.json")
+    p.add_argument("--gpus", required=True, metavar="FILE",
+                   help="JSON list of GPUs: {name, memory_gib, bandwidth_tbps, bf16_tflops, fp8_tflops, "
+                        "interconnect_gbps, price_per_hour} (examples/search_gpus.json)")
+    p.add_argument("--workload", metavar="FILE", help="workload JSON or trace (else --rate and --duration)")
+    p.add_argument("--rate", type=float, metavar="REQ_PER_S", help="Poisson arrivals, requests per second")
+    p.add_argument("--duration", type=float, default=60.0, metavar="S", help="seconds of traffic (with --rate)")
+    p.add_argument("--prompt", default="normal:1024,256", metavar="DIST", help="prompt length distribution, tokens")
+    p.add_argument("--output", default="normal:256,64", metavar="DIST", help="output length distribution, tokens")
+    p.add_argument("--seed", type=int, default=0, help="workload seed")
+    p.add_argument("--slo", action="append", required=True, metavar="METRIC:PCT:SECONDS",
+                   help="a latency target, e.g. ttft:p90:0.5 or itl:p99:0.05 or e2e:p50:10 (repeatable)")
+    p.add_argument("--min-goodput", type=float, default=0.0, metavar="FRAC",
+                   help="least share of requests that must meet every target (0 to 1)")
+    p.add_argument("--tp", default="1,2,4,8", metavar="LIST", help="tensor-parallel degrees")
+    p.add_argument("--pp", default="1", metavar="LIST", help="pipeline-parallel degrees")
+    p.add_argument("--precision", default="bf16,fp8,int4", metavar="LIST", help="weight precisions: bf16, fp8, int4")
+    p.add_argument("--kv-dtype", default="auto", metavar="LIST", help="KV cache dtypes (auto, fp8, ...)")
+    p.add_argument("--max-num-seqs", default="256", metavar="LIST", help="running-request caps")
+    p.add_argument("--max-replicas", type=int, default=16, metavar="N", help="most replicas behind the router")
+    p.add_argument("--routing", default="round-robin", metavar="POLICY", help="router policy (docs/cluster.md)")
+    p.add_argument("--summary", action="store_true", help="print the answer in words and a table, not JSON")
+    p.add_argument("--out", "-o", metavar="FILE", help="write here instead of stdout")
+    return p
+
+
+def _ints(text: str, option: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise SearchError(f"{option}: {text!r} must be whole numbers separated by commas") from None
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def _read_json(path: str, option: str) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SearchError(f"{option}: cannot read {path!r} ({exc.strerror or exc})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise SearchError(f"{option}: {path!r} is not valid JSON ({exc})") from None
+
+
+def _gpus(path: str) -> tuple:
+    from simulator.specs import GpuSpec
+
+    data = _read_json(path, "--gpus")
+    if not isinstance(data, list):
+        raise SearchError("--gpus: the file must hold a JSON list of GPU objects")
+    out = []
+    for i, g in enumerate(data):
+        try:
+            out.append(GpuSpec(**g))
+        except (TypeError, ValueError) as exc:
+            raise SearchError(f"--gpus: GPU {i + 1}: {exc}") from None
+    return tuple(out)
+
+
+def _workload(args: argparse.Namespace):
+    from simulator.generators import WorkloadSpec, generate_workload
+
+    if args.workload:
+        from simulator.cli import load_workload_file
+
+        return load_workload_file(args.workload)
+    if args.rate is None:
+        raise SearchError("--rate: give the traffic (--rate and --duration) or a --workload file")
+    if not (math.isfinite(args.rate) and args.rate > 0):
+        raise SearchError(f"--rate: must be more than 0 requests per second, got {args.rate:g}")
+    if not (math.isfinite(args.duration) and args.duration > 0):
+        raise SearchError(f"--duration: must be more than 0 seconds, got {args.duration:g}")
+    n = max(1, round(args.rate * args.duration))
+    try:
+        spec = WorkloadSpec.from_dict({"n": n, "prompt": args.prompt, "output": args.output,
+                                       "arrival": {"kind": "poisson", "rate": args.rate, "unit": "s"}})
+    except ValueError as exc:
+        raise SearchError(f"--rate: {exc}") from None
+    return generate_workload(spec, seed=args.seed)
+
+
+def run_search_command(args: argparse.Namespace) -> str:
+    """Run the search the options describe; the text to print."""
+    from simulator.hf_config import parse_hf_config
+    from simulator.search import search_deployments
+
+    try:
+        model = parse_hf_config(_read_json(args.model, "--model"))
+    except SearchError:
+        raise
+    except ValueError as exc:
+        raise SearchError(f"--model: {exc}") from None
+    slo = Slo(tuple(parse_slo_target(t) for t in args.slo), args.min_goodput)
+    space = SearchSpace(_gpus(args.gpus), tensor_parallel=_ints(args.tp, "--tp"),
+                        pipeline_parallel=_ints(args.pp, "--pp"), precisions=_words(args.precision),
+                        kv_cache_dtypes=_words(args.kv_dtype), max_num_seqs=_ints(args.max_num_seqs, "--max-num-seqs"),
+                        max_replicas=args.max_replicas, routing=args.routing)
+    result = search_deployments(_workload(args), model, space, slo)
+    return summary_text(result) if args.summary else json.dumps(result.to_dict(), allow_nan=False, default=_nan)
+
+
+def _nan(v: Any) -> Any:
+    raise TypeError(f"not JSON: {type(v).__name__}")
+
+
+def summary_text(result) -> str:
+    """The answer in words, then one line per candidate (status, replicas, cost, reason)."""
+    lines = [result.message, f"{result.num_simulations} simulations in {result.elapsed_s:.1f} s", ""]
+    for o in result.outcomes:
+        cost = "" if o.cost_per_hour is None else f"${o.cost_per_hour:,.2f}/h"
+        reps = "" if o.replicas is None else f"x{o.replicas}"
+        lines.append(f"{o.status:9} {reps:4} {cost:>11}  {o.candidate['label']}: {o.reason}")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["add_search_arguments", "run_search_command", "summary_text"]

@@ -1,0 +1,48 @@
+"""A deployment search runs end to end on a real ``celery worker`` over Redis (no eager mode).
+
+One chunk per GPU type, two worker processes; the gathered answer equals the same search
+run in the test process. Bounded: a small workload and space, every wait has a timeout.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from planner.search import definition as sdefn
+from planner.search import selectors, services
+from planner.search.models import Search
+from simulator.search import search_deployments
+
+from .conftest import wait_for
+
+pytestmark = pytest.mark.integration
+
+DEFINITION = {
+    "model": "llama-3-1-8b",
+    "workload": {"spec": {"n": 24, "prompt": "normal:1024,256", "output": "normal:128,32",
+                          "arrival": {"kind": "poisson", "rate": 10, "unit": "s"}}, "seed": 0},
+    "slo": {"targets": [{"metric": "ttft", "percentile": "p90", "max_s": 0.5}]},
+    "space": {"gpus": ["h100-sxm5-80gb", "l40s", "l4"], "tensor_parallel": [1], "precisions": ["bf16", "fp8"],
+              "max_replicas": 2},
+}
+
+
+def test_search_runs_end_to_end_on_a_real_worker(worker_factory, sender_on_redis):
+    worker = worker_factory(concurrency=2)
+    owner = get_user_model().objects.create_user("searcher", password="pw-123456789")
+    search = services.search_create(owner=owner, definition=DEFINITION)
+    assert search.num_chunks == 3 and search.total_candidates == 6
+
+    def finished():
+        search.refresh_from_db()
+        return search.is_final
+
+    wait_for(finished, timeout=180, what="the search to finish", logs=[worker])
+    assert search.status == Search.Status.DONE, search.error
+    progress = selectors.search_progress(search=search)
+    assert progress["candidates_done"] == 6 and progress["fraction"] == 1.0
+    here = search_deployments(*sdefn.build_inputs(search.snapshot)).to_dict()
+    assert search.result["best"]["index"] == here["best"]["index"]
+    assert search.result["best"]["replicas"] == here["best"]["replicas"]
+    assert search.result["message"] == here["message"]
