@@ -15,30 +15,20 @@ unguessable slug without signing in.
 
 from __future__ import annotations
 
-import secrets
-
 from django.conf import settings
 from django.db import models
 
-
-def new_report_slug() -> str:
-    """An unguessable permalink slug (128 bits, URL-safe)."""
-    return secrets.token_urlsafe(16)
+from planner.run_state import FINAL_STATES, RunStatus, new_report_slug
 
 
 class Sweep(models.Model):
-    class Status(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        RUNNING = "running", "Running"
-        DONE = "done", "Done"
-        FAILED = "failed", "Failed"
-        CANCELLED = "cancelled", "Cancelled"
+    Status = RunStatus
 
     class Mode(models.TextChoices):
         GRID = "grid", "Grid"
         CLIFF = "cliff", "Find the cliff"
 
-    FINAL_STATES = (Status.DONE, Status.FAILED, Status.CANCELLED)
+    FINAL_STATES = FINAL_STATES
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sweeps")
     name = models.CharField(max_length=200, blank=True)

@@ -529,7 +529,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     from simulator.search_space import SearchError
 
     try:
-        text = run_search_command(args)
+        text = run_search_command(args, load_workload_file=load_workload_file)
     except SearchError as exc:
         raise CliError(str(exc)) from None
     _emit(text if text.endswith("\n") else text + "\n", args.out)

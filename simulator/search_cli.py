@@ -83,12 +83,10 @@ def _gpus(path: str) -> tuple:
     return tuple(out)
 
 
-def _workload(args: argparse.Namespace):
+def _workload(args: argparse.Namespace, load_workload_file):
     from simulator.generators import WorkloadSpec, generate_workload
 
     if args.workload:
-        from simulator.cli import load_workload_file
-
         return load_workload_file(args.workload)
     if args.rate is None:
         raise SearchError("--rate: give the traffic (--rate and --duration) or a --workload file")
@@ -105,7 +103,7 @@ def _workload(args: argparse.Namespace):
     return generate_workload(spec, seed=args.seed)
 
 
-def run_search_command(args: argparse.Namespace) -> str:
+def run_search_command(args: argparse.Namespace, *, load_workload_file) -> str:
     """Run the search the options describe; the text to print."""
     from simulator.hf_config import parse_hf_config
     from simulator.search import search_deployments
@@ -121,7 +119,7 @@ def run_search_command(args: argparse.Namespace) -> str:
                         pipeline_parallel=_ints(args.pp, "--pp"), precisions=_words(args.precision),
                         kv_cache_dtypes=_words(args.kv_dtype), max_num_seqs=_ints(args.max_num_seqs, "--max-num-seqs"),
                         max_replicas=args.max_replicas, routing=args.routing)
-    result = search_deployments(_workload(args), model, space, slo)
+    result = search_deployments(_workload(args, load_workload_file), model, space, slo)
     return summary_text(result) if args.summary else json.dumps(result.to_dict(), allow_nan=False, default=_nan)
 
 

@@ -11,16 +11,16 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from planner.models import Sweep, new_report_slug
+from planner.run_state import FINAL_STATES, RunStatus, new_report_slug
 
 
 class Search(models.Model):
-    Status = Sweep.Status
-    FINAL_STATES = Sweep.FINAL_STATES
+    Status = RunStatus
+    FINAL_STATES = FINAL_STATES
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="searches")
     name = models.CharField(max_length=200, blank=True)
-    status = models.CharField(max_length=10, choices=Sweep.Status.choices, default=Sweep.Status.QUEUED,
+    status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.QUEUED,
                               db_index=True)
     definition = models.JSONField()
     #: Resolved inputs: model and GPU specs (copies), workload, SLO, space.

@@ -21,6 +21,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
+from config.celery import app as celery_app
 from planner.search import definition as sdefn
 from planner.search.models import Search, SearchChunk
 from planner.sweeps.services import PROGRESS_INTERVAL_S, _queue
@@ -51,13 +52,15 @@ def _default_name(snapshot: dict) -> str:
     return f"Cheapest deployment of {snapshot['model']['spec']['name']}{traffic}"[:200]
 
 
-def search_enqueue(search_id: int) -> None:
-    from planner import tasks
+#: The Celery task that runs one chunk (planner/tasks.py), sent by name so this module need not import the tasks.
+CHUNK_TASK = "planner.run_search_chunk"
 
+
+def search_enqueue(search_id: int) -> None:
     queue = _queue()
     opts = {"queue": queue} if queue else {}
     for chunk in SearchChunk.objects.filter(search_id=search_id, status="pending").only("index", "task_id"):
-        tasks.run_search_chunk.apply_async(args=[search_id, chunk.index], task_id=chunk.task_id, **opts)
+        celery_app.send_task(CHUNK_TASK, args=[search_id, chunk.index], task_id=chunk.task_id, **opts)
 
 
 class _Watch:
