@@ -496,14 +496,14 @@ class DeploymentSpec:
         than A100, else 256).
     vllm_version : str, optional
         vLLM version the plan should imitate (``"0.10.1"``, ``"0.6"``...); it
-        selects the fitted activation model (see ``docs/sizing.md``).
-        ``None`` = recent vLLM.
+        selects the version rules (``simulator.memory_model.version_rules``,
+        ``docs/sizing.md``). ``None`` = the newest checked.
     enforce_eager : bool
         No CUDA graphs (the CUDA-graph term is then 0).
     subtract_cudagraph : bool, optional
-        ``None`` (default): as the chosen vLLM version does (subtracted since 0.21).
-        Subtract the CUDA-graph estimate from the KV budget
-        (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``; the logs we fit did not).
+        Subtract the CUDA-graph estimate from the KV budget (vLLM's
+        ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``); ``None`` (default): as the
+        chosen vLLM version does (subtracted since 0.21).
     cpu_tier_gib, disk_tier_gib : float, optional
         Offload tiers per deployment.  # GiB
     weights_gib, available_kv_gib, activation_gib, non_torch_gib, cudagraph_gib : float, optional

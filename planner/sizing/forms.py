@@ -27,9 +27,9 @@ WEIGHT_DTYPE_CHOICES = [
     ("fp16", "fp16 (2 bytes)"),
     ("fp32", "fp32 (4 bytes)"),
     ("fp8", "fp8 (1 byte, on-the-fly quantization)"),
-    ("int4", "int4 (AWQ/GPTQ-style weights, 0.5 byte + group scales)"),
+    ("int4", "int4 (0.5 byte + group scales)"),
 ]
-_KV_LABELS = {"auto": "auto — the activation dtype (bf16/fp16), whatever the weights", "fp32": "fp32 (4 bytes)", "bf16": "bf16 (2 bytes)",
+_KV_LABELS = {"auto": "auto — the activation dtype", "fp32": "fp32 (4 bytes)", "bf16": "bf16 (2 bytes)",
               "fp16": "fp16 (2 bytes)", "fp8": "fp8 (1 byte)", "int8": "int8 (1 byte)",
               "int4": "int4 (0.5 byte + scales)", "fp4": "fp4 (0.5 byte + scales)", "nvfp4": "nvfp4 (0.5 byte + scales)"}
 KV_DTYPE_CHOICES = [(k, _KV_LABELS.get(k, k)) for k in KV_CACHE_DTYPES]

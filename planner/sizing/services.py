@@ -288,6 +288,9 @@ def apply_quantization(model: ModelSpec, knobs: dict[str, Any]) -> ModelSpec:
         if name != model.quantization:
             changes.update(quantization=name, quant_bits=None, quant_scheme=None, quant_group_size=None)
     if group is not None:
+        if not changes.get("quantization", model.quantization):
+            raise PlanInputError.one("quant_group_size", f"{model.name}'s weights are not quantized; give "
+                                                         "quantization as well")
         changes["quant_group_size"] = group
     try:
         out = replace(model, **changes)

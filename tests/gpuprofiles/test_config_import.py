@@ -137,7 +137,7 @@ def test_catalog_quantized_checkpoints_keep_dtype_and_quantization_apart(db):
     assert awq.weights_dtype == "fp16" and awq.quantization == "awq"
     assert awq.quant_group_size == 128 and awq.quantization_label == "awq w4a16, group 128"
     assert "huggingface.co/Qwen/Qwen3-8B-AWQ" in awq.sources and awq.is_unverified
-    w8a8 = ModelProfile.objects.get(slug="llama-3-1-8b-instruct-w8a8-int8-compressed-tensors")
+    w8a8 = ModelProfile.objects.get(slug="llama-3-1-8b-w8a8-redhatai")
     assert w8a8.quantization == "compressed-tensors" and w8a8.quant_scheme == "w8a8-int8"
     assert w8a8.quant_ignore == ["lm_head"]
     spec = w8a8.to_spec()

@@ -71,6 +71,7 @@ def test_first_principles_shortfall_when_the_budget_is_too_small(api):
     [
         ({"quantization": "hqq"}, "quantization", "'hqq' is not a quantization method the planner knows"),
         ({"quantization": "awq", "quant_group_size": 100}, "quant_group_size", "100 does not divide hidden_size 4096"),
+        ({"quant_group_size": 64}, "quant_group_size", "weights are not quantized; give quantization as well"),
         ({"max_loras": 2, "lora_target_modules": ["qkv"]}, "lora_target_modules", "unknown module 'qkv'"),
         ({"available_kv_gib": -10**6}, "available_kv_gib", "greater than or equal to"),
     ],
