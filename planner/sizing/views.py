@@ -163,4 +163,5 @@ def replicas_answer(found: dict, form: ReplicasForm) -> dict:
             "reason": found["reason"], "cost_per_hour": found.get("cost_per_hour"),
             "price_per_gpu_hour": gpu.price_per_hour, "gpus_total": (n or 0) * per, "gpus_per_replica": per,
             "gpu_name": gpu.name, "rows": rows, "any_not_served": any(r["dropped"] for r in rows), "requests": found["requests"], "routing": found["routing"],
-            "num_gpu_blocks": found["num_gpu_blocks"], "clock": found["clock"]}
+            "num_gpu_blocks": found["num_gpu_blocks"], "clock": found["clock"],
+            "clock_note": found.get("clock_note")}

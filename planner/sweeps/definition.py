@@ -491,6 +491,7 @@ def validate(raw: Any, *, owner, single: bool = False) -> tuple[dict, dict, list
         err.add("deployment", "deployment knobs need a model and a GPU; use 'engine' for engine-only sweeps")
         err.raise_if_any()
     base_engine = dict(engine_raw)
+    clock_note = None
     if sizing is not None:
         base_engine.setdefault("num_gpu_blocks", sizing["num_gpu_blocks"])
         base_engine.setdefault("block_size", sizing["block_size"])
@@ -501,6 +502,8 @@ def validate(raw: Any, *, owner, single: bool = False) -> tuple[dict, dict, list
             terms = roofline_terms(model["spec"], gpu["spec"], dep_fields)
             if terms is not None:
                 base_engine["cost_model"] = terms
+            else:
+                clock_note = roofline_note(model["spec"], gpu["spec"], dep_fields)
     base_engine.setdefault("num_gpu_blocks", 2 if not has_sizing else base_engine.get("num_gpu_blocks"))
     try:
         engine = EngineConfig.from_dict(base_engine)
@@ -520,6 +523,7 @@ def validate(raw: Any, *, owner, single: bool = False) -> tuple[dict, dict, list
         "cliff": cliff,
         "cluster": cluster,
         "slo": slo,
+        "clock_note": clock_note,
     }
     definition = {k: raw[k] for k in known if k in raw and k != "workload"}
     definition["name"] = name
@@ -570,6 +574,18 @@ def roofline_terms(model_d: dict, gpu_d: dict, dep_d: dict) -> dict | None:
     except (CostModelError, ValueError, TypeError):
         return None
     return {"kind": "terms", **terms.to_dict()}
+
+
+def roofline_note(model_d: dict, gpu_d: dict, dep_d: dict) -> str | None:
+    """Why :func:`roofline_terms` gives no clock (shown to the user as ``clock_note``), or None."""
+    from simulator.cost_model import CostModelError, RooflineStepTime
+
+    try:
+        RooflineStepTime.from_specs(model_spec(model_d), gpu_spec(gpu_d), deployment=deployment_spec(dep_d))
+    except (CostModelError, ValueError, TypeError) as exc:
+        return (f"no roofline clock for this model on this GPU ({exc}); steps are timed by the linear "
+                "step_time_model instead")
+    return None
 
 
 def _add_prefixed(err: _Errors, prefix: str, exc: Exception) -> None:
@@ -742,6 +758,7 @@ def resolve_point(snapshot: dict, params: dict, index: int, *, owner=None, err: 
     dep = dict(snapshot["deployment"] or {})
     label = ", ".join(f"{k}={v}" for k, v in params.items())
     sized = None
+    point_note = snapshot.get("clock_note")
     for k, v in params.items():
         if AXES[k]["kind"] == "engine":
             engine[k] = v
@@ -772,6 +789,8 @@ def resolve_point(snapshot: dict, params: dict, index: int, *, owner=None, err: 
         if ("gpu" in params or "tensor_parallel_size" in params) and "cost_model" not in snapshot.get(
                 "engine_explicit", []) and "step_time_model" not in snapshot.get("engine_explicit", []):
             engine["cost_model"] = roofline_terms(snapshot["model"]["spec"], gpu["spec"], dep)
+            if engine["cost_model"] is None:
+                point_note = roofline_note(snapshot["model"]["spec"], gpu["spec"], dep)
     elif "block_size" in params and not dep and "num_gpu_blocks" not in params:
         # Engine-only: keep the KV cache's token capacity constant when the block size changes.
         base = snapshot["engine"]
@@ -793,6 +812,8 @@ def resolve_point(snapshot: dict, params: dict, index: int, *, owner=None, err: 
         "gpu_name": gpu_spec_d.get("name"),
         "price_per_hour": (price * num_gpus) if (price and num_gpus) else None,
     }
+    if point_note and cfg.cost_model is None:
+        meta["clock_note"] = point_note
     base_cluster = snapshot.get("cluster")
     if base_cluster or "num_instances" in params or "routing" in params:
         cl = dict(base_cluster or {"num_instances": 1, "routing": "round-robin", "router_delay_s": 0.0})

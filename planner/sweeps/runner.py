@@ -191,6 +191,7 @@ def summarize(res, wl: Workload, cfg: EngineConfig, meta: dict) -> dict:
         "recomputed_tokens": int(t.get("recomputed_tokens", 0)),
         "prefix_cache_hit_rate": t.get("prefix_cache_hit_rate"),
         "clock": "cost_model" if cfg.cost_model is not None else "step_time_model",
+        "clock_note": meta.get("clock_note"),
         "cpu_tier_gib": (cfg.cpu_tier.size_gib if cfg.cpu_tier is not None and cfg.cpu_tier.size_gib is not None
                          else 0.0),
         "cpu_tier_hit_tokens": t.get("cpu_tier_hit_tokens"),
