@@ -291,8 +291,8 @@ def _experts(model: ModelSpec, total_w: float) -> tuple[float, float, float]:
 class RooflineStepTime(_Single):
     """Roofline step time of ``model`` on ``tp`` GPUs of ``gpu``.
 
-    ``step = max(compute, memory) + tp_comm + overhead`` (see the module
-    docstring and ``docs/cost-model.md``). Build with
+    ``step = gemm + attention + moe + tp_comm + cpu``, each group bounded by its own roofline (see
+    :mod:`simulator.clock_terms` and ``docs/cost-model.md``). Build with
     :meth:`from_specs`; the derived per-GPU figures are kept as attributes so
     the docs and a user can see them.
 
