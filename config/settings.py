@@ -44,6 +44,7 @@ INSTALLED_APPS = [
     "gpuprofiles",
     "planner",
     "planner.accounts",  # app label "accounts": named API tokens
+    "planner.calibration",  # app label "calibration": clock coefficients fitted on a user's measurements
 ]
 
 MIDDLEWARE = [

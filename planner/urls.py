@@ -5,4 +5,5 @@ from django.urls import include, path
 urlpatterns = [
     path("", include("planner.sizing.urls")),
     path("", include("planner.sweeps.urls")),
+    path("", include("planner.calibration.urls")),
 ]

@@ -5,4 +5,5 @@ from django.urls import include, path
 urlpatterns = [
     path("", include("planner.api.sizing_urls")),
     path("", include("planner.api.sweep_urls")),
+    path("", include("planner.calibration.api_urls")),
 ]
