@@ -33,7 +33,7 @@ def calibration_list(request):
             else:
                 return redirect("calibration:detail", calibration_id=row.pk)
     rows = CalibrationProfile.objects.filter(owner=request.user).select_related("model", "gpu")[:100]
-    return render(request, "planner/calibration/list.html", {"form": form, "rows": rows})
+    return render(request, "planner/calibration/list.html", {"form": form, "rows": rows, "nav": "replicas"})
 
 
 def _figure(fit: dict) -> dict:
@@ -54,4 +54,4 @@ def calibration_detail(request, calibration_id: int):
                                                                  ("e2e_s", "E2E"))]
     return render(request, "planner/calibration/detail.html", {
         "row": row, "fit": fit, "rows": rows, "figure": _figure(fit),
-        "fitted": sorted(fit["fitted"].items())})
+        "fitted": sorted(fit["fitted"].items()), "nav": "replicas"})
