@@ -126,8 +126,8 @@ class RooflineCoefficients:
     interconnect_efficiency: float = 0.75
     allreduce_latency_s: float = 20e-6
     allreduces_per_layer: int = 2
-    step_overhead_s: float = 1.0e-3
-    per_request_overhead_s: float = 0.0
+    step_overhead_s: float = 0.5e-3
+    per_request_overhead_s: float = 15e-6
     per_token_overhead_s: float = 0.0
     serve_request_s: float = 6.0e-3
     serve_prompt_token_s: float = 12e-6

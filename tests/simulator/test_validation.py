@@ -12,7 +12,7 @@ from simulator.cli import main
 from simulator.validation import build_run, load_experiments, medians, trace_csv, validate
 
 # median MAPE (%) of `validate(max_requests=40)` with the default coefficients (measured when pinned)
-PINNED_40 = {"ttft_mean": 39.31, "itl_mean": 17.97, "e2e_mean": 17.07, "e2e_p90": 14.94}
+PINNED_40 = {"ttft_mean": 37.60, "itl_mean": 18.88, "e2e_mean": 16.20, "e2e_p90": 13.20}
 
 
 @pytest.fixture(scope="module")
