@@ -34,14 +34,15 @@ def client(user):
 
 
 def test_a_bench_result_is_fitted_stored_and_used_in_a_simulation(client, monkeypatch):
-    monkeypatch.setattr("planner.calibration.services.FIT_MAX_REQUESTS", 80)
-    monkeypatch.setattr("planner.calibration.services.FIT_MAX_EVALUATIONS", 12)
+    monkeypatch.setattr("planner.calibration.services.FIT_MAX_REQUESTS", 50)
+    monkeypatch.setattr("planner.calibration.services.FIT_MAX_EVALUATIONS", 8)
     r = client.post("/api/calibrations/", {**BASE, "name": "prod", "text": json.dumps(BENCH)}, format="json")
     assert r.status_code == 201, r.json()
     body = r.json()
     assert set(body["fit"]["fitted"]) == {"bandwidth_efficiency", "mfu", "serve_request_s"}
-    assert max(abs(v) for v in body["fit"]["error_pct"].values()) <= max(
-        abs(v) for v in body["fit"]["error_before_pct"].values())
+    # the fit lowers the sum of squared relative errors it minimizes
+    assert sum(v * v for v in body["fit"]["error_pct"].values()) <= sum(
+        v * v for v in body["fit"]["error_before_pct"].values())
     assert client.get(f"/api/calibrations/{body['id']}/").json()["name"] == "prod"
     sim = {"model": "qwen2-5-7b", "gpu": "h100-sxm5-80gb", "calibration": "prod",
            "workload": {"spec": {"n": 40, "arrival": {"kind": "poisson", "rate": 4, "unit": "s"}}, "seed": 0}}
@@ -80,8 +81,8 @@ def test_unknown_calibration_in_a_simulation_is_a_400(client):
 def test_the_page_uploads_a_csv_and_shows_measured_against_predicted(user, monkeypatch):
     from django.test import Client
 
-    monkeypatch.setattr("planner.calibration.services.FIT_MAX_REQUESTS", 60)
-    monkeypatch.setattr("planner.calibration.services.FIT_MAX_EVALUATIONS", 8)
+    monkeypatch.setattr("planner.calibration.services.FIT_MAX_REQUESTS", 40)
+    monkeypatch.setattr("planner.calibration.services.FIT_MAX_EVALUATIONS", 5)
     c = Client()
     c.force_login(user)
     rows = "\n".join(f"{i / 4:.3f},751,120,{0.03 + 0.001 * (i % 3):.4f},{0.9 + 0.01 * (i % 5):.4f}" for i in range(60))
