@@ -48,7 +48,7 @@ def test_prometheus_scrape_gives_the_histogram_means():
 
 
 def test_request_csv_gives_rows_and_means():
-    text = "arrival_time,prompt_tokens,output_tokens,ttft_ms,e2e_ms\n1.5,100,11,20,60\n0.5,200,21,40,240\n"
+    text = "arrival_time,prompt_tokens,output_tokens,ttft_ms,e2e_ms\n1.5,100,11,20,120\n0.5,200,21,40,240\n"
     m = parse_measurement(text)
     assert m.source == "csv" and m.requests == 2
     assert list(m.rows["arrival_time"]) == [0.0, 1.0]  # sorted, from 0
