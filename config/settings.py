@@ -44,6 +44,7 @@ INSTALLED_APPS = [
     "gpuprofiles",
     "planner",
     "accounts",  # sign-up, named API tokens and their authentication (accounts.authentication)
+    "planner.calibration",  # app label "calibration": clock coefficients fitted on a user's measurements
 ]
 
 MIDDLEWARE = [

@@ -59,3 +59,30 @@ def spec_from_columns(name: str, columns: dict[str, Any]) -> ModelSpec:
     kwargs["quant_group_size"] = columns.get("quant_group_size")
     kwargs["quant_ignore"] = tuple(columns.get("quant_ignore") or ())
     return ModelSpec(name=name, **kwargs)
+
+
+#: PCIe bandwidth per lane and direction by generation, GB/s (PCI-SIG: 8/16/32/64 GT/s, 128b/130b
+#: encoding; Gen6 FLIT mode), rounded as data sheets quote x16 links (16/32/64/128 GB/s per direction).
+PCIE_GBPS_PER_LANE = {3: 1.0, 4: 2.0, 5: 4.0, 6: 8.0}
+
+
+def interconnect_gbps(interconnect: str, pcie: str = "") -> float | None:
+    """GPU-to-GPU bandwidth, both directions, GB/s, from the catalog's link texts.
+
+    The first ``N GB/s`` of ``interconnect`` (``"NVLink4 900 GB/s total (450/dir)"`` -> 900); a GPU
+    without a figured link ("none", "optional NVLink bridge (pairs)") talks over PCIe: the PCIe text's
+    ``N GB/s/dir`` doubled, or its generation and lane count (``"Gen4 x16"`` -> 2 x 32 = 64).
+    None when neither text gives a figure.
+    """
+    import re
+
+    m = re.search(r"(\d+(?:\.\d+)?)\s*GB/s(?!/dir)", interconnect or "")
+    if m:
+        return float(m.group(1))
+    m = re.search(r"(\d+(?:\.\d+)?)\s*GB/s/dir", pcie or "")
+    if m:
+        return 2.0 * float(m.group(1))
+    m = re.search(r"Gen\s*(\d)\s*(?:x\s*(\d+))?", pcie or "")
+    if m and int(m.group(1)) in PCIE_GBPS_PER_LANE:
+        return 2.0 * PCIE_GBPS_PER_LANE[int(m.group(1))] * int(m.group(2) or 16)
+    return None

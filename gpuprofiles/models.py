@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
-from gpuprofiles.convert import QUANT_COLUMNS, SPEC_FIELDS, spec_columns, spec_from_columns
+from gpuprofiles.convert import QUANT_COLUMNS, SPEC_FIELDS, interconnect_gbps, spec_columns, spec_from_columns
 from simulator.specs import GpuSpec, ModelSpec
 
 
@@ -114,6 +114,7 @@ class GpuProfile(Profile):
             bf16_tflops=self.bf16_tflops,
             fp8_tflops=self.fp8_tflops,
             fp4_tflops=self.fp4_tflops,
+            interconnect_gbps=interconnect_gbps(self.interconnect, self.pcie),
             price_per_hour=self.price_per_hour,
             memory_gib_estimated=self.memory_gib_estimated,
         )

@@ -6,4 +6,5 @@ urlpatterns = [
     path("", include("planner.sizing.urls")),
     path("", include("planner.sweeps.urls")),
     path("", include("planner.search.urls")),
+    path("", include("planner.calibration.urls")),
 ]

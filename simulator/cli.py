@@ -7,6 +7,8 @@
 ``cluster``  simulate N engine instances behind a router (replicas and
              routing), or find the fewest instances that meet latency SLOs.
 ``search``   the cheapest deployment meeting an SLO (simulator/search.py).
+``validate`` score the step clock against real vLLM runs (the training split
+             of the sim-to-real study).
 
 Every input problem (missing or unreadable file, invalid JSON, unknown field,
 impossible value) prints one line ``error: ...`` to stderr and exits with
@@ -139,6 +141,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from simulator.engine import simulate
 
     result = simulate(workload, [config], record_steps=bool(args.steps), max_step_points=args.max_step_points)[0]
+    from simulator.serving import apply_serving
+
+    result = apply_serving(result, config.cost_model)  # time outside the engine steps (docs/cost-model.md)
     if args.indent is None:
         _emit(result.to_json(steps=bool(args.steps)), args.output, end="\n")  # no copy of a long text
         return 0
@@ -510,6 +515,7 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("--indent", type=int, metavar="N", help="pretty-print JSON with N spaces")
     cl.set_defaults(func=cmd_cluster)
     _add_search_parser(sub)
+    _add_validate(sub)
     return p
 
 
@@ -534,6 +540,34 @@ def cmd_search(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     _emit(text if text.endswith("\n") else text + "\n", args.out)
     return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Score the roofline clock on the sim-to-real study's 13 training runs (docs/cost-model.md)."""
+    from simulator.validation import format_table, validate
+
+    if args.max_requests is not None and args.max_requests < 13:
+        raise CliError(f"--max-requests: must be at least 13, got {args.max_requests}")
+    coefficients = _read_json(args.coefficients, "coefficients") if args.coefficients else None
+    _check_processes(args.processes)
+    try:
+        scores = validate(args.max_requests, coefficients, processes=args.processes)
+    except ValueError as exc:  # CostModelError and ValidationError name the field
+        raise CliError(str(exc)) from None
+    _emit(format_table(scores), args.output, end="\n")
+    return 0
+
+
+def _add_validate(sub) -> None:
+    va = sub.add_parser("validate", help="score the step clock against the 13 real vLLM runs of the training split "
+                                         "(per-run and median MAPE of TTFT, ITL, E2E next to BLIS)")
+    va.add_argument("--max-requests", type=int, metavar="M",
+                    help="about M requests per run, each stage keeping its rate (quick check; default: all)")
+    va.add_argument("--coefficients", metavar="FILE", help="JSON object of roofline coefficients to score instead "
+                                                           "of the defaults (RooflineCoefficients fields)")
+    va.add_argument("--processes", type=int, default=1, metavar="P", help="worker processes (0: one per CPU)")
+    va.add_argument("--output", "-o", metavar="FILE", help="write the table here instead of stdout")
+    va.set_defaults(func=cmd_validate)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -392,7 +392,10 @@ def _assemble(wl: Workload, engines: list, assign: np.ndarray, policy: RoutingPo
               max_step_points: int | None) -> ClusterResult:
     N = len(engines)
     n = wl.n
-    full = [_result(e, record_steps, max_step_points) for e in engines]
+    from simulator.serving import apply_serving  # time outside the engine steps (docs/cost-model.md)
+
+    full = [apply_serving(_result(e, record_steps, max_step_points), getattr(e.cfg, "cost_model", None))
+            for e in engines]
     instances = []
     merged: dict[str, Any] = {}
     for k, v in full[0].requests.items():

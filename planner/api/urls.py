@@ -6,4 +6,5 @@ urlpatterns = [
     path("", include("planner.api.sizing_urls")),
     path("", include("planner.api.sweep_urls")),
     path("", include("planner.search.api_urls")),
+    path("", include("planner.calibration.api_urls")),
 ]

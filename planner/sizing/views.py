@@ -164,4 +164,4 @@ def replicas_answer(found: dict, form: ReplicasForm) -> dict:
             "price_per_gpu_hour": gpu.price_per_hour, "gpus_total": (n or 0) * per, "gpus_per_replica": per,
             "gpu_name": gpu.name, "rows": rows, "any_not_served": any(r["dropped"] for r in rows), "requests": found["requests"], "routing": found["routing"],
             "num_gpu_blocks": found["num_gpu_blocks"], "clock": found["clock"],
-            "advice": found.get("advice", [])}
+            "advice": found.get("advice", []), "clock_note": found.get("clock_note")}

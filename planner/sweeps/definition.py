@@ -370,7 +370,8 @@ def validate(raw: Any, *, owner, single: bool = False) -> tuple[dict, dict, list
     err = _Errors()
     if not isinstance(raw, dict):
         raise DefinitionError({"non_field_errors": ["the sweep definition must be a JSON object"]})
-    known = {"name", "mode", "model", "gpu", "deployment", "engine", "workload", "axes", "cliff", "cluster", "slo"}
+    known = {"name", "mode", "model", "gpu", "deployment", "engine", "workload", "axes", "cliff", "cluster", "slo",
+             "calibration"}
     for k in sorted(set(raw) - known):
         err.add(k, f"unknown field (known: {', '.join(sorted(known))})")
     name = raw.get("name", "")
@@ -389,6 +390,7 @@ def validate(raw: Any, *, owner, single: bool = False) -> tuple[dict, dict, list
         gpu = resolve_profile("gpu", raw["gpu"], owner, "gpu", err)
     if (raw.get("model") is None) != (raw.get("gpu") is None):
         err.add("gpu" if raw.get("gpu") is None else "model", "give both a model and a GPU, or neither")
+    coefficients = _calibration(raw.get("calibration"), owner, err)
 
     deployment = raw.get("deployment") or {}
     if not isinstance(deployment, dict):
@@ -468,6 +470,7 @@ def validate(raw: Any, *, owner, single: bool = False) -> tuple[dict, dict, list
         err.add("deployment", "deployment knobs need a model and a GPU; use 'engine' for engine-only sweeps")
         err.raise_if_any()
     base_engine = dict(engine_raw)
+    clock_note = None
     if sizing is not None:
         base_engine.setdefault("num_gpu_blocks", sizing["num_gpu_blocks"])
         base_engine.setdefault("block_size", sizing["block_size"])
@@ -475,9 +478,11 @@ def validate(raw: Any, *, owner, single: bool = False) -> tuple[dict, dict, list
         base_engine.setdefault("max_num_batched_tokens", sizing["max_num_batched_tokens"])
         base_engine.setdefault("kv_bytes_per_block", int(sizing["bytes_per_block_per_gpu"]))
         if "cost_model" not in engine_raw and "step_time_model" not in engine_raw:
-            terms = roofline_terms(model["spec"], gpu["spec"], dep_fields)
+            terms = roofline_terms(model["spec"], gpu["spec"], dep_fields, coefficients)
             if terms is not None:
                 base_engine["cost_model"] = terms
+            else:
+                clock_note = roofline_note(model["spec"], gpu["spec"], dep_fields, coefficients)
     base_engine.setdefault("num_gpu_blocks", 2 if not has_sizing else base_engine.get("num_gpu_blocks"))
     try:
         engine = EngineConfig.from_dict(base_engine)
@@ -497,6 +502,8 @@ def validate(raw: Any, *, owner, single: bool = False) -> tuple[dict, dict, list
         "cliff": cliff,
         "cluster": cluster,
         "slo": slo,
+        "clock_note": clock_note,
+        "coefficients": coefficients,
     }
     definition = {k: raw[k] for k in known if k in raw and k != "workload"}
     definition["name"] = name
@@ -531,7 +538,19 @@ def validate(raw: Any, *, owner, single: bool = False) -> tuple[dict, dict, list
     return definition, snapshot, points
 
 
-def roofline_terms(model_d: dict, gpu_d: dict, dep_d: dict) -> dict | None:
+def _calibration(ref, owner, err: _Errors) -> dict | None:
+    """The roofline coefficients of the owner's calibration ``ref`` (``planner.calibration``), or None."""
+    if ref is None:
+        return None
+    from planner.calibration.services import coefficients_for
+
+    coefficients = coefficients_for(owner, ref)
+    if coefficients is None:
+        err.add("calibration", f"no calibration {ref!r} among yours (see /api/calibrations/)")
+    return coefficients
+
+
+def roofline_terms(model_d: dict, gpu_d: dict, dep_d: dict, coefficients: dict | None = None) -> dict | None:
     """The roofline step-time coefficients of a model on a GPU (a JSON ``cost_model`` object), or None.
 
     With a model and a GPU a sweep's clock is the roofline (docs/cost-model.md)
@@ -540,11 +559,24 @@ def roofline_terms(model_d: dict, gpu_d: dict, dep_d: dict) -> dict | None:
     linear ``step_time_model`` (``metrics.clock`` says which one a point used).
     """
     try:
-        terms = RooflineStepTime.from_specs(model_spec(model_d), gpu_spec(gpu_d),
+        terms = RooflineStepTime.from_specs(model_spec(model_d), gpu_spec(gpu_d), coefficients=coefficients,
                                             deployment=deployment_spec(dep_d)).terms
     except (CostModelError, ValueError, TypeError):
         return None
     return {"kind": "terms", **terms.to_dict()}
+
+
+def roofline_note(model_d: dict, gpu_d: dict, dep_d: dict, coefficients: dict | None = None) -> str | None:
+    """Why :func:`roofline_terms` gives no clock (shown to the user as ``clock_note``), or None."""
+    from simulator.cost_model import CostModelError, RooflineStepTime
+
+    try:
+        RooflineStepTime.from_specs(model_spec(model_d), gpu_spec(gpu_d), coefficients=coefficients,
+                                    deployment=deployment_spec(dep_d))
+    except (CostModelError, ValueError, TypeError) as exc:
+        return (f"no roofline clock for this model on this GPU ({exc}); steps are timed by the linear "
+                "step_time_model instead")
+    return None
 
 
 def _add_prefixed(err: _Errors, prefix: str, exc: Exception) -> None:
@@ -711,6 +743,7 @@ def resolve_point(snapshot: dict, params: dict, index: int, *, owner=None, err: 
     dep = dict(snapshot["deployment"] or {})
     label = ", ".join(f"{k}={v}" for k, v in params.items())
     sized = None
+    point_note = snapshot.get("clock_note")
     for k, v in params.items():
         if AXES[k]["kind"] == "engine":
             engine[k] = v
@@ -740,7 +773,10 @@ def resolve_point(snapshot: dict, params: dict, index: int, *, owner=None, err: 
             engine["kv_bytes_per_block"] = int(sized["bytes_per_block_per_gpu"])
         if ("gpu" in params or "tensor_parallel_size" in params) and "cost_model" not in snapshot.get(
                 "engine_explicit", []) and "step_time_model" not in snapshot.get("engine_explicit", []):
-            engine["cost_model"] = roofline_terms(snapshot["model"]["spec"], gpu["spec"], dep)
+            coefficients = snapshot.get("coefficients")
+            engine["cost_model"] = roofline_terms(snapshot["model"]["spec"], gpu["spec"], dep, coefficients)
+            if engine["cost_model"] is None:
+                point_note = roofline_note(snapshot["model"]["spec"], gpu["spec"], dep, coefficients)
     elif "block_size" in params and not dep and "num_gpu_blocks" not in params:
         # Engine-only: keep the KV cache's token capacity constant when the block size changes.
         base = snapshot["engine"]
@@ -762,6 +798,8 @@ def resolve_point(snapshot: dict, params: dict, index: int, *, owner=None, err: 
         "gpu_name": gpu_spec_d.get("name"),
         "price_per_hour": (price * num_gpus) if (price and num_gpus) else None,
     }
+    if point_note and cfg.cost_model is None:
+        meta["clock_note"] = point_note
     base_cluster = snapshot.get("cluster")
     if base_cluster or "num_instances" in params or "routing" in params:
         cl = dict(base_cluster or {"num_instances": 1, "routing": "round-robin", "router_delay_s": 0.0})

@@ -70,6 +70,7 @@ def find_replicas(raw: Any, *, owner) -> dict:
         "gpus_per_replica": sizing.get("num_gpus") or p["meta"].get("num_gpus"),
         "cost_per_hour": (price * found.num_instances) if (price and found.num_instances) else None,
         "clock": "cost_model" if config.cost_model is not None else "step_time_model",
+        "clock_note": p["meta"].get("clock_note"),
     }
 
 

@@ -79,7 +79,10 @@ def simulate_points(wl: Workload, points: list[dict], *, record_steps: bool = Tr
                                                      max_step_points=SERIES_POINTS if record_steps else None,
                                                      progress=progress)]
     out = []
+    from simulator.serving import apply_serving
+
     for p, cfg, res in zip(points, configs, results):
+        res = apply_serving(res, cfg.cost_model)  # time outside the engine steps (docs/cost-model.md)
         totals = {k: _json_num(v) for k, v in res.totals.items() if _is_scalar(v)}
         metrics = summarize(res, wl, cfg, p.get("meta", {}))
         cl = p.get("meta", {}).get("cluster")
@@ -191,6 +194,7 @@ def summarize(res, wl: Workload, cfg: EngineConfig, meta: dict) -> dict:
         "recomputed_tokens": int(t.get("recomputed_tokens", 0)),
         "prefix_cache_hit_rate": t.get("prefix_cache_hit_rate"),
         "clock": "cost_model" if cfg.cost_model is not None else "step_time_model",
+        "clock_note": meta.get("clock_note"),
         "cpu_tier_gib": (cfg.cpu_tier.size_gib if cfg.cpu_tier is not None and cfg.cpu_tier.size_gib is not None
                          else 0.0),
         "cpu_tier_hit_tokens": t.get("cpu_tier_hit_tokens"),

@@ -1,0 +1,111 @@
+"""``/api/calibrations/``: upload a measurement, get the clock fitted for a (model, GPU, TP); list and read them."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiExample, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from planner.calibration.models import CalibrationProfile
+from planner.calibration.services import create_calibration
+
+
+def calibration_dict(row: CalibrationProfile) -> dict:
+    return {"id": row.id, "name": row.name, "model": row.model.slug, "gpu": row.gpu.slug,
+            "tensor_parallel_size": row.tensor_parallel_size, "deployment": row.deployment,
+            "source_format": row.source_format, "measurement": row.measurement, "coefficients": row.coefficients,
+            "fit": row.fit, "created_at": row.created_at.isoformat()}
+
+
+class CalibrationInSerializer(serializers.Serializer):
+    name = serializers.CharField(help_text="your name for this calibration (unique among yours)")
+    model = serializers.CharField(help_text="catalog slug or id of your model profile")
+    gpu = serializers.CharField(help_text="catalog slug or id of your GPU profile")
+    tensor_parallel_size = serializers.IntegerField(required=False, default=1)
+    file = serializers.FileField(required=False, help_text="the measurement (multipart upload)")
+    text = serializers.CharField(required=False, help_text="the measurement as text (JSON bodies)")
+    format = serializers.ChoiceField(["vllm-bench", "csv", "prometheus"], required=False,
+                                     help_text="default: guessed from the file's first characters")
+    request_rate = serializers.FloatField(required=False, help_text="requests/s the measured run used, when the "
+                                                                     "file has no arrival times (a /metrics scrape)")
+    deployment = serializers.DictField(required=False, help_text="max_num_batched_tokens, max_num_seqs, "
+                                                                 "max_model_len, gpu_memory_utilization")
+
+
+def _text(request) -> str | None:
+    upload = request.FILES.get("file")
+    if upload is not None:
+        try:
+            return upload.read().decode("utf-8")
+        except UnicodeDecodeError:
+            raise serializers.ValidationError({"file": ["must be UTF-8 text"]}) from None
+    text = request.data.get("text")
+    return text if isinstance(text, str) else None
+
+
+class CalibrationListCreateApi(APIView):
+    permission_classes = [IsAuthenticated]
+    parser_classes = [JSONParser, MultiPartParser, FormParser]
+
+    @extend_schema(tags=["calibrations"], summary="Your calibrations", responses=inline_serializer(
+        "CalibrationList", {"results": serializers.ListField(child=serializers.DictField())}))
+    def get(self, request):
+        rows = CalibrationProfile.objects.filter(owner=request.user).select_related("model", "gpu")[:200]
+        return Response({"results": [calibration_dict(r) for r in rows]})
+
+    @extend_schema(
+        tags=["calibrations"],
+        summary="Fit the step clock to your measurements and store it as a named calibration",
+        description="Upload the JSON of `vllm bench serve --save-result`, a CSV of requests (arrival_time, "
+                    "prompt_tokens, output_tokens, ttft_s, e2e_s) or a Prometheus scrape of vLLM's /metrics. "
+                    "The fit (scipy least squares, bounded) moves bandwidth_efficiency, mfu and serve_request_s. "
+                    "A bad file gets a 400 naming the row and field, and nothing is stored. Use the calibration "
+                    "in a sweep, simulation or replicas definition as `\"calibration\": <id or name>`.",
+        request=CalibrationInSerializer,
+        responses={201: inline_serializer("Calibration", {"id": serializers.IntegerField(),
+                                                          "coefficients": serializers.DictField(),
+                                                          "fit": serializers.DictField()})},
+        examples=[OpenApiExample("A vllm bench result as text", request_only=True, value={
+            "name": "h100-qwen-prod", "model": "qwen2-5-7b", "gpu": "h100-sxm5-80gb", "tensor_parallel_size": 1,
+            "text": "{\"completed\": 500, \"request_rate\": 6, \"mean_ttft_ms\": 27, \"mean_itl_ms\": 7.0, "
+                    "\"mean_e2el_ms\": 1770, \"total_input_tokens\": 375500, \"total_output_tokens\": 125500}"})],
+    )
+    def post(self, request):
+        data = request.data
+        row = create_calibration(
+            request.user, name=data.get("name"), model=data.get("model"), gpu=data.get("gpu"), text=_text(request),
+            tensor_parallel_size=_int(data.get("tensor_parallel_size", 1)), file_format=data.get("format"),
+            request_rate=data.get("request_rate"), deployment=_dict(data.get("deployment")))
+        return Response(calibration_dict(row), status=status.HTTP_201_CREATED)
+
+
+def _int(v):
+    return int(v) if isinstance(v, str) and v.isdigit() else v
+
+
+def _dict(v):
+    import json
+
+    if isinstance(v, str) and v.strip():
+        try:
+            v = json.loads(v)
+        except json.JSONDecodeError:
+            raise serializers.ValidationError({"deployment": ["must be a JSON object"]}) from None
+    if v is not None and v != "" and not isinstance(v, dict):
+        raise serializers.ValidationError({"deployment": ["must be an object"]})
+    return v or None
+
+
+class CalibrationDetailApi(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(tags=["calibrations"], summary="One of your calibrations",
+                   responses=inline_serializer("CalibrationDetail", {"id": serializers.IntegerField()}))
+    def get(self, request, calibration_id: int):
+        row = get_object_or_404(CalibrationProfile.objects.select_related("model", "gpu"), pk=calibration_id,
+                                owner=request.user)
+        return Response(calibration_dict(row))

@@ -1,0 +1,117 @@
+"""Create a calibration: parse the upload, fit the clock, store the profile only if all of it worked."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Q
+
+from planner.calibration.models import CalibrationProfile
+
+#: Requests replayed and simulator runs allowed per fit: it runs inside the request (a few seconds).
+FIT_MAX_REQUESTS = 300
+FIT_MAX_EVALUATIONS = 20
+MAX_UPLOAD_CHARS = 5_000_000
+DEPLOYMENT_KNOBS = ("max_num_batched_tokens", "max_num_seqs", "max_model_len", "gpu_memory_utilization")
+
+
+def _profile(kind: str, ref: Any, owner):
+    from gpuprofiles.models import GpuProfile, ModelProfile
+
+    cls = ModelProfile if kind == "model" else GpuProfile
+    visible = Q(owner__isnull=True) | Q(owner=owner)
+    qs = cls.objects.filter(visible)
+    if isinstance(ref, bool) or not isinstance(ref, (str, int)) or str(ref).strip() == "":
+        raise ValidationError({kind: [f"give a catalog slug or the id of one of your {kind} profiles"]})
+    row = qs.filter(pk=int(ref)).first() if str(ref).isdigit() else qs.filter(slug=str(ref)).first()
+    if row is None:
+        raise ValidationError({kind: [f"no {kind} profile {ref!r} in the catalog or your profiles"]})
+    return row
+
+
+def _deployment(tp: Any, knobs: dict[str, Any]):
+    from simulator.specs import DeploymentSpec
+
+    if isinstance(tp, bool) or not isinstance(tp, int) or not 1 <= tp <= 64:
+        raise ValidationError({"tensor_parallel_size": ["must be a whole number from 1 to 64"]})
+    bad = sorted(set(knobs) - set(DEPLOYMENT_KNOBS))
+    if bad:
+        raise ValidationError({f"deployment.{bad[0]}": [f"unknown knob (known: {', '.join(DEPLOYMENT_KNOBS)})"]})
+    try:
+        return DeploymentSpec(tensor_parallel_size=tp, **knobs)
+    except (ValueError, TypeError) as exc:
+        raise ValidationError({"deployment": [str(exc)]}) from None
+
+
+def _rate(value: Any) -> float | None:
+    if value in (None, ""):
+        return None
+    try:
+        rate = float(value)
+    except (TypeError, ValueError):
+        raise ValidationError({"request_rate": ["must be a number of requests per second"]}) from None
+    if not 0 < rate <= 1e5:
+        raise ValidationError({"request_rate": ["must be a rate in (0, 100000] requests per second"]})
+    return rate
+
+
+def _check_model(meas, model_row) -> None:
+    """A file that names a model other than the one chosen is refused (its numbers belong to another model)."""
+    named = (meas.model or "").strip()
+    if not named:
+        return
+    known = {model_row.name.lower(), model_row.slug.lower(), (model_row.hf_id or "").lower()}
+    tail = named.lower().rsplit("/", 1)[-1]
+    if named.lower() not in known and not any(k and k.rsplit("/", 1)[-1] == tail for k in known):
+        raise ValidationError({"file": [f"the file measured model {named!r}, not {model_row.name!r}"]})
+
+
+def create_calibration(owner, *, name: Any, model: Any, gpu: Any, text: Any, tensor_parallel_size: Any = 1,
+                       file_format: str | None = None, request_rate: Any = None,
+                       deployment: dict | None = None) -> CalibrationProfile:
+    """Parse ``text``, fit the clock of ``model`` on ``gpu`` at the given TP, store and return the profile.
+
+    Raises ``ValidationError`` with field messages (nothing is stored then).
+    """
+    from simulator.calibration import CalibrationError, fit, parse_measurement
+
+    if not isinstance(name, str) or not name.strip() or len(name) > 120:
+        raise ValidationError({"name": ["give a name of at most 120 characters"]})
+    name = name.strip()
+    if CalibrationProfile.objects.filter(owner=owner, name=name).exists():
+        raise ValidationError({"name": [f"you already have a calibration named {name!r}"]})
+    if not isinstance(text, str) or not text.strip():
+        raise ValidationError({"file": ["upload a measurement file (vllm bench JSON, request CSV or /metrics scrape)"]})
+    if len(text) > MAX_UPLOAD_CHARS:
+        raise ValidationError({"file": [f"at most {MAX_UPLOAD_CHARS:,} characters"]})
+    model_row, gpu_row = _profile("model", model, owner), _profile("gpu", gpu, owner)
+    dep = _deployment(tensor_parallel_size, dict(deployment or {}))
+    rate = _rate(request_rate)
+    try:
+        meas = parse_measurement(text, file_format or None)
+    except CalibrationError as exc:
+        raise ValidationError({"file": [str(exc)]}) from None
+    _check_model(meas, model_row)
+    try:
+        result = fit(meas, model_row.to_spec(), gpu_row.to_spec(), dep, request_rate=rate,
+                     max_requests=FIT_MAX_REQUESTS, max_evaluations=FIT_MAX_EVALUATIONS)
+    except CalibrationError as exc:
+        field, _, msg = str(exc).partition(": ")
+        raise ValidationError({field if msg and " " not in field else "file": [msg or str(exc)]}) from None
+    except ValueError as exc:  # CostModelError / SpecError: the deployment has no roofline clock
+        raise ValidationError({"gpu": [f"no roofline clock for this deployment: {exc}"]}) from None
+    with transaction.atomic():
+        return CalibrationProfile.objects.create(
+            owner=owner, name=name, model=model_row, gpu=gpu_row, tensor_parallel_size=dep.tensor_parallel_size,
+            deployment={k: getattr(dep, k) for k in DEPLOYMENT_KNOBS}, source_format=meas.source,
+            measurement=meas.to_dict(), coefficients=result.coefficients, fit=result.to_dict())
+
+
+def coefficients_for(owner, ref: Any) -> dict | None:
+    """The fitted coefficients of the owner's calibration ``ref`` (id or name), or None if there is none."""
+    qs = CalibrationProfile.objects.filter(owner=owner) if getattr(owner, "is_authenticated", False) else \
+        CalibrationProfile.objects.none()
+    row = qs.filter(pk=int(ref)).first() if str(ref).isdigit() else qs.filter(name=str(ref)).first()
+    return None if row is None else dict(row.coefficients)

@@ -1,0 +1,12 @@
+"""Calibration pages (mounted at ``/``)."""
+
+from django.urls import path
+
+from planner.calibration import views
+
+app_name = "calibration"
+
+urlpatterns = [
+    path("calibrations/", views.calibration_list, name="list"),
+    path("calibrations/<int:calibration_id>/", views.calibration_detail, name="detail"),
+]

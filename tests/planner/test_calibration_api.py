@@ -1,0 +1,99 @@
+"""POST /api/calibrations/ and the calibration page: fit the clock to a user's measurements, store it by name,
+use it in simulations; bad files get a 400 naming row and field, and nothing is stored."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from rest_framework.test import APIClient
+
+from planner.calibration.models import CalibrationProfile
+
+pytestmark = pytest.mark.django_db
+
+# A Qwen2.5-7B run on one H100 (the training split's roleplay run: 6 requests/s, 751-token prompts, 251 out)
+BENCH = {"model_id": "Qwen/Qwen2.5-7B-Instruct", "completed": 300, "request_rate": 6.0, "mean_ttft_ms": 26.7,
+         "mean_itl_ms": 7.02, "mean_e2el_ms": 1772.0, "total_input_tokens": 300 * 751,
+         "total_output_tokens": 300 * 251}
+BASE = {"model": "qwen2-5-7b", "gpu": "h100-sxm5-80gb", "tensor_parallel_size": 1,
+        "deployment": {"max_num_batched_tokens": 2048, "max_num_seqs": 128, "max_model_len": 4096}}
+
+
+@pytest.fixture
+def user(django_user_model):
+    return django_user_model.objects.create_user("cara", password="pw-cara-12345")
+
+
+@pytest.fixture
+def client(user):
+    c = APIClient()
+    c.force_authenticate(user)
+    return c
+
+
+def test_a_bench_result_is_fitted_stored_and_used_in_a_simulation(client, monkeypatch):
+    monkeypatch.setattr("planner.calibration.services.FIT_MAX_REQUESTS", 50)
+    monkeypatch.setattr("planner.calibration.services.FIT_MAX_EVALUATIONS", 8)
+    r = client.post("/api/calibrations/", {**BASE, "name": "prod", "text": json.dumps(BENCH)}, format="json")
+    assert r.status_code == 201, r.json()
+    body = r.json()
+    assert set(body["fit"]["fitted"]) == {"bandwidth_efficiency", "mfu", "serve_request_s"}
+    # the fit lowers the sum of squared relative errors it minimizes
+    assert sum(v * v for v in body["fit"]["error_pct"].values()) <= sum(
+        v * v for v in body["fit"]["error_before_pct"].values())
+    assert client.get(f"/api/calibrations/{body['id']}/").json()["name"] == "prod"
+    sim = {"model": "qwen2-5-7b", "gpu": "h100-sxm5-80gb", "calibration": "prod",
+           "workload": {"spec": {"n": 40, "arrival": {"kind": "poisson", "rate": 4, "unit": "s"}}, "seed": 0}}
+    plain = client.post("/api/simulations/", {k: v for k, v in sim.items() if k != "calibration"}, format="json")
+    calibrated = client.post("/api/simulations/", sim, format="json")
+    assert plain.status_code == calibrated.status_code == 200
+    cm = calibrated.json()["config"]["cost_model"]
+    assert cm["serve_request_s"] == pytest.approx(body["coefficients"]["serve_request_s"])
+    assert cm != plain.json()["config"]["cost_model"]
+    dup = client.post("/api/calibrations/", {**BASE, "name": "prod", "text": json.dumps(BENCH)}, format="json")
+    assert dup.status_code == 400 and "name" in dup.json()["errors"]
+
+
+@pytest.mark.parametrize("text,field,words", [
+    ("arrival_time,prompt_tokens,output_tokens,ttft_s,e2e_s\n0,700,250,0.03,1.8\n0.2,7x0,250,0.03,1.8\n",
+     "file", "row 3, prompt_tokens"),
+    (json.dumps({**BENCH, "mean_e2el_ms": 5}), "file", "shorter than mean TTFT"),
+    (json.dumps({**BENCH, "model_id": "meta-llama/Llama-3.1-70B"}), "file", "not 'Qwen2.5 7B'"),
+    ('vllm:e2e_request_latency_seconds_sum{model_name="a"} 1\nvllm:e2e_request_latency_seconds_count'
+     '{model_name="b"} 1\n', "file", "mixes models"),
+])
+def test_bad_files_get_a_400_naming_the_problem_and_nothing_is_stored(client, text, field, words):
+    r = client.post("/api/calibrations/", {**BASE, "name": "bad", "text": text}, format="json")
+    assert r.status_code == 400
+    assert words in " ".join(r.json()["errors"][field])
+    assert not CalibrationProfile.objects.exists()
+
+
+def test_unknown_calibration_in_a_simulation_is_a_400(client):
+    sim = {"model": "qwen2-5-7b", "gpu": "h100-sxm5-80gb", "calibration": "nope",
+           "workload": {"spec": {"n": 10, "arrival": "poisson:4"}, "seed": 0}}
+    r = client.post("/api/simulations/", sim, format="json")
+    assert r.status_code == 400 and "calibration" in r.json()["errors"]
+
+
+def test_the_page_uploads_a_csv_and_shows_measured_against_predicted(user, monkeypatch):
+    from django.test import Client
+
+    monkeypatch.setattr("planner.calibration.services.FIT_MAX_REQUESTS", 40)
+    monkeypatch.setattr("planner.calibration.services.FIT_MAX_EVALUATIONS", 5)
+    c = Client()
+    c.force_login(user)
+    rows = "\n".join(f"{i / 4:.3f},751,120,{0.03 + 0.001 * (i % 3):.4f},{0.9 + 0.01 * (i % 5):.4f}" for i in range(60))
+    csv = SimpleUploadedFile("m.csv", ("arrival_time,prompt_tokens,output_tokens,ttft_s,e2e_s\n" + rows).encode())
+    r = c.post("/calibrations/", {"name": "lab", "model": "qwen2-5-7b", "gpu": "h100-sxm5-80gb",
+                                  "tensor_parallel_size": 1, "file": csv})
+    assert r.status_code == 302, r.content.decode()[-2000:]
+    page = c.get(r["Location"]).content.decode()
+    assert "fig-calibration" in page and "bandwidth_efficiency" in page and "Fit error" in page
+    bad = SimpleUploadedFile("m.csv", b"arrival_time,prompt_tokens,output_tokens,ttft_s,e2e_s\n0,1,1,zz,1\n")
+    r = c.post("/calibrations/", {"name": "bad", "model": "qwen2-5-7b", "gpu": "h100-sxm5-80gb",
+                                  "tensor_parallel_size": 1, "file": bad})
+    assert r.status_code == 200 and "row 2, ttft_s" in r.content.decode()
+    assert CalibrationProfile.objects.filter(name="bad").count() == 0
