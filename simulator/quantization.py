@@ -189,13 +189,14 @@ def check_group_size(model: ModelSpec, scheme: QuantScheme | None, tensor_parall
 # --- unquantized modules -----------------------------------------------------
 
 _CATEGORY_PATTERNS: list[tuple[str, str]] = [
+    # first: a vision or audio tower's layers ("vision_model.model.layers.3.mlp.fc1") are not the LM's
+    ("other_tower", r"(vision|visual|multi_modal|mm_projector|audio|image)"),
     ("shared", r"shared_expert"),
     ("experts", r"experts"),
     ("router", r"(router|mlp\.gate$|block_sparse_moe\.gate$)"),
     ("attention", r"(self_attn|attention|attn|q_proj|k_proj|v_proj|o_proj|qkv)"),
     ("dense_mlp", r"(mlp|gate_proj|up_proj|down_proj|feed_forward|ffn)"),
     ("edge", r"(lm_head|embed|wte|norm)"),
-    ("other_tower", r"(vision|visual|multi_modal|mm_projector|audio|image)"),
 ]
 _PROJ_SHARE = {"gate_proj": 1 / 3, "up_proj": 1 / 3, "down_proj": 1 / 3, "o_proj": None, "q_proj": None,
                "k_proj": None, "v_proj": None}

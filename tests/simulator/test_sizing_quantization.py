@@ -174,3 +174,24 @@ def test_fp8_kv_doubles_tokens_against_bf16_at_equal_memory(model, kv_gib, block
     assert fp8.kv_bytes_per_token * 2 == bf16.kv_bytes_per_token
     # each figure is floor(memory / block bytes) x block: doubling holds to within one block
     assert abs(fp8.kv_cache_tokens - 2 * bf16.kv_cache_tokens) <= block
+
+
+def test_a_vision_towers_ignore_list_leaves_the_language_models_experts_quantized():
+    """Llama 4 Scout FP8 (compressed-tensors) ignores its vision tower's ``mlp.fc1``/``fc2`` and the LM's
+    attention and router: the LM's experts stay fp8, so at TP 2 the weights are ~50 GiB per GPU (vLLM ran it
+    on two H100s), not the ~95 GiB of an all-bf16 count. Config from simulator/data/latency_trainval."""
+    import json
+    from pathlib import Path
+
+    from simulator import quantization
+    from simulator.hf_config import parse_hf_config
+    from simulator.sizing import weights_bytes_per_gpu
+    from simulator.specs import DeploymentSpec
+
+    data = Path(__file__).resolve().parents[2] / "simulator" / "data" / "latency_trainval" / "experiments.json"
+    exp = next(e for e in json.loads(data.read_text()) if "scout" in e["name"])
+    model = parse_hf_config(exp["model_config"], name=exp["model"])
+    fractions, unknown = quantization.unquantized_fractions(model, quantization.scheme_for(model, "auto"))
+    assert fractions == {"attention": 1.0, "dense_mlp": 0.0, "shared": 0.0, "experts": 0.0}
+    assert unknown == []
+    assert 45 < weights_bytes_per_gpu(model, DeploymentSpec(tensor_parallel_size=2)) / 2**30 < 55
