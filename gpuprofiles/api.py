@@ -15,11 +15,11 @@ from rest_framework import status
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.exceptions import ValidationError
 from rest_framework.generics import GenericAPIView
-from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
 from planner.accounts.authentication import ApiTokenAuthentication
+from planner.api.parsers import CheckedJSONParser
 
 from . import selectors, services
 from .serializers import (
@@ -128,7 +128,7 @@ def _call(fn, **kwargs):
 class _CatalogApi(GenericAPIView):
     # Token first: an anonymous write is answered 401 with a "WWW-Authenticate: Token" challenge.
     authentication_classes = [ApiTokenAuthentication, SessionAuthentication]
-    parser_classes = [JSONParser]  # the catalog API speaks JSON only
+    parser_classes = [CheckedJSONParser]  # the catalog API speaks JSON only (depth, NUL, surrogates checked)
 
 
 # -- GPUs -------------------------------------------------------------------
