@@ -17,7 +17,7 @@ from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.generics import GenericAPIView
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.pagination import PageNumberPagination
@@ -131,6 +131,13 @@ def _definition_error(exc: defn.DefinitionError) -> ValidationError:
     return ValidationError(exc.errors)
 
 
+class QuotaExceededApi(APIException):
+    """The owner's queued and running work is at its quota (``KVP_USER_QUEUE_SECONDS``)."""
+
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+    default_code = "quota_exceeded"
+
+
 def sweep_out(sweep: Sweep, request, *, progress: bool = True) -> dict:
     report = getattr(sweep, "report", None) if sweep.status == Sweep.Status.DONE else None
     out = {
@@ -167,6 +174,8 @@ class SweepListCreateApi(GenericAPIView):
         data = _as_dict(request.data)
         try:
             sweep = services.sweep_create(owner=request.user, definition=data)
+        except services.QuotaExceeded as exc:
+            raise QuotaExceededApi(exc.errors["non_field_errors"][0]) from None
         except defn.DefinitionError as exc:
             raise _definition_error(exc) from None
         return Response(sweep_out(sweep, request), status=status.HTTP_202_ACCEPTED)

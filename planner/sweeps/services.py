@@ -102,7 +102,7 @@ def _priced_plan(snapshot: dict, points: list[dict], mode: str, *, owner) -> tup
         raise defn.DefinitionError({exc.field: [str(exc)]}) from None
     queued = user_queued_seconds(owner=owner)
     limit = pricing.user_queue_seconds()
-    if queued + total.seconds > limit:
+    if queued > 0 and queued + total.seconds > limit:  # one sweep alone is bounded by the other caps
         fmt = pricing.budget.format_seconds
         raise QuotaExceeded({"non_field_errors": [
             f"Your queued and running sweeps are estimated at {fmt(queued)} of work and this one at "
