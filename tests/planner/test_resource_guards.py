@@ -46,7 +46,7 @@ def test_the_issue_s_replicas_search_is_refused_at_once_with_the_estimate(client
     """Prompt 100,000 and output 30,000 tokens at 1,000 req/s ran 60.7 s into a gunicorn timeout (an HTML 500)."""
     start = time.monotonic()
     response = client.post("/api/replicas/", _replicas(1000, 2000, 100_000, 30_000), format="json")
-    assert time.monotonic() - start < 2.0
+    assert time.monotonic() - start < 5.0  # first request of the process: imports included
     assert response.status_code == 400
     message = response.json()["errors"]["workload"][0]
     assert "replicas search (up to 16 instances) is estimated to need about" in message
