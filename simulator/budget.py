@@ -7,8 +7,10 @@ A simulation's memory grows with three things the engine allocates up front
   + 2) / block_size) + 1`` keys per request): the pool's key table (``kblock``),
   the shared-prefix map and the own-keys index, 8 bytes each, plus 16 bytes per
   key for each KV tier below the GPU;
-- the GPU block pool: about 48 bytes per block (free stack, reference counts,
-  birth and last-use steps, hash, FIFO position; 41 bytes measured);
+- the GPU block pool: about 72 bytes per block (free stack, reference counts,
+  birth and last-use steps, hash, FIFO position; 65 bytes allocated, measured
+  with ``tracemalloc`` at a million blocks);
+- a fixed 8 MiB per run (queues and step records; 2.5 MiB measured);
 - per-request columns and results (about 1.5 KiB per request, measured 1.0).
 
 Its time grows with engine steps (the cost grows with scheduling events, not
@@ -41,7 +43,8 @@ from simulator.workload import Workload
 
 BYTES_PER_KEY = 24  # bytes: key table + shared-prefix map + own-keys index (int64 each)
 BYTES_PER_KEY_PER_TIER = 16  # bytes: a tier's key position and queue mark
-BYTES_PER_BLOCK = 48  # bytes per GPU block of the pool
+BYTES_PER_BLOCK = 72  # bytes per GPU block of the pool
+BYTES_PER_RUN = 8 * 2**20  # bytes: fixed arrays of one run (queues, step records)
 BYTES_PER_RADIX_SLOT = 16  # bytes per token slot of SGLang's RadixCache model
 BYTES_PER_REQUEST = 1536  # bytes: request columns, results, latency arrays
 SECONDS_PER_STEP = 150e-6  # s per estimated engine step
@@ -142,7 +145,7 @@ def price_run(size: WorkloadSize, config: EngineConfig, *, instances: int = 1) -
     """One configuration (or ``instances`` replicas of it behind a router) on a workload of ``size``."""
     keys = size.keys(config.block_size) if config.enable_prefix_caching or _tier_count(config) else 0
     blocks = config.num_gpu_blocks * instances
-    memory = (keys * (BYTES_PER_KEY + BYTES_PER_KEY_PER_TIER * _tier_count(config))
+    memory = (BYTES_PER_RUN + keys * (BYTES_PER_KEY + BYTES_PER_KEY_PER_TIER * _tier_count(config))
               + blocks * BYTES_PER_BLOCK + size.n * BYTES_PER_REQUEST)
     if config.prefix_cache == "radix":
         memory += blocks * config.block_size * BYTES_PER_RADIX_SLOT

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404
@@ -11,8 +12,10 @@ from django.utils import timezone
 
 from planner.models import Report, Sweep, SweepChunk
 
-#: Seconds without a heartbeat after which a running chunk counts as stalled (as ``services.STALL_AFTER_S``).
-STALL_AFTER_S = 45.0
+
+def stall_after_s() -> float:
+    """Seconds without a heartbeat after which a running chunk counts as stalled (``KVP_STALL_AFTER_S``)."""
+    return float(getattr(settings, "KVP_STALL_AFTER_S", 45))
 
 
 def sweep_list(*, owner) -> QuerySet[Sweep]:
@@ -49,7 +52,7 @@ def sweep_progress(*, sweep: Sweep) -> dict:
     for c in chunks:
         counts[c["status"]] += 1
     # A running chunk whose heartbeat stopped lost its worker: say so instead of an ETA (it is sent again).
-    stale = timezone.now() - timezone.timedelta(seconds=STALL_AFTER_S)
+    stale = timezone.now() - timezone.timedelta(seconds=stall_after_s())
     stalled = 0 if sweep.is_final else sum(
         1 for c in chunks if c["status"] == SweepChunk.Status.RUNNING and (c["heartbeat_at"] or stale) <= stale)
     counts["stalled"] = stalled

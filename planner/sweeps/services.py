@@ -34,8 +34,6 @@ PROGRESS_INTERVAL_S = 0.5
 
 #: A chunk whose worker died this many times fails its points instead of running again.
 MAX_CHUNK_ATTEMPTS = 3
-#: Seconds without a heartbeat after which a running chunk is taken as stalled (its worker died).
-STALL_AFTER_S = selectors.STALL_AFTER_S
 #: Seconds between heartbeats of a running chunk.
 HEARTBEAT_S = 5.0
 
@@ -245,7 +243,7 @@ def _failure_message(exc: BaseException) -> str:
 class _Heartbeat:
     """While a chunk runs, a thread stamps ``heartbeat_at`` every :data:`HEARTBEAT_S` seconds.
 
-    A chunk whose stamp is older than :data:`STALL_AFTER_S` lost its worker:
+    A chunk whose stamp is older than ``KVP_STALL_AFTER_S`` lost its worker:
     :func:`chunks_heal` sends it again. The stamps come from a thread so that a
     long simulation step (no progress callback for a while) still looks alive.
     """
@@ -394,13 +392,13 @@ def _metric(metrics: dict, name: str) -> float:
 
 def _is_stalled(heartbeat_at, now=None) -> bool:
     now = now or timezone.now()
-    return heartbeat_at is None or (now - heartbeat_at).total_seconds() > STALL_AFTER_S
+    return heartbeat_at is None or (now - heartbeat_at).total_seconds() > selectors.stall_after_s()
 
 
 def stalled_chunks(*, now=None):
-    """Running chunks of unfinished sweeps whose heartbeat stopped more than :data:`STALL_AFTER_S` ago."""
+    """Running chunks of unfinished sweeps whose heartbeat stopped more than ``KVP_STALL_AFTER_S`` ago."""
     now = now or timezone.now()
-    cutoff = now - timezone.timedelta(seconds=STALL_AFTER_S)
+    cutoff = now - timezone.timedelta(seconds=selectors.stall_after_s())
     return SweepChunk.objects.filter(
         status=SweepChunk.Status.RUNNING, sweep__status__in=[Sweep.Status.QUEUED, Sweep.Status.RUNNING],
     ).filter(models.Q(heartbeat_at__lt=cutoff) | models.Q(heartbeat_at__isnull=True, started_at__lt=cutoff))

@@ -144,7 +144,7 @@ def test_the_same_workload_as_a_sweep_is_refused_before_it_reaches_a_worker(toke
 def test_fifty_million_blocks_are_refused_as_too_much_memory(token_client):
     body = {"engine": {"num_gpu_blocks": 50_000_000}, "workload": {"spec": {"n": 10}}}
     errors = assert_error_shape(token_client.post("/api/simulations/", body, format="json"), 400)
-    assert "2.2 GiB of memory (the limit is 2.0 GiB)" in errors["workload"][0]
+    assert "3.4 GiB of memory (the limit is 2.0 GiB)" in errors["workload"][0]
 
 
 def test_a_long_simulation_is_refused_by_its_estimated_time(token_client, settings):
