@@ -239,6 +239,9 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     # Collapse the schemas section: /api/docs/ opens on the operations, not a wall of models.
     "SWAGGER_UI_SETTINGS": {"defaultModelsExpandDepth": -1},
+    # Every operation documents its error statuses (400/401/403/404/413/415/429) in the error shape.
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "planner.api.schema_hooks.document_error_statuses"],
 }
 
 LOGGING = {

@@ -116,6 +116,16 @@ def _validate(serializer_class, data, **kwargs):
     return s.validated_data
 
 
+def _filters(serializer_class, params):
+    """Validated list filters; an unknown query parameter is a 400 (the schema lists the known ones)."""
+    known = set(serializer_class().fields) | {"page"}
+    unknown = sorted(k for k in params if k not in known)
+    if unknown:
+        raise ValidationError({unknown[0] or "query": [
+            f"unknown query parameter {unknown[0]!r} (known: {', '.join(sorted(known))})"]})
+    return _validate(serializer_class, params)
+
+
 def _call(fn, **kwargs):
     """Run a service, turning its Django ValidationError into DRF's (400 with field messages)."""
     try:
@@ -144,7 +154,7 @@ class GpuListApi(_CatalogApi):
         examples=[OpenApiExample("H100", value=_page([GPU_EXAMPLE]), response_only=True)],
     )
     def get(self, request):
-        filters = _validate(GpuFilterSerializer, request.query_params)
+        filters = _filters(GpuFilterSerializer, request.query_params)
         qs = selectors.gpu_profile_list(filters=filters, user=request.user)
         page = self.paginate_queryset(qs)
         return self.get_paginated_response(GpuOutputSerializer(page, many=True).data)
@@ -221,7 +231,7 @@ class ModelListApi(_CatalogApi):
         examples=[OpenApiExample("Llama", value=_page([MODEL_EXAMPLE]), response_only=True)],
     )
     def get(self, request):
-        filters = _validate(ModelFilterSerializer, request.query_params)
+        filters = _filters(ModelFilterSerializer, request.query_params)
         qs = selectors.model_profile_list(filters=filters, user=request.user)
         page = self.paginate_queryset(qs)
         return self.get_paginated_response(ModelOutputSerializer(page, many=True).data)
