@@ -482,7 +482,7 @@ def report_create(*, sweep: Sweep) -> Report:
         return existing
     points = sweep_points(sweep=sweep)
     snap = sweep.snapshot
-    inputs = {k: v for k, v in snap.items() if k not in ("cliff_result",)}
+    inputs = {k: v for k, v in snap.items() if k not in ("cliff_result", "price")}  # price: an estimate
     if inputs.get("workload", {}).get("source") == "trace":
         inputs["workload"] = dict(inputs["workload"])  # the trace text is kept: the report must be re-runnable
     body = {
