@@ -9,6 +9,7 @@ from . import views
 
 urlpatterns = [
     path("", views.account, name="account"),
+    path("login/", views.ThrottledLoginView.as_view(), name="login"),  # failed sign-ins limited
     path("signup/", views.signup, name="signup"),
     path("tokens/<int:token_id>/revoke/", views.token_revoke, name="token-revoke"),
 ]

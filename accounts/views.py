@@ -9,14 +9,32 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import LoginView
 from django.core.exceptions import ValidationError
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from planner.api import throttling
+
 from .forms import SignUpForm, TokenCreateForm
 from .services import api_token_create, api_token_list, api_token_revoke
+
+
+class ThrottledLoginView(LoginView):
+    """Django's sign-in, refusing (429) an IP or user name past ``LOGIN_FAILURES`` failed attempts."""
+
+    def post(self, request, *args, **kwargs):
+        username = request.POST.get("username", "")
+        wait = throttling.login_blocked(request, username)
+        if wait is not None:
+            return throttling.too_many_logins(wait)
+        return super().post(request, *args, **kwargs)
+
+    def form_invalid(self, form):
+        throttling.login_failed(self.request, self.request.POST.get("username", ""))
+        return super().form_invalid(form)
 
 
 def signup(request):

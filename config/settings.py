@@ -56,6 +56,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "planner.api.throttling.PageThrottleMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -138,11 +139,29 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 
+# One cache shared by every process (throttle counters, failed logins): Redis when REDIS_URL is set,
+# else a file cache in the data directory (shared by the processes of one host).
+NUM_PROXIES = env_int("NUM_PROXIES", 0)
+if env_str("REDIS_URL", ""):
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                          "LOCATION": env_str("CACHE_URL", env_str("REDIS_URL", ""))}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+                          "LOCATION": env_str("KVP_CACHE_DIR", str(DATA_DIR / "cache")),
+                          "OPTIONS": {"MAX_ENTRIES": 20_000}}}
+# Pages (HTML) per client IP or user, and failed sign-ins per IP and per user name.
+THROTTLE_PAGES = env_str("THROTTLE_PAGES", "300/min")
+THROTTLE_HEAVY_PAGES = env_str("THROTTLE_HEAVY_PAGES", "20/min")  # /replicas/ (simulates)
+LOGIN_FAILURES = env_str("LOGIN_FAILURES", "10/h")
+
 # Celery: Redis when REDIS_URL is set, otherwise an embedded filesystem broker.
 REDIS_URL = env_str("REDIS_URL", "")
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
-    CELERY_BROKER_TRANSPORT_OPTIONS: dict = {"visibility_timeout": 3600}
+    # Longer than the longest chunk (its hard time limit) so a running chunk is never delivered twice;
+    # a chunk whose worker died is sent again sooner, by its stopped heartbeat (config/celery.py).
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict = {
+        "visibility_timeout": env_int("CELERY_TASK_TIME_LIMIT", 600) + 300}
 else:
     _broker = DATA_DIR / "broker"
     for _sub in ("queue", "processed", "control"):
@@ -165,6 +184,19 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 600)  # seconds per chunk
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 540)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A pool process whose resident memory grew past this (KiB) is replaced after its task.
+CELERY_WORKER_MAX_MEMORY_PER_CHILD = env_int("CELERY_WORKER_MAX_MEMORY_PER_CHILD", 2 * 1024 * 1024)
+
+# Resource guards (issue 23; planner/sweeps/pricing.py, simulator/budget.py, docs/operations.md).
+KVP_WORKER_MAX_BYTES = env_int("KVP_WORKER_MAX_BYTES", 6 * 2**30)  # address space of a pool process / sync run
+KVP_RUN_MAX_BYTES = env_int("KVP_RUN_MAX_BYTES", 2 * 2**30)  # estimated memory of one simulation call
+KVP_SYNC_MAX_SECONDS = env_int("KVP_SYNC_MAX_SECONDS", 10)  # estimated time of a run inside a web request
+KVP_SYNC_HARD_SECONDS = env_int("KVP_SYNC_HARD_SECONDS", 20)  # wall clock after which such a run is stopped
+KVP_CHUNK_MAX_SECONDS = env_int("KVP_CHUNK_MAX_SECONDS", CELERY_TASK_SOFT_TIME_LIMIT // 2)  # estimate per chunk
+KVP_USER_QUEUE_SECONDS = env_int("KVP_USER_QUEUE_SECONDS", 3600)  # estimated queued work per user
+KVP_STALL_AFTER_S = env_int("KVP_STALL_AFTER_S", 45)  # a running chunk without a heartbeat this long is stalled
+KVP_HEAL_INTERVAL_S = env_int("KVP_HEAL_INTERVAL_S", 15)  # how often a worker sends stalled chunks again
+KVP_SWEEP_QUEUE = env_str("KVP_SWEEP_QUEUE", "")  # Celery queue of sweep tasks ("": Celery's default)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -173,16 +205,26 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # JSON nested past 32 levels, NUL characters and lone surrogates are a 400 naming the field.
+    "DEFAULT_PARSER_CLASSES": [
+        "config.parsers.CheckedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_THROTTLE_CLASSES": [
         "rest_framework.throttling.AnonRateThrottle",
         "rest_framework.throttling.UserRateThrottle",
+        "planner.api.throttling.HeavyRateThrottle",
     ],
     "DEFAULT_THROTTLE_RATES": {
         "anon": env_str("THROTTLE_ANON", "600/min"),
         "user": env_str("THROTTLE_USER", "3000/min"),
+        "heavy": env_str("THROTTLE_HEAVY", "20/min"),  # simulations and replicas searches, per user or IP
     },
+    # Client IP: X-Forwarded-For is read only behind this many trusted proxies (0: REMOTE_ADDR only).
+    "NUM_PROXIES": NUM_PROXIES,
     "EXCEPTION_HANDLER": "planner.api.errors.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
@@ -198,6 +240,9 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     # Collapse the schemas section: /api/docs/ opens on the operations, not a wall of models.
     "SWAGGER_UI_SETTINGS": {"defaultModelsExpandDepth": -1},
+    # Every operation documents its error statuses (400/401/403/404/413/415/429) in the error shape.
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "planner.api.schema_hooks.document_error_statuses"],
 }
 
 LOGGING = {

@@ -16,11 +16,11 @@ from rest_framework import status
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.exceptions import ValidationError
 from rest_framework.generics import GenericAPIView
-from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
 from accounts.authentication import ApiTokenAuthentication
+from config.parsers import CheckedJSONParser
 
 from . import selectors, services
 from .serializers import (
@@ -120,6 +120,16 @@ def _validate(serializer_class, data, **kwargs):
     return s.validated_data
 
 
+def _filters(serializer_class, params):
+    """Validated list filters; an unknown query parameter is a 400 (the schema lists the known ones)."""
+    known = set(serializer_class().fields) | {"page"}
+    unknown = sorted(k for k in params if k not in known)
+    if unknown:
+        raise ValidationError({unknown[0] or "query": [
+            f"unknown query parameter {unknown[0]!r} (known: {', '.join(sorted(known))})"]})
+    return _validate(serializer_class, params)
+
+
 def _call(fn, **kwargs):
     """Run a service, turning its Django ValidationError into DRF's (400 with field messages)."""
     try:
@@ -132,7 +142,7 @@ def _call(fn, **kwargs):
 class _CatalogApi(GenericAPIView):
     # Token first: an anonymous write is answered 401 with a "WWW-Authenticate: Token" challenge.
     authentication_classes = [ApiTokenAuthentication, SessionAuthentication]
-    parser_classes = [JSONParser]  # the catalog API speaks JSON only
+    parser_classes = [CheckedJSONParser]  # the catalog API speaks JSON only (depth, NUL, surrogates checked)
 
 
 # -- GPUs -------------------------------------------------------------------
@@ -148,7 +158,7 @@ class GpuListApi(_CatalogApi):
         examples=[OpenApiExample("H100", value=_page([GPU_EXAMPLE]), response_only=True)],
     )
     def get(self, request):
-        filters = _validate(GpuFilterSerializer, request.query_params)
+        filters = _filters(GpuFilterSerializer, request.query_params)
         qs = selectors.gpu_profile_list(filters=filters, user=request.user)
         page = self.paginate_queryset(qs)
         return self.get_paginated_response(GpuOutputSerializer(page, many=True).data)
@@ -228,7 +238,7 @@ class ModelListApi(_CatalogApi):
         examples=[OpenApiExample("Llama", value=_page([MODEL_EXAMPLE]), response_only=True)],
     )
     def get(self, request):
-        filters = _validate(ModelFilterSerializer, request.query_params)
+        filters = _filters(ModelFilterSerializer, request.query_params)
         qs = selectors.model_profile_list(filters=filters, user=request.user)
         page = self.paginate_queryset(qs)
         return self.get_paginated_response(ModelOutputSerializer(page, many=True).data)

@@ -10,6 +10,8 @@ import json
 
 from django import forms
 
+from config.json_input import loads_checked
+
 from .models import ATTENTION_CHOICES
 from .services import MAX_CONFIG_BYTES
 
@@ -93,9 +95,12 @@ class ConfigImportForm(forms.Form):
             self.add_error("config_text", "Paste a config.json or upload one.")
             return data
         try:
-            config = json.loads(text)
+            config = loads_checked(text)  # also refuses deep nesting, NUL characters and lone surrogates
         except json.JSONDecodeError as exc:
             self.add_error(field, f"Not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.")
+            return data
+        except ValueError as exc:
+            self.add_error(field, f"Not accepted: {exc}.")
             return data
         if not isinstance(config, dict):
             self.add_error(field, "config.json must hold a JSON object ({...}), not a "

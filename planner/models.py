@@ -79,6 +79,7 @@ class SweepChunk(models.Model):
     results = models.JSONField(null=True, blank=True)
     task_id = models.CharField(max_length=64, blank=True)
     attempts = models.PositiveIntegerField(default=0)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)  # stamped while running (stall detection)
     progress = models.FloatField(default=0.0)  # fraction of this chunk's simulation done, 0..1
     error = models.TextField(blank=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -23,6 +23,7 @@ import io
 import itertools
 import json
 import math
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import fields
@@ -135,9 +136,26 @@ def _dump(obj: Any, indent: int | None) -> str:
 # --------------------------------------------------------------------------- run
 
 
+def _check_memory(price, args: argparse.Namespace, what: str) -> None:
+    """Refuse a run estimated past ``--max-memory-gib`` (default: 80 % of this machine's memory)."""
+    from simulator.budget import OverBudget, check
+
+    limit = args.max_memory_gib * 2**30 if args.max_memory_gib else None
+    if limit is None and hasattr(os, "sysconf") and "SC_PHYS_PAGES" in os.sysconf_names:
+        limit = 0.8 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    try:
+        check(price, max_bytes=int(limit) if limit else None, max_seconds=None, what=what,
+              advice="use fewer or shorter requests or fewer KV blocks, or raise --max-memory-gib")
+    except OverBudget as exc:
+        raise CliError(str(exc)) from None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    from simulator.budget import WorkloadSize, price_run
+
     config = _config(load_config_file(args.config), f"config file {args.config!r}")
     workload = load_workload_file(args.workload)
+    _check_memory(price_run(WorkloadSize.of(workload), config), args, "This run")
     from simulator.engine import simulate
 
     result = simulate(workload, [config], record_steps=bool(args.steps), max_step_points=args.max_step_points)[0]
@@ -231,6 +249,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     points = [dict(zip(keys, combo)) for combo in itertools.product(*(v for _, v in grid))]
     configs = [_config(_apply(base, p), "--grid " + ", ".join(f"{k}={v}" for k, v in p.items())) for p in points]
     workload = load_workload_file(args.workload)
+    from simulator.budget import WorkloadSize, price_configs
+
+    _check_memory(price_configs(WorkloadSize.of(workload), configs), args, f"This sweep of {len(configs)} points")
     results = simulate(workload, configs, record_steps=False, processes=args.processes)
     rows = [{"params": p, "totals": r.to_dict()["totals"]} for p, r in zip(points, results)]
     if args.csv:
@@ -353,6 +374,12 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         raise CliError("cluster: give --instances N (or N1,N2,...), or --find-replicas with SLOs")
     config = _config(load_config_file(args.config), f"config file {args.config!r}")
     workload = load_workload_file(args.workload)
+    from simulator.budget import WorkloadSize, price_batch, price_replicas_search, price_run
+
+    size = WorkloadSize.of(workload)
+    _check_memory(price_replicas_search(size, config, args.max_instances) if args.find_replicas else
+                  price_batch(price_run(size, config, instances=n) for n in counts for _ in policies), args,
+                  "This cluster run")
     try:
         if args.find_replicas:
             found = smallest_replicas(workload, config, slo_ttft_s=args.slo_ttft_s, slo_itl_s=args.slo_itl_s,
@@ -393,6 +420,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="simulate one workload under one configuration, print result JSON",
                          description="Simulate a workload under one engine configuration and print the result "
                          "JSON: {\"totals\": {...}, \"requests\": [...]} (plus \"steps\" with --steps).")
+    run.add_argument("--max-memory-gib", type=float, metavar="GIB",
+                     help="refuse a run estimated to need more memory (default: 80%% of this machine's)")
     run.add_argument("--workload", required=True, metavar="FILE",
                      help="workload: the oracle's workload JSON (as it is), or a trace .csv/.jsonl "
                           "(columns arrival_time [s] or arrival_step, prompt_tokens, output_tokens, optional "
@@ -414,6 +443,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "one run, with results equal to running each alone. Prints {\"grid\": {...}, "
                         "\"points\": [{\"params\": {...}, \"totals\": {...}}, ...]} (first --grid varies "
                         "slowest), or a CSV table with --csv.")
+    sw.add_argument("--max-memory-gib", type=float, metavar="GIB",
+                     help="refuse a run estimated to need more memory (default: 80%% of this machine's)")
     sw.add_argument("--workload", required=True, metavar="FILE", help="workload JSON or trace (as for run)")
     sw.add_argument("--config", metavar="FILE", help="base configuration JSON (default: all defaults)")
     sw.add_argument("--grid", action="append", metavar="FIELD=V1,V2,...",
@@ -480,6 +511,8 @@ def build_parser() -> argparse.ArgumentParser:
         "tokens), \"instances\": [...]}; several --instances or --routing values print {\"points\": [...]} "
         "(instance counts vary slowest). With --find-replicas, print the smallest instance count whose TTFT "
         "and ITL percentiles meet the SLOs, with the figures of every count tried. See docs/cluster.md.")
+    cl.add_argument("--max-memory-gib", type=float, metavar="GIB",
+                     help="refuse a run estimated to need more memory (default: 80%% of this machine's)")
     cl.add_argument("--workload", required=True, metavar="FILE", help="workload JSON or trace (as for run)")
     cl.add_argument("--config", required=True, metavar="FILE",
                     help="one instance's engine configuration JSON (as for run; every instance gets it)")

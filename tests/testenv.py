@@ -5,3 +5,10 @@ import os
 os.environ.setdefault("SECRET_KEY", "test-secret-key-not-for-production-0123456789abcdefghijklmnop")
 os.environ.setdefault("SECURE_SSL_REDIRECT", "false")
 os.environ.setdefault("ALLOWED_HOSTS", "testserver,127.0.0.1,localhost")
+
+# Rate limits count in a cache shared by processes: give each test run its own (never the dev server's
+# var/cache), and limits no ordinary test reaches; the throttling tests set their own with override_settings.
+os.environ.setdefault("KVP_CACHE_DIR", __import__("tempfile").mkdtemp(prefix="kvp-test-cache-"))
+for _name in ("THROTTLE_PAGES", "THROTTLE_HEAVY_PAGES", "THROTTLE_HEAVY"):
+    os.environ.setdefault(_name, "100000/min")
+os.environ.setdefault("LOGIN_FAILURES", "100000/h")

@@ -21,6 +21,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from planner.api.validation import VLLM_BLOCK_SIZES, block_size_problem
 from planner.errors import InputError
 from planner.sizing import selectors, services
 from simulator.hf_config import parse_hf_config
@@ -49,6 +50,18 @@ class StrictIntegerField(serializers.IntegerField):
         if isinstance(data, bool):
             self.fail("invalid")
         return super().to_internal_value(data)
+
+
+@extend_schema_field({"type": "integer", "enum": list(VLLM_BLOCK_SIZES)})
+class BlockSizeField(StrictIntegerField):
+    """Tokens per KV block, one of vLLM's (:data:`planner.api.validation.VLLM_BLOCK_SIZES`)."""
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        problem = block_size_problem(value)
+        if problem:
+            raise serializers.ValidationError(problem[0].upper() + problem[1:] + ".")
+        return value
 
 
 def _count_keys(obj: Any, limit: int, depth: int = 0) -> int:
@@ -160,8 +173,8 @@ class PlanCreateApi(APIView):
                                       help_text="GPUs in all; a multiple of TP x PP (replicas). Default TP x PP.")
         dtype = serializers.ChoiceField(choices=_DTYPES, default="auto", help_text="Weights dtype (vLLM --dtype).")
         kv_cache_dtype = serializers.ChoiceField(choices=list(KV_CACHE_DTYPES), default="auto")
-        block_size = StrictIntegerField(default=16, min_value=1, max_value=LIMITS["block_size"],
-                                        help_text="Tokens per KV block.")
+        block_size = BlockSizeField(default=16, help_text="Tokens per KV block: one of vLLM's "
+                                                          f"{', '.join(map(str, VLLM_BLOCK_SIZES))}.")
         gpu_memory_utilization = FiniteFloatField(default=0.9, help_text="Fraction in (0, 1].")
         max_model_len = StrictIntegerField(required=False, allow_null=True, min_value=1,
                                            max_value=LIMITS["max_model_len"],

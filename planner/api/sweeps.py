@@ -21,15 +21,18 @@ from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.generics import GenericAPIView
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.pagination import PageNumberPagination
-from rest_framework.parsers import JSONParser
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config.parsers import CheckedJSONParser
 from planner.api.errors import input_error_as_api_exception
 from planner.models import Report, Sweep
 from planner.sweeps import definition as defn
-from planner.sweeps import exports, selectors, services
+from planner.sweeps import exports, pricing, selectors, services
+from planner.sweeps.bounded import run_bounded
+from planner.sweeps.runner import build_workload, simulate_points
+from simulator.budget import OverBudget
 
 EXAMPLE_DEFINITION = {
     "name": "Llama 3.1 8B on one H100: KV cliff",
@@ -129,6 +132,13 @@ def _definition_error(exc: defn.DefinitionError) -> APIException:
     return input_error_as_api_exception(exc)
 
 
+class QuotaExceededApi(APIException):
+    """The owner's queued and running work is at its quota (``KVP_USER_QUEUE_SECONDS``)."""
+
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+    default_code = "quota_exceeded"
+
+
 def sweep_out(sweep: Sweep, request, *, progress: bool = True) -> dict:
     report = getattr(sweep, "report", None) if sweep.status == Sweep.Status.DONE else None
     out = {
@@ -144,7 +154,7 @@ def sweep_out(sweep: Sweep, request, *, progress: bool = True) -> dict:
 
 class SweepListCreateApi(GenericAPIView):
     permission_classes = [IsAuthenticated]
-    parser_classes = [JSONParser]
+    parser_classes = [CheckedJSONParser]
     pagination_class = PageNumberPagination
     serializer_class = SweepOutSerializer
 
@@ -165,6 +175,8 @@ class SweepListCreateApi(GenericAPIView):
         data = _as_dict(request.data)
         try:
             sweep = services.sweep_create(owner=request.user, definition=data)
+        except services.QuotaExceeded as exc:
+            raise QuotaExceededApi(exc.errors["non_field_errors"][0]) from None
         except defn.DefinitionError as exc:
             raise _definition_error(exc) from None
         return Response(sweep_out(sweep, request), status=status.HTTP_202_ACCEPTED)
@@ -172,7 +184,7 @@ class SweepListCreateApi(GenericAPIView):
 
 class SweepDetailApi(APIView):
     permission_classes = [IsAuthenticated]
-    parser_classes = [JSONParser]
+    parser_classes = [CheckedJSONParser]
 
     @extend_schema(summary="Sweep status with progress (points done of total, elapsed, ETA)",
                    responses=SweepOutSerializer, examples=[_ex("Running sweep", EXAMPLE_SWEEP)])
@@ -183,7 +195,7 @@ class SweepDetailApi(APIView):
 
 class SweepCancelApi(APIView):
     permission_classes = [IsAuthenticated]
-    parser_classes = [JSONParser]
+    parser_classes = [CheckedJSONParser]
 
     @extend_schema(summary="Cancel a queued or running sweep", request=None, responses=SweepOutSerializer,
                    examples=[_ex("Cancelled sweep", EXAMPLE_SWEEP_CANCELLED)])
@@ -195,7 +207,7 @@ class SweepCancelApi(APIView):
 
 class SweepResultsApi(APIView):
     permission_classes = [IsAuthenticated]
-    parser_classes = [JSONParser]
+    parser_classes = [CheckedJSONParser]
 
     @extend_schema(
         summary="Points finished so far, with their metrics",
@@ -218,9 +230,16 @@ def simulation_max_requests() -> int:
     return int(getattr(settings, "KVP_SIMULATION_MAX_REQUESTS", 5_000))
 
 
+def _simulate_one(point: dict, wl_base: dict) -> dict:
+    """One point's simulation (runs in a child process: :func:`planner.sweeps.bounded.run_bounded`)."""
+    wl = build_workload(point["workload"], wl_base.get("trace"), wl_base.get("format", "csv"))
+    return simulate_points(wl, [point], record_steps=True)[0]
+
+
 class SimulationApi(APIView):
     permission_classes = [IsAuthenticated]
-    parser_classes = [JSONParser]
+    heavy_throttle = True  # simulates inside the request: THROTTLE_HEAVY per user
+    parser_classes = [CheckedJSONParser]
 
     @extend_schema(
         summary="One synchronous simulation (small); larger ones go to /api/sweeps/",
@@ -235,8 +254,6 @@ class SimulationApi(APIView):
                   _ex("Simulation result", EXAMPLE_SIMULATION)],
     )
     def post(self, request):
-        from planner.sweeps.runner import build_workload, simulate_points
-
         data = _as_dict(request.data)
         try:
             _, snapshot, points = defn.validate(data, owner=request.user, single=True)
@@ -251,8 +268,10 @@ class SimulationApi(APIView):
         p = points[0]
         wl_base = snapshot["workload"]
         try:
-            wl = build_workload(p["workload"], wl_base.get("trace"), wl_base.get("format", "csv"))
-            result = simulate_points(wl, [p], record_steps=True)[0]
+            pricing.check_sync(snapshot, p)
+            result = run_bounded(_simulate_one, p, wl_base, what="This simulation")
+        except OverBudget as exc:
+            raise ValidationError({exc.field: [str(exc)]}) from None
         except (ValueError, TypeError) as exc:  # ConfigError / WorkloadError: input the engine refuses
             raise ValidationError({"non_field_errors": [str(exc)]}) from None
         return Response({"metrics": result["metrics"], "totals": result["totals"], "series": result["series"],
@@ -266,6 +285,8 @@ class ReplicasSerializer(DefinitionSerializer):
 
 class ReplicasApi(APIView):
     permission_classes = [IsAuthenticated]
+    parser_classes = [CheckedJSONParser]
+    heavy_throttle = True  # simulates inside the request: THROTTLE_HEAVY per user
 
     @extend_schema(
         tags=["simulations"],
@@ -301,7 +322,7 @@ class ReplicasApi(APIView):
 
 class ReportListApi(GenericAPIView):
     permission_classes = [IsAuthenticated]
-    parser_classes = [JSONParser]
+    parser_classes = [CheckedJSONParser]
     pagination_class = PageNumberPagination
 
     @extend_schema(summary="Your reports", responses=inline_serializer("ReportItem", {
@@ -324,7 +345,7 @@ class _IgnoreFormatParam(DefaultContentNegotiation):
 
 class ReportDetailApi(APIView):
     permission_classes = [AllowAny]
-    parser_classes = [JSONParser]
+    parser_classes = [CheckedJSONParser]
     content_negotiation_class = _IgnoreFormatParam
 
     def get_permissions(self):

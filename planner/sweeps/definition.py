@@ -37,6 +37,7 @@ from django.conf import settings
 
 from gpuprofiles.models import GpuProfile, ModelProfile
 from gpuprofiles.selectors import profile_find
+from planner.api.validation import block_size_problem
 from planner.errors import InputError
 from planner.sweeps.cliff import max_evaluations
 from simulator.config import ConfigError, EngineConfig
@@ -400,6 +401,9 @@ def validate(raw: Any, *, owner, single: bool = False) -> tuple[dict, dict, list
     if not isinstance(engine_raw, dict):
         err.add("engine", "must be an object of engine knobs")
         engine_raw = {}
+    for where, knobs in (("engine", engine_raw), ("deployment", deployment)):
+        if "block_size" in knobs and block_size_problem(knobs["block_size"]):
+            err.add(f"{where}.block_size", block_size_problem(knobs["block_size"]))
     workload = _workload(raw.get("workload", {}), err)
     cluster = _cluster(raw.get("cluster"), err)
     slo = _slo(raw.get("slo"), err)
@@ -416,7 +420,9 @@ def validate(raw: Any, *, owner, single: bool = False) -> tuple[dict, dict, list
         else:
             for i, a in enumerate(axes_raw):
                 got = axis_values(a, f"axes[{i}]", err)
-                if got:
+                if got and got[0] == "block_size" and any(block_size_problem(v) for v in got[1]):
+                    err.add(f"axes[{i}].values", next(block_size_problem(v) for v in got[1] if block_size_problem(v)))
+                elif got:
                     axes.append({"param": got[0], "values": got[1]})
             if len(axes) == 2 and axes[0]["param"] == axes[1]["param"]:
                 err.add("axes[1].param", "the two axes must sweep different parameters")

@@ -5,7 +5,10 @@ workload with arrivals in seconds) plus ``slo`` and optionally ``cluster``
 (routing, router delay) and ``max_instances``; the answer comes from
 :func:`simulator.cluster.smallest_replicas` on the sized engine (its roofline
 clock when the definition names a model and a GPU). No ORM beyond the
-catalog lookups of :func:`planner.sweeps.definition.validate`.
+catalog lookups of :func:`planner.sweeps.definition.validate`. The search runs in the
+web request: it is priced first (refused over ``KVP_SYNC_MAX_SECONDS`` or
+``KVP_RUN_MAX_BYTES``, :mod:`planner.sweeps.pricing`) and then runs in a child
+process stopped after ``KVP_SYNC_HARD_SECONDS`` (:mod:`planner.sweeps.bounded`).
 """
 
 from __future__ import annotations
@@ -13,16 +16,27 @@ from __future__ import annotations
 from typing import Any
 
 from planner.sweeps import definition as defn
+from planner.sweeps import pricing
+from planner.sweeps.bounded import run_bounded
+from simulator.budget import OverBudget, WorkloadSize
 
 #: Most instances the search may try, and most requests it may simulate per try.
 MAX_REPLICAS = 64
 MAX_REPLICA_REQUESTS = 2_000
 
 
+def _search(wl, config, slo: dict, cl: dict, max_n: int):
+    """The search itself (runs in a child process: :func:`planner.sweeps.bounded.run_bounded`)."""
+    from simulator.cluster import smallest_replicas
+
+    return smallest_replicas(wl, config, slo_ttft_s=slo.get("ttft_s"), slo_itl_s=slo.get("itl_s"),
+                             routing=cl["routing"], router_delay_s=cl["router_delay_s"], max_instances=max_n,
+                             percentile=slo.get("percentile", "p90"))
+
+
 def find_replicas(raw: Any, *, owner) -> dict:
     """Validate and answer; raises :class:`planner.sweeps.definition.DefinitionError` with field messages."""
     from planner.sweeps.runner import build_workload
-    from simulator.cluster import smallest_replicas
     from simulator.config import EngineConfig
     from simulator.routing import ClusterError
 
@@ -51,12 +65,13 @@ def find_replicas(raw: Any, *, owner) -> dict:
     wl = build_workload(p["workload"], wl_base.get("trace"), wl_base.get("format", "csv"))
     config = EngineConfig.from_dict(p["config"])
     try:
-        found = smallest_replicas(wl, config, slo_ttft_s=slo.get("ttft_s"),
-                                  slo_itl_s=slo.get("itl_s"), routing=cl["routing"],
-                                  router_delay_s=cl["router_delay_s"], max_instances=max_n,
-                                  percentile=slo.get("percentile", "p90"))
+        pricing.check_replicas(WorkloadSize.of(wl), config, max_n)
+        found = run_bounded(_search, wl, config, slo, cl, max_n, what=f"This replicas search (up to {max_n} "
+                                                                    "instances)")
     except ClusterError as exc:
         raise defn.DefinitionError({"non_field_errors": [str(exc)]}) from None
+    except OverBudget as exc:
+        raise defn.DefinitionError({exc.field: [str(exc)]}) from None
     sizing = snapshot.get("sizing") or {}
     price = p["meta"].get("price_per_hour")
     rate = (snapshot["workload"].get("spec") or {}).get("arrival", {}).get("rate")

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import re
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404
 from django.utils import timezone
 
 from planner.models import Report, Sweep, SweepChunk
+
+
+def stall_after_s() -> float:
+    """Seconds without a heartbeat after which a running chunk counts as stalled (``KVP_STALL_AFTER_S``)."""
+    return float(getattr(settings, "KVP_STALL_AFTER_S", 45))
 
 
 def sweep_list(*, owner) -> QuerySet[Sweep]:
@@ -29,7 +35,7 @@ def sweep_get(*, sweep_id, user) -> Sweep:
 
 def sweep_progress(*, sweep: Sweep) -> dict:
     """Points done of total, a fraction that counts running chunks' partial progress, elapsed and ETA (s)."""
-    chunks = list(sweep.chunks.values("status", "progress", "points"))
+    chunks = list(sweep.chunks.values("status", "progress", "points", "heartbeat_at"))
     running_partial = sum(len(c["points"]) * c["progress"] for c in chunks if c["status"] == SweepChunk.Status.RUNNING)
     total = max(sweep.total_points, 1)
     if sweep.status == Sweep.Status.DONE:
@@ -45,13 +51,18 @@ def sweep_progress(*, sweep: Sweep) -> dict:
     counts = {s: 0 for s in SweepChunk.Status.values}
     for c in chunks:
         counts[c["status"]] += 1
+    # A running chunk whose heartbeat stopped lost its worker: say so instead of an ETA (it is sent again).
+    stale = timezone.now() - timezone.timedelta(seconds=stall_after_s())
+    stalled = 0 if sweep.is_final else sum(
+        1 for c in chunks if c["status"] == SweepChunk.Status.RUNNING and (c["heartbeat_at"] or stale) <= stale)
+    counts["stalled"] = stalled
     return {
-        "status": sweep.status,
+        "status": "stalled" if stalled else sweep.status,
         "points_done": sweep.points_done,
         "points_total": sweep.total_points,
         "fraction": round(fraction, 4),
         "elapsed_s": round(elapsed, 2),
-        "eta_s": None if eta is None else round(eta, 1),
+        "eta_s": None if eta is None or stalled else round(eta, 1),
         "chunks": {"total": len(chunks), **counts},
         "error": sweep.error,
     }

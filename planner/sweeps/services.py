@@ -11,24 +11,32 @@ recomputed from the chunks (never incremented), so a task delivered twice
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
+from django.db import models, transaction
 from django.utils import timezone
 
 from config.celery import app as celery_app
 from planner.models import Report, Sweep, SweepChunk
 from planner.sweeps import definition as defn
+from planner.sweeps import pricing, selectors
 from planner.sweeps.cliff import find_cliff, max_evaluations
 
 logger = logging.getLogger(__name__)
 
 #: Seconds between progress writes from inside a running simulation.
 PROGRESS_INTERVAL_S = 0.5
+
+
+#: A chunk whose worker died this many times fails its points instead of running again.
+MAX_CHUNK_ATTEMPTS = 3
+#: Seconds between heartbeats of a running chunk.
+HEARTBEAT_S = 5.0
 
 
 class SweepCancelled(Exception):
@@ -38,6 +46,9 @@ class SweepCancelled(Exception):
 #: Names of the Celery tasks of :mod:`planner.tasks` this module sends (``@shared_task(name=...)``).
 CHUNK_TASK = "planner.run_sweep_chunk"
 CLIFF_TASK = "planner.run_cliff_sweep"
+class QuotaExceeded(defn.DefinitionError):
+    """The owner's queued and running work would go over ``KVP_USER_QUEUE_SECONDS`` (API: 429)."""
+
 
 def _queue() -> str | None:
     return getattr(settings, "KVP_SWEEP_QUEUE", None) or None
@@ -52,9 +63,10 @@ def sweep_create(*, owner, definition: Any) -> Sweep:
     Raises :class:`planner.sweeps.definition.DefinitionError` (messages per field).
     """
     norm, snapshot, points = defn.validate(definition, owner=owner)
+    chunks, price = _priced_plan(snapshot, points, norm["mode"], owner=owner)
+    snapshot = {**snapshot, "price": {"seconds": round(price.seconds, 3), "memory_bytes": price.memory_bytes}}
     with transaction.atomic():
         if norm["mode"] == "grid":
-            chunks = defn.plan_chunks(points)
             sweep = Sweep.objects.create(
                 owner=owner, name=norm["name"] or _default_name(snapshot), mode=Sweep.Mode.GRID,
                 definition=norm, snapshot=snapshot, total_points=len(points), num_chunks=len(chunks))
@@ -72,6 +84,43 @@ def sweep_create(*, owner, definition: Any) -> Sweep:
         sweep_id = sweep.pk
         transaction.on_commit(lambda: sweep_enqueue(sweep_id))
     return sweep
+
+
+def _priced_plan(snapshot: dict, points: list[dict], mode: str, *, owner) -> tuple[list[dict], pricing.Price]:
+    """Price every point, refuse what is over a limit, split chunks to fit; returns (chunks, total price).
+
+    Raises :class:`planner.sweeps.definition.DefinitionError` (a point or a cliff search over the
+    memory or chunk time limit) or :class:`QuotaExceeded` (the owner's queue would be over its quota).
+    """
+    try:
+        if mode == "grid":
+            prices = pricing.point_prices(snapshot, points)
+            pricing.check_points(snapshot, points, prices)
+            chunks = pricing.split_chunks(defn.plan_chunks(points), {p["index"]: c for p, c in zip(points, prices)})
+            total = pricing.budget.price_batch(prices)
+        else:
+            chunks, total = [], pricing.check_cliff(snapshot, owner=owner)
+    except pricing.OverBudget as exc:
+        raise defn.DefinitionError({exc.field: [str(exc)]}) from None
+    queued = user_queued_seconds(owner=owner)
+    limit = pricing.user_queue_seconds()
+    if queued > 0 and queued + total.seconds > limit:  # one sweep alone is bounded by the other caps
+        fmt = pricing.budget.format_seconds
+        raise QuotaExceeded({"non_field_errors": [
+            f"Your queued and running sweeps are estimated at {fmt(queued)} of work and this one at "
+            f"{fmt(total.seconds)}; the limit per user is {fmt(limit)}. Wait for them to finish or cancel one."]})
+    return chunks, total
+
+
+def user_queued_seconds(*, owner) -> float:
+    """Estimated seconds of work left in the owner's queued and running sweeps (from their stored prices)."""
+    left = 0.0
+    for seconds, done, total in Sweep.objects.filter(
+            owner=owner, status__in=[Sweep.Status.QUEUED, Sweep.Status.RUNNING]).values_list(
+            "snapshot__price__seconds", "points_done", "total_points"):
+        if seconds is not None:
+            left += float(seconds) * (1 - min(done, total) / max(1, total))
+    return left
 
 
 def _default_name(snapshot: dict) -> str:
@@ -152,26 +201,80 @@ def chunk_run(*, sweep_id: int, index: int) -> str:
         SweepChunk.objects.filter(pk=chunk.pk).exclude(status=SweepChunk.Status.DONE).update(
             status=SweepChunk.Status.SKIPPED)
         return "skipped"
+    if chunk.status == SweepChunk.Status.RUNNING and not _is_stalled(chunk.heartbeat_at):
+        return "running-elsewhere"  # a second delivery while another worker runs it
+    if chunk.attempts >= MAX_CHUNK_ATTEMPTS:
+        msg = (f"gave up after {chunk.attempts} attempts: the worker running this chunk stopped each time "
+               f"(killed, or out of memory)")
+        SweepChunk.objects.filter(pk=chunk.pk).update(status=SweepChunk.Status.FAILED, error=msg)
+        _fail(sweep_id, f"chunk {index}: {msg}")
+        return "failed"
     _mark_running(sweep_id)
     SweepChunk.objects.filter(pk=chunk.pk).update(status=SweepChunk.Status.RUNNING, started_at=timezone.now(),
-                                                  attempts=chunk.attempts + 1, progress=0.0)
+                                                  heartbeat_at=timezone.now(), attempts=chunk.attempts + 1,
+                                                  progress=0.0)
     try:
-        wl = _workload_of(sweep, chunk.workload)
-        results = simulate_points(wl, chunk.points, record_steps=True, progress=_Progress(sweep_id, chunk.pk))
+        with _Heartbeat(chunk.pk):
+            wl = _workload_of(sweep, chunk.workload)
+            results = simulate_points(wl, chunk.points, record_steps=True, progress=_Progress(sweep_id, chunk.pk))
     except SweepCancelled:
         SweepChunk.objects.filter(pk=chunk.pk).update(status=SweepChunk.Status.SKIPPED)
         return "skipped"
     except Exception as exc:  # noqa: BLE001 - stored and shown; the sweep fails with the reason
-        from celery.exceptions import SoftTimeLimitExceeded
-
-        msg = "time limit exceeded for this chunk" if isinstance(exc, SoftTimeLimitExceeded) else \
-            f"{type(exc).__name__}: {exc}"
+        msg = _failure_message(exc)
         logger.exception("sweep %s chunk %s failed", sweep_id, index)
         SweepChunk.objects.filter(pk=chunk.pk).update(status=SweepChunk.Status.FAILED, error=msg[:2000])
         _fail(sweep_id, f"chunk {index}: {msg}")
         return "failed"
     chunk_store(sweep_id=sweep_id, index=index, results=results)
     return "done"
+
+
+def _failure_message(exc: BaseException) -> str:
+    """What a failed chunk tells its owner (a time limit and a memory limit said in words)."""
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    if isinstance(exc, SoftTimeLimitExceeded):
+        return "time limit exceeded for this chunk"
+    if isinstance(exc, MemoryError):
+        limit = getattr(settings, "KVP_WORKER_MAX_BYTES", 0)
+        where = f" (the worker's limit is {pricing.budget.format_bytes(limit)})" if limit else ""
+        return (f"out of memory{where}: these points need more memory than the worker may use; "
+                "use fewer or shorter requests or fewer KV blocks")
+    return f"{type(exc).__name__}: {exc}"
+
+
+class _Heartbeat:
+    """While a chunk runs, a thread stamps ``heartbeat_at`` every :data:`HEARTBEAT_S` seconds.
+
+    A chunk whose stamp is older than ``KVP_STALL_AFTER_S`` lost its worker:
+    :func:`chunks_heal` sends it again. The stamps come from a thread so that a
+    long simulation step (no progress callback for a while) still looks alive.
+    """
+
+    def __init__(self, chunk_id: int) -> None:
+        self.chunk_id = chunk_id
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"chunk-{chunk_id}-heartbeat", daemon=True)
+
+    def _beat(self) -> None:
+        from django.db import connection
+
+        try:
+            while not self._stop.wait(HEARTBEAT_S):
+                SweepChunk.objects.filter(pk=self.chunk_id).update(heartbeat_at=timezone.now())
+        except Exception:  # noqa: BLE001 - a missed beat only makes the chunk look stalled sooner
+            logger.warning("heartbeat of chunk %s stopped", self.chunk_id, exc_info=True)
+        finally:
+            connection.close()
+
+    def __enter__(self) -> _Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=HEARTBEAT_S)
 
 
 def chunk_store(*, sweep_id: int, index: int, results: list[dict], workload: dict | None = None,
@@ -288,6 +391,55 @@ def _metric(metrics: dict, name: str) -> float:
     return float("inf") if v is None else float(v)
 
 
+# --------------------------------------------------------------------------- stalls
+
+
+def _is_stalled(heartbeat_at, now=None) -> bool:
+    now = now or timezone.now()
+    return heartbeat_at is None or (now - heartbeat_at).total_seconds() > selectors.stall_after_s()
+
+
+def stalled_chunks(*, now=None):
+    """Running chunks of unfinished sweeps whose heartbeat stopped more than ``KVP_STALL_AFTER_S`` ago."""
+    now = now or timezone.now()
+    cutoff = now - timezone.timedelta(seconds=selectors.stall_after_s())
+    return SweepChunk.objects.filter(
+        status=SweepChunk.Status.RUNNING, sweep__status__in=[Sweep.Status.QUEUED, Sweep.Status.RUNNING],
+    ).filter(models.Q(heartbeat_at__lt=cutoff) | models.Q(heartbeat_at__isnull=True, started_at__lt=cutoff))
+
+
+def chunks_heal() -> int:
+    """Send again the chunks whose worker died, and the pending chunks of their sweeps; returns how many.
+
+    A worker killed as a whole (its process group, or ``docker stop`` past the grace
+    period) leaves its chunk ``running`` with a heartbeat that stops, and the
+    messages it had reserved unacknowledged in the broker until the visibility
+    timeout. Each such chunk goes back to ``pending`` with a new task id and is
+    sent again (its attempts are counted when it starts, and checked against
+    :data:`MAX_CHUNK_ATTEMPTS`); the pending chunks of the same sweeps are sent
+    again too, since their messages may have been reserved by the dead worker. A
+    duplicate delivery is harmless: chunks are idempotent, and a chunk running
+    elsewhere with a live heartbeat is skipped.
+    """
+    from planner import tasks
+
+    opts = {"queue": _queue()} if _queue() else {}
+    sent = 0
+    for sweep_id in set(stalled_chunks().values_list("sweep_id", flat=True)):
+        with transaction.atomic():
+            chunks = list(stalled_chunks().select_for_update().filter(sweep_id=sweep_id))
+            for ch in chunks:
+                ch.status, ch.task_id = SweepChunk.Status.PENDING, str(uuid.uuid4())
+                ch.save(update_fields=["status", "task_id"])
+            pending = list(SweepChunk.objects.filter(sweep_id=sweep_id, status=SweepChunk.Status.PENDING))
+        logger.warning("sweep %s: %d stalled chunk(s) sent again with %d pending", sweep_id, len(chunks),
+                       len(pending))
+        for ch in pending:
+            tasks.run_sweep_chunk.apply_async(args=[sweep_id, ch.index], task_id=ch.task_id, **opts)
+            sent += 1
+    return sent
+
+
 # --------------------------------------------------------------------------- cancel
 
 
@@ -303,7 +455,9 @@ def sweep_cancel(*, sweep: Sweep, user) -> Sweep:
         locked.finished_at = timezone.now()
         locked.save(update_fields=["status", "finished_at"])
         task_ids = list(locked.chunks.filter(status=SweepChunk.Status.PENDING).values_list("task_id", flat=True))
-        locked.chunks.filter(status=SweepChunk.Status.PENDING).update(status=SweepChunk.Status.SKIPPED)
+        # Running chunks stop at their next progress check; none of them is shown as running any more.
+        locked.chunks.filter(status__in=[SweepChunk.Status.PENDING, SweepChunk.Status.RUNNING]).update(
+            status=SweepChunk.Status.SKIPPED)
     if task_ids:
         transaction.on_commit(lambda: _revoke(task_ids))
     return locked
@@ -330,7 +484,7 @@ def report_create(*, sweep: Sweep) -> Report:
         return existing
     points = sweep_points(sweep=sweep)
     snap = sweep.snapshot
-    inputs = {k: v for k, v in snap.items() if k not in ("cliff_result",)}
+    inputs = {k: v for k, v in snap.items() if k not in ("cliff_result", "price")}  # price: an estimate
     if inputs.get("workload", {}).get("source") == "trace":
         inputs["workload"] = dict(inputs["workload"])  # the trace text is kept: the report must be re-runnable
     body = {

@@ -18,7 +18,8 @@
         var pct = Math.round(p.fraction * 100);
         bar.style.width = pct + "%";
         meter.setAttribute("aria-valuenow", String(pct));
-        set("status", s.status.charAt(0).toUpperCase() + s.status.slice(1));
+        var shown = p.status === "stalled" ? "Stalled (a worker stopped; its chunk is being sent again)" : s.status;
+        set("status", shown.charAt(0).toUpperCase() + shown.slice(1));
         set("points_done", p.points_done);
         set("points_total", p.points_total);
         set("elapsed", p.elapsed_s.toFixed(1));

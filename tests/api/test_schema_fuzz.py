@@ -23,7 +23,7 @@ from django.core import signals
 from django.db import close_old_connections
 from hypothesis import HealthCheck, reject, settings
 from rest_framework.throttling import SimpleRateThrottle
-from schemathesis.checks import not_a_server_error, response_schema_conformance
+from schemathesis.checks import ALL_CHECKS, not_a_server_error, response_schema_conformance
 
 from config.wsgi import application
 
@@ -122,3 +122,23 @@ def fuzz_token(db, django_user_model) -> str:
 @FUZZ_SETTINGS
 def test_fuzz_with_token(case, fuzz_token):
     _run(case, "token", headers={"Authorization": f"Token {fuzz_token}"})
+
+
+#: ``--checks all`` (schemathesis's every check) with a reduced budget: the documented statuses, content types,
+#: headers and schemas, and invalid input refused. A large budget: ``bench/fuzz_api.py`` (docs/operations.md).
+ALL_CHECKS_EXAMPLES = int(os.environ.get("FUZZ_ALL_CHECKS_EXAMPLES", "4"))
+#: ``ignored_auth`` is left out: it reads the token this test passes on each call as one schemathesis generated
+#: (so "invalid"), and the catalog's reads are public by design (signed-in users may also call them).
+ALL_CHECKS_BUT_AUTH = tuple(c for c in ALL_CHECKS if c.__name__ != "ignored_auth")
+
+
+@schema.parametrize()
+@settings(max_examples=ALL_CHECKS_EXAMPLES, deadline=None, derandomize=DERANDOMIZE, database=None,
+          suppress_health_check=list(HealthCheck), print_blob=True)
+def test_fuzz_all_checks(case, fuzz_token):
+    if case.media_type in FORM_MEDIA_TYPES and not isinstance(case.body, dict):
+        reject()
+    response = case.call_wsgi(headers={"Authorization": f"Token {fuzz_token}"})
+    FIGURES["cases"][("all-checks", f"{case.method} {case.path}")] += 1
+    FIGURES["statuses"][("all-checks", response.status_code)] += 1
+    case.validate_response(response, checks=(*ALL_CHECKS_BUT_AUTH, error_shape_conformance))

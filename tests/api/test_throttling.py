@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.cache import cache
-from django.test import override_settings
+from django.test import Client, override_settings
 from rest_framework import status
 from rest_framework.test import APIClient
 from rest_framework.throttling import SimpleRateThrottle
@@ -24,7 +25,7 @@ def low_limits(monkeypatch):
     so overriding the REST_FRAMEWORK setting alone would not reach them."""
     from django.conf import settings
 
-    rates = {"anon": "3/min", "user": "5/min"}
+    rates = {"anon": "3/min", "user": "5/min", "heavy": "2/min"}
     with override_settings(REST_FRAMEWORK={**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": rates}):
         monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", rates)
         cache.clear()
@@ -62,4 +63,87 @@ def test_the_default_limits_come_from_the_environment():
     from django.conf import settings
 
     rates = settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]
-    assert set(rates) == {"anon", "user"}
+    assert set(rates) == {"anon", "user", "heavy"}
+
+
+# --------------------------------------------------------------------------- issue 23
+
+
+def test_the_throttle_cache_is_shared_by_processes():
+    """Each gunicorn process counted on its own with the per-process memory cache; a second process
+    (a fresh interpreter) must see a counter this one wrote."""
+    import os
+    import subprocess
+    import sys
+
+    from django.conf import settings
+
+    assert settings.CACHES["default"]["BACKEND"] in (
+        "django.core.cache.backends.redis.RedisCache", "django.core.cache.backends.filebased.FileBasedCache")
+    cache.set("kvp:test:shared", 41, 60)
+    code = ("import django; django.setup(); from django.core.cache import cache; "
+            "print(cache.incr('kvp:test:shared'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"}, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "42"
+    assert cache.get("kvp:test:shared") == 42
+
+
+def test_a_forged_x_forwarded_for_does_not_lift_the_limit(low_limits):
+    codes = [APIClient(HTTP_X_FORWARDED_FOR=f"198.51.100.{i}").get("/api/_probe/").status_code for i in range(5)]
+    assert codes == [200, 200, 200, 429, 429]
+
+
+def test_behind_a_configured_proxy_the_forwarded_address_is_the_client(low_limits, settings):
+    from django.conf import settings as dj
+
+    with override_settings(NUM_PROXIES=1, REST_FRAMEWORK={**dj.REST_FRAMEWORK, "NUM_PROXIES": 1}):
+        def get(ip):
+            return APIClient(REMOTE_ADDR="10.0.0.9", HTTP_X_FORWARDED_FOR=f"203.0.113.7, {ip}").get("/api/_probe/")
+
+        assert [get("192.0.2.1").status_code for _ in range(4)] == [200, 200, 200, 429]
+        assert get("192.0.2.2").status_code == 200  # the proxy's last hop is the client, not the forged first
+
+
+def test_pages_are_throttled_per_client_with_retry_after(settings):
+    settings.THROTTLE_PAGES = "3/min"
+    client = Client(REMOTE_ADDR="10.1.1.1")
+    codes = [client.get("/catalog/gpus/").status_code for _ in range(4)]
+    assert codes == [200, 200, 200, 429]
+    response = client.get("/")
+    assert response.status_code == 429 and int(response["Retry-After"]) > 0
+    assert Client(REMOTE_ADDR="10.1.1.2").get("/").status_code == 200
+    assert client.get("/healthz").status_code == 200  # health checks are never throttled
+
+
+def test_a_submitted_replicas_search_has_its_own_lower_limit(settings):
+    settings.THROTTLE_HEAVY_PAGES = "1/min"
+    client = Client(REMOTE_ADDR="10.1.1.3")
+    query = {"model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb", "rate": "2", "requests": "20"}
+    assert client.get("/replicas/", query).status_code == 200
+    assert client.get("/replicas/", query).status_code == 429
+    assert client.get("/replicas/").status_code == 200  # the unsubmitted form simulates nothing
+
+
+def test_simulations_have_the_heavy_limit(low_limits, token_client):
+    body = {"engine": {"num_gpu_blocks": 200}, "workload": {"spec": {"n": 5}}}
+    codes = [token_client.post("/api/simulations/", body, format="json").status_code for _ in range(3)]
+    assert codes == [200, 200, 429]
+
+
+def test_failed_sign_ins_are_limited_per_address_and_per_user_name(settings, user):
+    settings.LOGIN_FAILURES = "3/h"
+    client = Client(REMOTE_ADDR="10.2.2.2")
+    for _ in range(3):
+        response = client.post("/accounts/login/", {"username": "alice", "password": "wrong"})
+        assert response.status_code == 200 and b"correct" in response.content  # the form's error
+    blocked = client.post("/accounts/login/", {"username": "alice", "password": "correct horse battery staple"})
+    assert blocked.status_code == 429 and int(blocked["Retry-After"]) > 0
+    # The same user name from another address is also held (guessing one account from many addresses) ...
+    other = Client(REMOTE_ADDR="10.2.2.3")
+    assert other.post("/accounts/login/", {"username": "alice", "password": "x"}).status_code == 429
+    # ... while another account from a fresh address signs in.
+    bob = get_user_model().objects.create_user("bob2", password="another fine password 42")
+    response = Client(REMOTE_ADDR="10.2.2.4").post("/accounts/login/", {"username": bob.username,
+                                                                      "password": "another fine password 42"})
+    assert response.status_code == 302

@@ -46,10 +46,11 @@ class Worker:
     """One ``celery worker`` subprocess on a private queue; its log goes to a file."""
 
     def __init__(self, *, queue: str, redis_url: str, db_url: str, log: Path, concurrency: int = 1,
-                 data_dir: Path | None = None):
+                 data_dir: Path | None = None, visibility_timeout: int = 6, env: dict | None = None):
         # redis_url "" means the embedded filesystem broker under ``data_dir`` (KVP_DATA_DIR).
         env = {**os.environ, "DATABASE_URL": db_url, "REDIS_URL": redis_url, "DEBUG": "false",
-               "PYTHONPATH": str(ROOT), "KVP_TEST_VISIBILITY_TIMEOUT": "6"}
+               "PYTHONPATH": str(ROOT), "KVP_TEST_VISIBILITY_TIMEOUT": str(visibility_timeout),
+               "KVP_SWEEP_QUEUE": queue, **(env or {})}
         if data_dir is not None:
             env["KVP_DATA_DIR"] = str(data_dir)
         self.log = log

@@ -1,0 +1,94 @@
+"""Run a simulation made inside a web request in a child process, under a wall clock and a memory limit.
+
+``/api/simulations/``, ``/api/replicas/`` and ``/replicas/`` simulate while the
+request waits. They are priced first (:mod:`planner.sweeps.pricing`), but a
+price is an estimate; so the simulation itself runs in a forked child process
+that the web process kills after ``KVP_SYNC_HARD_SECONDS`` (well inside
+gunicorn's 60 s worker timeout) and whose address space is capped at
+``KVP_WORKER_MAX_BYTES`` (an allocation past it is a ``MemoryError`` in the
+child, never the host's out-of-memory killer). Either way the caller gets
+:class:`simulator.budget.OverBudget` with the limit in its message, which the
+views answer as a 400 (API) or a form error (page).
+
+The child touches no database connection and leaves through ``os._exit`` (what
+``multiprocessing`` does after a forked target), so the parent's connections are
+untouched. Where ``fork`` is not available the function runs in the process.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import pickle
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+
+from simulator.budget import OverBudget, format_bytes
+
+logger = logging.getLogger(__name__)
+
+
+def hard_seconds() -> float:
+    return float(getattr(settings, "KVP_SYNC_HARD_SECONDS", 20))
+
+
+def max_bytes() -> int:
+    return int(getattr(settings, "KVP_WORKER_MAX_BYTES", 0) or 0)
+
+
+def _child(conn, fn: Callable[..., Any], args: tuple, limit: int) -> None:
+    if limit > 0:
+        import resource
+
+        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
+    try:
+        out: tuple = ("ok", fn(*args))
+    except MemoryError:
+        out = ("memory", None)
+    except Exception as exc:  # noqa: BLE001 - handed to the parent, which raises it
+        out = ("error", exc)
+    try:
+        conn.send(out)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        conn.send(("error", RuntimeError(str(out[1]))))
+    conn.close()
+
+
+def run_bounded(fn: Callable[..., Any], *args: Any, what: str, field: str = "workload") -> Any:
+    """``fn(*args)`` in a child process; raises :class:`OverBudget` past the wall clock or the memory limit.
+
+    Exceptions ``fn`` raises are raised again here (so callers keep their handlers).
+    """
+    try:
+        ctx = multiprocessing.get_context("fork")
+    except ValueError:  # no fork on this platform
+        return fn(*args)
+    seconds, limit = hard_seconds(), max_bytes()
+    receiver, sender = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(sender, fn, args, limit), daemon=True)
+    proc.start()
+    sender.close()
+    try:
+        if not receiver.poll(seconds):
+            raise OverBudget(f"{what} took longer than {seconds:g} s, the limit for a run inside a web request, and "
+                             "was stopped; use fewer or shorter requests, or create a sweep at /api/sweeps/ "
+                             "(it runs on workers)", field=field)
+        try:
+            kind, value = receiver.recv()
+        except EOFError:
+            raise OverBudget(f"{what} stopped without an answer (it may have run out of memory); use fewer or "
+                             "shorter requests", field=field) from None
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join(timeout=5)
+        receiver.close()
+    if kind == "memory":
+        raise OverBudget(f"{what} ran out of memory (the limit is {format_bytes(limit)}); use fewer or shorter "
+                         "requests or fewer KV blocks", field=field)
+    if kind == "error":
+        raise value
+    return value

@@ -1,0 +1,145 @@
+"""Price simulations, sweep chunks and replicas searches before they run (``simulator.budget``).
+
+Every entry point that simulates asks here first: ``/api/simulations/`` (runs in
+the web process), ``/api/sweeps/`` and the sweep form (chunks run on workers),
+``/api/replicas/`` and ``/replicas/``. A run over a limit is refused with
+:class:`simulator.budget.OverBudget`, whose message states the limit and the
+estimate; the callers turn it into a 400 naming the field.
+
+Limits (settings, each overridable from the environment in ``config/settings.py``):
+
+- ``KVP_RUN_MAX_BYTES``: estimated memory of one simulation call (a synchronous
+  run, one sweep chunk, one replicas trial).
+- ``KVP_SYNC_MAX_SECONDS``: estimated time of a run made inside a web request.
+- ``KVP_CHUNK_MAX_SECONDS``: estimated time of one sweep chunk (below the
+  chunk's soft time limit); bigger chunks are split, a bigger point is refused.
+- ``KVP_USER_QUEUE_SECONDS``: estimated time of one user's queued and running work.
+
+No ORM here: snapshots and points (plain dicts) in, prices out.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from planner.sweeps.runner import build_workload
+from simulator import budget
+from simulator.budget import OverBudget, Price, WorkloadSize
+from simulator.config import EngineConfig
+
+__all__ = ["OverBudget", "Price", "point_prices", "check_sync", "split_chunks", "check_points"]
+
+
+def run_max_bytes() -> int:
+    return int(getattr(settings, "KVP_RUN_MAX_BYTES", 2 * 2**30))
+
+
+def sync_max_seconds() -> float:
+    return float(getattr(settings, "KVP_SYNC_MAX_SECONDS", 10.0))
+
+
+def chunk_max_seconds() -> float:
+    return float(getattr(settings, "KVP_CHUNK_MAX_SECONDS", 300.0))
+
+
+def user_queue_seconds() -> float:
+    return float(getattr(settings, "KVP_USER_QUEUE_SECONDS", 3600.0))
+
+
+def _sizes(snapshot: dict, points: list[dict]) -> dict[str, WorkloadSize]:
+    """The size of each workload variant (built once per variant, scales applied as bounds)."""
+    base = snapshot["workload"]
+    unscaled: dict[str, WorkloadSize] = {}
+    out: dict[str, WorkloadSize] = {}
+    for p in points:
+        variant = p["workload"]
+        key = p.get("workload_key") or repr(sorted(variant.items()))
+        if key in out:
+            continue
+        plain = {**variant, "prompt_scale": 1.0, "output_scale": 1.0}
+        plain_key = repr(sorted((k, repr(v)) for k, v in plain.items()))
+        if plain_key not in unscaled:
+            unscaled[plain_key] = WorkloadSize.of(build_workload(plain, base.get("trace"), base.get("format", "csv")))
+        out[key] = unscaled[plain_key].scaled(float(variant.get("prompt_scale", 1.0)),
+                                              float(variant.get("output_scale", 1.0)))
+    return out
+
+
+def point_prices(snapshot: dict, points: list[dict]) -> list[Price]:
+    """One :class:`Price` per point (``{"config", "meta", "workload"[, "workload_key"]}``)."""
+    sizes = _sizes(snapshot, points)
+    prices = []
+    for p in points:
+        key = p.get("workload_key") or repr(sorted(p["workload"].items()))
+        cluster = (p.get("meta") or {}).get("cluster") or {}
+        config = EngineConfig.from_dict(p["config"])
+        prices.append(budget.price_run(sizes[key], config, instances=int(cluster.get("num_instances", 1))))
+    return prices
+
+
+def check_sync(snapshot: dict, point: dict, *, what: str = "This simulation") -> Price:
+    """Refuse a run made inside a web request when over the memory or the synchronous time limit."""
+    price = point_prices(snapshot, [point])[0]
+    budget.check(price, max_bytes=run_max_bytes(), max_seconds=sync_max_seconds(), what=what,
+                 advice="use fewer or shorter requests, or create a sweep at /api/sweeps/ (it runs on workers)",
+                 field="workload")
+    return price
+
+
+def check_points(snapshot: dict, points: list[dict], prices: list[Price]) -> None:
+    """Refuse a sweep with a point that alone is over the memory or the chunk time limit."""
+    for p, price in zip(points, prices):
+        label = ", ".join(f"{k}={v}" for k, v in p.get("params", {}).items()) or "the point"
+        budget.check(price, max_bytes=run_max_bytes(), max_seconds=chunk_max_seconds(),
+                     what=f"Sweep point {label}", field="workload",
+                     advice="use fewer or shorter requests, or fewer KV blocks")
+
+
+def split_chunks(chunks: list[dict], prices_by_index: dict[int, Price]) -> list[dict]:
+    """Split chunks whose points together are over a limit (each point alone is within them)."""
+    out = []
+    max_bytes, max_s = run_max_bytes(), chunk_max_seconds()
+    for chunk in chunks:
+        part: list[dict] = []
+        total = Price()
+        for p in chunk["points"]:
+            price = prices_by_index[p["index"]]
+            after = total + price
+            if part and (after.memory_bytes > max_bytes or after.seconds > max_s):
+                out.append({"workload": chunk["workload"], "points": part})
+                part, total = [], Price()
+                after = price
+            part.append(p)
+            total = after
+        if part:
+            out.append({"workload": chunk["workload"], "points": part})
+    return out
+
+
+def check_replicas(size: WorkloadSize, config: EngineConfig, max_instances: int) -> Price:
+    """Refuse a replicas search (it runs inside the web request) over the synchronous limits."""
+    price = budget.price_replicas_search(size, config, max_instances)
+    budget.check(price, max_bytes=run_max_bytes(), max_seconds=sync_max_seconds(),
+                 what=f"This replicas search (up to {max_instances} instances)", field="workload",
+                 advice="use fewer or shorter requests, a lower max_instances, or a sweep over num_instances "
+                        "at /api/sweeps/ (it runs on workers)")
+    return price
+
+
+def check_cliff(snapshot: dict, *, owner) -> Price:
+    """Price a cliff search (one worker task: every round one after another) at its most evaluations.
+
+    Each evaluation is priced as the dearer of the range's two ends; the search's
+    time must fit one chunk's limit, each round's memory the run limit.
+    """
+    from planner.sweeps import definition as defn
+
+    c = snapshot["cliff"]
+    ends = [defn.resolve_point(snapshot, {c["param"]: x}, i, owner=owner) for i, x in enumerate((c["lo"], c["hi"]))]
+    dearest = max(point_prices(snapshot, ends), key=lambda p: (p.seconds, p.memory_bytes))
+    evaluations = defn.cliff_budget(c)
+    total = Price(dearest.memory_bytes, dearest.seconds * evaluations)
+    budget.check(Price(dearest.memory_bytes * 3, total.seconds), max_bytes=run_max_bytes(),
+                 max_seconds=chunk_max_seconds(), what=f"This cliff search (up to {evaluations} simulations)",
+                 field="cliff", advice="use fewer or shorter requests or a coarser resolution")
+    return total
