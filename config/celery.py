@@ -7,16 +7,15 @@ Two worker hooks hold the workers under faults (issue 23):
   in that process, which fails its chunk with a message, instead of the kernel
   killing a process of the host;
 - the main process checks every ``KVP_HEAL_INTERVAL_S`` seconds for chunks whose
-  worker died (a stopped heartbeat) and sends them again
-  (:func:`planner.sweeps.services.chunks_heal`).
+  worker died (a stopped heartbeat) and sends them again: :mod:`planner.healer`,
+  registered when the worker imports ``planner.tasks``.
 """
 
 import logging
 import os
-import threading
 
 from celery import Celery
-from celery.signals import worker_process_init, worker_ready, worker_shutdown
+from celery.signals import worker_process_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -25,7 +24,6 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 logger = logging.getLogger(__name__)
-_healer_stop = threading.Event()
 
 
 @worker_process_init.connect
@@ -44,33 +42,3 @@ def limit_memory(**_kwargs) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
     except (ImportError, ValueError, OSError):
         logger.warning("could not set the worker's memory limit to %s bytes", limit)
-
-
-def _heal_forever(interval_s: float) -> None:
-    from django.db import connection
-
-    from planner.sweeps.services import chunks_heal
-
-    while not _healer_stop.wait(interval_s):
-        try:
-            sent = chunks_heal()
-            if sent:
-                logger.warning("sent %d sweep chunk(s) again after a worker stopped", sent)
-        except Exception:  # noqa: BLE001 - try again at the next tick
-            logger.exception("healing stalled sweep chunks failed")
-        finally:
-            connection.close()
-
-
-@worker_ready.connect
-def start_healer(**_kwargs) -> None:
-    from django.conf import settings
-
-    interval = float(getattr(settings, "KVP_HEAL_INTERVAL_S", 15.0))
-    if interval > 0:
-        threading.Thread(target=_heal_forever, args=(interval,), name="kvp-heal-stalled", daemon=True).start()
-
-
-@worker_shutdown.connect
-def stop_healer(**_kwargs) -> None:
-    _healer_stop.set()

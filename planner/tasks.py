@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from planner import healer  # noqa: F401  (registers the worker's healer on worker_ready)
 from planner.search import services as search_services
 from planner.sweeps import services
 
