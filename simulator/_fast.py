@@ -133,8 +133,14 @@ class FastEngine:
     def __init__(self, workload: Workload, config: EngineConfig, *,
                  step_time: StepTimeFn | None = None, record_steps: bool = False,
                  prep: WorkloadPrep | None = None, step_cost=None, cost_index: int = 0,
-                 pool_factory: Callable[[int, bool, int], FastPool] | None = None) -> None:
+                 pool_factory: Callable[[int, bool, int], FastPool] | None = None,
+                 accelerate: bool = True) -> None:
         self.wl = wl = workload
+        # accelerate=False: every shortcut off (lazy decoders, jumps, windows, own-key paths, kept loads);
+        # the results are the same, only slower (tests compare the two)
+        self.accelerate = accelerate
+        # what the shortcuts did (tests check each is taken; all 0 with accelerate=False)
+        self.shortcuts = dict(lazy_steps=0, window_steps=0, jumped_steps=0, kept_loads=0, hit_runs=0)
         self.cfg = cfg = config
         self.prep = prep = prep or WorkloadPrep(workload)
         n = wl.n
@@ -168,7 +174,7 @@ class FastEngine:
         # Every content key is a request's own (no shared prefix, no parent): a block is then
         # held by at most one request, and a request's keys are published only by it, in order
         # (fast paths in _free, _publish_one), or loaded by it from a lower tier.
-        self.own_keys = self.keyarr is None
+        self.own_keys = self.keyarr is None and accelerate
         # admission's early "the whole prompt cannot fit" check (_admit; with a tier, loads are tried first
         # for a request whose keys a tier may hold: one that let its blocks go while waiting to hit them
         # again, ``tiered``; with own keys nobody else's release puts its keys there)
@@ -185,6 +191,7 @@ class FastEngine:
         # the blocks it then holds are its keys' only cached carriers (_keep_loaded)
         self.load_from_run = np.zeros(n, bool) if tight else None
         self.pool.track_refs = not self.own_keys
+        self.pool.accelerate = accelerate
         self.pool.own_keys = self.own_keys and self.caching
         if self.tiers is not None and self.own_keys:
             # own keys: evictions are demoted in bulk, before the tiers are next read
@@ -193,6 +200,8 @@ class FastEngine:
             self.tiers.before_read = self.pool.deliver_evictions
             # each key is demoted once at most until a request lets blocks go to hit them again
             self.tiers.fresh = True
+        if self.tiers is not None:
+            self.tiers.accelerate = accelerate
         self.btab = np.zeros(ks.slots, np.int64)
         self.watermark_blocks = int(cfg.watermark * num_blocks)
         self.async_mode = cfg.async_scheduling
@@ -263,7 +272,7 @@ class FastEngine:
         # decoders, one step in flight (see _lazify_async); with deferred (or
         # no) publication. KV tiers too (byte-identical to the general path on
         # 900 random async tier runs, session 6).
-        self.lazy_ok = not self.mml_binds and (not self.async_mode or self.defer_pub or not self.caching)
+        self.lazy_ok = accelerate and not self.mml_binds and (not self.async_mode or self.defer_pub or not self.caching)
         self.lazy_active = False
         self._lazy_retry_at = 0
         self.lz = np.zeros(n, bool)
@@ -549,9 +558,10 @@ class FastEngine:
         registers its keys, and it has held its blocks since.
         """
         n = int(self.held[q])
-        if self.own_keys and n and n == int(self.ncached[q]) and (
+        if self.own_keys and self.accelerate and n and n == int(self.ncached[q]) and (
                 (self.load_from_run is not None and self.load_from_run[q])
                 or self.pool.sole_carriers(int(self.koff[q]), n, (int(self.tok[q]) - 1) // self.B)):
+            self.shortcuts["kept_loads"] += 1
             return n
         self._free(q, keep_keys=True)
         return 0
@@ -663,6 +673,7 @@ class FastEngine:
                     r = int(hit_run[q]) if hit_run is not None and tiered[q] else -1
                     if pool.kblock[k0] >= 0:
                         if r >= 0:
+                            self.shortcuts["hit_runs"] += 1
                             left = pool.run_left(o, r)
                             hit = pool.kblock[o:o + left].copy()
                         elif own_keys:
@@ -1722,7 +1733,7 @@ class FastEngine:
         calls = steps = tokens = prefill = block_steps = 0
         pk_used, pk_run, pk_wait = t["peak_kv_blocks_used"], t["peak_running"], t["peak_waiting"]
         # no jumps (nor lazy windows) with kv_offload_threshold: it offloads after every step
-        jumps = not self.async_mode and self.step_cost is None and self.offload_at is None
+        jumps = self.accelerate and not self.async_mode and self.step_cost is None and self.offload_at is None
         lazy_ok = self.lazy_ok
         # several lazy steps at once (sync; blocks published on release or never)
         window = jumps and (self.defer_pub or not self.caching)
@@ -1774,6 +1785,7 @@ class FastEngine:
                 else:
                     jumped = self._jump(nxt, tick, max_steps - tick)
                 if jumped:
+                    self.shortcuts["jumped_steps"] += jumped
                     tick += jumped
                     self._backoff = 1
                     continue
@@ -1793,6 +1805,7 @@ class FastEngine:
                             tick, arr_sorted[pending] if pending < n else None, until, max_steps - tick)
                         if win is not None:
                             k, used = win
+                            self.shortcuts["window_steps"] += k
                             calls += k
                             steps += k
                             tokens += k * self.D
@@ -1817,6 +1830,7 @@ class FastEngine:
                     nreq = int(e.size)
                 else:
                     ntok, n_prefill, nreq, npre = res
+                    self.shortcuts["lazy_steps"] += 1
                 calls += 1
                 if npre:
                     t["preemptions"] += npre

@@ -89,6 +89,8 @@ class FastPool:
             self.odups: dict[int, list[tuple[int, int]]] = {}  # key -> later (block, index) carriers
         # (k0, n) of the last release_own that registered all its n keys (see one_release_run)
         self._whole_run: tuple[int, int] | None = None
+        self.accelerate = True  # False: one_release_run makes its full check always (tests compare)
+        self.compactions = 0  # free-queue compactions (tests check they happen)
         # Reference counts. An engine whose blocks are each held by one request at most, and
         # only prefix-hit while free (every content key a request's own), turns them off:
         # a held block is then known to have ref 1 and a hit one ref 0.
@@ -424,7 +426,7 @@ class FastPool:
             b = self.kblock[k0 + n]
             if b >= 0 and self._holds(int(b), int(self.kidx[k0 + n])):
                 return False
-        if n < 2 or self._whole_run == (k0, n):
+        if n < 2 or (self.accelerate and self._whole_run == (k0, n)):
             return True  # (the release just made registered all n keys, appended last block first)
         idx = self.kidx[k0:k0 + n]
         return bool((idx == idx[0] - np.arange(n)).all())
@@ -618,6 +620,7 @@ class FastPool:
         self.nfifo += m
 
     def _compact(self, extra: int) -> None:
+        self.compactions += 1
         if self._evicted:
             self.deliver_evictions()  # their FIFO indices are about to change
         own = self.own_keys

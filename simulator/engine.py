@@ -50,6 +50,7 @@ def simulate(
     step_time: Sequence[StepTimeFn | None] | None = None,
     step_cost=None,
     processes: int = 1,
+    accelerate: bool = True,
 ) -> list[SimResult | ClusterResult]:
     """Simulate ``workload`` under each of ``configs``.
 
@@ -83,6 +84,11 @@ def simulate(
         Worker processes for a batch (1: in this process; 0: one per CPU).
         Forked, so only on platforms with ``fork`` and outside daemonic
         processes (a Celery prefork child runs its batch in process).
+    accelerate : bool
+        Take the engine's shortcuts (lazy decoders, decode jumps, lazy windows, own-key pool
+        paths, kept tier loads) and share schedules across configurations. ``False`` runs every
+        configuration alone, one step at a time through the general path: the same results,
+        slower (the tests compare the two). Deployment items always run accelerated.
 
     Returns
     -------
@@ -111,7 +117,7 @@ def simulate(
     prep = WorkloadPrep(workload)
     for d in clusters.values():
         d.check(workload, prep)
-    shared = step_time is None and step_cost is None  # per-configuration hooks: each runs alone
+    shared = accelerate and step_time is None and step_cost is None  # per-configuration hooks: each runs alone
     queue = LeaderQueue(configs, [share_key(c, prep) if shared and b not in clusters else None
                                   for b, c in enumerate(configs)])
 
@@ -124,7 +130,7 @@ def simulate(
         sim = FastEngine(workload, configs[lead], record_steps=record_steps, prep=prep,
                          step_time=None if step_time is None else step_time[lead],
                          step_cost=step_cost, cost_index=lead,
-                         pool_factory=shared_pool_factory(sizes) if sizes else None)
+                         pool_factory=shared_pool_factory(sizes) if sizes else None, accelerate=accelerate)
         sim.run_all(sub)
         out = {lead: _result(sim, record_steps, max_step_points)}
         for b in others:
