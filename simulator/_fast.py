@@ -67,26 +67,34 @@ class FastEngine(Scheduler, TierLoads, LazyDecoders, DecodeJumps, StepClock):
                  prep: WorkloadPrep | None = None, step_cost=None, cost_index: int = 0,
                  pool_factory: Callable[[int, bool, int], FastPool] | None = None,
                  accelerate: bool = True) -> None:
-        self.wl = wl = workload
-        # accelerate=False: every shortcut off (lazy decoders, jumps, windows, own-key paths, kept loads);
-        # the results are the same, only slower (tests compare the two)
-        self.accelerate = accelerate
-        # what the shortcuts did (tests check each is taken; all 0 with accelerate=False)
-        self.shortcuts = dict(lazy_steps=0, window_steps=0, jumped_steps=0, kept_loads=0, hit_runs=0)
+        self.wl = workload
         self.cfg = cfg = config
         self.prep = prep = prep or WorkloadPrep(workload)
-        n = wl.n
         # SGLang's RadixCache (prefix_cache="radix"): token granularity, the same memory in token slots
         self.radix = cfg.prefix_cache == "radix"
-        self.B = B = 1 if self.radix else cfg.block_size
+        self.B = 1 if self.radix else cfg.block_size
         num_blocks = (cfg.num_gpu_blocks - 1) * cfg.block_size + 1 if self.radix else cfg.num_gpu_blocks
         self.max_model_len = cfg.max_model_len or max(prep.longest + 16, cfg.max_num_batched_tokens)
         # max_model_len can only bind when some context gets near it
         self.max_model_len_binds = prep.longest + 4 >= self.max_model_len
         self.caching = cfg.enable_prefix_caching
-        ks = prep.keys(B)
+        self.watermark_blocks = int(cfg.watermark * num_blocks)
+        self.async_mode = cfg.async_scheduling
+        self.time_mode = workload.arrival_unit == "s"
+        self.record_steps = record_steps
+        self._init_pool(num_blocks, pool_factory)
+        self._init_clock(step_time, step_cost, cost_index)
+        self._init_requests(record_steps)
+        self._init_shortcuts(accelerate)
+        self._init_lazy_state()
+
+    def _init_pool(self, num_blocks: int, pool_factory) -> None:
+        """The block pool over the workload's key space, and the KV tiers attached to it."""
+        cfg = self.cfg
+        ks = self.prep.keys(self.B)
         self.koff = ks.koff
         self.keyarr = ks.keyarr
+        self.btab = np.zeros(ks.slots, np.int64)
         self.pool = (pool_factory or FastPool)(num_blocks, self.caching, ks.num_keys if self.caching else 0)
         # Lower KV tiers (CPU, disk): GPU evictions are demoted, prefix hits onboarded.
         tiers = [(nm, tc) for nm, tc in (("cpu", cfg.cpu_tier), ("disk", cfg.disk_tier)) if tc is not None]
@@ -103,6 +111,82 @@ class FastEngine(Scheduler, TierLoads, LazyDecoders, DecodeJumps, StepClock):
         # has finished: otherwise loads (its own or those of requests behind it) take the blocks
         # it needs again, or preempt it once admitted, and the stall repeats for ever.
         self._onboard_gate: int | None = None
+
+    def _init_clock(self, step_time, step_cost, cost_index: int) -> None:
+        """The cost model behind :class:`simulator.clock.StepClock`."""
+        stm = self.cfg.step_time_model
+        self.step_time = step_time or (
+            lambda t, r: stm.base_s + stm.per_token_s * t + stm.per_req_s * r)
+        # Batched cost model hook (``BatchStepTime``-like): when set, each step's
+        # time is ``step_cost.step_time(prefill_tokens, prefill_attention_tokens,
+        # decode_tokens, decode_context_tokens, num_reqs)[cost_index]``.
+        self.step_cost = step_cost
+        self.cost_index = cost_index
+        # Per-configuration cost model (StepCostTerms, scalar evaluation) unless the hook is set.
+        self.terms = self.cfg.cost_model if step_cost is None else None
+        self.exec_step = 0
+        self.clock = 0.0
+
+    def _init_requests(self, record_steps: bool) -> None:
+        """Per-request arrays, the queues, the totals and the step series."""
+        wl, n = self.wl, self.wl.n
+        self.final_len = wl.prompt_len + wl.output_len
+        z = lambda: np.zeros(n, np.int64)  # noqa: E731
+        self.tok = wl.prompt_len.copy()      # prompt + output tokens received
+        self.comp = z()                      # computed tokens (incl. in flight)
+        self.placeholders = z()              # async output placeholders
+        self.inflight = z()
+        self.stale = z()
+        self.status = z()
+        self.held = z()                      # blocks held
+        self.ncached = z()                   # leading blocks published
+        self.npre = z()
+        self.tiered = np.zeros(n, bool)      # let its blocks go while waiting to hit them again
+        self.first_sched = np.full(n, -1, np.int64)
+        self.first_token = np.full(n, -1, np.int64)
+        self.finish = np.full(n, -1, np.int64)
+        self.first_token_t = np.full(n, np.nan)
+        self.finish_t = np.full(n, np.nan)
+        self.hit_first = np.full(n, -1, np.int64)
+        self.gone = np.zeros(n, bool)
+        self.run = np.zeros(max(min(self.cfg.max_num_seqs, n), 1) + 1, np.int64)
+        self.num_running = 0
+        self.waiting: deque[int] = deque()
+        self.admission_seq = [0] * n         # admission sequence number (running order)
+        self.next_admission_seq = 0
+        self.t = dict(
+            preemptions=0, finished=0, prefix_cache_queries=0, prefix_cache_hits=0,
+            prefix_cache_requests=0, preempted_prefix_cache_queries=0,
+            preempted_prefix_cache_hits=0, preempted_prefix_cache_requests=0,
+            peak_kv_blocks_used=0, peak_running=0, peak_waiting=0, num_steps=0,
+            num_schedule_calls=0, total_scheduled_tokens=0, total_prefill_tokens=0,
+            total_decode_tokens=0, dropped_unservable=0, recomputed_tokens=0,
+            requests_cut_short=0, kv_block_steps=0,
+        )
+        self.log: dict[str, list] | None = (
+            {k: [] for k in ("step", "time_s", "num_running", "num_waiting",
+                             "num_scheduled_tokens", "kv_blocks_used", "num_preempted")}
+            if record_steps else None)
+        self.unfinished = 0
+
+    def _init_shortcuts(self, accelerate: bool) -> None:
+        """Which accelerators this run may take; none with ``accelerate=False`` (same results, slower).
+
+        * own keys (every content key one request's, no shared prefix or parent): the pool keeps no
+          reference counts nor hash table entries for blocks in use, evictions reach the tiers in
+          bulk, admission's early full-prompt check, hits known from a release run (``hit_run``);
+        * lazy decoders (:mod:`simulator.lazy_decoders`): ``max_model_len`` out of reach; async
+          scheduling only with deferred (or no) publication;
+        * jumps and lazy windows (:mod:`simulator.decode_jumps`): sync scheduling, no batched cost
+          hook, no ``kv_offload_threshold`` (it offloads after every step); windows only with
+          publication deferred or off;
+        * kept loads and sure tier reads (:mod:`simulator.tier_loads`, :mod:`simulator.tiers`).
+        """
+        cfg = self.cfg
+        n = self.wl.n
+        # what the shortcuts did (tests check each is taken; all 0 with accelerate=False)
+        self.accelerate = accelerate
+        self.shortcuts = dict(lazy_steps=0, window_steps=0, jumped_steps=0, kept_loads=0, hit_runs=0)
         # Every content key is a request's own (no shared prefix, no parent): a block is then
         # held by at most one request, and a request's keys are published only by it, in order
         # (fast paths in _free, _publish_one), or loaded by it from a lower tier.
@@ -112,7 +196,6 @@ class FastEngine(Scheduler, TierLoads, LazyDecoders, DecodeJumps, StepClock):
         # again, ``tiered``; with own keys nobody else's release puts its keys there)
         self.full_isl_own = self.own_keys and cfg.scheduler_reserve_full_isl and self.tiers is None
         self.full_isl_untiered = self.own_keys and cfg.scheduler_reserve_full_isl and self.tiers is not None
-        self.tiered = np.zeros(n, bool)
         # _head_blocked may answer for a tiered head that has no room to load (see there; exact with
         # chunked prefill, max_model_len out of reach and no early offloads, which evict without allocating):
         # per request, its GPU hits are the first this many keys' blocks still cached (-1: unknown)
@@ -134,60 +217,6 @@ class FastEngine(Scheduler, TierLoads, LazyDecoders, DecodeJumps, StepClock):
             self.tiers.fresh = True
         if self.tiers is not None:
             self.tiers.accelerate = accelerate
-        self.btab = np.zeros(ks.slots, np.int64)
-        self.watermark_blocks = int(cfg.watermark * num_blocks)
-        self.async_mode = cfg.async_scheduling
-        stm = cfg.step_time_model
-        self.step_time = step_time or (
-            lambda t, r: stm.base_s + stm.per_token_s * t + stm.per_req_s * r)
-        self.time_mode = wl.arrival_unit == "s"
-        self.record_steps = record_steps
-        # Batched cost model hook (``BatchStepTime``-like): when set, each step's
-        # time is ``step_cost.step_time(prefill_tokens, prefill_attention_tokens,
-        # decode_tokens, decode_context_tokens, num_reqs)[cost_index]``.
-        self.step_cost = step_cost
-        self.cost_index = cost_index
-        # Per-configuration cost model (StepCostTerms, scalar evaluation) unless the hook is set.
-        self.terms = cfg.cost_model if step_cost is None else None
-        self.final_len = wl.prompt_len + wl.output_len
-        z = lambda: np.zeros(n, np.int64)  # noqa: E731
-        self.tok = wl.prompt_len.copy()      # prompt + output tokens received
-        self.comp = z()                      # computed tokens (incl. in flight)
-        self.placeholders = z()                        # async output placeholders
-        self.inflight = z()
-        self.stale = z()
-        self.status = z()
-        self.held = z()                      # blocks held
-        self.ncached = z()                   # leading blocks published
-        self.npre = z()
-        self.first_sched = np.full(n, -1, np.int64)
-        self.first_token = np.full(n, -1, np.int64)
-        self.finish = np.full(n, -1, np.int64)
-        self.first_token_t = np.full(n, np.nan)
-        self.finish_t = np.full(n, np.nan)
-        self.hit_first = np.full(n, -1, np.int64)
-        self.gone = np.zeros(n, bool)
-        self.run = np.zeros(max(min(cfg.max_num_seqs, n), 1) + 1, np.int64)
-        self.num_running = 0
-        self.waiting: deque[int] = deque()
-        self.t = dict(
-            preemptions=0, finished=0, prefix_cache_queries=0, prefix_cache_hits=0,
-            prefix_cache_requests=0, preempted_prefix_cache_queries=0,
-            preempted_prefix_cache_hits=0, preempted_prefix_cache_requests=0,
-            peak_kv_blocks_used=0, peak_running=0, peak_waiting=0, num_steps=0,
-            num_schedule_calls=0, total_scheduled_tokens=0, total_prefill_tokens=0,
-            total_decode_tokens=0, dropped_unservable=0, recomputed_tokens=0,
-            requests_cut_short=0, kv_block_steps=0,
-        )
-        self.log: dict[str, list] | None = (
-            {k: [] for k in ("step", "time_s", "num_running", "num_waiting",
-                             "num_scheduled_tokens", "kv_blocks_used", "num_preempted")}
-            if record_steps else None)
-        self.exec_step = 0
-        self.clock = 0.0
-        self.unfinished = 0
-        self._retry_jump_at = 0
-        self._backoff = 1
         # Lazy steady decoders (sync mode, max_model_len never binding): a
         # running request whose prefill is done holds comp = la + S, tok =
         # comp + 1, held = cdiv(comp, B), ncached = comp // B implicitly,
@@ -198,20 +227,27 @@ class FastEngine(Scheduler, TierLoads, LazyDecoders, DecodeJumps, StepClock):
         # Without multi-turn parents nobody can look up a running decoder's
         # newly full blocks (they are its own keys, and it is not waiting),
         # so their publication waits until the decoder is materialized.
-        self.defer_pub = self.caching and not bool((wl.parent >= 0).any())
+        self.defer_pub = self.caching and not bool((self.wl.parent >= 0).any())
         # Asynchronous scheduling (batch queue of depth 2): the same lazy
         # decoders, one step in flight (see _lazify_async); with deferred (or
         # no) publication. KV tiers too (byte-identical to the general path on
         # 900 random async tier runs, session 6).
         self.lazy_ok = accelerate and not self.max_model_len_binds and (not self.async_mode or self.defer_pub or not self.caching)
+        # jumps and windows (no jumps with kv_offload_threshold: it offloads after every step)
+        self.jumps_ok = accelerate and not self.async_mode and self.step_cost is None and self.offload_at is None
+        self.windows_ok = self.jumps_ok and (self.defer_pub or not self.caching)
+        self._retry_jump_at = 0
+        self._backoff = 1
+
+    def _init_lazy_state(self) -> None:
+        """Lazy decoders' state (see :mod:`simulator.lazy_decoders`)."""
+        n = self.wl.n
         self.lazy_active = False
         self._lazy_retry_at = 0
         self.is_lazy = np.zeros(n, bool)
         self.lazy_base = np.zeros(n, np.int64)
         self.lazy_slot = np.zeros(n, np.int64)  # koff * B + la (block-table position of token la, x B)
-        self.slot_base = (self.koff[:n] * B).tolist()
-        self.admission_seq = [0] * n            # admission sequence number (running order)
-        self.next_admission_seq = 0
+        self.slot_base = (self.koff[:n] * self.B).tolist()
         self.lazy_step = 0
         self.num_lazy = 0
         self.lazy_base_sum = 0                # sum of la over the lazy decoders
@@ -245,7 +281,8 @@ class FastEngine(Scheduler, TierLoads, LazyDecoders, DecodeJumps, StepClock):
         self._drop = self._unservable()
         self._pending = self.wl.n if external else 0
         self._tick = 0
-        self._queue: deque = deque()
+        self._queue: deque = deque()  # the batch queue: steps scheduled, output not yet processed
+        self._depth = 2 if self.async_mode else 1  # its depth (async scheduling: one step in flight)
         self._progress = progress
         self._next_report = 0.05
         self._done = False
@@ -282,224 +319,175 @@ class FastEngine(Scheduler, TierLoads, LazyDecoders, DecodeJumps, StepClock):
 
         An idle engine waits (its time jumps to ``until``). Returns True when
         the run is over (no work left and no arrival of its own to come, or
-        ``max_steps`` reached).
+        ``max_steps`` reached). One pass of the loop: arrivals join the waiting
+        queue; an idle engine waits for the next arrival; a decode-only stretch
+        is jumped (:meth:`DecodeJumps._try_jump`); else one schedule call
+        (:meth:`_schedule_call`), and the output of the oldest step in flight is
+        processed (:meth:`Scheduler.process`).
         """
         if self._done:
             return True
-        wl = self.wl
-        cfg = self.cfg
-        n = wl.n
-        order = self._order
-        arr_sorted = self._arr
-        drop = self._drop
-        pending = self._pending
-        tick = self._tick
-        depth = 2 if self.async_mode else 1
-        queue = self._queue
-        t = self.t
-        pool = self.pool
-        usable = pool.usable
-        time_mode = self.time_mode
-        log = self.log
-        waiting = self.waiting
-        status = self.status
-        step_time = self.step_time
-        max_steps = cfg.max_steps
-        progress = self._progress
-        next_report = self._next_report
+        stats = _StepTotals(self.t)
         done = False
-        # additive totals and peaks kept in locals, merged into ``t`` on the way out
-        calls = steps = tokens = prefill = block_steps = 0
-        pk_used, pk_run, pk_wait = t["peak_kv_blocks_used"], t["peak_running"], t["peak_waiting"]
-        # no jumps (nor lazy windows) with kv_offload_threshold: it offloads after every step
-        jumps = self.accelerate and not self.async_mode and self.step_cost is None and self.offload_at is None
-        lazy_ok = self.lazy_ok
-        # several lazy steps at once (sync; blocks published on release or never)
-        window = jumps and (self.defer_pub or not self.caching)
-        max_seqs = cfg.max_num_seqs
         while True:
-            now = self.clock if time_mode else tick
+            now = self.clock if self.time_mode else self._tick
             if until is not None and now >= until:
                 break
-            while pending < n and arr_sorted[pending] <= now:
-                q = order[pending]
-                pending += 1
-                if drop[q]:
-                    status[q] = DROPPED
-                    t["dropped_unservable"] += 1
-                else:
-                    waiting.append(q)
-            has_req = bool(self.num_running or waiting)
-            if not has_req and not queue:
-                if pending >= n:
-                    if until is None:
-                        done = True
-                    elif time_mode:
-                        self.clock = max(self.clock, float(until))
-                    else:
-                        tick = max(tick, int(until))
+            self._take_arrivals(now)
+            has_req = bool(self.num_running or self.waiting)
+            if not has_req and not self._queue:
+                if self._pending >= self.wl.n:
+                    done = self._wait_until(until)
                     break
-                nxt = arr_sorted[pending]
-                if until is not None and nxt > until:
-                    nxt = until
-                if time_mode:
-                    self.clock = max(self.clock, float(nxt))
-                else:
-                    tick = max(tick, int(nxt))
+                self._wait_for_arrival(until)
                 continue
-            if tick >= max_steps:
+            if self._tick >= self.cfg.max_steps:
                 done = True
                 break
-            if jumps and has_req and not queue and self.num_running and self.exec_step >= self._retry_jump_at:
-                nxt = arr_sorted[pending] if pending < n else None
-                if until is not None and (nxt is None or until < nxt):
-                    nxt = until
-                if self.lazy_active:
-                    if self._jump_precheck(nxt, tick):
-                        self._materialize(keep=True)
-                        jumped = self._jump(nxt, tick, max_steps - tick)
-                        self._relazify(jumped)
-                    else:
-                        jumped = 0
-                else:
-                    jumped = self._jump(nxt, tick, max_steps - tick)
-                if jumped:
-                    self.shortcuts["jumped_steps"] += jumped
-                    tick += jumped
-                    self._backoff = 1
-                    continue
-                self._retry_jump_at = self.exec_step + self._backoff
-                self._backoff = min(2 * self._backoff, 16)
-            if has_req:
-                res = None
-                if lazy_ok:
-                    if not self.lazy_active and self.exec_step >= self._lazy_retry_at:
-                        self._lazify()
-                    if (window and self.lazy_active and not self.explicit_running and self.num_lazy
-                            and not (waiting and self.num_running < max_seqs)  # (most of) _lazy_window's first test
-                            and (time_mode or pending >= n or arr_sorted[pending] - tick >= 2
-                                 or (self.num_running >= max_seqs and log is None and not self._external))
-                            and (progress is None or not (n and t["finished"] / n >= next_report))):
-                        win = self._lazy_window(
-                            tick, arr_sorted[pending] if pending < n else None, until, max_steps - tick)
-                        if win is not None:
-                            k, used = win
-                            self.shortcuts["window_steps"] += k
-                            calls += k
-                            steps += k
-                            tokens += k * self.num_lazy
-                            block_steps += sum(used)
-                            if used[-1] > pk_used:
-                                pk_used = used[-1]
-                            if self.num_running > pk_run:
-                                pk_run = self.num_running
-                            if len(waiting) > pk_wait:
-                                pk_wait = len(waiting)
-                            tick += k
-                            continue
-                    if self.lazy_active:
-                        res = self._fast_schedule()
-                        if res is None:
-                            self._materialize()
-                            self._lazy_retry_at = self.exec_step + 1
-                if res is None:
-                    e, ns, sampled, npre = self.schedule()
-                    ntok = int(ns.sum()) if ns.size else 0
-                    n_prefill = int(ns[~sampled | (ns > 1)].sum()) if ntok else 0
-                    nreq = int(e.size)
-                else:
-                    ntok, n_prefill, nreq, npre = res
-                    self.shortcuts["lazy_steps"] += 1
-                calls += 1
-                if npre:
-                    t["preemptions"] += npre
-                used = usable - pool.top - pool.nfifo
-                if used > pk_used:
-                    pk_used = used
-                nr, nw = self.num_running, len(waiting)
-                if nr > pk_run:
-                    pk_run = nr
-                if nw > pk_wait:
-                    pk_wait = nw
-                step = self.exec_step
-                if log is not None and (ntok > 0 or npre > 0):
-                    log["step"].append(step)
-                    log["time_s"].append(self.clock)
-                    log["num_running"].append(nr)
-                    log["num_waiting"].append(nw)
-                    log["num_scheduled_tokens"].append(ntok)
-                    log["kv_blocks_used"].append(used)
-                    log["num_preempted"].append(npre)
-                if ntok > 0:
-                    steps += 1
-                    tokens += ntok
-                    prefill += n_prefill
-                    block_steps += used
-                    self.exec_step += 1
-                tick += 1
-                if self.terms is not None:
-                    self.clock += self._lazy_step_seconds() if res is not None else self._step_seconds(e, ns, sampled)
-                elif self.step_cost is None:
-                    self.clock += step_time(ntok, nreq)
-                elif res is not None:
-                    fe, fs, fS, fns = self._lazy_batch
-                    self.clock += self._cost_time(self.step_terms(
-                        np.array(fe, np.int64), np.array(fns, np.int64), np.array(fs, bool), lazy_S=fS))
-                else:
-                    self.clock += self._cost_time(self.step_terms(e, ns, sampled))
-                if self.loading and ntok == 0 and not self.num_running:
-                    # only requests waiting for onboarded blocks: wait for the first load (or arrival)
-                    nxt_t = min(self.loading.values())
-                    if nxt_t <= self.clock:
-                        # every load is done, yet nothing could be admitted: the head of the queue
-                        # needs the blocks that loaded requests behind it hold. Let those go (they
-                        # stay cached) so the queue moves; vLLM would wait here for ever.
-                        for q in list(self.loading):
-                            self._free(q, keep_keys=True)
-                        self.loading.clear()
-                        self.tiers.load_stalls += 1
-                        self._onboard_gate = self.waiting[0] if self.waiting else None
-                    if pending < n and time_mode:
-                        nxt_t = min(nxt_t, arr_sorted[pending])
-                    if until is not None and time_mode:
-                        nxt_t = min(nxt_t, until)
-                    self.clock = max(self.clock, nxt_t)
-                if self.offload_at is not None:
-                    self._offload_early()
-                if res is not None:
-                    if self.async_mode:
-                        pend = self._lazy_in_flight
-                        fe, fs, _, fn = self._lazy_batch
-                        self._lazy_in_flight = (fe, fs, fn, step, self.clock)
-                        if pend is not None:
-                            self._fast_process_async(pend)
-                    else:
-                        self._fast_process(step, self.clock)
-                    if progress is not None and n and t["finished"] / n >= next_report:
-                        progress(min(1.0, (t["finished"] + t["dropped_unservable"]) / n))
-                        next_report += 0.05
-                    continue
-                queue.appendleft((e, ns, sampled, step, self.clock))
-                if len(queue) < depth and (ntok > 0 or self.num_running or waiting):
-                    continue
-            elif not queue:
+            if (self.jumps_ok and has_req and not self._queue and self.num_running
+                    and self.exec_step >= self._retry_jump_at and self._try_jump(until)):
                 continue
-            e, ns, sampled, step, t_end = queue.pop()
-            self.process(e, ns, sampled, step, t_end)
-            if progress is not None and n and t["finished"] / n >= next_report:
-                progress(min(1.0, (t["finished"] + t["dropped_unservable"]) / n))
-                next_report += 0.05
-        t["peak_kv_blocks_used"] = max(t["peak_kv_blocks_used"], pk_used)
-        t["peak_running"] = max(t["peak_running"], pk_run)
-        t["peak_waiting"] = max(t["peak_waiting"], pk_wait)
-        t["num_schedule_calls"] += calls
-        t["num_steps"] += steps
-        t["total_scheduled_tokens"] += tokens
-        t["total_prefill_tokens"] += prefill
-        t["total_decode_tokens"] += tokens - prefill
-        t["kv_block_steps"] += block_steps
-        self._pending = pending
-        self._tick = tick
-        self._next_report = next_report
+            if has_req:
+                if self._schedule_call(until, stats):
+                    continue
+            elif not self._queue:
+                continue
+            self.process(*self._queue.pop())
+            self._report_progress()
+        stats.merge_into(self.t)
         self._done = done
         return done
+
+    def _take_arrivals(self, now: float) -> None:
+        """Requests arrived by ``now`` join the waiting queue (unservable ones are dropped)."""
+        order, arrival, drop = self._order, self._arr, self._drop
+        pending, n = self._pending, self.wl.n
+        while pending < n and arrival[pending] <= now:
+            q = order[pending]
+            pending += 1
+            if drop[q]:
+                self.status[q] = DROPPED
+                self.t["dropped_unservable"] += 1
+            else:
+                self.waiting.append(q)
+        self._pending = pending
+
+    def _next_arrival(self):
+        """The arrival time of the next request of the workload's own (None: none left)."""
+        return self._arr[self._pending] if self._pending < self.wl.n else None
+
+    def _wait_until(self, until) -> bool:
+        """Idle with nothing left to arrive: the time moves to ``until``; True (done) when None."""
+        if until is None:
+            return True
+        if self.time_mode:
+            self.clock = max(self.clock, float(until))
+        else:
+            self._tick = max(self._tick, int(until))
+        return False
+
+    def _wait_for_arrival(self, until) -> None:
+        """Idle: the time moves to the next arrival (or ``until``, if earlier)."""
+        nxt = self._next_arrival()
+        if until is not None and nxt > until:
+            nxt = until
+        if self.time_mode:
+            self.clock = max(self.clock, float(nxt))
+        else:
+            self._tick = max(self._tick, int(nxt))
+
+    def _report_progress(self) -> None:
+        n, t = self.wl.n, self.t
+        if self._progress is not None and n and t["finished"] / n >= self._next_report:
+            self._progress(min(1.0, (t["finished"] + t["dropped_unservable"]) / n))
+            self._next_report += 0.05
+
+    def _schedule_call(self, until, stats: _StepTotals) -> bool:
+        """One schedule call (or a lazy window of several); False when the output of the oldest step
+        in flight is due now (the general path's batch queue is full, or nothing is left to schedule)."""
+        res = None
+        if self.lazy_ok:
+            if not self.lazy_active and self.exec_step >= self._lazy_retry_at:
+                self._lazify()
+            if self._window_possible() and self._try_window(until, stats):
+                return True
+            if self.lazy_active:
+                res = self._fast_schedule()
+                if res is None:
+                    self._materialize()
+                    self._lazy_retry_at = self.exec_step + 1
+        if res is None:
+            e, ns, sampled, npre = self.schedule()
+            ntok = int(ns.sum()) if ns.size else 0
+            n_prefill = int(ns[~sampled | (ns > 1)].sum()) if ntok else 0
+            nreq = int(e.size)
+        else:
+            e = ns = sampled = None
+            ntok, n_prefill, nreq, npre = res
+            self.shortcuts["lazy_steps"] += 1
+        step = self.exec_step
+        self._count_step(stats, ntok, n_prefill, npre)
+        self.clock += self._seconds_of_step(res is not None, e, ns, sampled, ntok, nreq)
+        if self.loading and ntok == 0 and not self.num_running:
+            self._wait_for_loads(until)
+        if self.offload_at is not None:
+            self._offload_early()
+        if res is not None:
+            self._process_lazy_step(step)
+            self._report_progress()
+            return True
+        self._queue.appendleft((e, ns, sampled, step, self.clock))
+        return len(self._queue) < self._depth and bool(ntok > 0 or self.num_running or self.waiting)
+
+    def _count_step(self, stats: _StepTotals, ntok: int, n_prefill: int, npre: int) -> None:
+        """Totals, peaks and the step series of the schedule call just made; the step counters move on."""
+        stats.calls += 1
+        if npre:
+            self.t["preemptions"] += npre
+        pool = self.pool
+        used = pool.usable - pool.top - pool.nfifo
+        if used > stats.peak_used:
+            stats.peak_used = used
+        nr, nw = self.num_running, len(self.waiting)
+        if nr > stats.peak_running:
+            stats.peak_running = nr
+        if nw > stats.peak_waiting:
+            stats.peak_waiting = nw
+        log = self.log
+        if log is not None and (ntok > 0 or npre > 0):
+            log["step"].append(self.exec_step)
+            log["time_s"].append(self.clock)
+            log["num_running"].append(nr)
+            log["num_waiting"].append(nw)
+            log["num_scheduled_tokens"].append(ntok)
+            log["kv_blocks_used"].append(used)
+            log["num_preempted"].append(npre)
+        if ntok > 0:
+            stats.steps += 1
+            stats.tokens += ntok
+            stats.prefill += n_prefill
+            stats.block_steps += used
+            self.exec_step += 1
+        self._tick += 1
+
+
+class _StepTotals:
+    """Additive totals and peaks of one :meth:`FastEngine.advance` call, merged into the totals at its end."""
+
+    __slots__ = ("calls", "steps", "tokens", "prefill", "block_steps", "peak_used", "peak_running", "peak_waiting")
+
+    def __init__(self, t: dict) -> None:
+        self.calls = self.steps = self.tokens = self.prefill = self.block_steps = 0
+        self.peak_used, self.peak_running, self.peak_waiting = (
+            t["peak_kv_blocks_used"], t["peak_running"], t["peak_waiting"])
+
+    def merge_into(self, t: dict) -> None:
+        t["peak_kv_blocks_used"] = max(t["peak_kv_blocks_used"], self.peak_used)
+        t["peak_running"] = max(t["peak_running"], self.peak_running)
+        t["peak_waiting"] = max(t["peak_waiting"], self.peak_waiting)
+        t["num_schedule_calls"] += self.calls
+        t["num_steps"] += self.steps
+        t["total_scheduled_tokens"] += self.tokens
+        t["total_prefill_tokens"] += self.prefill
+        t["total_decode_tokens"] += self.tokens - self.prefill
+        t["kv_block_steps"] += self.block_steps

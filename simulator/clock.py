@@ -2,7 +2,7 @@
 
 Three cost models sit behind it: the linear ``step_time_model`` (``step_time(tokens,
 requests)``), a per-configuration :class:`simulator.cost_model.StepCostTerms` (``terms.time``)
-and a batched hook (``step_cost.step_time(...)[cost_index]``). :meth:`StepClock._step_seconds_of`
+and a batched hook (``step_cost.step_time(...)[cost_index]``). :meth:`StepClock._seconds_of_step`
 picks one; the cost-model inputs of a batch are :meth:`StepClock.step_terms`. A mixin of
 :class:`simulator._fast.FastEngine`.
 """
@@ -14,6 +14,19 @@ import numpy as np
 
 class StepClock:
     """Steps to seconds (mixin of ``FastEngine``)."""
+
+    def _seconds_of_step(self, lazy: bool, e, ns, sampled, ntok: int, nreq: int) -> float:
+        """Seconds of the schedule call just made (``lazy``: by :meth:`LazyDecoders._fast_schedule`,
+        its batch in ``_lazy_batch``; else the general path's ``(e, ns, sampled)``)."""
+        if self.terms is not None:
+            return self._lazy_step_seconds() if lazy else self._step_seconds(e, ns, sampled)
+        if self.step_cost is None:
+            return self.step_time(ntok, nreq)
+        if lazy:
+            fe, fs, lazy_step, fns = self._lazy_batch
+            return self._cost_time(self.step_terms(
+                np.array(fe, np.int64), np.array(fns, np.int64), np.array(fs, bool), lazy_S=lazy_step))
+        return self._cost_time(self.step_terms(e, ns, sampled))
 
     def step_terms(self, e: np.ndarray, ns: np.ndarray, sampled: np.ndarray, lazy_S: int | None = None):
         """Cost-model inputs of the step just scheduled (``comp`` already advanced).

@@ -23,6 +23,60 @@ _WINDOW_STEPS = 64  # most lazy steps made at once by DecodeJumps._lazy_window
 class DecodeJumps:
     """Jumps over decode-only stretches and lazy windows (mixin of ``FastEngine``)."""
 
+    def _try_jump(self, until) -> bool:
+        """Jump over a decode-only stretch if one starts now (True); else back off before trying again."""
+        nxt = self._next_arrival()
+        if until is not None and (nxt is None or until < nxt):
+            nxt = until
+        tick = self._tick
+        max_k = self.cfg.max_steps - tick
+        if not self.lazy_active:
+            jumped = self._jump(nxt, tick, max_k)
+        elif self._jump_precheck(nxt, tick):
+            self._materialize(keep=True)
+            jumped = self._jump(nxt, tick, max_k)
+            self._relazify(jumped)
+        else:
+            jumped = 0
+        if jumped:
+            self.shortcuts["jumped_steps"] += jumped
+            self._tick += jumped
+            self._backoff = 1
+            return True
+        self._retry_jump_at = self.exec_step + self._backoff
+        self._backoff = min(2 * self._backoff, 16)
+        return False
+
+    def _window_possible(self) -> bool:
+        """Cheap tests before :meth:`_lazy_window` (most of its first ones, no progress report due)."""
+        n = self.wl.n
+        at_cap = self.num_running >= self.cfg.max_num_seqs
+        return bool(self.windows_ok and self.lazy_active and not self.explicit_running and self.num_lazy
+                    and not (self.waiting and not at_cap)
+                    and (self.time_mode or self._pending >= n or self._arr[self._pending] - self._tick >= 2
+                         or (at_cap and self.log is None and not self._external))
+                    and (self._progress is None or not (n and self.t["finished"] / n >= self._next_report)))
+
+    def _try_window(self, until, stats) -> bool:
+        """Make a lazy window (True) and count its steps in ``stats``, or nothing (False)."""
+        win = self._lazy_window(self._tick, self._next_arrival(), until, self.cfg.max_steps - self._tick)
+        if win is None:
+            return False
+        k, used = win
+        self.shortcuts["window_steps"] += k
+        stats.calls += k
+        stats.steps += k
+        stats.tokens += k * self.num_lazy
+        stats.block_steps += sum(used)
+        if used[-1] > stats.peak_used:
+            stats.peak_used = used[-1]
+        if self.num_running > stats.peak_running:
+            stats.peak_running = self.num_running
+        if len(self.waiting) > stats.peak_waiting:
+            stats.peak_waiting = len(self.waiting)
+        self._tick += k
+        return True
+
     def _lazy_window(self, tick: int, next_arrival, until, max_k: int):
         """Several lazy steps at once, identical to as many :meth:`_fast_schedule` calls.
 

@@ -685,3 +685,14 @@ class LazyDecoders:
             self.num_running = keep.size
             self.run[:keep.size] = keep
             self.t["finished"] += len(fins)
+
+    def _process_lazy_step(self, step: int) -> None:
+        """The output of a lazy schedule call: at once (sync), or that of the step before (async)."""
+        if self.async_mode:
+            pend = self._lazy_in_flight
+            fe, fs, _, fn = self._lazy_batch
+            self._lazy_in_flight = (fe, fs, fn, step, self.clock)
+            if pend is not None:
+                self._fast_process_async(pend)
+        else:
+            self._fast_process(step, self.clock)

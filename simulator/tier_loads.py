@@ -73,3 +73,21 @@ class TierLoads:
         over = (pool.usable - pool.top) - self.offload_at
         if over > 0 and pool.nfifo:
             pool.offload(min(over, pool.nfifo), self.exec_step)
+
+    def _wait_for_loads(self, until) -> None:
+        """Only requests waiting for onboarded blocks: the clock moves to the first load done (or arrival)."""
+        nxt_t = min(self.loading.values())
+        if nxt_t <= self.clock:
+            # every load is done, yet nothing could be admitted: the head of the queue
+            # needs the blocks that loaded requests behind it hold. Let those go (they
+            # stay cached) so the queue moves; vLLM would wait here for ever.
+            for q in list(self.loading):
+                self._free(q, keep_keys=True)
+            self.loading.clear()
+            self.tiers.load_stalls += 1
+            self._onboard_gate = self.waiting[0] if self.waiting else None
+        if self._pending < self.wl.n and self.time_mode:
+            nxt_t = min(nxt_t, self._arr[self._pending])
+        if until is not None and self.time_mode:
+            nxt_t = min(nxt_t, until)
+        self.clock = max(self.clock, nxt_t)
