@@ -123,6 +123,21 @@ class FastPool:
         self.slack = _NO_MARGIN
         self.excess = _NO_MARGIN
 
+    def can_allocate(self, need: int, free: int | None = None) -> bool:
+        """Whether ``need`` blocks fit in ``free`` (default: the free blocks); the check's margin is
+        recorded for shared schedules (:mod:`simulator.sharing`), so every free-block comparison of
+        the engine goes through here (or, for several steps' checks made at once, through
+        :meth:`check_passed` with their closest margin)."""
+        if free is None:
+            free = self.top + self.nfifo
+        if need > free:
+            if need - free < self.excess:
+                self.excess = need - free
+            return False
+        if free - need < self.slack:
+            self.slack = free - need
+        return True
+
     def check_passed(self, margin: int) -> None:
         """A free-block check passed with ``free - need = margin``."""
         if margin < self.slack:

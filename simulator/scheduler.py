@@ -110,15 +110,12 @@ class Scheduler:
         self.waiting.appendleft(q)
 
     def _allocate_running(self, q: int, n: int) -> bool:
+        """Blocks for ``n`` more tokens of running request ``q`` (False: they do not fit)."""
         c = int(self.comp[q])
         need = min(c + n, self.max_model_len)
         new = cdiv(need, self.B) - int(self.held[q])
-        pool = self.pool
-        free = pool.num_free()
-        if new > free:
-            pool.check_failed(new - free)
+        if not self.pool.can_allocate(new):
             return False
-        pool.check_passed(free - new)
         if new > 0:
             self._alloc_blocks(q, new)
         if self.caching:
@@ -126,112 +123,21 @@ class Scheduler:
         return True
 
     def schedule(self):
-        """One ``Scheduler.schedule()``: (ids, tokens, sampled) arrays in order, and preemptions."""
+        """One ``Scheduler.schedule()``: (ids, tokens, sampled) arrays in order, and preemptions.
+
+        The running queue first (:meth:`_schedule_running`), then admission if nothing was
+        preempted (:meth:`_admit`), then ``_update_after_schedule`` (:meth:`_after_schedule`).
+        """
         cfg = self.cfg
-        B = self.B
-        pool = self.pool
         budget = cfg.max_num_batched_tokens
-        waiting = self.waiting
-        R = self.num_running
-        thr = cfg.long_prefill_token_threshold if R + len(waiting) > 1 else 0
-        mml = self.max_model_len
+        thr = cfg.long_prefill_token_threshold if self.num_running + len(self.waiting) > 1 else 0
         ids_l: list = []
         n_l: list = []
         npre = 0
-        comp, tok, held = self.comp, self.tok, self.held
-        if R:
-            run = self.run[:R].copy()
-            c = comp[run]
-            t = tok[run]
-            if self.async_mode:
-                p = self.placeholders[run]
-                n0 = t + p - c
-                skip = (p > 0) & (c + 2 - p >= self.final_len[run])
-                n0[skip] = 0
-            else:
-                n0 = t - c
-            if thr:
-                np.minimum(n0, thr, out=n0)
-            if self.max_model_len_binds:
-                np.minimum(n0, mml - c - 1, out=n0)
-            np.maximum(n0, 0, out=n0)
-            cs = _acc(n0)
-            if cs.item(-1) > budget:
-                k = int(cs.searchsorted(budget, "right"))
-                n0[k] = budget - (cs.item(k - 1) if k else 0)
-                n0[k + 1:] = 0
-            newc = c + n0
-            tgt = np.minimum(newc, mml) if self.max_model_len_binds else newc
-            h = held[run]
-            need = (tgt + (B - 1)) // B - h
-            np.maximum(need, 0, out=need)
-            cn = _acc(need)
-            free = pool.num_free()
-            f = R if cn.item(-1) <= free else int(cn.searchsorted(free, "right"))
-            if f:
-                x = free - cn.item(f - 1)
-                if x < pool.slack:  # pool.check_passed, inline: this runs per step
-                    pool.slack = x
-                ids = run[:f]
-                nn = n0[:f]
-                tot = cn.item(f - 1)
-                if tot:
-                    nd = need[:f]
-                    blocks = pool.allocate(tot, self.exec_step)
-                    pos = np.repeat(self.koff[ids] + h[:f] - (cn[:f] - nd), nd) + np.arange(tot)
-                    self.btab[pos] = blocks
-                    held[ids] = h[:f] + nd
-                sel = nn > 0
-                if _cnz(sel) < sel.size:
-                    ids = ids[sel]
-                    nn = nn[sel]
-                    tgt_pub = np.minimum(newc[:f][sel], t[:f][sel])
-                else:
-                    tgt_pub = np.minimum(newc[:f], t[:f])
-                if self.caching and ids.size:
-                    self._publish(ids, tgt_pub)
-                ids_l.append(ids)
-                n_l.append(nn)
-                budget -= int(nn.sum())
-            if f < R:
-                # request by request from the first allocation failure on
-                i = f
-                Pmax, ph = self.final_len, self.placeholders
-                while i < self.num_running and budget > 0:
-                    q = int(self.run[i])
-                    cq = int(comp[q])
-                    pq = int(ph[q])
-                    if pq > 0 and cq + 2 - pq >= int(Pmax[q]):
-                        i += 1
-                        continue
-                    n = int(tok[q]) + pq - cq
-                    if 0 < thr < n:
-                        n = thr
-                    n = min(n, budget, mml - cq - 1)
-                    if n <= 0:
-                        i += 1
-                        continue
-                    ok = False
-                    while True:
-                        if self._allocate_running(q, n):
-                            ok = True
-                            break
-                        self.num_running -= 1
-                        victim = int(self.run[self.num_running])
-                        self._preempt(victim)
-                        npre += 1
-                        if victim == q:
-                            break
-                    if not ok:
-                        break
-                    ids_l.append(np.array([q]))
-                    n_l.append(np.array([n]))
-                    budget -= n
-                    i += 1
-
-        if npre == 0 and waiting and budget > 0 and self.num_running < cfg.max_num_seqs:
+        if self.num_running:
+            budget, npre = self._schedule_running(budget, thr, ids_l, n_l)
+        if npre == 0 and self.waiting and budget > 0 and self.num_running < cfg.max_num_seqs:
             budget = self._admit(budget, thr, ids_l, n_l)[0]
-
         if not ids_l:
             e = np.zeros(0, np.int64)
             ns = e
@@ -240,191 +146,164 @@ class Scheduler:
         else:
             e = np.concatenate(ids_l)
             ns = np.concatenate(n_l)
-        # _update_after_schedule (+ AsyncScheduler placeholders)
-        if e.size:
-            comp[e] += ns
-            if self.async_mode:
-                self.inflight[e] += ns
-                sampled = comp[e] >= tok[e] + self.placeholders[e]
-                self.placeholders[e[sampled]] += 1
-            else:
-                sampled = comp[e] >= tok[e]
-        else:
-            sampled = np.zeros(0, bool)
-        return e, ns, sampled, npre
+        return e, ns, self._after_schedule(e, ns), npre
 
-    def _admit(self, budget: int, thr: int, ids_l: list, n_l: list) -> int:
-        cfg = self.cfg
-        B = self.B
-        pool = self.pool
-        waiting = self.waiting
-        caching = self.caching
+    def _after_schedule(self, e: np.ndarray, ns: np.ndarray) -> np.ndarray:
+        """``_update_after_schedule`` (+ AsyncScheduler placeholders): computed tokens advance; which
+        scheduled requests sample a token."""
+        if not e.size:
+            return np.zeros(0, bool)
+        comp, tok = self.comp, self.tok
+        comp[e] += ns
+        if self.async_mode:
+            self.inflight[e] += ns
+            sampled = comp[e] >= tok[e] + self.placeholders[e]
+            self.placeholders[e[sampled]] += 1
+            return sampled
+        return comp[e] >= tok[e]
+
+    def _running_wants(self, run: np.ndarray, c: np.ndarray, t: np.ndarray, budget: int, thr: int) -> np.ndarray:
+        """Tokens each running request gets if blocks allow: what it wants, capped by the prefill
+        threshold, ``max_model_len`` and, by cumulative sum in running order, the budget."""
+        if self.async_mode:
+            p = self.placeholders[run]
+            n0 = t + p - c
+            n0[(p > 0) & (c + 2 - p >= self.final_len[run])] = 0  # its last token is in flight
+        else:
+            n0 = t - c
+        if thr:
+            np.minimum(n0, thr, out=n0)
+        if self.max_model_len_binds:
+            np.minimum(n0, self.max_model_len - c - 1, out=n0)
+        np.maximum(n0, 0, out=n0)
+        cs = _acc(n0)
+        if cs.item(-1) > budget:
+            k = int(cs.searchsorted(budget, "right"))
+            n0[k] = budget - (cs.item(k - 1) if k else 0)
+            n0[k + 1:] = 0
+        return n0
+
+    def _schedule_running(self, budget: int, thr: int, ids_l: list, n_l: list) -> tuple[int, int]:
+        """The running queue in running order: tokens and blocks; preemptions where blocks run out.
+
+        Array work up to the first request whose blocks do not fit (its blocks popped in one go,
+        as sequential pops would), then request by request (:meth:`_schedule_one_by_one`).
+        Returns the budget left and the number of preemptions.
+        """
+        B, pool, held = self.B, self.pool, self.held
+        R = self.num_running
+        run = self.run[:R].copy()
+        c = self.comp[run]
+        t = self.tok[run]
+        n0 = self._running_wants(run, c, t, budget, thr)
+        newc = c + n0
+        tgt = np.minimum(newc, self.max_model_len) if self.max_model_len_binds else newc
+        h = held[run]
+        need = (tgt + (B - 1)) // B - h
+        np.maximum(need, 0, out=need)
+        cn = _acc(need)
+        free = pool.num_free()
+        f = R if cn.item(-1) <= free else int(cn.searchsorted(free, "right"))
+        if f:
+            pool.can_allocate(cn.item(f - 1), free)  # (passes: the margin of the f requests' checks)
+            ids, nn = run[:f], n0[:f]
+            tot = cn.item(f - 1)
+            if tot:
+                nd = need[:f]
+                blocks = pool.allocate(tot, self.exec_step)
+                pos = np.repeat(self.koff[ids] + h[:f] - (cn[:f] - nd), nd) + np.arange(tot)
+                self.btab[pos] = blocks
+                held[ids] = h[:f] + nd
+            sel = nn > 0
+            if _cnz(sel) < sel.size:
+                ids, nn = ids[sel], nn[sel]
+                tgt_pub = np.minimum(newc[:f][sel], t[:f][sel])
+            else:
+                tgt_pub = np.minimum(newc[:f], t[:f])
+            if self.caching and ids.size:
+                self._publish(ids, tgt_pub)
+            ids_l.append(ids)
+            n_l.append(nn)
+            budget -= int(nn.sum())
+        if f < R:
+            return self._schedule_one_by_one(f, budget, thr, ids_l, n_l)
+        return budget, 0
+
+    def _schedule_one_by_one(self, i: int, budget: int, thr: int, ids_l: list, n_l: list) -> tuple[int, int]:
+        """The running queue from request ``i`` on, one request at a time: one whose blocks do not fit
+        preempts ``running[-1]`` until it fits or is preempted itself (which ends the pass)."""
+        comp, tok, ph, final_len = self.comp, self.tok, self.placeholders, self.final_len
         mml = self.max_model_len
-        t = self.t
-        skipped: list[int] = []
-        koff, keyarr = self.koff, self.keyarr
-        admitted: list[int] = []
-        own_keys = self.own_keys
-        # (with a tier, loads are started before that check: see _start_onboard)
-        full_isl_own = self.full_isl_own
-        full_isl_untiered = self.full_isl_untiered
-        tiered = self.tiered
-        # (async: a step in flight at a preemption may publish one more of its blocks after the release)
-        hit_run = None if self.async_mode else self.hit_run
-        ns: list[int] = []
-        while budget > 0 and waiting:
-            if self.num_running >= cfg.max_num_seqs:
-                break
-            q = waiting[0]
-            if self.stale[q] > 0:
-                skipped.append(waiting.popleft())
+        npre = 0
+        while i < self.num_running and budget > 0:
+            q = int(self.run[i])
+            cq = int(comp[q])
+            pq = int(ph[q])
+            if pq > 0 and cq + 2 - pq >= int(final_len[q]):
+                i += 1
                 continue
-            kept = 0  # blocks the request keeps as its prefix hits (its loads are done)
-            if self.loading:
-                ready = self.loading.get(q)
-                if ready is not None:
-                    if ready > self.clock:
-                        skipped.append(waiting.popleft())
-                        continue
-                    # its blocks are on the GPU now: they are its prefix hits below
-                    del self.loading[q]
-                    kept = self._keep_loaded(q)
-            num_tokens = int(self.tok[q])
-            capped = num_tokens if num_tokens < mml else mml  # min(), without the call
-            if full_isl_own or (full_isl_untiered and not tiered[q]):
-                x = -(-capped // B) + (self.watermark_blocks if self.num_running else 0) - pool.top - pool.nfifo
-                if x > 0:
-                    # the full-ISL check below fails whatever the prefix hits: with its own keys a
-                    # waiting request's hits are all free blocks, counted back as evictable
-                    pool.check_failed(x)
-                    break
-            nh = 0
-            hit = None
-            if kept:
-                nh = kept
-                hit = self.btab[int(koff[q]):int(koff[q]) + nh]
-            elif caching:
-                m = (num_tokens - 1) // B
-                if m > 0:
-                    o = int(koff[q])
-                    k0 = o if keyarr is None else int(keyarr[o])
-                    # its hits are known from its release on (see _head_blocked): what lookup_own gives
-                    r = int(hit_run[q]) if hit_run is not None and tiered[q] else -1
-                    if pool.kblock[k0] >= 0:
-                        if r >= 0:
-                            self.shortcuts["hit_runs"] += 1
-                            left = pool.run_left(o, r)
-                            hit = pool.kblock[o:o + left].copy()
-                        elif own_keys:
-                            hit = pool.lookup_own(o, m)
-                        else:
-                            hit = pool.lookup(np.arange(o, o + m) if keyarr is None else keyarr[o:o + m])
-                        nh = hit.size
-                    g = self._onboard_gate
-                    if g is not None and self.status[g] >= FINISHED:
-                        g = self._onboard_gate = None
-                    if self.tiers is not None and nh < m and g is None and (tiered[q] or not own_keys):
-                        if self._start_onboard(q, o, nh, m, hit):
-                            if hit_run is not None:
-                                self.load_from_run[q] = r >= 0
-                            skipped.append(waiting.popleft())
-                            continue
-            h = nh * B
-            n = num_tokens - h
+            n = int(tok[q]) + pq - cq
             if 0 < thr < n:
                 n = thr
-            if not cfg.enable_chunked_prefill and n > budget:
-                if not self.num_running and budget == cfg.max_num_batched_tokens and not self.loading:
-                    # Its uncached tokens exceed the whole budget and nothing runs, so nothing will
-                    # free budget or cache more of its prompt: it can never be scheduled. vLLM refuses
-                    # such a config (max_num_batched_tokens < max_model_len without chunked prefill);
-                    # here the request is dropped as unservable instead of blocking the queue.
-                    if kept:
-                        self._free(q, keep_keys=True)
-                    waiting.popleft()
-                    self.status[q] = DROPPED
-                    t["dropped_unservable"] += 1
-                    if q == self._onboard_gate:
-                        self._onboard_gate = None
+            n = min(n, budget, mml - cq - 1)
+            if n <= 0:
+                i += 1
+                continue
+            while not self._allocate_running(q, n):
+                self.num_running -= 1
+                victim = int(self.run[self.num_running])
+                self._preempt(victim)
+                npre += 1
+                if victim == q:
+                    return budget, npre
+            ids_l.append(np.array([q]))
+            n_l.append(np.array([n]))
+            budget -= n
+            i += 1
+        return budget, npre
+
+    def _admit(self, budget: int, thr: int, ids_l: list | None, n_l: list | None):
+        """vLLM's admission: FCFS from the head of the waiting queue while the token budget, the
+        running cap and the blocks allow. Requests in the middle of a recompute of tokens in flight
+        (``stale``) and those still loading from a tier are passed over (they keep their place).
+        Returns the budget left, the requests admitted and their tokens (also appended to
+        ``ids_l``, ``n_l`` unless None)."""
+        waiting = self.waiting
+        B = self.B
+        max_seqs = self.cfg.max_num_seqs
+        chunked = self.cfg.enable_chunked_prefill
+        skipped: list[int] = []
+        admitted: list[int] = []
+        ns: list[int] = []
+        while budget > 0 and waiting and self.num_running < max_seqs:
+            q = waiting[0]
+            kept = self._loads_done(q)  # blocks it keeps as its prefix hits (its loads are done)
+            if kept < 0:
+                skipped.append(waiting.popleft())
+                continue
+            num_tokens = int(self.tok[q])
+            capped = num_tokens if num_tokens < self.max_model_len else self.max_model_len
+            if self._whole_prompt_cannot_fit(q, capped):
+                break
+            nh, hit, loading = self._admission_hits(q, num_tokens, kept)
+            if loading:
+                skipped.append(waiting.popleft())
+                continue
+            n = num_tokens - nh * B
+            if 0 < thr < n:
+                n = thr
+            if not chunked and n > budget:
+                if self._drop_if_never_schedulable(q, kept, budget):
                     continue
-                if kept:
-                    self._free(q, keep_keys=True)
                 break
             if n > budget:
                 n = budget
-            wm = self.watermark_blocks if self.num_running else 0
-            if kept:  # counted as if let go: free and evictable
-                evictable = kept
-                free = pool.top + pool.nfifo + kept
-            else:
-                evictable = pool.num_free_of(hit) if nh else 0
-                free = pool.top + pool.nfifo
-            need_full = 0
-            if cfg.scheduler_reserve_full_isl:
-                need_full = -(-capped // B) - nh
-                if need_full < 0:
-                    need_full = 0
-                need_full += evictable
-                if need_full + wm > free:
-                    pool.check_failed(need_full + wm - free)
-                    if kept:
-                        self._free(q, keep_keys=True)
-                    break
-            need_slot = h + n if h + n < mml else mml
-            new = -(-need_slot // B) - nh
+            new = self._admission_blocks(nh, hit, kept, nh * B + n, capped)
             if new < 0:
-                new = 0
-            if new + evictable + wm > free:
-                pool.check_failed(new + evictable + wm - free)
                 if kept:
                     self._free(q, keep_keys=True)
                 break
-            # both checks passed (pool.check_passed, inline: this runs per admission)
-            x = free - wm - (need_full if need_full > new + evictable else new + evictable)
-            if x < pool.slack:
-                pool.slack = x
-            o = int(koff[q])
-            btab = self.btab
-            if kept:
-                pool.retouch(hit, self.exec_step)
-            elif nh:
-                pool.touch(hit, self.exec_step)
-                btab[o:o + nh] = hit
-            pre_q = self.npre[q] > 0
-            if new > 0:
-                blocks = pool.allocate(new, self.exec_step)
-                btab[o + nh:o + nh + new] = blocks
-            self.held[q] = nh + new
-            self.ncached[q] = nh
-            if caching:
-                full = (h + n if h + n < num_tokens else num_tokens) // B
-                if full > nh:
-                    if own_keys and not pre_q:
-                        # its own keys, never published (see _publish_one); the blocks just allocated
-                        pool.publish_new(blocks[:full - nh], o + nh)
-                        self.ncached[q] = full
-                    else:
-                        self._publish_one(q, full * B)
-                if pre_q:
-                    t["preempted_prefix_cache_queries"] += num_tokens
-                    t["preempted_prefix_cache_hits"] += h
-                    t["preempted_prefix_cache_requests"] += 1
-                else:
-                    t["prefix_cache_queries"] += num_tokens
-                    t["prefix_cache_hits"] += h
-                    t["prefix_cache_requests"] += 1
-            if pre_q:
-                t["recomputed_tokens"] += num_tokens - h
-            waiting.popleft()
-            self.run[self.num_running] = q
-            self.num_running += 1
-            self.admission_seq[q] = self.next_admission_seq
-            self.next_admission_seq += 1
-            if self.status[q] == WAITING:
-                self.first_sched[q] = self.exec_step
-                self.hit_first[q] = h
-            self.status[q] = RUNNING
-            self.comp[q] = h
+            self._admit_one(q, nh, hit, kept, new, n, num_tokens)
             admitted.append(q)
             ns.append(n)
             budget -= n
@@ -434,6 +313,143 @@ class Scheduler:
             ids_l.append(np.array(admitted, np.int64))
             n_l.append(np.array(ns, np.int64))
         return budget, admitted, ns
+
+    def _loads_done(self, q: int) -> int:
+        """Waiting request ``q``: -1 when admission passes it over (stale tokens in flight, or loads
+        not done), else the blocks it keeps as prefix hits (0 unless its loads just finished)."""
+        if self.stale[q] > 0:
+            return -1
+        if self.loading:
+            ready = self.loading.get(q)
+            if ready is not None:
+                if ready > self.clock:
+                    return -1
+                del self.loading[q]  # its blocks are on the GPU now: they are its prefix hits
+                return self._keep_loaded(q)
+        return 0
+
+    def _whole_prompt_cannot_fit(self, q: int, capped: int) -> bool:
+        """Accelerator (own keys): the full-ISL check fails whatever the prefix hits (with its own keys
+        a waiting request's hits are all free blocks, counted back as evictable)."""
+        if not (self.full_isl_own or (self.full_isl_untiered and not self.tiered[q])):
+            return False
+        pool = self.pool
+        need = -(-capped // self.B) + (self.watermark_blocks if self.num_running else 0)
+        return not pool.can_allocate(need) if need > pool.top + pool.nfifo else False
+
+    def _admission_hits(self, q: int, num_tokens: int, kept: int):
+        """Waiting request ``q``'s GPU prefix hits: ``(blocks, their ids or None, loading)``;
+        ``loading``: it started loading its prefix from a tier instead (it waits)."""
+        o = int(self.koff[q])
+        if kept:
+            return kept, self.btab[o:o + kept], False
+        m = (num_tokens - 1) // self.B
+        if not self.caching or m <= 0:
+            return 0, None, False
+        pool, keyarr = self.pool, self.keyarr
+        # (async: a step in flight at a preemption may publish one more of its blocks after the release)
+        hit_run = None if self.async_mode else self.hit_run
+        # its hits are known from its release on (see _head_blocked): what lookup_own gives
+        r = int(hit_run[q]) if hit_run is not None and self.tiered[q] else -1
+        nh, hit = 0, None
+        if pool.kblock[o if keyarr is None else int(keyarr[o])] >= 0:
+            if r >= 0:
+                self.shortcuts["hit_runs"] += 1
+                hit = pool.kblock[o:o + pool.run_left(o, r)].copy()
+            elif self.own_keys:
+                hit = pool.lookup_own(o, m)
+            else:
+                hit = pool.lookup(np.arange(o, o + m) if keyarr is None else keyarr[o:o + m])
+            nh = hit.size
+        g = self._onboard_gate
+        if g is not None and self.status[g] >= FINISHED:
+            g = self._onboard_gate = None
+        if (self.tiers is not None and nh < m and g is None and (self.tiered[q] or not self.own_keys)
+                and self._start_onboard(q, o, nh, m, hit)):
+            if hit_run is not None:
+                self.load_from_run[q] = r >= 0
+            return nh, hit, True
+        return nh, hit, False
+
+    def _drop_if_never_schedulable(self, q: int, kept: int, budget: int) -> bool:
+        """Without chunked prefill the head's uncached tokens exceed the budget left. If they exceed
+        the whole budget and nothing runs, nothing will free budget or cache more of its prompt: it
+        can never be scheduled. vLLM refuses such a config (max_num_batched_tokens < max_model_len
+        without chunked prefill); here it is dropped as unservable (True: admission goes on) instead
+        of blocking the queue (False: admission stops)."""
+        if kept:
+            self._free(q, keep_keys=True)
+        if self.num_running or budget != self.cfg.max_num_batched_tokens or self.loading:
+            return False
+        self.waiting.popleft()
+        self.status[q] = DROPPED
+        self.t["dropped_unservable"] += 1
+        if q == self._onboard_gate:
+            self._onboard_gate = None
+        return True
+
+    def _admission_blocks(self, nh: int, hit, kept: int, tokens: int, capped: int) -> int:
+        """Admission's block checks: the whole prompt (``scheduler_reserve_full_isl``) and the blocks
+        for ``tokens``, each with the evictable hits and the watermark. New blocks to allocate, or -1."""
+        pool, B = self.pool, self.B
+        wm = self.watermark_blocks if self.num_running else 0
+        if kept:  # counted as if let go: free and evictable
+            evictable = kept
+            free = pool.top + pool.nfifo + kept
+        else:
+            evictable = pool.num_free_of(hit) if nh else 0
+            free = pool.top + pool.nfifo
+        if self.cfg.scheduler_reserve_full_isl:
+            need_full = max(-(-capped // B) - nh, 0) + evictable
+            if not pool.can_allocate(need_full + wm, free):
+                return -1
+        new = max(-(-min(tokens, self.max_model_len) // B) - nh, 0)
+        if not pool.can_allocate(new + evictable + wm, free):
+            return -1
+        return new
+
+    def _admit_one(self, q: int, nh: int, hit, kept: int, new: int, n: int, num_tokens: int) -> None:
+        """Admit waiting request ``q`` with ``nh`` hit blocks, ``new`` new blocks and ``n`` tokens."""
+        pool, btab, B, t = self.pool, self.btab, self.B, self.t
+        h = nh * B
+        o = int(self.koff[q])
+        if kept:
+            pool.retouch(hit, self.exec_step)
+        elif nh:
+            pool.touch(hit, self.exec_step)
+            btab[o:o + nh] = hit
+        pre_q = self.npre[q] > 0
+        blocks = None
+        if new > 0:
+            blocks = pool.allocate(new, self.exec_step)
+            btab[o + nh:o + nh + new] = blocks
+        self.held[q] = nh + new
+        self.ncached[q] = nh
+        if self.caching:
+            full = (h + n if h + n < num_tokens else num_tokens) // B
+            if full > nh:
+                if self.own_keys and not pre_q:
+                    # its own keys, never published (see _publish_one); the blocks just allocated
+                    pool.publish_new(blocks[:full - nh], o + nh)
+                    self.ncached[q] = full
+                else:
+                    self._publish_one(q, full * B)
+            prefix = "preempted_prefix_cache_" if pre_q else "prefix_cache_"
+            t[prefix + "queries"] += num_tokens
+            t[prefix + "hits"] += h
+            t[prefix + "requests"] += 1
+        if pre_q:
+            t["recomputed_tokens"] += num_tokens - h
+        self.waiting.popleft()
+        self.run[self.num_running] = q
+        self.num_running += 1
+        self.admission_seq[q] = self.next_admission_seq
+        self.next_admission_seq += 1
+        if self.status[q] == WAITING:
+            self.first_sched[q] = self.exec_step
+            self.hit_first[q] = h
+        self.status[q] = RUNNING
+        self.comp[q] = h
 
     def process(self, e: np.ndarray, ns: np.ndarray, sampled: np.ndarray,
                 step: int, t_end: float) -> None:
