@@ -88,47 +88,69 @@ class DecodeJumps:
         counts the steps; this advances the clock, the block tables, ``S``,
         ``exec_step`` and the step series.
         """
-        cfg = self.cfg
-        D = self.num_lazy
-        waiting = self.waiting
-        at_cap = self.num_running >= cfg.max_num_seqs
-        left = cfg.max_num_batched_tokens - D
-        if left < 0 or (waiting and not at_cap and left > 0):
+        at_cap = self.num_running >= self.cfg.max_num_seqs
+        if not (self.log is not None or not at_cap or self._external):
+            next_arrival = None  # at the running cap (and unobserved) arrivals change nothing
+        k = self._window_length(tick, next_arrival, until, max_k, at_cap)
+        if k < 2:
             return None
-        time_mode = self.time_mode
-        bound = self.log is not None or not at_cap or self._external
+        pool = self.pool
+        free = pool.top + pool.nfifo
+        starts, cnt, clock, need = self._window_steps(k, next_arrival, until, free)
+        k = len(starts)
+        if k < 2:
+            return None
+        pool.check_passed(free - need)  # the k single steps' checks, the last the closest
+        u = u0 = pool.usable - free
+        used = []
+        for c in cnt:
+            u += c
+            used.append(u)
+        S = self.lazy_step
+        step0 = self.exec_step
+        if u > u0:
+            self._window_blocks(cnt, u - u0)
+        self._log_decode_steps(starts, used)
+        self.clock = clock
+        self.lazy_step = S + k
+        self.exec_step = step0 + k
+        self._lazy_batch = ([], [], S + k - 1, [])
+        return k, used
+
+    def _window_length(self, tick: int, next_arrival, until, max_k: int, at_cap: bool) -> int:
+        """Most steps a lazy window may make (< 2: none): no admission possible, the budget holds the
+        decoders, no arrival (``next_arrival``) or ``until`` inside (counted in steps), no completion."""
+        left = self.cfg.max_num_batched_tokens - self.num_lazy
+        if left < 0 or (self.waiting and not at_cap and left > 0):
+            return 0
         k = max_k if max_k < _WINDOW_STEPS else _WINDOW_STEPS
-        if not time_mode:
-            if bound and next_arrival is not None and int(next_arrival) - tick < k:
+        if not self.time_mode:
+            if next_arrival is not None and int(next_arrival) - tick < k:
                 k = int(next_arrival) - tick
             if until is not None and int(until) - tick < k:
                 k = int(until) - tick
             if k < 2:
-                return None
-        S = self.lazy_step
-        f = self._first_finish() - S
-        if f < k:
-            k = f
-            if k < 2:
-                return None
-        B = self.B
-        buckets = self.buckets
-        pool = self.pool
-        free = pool.top + pool.nfifo
-        terms = self.terms
+                return 0
+        f = self._first_finish() - self.lazy_step
+        return f if f < k else k
+
+    def _window_steps(self, k: int, next_arrival, until, free: int):
+        """Step by step: its start on the clock (in time mode a step starts only before
+        ``next_arrival`` and ``until``) and the blocks its crossing decoders take, while they fit in
+        ``free``. Returns the starts, the blocks per step, the clock after the last and the blocks in all."""
+        D, S, B = self.num_lazy, self.lazy_step, self.B
+        buckets, terms, time_mode = self.buckets, self.terms, self.time_mode
         if terms is None:
             dt = self.step_time(D, D)
         else:
             base = self.lazy_base_sum + D * (S + 1)
             dstep = terms.decode_step(D)
-        # step by step: its start on the clock (in time mode a step starts only before the next
-        # arrival, when bounded, and before ``until``) and the blocks its crossing decoders take
         clock = self.clock
         starts = []
         cnt = []
         need = 0
         for j in range(k):
-            if j and time_mode and ((bound and next_arrival is not None and clock >= next_arrival)
+            if j and time_mode and ((next_arrival is not None and clock >= next_arrival)
                                     or (until is not None and clock >= until)):
                 break
             b = buckets.get((S + j) % B)
@@ -139,39 +161,26 @@ class DecodeJumps:
             cnt.append(c)
             starts.append(clock)
             clock += dt if terms is None else dstep(base + D * j)
-        k = len(starts)
-        if k < 2:
-            return None
-        if free - need < pool.slack:  # pool.check_passed of the k single steps' checks, the last the closest
-            pool.slack = free - need
-        u = u0 = pool.usable - free
-        used = []
-        for c in cnt:
-            u += c
-            used.append(u)
-        step0 = self.exec_step
-        if u > u0:
-            # the crossing decoders' slots, step by step in running order, as _fast_schedule hands them out
-            kls, ss, cs = [], [], []
-            for j, c in enumerate(cnt):
-                if c:
-                    kls.append(self._crossing_kl((S + j) % B))
-                    ss.append(j)
-                    cs.append(c)
-            if len(kls) == 1:
-                pos = (kls[0] + (S + ss[0])) // B
-                now = step0 + ss[0]
-            else:
-                sj = np.repeat(np.array(ss, np.int64), cs)
-                pos = (np.concatenate(kls) + (sj + S)) // B
-                now = sj + step0
-            self.btab[pos] = pool.allocate(u - u0, now)
-        self._log_decode_steps(starts, used)
-        self.clock = clock
-        self.lazy_step = S + k
-        self.exec_step = step0 + k
-        self._lazy_batch = ([], [], S + k - 1, [])
-        return k, used
+        return starts, cnt, clock, need
+
+    def _window_blocks(self, cnt: list, total: int) -> None:
+        """The crossing decoders' blocks (``cnt`` per step, ``total`` in all), step by step in running
+        order, as :meth:`_fast_schedule` hands them out."""
+        S, B, step0 = self.lazy_step, self.B, self.exec_step
+        kls, ss, cs = [], [], []
+        for j, c in enumerate(cnt):
+            if c:
+                kls.append(self._crossing_kl((S + j) % B))
+                ss.append(j)
+                cs.append(c)
+        if len(kls) == 1:
+            pos = (kls[0] + (S + ss[0])) // B
+            now = step0 + ss[0]
+        else:
+            sj = np.repeat(np.array(ss, np.int64), cs)
+            pos = (np.concatenate(kls) + (sj + S)) // B
+            now = sj + step0
+        self.btab[pos] = self.pool.allocate(total, now)
 
     def _jump_precheck(self, next_arrival, tick: int) -> bool:
         """In lazy mode: could :meth:`_jump` advance at least 2 steps (cheap, no materializing)?"""
@@ -205,92 +214,107 @@ class DecodeJumps:
         at_cap = R >= cfg.max_num_seqs
         if self.waiting and not at_cap:
             return 0
-        B = self.B
         run = self.run[:R].copy()
         c = self.comp[run]
         tk = self.tok[run]
         if _cnz(tk - c - 1):
             return 0
+        if not (self.log is not None or not at_cap or self._external):
+            next_arrival = None  # at the running cap (and unobserved) arrivals change nothing
+        k, starts = self._jump_length(c, tk, next_arrival, tick, max_k)
+        if k < 2:
+            return 0
         held = self.held[run]
+        free = self.pool.num_free()
+        k, extra, tot = self._jump_fit_blocks(c, held, k, free)
+        if k < 2:
+            return 0
+        self.pool.check_passed(free - tot)  # the checks of the k single steps, the last the closest
+        per_step_alloc = self._jump_blocks(run, c, held, extra, tot, k) if tot else np.zeros(k, np.int64)
+        used = (self.pool.usable - free) + _acc(per_step_alloc)
+        if starts is None:  # the linear clock, one step at a time
+            dt = self.step_time(R, R)
+            starts = [self.clock]
+            for _ in range(k):
+                starts.append(starts[-1] + dt)
+        self._jump_apply(run, c, tk, k, starts, used)
+        return k
+
+    def _jump_length(self, c: np.ndarray, tk: np.ndarray, next_arrival, tick: int, max_k: int):
+        """Steps before the first completion, ``max_k`` and the next arrival (``next_arrival``, None:
+        ignored); with a cost model also each step's start on the clock (else None)."""
+        R = c.size
+        run = self.run[:R]
         rem = self.final_len[run] - tk
         if self.max_model_len_binds:
             rem = np.minimum(rem, self.max_model_len - tk)
-        k = int(rem.min()) - 1
-        k = min(k, max_k)
-        times = None
+        k = min(int(rem.min()) - 1, max_k)
+        starts = None
         if self.terms is not None and k >= 2:
             times = self.terms.decode_times(k, R, float(c.sum()) + R)
             # step j starts at starts[j], added up one step at a time as the stepping engine does
             starts = [self.clock]
             for dt in times.tolist():
                 starts.append(starts[-1] + dt)
-        if self.log is not None or not at_cap or self._external:
-            if next_arrival is not None:
-                if self.time_mode and times is not None:
-                    k = bisect.bisect_left(starts, next_arrival, 0, k)
-                elif self.time_mode:
-                    clock = self.clock
-                    dt = self.step_time(R, R)
-                    j = 0
-                    while j < k and not (next_arrival <= clock):
-                        clock += dt
-                        j += 1
-                    k = j
-                else:
-                    k = min(k, int(next_arrival) - tick)
-        if k < 2:
-            return 0
-        pool = self.pool
-        free = pool.num_free()
+        if next_arrival is None:
+            return k, starts
+        if self.time_mode and starts is not None:
+            k = bisect.bisect_left(starts, next_arrival, 0, k)
+        elif self.time_mode:
+            clock = self.clock
+            dt = self.step_time(R, R)
+            j = 0
+            while j < k and not (next_arrival <= clock):
+                clock += dt
+                j += 1
+            k = j
+        else:
+            k = min(k, int(next_arrival) - tick)
+        return k, starts
 
-        def need(kk: int) -> int:
-            return int(np.maximum(-(-(c + kk) // B) - held, 0).sum())
-
+    def _jump_fit_blocks(self, c: np.ndarray, held: np.ndarray, k: int, free: int):
+        """The most steps (up to ``k``) whose block-boundary crossings fit in ``free`` blocks, with
+        each request's new blocks and their sum."""
+        B = self.B
         extra = np.maximum(-(-(c + k) // B) - held, 0)
         tot = int(_add(extra))
-        if tot > free:
-            lo, hi = 0, k
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if need(mid) <= free:
-                    lo = mid
-                else:
-                    hi = mid
-            k = lo
-            if k < 2:
-                return 0
-            extra = np.maximum(-(-(c + k) // B) - held, 0)
-            tot = int(_add(extra))
-        pool.check_passed(free - tot)  # the checks of the k single steps, the last the closest
-        usable = pool.usable
-        used0 = usable - free
-        per_step_alloc = np.zeros(k, np.int64)
-        if tot:
-            idx = np.repeat(np.arange(R), extra)
-            m = np.arange(tot) - np.repeat(_acc(extra) - extra, extra)
-            j = (held[idx] + m) * B - c[idx]
-            ordr = np.lexsort((idx, j))
-            pos = (self.koff[run][idx] + held[idx] + m)[ordr]
-            j = j[ordr]
-            per_step_alloc = np.bincount(j, minlength=k)
-            self.btab[pos] = pool.allocate(tot, self.exec_step + j)
-            self.held[run] = held + extra
-        used = used0 + _acc(per_step_alloc)
-        t = self.t
-        if times is None:  # the linear clock, one step at a time
-            dt = self.step_time(R, R)
-            starts = [self.clock]
-            for _ in range(k):
-                starts.append(starts[-1] + dt)
-        first_t = starts[1]
+        if tot <= free:
+            return k, extra, tot
+        lo, hi = 0, k
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if int(np.maximum(-(-(c + mid) // B) - held, 0).sum()) <= free:
+                lo = mid
+            else:
+                hi = mid
+        extra = np.maximum(-(-(c + lo) // B) - held, 0)
+        return lo, extra, int(_add(extra))
+
+    def _jump_blocks(self, run, c, held, extra, tot: int, k: int) -> np.ndarray:
+        """Allocate the jump's ``tot`` blocks in (step, running order) order; the blocks taken per step."""
+        B = self.B
+        idx = np.repeat(np.arange(run.size), extra)
+        m = np.arange(tot) - np.repeat(_acc(extra) - extra, extra)
+        j = (held[idx] + m) * B - c[idx]
+        ordr = np.lexsort((idx, j))
+        pos = (self.koff[run][idx] + held[idx] + m)[ordr]
+        j = j[ordr]
+        self.btab[pos] = self.pool.allocate(tot, self.exec_step + j)
+        self.held[run] = held + extra
+        return np.bincount(j, minlength=k)
+
+    def _jump_apply(self, run, c, tk, k: int, starts: list, used: np.ndarray) -> None:
+        """The ``k`` jumped steps' effects: tokens, first tokens, publication, totals, series, clock."""
+        R = run.size
         nf = run[self.first_token[run] < 0]
         if nf.size:
             self.first_token[nf] = self.exec_step
-            self.first_token_t[nf] = first_t
+            self.first_token_t[nf] = starts[1]
         self.comp[run] = c + k
         self.tok[run] = tk + k
         if self.caching:
             self._publish(run, c + k)
+        t = self.t
         t["num_schedule_calls"] += k
         t["num_steps"] += k
         t["total_scheduled_tokens"] += k * R
@@ -303,7 +327,6 @@ class DecodeJumps:
         self._log_decode_steps(starts[:k], used.tolist())
         self.clock = starts[k]
         self.exec_step += k
-        return k
 
     def _log_decode_steps(self, starts: list, used: list) -> None:
         """Step series of ``len(starts)`` decode-only steps from ``exec_step`` (each running request one token)."""

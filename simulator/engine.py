@@ -94,25 +94,7 @@ def simulate(
     -------
     list of SimResult (ClusterResult for a Deployment), length B, in the order of ``configs``.
     """
-    from simulator.cluster import Deployment  # (simulator.cluster builds on this module)
-
-    if not isinstance(workload, Workload):
-        raise TypeError("workload: must be a simulator.workload.Workload")
-    items = list(configs)
-    for i, c in enumerate(items):
-        if not isinstance(c, (EngineConfig, Deployment)):
-            raise ConfigError(f"configs[{i}]: must be an EngineConfig or a simulator.cluster.Deployment")
-    clusters = {i: d for i, d in enumerate(items) if isinstance(d, Deployment)}
-    if clusters and (step_time is not None or step_cost is not None):
-        raise ValueError("step_time, step_cost: not supported in a batch with Deployment items "
-                         "(give the cost model in the configuration)")
-    configs = [d.config if isinstance(d, Deployment) else d for d in items]
-    if max_step_points is not None and max_step_points < 2:
-        raise ValueError("max_step_points: must be at least 2")
-    if step_time is not None and len(step_time) != len(configs):
-        raise ValueError("step_time: one entry per configuration")
-    if not isinstance(processes, int) or not 0 <= processes <= MAX_PROCESSES:
-        raise ValueError(f"processes: must be a whole number from 0 to {MAX_PROCESSES}")
+    clusters, configs = _checked(workload, configs, max_step_points, step_time, step_cost, processes)
     nb = len(configs)
     prep = WorkloadPrep(workload)
     for d in clusters.values():
@@ -159,6 +141,30 @@ def simulate(
         if progress is not None:
             progress(sum(r is not None for r in results) / nb)
     return results
+
+
+def _checked(workload, configs, max_step_points, step_time, step_cost, processes):
+    """:func:`simulate`'s arguments checked: the Deployment items by index, and every item's config."""
+    from simulator.cluster import Deployment  # (simulator.cluster builds on this module)
+
+    if not isinstance(workload, Workload):
+        raise TypeError("workload: must be a simulator.workload.Workload")
+    items = list(configs)
+    for i, c in enumerate(items):
+        if not isinstance(c, (EngineConfig, Deployment)):
+            raise ConfigError(f"configs[{i}]: must be an EngineConfig or a simulator.cluster.Deployment")
+    clusters = {i: d for i, d in enumerate(items) if isinstance(d, Deployment)}
+    if clusters and (step_time is not None or step_cost is not None):
+        raise ValueError("step_time, step_cost: not supported in a batch with Deployment items "
+                         "(give the cost model in the configuration)")
+    configs = [d.config if isinstance(d, Deployment) else d for d in items]
+    if max_step_points is not None and max_step_points < 2:
+        raise ValueError("max_step_points: must be at least 2")
+    if step_time is not None and len(step_time) != len(configs):
+        raise ValueError("step_time: one entry per configuration")
+    if not isinstance(processes, int) or not 0 <= processes <= MAX_PROCESSES:
+        raise ValueError(f"processes: must be a whole number from 0 to {MAX_PROCESSES}")
+    return clusters, configs
 
 
 _JOB: Callable[..., dict[int, SimResult]] | None = None  # the batch a forked worker runs (inherited, not pickled)

@@ -191,21 +191,57 @@ class LazyDecoders:
         short, :meth:`_lazy_pressure` preempts as vLLM does. Returns
         ``(tokens, prefill tokens, scheduled requests, preemptions)``.
         """
-        cfg = self.cfg
-        B = self.B
-        R = self.num_running
-        waiting = self.waiting
-        thr = cfg.long_prefill_token_threshold if R + len(waiting) > 1 else 0
-        D = self.num_lazy
+        cfg, B, pool = self.cfg, self.B, self.pool
+        thr = cfg.long_prefill_token_threshold if self.num_running + len(self.waiting) > 1 else 0
         S = self.lazy_step
-        amode = self.async_mode
         # async: decoders whose last token is in flight are skipped (and finished by its output)
-        fin = self.finishing_at.get(S - 1) if amode else None
-        left = cfg.max_num_batched_tokens - (D - len(fin) if fin else D)
+        fin = self.finishing_at.get(S - 1) if self.async_mode else None
+        left = cfg.max_num_batched_tokens - (self.num_lazy - len(fin) if fin else self.num_lazy)
         if left < 0:
             return None
-        comp, tok, held, rseq = self.comp, self.tok, self.held, self.admission_seq
-        ph, Pmax = self.placeholders, self.final_len
+        wants = self._explicit_wants(thr, left)
+        if wants is None:
+            return None
+        pre, tot_need, left = wants
+        cross = self.buckets.get(S % B)
+        ncross = len(cross) if cross else 0
+        if fin and ncross:
+            ncross -= len(cross.intersection(fin))
+        tot = tot_need + ncross
+        npre = 0
+        if not pool.can_allocate(tot):
+            if self.async_mode:
+                return None  # preemption with a step in flight: the general path
+            pre, npre = self._lazy_pressure(pre, cross, S)
+            tot = 0  # blocks handed out there
+        if fin:
+            self._skip_finishing(fin, S)
+        if tot:
+            self._lazy_blocks(pre, tot, tot_need, cross if ncross else None, S)
+        if self.caching:
+            self._lazy_publish(pre, S)
+        eq = [x[0] for x in pre]
+        en = [x[1] for x in pre]
+        if self.waiting and left > 0 and not npre and self.num_running < cfg.max_num_seqs:
+            x = self._head_blocked()
+            if x:  # what _admit would find first, without the call
+                pool.check_failed(x)
+            else:
+                _, adm, ans = self._admit(left, thr, None, None)
+                eq += adm
+                en += ans
+                self.explicit_running.extend(adm)
+        D = self.num_lazy
+        ntok, n_prefill, sampled = self._explicit_after_schedule(eq, en, D)
+        self.lazy_step = S + 1
+        self._lazy_batch = (eq, sampled, S, en)
+        return ntok, n_prefill, D + len(eq), npre
+
+    def _explicit_wants(self, thr: int, left: int):
+        """The explicit running requests' ``(request, tokens, new blocks)`` in running order, their
+        blocks in all and the budget left; None when the budget runs out before the last request."""
+        comp, tok, held = self.comp, self.tok, self.held
+        ph, final_len, amode, B = self.placeholders, self.final_len, self.async_mode, self.B
         pre = []
         tot_need = 0
         nl = self.explicit_running
@@ -214,7 +250,7 @@ class LazyDecoders:
             c = int(comp[q])
             if amode:
                 p = int(ph[q])
-                if p > 0 and c + 2 - p >= Pmax[q]:
+                if p > 0 and c + 2 - p >= final_len[q]:
                     continue  # its last token is in flight
                 n = int(tok[q]) + p - c
                 if n <= 0:
@@ -225,7 +261,7 @@ class LazyDecoders:
                 n = thr
             if n > left:
                 # the budget runs out at this request: fine when nothing comes after it
-                if i != last or q != int(self.run[R - 1]):
+                if i != last or q != int(self.run[self.num_running - 1]):
                     return None
                 n = left
                 if n <= 0:
@@ -236,83 +272,66 @@ class LazyDecoders:
                 need = 0
             pre.append((q, n, need))
             tot_need += need
-        cross = self.buckets.get(S % B)
-        ncross = len(cross) if cross else 0
-        if fin and ncross:
-            ncross -= len(cross.intersection(fin))
-        tot = tot_need + ncross
-        pool = self.pool
-        koff, la, btab = self.koff, self.lazy_base, self.btab
-        npre = 0
-        free = pool.top + pool.nfifo
-        if tot > free:
-            pool.check_failed(tot - free)
-            if amode:
-                return None  # preemption with a step in flight: the general path
-            pre, npre = self._lazy_pressure(pre, cross, S)
-            tot = 0  # blocks handed out there
-            D = self.num_lazy
-        elif free - tot < pool.slack:  # pool.check_passed, inline: this runs per step
-            pool.slack = free - tot
-        if fin:
-            del self.finishing_at[S - 1]
-            for q in fin:
-                self._unlazy(q, S)
-                ph[q] = 0
-                self.inflight[q] = 0
-            self.num_lazy -= len(fin)
-            D = self.num_lazy
-            self._finishing = fin
-        # blocks, in running order
-        if tot:
-            if not tot_need:
-                r = S % B
-                kl = self.crossing_slots.get(r)
-                if kl is None:
-                    kl = self._crossing_kl(r)
-                pos = (kl + S) // B
-            else:
-                ent = [(rseq[q], q, int(koff[q]) + int(held[q]), need) for q, n, need in pre if need]
-                pos = self._slots(ent, cross if ncross else None, S)
-                for q, n, need in pre:
-                    if need:
-                        held[q] += need
-            btab[pos] = pool.allocate(tot, self.exec_step)
-        # publication, in running order
-        if self.caching:
-            pub = None if self.defer_pub else self.buckets.get((S + 1) % B)
-            ent = []
-            for q, n, need in pre:
-                full = min(int(comp[q]) + n, int(tok[q])) // B
-                nc = int(self.ncached[q])
-                if full > nc:
-                    ent.append((rseq[q], q, int(koff[q]) + nc, full - nc))
-                    self.ncached[q] = full
-            if ent or pub:
-                if not ent:
-                    qa = np.array(sorted(pub, key=rseq.__getitem__), np.int64)
-                    pos = koff[qa] + (la[qa] + S + 1) // B - 1
-                else:
-                    # the block a decoder fills this step is the one it was handed one step later
-                    pos = self._slots(ent, pub or None, S + 1, back=1)
-                keys = pos if self.keyarr is None else self.keyarr[pos]
-                pool.publish(btab[pos], keys)
-        eq = [x[0] for x in pre]
-        en = [x[1] for x in pre]
-        if waiting and left > 0 and not npre and self.num_running < cfg.max_num_seqs:
-            x = self._head_blocked()
-            if x:  # what _admit would find first, without the call
-                pool.check_failed(x)
-                adm = None
-            else:
-                _, adm, ans = self._admit(left, thr, None, None)
-            if adm:
-                eq += adm
-                en += ans
-                self.explicit_running.extend(adm)
+        return pre, tot_need, left
+
+    def _skip_finishing(self, fin: list, S: int) -> None:
+        """Async: decoders whose last token is in flight leave lazy mode (finished by its output)."""
+        del self.finishing_at[S - 1]
+        for q in fin:
+            self._unlazy(q, S)
+            self.placeholders[q] = 0
+            self.inflight[q] = 0
+        self.num_lazy -= len(fin)
+        self._finishing = fin
+
+    def _lazy_blocks(self, pre: list, tot: int, tot_need: int, cross, S: int) -> None:
+        """``tot`` blocks from one allocation, in running order: explicit requests' new blocks and one
+        per decoder crossing a block boundary (``cross``)."""
+        B, held = self.B, self.held
+        if not tot_need:
+            r = S % B
+            kl = self.crossing_slots.get(r)
+            if kl is None:
+                kl = self._crossing_kl(r)
+            pos = (kl + S) // B
+        else:
+            rseq, koff = self.admission_seq, self.koff
+            ent = [(rseq[q], q, int(koff[q]) + int(held[q]), need) for q, n, need in pre if need]
+            pos = self._slots(ent, cross, S)
+            for q, _n, need in pre:
+                if need:
+                    held[q] += need
+        self.btab[pos] = self.pool.allocate(tot, self.exec_step)
+
+    def _lazy_publish(self, pre: list, S: int) -> None:
+        """Publication, in running order: explicit requests' newly full blocks, and the block each
+        decoder fills this step (unless deferred)."""
+        B, comp, tok, rseq, koff = self.B, self.comp, self.tok, self.admission_seq, self.koff
+        pub = None if self.defer_pub else self.buckets.get((S + 1) % B)
+        ent = []
+        for q, n, _need in pre:
+            full = min(int(comp[q]) + n, int(tok[q])) // B
+            nc = int(self.ncached[q])
+            if full > nc:
+                ent.append((rseq[q], q, int(koff[q]) + nc, full - nc))
+                self.ncached[q] = full
+        if not ent and not pub:
+            return
+        if not ent:
+            qa = np.array(sorted(pub, key=rseq.__getitem__), np.int64)
+            pos = koff[qa] + (self.lazy_base[qa] + S + 1) // B - 1
+        else:
+            # the block a decoder fills this step is the one it was handed one step later
+            pos = self._slots(ent, pub or None, S + 1, back=1)
+        keys = pos if self.keyarr is None else self.keyarr[pos]
+        self.pool.publish(self.btab[pos], keys)
+
+    def _explicit_after_schedule(self, eq: list, en: list, D: int):
+        """``_update_after_schedule`` for the explicit entries: ``(tokens, prefill tokens, sampled)``."""
+        comp, tok, ph = self.comp, self.tok, self.placeholders
         ntok = D
         n_prefill = 0
-        if amode:
+        if self.async_mode:
             sampled = []
             inflight = self.inflight
             for q, n in zip(eq, en):
@@ -343,9 +362,7 @@ class LazyDecoders:
             ntok += int(ns.sum())
             n_prefill = int(ns[~smp | (ns > 1)].sum())
             sampled = smp.tolist()
-        self.lazy_step = S + 1
-        self._lazy_batch = (eq, sampled, S, en)
-        return ntok, n_prefill, D + len(eq), npre
+        return ntok, n_prefill, sampled
 
     def _head_blocked(self) -> int:
         """By how many blocks the head of the queue misses admission's early full-prompt check (0: it does not).
