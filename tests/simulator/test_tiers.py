@@ -507,3 +507,32 @@ def test_offload_threshold_runs_take_no_jumps():
             assert not sim.shortcuts["jumped_steps"] and not sim.shortcuts["window_steps"]
             out.append(_result(sim, True, None).to_json(steps=True))
         assert out[0] == out[1], seed
+
+
+def test_cpu_tier_runs_equal_the_scalar_reference():
+    """The test-only scalar kernel with a CPU tier (demotion on eviction, loads at admission, load
+    waits and stalls) against the engine, shortcuts on and off: totals, tier figures, per-request
+    columns and step series equal; loads and stalls happen on these runs. Odd seeds share prefixes."""
+    from dataclasses import replace
+
+    from tests.simulator.scalar_reference import simulate_scalar
+
+    seen = dict(onboarded=0, stalls=0, preemptions=0)
+    for seed in range(8):
+        wl, cfg = _pressure_tier_case(seed)
+        n = min(wl.n, 60)
+        rng = np.random.default_rng(seed + 100)
+        pl = np.array([48, 160])
+        pid = rng.integers(-1, 2, n) if seed % 2 else np.full(n, -1)
+        wl = Workload(prompt_len=wl.prompt_len[:n] + np.where(pid >= 0, pl[np.maximum(pid, 0)], 0),
+                      output_len=np.minimum(wl.output_len[:n], 120), arrival=wl.arrival[:n],
+                      arrival_unit=wl.arrival_unit, prefix_id=pid, prefix_len=pl)
+        cfg = replace(cfg, num_gpu_blocks=int(rng.integers(30, 90)), enable_chunked_prefill=True)
+        slow = simulate_scalar(wl, cfg, record_steps=True)
+        for accelerate in (True, False):
+            fast = simulate(wl, [cfg], record_steps=True, accelerate=accelerate)[0]
+            assert fast.to_json(steps=True) == slow.to_json(steps=True), (seed, accelerate)
+        seen["onboarded"] += slow.totals["cpu_tier_blocks_onboarded"]
+        seen["stalls"] += slow.totals["tier_load_stalls"]
+        seen["preemptions"] += slow.totals["preemptions"]
+    assert all(v > 0 for v in seen.values()), seen
