@@ -5,9 +5,11 @@
 >>> results[0].totals["preemptions"]                                   # doctest: +SKIP
 
 Each configuration's result is exactly what simulating it alone gives. The
-decision kernel is :mod:`simulator._fast` (vLLM 0.33.0's v1 scheduler rules
-over struct-of-arrays state, see ``docs/simulator.md``), bit-identical to the
-scalar reference kernel kept in ``tests/simulator/reference_core.py``.
+engine is :class:`simulator._fast.FastEngine` (vLLM 0.33.0's v1 scheduler rules
+over struct-of-arrays state, assembled from :mod:`simulator.scheduler`, the block
+pool, the clock and the accelerators: see the engine map in ``docs/simulator.md``),
+bit-identical to the scalar reference kernel kept in ``tests/simulator/reference_core.py``.
+``accelerate=False`` switches every shortcut off (same results, slower).
 Configurations share the workload-derived precomputation
 (:class:`simulator._fast.WorkloadPrep`), and those that make the same decisions
 at every step share one run: a leader runs, and the configurations it covers

@@ -8,7 +8,8 @@ obviously-correct engine the fast kernel (:mod:`simulator._fast`) replaced.
 :class:`ScalarEngine` runs it with the decode-stretch jump turned off, so
 every step goes through the plain ``schedule()`` / ``update_from_output()``
 path, and checks the block-pool invariant after every schedule call. The
-fast engine must give identical results (``test_engine_properties.py``).
+fast engine must give identical results (``test_engine_properties.py``; with a CPU tier,
+``test_tiers.py``).
 """
 
 from __future__ import annotations
