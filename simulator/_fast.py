@@ -217,13 +217,9 @@ class FastEngine(Scheduler, TierLoads, LazyDecoders, DecodeJumps, StepClock):
             self.tiers.fresh = True
         if self.tiers is not None:
             self.tiers.accelerate = accelerate
-        # Lazy steady decoders (sync mode, max_model_len never binding): a
-        # running request whose prefill is done holds comp = la + S, tok =
-        # comp + 1, held = cdiv(comp, B), ncached = comp // B implicitly,
-        # where S counts fast steps; it needs a block when (la + S) % B == 0,
-        # publishes one when (la + S + 1) % B == 0, and finishes at the fast
-        # step S = P + max_tokens - la - 2. Only the other running requests
-        # (``nl``, running order) are materialized.
+        # Lazy steady decoders (max_model_len never binding; see simulator/lazy_decoders.py): a
+        # running request whose prefill is done holds comp = lazy_base + lazy_step implicitly.
+        # Only the other running requests (``explicit_running``) are materialized.
         # Without multi-turn parents nobody can look up a running decoder's
         # newly full blocks (they are its own keys, and it is not waiting),
         # so their publication waits until the decoder is materialized.
@@ -333,7 +329,8 @@ class FastEngine(Scheduler, TierLoads, LazyDecoders, DecodeJumps, StepClock):
             now = self.clock if self.time_mode else self._tick
             if until is not None and now >= until:
                 break
-            self._take_arrivals(now)
+            if self._pending < self.wl.n and self._arr[self._pending] <= now:
+                self._take_arrivals(now)
             has_req = bool(self.num_running or self.waiting)
             if not has_req and not self._queue:
                 if self._pending >= self.wl.n:
@@ -353,7 +350,8 @@ class FastEngine(Scheduler, TierLoads, LazyDecoders, DecodeJumps, StepClock):
             elif not self._queue:
                 continue
             self.process(*self._queue.pop())
-            self._report_progress()
+            if self._progress is not None:
+                self._report_progress()
         stats.merge_into(self.t)
         self._done = done
         return done
@@ -409,7 +407,7 @@ class FastEngine(Scheduler, TierLoads, LazyDecoders, DecodeJumps, StepClock):
         if self.lazy_ok:
             if not self.lazy_active and self.exec_step >= self._lazy_retry_at:
                 self._lazify()
-            if self._window_possible() and self._try_window(until, stats):
+            if self.windows_ok and self._window_possible() and self._try_window(until, stats):
                 return True
             if self.lazy_active:
                 res = self._fast_schedule()
@@ -434,7 +432,8 @@ class FastEngine(Scheduler, TierLoads, LazyDecoders, DecodeJumps, StepClock):
             self._offload_early()
         if res is not None:
             self._process_lazy_step(step)
-            self._report_progress()
+            if self._progress is not None:
+                self._report_progress()
             return True
         self._queue.appendleft((e, ns, sampled, step, self.clock))
         return len(self._queue) < self._depth and bool(ntok > 0 or self.num_running or self.waiting)
