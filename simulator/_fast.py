@@ -275,7 +275,8 @@ class FastEngine(Scheduler, TierLoads, LazyDecoders, DecodeJumps, StepClock):
         self._order = self.prep.order.tolist()
         self._arr = self.prep.arrival_sorted.tolist()
         self._drop = self._unservable()
-        self._pending = self.wl.n if external else 0
+        self._num_requests = self.wl.n
+        self._pending = self._num_requests if external else 0
         self._tick = 0
         self._queue: deque = deque()  # the batch queue: steps scheduled, output not yet processed
         self._depth = 2 if self.async_mode else 1  # its depth (async scheduling: one step in flight)
@@ -329,11 +330,11 @@ class FastEngine(Scheduler, TierLoads, LazyDecoders, DecodeJumps, StepClock):
             now = self.clock if self.time_mode else self._tick
             if until is not None and now >= until:
                 break
-            if self._pending < self.wl.n and self._arr[self._pending] <= now:
+            if self._pending < self._num_requests and self._arr[self._pending] <= now:
                 self._take_arrivals(now)
             has_req = bool(self.num_running or self.waiting)
             if not has_req and not self._queue:
-                if self._pending >= self.wl.n:
+                if self._pending >= self._num_requests:
                     done = self._wait_until(until)
                     break
                 self._wait_for_arrival(until)
@@ -359,7 +360,7 @@ class FastEngine(Scheduler, TierLoads, LazyDecoders, DecodeJumps, StepClock):
     def _take_arrivals(self, now: float) -> None:
         """Requests arrived by ``now`` join the waiting queue (unservable ones are dropped)."""
         order, arrival, drop = self._order, self._arr, self._drop
-        pending, n = self._pending, self.wl.n
+        pending, n = self._pending, self._num_requests
         while pending < n and arrival[pending] <= now:
             q = order[pending]
             pending += 1
@@ -372,7 +373,7 @@ class FastEngine(Scheduler, TierLoads, LazyDecoders, DecodeJumps, StepClock):
 
     def _next_arrival(self):
         """The arrival time of the next request of the workload's own (None: none left)."""
-        return self._arr[self._pending] if self._pending < self.wl.n else None
+        return self._arr[self._pending] if self._pending < self._num_requests else None
 
     def _wait_until(self, until) -> bool:
         """Idle with nothing left to arrive: the time moves to ``until``; True (done) when None."""
@@ -395,7 +396,7 @@ class FastEngine(Scheduler, TierLoads, LazyDecoders, DecodeJumps, StepClock):
             self._tick = max(self._tick, int(nxt))
 
     def _report_progress(self) -> None:
-        n, t = self.wl.n, self.t
+        n, t = self._num_requests, self.t
         if self._progress is not None and n and t["finished"] / n >= self._next_report:
             self._progress(min(1.0, (t["finished"] + t["dropped_unservable"]) / n))
             self._next_report += 0.05
@@ -407,7 +408,8 @@ class FastEngine(Scheduler, TierLoads, LazyDecoders, DecodeJumps, StepClock):
         if self.lazy_ok:
             if not self.lazy_active and self.exec_step >= self._lazy_retry_at:
                 self._lazify()
-            if self.windows_ok and self._window_possible() and self._try_window(until, stats):
+            if (self.windows_ok and not self.explicit_running and self._window_possible()
+                    and self._try_window(until, stats)):
                 return True
             if self.lazy_active:
                 res = self._fast_schedule()

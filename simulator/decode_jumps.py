@@ -49,7 +49,7 @@ class DecodeJumps:
 
     def _window_possible(self) -> bool:
         """Cheap tests before :meth:`_lazy_window` (most of its first ones, no progress report due)."""
-        n = self.wl.n
+        n = self._num_requests
         at_cap = self.num_running >= self.cfg.max_num_seqs
         return bool(self.windows_ok and self.lazy_active and not self.explicit_running and self.num_lazy
                     and not (self.waiting and not at_cap)

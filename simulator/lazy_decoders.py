@@ -199,10 +199,13 @@ class LazyDecoders:
         left = cfg.max_num_batched_tokens - (self.num_lazy - len(fin) if fin else self.num_lazy)
         if left < 0:
             return None
-        wants = self._explicit_wants(thr, left)
-        if wants is None:
-            return None
-        pre, tot_need, left = wants
+        if self.explicit_running:
+            wants = self._explicit_wants(thr, left)
+            if wants is None:
+                return None
+            pre, tot_need, left = wants
+        else:  # (the usual step: decoders only)
+            pre, tot_need = [], 0
         cross = self.buckets.get(S % B)
         ncross = len(cross) if cross else 0
         if fin and ncross:
@@ -218,7 +221,7 @@ class LazyDecoders:
             self._skip_finishing(fin, S)
         if tot:
             self._lazy_blocks(pre, tot, tot_need, cross if ncross else None, S)
-        if self.caching:
+        if self.caching and (pre or not self.defer_pub):
             self._lazy_publish(pre, S)
         eq = [x[0] for x in pre]
         en = [x[1] for x in pre]
@@ -232,7 +235,7 @@ class LazyDecoders:
                 en += ans
                 self.explicit_running.extend(adm)
         D = self.num_lazy
-        ntok, n_prefill, sampled = self._explicit_after_schedule(eq, en, D)
+        ntok, n_prefill, sampled = self._explicit_after_schedule(eq, en, D) if eq else (D, 0, [])
         self.lazy_step = S + 1
         self._lazy_batch = (eq, sampled, S, en)
         return ntok, n_prefill, D + len(eq), npre

@@ -86,7 +86,7 @@ class TierLoads:
             self.loading.clear()
             self.tiers.load_stalls += 1
             self._onboard_gate = self.waiting[0] if self.waiting else None
-        if self._pending < self.wl.n and self.time_mode:
+        if self._pending < self._num_requests and self.time_mode:
             nxt_t = min(nxt_t, self._arr[self._pending])
         if until is not None and self.time_mode:
             nxt_t = min(nxt_t, until)
