@@ -89,6 +89,8 @@ class FastPool:
             self.odups: dict[int, list[tuple[int, int]]] = {}  # key -> later (block, index) carriers
         # (k0, n) of the last release_own that registered all its n keys (see one_release_run)
         self._whole_run: tuple[int, int] | None = None
+        self.accelerate = True  # False: one_release_run makes its full check always (tests compare)
+        self.compactions = 0  # free-queue compactions (tests check they happen)
         # Reference counts. An engine whose blocks are each held by one request at most, and
         # only prefix-hit while free (every content key a request's own), turns them off:
         # a held block is then known to have ref 1 and a hit one ref 0.
@@ -121,6 +123,21 @@ class FastPool:
         self.slack = _NO_MARGIN
         self.excess = _NO_MARGIN
 
+    def can_allocate(self, need: int, free: int | None = None) -> bool:
+        """Whether ``need`` blocks fit in ``free`` (default: the free blocks); the check's margin is
+        recorded for shared schedules (:mod:`simulator.sharing`), so every free-block comparison of
+        the engine goes through here (or, for several steps' checks made at once, through
+        :meth:`check_passed` with their closest margin)."""
+        if free is None:
+            free = self.top + self.nfifo
+        if need > free:
+            if need - free < self.excess:
+                self.excess = need - free
+            return False
+        if free - need < self.slack:
+            self.slack = free - need
+        return True
+
     def check_passed(self, margin: int) -> None:
         """A free-block check passed with ``free - need = margin``."""
         if margin < self.slack:
@@ -141,46 +158,12 @@ class FastPool:
 
         ``now`` is the step (int, or one per block) for the residency metrics.
         The result may be a view of the free queue: use it before the next
-        release.
+        release. Unhashed free blocks (the stack) go first, then the least
+        recently used cached ones (evicted from the prefix cache).
         """
         top = self.top
         if not top and k and not self.ndead and (self.on_evict is None or self.defer_evictions) and not self.dups:
-            # the common case under load: the next k cached free blocks, all live
-            h = self.fhead
-            out = self.fifo[h:h + k]
-            self.fhead = h + k
-            self.nfifo -= k
-            if self.defer_evictions:
-                ev = self._evicted  # (_record_evictions inline: the usual case under load)
-                if ev and ev[-1][0] + ev[-1][1] == h:
-                    ev[-1][1] += k
-                else:
-                    ev.append([h, k])
-                if type(now) is not int:
-                    self._record_steps(now)
-                elif now != self._ev_last:
-                    if self._ev_last is None:
-                        self._ev_first = now
-                    self._ev_steps += 1
-                    self._ev_last = now
-            elif not self.own_keys:
-                hsh = self.hash
-                self.kblock[hsh[out]] = -1
-                hsh[out] = -1
-            self.evictions += k
-            if type(now) is int:
-                self._now_all += now * k
-                self._now_realloc += now * k
-                self.born_last[out] = now
-            else:
-                tot = int(now.sum())
-                self._now_all += tot
-                self._now_realloc += tot
-                self.born_last[out] = now[:, None]
-            self.reuses += k
-            if self.track_refs:
-                self.ref[out] = 1
-            return out
+            return self._allocate_cached(k, now)
         if top:
             m = k if k <= top else top
             out = self.stack[top - m:top][::-1].copy()
@@ -197,31 +180,79 @@ class FastPool:
             fresh = m = 0
         rest = k - m
         if rest:
-            deferred = False
-            if self.ndead:
-                ev = self._pop_fifo(rest)
-            else:  # no touched entries in the way: the next `rest` entries are live
-                h = self.fhead
-                ev = self.fifo[h:h + rest]
-                self.fhead = h + rest
-                self.nfifo -= rest
-                deferred = self.defer_evictions
-            if deferred:
-                self._record_evictions(h, rest, now if type(now) is not np.ndarray else now[m:])
-                self.evictions += rest
-            elif self.on_evict is not None or self.dups:
-                self._evict(ev, now if type(now) is not np.ndarray else now[m:])
-            elif self.own_keys:
-                self.evictions += rest
-            else:
-                hsh = self.hash
-                self.kblock[hsh[ev]] = -1
-                hsh[ev] = -1
-                self.evictions += rest
+            ev = self._evict_head(rest, now if type(now) is not np.ndarray else now[m:])
             out = np.concatenate((out, ev)) if m else ev
-        # Residency metrics without per-block reads: every allocation's `now`
-        # becomes the block's `born` and is consumed at its next reallocation
-        # (see finalize_metrics); touches add their idle increments there.
+        self._note_allocation(out, now, k, m, fresh)
+        return out
+
+    def _allocate_cached(self, k: int, now) -> np.ndarray:
+        """:meth:`allocate` with no unhashed free block and the next ``k`` queue entries all live."""
+        # the common case under load: the next k cached free blocks, all live
+        h = self.fhead
+        out = self.fifo[h:h + k]
+        self.fhead = h + k
+        self.nfifo -= k
+        if self.defer_evictions:
+            ev = self._evicted  # (_record_evictions inline: the usual case under load)
+            if ev and ev[-1][0] + ev[-1][1] == h:
+                ev[-1][1] += k
+            else:
+                ev.append([h, k])
+            if type(now) is not int:
+                self._record_steps(now)
+            elif now != self._ev_last:
+                if self._ev_last is None:
+                    self._ev_first = now
+                self._ev_steps += 1
+                self._ev_last = now
+        elif not self.own_keys:
+            hsh = self.hash
+            self.kblock[hsh[out]] = -1
+            hsh[out] = -1
+        self.evictions += k
+        if type(now) is int:
+            self._now_all += now * k
+            self._now_realloc += now * k
+            self.born_last[out] = now
+        else:
+            tot = int(now.sum())
+            self._now_all += tot
+            self._now_realloc += tot
+            self.born_last[out] = now[:, None]
+        self.reuses += k
+        if self.track_refs:
+            self.ref[out] = 1
+        return out
+
+    def _evict_head(self, rest: int, now) -> np.ndarray:
+        """Take ``rest`` cached blocks from the head of the free queue, evicting their content."""
+        deferred = False
+        if self.ndead:
+            ev = self._pop_fifo(rest)
+        else:  # no touched entries in the way: the next `rest` entries are live
+            h = self.fhead
+            ev = self.fifo[h:h + rest]
+            self.fhead = h + rest
+            self.nfifo -= rest
+            deferred = self.defer_evictions
+        if deferred:
+            self._record_evictions(h, rest, now)
+            self.evictions += rest
+        elif self.on_evict is not None or self.dups:
+            self._evict(ev, now)
+        elif self.own_keys:
+            self.evictions += rest
+        else:
+            hsh = self.hash
+            self.kblock[hsh[ev]] = -1
+            hsh[ev] = -1
+            self.evictions += rest
+        return ev
+
+    def _note_allocation(self, out: np.ndarray, now, k: int, m: int, fresh: int) -> None:
+        """Residency metrics without per-block reads: every allocation's ``now`` becomes the block's
+        ``born`` and is consumed at its next reallocation (see finalize_metrics); touches add their
+        idle increments there. ``m`` blocks came from the stack, ``fresh`` of them never used."""
         if type(now) is np.ndarray:
             tot = int(now.sum())
             self._now_all += tot
@@ -233,7 +264,6 @@ class FastPool:
         if self.track_refs:
             self.ref[out] = 1
         self.born_last[out] = now if type(now) is not np.ndarray else now[:, None]
-        return out
 
     def _pop_fifo(self, rest: int) -> np.ndarray:
         got = []
@@ -424,7 +454,7 @@ class FastPool:
             b = self.kblock[k0 + n]
             if b >= 0 and self._holds(int(b), int(self.kidx[k0 + n])):
                 return False
-        if n < 2 or self._whole_run == (k0, n):
+        if n < 2 or (self.accelerate and self._whole_run == (k0, n)):
             return True  # (the release just made registered all n keys, appended last block first)
         idx = self.kidx[k0:k0 + n]
         return bool((idx == idx[0] - np.arange(n)).all())
@@ -618,6 +648,7 @@ class FastPool:
         self.nfifo += m
 
     def _compact(self, extra: int) -> None:
+        self.compactions += 1
         if self._evicted:
             self.deliver_evictions()  # their FIFO indices are about to change
         own = self.own_keys

@@ -5,9 +5,11 @@
 >>> results[0].totals["preemptions"]                                   # doctest: +SKIP
 
 Each configuration's result is exactly what simulating it alone gives. The
-decision kernel is :mod:`simulator._fast` (vLLM 0.33.0's v1 scheduler rules
-over struct-of-arrays state, see ``docs/simulator.md``), bit-identical to the
-scalar reference kernel kept in ``tests/simulator/reference_core.py``.
+engine is :class:`simulator._fast.FastEngine` (vLLM 0.33.0's v1 scheduler rules
+over struct-of-arrays state, assembled from :mod:`simulator.scheduler`, the block
+pool, the clock and the accelerators: see the engine map in ``docs/simulator.md``),
+bit-identical to the scalar reference kernel kept in ``tests/simulator/reference_core.py``.
+``accelerate=False`` switches every shortcut off (same results, slower).
 Configurations share the workload-derived precomputation
 (:class:`simulator._fast.WorkloadPrep`), and those that make the same decisions
 at every step share one run: a leader runs, and the configurations it covers
@@ -50,6 +52,7 @@ def simulate(
     step_time: Sequence[StepTimeFn | None] | None = None,
     step_cost=None,
     processes: int = 1,
+    accelerate: bool = True,
 ) -> list[SimResult | ClusterResult]:
     """Simulate ``workload`` under each of ``configs``.
 
@@ -83,35 +86,22 @@ def simulate(
         Worker processes for a batch (1: in this process; 0: one per CPU).
         Forked, so only on platforms with ``fork`` and outside daemonic
         processes (a Celery prefork child runs its batch in process).
+    accelerate : bool
+        Take the engine's shortcuts (lazy decoders, decode jumps, lazy windows, own-key pool
+        paths, kept tier loads) and share schedules across configurations. ``False`` runs every
+        configuration alone, one step at a time through the general path: the same results,
+        slower (the tests compare the two). Deployment items always run accelerated.
 
     Returns
     -------
     list of SimResult (ClusterResult for a Deployment), length B, in the order of ``configs``.
     """
-    from simulator.cluster import Deployment  # (simulator.cluster builds on this module)
-
-    if not isinstance(workload, Workload):
-        raise TypeError("workload: must be a simulator.workload.Workload")
-    items = list(configs)
-    for i, c in enumerate(items):
-        if not isinstance(c, (EngineConfig, Deployment)):
-            raise ConfigError(f"configs[{i}]: must be an EngineConfig or a simulator.cluster.Deployment")
-    clusters = {i: d for i, d in enumerate(items) if isinstance(d, Deployment)}
-    if clusters and (step_time is not None or step_cost is not None):
-        raise ValueError("step_time, step_cost: not supported in a batch with Deployment items "
-                         "(give the cost model in the configuration)")
-    configs = [d.config if isinstance(d, Deployment) else d for d in items]
-    if max_step_points is not None and max_step_points < 2:
-        raise ValueError("max_step_points: must be at least 2")
-    if step_time is not None and len(step_time) != len(configs):
-        raise ValueError("step_time: one entry per configuration")
-    if not isinstance(processes, int) or not 0 <= processes <= MAX_PROCESSES:
-        raise ValueError(f"processes: must be a whole number from 0 to {MAX_PROCESSES}")
+    clusters, configs = _checked(workload, configs, max_step_points, step_time, step_cost, processes)
     nb = len(configs)
     prep = WorkloadPrep(workload)
     for d in clusters.values():
         d.check(workload, prep)
-    shared = step_time is None and step_cost is None  # per-configuration hooks: each runs alone
+    shared = accelerate and step_time is None and step_cost is None  # per-configuration hooks: each runs alone
     queue = LeaderQueue(configs, [share_key(c, prep) if shared and b not in clusters else None
                                   for b, c in enumerate(configs)])
 
@@ -124,7 +114,7 @@ def simulate(
         sim = FastEngine(workload, configs[lead], record_steps=record_steps, prep=prep,
                          step_time=None if step_time is None else step_time[lead],
                          step_cost=step_cost, cost_index=lead,
-                         pool_factory=shared_pool_factory(sizes) if sizes else None)
+                         pool_factory=shared_pool_factory(sizes) if sizes else None, accelerate=accelerate)
         sim.run_all(sub)
         out = {lead: _result(sim, record_steps, max_step_points)}
         for b in others:
@@ -153,6 +143,30 @@ def simulate(
         if progress is not None:
             progress(sum(r is not None for r in results) / nb)
     return results
+
+
+def _checked(workload, configs, max_step_points, step_time, step_cost, processes):
+    """:func:`simulate`'s arguments checked: the Deployment items by index, and every item's config."""
+    from simulator.cluster import Deployment  # (simulator.cluster builds on this module)
+
+    if not isinstance(workload, Workload):
+        raise TypeError("workload: must be a simulator.workload.Workload")
+    items = list(configs)
+    for i, c in enumerate(items):
+        if not isinstance(c, (EngineConfig, Deployment)):
+            raise ConfigError(f"configs[{i}]: must be an EngineConfig or a simulator.cluster.Deployment")
+    clusters = {i: d for i, d in enumerate(items) if isinstance(d, Deployment)}
+    if clusters and (step_time is not None or step_cost is not None):
+        raise ValueError("step_time, step_cost: not supported in a batch with Deployment items "
+                         "(give the cost model in the configuration)")
+    configs = [d.config if isinstance(d, Deployment) else d for d in items]
+    if max_step_points is not None and max_step_points < 2:
+        raise ValueError("max_step_points: must be at least 2")
+    if step_time is not None and len(step_time) != len(configs):
+        raise ValueError("step_time: one entry per configuration")
+    if not isinstance(processes, int) or not 0 <= processes <= MAX_PROCESSES:
+        raise ValueError(f"processes: must be a whole number from 0 to {MAX_PROCESSES}")
+    return clusters, configs
 
 
 _JOB: Callable[..., dict[int, SimResult]] | None = None  # the batch a forked worker runs (inherited, not pickled)

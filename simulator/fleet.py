@@ -105,7 +105,7 @@ class Fleet:
         self.now[i] = e.now
         self.busy[i] = e.busy
         self.waiting[i] = len(e.waiting)
-        self.running[i] = e.R
+        self.running[i] = e.num_running
         self.free[i] = e.pool.num_free()
 
     def advance(self, t: float) -> None:

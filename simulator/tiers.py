@@ -316,8 +316,11 @@ class TierChain:
         self._last_step = None          # the engine step of the last transfer counted
         self.load_stalls = 0            # times loaded requests had to let their blocks go (engine)
         self.reads = 0                  # matches that looked past a first key no tier held or awaited
+        self.sure_reads = 0             # matches and onboards answered without applying pending demotions
         # set by the engine while no key can be demoted twice (each put into the first tier is then new)
         self.fresh = False
+        # False: the shortcuts of match and onboard are off (FastEngine's accelerate switch)
+        self.accelerate = True
         self._args = (tiers, bytes_per_block, num_keys)
         # called before the tiers are read: hands over demotions recorded but not yet made (the GPU
         # pool's deferred evictions, FastPool.deliver_evictions)
@@ -361,6 +364,7 @@ class TierChain:
         """The same tiers, empty (and as fresh)."""
         chain = TierChain(*self._args)
         chain.fresh = self.fresh
+        chain.accelerate = self.accelerate
         return chain
 
     def demoted_in_bulk(self, keys: np.ndarray, transfers: int) -> None:
@@ -423,6 +427,8 @@ class TierChain:
         queued is not. Keys older than it are counted from below: the keys held, less the FIFO
         entries after it.
         """
+        if not self.accelerate:
+            return None
         if not keys.size:
             return 0
         lru = self.lru[0]
@@ -462,6 +468,7 @@ class TierChain:
         if len(self.lru) == 1:
             run = self._run_after_pending(keys)
             if run is not None:
+                self.sure_reads += 1
                 counts[0] = run
                 return counts
         self.flush()
@@ -490,6 +497,7 @@ class TierChain:
                 self.before_read()
             refreshed = self._run_after_pending(keys) == keys.size
             if refreshed:
+                self.sure_reads += 1
                 self._pend(keys)
             else:
                 self.flush()

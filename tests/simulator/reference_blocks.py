@@ -34,7 +34,7 @@ class BlockPool:
     __slots__ = (
         "usable", "caching", "free", "ref", "hash_of", "table",
         "born", "last_access", "now", "evictions", "lifetime_sum",
-        "idle_sum", "reuses",
+        "idle_sum", "reuses", "on_evict",
     )
 
     def __init__(self, num_gpu_blocks: int, caching: bool) -> None:
@@ -53,6 +53,7 @@ class BlockPool:
         self.lifetime_sum = 0    # steps, over reallocated blocks
         self.idle_sum = 0        # steps
         self.reuses = 0          # reallocated blocks measured
+        self.on_evict = None     # called with (key, step) of each evicted block (a KV tier)
 
     # ------------------------------------------------------------------ queries
     def num_free(self) -> int:
@@ -94,6 +95,8 @@ class BlockPool:
                 if not entry:
                     del self.table[key]
                 self.evictions += 1
+                if self.on_evict is not None:
+                    self.on_evict(key, self.now)
             self.ref[b] = 1
             self.born[b] = self.now
             self.last_access[b] = self.now

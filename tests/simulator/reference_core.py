@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simulator.config import EngineConfig
+from simulator.tiers import TierChain
 from simulator.workload import Workload
 from tests.simulator.reference_blocks import BlockPool
 
@@ -150,6 +151,72 @@ class EngineSim:
         self.unfinished = 0
         self._retry_jump_at = 0   # performance only: when to try the next jump
         self._backoff = 1
+        self._init_cpu_tier()
+
+    # -------------------------------------------------------------- CPU tier
+    def _init_cpu_tier(self) -> None:
+        """A CPU KV tier (``cpu_tier``): every block evicted from the GPU is demoted into it, and a
+        waiting request whose prefix continues there after its GPU hits loads those blocks first.
+
+        The tier store is :class:`simulator.tiers.TierChain` (checked on its own against an ordered
+        dict in ``test_tiers.py``), without its shortcuts; this kernel's keys are mapped to dense ids.
+        """
+        cfg = self.cfg
+        self.tiers = None
+        self.loading: dict[int, float] = {}  # request -> time its loaded blocks are on the GPU
+        self._onboard_gate: int | None = None
+        if cfg.cpu_tier is None or not cfg.enable_prefix_caching:
+            return
+        assert cfg.disk_tier is None and cfg.kv_offload_threshold is None and cfg.prefix_cache == "vllm"
+        wl, B = self.wl, self.B
+        bound = int(((wl.prompt_len + wl.output_len) // B + 2).sum() + (wl.prefix_len // B + 2).sum())
+        self.tiers = TierChain([("cpu", cfg.cpu_tier)], cfg.kv_bytes_per_block, bound)
+        self.tiers.accelerate = False
+        self._dense: dict[int, int] = {}
+        self.pool.on_evict = lambda key, step: self.tiers.demote(np.array([self._dense_key(key)]), step)
+
+    def _dense_key(self, key: int) -> int:
+        return self._dense.setdefault(key, len(self._dense))
+
+    def _start_onboard(self, q: Req, hit_blocks: list[int], m: int) -> bool:
+        """Start loading ``q``'s prefix blocks after its GPU hits from the tier (True), or not: no room
+        for one block beyond the hits, none in the tier, or no room for those it holds."""
+        pool, B = self.pool, self.B
+        nh = len(hit_blocks)
+        evictable = sum(1 for b in hit_blocks if pool.ref.get(b, 0) == 0)
+        wm = self.watermark_blocks if self.running else 0
+        free = pool.num_free()
+        if 1 + evictable + wm > free:
+            return False
+        rest = np.array([self._dense_key(self.key(q.idx, j)) for j in range(nh, m)], np.int64)
+        counts = self.tiers.match(rest)
+        k = sum(counts)
+        if not k or k + evictable + wm > free:
+            return False
+        if hit_blocks:
+            pool.touch(hit_blocks)
+        q.blocks = list(hit_blocks) + pool.allocate(k)
+        for j in range(nh, nh + k):
+            pool.cache(q.blocks[j], self.key(q.idx, j))
+        q.ncached = nh + k
+        self.loading[q.idx] = self.tiers.onboard(rest[:k], counts, B, self.clock)
+        return True
+
+    def _wait_for_loads(self, next_arrival) -> None:
+        """Nothing runs and nothing was scheduled: the clock moves to the first load done (or the
+        next arrival, in seconds). If every load is done yet nothing could be admitted, the loaded
+        requests let their blocks go (they stay cached) and no request starts loads until the head
+        of the queue has finished (a load stall)."""
+        nxt_t = min(self.loading.values())
+        if nxt_t <= self.clock:
+            for r in list(self.loading):
+                self._free(self.reqs[r])
+            self.loading.clear()
+            self.tiers.load_stalls += 1
+            self._onboard_gate = self.waiting[0].idx if self.waiting else None
+        if next_arrival is not None:
+            nxt_t = min(nxt_t, next_arrival)
+        self.clock = max(self.clock, nxt_t)
 
     # ---------------------------------------------------------------- content
     def key(self, r: int, j: int) -> int:
@@ -259,14 +326,30 @@ class EngineSim:
                 if q.stale > 0:
                     skipped.append(waiting.popleft())
                     continue
+                ready = self.loading.get(q.idx)
+                if ready is not None:
+                    if ready > self.clock:
+                        skipped.append(waiting.popleft())
+                        continue
+                    del self.loading[q.idx]
+                    self._free(q)  # its loaded blocks stay cached: the lookup below finds them
                 num_tokens = q.P + q.num_out
                 hit_blocks: list[int] = []
+                m = (num_tokens - 1) // B
                 if caching:
-                    for j in range((num_tokens - 1) // B):
+                    for j in range(m):
                         b = pool.lookup(self.key(q.idx, j))
                         if b is None:
                             break
                         hit_blocks.append(b)
+                if caching and m > 0:
+                    g = self._onboard_gate
+                    if g is not None and self.reqs[g].status >= FINISHED:
+                        g = self._onboard_gate = None
+                    if (self.tiers is not None and len(hit_blocks) < m and g is None
+                            and self._start_onboard(q, hit_blocks, m)):
+                        skipped.append(waiting.popleft())
+                        continue
                 h = len(hit_blocks) * B
                 n = num_tokens - h
                 if 0 < thr < n:
@@ -466,6 +549,8 @@ class EngineSim:
                     self.exec_step += 1
                 tick += 1
                 self.clock += self.step_time(ntok, len(sched))
+                if self.loading and ntok == 0 and not self.running:
+                    self._wait_for_loads(float(arrival[order[pending]]) if pending < n and time_mode else None)
                 queue.appendleft((sched, step, self.clock))
                 if len(queue) < depth and (ntok > 0 or self.running or self.waiting):
                     continue

@@ -8,7 +8,8 @@ obviously-correct engine the fast kernel (:mod:`simulator._fast`) replaced.
 :class:`ScalarEngine` runs it with the decode-stretch jump turned off, so
 every step goes through the plain ``schedule()`` / ``update_from_output()``
 path, and checks the block-pool invariant after every schedule call. The
-fast engine must give identical results (``test_engine_properties.py``).
+fast engine must give identical results (``test_engine_properties.py``; with a CPU tier,
+``test_tiers.py``).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def as_result(sim: EngineSim, record_steps: bool = False):
         npre=col("npre"), status=col("status"), first_sched=col("first_sched"),
         first_token=col("first_token"), finish=col("finish"), hit_first=col("hit_first"),
         tok=sim.wl.prompt_len + col("num_out"), first_token_t=col("first_token_t", np.float64),
-        finish_t=col("finish_t", np.float64), log=log)
+        finish_t=col("finish_t", np.float64), log=log, tiers=sim.tiers)
     return _result(view, record_steps, None)
 
 

@@ -116,8 +116,7 @@ def test_lazy_and_general_paths_give_the_same_clock():
     cfg = EngineConfig(num_gpu_blocks=300, block_size=16, cost_model=ROWS[2])
     out = []
     for lazy in (True, False):
-        sim = FastEngine(wl, cfg)
-        sim.lazy_ok = lazy
+        sim = FastEngine(wl, cfg, accelerate=lazy)
         sim.run_all()
         out.append((sim.first_token.copy(), sim.first_token_t.copy(), sim.finish_t.copy(), sim.clock))
     assert np.array_equal(out[0][0], out[1][0])

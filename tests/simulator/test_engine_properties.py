@@ -207,26 +207,18 @@ def test_fast_engine_equals_scalar_reference_multi_turn(seed, n, unit, config, m
 
 
 def assert_lazy_path_changes_nothing(wl: Workload, config: EngineConfig) -> int:
-    """Run ``config`` with lazy decoders allowed and without them; assert equal results (step series
-    included). Returns the schedule calls the lazy path took."""
+    """Run ``config`` with the engine's shortcuts (lazy decoders among them) and without
+    (``accelerate=False``); assert equal results (step series included). Returns the schedule
+    calls the lazy path took."""
     from simulator._fast import FastEngine
     from simulator.engine import _result
 
     out, fast = [], []
-    for lazy in (True, False):
-        sim = FastEngine(wl, config, record_steps=True)
-        sim.lazy_ok = lazy and sim.lazy_ok
-        inner, calls = sim._fast_schedule, [0]
-
-        def counted(inner=inner, calls=calls):
-            res = inner()
-            calls[0] += res is not None
-            return res
-
-        sim._fast_schedule = counted
+    for accelerate in (True, False):
+        sim = FastEngine(wl, config, record_steps=True, accelerate=accelerate)
         sim.run_all()
         out.append(_result(sim, True, None))
-        fast.append(calls[0])
+        fast.append(sim.shortcuts["lazy_steps"])
     _same(out[0], out[1])
     for k, v in out[0].steps.items():
         assert np.array_equal(v, out[1].steps[k]), k
@@ -255,26 +247,17 @@ def test_async_lazy_decoders_change_nothing_and_are_used():
         assert lazy_calls > 0.5 * simulate(wl, [config])[0].totals["num_schedule_calls"], (seed, lazy_calls)
 
 
-def test_lazy_windows_change_nothing_and_are_used(monkeypatch):
-    """Several lazy steps made at once (``FastEngine._lazy_window``) == one at a time == the general path,
-    step series and clock to the last bit included: linear and roofline clocks, arrivals in steps and
-    seconds, a CPU tier. And windows do happen on these runs."""
-    from simulator import _fast
+def test_lazy_windows_change_nothing_and_are_used():
+    """Several lazy steps made at once (``FastEngine._lazy_window``) == the general path one step at a
+    time (``accelerate=False``), step series and clock to the last bit included: linear and roofline
+    clocks, arrivals in steps and seconds, a CPU tier. And windows do happen on these runs."""
+    from simulator._fast import FastEngine
     from simulator.cost_model import StepCostTerms
+    from simulator.engine import _result
     from tests.simulator.test_engine_cost_model import H100, LLAMA_8B_JSON
 
     roof = EngineConfig.from_dict({"cost_model": {"kind": "roofline", "model": LLAMA_8B_JSON, "gpu": H100}}).cost_model
     clocks = [None, roof, StepCostTerms(base_s=0.01, per_token_s=2e-5, per_req_s=1e-4)]
-    made = [0]
-    window = _fast.FastEngine._lazy_window
-
-    def counted(self, *a):
-        res = window(self, *a)
-        made[0] += res[0] if res else 0
-        return res
-
-    monkeypatch.setattr(_fast.FastEngine, "_lazy_window", counted)
-    most = _fast._WINDOW_STEPS
     used = 0
     for seed in range(15):
         rng = np.random.default_rng(seed)
@@ -286,13 +269,12 @@ def test_lazy_windows_change_nothing_and_are_used(monkeypatch):
         config = EngineConfig(num_gpu_blocks=int(rng.integers(60, 2000)), block_size=int(rng.choice([4, 16])),
                               max_num_seqs=int(rng.integers(4, 64)), cost_model=clocks[seed % 3], **tier)
         out = []
-        for steps in (most, 1):
-            monkeypatch.setattr(_fast, "_WINDOW_STEPS", steps)
-            made[0] = 0
-            out.append(simulate(wl, [config], record_steps=True)[0])
-            if steps > 1:
-                used += made[0] > 0
-                assert_lazy_path_changes_nothing(wl, config)
+        for accelerate in (True, False):
+            sim = FastEngine(wl, config, record_steps=True, accelerate=accelerate)
+            sim.run_all()
+            out.append(_result(sim, True, None))
+            if accelerate:
+                used += sim.shortcuts["window_steps"] > 0
         _same(out[0], out[1])
         for k, v in out[0].steps.items():
             assert np.array_equal(v, out[1].steps[k]), (seed, k)

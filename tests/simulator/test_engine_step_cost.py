@@ -69,8 +69,7 @@ def test_lazy_decoders_give_the_same_terms_as_the_general_path():
     got = []
     for lazy in (True, False):
         rec = Recorder()
-        sim = FastEngine(wl, cfg, step_cost=rec)
-        sim.lazy_ok = lazy
+        sim = FastEngine(wl, cfg, step_cost=rec, accelerate=lazy)
         sim.run_all()
         got.append(rec.calls)
     assert got[0] == got[1] and len(got[0]) > 50

@@ -58,7 +58,7 @@ def test_fleet_arrays_are_the_engines_state_at_every_decision(cfg):
         fleet.advance(t)
         for i, e in enumerate(fleet.engines):
             assert fleet.now[i] == e.now and fleet.busy[i] == e.busy
-            assert fleet.waiting[i] == len(e.waiting) and fleet.running[i] == e.R
+            assert fleet.waiting[i] == len(e.waiting) and fleet.running[i] == e.num_running
             assert fleet.free[i] == e.pool.num_free()
             assert fleet.kblock[i] is e.pool.kblock or np.shares_memory(fleet.kblock[i], e.pool.kblock)
             if e.busy:

@@ -416,25 +416,17 @@ def test_a_stalled_head_does_not_load_again_for_ever():
 
 def test_own_keys_with_tiers_equal_the_hash_table_pool():
     """With own keys a tier run keeps no hash table for blocks in use (registrations, keys written when
-    blocks enter the free queue); it must equal the same run on the general hash-table pool, step series
-    included, with loads, stalls and preemptions happening."""
+    blocks enter the free queue); it must equal the same run on the general hash-table pool
+    (``accelerate=False``), step series included, with loads, stalls and preemptions happening."""
     from simulator.engine import _result
 
     seen = dict(preemptions=0, onboarded=0, stalls=0)
-    for seed in range(12):
+    for seed in range(8):
         wl, cfg = _tier_case(seed)
         out = []
-        for own in (True, False):
-            sim = FastEngine(wl, cfg, record_steps=True)
-            assert sim.own_keys
-            if not own:
-                sim.own_keys = sim.pool.own_keys = False
-                sim.pool.track_refs = True
-                sim.pool.defer_evictions = False  # evictions demoted one call each, as without own keys
-                sim.full_isl_untiered = False
-                sim.hit_run = None
-            else:
-                assert sim.pool.defer_evictions
+        for accelerate in (True, False):
+            sim = FastEngine(wl, cfg, record_steps=True, accelerate=accelerate)
+            assert sim.own_keys == accelerate and sim.pool.defer_evictions == accelerate
             sim.run_all()
             out.append(_result(sim, True, None))
         assert out[0].to_json(steps=True) == out[1].to_json(steps=True), seed
@@ -446,46 +438,30 @@ def test_own_keys_with_tiers_equal_the_hash_table_pool():
 
 
 def test_load_and_read_shortcuts_change_nothing():
-    """The tier path's shortcuts against their plain forms, on runs with loads and preemptions:
-    a request whose loads are done keeps its blocks as hits (not released and looked up again);
-    a tiered head's GPU hits come from its release run (not a lookup), in the head check and, with
-    synchronous scheduling, at admission; a match or an onboard whose
-    answer is sure leaves the pending demotions pending; a flush of keys that cannot repeat skips
-    the checks. Results and step series must be equal, and each shortcut must have been taken."""
+    """The tier path's shortcuts against the general path (``accelerate=False``), on runs with loads
+    and preemptions: a request whose loads are done keeps its blocks as hits (not released and looked
+    up again); a tiered head's GPU hits come from its release run (not a lookup), in the head check
+    and, with synchronous scheduling, at admission; a match or an onboard whose answer is sure leaves
+    the pending demotions pending; a flush of keys that cannot repeat skips the checks. Results and
+    step series must be equal, and each shortcut must have been taken."""
     from simulator.engine import _result
 
     taken = dict(kept=0, hit_run=0, sure=0, fresh=0)
-    for seed in range(16):
+    for seed in range(8):
         wl, cfg = _pressure_tier_case(seed)
         out = []
-        for short in (True, False):
-            sim = FastEngine(wl, cfg, record_steps=True)
-            if short:
-                keep, run_left, sure = sim._keep_loaded, sim.pool.run_left, sim.tiers._run_after_pending
+        for accelerate in (True, False):
+            sim = FastEngine(wl, cfg, record_steps=True, accelerate=accelerate)
+            if accelerate:
                 taken["fresh"] += sim.tiers.fresh
-
-                def counted_keep(q, keep=keep):
-                    n = keep(q)
-                    taken["kept"] += n > 0
-                    return n
-
-                def counted_run_left(k0, n, run_left=run_left):
-                    taken["hit_run"] += 1
-                    return run_left(k0, n)
-
-                def counted_sure(keys, sure=sure):
-                    r = sure(keys)
-                    taken["sure"] += r is not None
-                    return r
-                sim._keep_loaded, sim.pool.run_left, sim.tiers._run_after_pending = \
-                    counted_keep, counted_run_left, counted_sure
-            else:
-                sim._keep_loaded = lambda q, sim=sim: sim._free(q, keep_keys=True) or 0
-                sim.hit_run = None
-                sim.tiers.fresh = False
-                sim.tiers._run_after_pending = lambda keys: None
             sim.run_all()
             out.append(_result(sim, True, None))
+            if accelerate:
+                taken["kept"] += sim.shortcuts["kept_loads"]
+                taken["hit_run"] += sim.shortcuts["hit_runs"]
+                taken["sure"] += sim.tiers.sure_reads
+            else:
+                assert not sim.tiers.fresh and not sim.tiers.sure_reads
         assert out[0].to_json(steps=True) == out[1].to_json(steps=True), seed
     assert all(v > 0 for v in taken.values()), taken
 
@@ -525,11 +501,38 @@ def test_offload_threshold_runs_take_no_jumps():
         cfg = EngineConfig(num_gpu_blocks=int(rng.integers(12, 60)), block_size=4, max_num_seqs=int(rng.integers(1, 6)),
                            cpu_tier={"num_blocks": 100}, kv_offload_threshold=float(rng.choice([0.1, 0.5, 0.9])))
         out = []
-        for jumps in (True, False):
-            sim = FastEngine(wl, cfg, record_steps=True)
-            if not jumps:
-                sim.lazy_ok = False
-                sim._jump = lambda *a: 0
+        for accelerate in (True, False):  # offloads after every step: no jumps nor windows even accelerated
+            sim = FastEngine(wl, cfg, record_steps=True, accelerate=accelerate)
             sim.run_all()
+            assert not sim.shortcuts["jumped_steps"] and not sim.shortcuts["window_steps"]
             out.append(_result(sim, True, None).to_json(steps=True))
         assert out[0] == out[1], seed
+
+
+def test_cpu_tier_runs_equal_the_scalar_reference():
+    """The test-only scalar kernel with a CPU tier (demotion on eviction, loads at admission, load
+    waits and stalls) against the engine, shortcuts on and off: totals, tier figures, per-request
+    columns and step series equal; loads and stalls happen on these runs. Odd seeds share prefixes."""
+    from dataclasses import replace
+
+    from tests.simulator.scalar_reference import simulate_scalar
+
+    seen = dict(onboarded=0, stalls=0, preemptions=0)
+    for seed in range(8):
+        wl, cfg = _pressure_tier_case(seed)
+        n = min(wl.n, 60)
+        rng = np.random.default_rng(seed + 100)
+        pl = np.array([48, 160])
+        pid = rng.integers(-1, 2, n) if seed % 2 else np.full(n, -1)
+        wl = Workload(prompt_len=wl.prompt_len[:n] + np.where(pid >= 0, pl[np.maximum(pid, 0)], 0),
+                      output_len=np.minimum(wl.output_len[:n], 120), arrival=wl.arrival[:n],
+                      arrival_unit=wl.arrival_unit, prefix_id=pid, prefix_len=pl)
+        cfg = replace(cfg, num_gpu_blocks=int(rng.integers(30, 90)), enable_chunked_prefill=True)
+        slow = simulate_scalar(wl, cfg, record_steps=True)
+        for accelerate in (True, False):
+            fast = simulate(wl, [cfg], record_steps=True, accelerate=accelerate)[0]
+            assert fast.to_json(steps=True) == slow.to_json(steps=True), (seed, accelerate)
+        seen["onboarded"] += slow.totals["cpu_tier_blocks_onboarded"]
+        seen["stalls"] += slow.totals["tier_load_stalls"]
+        seen["preemptions"] += slow.totals["preemptions"]
+    assert all(v > 0 for v in seen.values()), seen
