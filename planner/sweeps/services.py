@@ -421,8 +421,6 @@ def chunks_heal() -> int:
     duplicate delivery is harmless: chunks are idempotent, and a chunk running
     elsewhere with a live heartbeat is skipped.
     """
-    from planner import tasks
-
     opts = {"queue": _queue()} if _queue() else {}
     sent = 0
     for sweep_id in set(stalled_chunks().values_list("sweep_id", flat=True)):
@@ -435,7 +433,7 @@ def chunks_heal() -> int:
         logger.warning("sweep %s: %d stalled chunk(s) sent again with %d pending", sweep_id, len(chunks),
                        len(pending))
         for ch in pending:
-            tasks.run_sweep_chunk.apply_async(args=[sweep_id, ch.index], task_id=ch.task_id, **opts)
+            celery_app.send_task(CHUNK_TASK, args=[sweep_id, ch.index], task_id=ch.task_id, **opts)
             sent += 1
     return sent
 
