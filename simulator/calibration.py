@@ -275,11 +275,10 @@ def _predict(workload, engine: dict, model, gpu, deployment, coefficients: dict)
     from simulator.config import EngineConfig
     from simulator.cost_model import RooflineStepTime
     from simulator.engine import simulate
-    from simulator.serving import apply_serving
 
     clock = RooflineStepTime.from_specs(model, gpu, coefficients=coefficients, deployment=deployment)
     cfg = EngineConfig.from_dict({**engine, "cost_model": {"kind": "terms", **clock.terms.to_dict()}})
-    res = apply_serving(simulate(workload, [cfg])[0], cfg.cost_model)
+    res = simulate(workload, [cfg])[0]
     req = res.requests
     done = np.array([s == "finished" for s in req["status"]])
     if not done.any():

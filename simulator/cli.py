@@ -159,9 +159,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from simulator.engine import simulate
 
     result = simulate(workload, [config], record_steps=bool(args.steps), max_step_points=args.max_step_points)[0]
-    from simulator.serving import apply_serving
 
-    result = apply_serving(result, config.cost_model)  # time outside the engine steps (docs/cost-model.md)
     if args.indent is None:
         _emit(result.to_json(steps=bool(args.steps)), args.output, end="\n")  # no copy of a long text
         return 0

@@ -392,10 +392,7 @@ def _assemble(wl: Workload, engines: list, assign: np.ndarray, policy: RoutingPo
               max_step_points: int | None) -> ClusterResult:
     N = len(engines)
     n = wl.n
-    from simulator.serving import apply_serving  # time outside the engine steps (docs/cost-model.md)
-
-    full = [apply_serving(_result(e, record_steps, max_step_points), getattr(e.cfg, "cost_model", None))
-            for e in engines]
+    full = [_result(e, record_steps, max_step_points) for e in engines]  # serving time included (engine._result)
     instances = []
     merged: dict[str, Any] = {}
     for k, v in full[0].requests.items():

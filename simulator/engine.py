@@ -33,6 +33,7 @@ import numpy as np
 from simulator._fast import FastEngine, StepTimeFn, WorkloadPrep
 from simulator.config import ConfigError, EngineConfig
 from simulator.results import SimResult
+from simulator.serving import apply_serving
 from simulator.sharing import LeaderQueue, covers, share_key, shared_pool_factory
 from simulator.workload import Workload
 
@@ -281,4 +282,6 @@ def _result(sim, record_steps: bool, max_points: int | None, pool=None, tiers=No
         if max_points is not None and m > max_points:
             idx = np.unique(np.linspace(0, m - 1, max_points).round().astype(np.int64))
             series = {k: v[idx] for k, v in series.items()}
-    return SimResult(totals=t, requests=requests, steps=series, arrival_unit=wl.arrival_unit)
+    result = SimResult(totals=t, requests=requests, steps=series, arrival_unit=wl.arrival_unit)
+    # time a served request pays outside the engine steps, added here once for every caller (docs/cost-model.md)
+    return apply_serving(result, getattr(getattr(sim, "cfg", None), "cost_model", None))

@@ -138,10 +138,9 @@ def predicted_metrics(result, output_tokens: int) -> dict[str, float]:
 def run_experiment(exp: dict[str, Any], max_requests: int | None = None,
                    coefficients: dict | None = None) -> ExperimentScore:
     from simulator.engine import simulate
-    from simulator.serving import apply_serving
 
     workload, config = build_run(exp, max_requests, coefficients)
-    result = apply_serving(simulate(workload, [config])[0], config.cost_model)
+    result = simulate(workload, [config])[0]
     pred = predicted_metrics(result, exp["workload"]["output_tokens"])
     meas = {m: exp["measured_ms"][m] for m in METRICS}
     return ExperimentScore(

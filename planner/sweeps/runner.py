@@ -79,10 +79,7 @@ def simulate_points(wl: Workload, points: list[dict], *, record_steps: bool = Tr
                                                      max_step_points=SERIES_POINTS if record_steps else None,
                                                      progress=progress)]
     out = []
-    from simulator.serving import apply_serving
-
     for p, cfg, res in zip(points, configs, results):
-        res = apply_serving(res, cfg.cost_model)  # time outside the engine steps (docs/cost-model.md)
         totals = {k: _json_num(v) for k, v in res.totals.items() if _is_scalar(v)}
         metrics = summarize(res, wl, cfg, p.get("meta", {}))
         cl = p.get("meta", {}).get("cluster")
