@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from playwright.sync_api import expect
 
 
 def _run_sweep(user, monkeypatch, definition: dict):

@@ -149,7 +149,7 @@ def test_two_axis_heatmap_fills_the_grid():
     hm = fig["data"][0]
     assert hm["type"] == "heatmap" and hm["x"] == ["100", "200", "300"] and hm["y"] == ["8", "16"]
     assert hm["z"][1][2] == 0.3 + 16
-    assert fig["layout"]["yaxis"]["title"]["text"] == "Max running requests (max_num_seqs) (requests)"
+    assert fig["layout"]["yaxis"]["title"]["text"] == "Max running requests<br>(max_num_seqs) (requests)"
 
 
 def test_a_heatmap_of_equal_values_writes_the_value_instead_of_a_flat_colour():
