@@ -443,20 +443,31 @@ def build_cost_figure(points: list[dict], param: str, *, arrival_unit: str = "st
 
 
 def build_cliff_search_figure(history: list[list[float]], *, param: str, metric: str, limit: float,
-                              cliff_x: float | None) -> dict:
-    """The probes of a cliff search: metric against the searched parameter, the limit and the cliff."""
+                              cliff_x: float | None, status: str = "found", arrival_unit: str = "step") -> dict:
+    """The probes of a cliff search: metric against the searched parameter, the limit and the cliff.
+
+    A search that found no crossing (``status`` ``all_good`` / ``all_bad``) draws its probes as points
+    only (a line between the two ends would invent the values in between) and says so in the title.
+    """
     hist = sorted(history, key=lambda h: h[0])
-    fig = go.Figure(go.Scatter(x=[h[0] for h in hist], y=[_num(h[1]) for h in hist], mode="markers+lines",
+    found = status == "found"
+    fig = go.Figure(go.Scatter(x=[h[0] for h in hist], y=[_num(h[1]) for h in hist],
+                               mode="markers+lines" if found else "markers", marker={"size": 9},
                                name=metric_title(metric), line={"color": COLORS[0]},
-                               hovertemplate=f"{axis_title(param)}: %{{x:,}}<br>{metric_title(metric)}: "
+                               hovertemplate=f"{axis_title(param, arrival_unit)}: %{{x:,}}<br>{metric_title(metric)}: "
                                              "%{y:,.4g}<extra></extra>"))
     fig.add_hline(y=limit, line_dash="dot", line_color="#6b7280", annotation_text=f"limit {limit:,.3g}")
     if cliff_x is not None:
         fig.add_vline(x=cliff_x, line_dash="dash", line_color="#dc2626", annotation_text="cliff")
-    fig.update_xaxes(title_text=axis_title(param))
+    fig.update_xaxes(title_text=axis_title(param, arrival_unit))
     fig.update_yaxes(title_text=metric_title(metric), rangemode="tozero")
-    fig.update_layout(**{**LAYOUT, "hovermode": "closest"}, height=400,
-                      title=_title(f"Cliff search: {len(history)} simulations"))
+    n = len(history)
+    title = f"Cliff search: {n} simulation{'s' if n != 1 else ''}"
+    if status == "all_good":
+        title += ", no cliff in this range"
+    elif status == "all_bad":
+        title += ", past the limit across the range"
+    fig.update_layout(**{**LAYOUT, "hovermode": "closest"}, height=400, title=_title(title))
     return _plain(fig)
 
 
@@ -484,7 +495,7 @@ def report_figures(body: dict, *, point_index: int | None = None) -> list[tuple[
         cr = body.get("cliff_result") or {}
         figs.append(("cliff-search", "Cliff search", build_cliff_search_figure(
             cr.get("history") or [], param=c["param"], metric=c["metric"], limit=cr.get("limit", c["threshold"]),
-            cliff_x=cr.get("cliff"))))
+            cliff_x=cr.get("cliff"), status=cr.get("status", "found"), arrival_unit=unit)))
         axes = [c["param"]]
     numeric = [a for a in axes if a not in ("gpu", "enable_prefix_caching", "routing")]  # not numbers
     slo = inputs.get("slo") or {}
