@@ -68,7 +68,19 @@ def sweep_detail(request, sweep_id: int):
     if sweep.points_done and not report:
         figures = report_figures(_body_of(sweep))
     return render(request, "planner/sweeps/detail.html", {
-        "nav": "sweeps", "sweep": sweep, "progress": progress, "report": report, "figures": figures})
+        "nav": "sweeps", "sweep": sweep, "progress": progress, "report": report, "figures": figures,
+        "points_shown": points_shown(progress, cliff=sweep.mode == Sweep.Mode.CLIFF)})
+
+
+def points_shown(progress: dict, *, cliff: bool = False) -> int:
+    """The points the bar stands for: finished ones plus the running batches' share (the bar's own count).
+
+    ``static/js/sweep_progress.js`` computes the same while polling. A cliff search counts its
+    finished simulations only (its total is an upper bound).
+    """
+    if cliff:
+        return progress["points_done"]
+    return max(progress["points_done"], math.floor(progress["fraction"] * progress["points_total"] + 1e-9))
 
 
 @login_required

@@ -48,23 +48,46 @@ def report_url(signed_in_page, worker_factory, sender_on_redis, settings, screen
     expect(bar).to_be_visible()
     screenshot(page, "sweep-progress")
 
-    # Watch the bar (the page polls the JSON status and reloads itself once at the end).
-    seen = []
+    # Watch the bar (the page polls the JSON status, reloads when a point finishes and once at the end):
+    # the count beside the bar is the bar's own, never goes down, and the estimate of the time left is
+    # within 2x of the real time left once a point is done.
+    seen, counts, etas = [], [], []
     deadline = time.monotonic() + SWEEP_TIMEOUT_S
     while time.monotonic() < deadline:
         try:
             value = int(bar.get_attribute("aria-valuenow", timeout=2_000))
+            shown = int(page.locator('[data-field="points_shown"]').inner_text(timeout=2_000))
+            total = int(page.locator('[data-field="points_total"]').inner_text(timeout=2_000))
+            eta = page.locator('[data-field="eta"]').all_inner_texts()
+            partial = page.locator("#fig-sweep").count()
         except Exception:  # noqa: BLE001 - the page is reloading; look again
             continue
+        assert total == len(BLOCKS), "the total never changes"
+        assert abs(shown - value * total / 100) <= 1, f"{shown} of {total} points beside a bar at {value}%"
+        counts.append(shown)
+        if eta and eta[0].startswith("about "):
+            etas.append((time.monotonic(), float(eta[0].split()[1])))
+            assert shown > 0, "no estimate before a point is done"
+        if 0 < shown < total and partial:
+            try:  # results so far, drawn while the sweep runs (the page may be reloading)
+                screenshot(page, "sweep-partial-results")
+            except Exception:  # noqa: BLE001
+                pass
         if not seen or seen[-1] != value:
             seen.append(value)
         if value == 100:
             break
         page.wait_for_timeout(200)
+    end = time.monotonic()
     assert seen and seen[-1] == 100, f"progress never reached 100% in {SWEEP_TIMEOUT_S} s: {seen}"
     assert seen == sorted(seen), f"progress went backwards: {seen}"
+    assert counts == sorted(counts), f"the count went backwards: {counts}"
+    for t, eta in etas:
+        left = end - t
+        # 2x, plus 1.5 s for the page's 1 s polling and its reload
+        assert left / 2 - 1.5 <= eta <= 2 * left + 1.5, f"estimated {eta:.0f} s left, it took {left:.1f} s"
     expect(page.locator('[data-field="status"]')).to_have_text("Done")
-    expect(page.locator('[data-field="points_done"]')).to_have_text(str(len(BLOCKS)))
+    expect(page.locator('[data-field="points_shown"]')).to_have_text(str(len(BLOCKS)))
     assert page.locator(".progress > .bar").evaluate("e => e.style.width") == "100%"
     screenshot(page, "sweep-done")
 
