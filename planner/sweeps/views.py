@@ -36,19 +36,29 @@ def sweep_list(request):
 @require_http_methods(["GET", "POST"])
 def sweep_new(request):
     form = SweepForm(request.POST or None, request.FILES or None, user=request.user)
-    if request.method == "POST" and form.is_valid():
+    if request.method == "POST":
+        form.is_valid()
+        # Every problem at once: the fields' own checks, then the definition's (for the fields still clean).
+        definition = form.to_definition()
         try:
-            definition = form.to_definition()
-            sweep = services.sweep_create(owner=request.user, definition=definition)
+            if form.errors:
+                defn.validate(definition, owner=request.user)
+            else:
+                sweep = services.sweep_create(owner=request.user, definition=definition)
         except dj_forms.ValidationError as exc:
             for field, msgs in exc.message_dict.items():
                 form.add_error(field if field in form.fields else None, msgs)
         except defn.DefinitionError as exc:
             form.add_definition_errors(exc.errors)
+        except (KeyError, TypeError, ValueError):  # a definition built around fields already in error
+            if not form.errors:
+                raise
         else:
-            messages.success(request, f"Sweep started: {sweep.total_points} points in {sweep.num_chunks or 1} "
-                                      f"batch(es).")
-            return redirect("sweeps:detail", sweep_id=sweep.pk)
+            if not form.errors:
+                n = sweep.num_chunks or 1
+                messages.success(request, f"Sweep started: {sweep.total_points} points in {n} "
+                                          f"batch{'es' if n != 1 else ''}.")
+                return redirect("sweeps:detail", sweep_id=sweep.pk)
     # An invalid form is shown again with its errors at the fields, as a normal page (200): a 4xx on a
     # page the person is looking at would be logged by the browser as a failed load.
     return render(request, "planner/sweeps/new.html", {"nav": "sweeps", "form": form})

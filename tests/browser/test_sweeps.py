@@ -29,6 +29,7 @@ def _start_kv_sweep(page, name: str) -> None:
     page.get_by_label("Prompt length (tokens)").fill("normal:256,64")
     page.get_by_label("Output length (tokens)").fill("normal:128,32")
     page.get_by_label("Arrival", exact=True).fill("poisson:2")
+    page.get_by_label("Arrival unit", exact=True).select_option("step")
     page.get_by_label("Axis 1", exact=True).select_option("num_gpu_blocks")
     page.get_by_label("Axis 1 values").fill(", ".join(map(str, BLOCKS)))
     page.get_by_role("button", name="Start sweep").click()
@@ -160,3 +161,39 @@ def test_sweep_form_shows_a_field_error_for_an_invalid_value(signed_in_page, scr
     # the error is read out with the field: its aria-describedby names the error list
     assert "id_axis1_values_error" in values.get_attribute("aria-describedby").split()
     screenshot(page, "sweep-field-error")
+
+
+def test_sweep_form_shows_every_error_at_once_in_words_with_a_summary(signed_in_page, screenshot):
+    page = signed_in_page
+    page.goto("/sweeps/new/")
+    # Only the chosen mode's section shows; the default arrivals are per second (latency in seconds).
+    grid, cliff = page.locator('[data-mode-section="grid"]'), page.locator('[data-mode-section="cliff"]')
+    expect(grid).to_be_visible()
+    expect(cliff).to_be_hidden()
+    expect(page.get_by_label("Arrival unit", exact=True)).to_have_value("s")
+    page.get_by_label("Mode", exact=True).select_option("cliff")
+    expect(grid).to_be_hidden()
+    expect(cliff).to_be_visible()
+    page.get_by_label("Mode", exact=True).select_option("grid")
+
+    page.get_by_label("GPUs (tensor parallel size)").fill("0")
+    page.get_by_label("Prompt length (tokens)").fill("normal:512")
+    page.locator("#id_axis1_values").fill("100, lots")
+    page.get_by_role("button", name="Start sweep").click()
+
+    summary = page.locator("#error-summary")
+    expect(summary).to_be_focused()
+    expect(summary.get_by_role("heading")).to_have_text("3 things to fix before the sweep can start")
+    links = summary.get_by_role("link")
+    expect(links).to_have_count(3)
+    hrefs = [a.get_attribute("href") for a in links.all()]
+    assert hrefs == ["#id_tensor_parallel_size", "#id_prompt", "#id_axis1_values"], hrefs
+    expect(links.nth(0)).to_have_text("GPUs (tensor parallel size)")
+    expect(page.locator(".field.has-error")).to_have_count(3)
+    expect(summary).to_contain_text("“normal” needs 2 numbers")
+    text = page.locator("main").inner_text()
+    for internal in ("workload.spec", "deployment.", "argument(s)", "axes[0]"):
+        assert internal not in text, f"an internal name in the page: {internal}"
+    links.nth(1).click()
+    expect(page.locator("#id_prompt")).to_be_focused()
+    screenshot(page, "sweep-form-errors")
