@@ -2,7 +2,7 @@
 
 ``collectstatic`` writes gzip copies and content-hashed names (cached for ever; Plotly's 4.8 MB goes out
 as about 1.4 MB). Without ``collectstatic`` (the tests, ``python3 dev.py run``) there is no manifest and
-names stay as they are instead of failing.
+no collected file to hash: names then stay as they are, served by whitenoise's finders.
 """
 
 from whitenoise.storage import CompressedManifestStaticFilesStorage
@@ -10,3 +10,9 @@ from whitenoise.storage import CompressedManifestStaticFilesStorage
 
 class CompressedManifestStorage(CompressedManifestStaticFilesStorage):
     manifest_strict = False
+
+    def stored_name(self, name: str) -> str:
+        try:
+            return super().stored_name(name)
+        except ValueError:  # not collected: the plain name (whitenoise finds it in the app's static folders)
+            return name

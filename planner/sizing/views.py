@@ -163,4 +163,30 @@ def replicas_answer(found: dict, form: ReplicasForm) -> dict:
             "reason": found["reason"], "cost_per_hour": found.get("cost_per_hour"),
             "price_per_gpu_hour": gpu.price_per_hour, "gpus_total": (n or 0) * per, "gpus_per_replica": per,
             "gpu_name": gpu.name, "rows": rows, "any_not_served": any(r["dropped"] for r in rows), "requests": found["requests"], "routing": found["routing"],
-            "num_gpu_blocks": found["num_gpu_blocks"], "clock": found["clock"]}
+            "num_gpu_blocks": found["num_gpu_blocks"], "clock": found["clock"],
+            "flattened": latency_flattened(found["trials"]), "why": _why_not(found)}
+
+
+def _why_not(found: dict) -> str:
+    """Why no replica count met the targets, in milliseconds like the rest of the page."""
+    trials = sorted(found["trials"], key=lambda t: t["num_instances"])
+    if not trials:
+        return found.get("reason") or ""
+    last, pct = trials[-1], found["percentile"]
+    if last.get("dropped"):
+        return "Requests are dropped as unservable: a prompt does not fit one replica's KV cache"
+    n = last["num_instances"]
+    parts = [f"{name} {pct} is {_ms(last[key])} ms (target ≤ {_ms(found[slo])} ms)"
+             for name, key, slo in (("TTFT", "ttft_s", "slo_ttft_s"), ("ITL", "itl_s", "slo_itl_s"))
+             if found.get(slo) is not None]
+    return f"With {n} replica{'s' if n != 1 else ''}, " + " and ".join(parts)
+
+
+def latency_flattened(trials: list[dict], gain: float = 0.1) -> bool:
+    """True when the most replicas tried barely helped: TTFT and ITL fell by less than ``gain`` (10%)
+    from the second most. More replicas would not meet the targets then; the page says so."""
+    tried = sorted((t for t in trials if t.get("ttft_s") is not None), key=lambda t: t["num_instances"])
+    if len(tried) < 2:
+        return False
+    before, last = tried[-2], tried[-1]
+    return all(last[k] is None or before[k] is None or last[k] > before[k] * (1 - gain) for k in ("ttft_s", "itl_s"))
