@@ -8,6 +8,7 @@ form, call the services and pick the figures.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import urlencode
 
 from django.http import QueryDict
 from django.shortcuts import render
@@ -43,7 +44,33 @@ def home(request):
                         frag, max_model_len=outcome.result.max_model_len, lengths=form.cleaned_data["lengths"])
             ctx["compare_query"] = _compare_query(request.GET, form)
             ctx["replicas_query"] = _replicas_query(form)
+            if not outcome.fits:
+                ctx["smallest_tp"] = smallest_fitting_tp(form, outcome)
     return render(request, "planner/home.html", ctx)
+
+
+def smallest_fitting_tp(form: SizingForm, outcome) -> dict | None:
+    """The smallest tensor-parallel size (a power of two, up to 64) at which the deployment fits, with
+    the query that sizes it: ``{"tp", "query"}``; ``None`` when none does (or a calibration pins it)."""
+    knobs = form.knobs()
+    if knobs.get("weights_gib") is not None or knobs.get("available_kv_gib") is not None or knobs.get("vllm_log"):
+        return None  # per-GPU figures given by hand do not scale with TP
+    tp = outcome.deployment.tensor_parallel_size
+    for candidate in (2, 4, 8, 16, 32, 64):
+        if candidate <= tp:
+            continue
+        try:
+            trial = services.plan_deployment(model=form.model_spec(), gpu=form.gpu_spec(),
+                                             knobs={**knobs, "tensor_parallel_size": candidate, "num_gpus": None})
+        except services.PlanInputError:
+            continue
+        if trial.fits:
+            query = form.data.copy() if hasattr(form.data, "copy") else dict(form.data)
+            query["tensor_parallel_size"] = str(candidate)
+            query.pop("num_gpus", None)
+            return {"tp": candidate, "num_gpus": trial.num_gpus,
+                    "query": urlencode(query, doseq=True) if not hasattr(query, "urlencode") else query.urlencode()}
+    return None
 
 
 def compare(request):

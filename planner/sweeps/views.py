@@ -299,6 +299,26 @@ def report_download(request, slug: str, fmt: str):
 
 @login_required
 @require_POST
+def report_rerun(request, slug: str):
+    """Run a report's sweep again as a new sweep of the signed-in user (the same definition)."""
+    report = selectors.report_get(slug=slug)
+    definition = dict(report.snapshot.get("definition") or {})
+    if not definition:
+        messages.error(request, "This report does not keep its definition, so it cannot be run again.")
+        return redirect("sweeps:report", slug=slug)
+    definition["name"] = f"{report.title} (again)"[:200]
+    try:
+        sweep = services.sweep_create(owner=request.user, definition=definition)
+    except defn.DefinitionError as exc:
+        problems = "; ".join(f"{m}" for msgs in exc.errors.values() for m in msgs)
+        messages.error(request, f"This sweep cannot run again as it was: {problems}")
+        return redirect("sweeps:report", slug=slug)
+    messages.success(request, f"Running again: {sweep.total_points} points.")
+    return redirect("sweeps:detail", sweep_id=sweep.pk)
+
+
+@login_required
+@require_POST
 def report_delete(request, slug: str):
     report = selectors.report_get(slug=slug)
     services.report_delete(report=report, user=request.user)  # PermissionDenied -> 403 for others

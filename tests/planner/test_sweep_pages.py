@@ -155,3 +155,22 @@ def test_cluster_and_slo_errors_are_shown_at_their_field(client, change, field, 
     assert r.status_code == 200 and not Sweep.objects.exists()
     m = re.search(rf'<ul class="errorlist" id="id_{field}_error"[^>]*>(.*?)</ul>', r.content.decode(), re.S)
     assert m and text in m.group(1), (field, r.context["form"].errors)
+
+
+def test_a_report_runs_again_as_a_new_sweep_of_the_signed_in_user(client, monkeypatch):
+    from planner.models import Report
+
+    monkeypatch.setattr(services, "sweep_enqueue", lambda sweep_id: None)
+    owner = get_user_model().objects.create_user("own2", password="pw-123456789")
+    sweep = services.sweep_create(owner=owner, definition={
+        "name": "first", "engine": {"num_gpu_blocks": 300}, "workload": {"spec": {"n": 5}},
+        "axes": [{"param": "max_num_seqs", "values": [1, 2]}]})
+    for i in range(sweep.num_chunks):
+        services.chunk_run(sweep_id=sweep.pk, index=i)
+    report = Report.objects.get(sweep=sweep)
+    r = client.post(f"/reports/{report.slug}/run-again/")
+    assert r.status_code == 302
+    again = Sweep.objects.exclude(pk=sweep.pk).get()
+    assert again.owner.username == "pat" and again.total_points == 2 and again.name == "first (again)"
+    assert Client().post(f"/reports/{report.slug}/run-again/").status_code == 302  # signed out: to sign in
+    assert Sweep.objects.count() == 2
