@@ -60,7 +60,7 @@ def smallest_fitting_tp(form: SizingForm, outcome) -> dict | None:
         if candidate <= tp:
             continue
         try:
-            trial = services.plan_deployment(model=form.model_spec(), gpu=form.gpu_spec(),
+            trial = services.plan_deployment(model=outcome.model, gpu=outcome.gpu,
                                              knobs={**knobs, "tensor_parallel_size": candidate, "num_gpus": None})
         except services.PlanInputError:
             continue
