@@ -118,7 +118,7 @@ def test_kv_blocks_sweep_runs_and_shows_the_cliff(signed_in_page, report_url, sc
 
 def test_report_permalink_opens_signed_out_and_downloads_csv(finished_report, page, screenshot):
     page.goto(f"/reports/{finished_report.slug}/")
-    expect(page.get_by_role("link", name="Sign in")).to_be_visible()  # nobody is signed in
+    expect(page.get_by_role("link", name="Sign in", exact=True)).to_be_visible()  # nobody is signed in
     expect(page.get_by_role("heading", level=1)).to_contain_text("KV cliff in the browser")
     expect(page.locator("#fig-sweep .main-svg").first).to_be_attached()
     expect(page.get_by_role("button", name="Delete report")).to_have_count(0)
