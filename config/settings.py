@@ -115,8 +115,8 @@ STATICFILES_DIRS = [
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
-        # Compressed but not hashed: works with and without collectstatic (tests, the dev run).
-        "BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"
+        # Compressed and hashed after collectstatic; plain names without it (config/static_storage.py).
+        "BACKEND": "config.static_storage.CompressedManifestStorage",
     },
 }
 WHITENOISE_USE_FINDERS = True

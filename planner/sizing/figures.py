@@ -178,9 +178,10 @@ def build_fragmentation_figure(frag: FragmentationResult, *, max_model_len: int,
         hovertemplate="%{x}<br>%{y:,} requests<br>%{customdata[0]:.1f}% of reserved slots hold tokens"
                       "<extra></extra>",
     ))
-    gain = "∞" if frag.naive_requests == 0 else f"{frag.paged_gain:,.1f}x"
+    # naive fits none when not even one max_model_len request fits: say that, not "infinitely more"
+    gain = "naive allocation fits none" if frag.naive_requests == 0 else f"paging fits {frag.paged_gain:,.1f}x"
     fig.update_layout(
-        **_layout(f"Paged vs naive allocation ({lengths or 'chosen lengths'}): paging fits {gain}",
+        **_layout(f"Paged vs naive allocation ({lengths or 'chosen lengths'}): {gain}",
                   margin=dict(l=72, r=30, t=56, b=64)),
         showlegend=False,
         xaxis=dict(title=dict(text="Allocation of each request's KV cache"), type="category"),

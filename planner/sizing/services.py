@@ -434,11 +434,51 @@ def fragmentation(outcome: PlanOutcome, *, lengths: str) -> sizing.Fragmentation
     rng = np.random.default_rng(FRAGMENTATION_SEED)
     sample = dist.sample(rng, FRAGMENTATION_SAMPLES)
     r = outcome.result
+    groups = _sliding_groups(outcome)
+    if groups is not None:  # a sliding-window layer keeps only its window: count blocks as the cards do
+        return _hybrid_paged_vs_naive(sample, groups, r)
     blocks = max(r.num_gpu_blocks - 1, 0) // max(r.num_kv_groups, 1)  # the null block is never allocated
     try:
         return sizing.paged_vs_naive(sample, blocks, r.block_size, r.max_model_len)
     except SpecError as exc:
         raise PlanInputError.one("lengths", str(exc)) from None
+
+
+def _sliding_groups(outcome: PlanOutcome):
+    """The KV groups of the stage the plan sized, when it has sliding-window layers (else ``None``)."""
+    r, model = outcome.result, outcome.model
+    for rng in sizing.pp_layer_partition(model.num_layers, r.pipeline_parallel_size):
+        layers = [model.layer_specs[i] for i in rng]
+        groups = sizing.kv_groups(model, layers, r.kv_cache_dtype, r.block_size, r.tensor_parallel_size)
+        if groups.num_groups == r.num_kv_groups and groups.bytes_per_block == r.bytes_per_block_per_gpu:
+            return groups if groups.sliding_groups else None
+    return None
+
+
+def _hybrid_paged_vs_naive(sample, groups, r) -> sizing.FragmentationResult:
+    """Paged vs naive for a model with sliding-window layers, in blocks of the shared pool.
+
+    A request of ``L`` tokens holds ``blocks_per_request(L)`` blocks (its window only in the sliding
+    groups), exactly what "maximum concurrency" divides by; naive pre-allocation reserves the
+    ``max_model_len`` request's blocks for every request, so it fits ``floor`` of that concurrency.
+    """
+    lens = np.minimum(np.asarray(sample, dtype=np.int64), r.max_model_len)
+    pool = max(r.num_gpu_blocks - 1, 0)  # the null block is never allocated
+    def need(tokens: int) -> int:
+        return sizing.blocks_per_request(groups, int(tokens), r.block_size, r.max_num_batched_tokens)
+    per = np.array([need(t) for t in lens], dtype=np.int64)
+    naive = pool // max(need(r.max_model_len), 1)
+    cycle = int(per.sum())
+    full = pool // cycle
+    partial = int(np.searchsorted(np.cumsum(per), pool - full * cycle, side="right"))
+    paged = full * lens.size + partial
+    bs = r.block_size
+    waste = np.where(lens % bs == 0, 0, bs - lens % bs)
+    return sizing.FragmentationResult(
+        naive_requests=int(naive), paged_requests=int(paged),
+        naive_utilization=float(lens.mean() / r.max_model_len),
+        paged_utilization=float(lens.sum() / (sizing.blocks_for_tokens(lens, bs).sum() * bs)),
+        paged_gain=float(paged / naive) if naive else float("inf"), mean_last_block_waste=float(waste.mean()))
 
 
 def memory_segments(outcome: PlanOutcome) -> list[tuple[str, float]]:

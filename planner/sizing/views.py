@@ -8,6 +8,7 @@ form, call the services and pick the figures.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import urlencode
 
 from django.http import QueryDict
 from django.shortcuts import render
@@ -43,7 +44,33 @@ def home(request):
                         frag, max_model_len=outcome.result.max_model_len, lengths=form.cleaned_data["lengths"])
             ctx["compare_query"] = _compare_query(request.GET, form)
             ctx["replicas_query"] = _replicas_query(form)
+            if not outcome.fits:
+                ctx["smallest_tp"] = smallest_fitting_tp(form, outcome)
     return render(request, "planner/home.html", ctx)
+
+
+def smallest_fitting_tp(form: SizingForm, outcome) -> dict | None:
+    """The smallest tensor-parallel size (a power of two, up to 64) at which the deployment fits, with
+    the query that sizes it: ``{"tp", "query"}``; ``None`` when none does (or a calibration pins it)."""
+    knobs = form.knobs()
+    if knobs.get("weights_gib") is not None or knobs.get("available_kv_gib") is not None or knobs.get("vllm_log"):
+        return None  # per-GPU figures given by hand do not scale with TP
+    tp = outcome.deployment.tensor_parallel_size
+    for candidate in (2, 4, 8, 16, 32, 64):
+        if candidate <= tp:
+            continue
+        try:
+            trial = services.plan_deployment(model=outcome.model, gpu=outcome.gpu,
+                                             knobs={**knobs, "tensor_parallel_size": candidate, "num_gpus": None})
+        except services.PlanInputError:
+            continue
+        if trial.fits:
+            query = form.data.copy() if hasattr(form.data, "copy") else dict(form.data)
+            query["tensor_parallel_size"] = str(candidate)
+            query.pop("num_gpus", None)
+            return {"tp": candidate, "num_gpus": trial.num_gpus,
+                    "query": urlencode(query, doseq=True) if not hasattr(query, "urlencode") else query.urlencode()}
+    return None
 
 
 def compare(request):
@@ -164,4 +191,30 @@ def replicas_answer(found: dict, form: ReplicasForm) -> dict:
             "price_per_gpu_hour": gpu.price_per_hour, "gpus_total": (n or 0) * per, "gpus_per_replica": per,
             "gpu_name": gpu.name, "rows": rows, "any_not_served": any(r["dropped"] for r in rows), "requests": found["requests"], "routing": found["routing"],
             "num_gpu_blocks": found["num_gpu_blocks"], "clock": found["clock"],
-            "advice": found.get("advice", []), "clock_note": found.get("clock_note")}
+            "advice": found.get("advice", []), "clock_note": found.get("clock_note"),
+            "flattened": latency_flattened(found["trials"]), "why": _why_not(found)}
+
+
+def _why_not(found: dict) -> str:
+    """Why no replica count met the targets, in milliseconds like the rest of the page."""
+    trials = sorted(found["trials"], key=lambda t: t["num_instances"])
+    if not trials:
+        return found.get("reason") or ""
+    last, pct = trials[-1], found["percentile"]
+    if last.get("dropped"):
+        return "Requests are dropped as unservable: a prompt does not fit one replica's KV cache"
+    n = last["num_instances"]
+    parts = [f"{name} {pct} is {_ms(last[key])} ms (target ≤ {_ms(found[slo])} ms)"
+             for name, key, slo in (("TTFT", "ttft_s", "slo_ttft_s"), ("ITL", "itl_s", "slo_itl_s"))
+             if found.get(slo) is not None]
+    return f"With {n} replica{'s' if n != 1 else ''}, " + " and ".join(parts)
+
+
+def latency_flattened(trials: list[dict], gain: float = 0.1) -> bool:
+    """True when the most replicas tried barely helped: TTFT and ITL fell by less than ``gain`` (10%)
+    from the second most. More replicas would not meet the targets then; the page says so."""
+    tried = sorted((t for t in trials if t.get("ttft_s") is not None), key=lambda t: t["num_instances"])
+    if len(tried) < 2:
+        return False
+    before, last = tried[-2], tried[-1]
+    return all(last[k] is None or before[k] is None or last[k] > before[k] * (1 - gain) for k in ("ttft_s", "itl_s"))

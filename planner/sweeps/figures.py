@@ -65,19 +65,43 @@ def _series_split(points: list[dict], param: str, arrival_unit: str = "step") ->
     return groups
 
 
+def _group_value(points: list[dict], param: str, arrival_unit: str = "step") -> tuple[str, dict[str, str]]:
+    """The legend's title (the other axis, with its unit) and each series label's short value.
+
+    A two-axis figure's legend names one colour per value of the other axis ("64", "128"), under a
+    title that says which axis ("Max running requests (requests)"), instead of one long entry per trace.
+    """
+    others = [k for p in points for k in p["params"] if k != param]
+    other = others[0] if others else None
+    if other is None:
+        return "", {}
+    short = {}
+    for p in points:
+        label = ", ".join(value_text(k, v, arrival_unit) for k, v in p["params"].items() if k != param)
+        v = p["params"].get(other)
+        short[label] = ("on" if v else "off") if isinstance(v, bool) else (
+            f"{v:,}" if isinstance(v, (int, float)) else str(v))
+    return axis_title(other, arrival_unit), short
+
+
 def _time_unit(points: list[dict]) -> str:
     """'s' when latencies in seconds exist (arrivals in seconds), else 'steps'."""
     return "s" if any(p["metrics"].get("ttft_p99_s") is not None for p in points) else "steps"
 
 
 def _add_ttft_traces(fig: go.Figure, xs: list, pts: list[dict], tu: str, suffix: str, label: str, color: str,
-                     hover_x: str = "") -> None:
-    """TTFT p50 (dotted) and p99 (solid) of ``pts`` in the second row of a two-row sweep figure."""
+                     hover_x: str = "", legend_name: str | None = None) -> None:
+    """TTFT p50 (dotted) and p99 (solid) of ``pts`` in the second row of a two-row sweep figure.
+
+    ``legend_name`` (a two-axis figure) names both traces by their series and hides them from the
+    legend (the series' first trace is its entry); hover still says which percentile.
+    """
     for q, dash in (("p50", "dot"), ("p99", "solid")):
+        full = f"TTFT {q}{suffix}"
         fig.add_trace(go.Scatter(x=xs, y=[_num(p["metrics"].get(f"ttft_{q}_{tu}")) for p in pts],
-                                 name=f"TTFT {q}{suffix}", mode="lines+markers", legendgroup=label,
-                                 line={"color": color, "dash": dash},
-                                 hovertemplate=f"{hover_x}%{{y:,.3g}} {tu}<extra>%{{fullData.name}}</extra>"),
+                                 name=legend_name or full, mode="lines+markers", legendgroup=label,
+                                 showlegend=legend_name is None, line={"color": color, "dash": dash},
+                                 hovertemplate=f"{hover_x}%{{y:,.3g}} {tu}<extra>{full}</extra>"),
                       row=2, col=1)
 
 
@@ -86,27 +110,32 @@ def build_sweep_figure(points: list[dict], param: str, *, cliff: dict | None = N
     """Preemptions per request, TTFT p50/p99 and throughput against one axis (three stacked panels).
 
     ``cliff`` (``{"x", "text"}``) draws a vertical marker; ``base_x`` marks the deployment as sized.
+    With a second axis the legend has one entry per value of it (a colour), titled with that axis.
     """
     tu = _time_unit(points)
     tput_key, tput_unit = ("throughput_tok_s", "tokens/s") if any(
         p["metrics"].get("throughput_tok_s") is not None for p in points) else ("throughput_tok_per_step",
                                                                                   "tokens/step")
-    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.07,
-                        subplot_titles=("Preemptions per request", f"TTFT ({tu})", f"Throughput ({tput_unit})"))
-    for i, (label, pts) in enumerate(_series_split(points, param, arrival_unit).items()):
+    groups = _series_split(points, param, arrival_unit)
+    legend_title, short = _group_value(points, param, arrival_unit)
+    ttft_title = f"TTFT ({tu}): p99 solid, p50 dotted"
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.09,
+                        subplot_titles=("Preemptions per request", ttft_title, f"Throughput ({tput_unit})"))
+    for i, (label, pts) in enumerate(groups.items()):
         color = COLORS[i % len(COLORS)]
         xs = [p["params"][param] for p in pts]
         suffix = f" [{label}]" if label else ""
+        entry = short.get(label) if len(groups) > 1 else None
         fig.add_trace(go.Scatter(x=xs, y=[_num(p["metrics"].get("preemptions_per_request")) for p in pts],
-                                 name=f"Preemptions per request{suffix}", mode="lines+markers",
+                                 name=entry or f"Preemptions per request{suffix}", mode="lines+markers",
                                  line={"color": color}, legendgroup=label,
-                                 hovertemplate="%{y:.3f} preemptions/request<extra>%{fullData.name}</extra>"),
+                                 hovertemplate=f"%{{y:.3f}} preemptions/request<extra>Preemptions{suffix}</extra>"),
                       row=1, col=1)
-        _add_ttft_traces(fig, xs, pts, tu, suffix, label, color)
+        _add_ttft_traces(fig, xs, pts, tu, suffix, label, color, legend_name=entry)
         fig.add_trace(go.Scatter(x=xs, y=[_num(p["metrics"].get(tput_key)) for p in pts],
-                                 name=f"Throughput{suffix}", mode="lines+markers", legendgroup=label,
-                                 line={"color": color, "dash": "dash"},
-                                 hovertemplate=f"%{{y:,.4g}} {tput_unit}<extra>%{{fullData.name}}</extra>"),
+                                 name=entry or f"Throughput{suffix}", mode="lines+markers", legendgroup=label,
+                                 showlegend=entry is None, line={"color": color, "dash": "dash"},
+                                 hovertemplate=f"%{{y:,.4g}} {tput_unit}<extra>Throughput{suffix}</extra>"),
                       row=3, col=1)
     fig.update_xaxes(title_text=axis_title(param, arrival_unit), row=3, col=1)
     fig.update_yaxes(title_text="events/request", rangemode="tozero", row=1, col=1)
@@ -122,7 +151,9 @@ def build_sweep_figure(points: list[dict], param: str, *, cliff: dict | None = N
         fig.add_vline(x=x, line_dash="dash", line_color=color, row="all", col=1)
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line={"color": color, "dash": "dash"},
                                  name=f"{text}: {x:,} {x_unit}".rstrip(), hoverinfo="skip"), row=1, col=1)
-    fig.update_layout(**LAYOUT, height=700, title=_title(title or f"Sweep over {axis_title(param, arrival_unit)}"))
+    layout = {**LAYOUT, "legend": {**LAYOUT["legend"], "title": {"text": legend_title + ":"}}} \
+        if len(groups) > 1 and legend_title else LAYOUT
+    fig.update_layout(**layout, height=700, title=_title(title or f"Sweep over {axis_title(param, arrival_unit)}"))
     return _plain(fig)
 
 
@@ -288,7 +319,8 @@ def build_heatmap_figure(points: list[dict], x_param: str, y_param: str, metric:
         hovertemplate=f"{axis_label(x_param, arrival_unit)[0]} %{{x}}<br>{axis_label(y_param, arrival_unit)[0]} "
                       f"%{{y}}<br>{METRIC_LABELS.get(metric, (metric,))[0]}: %{{z:,.4g}} {unit}<extra></extra>"))
     fig.update_xaxes(title_text=axis_title(x_param, arrival_unit), type="category")
-    fig.update_yaxes(title_text=axis_title(y_param, arrival_unit), type="category")
+    # a long vertical title would run up into the figure's title: two lines
+    fig.update_yaxes(title_text=_two_lines(axis_title(y_param, arrival_unit)), type="category")
     name = METRIC_LABELS.get(metric, (metric.replace("_", " "),))[0]
     title = f"{name} ({unit})" if unit else name
     if same:
@@ -297,42 +329,82 @@ def build_heatmap_figure(points: list[dict], x_param: str, y_param: str, metric:
     return _plain(fig)
 
 
+def _two_lines(text: str, width: int = 26) -> str:
+    """``text`` broken at the space nearest its middle when longer than ``width`` (Plotly's ``<br>``)."""
+    if len(text) <= width or " " not in text:
+        return text
+    mid = len(text) // 2
+    cut = min((i for i, ch in enumerate(text) if ch == " "), key=lambda i: abs(i - mid))
+    return f"{text[:cut]}<br>{text[cut + 1:]}"
+
+
 def _sort_key(v):
     return (0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v))
 
 
 def build_cost_figure(points: list[dict], param: str, *, arrival_unit: str = "step") -> dict:
-    """Cost per hour (bars) and per million output tokens (line) at each point, where GPUs have a price."""
-    pts = sorted(points, key=lambda p: _sort_key(p["params"].get(param)))
-    labels = [str(p["params"].get(param)) for p in pts]
+    """Cost per hour (bars) and per million output tokens (lines) at each point, where GPUs have a price.
+
+    With a second axis there is one bar and one line per value of that axis, side by side (never
+    stacked: a bar is one deployment's cost, not a sum) and a line never jumps between series.
+    """
+    groups = _series_split(points, param, arrival_unit)
+    legend_title, short = _group_value(points, param, arrival_unit)
+    many = len(groups) > 1
+    cats = sorted({p["params"].get(param) for p in points}, key=_sort_key)
+    labels = [str(c) for c in cats]
     fig = make_subplots(specs=[[{"secondary_y": True}]])
-    fig.add_trace(go.Bar(x=labels, y=[_num(p["metrics"].get("cost_per_hour")) for p in pts], name="USD per hour",
-                         marker_color=COLORS[5], hovertemplate="$%{y:,.2f}/h<extra></extra>"), secondary_y=False)
-    fig.add_trace(go.Scatter(x=labels, y=[_num(p["metrics"].get("cost_per_m_output_tokens")) for p in pts],
-                             name="USD per million output tokens", mode="lines+markers", line={"color": COLORS[3]},
-                             hovertemplate="$%{y:,.2f} per M tokens<extra></extra>"), secondary_y=True)
+    for i, (label, pts) in enumerate(groups.items()):
+        by_x = {str(p["params"].get(param)): p["metrics"] for p in pts}
+        color = COLORS[i % len(COLORS)] if len(groups) > 1 else COLORS[5]
+        suffix = f" [{label}]" if label else ""
+        fig.add_trace(go.Bar(x=labels, y=[_num((by_x.get(x) or {}).get("cost_per_hour")) for x in labels],
+                             name=short.get(label) if many else "USD per hour", marker_color=color,
+                             legendgroup=label, offsetgroup=str(i),
+                             hovertemplate=f"$%{{y:,.2f}}/h<extra>USD per hour{suffix}</extra>"),
+                      secondary_y=False)
+        fig.add_trace(go.Scatter(x=labels, y=[_num((by_x.get(x) or {}).get("cost_per_m_output_tokens"))
+                                              for x in labels],
+                                 name=short.get(label) if many else "USD per million output tokens",
+                                 mode="lines+markers", legendgroup=label, showlegend=not many,
+                                 line={"color": color if many else COLORS[3]},
+                                 hovertemplate=f"$%{{y:,.2f}} per M tokens<extra>USD per M tokens{suffix}</extra>"),
+                      secondary_y=True)
     fig.update_xaxes(title_text=axis_title(param, arrival_unit), type="category")
     fig.update_yaxes(title_text="Cost per hour (USD per hour)", rangemode="tozero", secondary_y=False)
     fig.update_yaxes(title_text="Cost per output (USD per million tokens)", rangemode="tozero", secondary_y=True)
-    fig.update_layout(**LAYOUT, height=400, title=_title("Cost per hour and per million output tokens"))
+    layout = {**LAYOUT, "legend": {**LAYOUT["legend"], "title": {"text": legend_title + ":"}}} if many else LAYOUT
+    fig.update_layout(**layout, height=400, barmode="group",
+                      title=_title("Cost per hour (bars) and per million output tokens (lines)"))
     return _plain(fig)
 
 
 def build_cliff_search_figure(history: list[list[float]], *, param: str, metric: str, limit: float,
-                              cliff_x: float | None) -> dict:
-    """The probes of a cliff search: metric against the searched parameter, the limit and the cliff."""
+                              cliff_x: float | None, status: str = "found", arrival_unit: str = "step") -> dict:
+    """The probes of a cliff search: metric against the searched parameter, the limit and the cliff.
+
+    A search that found no crossing (``status`` ``all_good`` / ``all_bad``) draws its probes as points
+    only (a line between the two ends would invent the values in between) and says so in the title.
+    """
     hist = sorted(history, key=lambda h: h[0])
-    fig = go.Figure(go.Scatter(x=[h[0] for h in hist], y=[_num(h[1]) for h in hist], mode="markers+lines",
+    found = status == "found"
+    fig = go.Figure(go.Scatter(x=[h[0] for h in hist], y=[_num(h[1]) for h in hist],
+                               mode="markers+lines" if found else "markers", marker={"size": 9},
                                name=metric_title(metric), line={"color": COLORS[0]},
-                               hovertemplate=f"{axis_title(param)}: %{{x:,}}<br>{metric_title(metric)}: "
+                               hovertemplate=f"{axis_title(param, arrival_unit)}: %{{x:,}}<br>{metric_title(metric)}: "
                                              "%{y:,.4g}<extra></extra>"))
     fig.add_hline(y=limit, line_dash="dot", line_color="#6b7280", annotation_text=f"limit {limit:,.3g}")
     if cliff_x is not None:
         fig.add_vline(x=cliff_x, line_dash="dash", line_color="#dc2626", annotation_text="cliff")
-    fig.update_xaxes(title_text=axis_title(param))
+    fig.update_xaxes(title_text=axis_title(param, arrival_unit))
     fig.update_yaxes(title_text=metric_title(metric), rangemode="tozero")
-    fig.update_layout(**{**LAYOUT, "hovermode": "closest"}, height=400,
-                      title=_title(f"Cliff search: {len(history)} simulations"))
+    n = len(history)
+    title = f"Cliff search: {n} simulation{'s' if n != 1 else ''}"
+    if status == "all_good":
+        title += ", no cliff in this range"
+    elif status == "all_bad":
+        title += ", past the limit across the range"
+    fig.update_layout(**{**LAYOUT, "hovermode": "closest"}, height=400, title=_title(title))
     return _plain(fig)
 
 
@@ -358,7 +430,7 @@ def report_figures(body: dict, *, point_index: int | None = None) -> list[tuple[
         cr = body.get("cliff_result") or {}
         figs.append(("cliff-search", "Cliff search", build_cliff_search_figure(
             cr.get("history") or [], param=c["param"], metric=c["metric"], limit=cr.get("limit", c["threshold"]),
-            cliff_x=cr.get("cliff"))))
+            cliff_x=cr.get("cliff"), status=cr.get("status", "found"), arrival_unit=unit)))
         axes = [c["param"]]
     numeric = [a for a in axes if a not in ("gpu", "enable_prefix_caching", "routing")]  # not numbers
     slo = inputs.get("slo") or {}

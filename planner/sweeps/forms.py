@@ -46,6 +46,28 @@ def _profile_choices(kind: str, user) -> tuple[list[tuple[str, str]], str | None
     return choices, default
 
 
+#: Examples for the distribution kinds, used when a formula has the wrong number of numbers.
+_DIST_EXAMPLES = {"const": "const:512", "uniform": "uniform:256,1024", "normal": "normal:512,128 (mean, spread)",
+                  "lognormal": "lognormal:512,256 (mean, spread)", "poisson": "poisson:4 (requests per unit)",
+                  "gamma": "gamma:4,2 (rate, variation)", "every": "every:0.5"}
+
+
+def human_message(message: str) -> str:
+    """A simulator or definition message in words: no internal paths, no "argument(s)"."""
+    m = re.search(r"\b([a-z-]+) takes (\d+) (?:argument|number)\(s\)(?: \(([^)]*)\))?, got (\d+)", message)
+    if m:
+        kind, want, names, got = m.groups()
+        example = _DIST_EXAMPLES.get(kind, "")
+        noun = "number" if want == "1" else "numbers"
+        what = f" ({names})" if names else ""
+        return (f"“{kind}” needs {want} {noun}{what} after the colon, not {got}"
+                + (f": for example {example}" if example else ""))
+    message = re.sub(r"^[a-z_]+(\.[a-z_\[\]0-9]+)+: ", "", message)
+    message = message.replace("greater than lo", "greater than “Search from”").replace(
+        "smaller than hi - lo", "smaller than the searched range")
+    return message[:1].upper() + message[1:] if message else message
+
+
 class SweepForm(forms.Form):
     """A sweep as a person fills it in; :meth:`to_definition` turns it into the JSON definition."""
 
@@ -97,7 +119,7 @@ class SweepForm(forms.Form):
     arrival = forms.CharField(initial="poisson:4", label="Arrival",
                               help_text="poisson:RATE (requests per arrival unit), gamma:RATE,CV, every:K (one "
                                         "request every K units) or burst (all at once).")
-    arrival_unit = forms.ChoiceField(choices=[("step", "per engine step"), ("s", "per second")], initial="step",
+    arrival_unit = forms.ChoiceField(choices=[("s", "per second"), ("step", "per engine step")], initial="s",
                                      label="Arrival unit",
                                      help_text="What RATE and K count: engine steps, or seconds (through the "
                                                "step-time model).")
@@ -172,7 +194,7 @@ class SweepForm(forms.Form):
                                 help_text="The highest value, in the knob's unit.")
     cliff_resolution = forms.FloatField(required=False, label="Resolution",
                                         help_text="Stop when the cliff is bracketed this finely, in the knob's "
-                                                  "unit.")
+                                                  "unit. Blank = 1/50 of the range.")
     cliff_threshold = forms.FloatField(required=False, label="Limit",
                                        help_text="The metric's level that counts as the cliff: preemptions per "
                                                  "request (default 0.02) or TTFT p99 as a factor of the lowest "
@@ -235,14 +257,15 @@ class SweepForm(forms.Form):
     def to_definition(self) -> dict:
         """The JSON definition this form describes (validated again by the service)."""
         d = self.cleaned_data
-        definition: dict = {"name": d.get("name") or "", "mode": d["mode"]}
+        definition: dict = {"name": d.get("name") or "", "mode": d.get("mode") or "grid"}
         if d.get("model") or d.get("gpu"):
             definition["model"] = d.get("model") or None
             definition["gpu"] = d.get("gpu") or None
-            definition["deployment"] = {"tensor_parallel_size": d["tensor_parallel_size"],
-                                        "gpu_memory_utilization": d["gpu_memory_utilization"],
-                                        "block_size": d["block_size"]}
-        engine = {"block_size": d["block_size"], "enable_prefix_caching": bool(d.get("enable_prefix_caching"))}
+            definition["deployment"] = {"tensor_parallel_size": d.get("tensor_parallel_size") or 1,
+                                        "gpu_memory_utilization": d.get("gpu_memory_utilization") or 0.9,
+                                        "block_size": d.get("block_size") or 16}
+        engine = {"block_size": d.get("block_size") or 16,
+                  "enable_prefix_caching": bool(d.get("enable_prefix_caching"))}
         for k in ("num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens"):
             if d.get(k) is not None:
                 engine[k] = d[k]
@@ -253,18 +276,22 @@ class SweepForm(forms.Form):
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError:
-                raise forms.ValidationError({"trace": "the trace must be UTF-8 text"}) from None
+                self.add_error("trace", "the trace must be UTF-8 text")
+                text = ""
             fmt = "jsonl" if trace.name.lower().endswith((".jsonl", ".json")) else "csv"
             definition["workload"] = {"trace": text, "format": fmt}
         else:
-            try:
-                arrival = parse_arrival(d["arrival"], d["arrival_unit"]).to_dict()
-            except WorkloadError as exc:
-                raise forms.ValidationError({"arrival": str(exc).partition(": ")[2] or str(exc)}) from None
-            spec = {"n": d["n"], "prompt": d["prompt"], "output": d["output"], "arrival": arrival}
+            arrival = {"kind": "poisson", "rate": 1.0, "unit": d.get("arrival_unit") or "s"}
+            if d.get("arrival") is not None:
+                try:
+                    arrival = parse_arrival(d["arrival"], d.get("arrival_unit") or "s").to_dict()
+                except WorkloadError as exc:
+                    self.add_error("arrival", human_message(str(exc).partition(": ")[2] or str(exc)))
+            spec = {"n": d.get("n") or 1, "prompt": d.get("prompt") or "const:1",
+                    "output": d.get("output") or "const:1", "arrival": arrival}
             if d.get("prefix_length"):
                 spec["prefixes"] = [{"length": d["prefix_length"], "fraction": d.get("prefix_fraction") or 0.0}]
-            definition["workload"] = {"spec": spec, "seed": d["seed"]}
+            definition["workload"] = {"spec": spec, "seed": d.get("seed") or 0}
         if d.get("cluster_instances") is not None or (d.get("cluster_routing") or "").strip():
             cluster: dict = {"num_instances": d.get("cluster_instances") or 1}
             if (d.get("cluster_routing") or "").strip():
@@ -276,7 +303,7 @@ class SweepForm(forms.Form):
                 if d.get(f"slo_{k}_ms") is not None:
                     slo[f"{k}_s"] = d[f"slo_{k}_ms"] / 1000
             definition["slo"] = slo
-        if d["mode"] == "grid":
+        if definition["mode"] == "grid":
             axes = []
             for i, key in ((0, "axis1"), (1, "axis2")):
                 param = d.get(f"{key}_param")
@@ -287,12 +314,12 @@ class SweepForm(forms.Form):
                     try:
                         axes.append({"param": param, "values": self._values(text, param)})
                     except forms.ValidationError as exc:
-                        raise forms.ValidationError({f"{key}_values": exc.messages}) from None
+                        self.add_error(f"{key}_values", exc.messages)
                 elif i == 0 and d.get("axis1_start") is not None:
                     axes.append({"param": param, "start": d["axis1_start"], "stop": d.get("axis1_stop"),
                                  "steps": d.get("axis1_steps"), "scale": d.get("axis1_scale") or "linear"})
                 else:
-                    raise forms.ValidationError({f"{key}_values": "give values (or start, stop and steps)"})
+                    self.add_error(f"{key}_values", "give values (or start, stop and steps)")
             definition["axes"] = axes
         else:
             cliff = {"param": d.get("cliff_param") or "num_gpu_blocks",
@@ -300,17 +327,37 @@ class SweepForm(forms.Form):
             for k in ("lo", "hi", "resolution", "threshold"):
                 if d.get(f"cliff_{k}") is not None:
                     cliff[k] = d[f"cliff_{k}"]
+            lo, hi = cliff.get("lo"), cliff.get("hi")
+            if "resolution" not in cliff and lo is not None and hi is not None and hi > lo:
+                cliff["resolution"] = (hi - lo) / 50  # a sensible default: the cliff to 2% of the range
+            for k, label in (("lo", "Search from"), ("hi", "Search to")):
+                if k not in cliff and f"cliff_{k}" not in self.errors:
+                    self.add_error(f"cliff_{k}", f"give where to {label.lower()}, in the knob's unit")
             definition["cliff"] = cliff
         return definition
 
     def add_definition_errors(self, errors: dict[str, list[str]]) -> None:
+        """The definition's errors at the fields they are about, in words (no JSON paths); a field that
+        already shows an error keeps only that one."""
         for path, messages in errors.items():
             field = next((f for prefix, f in self.ERROR_FIELDS if path == prefix or path.startswith(prefix)), None)
-            for m in messages:
-                if field and field in self.fields:
-                    self.add_error(field, m if path == field else f"{path}: {m}")
-                else:
-                    self.add_error(None, f"{path}: {m}")
+            if field and field in self.fields:
+                if field in self.errors:
+                    continue
+                for m in messages:
+                    self.add_error(field, human_message(m))
+            else:
+                for m in messages:
+                    self.add_error(None, human_message(m))
+
+    def error_summary(self) -> list[dict]:
+        """Every error of the form, for the summary at its top: ``{"id", "label", "message"}`` (``id`` links
+        to the field; ``None`` for an error about the whole form)."""
+        out = [{"id": None, "label": "", "message": str(m)} for m in self.non_field_errors()]
+        for name in self.fields:
+            for m in self.errors.get(name, []):
+                out.append({"id": self[name].auto_id, "label": self.fields[name].label, "message": str(m)})
+        return out
 
     GROUPS = {
         "scenario": ("name", "mode", "model", "gpu", "tensor_parallel_size", "gpu_memory_utilization", "block_size",

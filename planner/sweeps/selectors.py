@@ -35,7 +35,7 @@ def sweep_get(*, sweep_id, user) -> Sweep:
 
 def sweep_progress(*, sweep: Sweep) -> dict:
     """Points done of total, a fraction that counts running chunks' partial progress, elapsed and ETA (s)."""
-    chunks = list(sweep.chunks.values("status", "progress", "points", "heartbeat_at"))
+    chunks = list(sweep.chunks.values("status", "progress", "points", "heartbeat_at", "finished_at"))
     running_partial = sum(len(c["points"]) * c["progress"] for c in chunks if c["status"] == SweepChunk.Status.RUNNING)
     total = max(sweep.total_points, 1)
     if sweep.status == Sweep.Status.DONE:
@@ -46,8 +46,8 @@ def sweep_progress(*, sweep: Sweep) -> dict:
     end = sweep.finished_at or timezone.now()
     elapsed = max(0.0, (end - start).total_seconds()) if sweep.started_at or sweep.is_final else 0.0
     eta = None
-    if not sweep.is_final and fraction > 0 and sweep.started_at:
-        eta = elapsed * (1 - fraction) / fraction
+    if not sweep.is_final and sweep.started_at and sweep.mode == Sweep.Mode.GRID:
+        eta = _eta(chunks, total, running_partial, elapsed, fraction)
     counts = {s: 0 for s in SweepChunk.Status.values}
     for c in chunks:
         counts[c["status"]] += 1
@@ -66,6 +66,25 @@ def sweep_progress(*, sweep: Sweep) -> dict:
         "chunks": {"total": len(chunks), **counts},
         "error": sweep.error,
     }
+
+
+def _eta(chunks: list[dict], total: int, running_partial: float, elapsed: float, fraction: float) -> float | None:
+    """Seconds left, from the pace since the first batch finished (the first one also pays the worker's
+    warm-up, so a guess from it was up to 30x too long; none until a second batch moves); a one-batch sweep from its own pace once a
+    quarter is simulated. A cliff search gives none: its total is an upper bound.
+    """
+    done = [c for c in chunks if c["status"] == SweepChunk.Status.DONE and c["finished_at"]]
+    if len(chunks) == 1:
+        return elapsed * (1 - fraction) / fraction if fraction >= 0.25 else None
+    if not done:
+        return None
+    first = min(done, key=lambda c: c["finished_at"])
+    since = (timezone.now() - first["finished_at"]).total_seconds()
+    progress_since = sum(len(c["points"]) for c in done) - len(first["points"]) + running_partial
+    left = total - sum(len(c["points"]) for c in done) - running_partial
+    if progress_since <= 0:  # only the first batch is done: no pace without its warm-up yet
+        return None
+    return max(0.0, since * left / progress_since)
 
 
 def sweep_points(*, sweep: Sweep, with_series: bool = True) -> list[dict]:

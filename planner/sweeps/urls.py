@@ -15,4 +15,5 @@ urlpatterns = [
     path("reports/<str:slug>/", views.report_detail, name="report"),
     path("reports/<str:slug>/download.<str:fmt>", views.report_download, name="report-download"),
     path("reports/<str:slug>/delete/", views.report_delete, name="report-delete"),
+    path("reports/<str:slug>/run-again/", views.report_rerun, name="report-rerun"),
 ]

@@ -36,19 +36,29 @@ def sweep_list(request):
 @require_http_methods(["GET", "POST"])
 def sweep_new(request):
     form = SweepForm(request.POST or None, request.FILES or None, user=request.user)
-    if request.method == "POST" and form.is_valid():
+    if request.method == "POST":
+        form.is_valid()
+        # Every problem at once: the fields' own checks, then the definition's (for the fields still clean).
+        definition = form.to_definition()
         try:
-            definition = form.to_definition()
-            sweep = services.sweep_create(owner=request.user, definition=definition)
+            if form.errors:
+                defn.validate(definition, owner=request.user)
+            else:
+                sweep = services.sweep_create(owner=request.user, definition=definition)
         except dj_forms.ValidationError as exc:
             for field, msgs in exc.message_dict.items():
                 form.add_error(field if field in form.fields else None, msgs)
         except defn.DefinitionError as exc:
             form.add_definition_errors(exc.errors)
+        except (KeyError, TypeError, ValueError):  # a definition built around fields already in error
+            if not form.errors:
+                raise
         else:
-            messages.success(request, f"Sweep started: {sweep.total_points} points in {sweep.num_chunks or 1} "
-                                      f"batch(es).")
-            return redirect("sweeps:detail", sweep_id=sweep.pk)
+            if not form.errors:
+                n = sweep.num_chunks or 1
+                messages.success(request, f"Sweep started: {sweep.total_points} points in {n} "
+                                          f"batch{'es' if n != 1 else ''}.")
+                return redirect("sweeps:detail", sweep_id=sweep.pk)
     # An invalid form is shown again with its errors at the fields, as a normal page (200): a 4xx on a
     # page the person is looking at would be logged by the browser as a failed load.
     return render(request, "planner/sweeps/new.html", {"nav": "sweeps", "form": form})
@@ -68,7 +78,19 @@ def sweep_detail(request, sweep_id: int):
     if sweep.points_done and not report:
         figures = report_figures(_body_of(sweep))
     return render(request, "planner/sweeps/detail.html", {
-        "nav": "sweeps", "sweep": sweep, "progress": progress, "report": report, "figures": figures})
+        "nav": "sweeps", "sweep": sweep, "progress": progress, "report": report, "figures": figures,
+        "points_shown": points_shown(progress, cliff=sweep.mode == Sweep.Mode.CLIFF)})
+
+
+def points_shown(progress: dict, *, cliff: bool = False) -> int:
+    """The points the bar stands for: finished ones plus the running batches' share (the bar's own count).
+
+    ``static/js/sweep_progress.js`` computes the same while polling. A cliff search counts its
+    finished simulations only (its total is an upper bound).
+    """
+    if cliff:
+        return progress["points_done"]
+    return max(progress["points_done"], math.floor(progress["fraction"] * progress["points_total"] + 1e-9))
 
 
 @login_required
@@ -141,6 +163,92 @@ def points_table(body: dict, arrival_unit: str = "step") -> dict:
     return {"header": header, "rows": rows}
 
 
+#: A deployment this many times the cliff's KV blocks (or below this share of the cliff's rate) is safe.
+SAFE_MARGIN = 1.2
+
+
+def _range_text(param: str, lo, hi, arrival_unit: str) -> str:
+    _, unit = axis_label(param, arrival_unit)
+    return f"{_cell(lo)} and {_cell(hi)} {unit}".rstrip()
+
+
+def _search_headline(body: dict, arrival_unit: str) -> dict | None:
+    """What a cliff search that found no crossing means, in words (``None`` when it found one)."""
+    c = (body.get("inputs") or {}).get("cliff") or {}
+    cr = body.get("cliff_result") or {}
+    if not c or cr.get("status") not in ("all_good", "all_bad"):
+        return None
+    metric = metric_title(c["metric"]).split(" (")[0]
+    metric = metric[:1].lower() + metric[1:] if metric[1:2].islower() else metric
+    between = _range_text(c["param"], c["lo"], c["hi"], arrival_unit)
+    n = cr.get("evaluations") or len(cr.get("history") or [])
+    if cr["status"] == "all_good":
+        return {"level": "good", "text": (
+            f"No cliff between {between}: {metric} stays within the limit ({cr['limit']:,.3g}) even at the "
+            f"hard end of the range, so the search stopped after {n} simulations. The cliff, if any, lies "
+            "outside this range.")}
+    return {"level": "bad", "text": (
+        f"Past the limit across the whole range: {metric} is above {cr['limit']:,.3g} even at the easy end "
+        f"of {between} ({n} simulations). The cliff lies outside this range.")}
+
+
+def _deployment_x(inputs: dict, param: str):
+    """The deployment's own value of the cliff's parameter: its KV blocks as sized, or its request rate."""
+    if param == "num_gpu_blocks":
+        return (inputs.get("sizing") or {}).get("num_gpu_blocks")
+    if param == "rate":
+        spec = (inputs.get("workload") or {}).get("spec") or {}
+        return (spec.get("arrival") or {}).get("rate")
+    return None
+
+
+def cliff_headline(body: dict, arrival_unit: str = "step") -> dict | None:
+    """The report's headline about the cliff: ``{"text", "level"}``, level ``good``, ``warn`` or ``bad``.
+
+    Red only when the deployment is at or past the cliff; a deployment well clear of it is ``good``
+    and says by how much; a search or a grid that found no cliff says so instead of nothing.
+    """
+    searched = _search_headline(body, arrival_unit)
+    if searched:
+        return searched
+    cliff = detect_cliff(body)
+    sentence = cliff_sentence(body, cliff)
+    if not cliff or not sentence:
+        return _grid_headline(body)
+    x, mine = cliff["x"], _deployment_x(body.get("inputs") or {}, cliff["param"])
+    if mine is None or not x:
+        return {"level": "warn", "text": sentence}
+    if cliff["param"] == "num_gpu_blocks":
+        ratio = mine / x
+        if ratio >= SAFE_MARGIN:
+            return {"level": "good", "text": f"{sentence} That is {ratio:,.1f}× the cliff: safe for this workload."}
+        if ratio >= 1:
+            return {"level": "warn", "text": f"{sentence} Only {100 * (ratio - 1):.0f}% above the cliff."}
+        return {"level": "bad", "text": f"{sentence} Your deployment is below the cliff."}
+    ratio = x / mine
+    unit = "requests/s" if arrival_unit == "s" else "requests/step"
+    if ratio >= SAFE_MARGIN:
+        return {"level": "good", "text": f"{sentence} Your workload's {_cell(mine)} {unit} is {ratio:,.1f}× "
+                                         "below it: safe."}
+    return {"level": "bad" if ratio < 1 else "warn",
+            "text": f"{sentence} Your workload's {_cell(mine)} {unit} is at or near it."}
+
+
+def _grid_headline(body: dict) -> dict | None:
+    """A one-axis KV-blocks or rate grid with no crossing: say the whole range is clear."""
+    from planner.sweeps.advice import PREEMPTION_LIMIT
+
+    axes = (body.get("inputs") or {}).get("axes") or []
+    if len(axes) != 1 or axes[0]["param"] not in ("num_gpu_blocks", "gpu_memory_utilization", "rate"):
+        return None
+    vals = [p["metrics"].get("preemptions_per_request") for p in body.get("points") or []]
+    vals = [v for v in vals if v is not None]
+    if len(vals) < 2 or any(v > PREEMPTION_LIMIT for v in vals):
+        return None
+    return {"level": "good", "text": f"No preemption cliff in the swept range: preemptions per request stay at "
+                                     f"or under {PREEMPTION_LIMIT:g} at every point."}
+
+
 def report_detail(request, slug: str):
     report = selectors.report_get(slug=slug)
     body = report.snapshot
@@ -151,16 +259,16 @@ def report_detail(request, slug: str):
         if chosen and chosen.get("series"):
             figures = [f for f in figures if f[0] != "timeline"] + [
                 ["timeline", "Over time", build_timeseries_figure(chosen)]]
-    sentence = cliff_sentence(body, detect_cliff(body))
     inputs = body.get("inputs", {})
     arrival_unit = (inputs.get("workload") or {}).get("arrival_unit", "step")
+    headline = cliff_headline(body, arrival_unit)
     axes = [{"title": axis_title(a["param"], arrival_unit),
              "values": ", ".join(_cell(v) for v in a.get("values") or [])} for a in inputs.get("axes") or []]
     cliff = inputs.get("cliff")
     cliff_titles = {"param": axis_title(cliff["param"], arrival_unit), "metric": metric_title(cliff["metric"])} \
         if cliff else None
     return render(request, "planner/reports/detail.html", {
-        "nav": "reports", "report": report, "body": body, "figures": figures, "cliff_sentence": sentence,
+        "nav": "reports", "report": report, "body": body, "figures": figures, "cliff_headline": headline,
         "advice": body.get("advice") or [],
         "table": points_table(body, arrival_unit), "axes": axes, "cliff_titles": cliff_titles,
         "is_owner": request.user.is_authenticated and request.user.pk == report.owner_id,
@@ -179,13 +287,34 @@ def report_download(request, slug: str, fmt: str):
         resp = HttpResponse(exports.to_json(body, slug=report.slug, title=report.title),
                             content_type="application/json")
     else:
-        sentence = cliff_sentence(body)
+        unit = ((body.get("inputs") or {}).get("workload") or {}).get("arrival_unit", "step")
+        sentence = (cliff_headline(body, unit) or {}).get("text")
         html = exports.to_html(title=report.title, body=body,
                                figures=[(t, f) for _, t, f in services.report_figures_cached(report)],
                                sentences=[sentence] if sentence else [])
         resp = HttpResponse(html, content_type="text/html; charset=utf-8")
     resp["Content-Disposition"] = f'attachment; filename="report-{report.slug}.{fmt}"'
     return resp
+
+
+@login_required
+@require_POST
+def report_rerun(request, slug: str):
+    """Run a report's sweep again as a new sweep of the signed-in user (the same definition)."""
+    report = selectors.report_get(slug=slug)
+    definition = dict(report.snapshot.get("definition") or {})
+    if not definition:
+        messages.error(request, "This report does not keep its definition, so it cannot be run again.")
+        return redirect("sweeps:report", slug=slug)
+    definition["name"] = f"{report.title} (again)"[:200]
+    try:
+        sweep = services.sweep_create(owner=request.user, definition=definition)
+    except defn.DefinitionError as exc:
+        problems = "; ".join(f"{m}" for msgs in exc.errors.values() for m in msgs)
+        messages.error(request, f"This sweep cannot run again as it was: {problems}")
+        return redirect("sweeps:report", slug=slug)
+    messages.success(request, f"Running again: {sweep.total_points} points.")
+    return redirect("sweeps:detail", sweep_id=sweep.pk)
 
 
 @login_required

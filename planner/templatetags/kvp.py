@@ -88,3 +88,28 @@ def gib(value, digits: int = 2) -> str:
         return f"{float(value):,.{int(digits)}f}"
     except (TypeError, ValueError):
         return value
+
+
+@register.simple_tag
+def computed_kv_bytes_per_token(profile, kv_dtype: str = "bf16") -> str:
+    """A model profile's KV bytes per token (all attention layers), computed from its layers as the
+    sizing does: for profiles imported from a config.json, which have no catalog cell for it."""
+    from simulator.sizing import kv_bytes_per_token
+
+    try:
+        return f"{kv_bytes_per_token(profile.to_spec(), kv_dtype):,.0f}"
+    except Exception:  # noqa: BLE001 - an incomplete profile: nothing to show
+        return ""
+
+
+@register.filter
+def per_price(amount, price) -> str:
+    """``amount`` per US dollar of ``price`` (per hour), for reading: 452,656 tokens at $3.78/h -> '119,750'.
+
+    Empty when there is no price.
+    """
+    try:
+        price = float(price)
+        return f"{float(amount) / price:,.0f}" if price > 0 else ""
+    except (TypeError, ValueError):
+        return ""

@@ -11,7 +11,14 @@
       if (typeof fig === "string") { fig = JSON.parse(fig); }
       var layout = Object.assign({ autosize: true }, fig.layout || {});
       target.textContent = "";  // the no-JavaScript text
-      Plotly.newPlot(target, fig.data || [], layout, { responsive: true, displaylogo: false });
+      // On a phone the toolbar would sit on the chart's title (there is no hover to hide it): none there.
+      var narrow = window.matchMedia("(max-width: 700px)").matches;
+      if (narrow) {
+        layout.margin = Object.assign({}, layout.margin || {}, { l: 56, r: 16 });
+        layout.font = Object.assign({}, layout.font || {}, { size: 11 });
+      }
+      Plotly.newPlot(target, fig.data || [], layout,
+        { responsive: true, displaylogo: false, displayModeBar: narrow ? false : "hover" });
     });
   }
   window.kvpDrawFigures = draw;

@@ -137,8 +137,8 @@ class PageProblems:
         page.on("response", on_response)
 
 
-def _new_page(browser, live_server, cookies=()):
-    context = browser.new_context(viewport=VIEWPORT, base_url=live_server.url, accept_downloads=True)
+def _new_page(browser, live_server, cookies=(), viewport=None):
+    context = browser.new_context(viewport=viewport or VIEWPORT, base_url=live_server.url, accept_downloads=True)
     context.set_default_timeout(ACTION_TIMEOUT_MS)
     context.set_default_navigation_timeout(NAVIGATION_TIMEOUT_MS)
     origin = live_server.url.rstrip("/")
@@ -187,9 +187,8 @@ def user(django_user_model, password):
     return django_user_model.objects.create_user(username="ada", email="ada@example.com", password=password)
 
 
-@pytest.fixture
-def signed_in_page(browser, live_server, catalog, user):
-    """A page whose context carries a session for ``user`` (made by Django's test client)."""
+def session_cookie(live_server, user) -> dict:
+    """The session cookie of ``user`` signed in through Django's test client, for a browser context."""
     from django.conf import settings
     from django.test import Client
 
@@ -197,8 +196,13 @@ def signed_in_page(browser, live_server, catalog, user):
     client.force_login(user)
     session = client.cookies[settings.SESSION_COOKIE_NAME].value
     host = urlsplit(live_server.url).hostname
-    cookie = {"name": settings.SESSION_COOKIE_NAME, "value": session, "domain": host, "path": "/", "httpOnly": True}
-    context, page, problems = _new_page(browser, live_server, cookies=[cookie])
+    return {"name": settings.SESSION_COOKIE_NAME, "value": session, "domain": host, "path": "/", "httpOnly": True}
+
+
+@pytest.fixture
+def signed_in_page(browser, live_server, catalog, user):
+    """A page whose context carries a session for ``user`` (made by Django's test client)."""
+    context, page, problems = _new_page(browser, live_server, cookies=[session_cookie(live_server, user)])
     yield page
     try:
         _assert_clean(page, problems)

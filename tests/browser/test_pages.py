@@ -59,8 +59,10 @@ UNLABELLED = """() => [...document.querySelectorAll('main input, main select, ma
 # the page's own width against the window's: a page that scrolls sideways is wider than its viewport
 WIDTHS = "() => ({scroll: document.scrollingElement.scrollWidth, client: document.scrollingElement.clientWidth, inner: innerWidth})"
 # <select>s whose widest option is cut off: the text's width against the room inside the box
-# (its width less padding and the arrow), measured with the select's own font
-CUT_OFF_SELECTS = """() => [...document.querySelectorAll('main select')].filter(s => !s.closest('.swagger-ui')).map(sel => {
+# (its width less padding and the arrow), measured with the select's own font; hidden ones (the sweep
+# form's other mode) are not drawn
+CUT_OFF_SELECTS = """() => [...document.querySelectorAll('main select')]
+    .filter(s => !s.closest('.swagger-ui') && s.offsetParent !== null).map(sel => {
     const cs = getComputedStyle(sel), ctx = document.createElement('canvas').getContext('2d');
     ctx.font = `${cs.fontWeight} ${cs.fontSize} ${cs.fontFamily}`;
     const room = sel.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight) - 20;

@@ -163,3 +163,14 @@ def test_compare_row_where_the_model_does_not_fit_shows_no_figures(client):
     fig = json.loads(re.search(r'id="fig-compare-data"[^>]*>(.*?)</script>', html, re.S).group(1))
     assert fig["data"][0]["x"][1] is None  # no bar for the T4
     assert [a["text"] for a in fig["layout"]["annotations"]].count("does not fit") == 2  # one per panel
+
+
+def test_replicas_page_sees_when_latency_has_flattened():
+    from planner.sizing.views import latency_flattened
+
+    def trial(n, ttft, itl):
+        return {"num_instances": n, "ttft_s": ttft, "itl_s": itl}
+
+    assert latency_flattened([trial(1, 2.0, 0.05), trial(2, 1.95, 0.049)])
+    assert not latency_flattened([trial(1, 2.0, 0.05), trial(2, 1.0, 0.049)])
+    assert not latency_flattened([trial(1, 2.0, 0.05)])

@@ -149,7 +149,7 @@ def test_two_axis_heatmap_fills_the_grid():
     hm = fig["data"][0]
     assert hm["type"] == "heatmap" and hm["x"] == ["100", "200", "300"] and hm["y"] == ["8", "16"]
     assert hm["z"][1][2] == 0.3 + 16
-    assert fig["layout"]["yaxis"]["title"]["text"] == "Max running requests (max_num_seqs) (requests)"
+    assert fig["layout"]["yaxis"]["title"]["text"] == "Max running requests<br>(max_num_seqs) (requests)"
 
 
 def test_a_heatmap_of_equal_values_writes_the_value_instead_of_a_flat_colour():
@@ -199,3 +199,17 @@ def test_advice_carries_its_numbers():
     assert "cpu_tier" in got and "70%" in got["cpu_tier"].text
     assert "kv_underused" in got and "30%" in got["kv_underused"].text and "max_num_seqs cap of 4" in \
         got["kv_underused"].text
+
+
+def test_two_axis_cost_figure_groups_bars_and_never_stacks_them():
+    pts = [{"index": i, "params": {"rate": r, "max_num_seqs": s},
+            "metrics": {"cost_per_hour": 3.78, "cost_per_m_output_tokens": 20.0 / r}}
+           for i, (r, s) in enumerate([(1.0, 64), (1.0, 128), (4.0, 64), (4.0, 128)])]
+    fig = figures.build_cost_figure(pts, "rate", arrival_unit="s")
+    bars = [t for t in fig["data"] if t["type"] == "bar"]
+    lines = [t for t in fig["data"] if t["type"] == "scatter"]
+    assert fig["layout"]["barmode"] == "group"
+    assert [b["y"] for b in bars] == [[3.78, 3.78], [3.78, 3.78]], "one bar per point, never a sum"
+    assert [b["name"] for b in bars] == ["64", "128"]
+    assert [line["y"] for line in lines] == [[20.0, 5.0], [20.0, 5.0]]
+    assert "Max running requests" in fig["layout"]["legend"]["title"]["text"]

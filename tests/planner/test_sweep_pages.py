@@ -31,7 +31,7 @@ def test_form_creates_a_sweep_and_shows_progress(client):
     sweep = Sweep.objects.get(name="from the form")
     assert sweep.total_points == 3
     page = client.get(r["Location"]).content.decode()
-    assert 'class="progress"' in page and "0</span> of <span data-field=\"points_total\">3" in page
+    assert 'class="progress"' in page and "0</span> of <span data-field=\"points_total\">3</span> points" in page
     assert "sweep_progress.js" in page
 
 
@@ -40,7 +40,7 @@ def test_form_creates_a_sweep_and_shows_progress(client):
     ({"num_gpu_blocks": "", "axis1_param": "max_num_seqs", "axis1_values": "4, 8"}, "required without a model"),
     ({"arrival": "sometimes"}, "unknown process"),
     ({"axis1_param": "max_num_seqs", "axis1_values": "4, 4"}, "distinct"),
-    ({"mode": "cliff", "cliff_lo": "10", "cliff_hi": "5", "cliff_resolution": "1"}, "greater than lo"),
+    ({"mode": "cliff", "cliff_lo": "10", "cliff_hi": "5", "cliff_resolution": "1"}, "greater than “search from”"),
 ])
 def test_form_errors_are_shown_by_field(client, change, field_text):
     r = client.post("/sweeps/new/", {**FORM, **change})
@@ -48,9 +48,24 @@ def test_form_errors_are_shown_by_field(client, change, field_text):
     assert r.status_code == 200
     assert not Sweep.objects.exists()
     html = r.content.decode()
-    assert field_text in html
+    assert field_text in html.lower()
     assert re.search(r'<ul class="errorlist[^"]*" id="id_\w+_error" role="alert">', html) or \
-        'class="errorlist nonfield"' in html
+        'id="error-summary"' in html
+    assert 'id="error-summary"' in html, "a summary of every problem at the top"
+
+
+def test_cliff_resolution_defaults_to_a_fiftieth_of_the_range(client):
+    r = client.post("/sweeps/new/", {**FORM, "mode": "cliff", "cliff_lo": "100", "cliff_hi": "600"})
+    assert r.status_code == 302, r.content.decode()[:2000]
+    assert Sweep.objects.get().snapshot["cliff"]["resolution"] == 10
+
+
+def test_every_form_error_at_once_in_words():
+    from planner.sweeps.forms import human_message
+
+    assert human_message("prompt: normal takes 2 argument(s) (mean, std), got 1 in 'normal:512'") == (
+        "“normal” needs 2 numbers (mean, std) after the colon, not 1: for example normal:512,128 (mean, spread)")
+    assert human_message("deployment.tensor_parallel_size: must divide 32") == "Must divide 32"
 
 
 def test_detail_is_owner_only_and_list_needs_sign_in(client):
@@ -140,3 +155,22 @@ def test_cluster_and_slo_errors_are_shown_at_their_field(client, change, field, 
     assert r.status_code == 200 and not Sweep.objects.exists()
     m = re.search(rf'<ul class="errorlist" id="id_{field}_error"[^>]*>(.*?)</ul>', r.content.decode(), re.S)
     assert m and text in m.group(1), (field, r.context["form"].errors)
+
+
+def test_a_report_runs_again_as_a_new_sweep_of_the_signed_in_user(client, monkeypatch):
+    from planner.models import Report
+
+    monkeypatch.setattr(services, "sweep_enqueue", lambda sweep_id: None)
+    owner = get_user_model().objects.create_user("own2", password="pw-123456789")
+    sweep = services.sweep_create(owner=owner, definition={
+        "name": "first", "engine": {"num_gpu_blocks": 300}, "workload": {"spec": {"n": 5}},
+        "axes": [{"param": "max_num_seqs", "values": [1, 2]}]})
+    for i in range(sweep.num_chunks):
+        services.chunk_run(sweep_id=sweep.pk, index=i)
+    report = Report.objects.get(sweep=sweep)
+    r = client.post(f"/reports/{report.slug}/run-again/")
+    assert r.status_code == 302
+    again = Sweep.objects.exclude(pk=sweep.pk).get()
+    assert again.owner.username == "pat" and again.total_points == 2 and again.name == "first (again)"
+    assert Client().post(f"/reports/{report.slug}/run-again/").status_code == 302  # signed out: to sign in
+    assert Sweep.objects.count() == 2

@@ -1,0 +1,102 @@
+"""Every main page at a desktop's 1400 px and a phone's 390 px: screenshots for review, and on the phone
+no value cut, no sideways scroll, a compact menu, no chart toolbar over titles, the answer on the first
+screen after asking.
+
+Screenshots go to ``artifacts/screenshots/<page>-1400.png`` and ``<page>-390.png`` (see docs/browser-tests.md).
+"""
+
+from __future__ import annotations
+
+from playwright.sync_api import expect
+
+from tests.browser.conftest import SCREENSHOTS, _assert_clean, _new_page, session_cookie
+
+DESKTOP = {"width": 1400, "height": 900}
+PHONE = {"width": 390, "height": 844}
+
+
+def _slug(cls_name: str, name: str) -> str:
+    from gpuprofiles.models import GpuProfile, ModelProfile
+
+    cls = ModelProfile if cls_name == "model" else GpuProfile
+    return cls.objects.filter(name=name, owner__isnull=True).first().slug
+
+
+def _pages(report_slug: str) -> dict[str, str]:
+    llama, h100 = _slug("model", "Llama 3.1 8B"), _slug("gpu", "H100 SXM5 80GB")
+    return {
+        "sizing": "/", "sizing-answer": f"/?model={llama}&gpu={h100}&tensor_parallel_size=1",
+        "compare": "/compare/", "replicas": "/replicas/", "sweeps": "/sweeps/", "sweep-new": "/sweeps/new/",
+        "reports": "/reports/", "report": f"/reports/{report_slug}/", "catalog": "/catalog/",
+        "catalog-models": "/catalog/models/", "catalog-gpus": "/catalog/gpus/",
+        "catalog-model": f"/catalog/models/{llama}/", "catalog-gpu": f"/catalog/gpus/{h100}/",
+        "import": "/catalog/models/import/", "gpu-new": "/catalog/gpus/new/", "mine": "/catalog/mine/",
+        "account": "/accounts/", "api-docs": "/api/docs/",
+    }
+
+
+_CUT = """() => {
+  const cut = [];
+  for (const el of document.querySelectorAll('td.num, .kpi .value, .summary, .answer')) {
+    if (el.scrollWidth > el.clientWidth + 1) cut.push(el.textContent.trim().slice(0, 40));
+    const card = el.closest('.kpi');
+    if (card && el.getBoundingClientRect().right > card.getBoundingClientRect().right + 1)
+      cut.push('spills: ' + el.textContent.trim());
+  }
+  for (const wrap of document.querySelectorAll('#result .table-wrap:not(.sticky)')) {
+    if (wrap.scrollWidth > wrap.clientWidth + 1) cut.push('table wider than its box: ' + wrap.scrollWidth);
+  }
+  return cut;
+}"""
+
+
+def _check_phone(page, name: str) -> None:
+    width = page.evaluate("document.scrollingElement.scrollWidth")
+    wide = page.evaluate("""() => [...document.querySelectorAll('body *')].filter(e =>
+        e.getBoundingClientRect().right > window.innerWidth + 1 && !e.parentElement.closest('.table-wrap, .figure'))
+        .slice(0, 3).map(e => e.tagName + '.' + e.className + ' ' + (e.textContent || '').trim().slice(0, 30))""")
+    assert width <= PHONE["width"], f"{name}: the page scrolls sideways ({width} px): {wide}"
+    menu = page.locator(".site-header").bounding_box()["height"]
+    assert menu <= 0.15 * PHONE["height"], f"{name}: the menu takes {menu:.0f} px of the first screen"
+    assert page.evaluate(_CUT) == [], f"{name}: values cut"
+    if page.locator(".figure .main-svg").count():
+        assert page.locator(".modebar-container .modebar").count() == 0, f"{name}: chart toolbar on a phone"
+
+
+def test_every_page_at_both_widths(browser, live_server, catalog, user, finished_report):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    pages = _pages(finished_report.slug)
+    for viewport in (DESKTOP, PHONE):
+        context, page, problems = _new_page(browser, live_server, cookies=[session_cookie(live_server, user)],
+                                            viewport=viewport)
+        try:
+            for name, url in pages.items():
+                page.goto(url)
+                if page.locator("[data-figure]").count():
+                    page.wait_for_function("[...document.querySelectorAll('[data-figure]')]"
+                                           ".every(f => f.querySelector('.main-svg'))")
+                page.screenshot(path=str(SCREENSHOTS / f"{name}-{viewport['width']}.png"), full_page=True)
+                if viewport is PHONE:
+                    _check_phone(page, name)
+            _assert_clean(page, problems)
+        finally:
+            context.close()
+
+
+def test_phone_sees_the_answer_first_after_asking(browser, live_server, catalog, user):
+    context, page, problems = _new_page(browser, live_server, cookies=[session_cookie(live_server, user)],
+                                        viewport=PHONE)
+    try:
+        page.goto("/")
+        page.get_by_label("Max model length").fill("32768")
+        page.get_by_role("button", name="Size it").click()
+        summary = page.locator("#summary")
+        expect(summary).to_be_visible()
+        box = summary.bounding_box()
+        assert box["y"] + box["height"] <= PHONE["height"], "the answer is on the first screen after asking"
+        kv = page.locator("#kpi-kv-tokens").bounding_box()
+        assert kv["y"] < PHONE["height"], "the first figure is on the first screen"
+        _check_phone(page, "sizing-answer")
+        _assert_clean(page, problems)
+    finally:
+        context.close()
