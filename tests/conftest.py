@@ -23,17 +23,54 @@ def missing_part(reason: str):
     pytest.skip(reason)
 
 
+#: Keys the suite's Redis users create: kombu's bindings and bookkeeping, the tests' own queues.
+REDIS_TEST_KEYS = ("_kombu.binding.*", "kvp-it-*", "kvp-test-*", "unacked*", "celery*", "*.reply.celery.pidbox")
+
+
 @pytest.fixture(scope="session")
-def redis_url() -> str:
-    """A reachable Redis URL (``REDIS_URL`` or the local default)."""
-    url = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
+def redis_url():
+    """A reachable Redis URL: ``REDIS_URL``; unset, no Redis test runs unless KVP_REQUIRE_REAL_PARTS asks.
+
+    At the end of the session, the keys of :data:`REDIS_TEST_KEYS` that were not there at its start
+    are deleted: the suite leaves the database as it found it and touches no other.
+    """
+    url = os.environ.get("REDIS_URL", "")
+    if not url:
+        if not require_real_parts():
+            pytest.skip("REDIS_URL is not set (e.g. REDIS_URL=redis://127.0.0.1:6379/15 for the Redis tests)")
+        url = "redis://127.0.0.1:6379/0"
     try:
         import redis
 
-        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
+        client = redis.Redis.from_url(url, socket_connect_timeout=2)
+        before = _keys(client)
     except Exception as exc:  # noqa: BLE001
         missing_part(f"Redis not reachable at {url}: {exc}")
-    return url
+    yield url
+    created = _keys(client) - before
+    if created:
+        client.delete(*created)
+    client.close()
+
+
+def _keys(client) -> set[bytes]:
+    return {key for pattern in REDIS_TEST_KEYS for key in client.scan_iter(match=pattern, count=500)}
+
+
+def pytest_collection_modifyitems(config, items):
+    """With ``-n 2`` (pytest-xdist), tests that start servers, workers or a browser share one worker.
+
+    They run one at a time there (as they were written to), while the other worker runs the rest.
+    """
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        path = str(item.fspath)
+        if fixtures & SERIAL_FIXTURES or any(part in path for part in SERIAL_PATHS):
+            item.add_marker(pytest.mark.xdist_group("real-parts"))
+
+
+SERIAL_FIXTURES = {"live_server", "redis_url", "worker_factory", "filesystem_worker", "browser", "chromium_path"}
+SERIAL_PATHS = ("/tests/browser/", "/tests/integration/")
 
 
 @pytest.fixture(scope="session")

@@ -66,7 +66,7 @@ class Command(BaseCommand):
 
         owner = get_user_model().objects.filter(username=user).first()
         if owner is None:
-            raise CommandError(f"no user named {user!r}")
+            raise CommandError(f"no user named {user!r} (create one: manage.py issue_token {user} --create-user)")
         body = _read_json(definition)
         try:
             sweep = services.sweep_create(owner=owner, definition=body)
