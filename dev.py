@@ -205,9 +205,15 @@ def run(port: int, install: bool) -> int:
 # --------------------------------------------------------------------------- test
 
 
+#: Both cores: tests that use live servers, workers, Redis or a browser share one xdist worker
+#: (``tests/conftest.py`` groups them), the rest spread over both.
+PARALLEL = ["-n", "2", "--dist", "loadgroup"]
+
+
 def test(args: list[str]) -> int:
     ensure_venv("requirements-dev.lock")
-    code = subprocess.call([str(PY), "-m", "pytest", *args], cwd=ROOT)
+    serial = any(a == "-n" or a.startswith(("-n", "--numprocesses")) or a == "no:xdist" for a in args)
+    code = subprocess.call([str(PY), "-m", "pytest", *([] if serial else PARALLEL), *args], cwd=ROOT)
     if code == 5:
         print("error: no tests were collected", file=sys.stderr)
         return 1

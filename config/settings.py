@@ -94,7 +94,10 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["CONN_MAX_AGE"] = 0
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # Web, worker and tests write the same file: IMMEDIATE transactions take the write lock up front,
+    # so two writers queue (up to the timeout) instead of one failing at once with "database is
+    # locked" when it upgrades a read lock inside a transaction.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(timeout=20, transaction_mode="IMMEDIATE")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -116,6 +119,10 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+try:  # collectstatic fills it; WhiteNoise warns "No directory at ..." on every start while it is missing
+    STATIC_ROOT.mkdir(exist_ok=True)
+except OSError:  # a read-only checkout: the finders serve the files all the same
+    pass
 STATICFILES_DIRS = [
     BASE_DIR / "static",
     # Plotly's own JavaScript bundle, served locally (no CDN).
