@@ -80,3 +80,25 @@ def chromium_path() -> str:
     if not path:
         missing_part("chromium is not installed (apt-get install chromium)")
     return path
+
+
+#: Property tests' budget. ``KVP_HYPOTHESIS_BUDGET=full`` (``.ci/run``) runs each with the
+#: ``max_examples`` its test gives; otherwise (``python3 dev.py test``, a quick local run) with a
+#: quarter of it, at least 10 examples, so the whole suite stays within its 5 minutes.
+HYPOTHESIS_SHARE = 4
+
+
+def pytest_collection_finish(session):
+    if os.environ.get("KVP_HYPOTHESIS_BUDGET", "") == "full":
+        return
+    from hypothesis import settings
+
+    scaled: set[int] = set()
+    for item in session.items:
+        test = getattr(item, "obj", None)
+        current = getattr(test, "_hypothesis_internal_use_settings", None)
+        if current is None or not getattr(test, "is_hypothesis_test", False) or id(test) in scaled:
+            continue  # parametrized items share one function: scale it once
+        scaled.add(id(test))
+        test._hypothesis_internal_use_settings = settings(
+            current, max_examples=max(10, current.max_examples // HYPOTHESIS_SHARE))
