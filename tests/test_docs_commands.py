@@ -157,6 +157,7 @@ def sandbox(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     return home, env
 
 
+@pytest.mark.xdist_group("docs-sandbox")  # with -n 2, one worker migrates one sandbox for all blocks
 @pytest.mark.parametrize("block", _params(RUN_BLOCKS))
 def test_shell_block_runs_in_a_new_shell(block: Block, sandbox):
     home, env = sandbox
