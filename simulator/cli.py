@@ -174,10 +174,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     workload = load_workload_file(args.workload)
     from simulator.engine import simulate
 
-    _note_defaults(data, f"config file {args.config!r}")
     with _progress(f"simulating {workload.n:,} requests") as progress:
         result = simulate(workload, [config], record_steps=bool(args.steps), max_step_points=args.max_step_points,
                           progress=progress)[0]
+    _note_defaults(data, f"config file {args.config!r}")  # after the run: an input error stays one line
     if args.indent is None:
         _emit(result.to_json(steps=bool(args.steps)), args.output, end="\n")  # no copy of a long text
         return 0
@@ -265,9 +265,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     points = [dict(zip(keys, combo)) for combo in itertools.product(*(v for _, v in grid))]
     configs = [_config(_apply(base, p), "--grid " + ", ".join(f"{k}={v}" for k, v in p.items())) for p in points]
     workload = load_workload_file(args.workload)
-    _note_defaults(base, f"config file {args.config!r}" if args.config else "the sweep (no --config)", keys)
     with _progress(f"{len(configs)} configurations x {workload.n:,} requests") as progress:
         results = simulate(workload, configs, record_steps=False, processes=args.processes, progress=progress)
+    _note_defaults(base, f"config file {args.config!r}" if args.config else "the sweep (no --config)", keys)
     rows = [{"params": p, "totals": r.to_dict()["totals"]} for p, r in zip(points, results)]
     if args.csv:
         flat = []
@@ -390,13 +390,13 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     data = load_config_file(args.config)
     config = _config(data, f"config file {args.config!r}")
     workload = load_workload_file(args.workload)
-    _note_defaults(data, f"config file {args.config!r}")
     try:
         if args.find_replicas:
             found = smallest_replicas(workload, config, slo_ttft_s=args.slo_ttft_s, slo_itl_s=args.slo_itl_s,
                                       routing=policies[0], router_delay_s=args.router_delay_s,
                                       max_instances=args.max_instances, percentile=args.percentile,
                                       seed=args.seed)
+            _note_defaults(data, f"config file {args.config!r}")
             _emit(_dump(found.to_dict(), args.indent), args.output)
             return 0
         from simulator.cluster import Deployment
@@ -408,6 +408,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         with _progress(f"{len(items)} deployments x {workload.n:,} requests") as progress:
             done = simulate(workload, items, processes=args.processes, progress=progress)
         points = [r.to_dict(requests=args.requests) for r in done]
+        _note_defaults(data, f"config file {args.config!r}")
     except (ClusterError, MetricsError) as exc:
         msg = str(exc)
         field, sep, rest = msg.partition(":")
