@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -45,3 +46,30 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return list(default)
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """``KEY=VALUE`` lines of a local settings file (``#`` comments and blank lines skipped)."""
+    values: dict[str, str] = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, eq, value = line.partition("=")
+        if not eq or not key.strip():
+            raise ImproperlyConfigured(f"{path.name} line {number}: expected KEY=VALUE, got {line!r}")
+        values[key.strip()] = value.strip().strip("'\"")
+    return values
+
+
+def load_env_file(path: Path) -> bool:
+    """Fill in the variables ``path`` sets that the environment does not; False when there is no file.
+
+    The environment always wins, so a deployment that sets ``DEBUG=false`` is never turned into a
+    development server by a stray file.
+    """
+    if not path.is_file():
+        return False
+    for key, value in read_env_file(path).items():
+        os.environ.setdefault(key, value)
+    return True

@@ -1,5 +1,10 @@
 """KV Planner settings: one module, every deployment knob read from the environment.
 
+Local development: ``python3 dev.py run`` writes ``local.env`` once (``DEBUG=true`` and a
+generated ``SECRET_KEY``); this module fills in what the environment does not set from it, so
+``manage.py`` works in any shell. ``KVP_ENV_FILE`` names another file ("" for none: the tests).
+Production images never contain it (``.dockerignore``) and still refuse to start without a secret.
+
 Variables: ``SECRET_KEY``, ``DEBUG``, ``ALLOWED_HOSTS``, ``DATABASE_URL`` (default:
 SQLite in ``var/``), ``REDIS_URL`` (Celery broker and result store; default: an
 embedded filesystem broker in ``var/broker`` that needs no server),
@@ -14,9 +19,12 @@ import dj_database_url
 import plotly
 from django.core.exceptions import ImproperlyConfigured
 
-from .env import env_bool, env_int, env_list, env_str
+from .env import env_bool, env_int, env_list, env_str, load_env_file
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+LOCAL_ENV_FILE = env_str("KVP_ENV_FILE", str(BASE_DIR / "local.env"))
+if LOCAL_ENV_FILE:
+    load_env_file(Path(LOCAL_ENV_FILE))
 DATA_DIR = Path(env_str("KVP_DATA_DIR", str(BASE_DIR / "var")))
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 
@@ -25,7 +33,10 @@ _DEV_SECRET = "dev-only-insecure-secret-key-change-me-0123456789abcdefghijklmnop
 SECRET_KEY = env_str("SECRET_KEY", "")
 if not SECRET_KEY:
     if not DEBUG:
-        raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
+        raise ImproperlyConfigured(
+            "SECRET_KEY must be set when DEBUG is off (for local development, run "
+            "'python3 dev.py run' once: it writes local.env with DEBUG=true and a generated key)"
+        )
     SECRET_KEY = _DEV_SECRET
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
@@ -85,7 +96,10 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["CONN_MAX_AGE"] = 0
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # Web, worker and tests write the same file: IMMEDIATE transactions take the write lock up front,
+    # so two writers queue (up to the timeout) instead of one failing at once with "database is
+    # locked" when it upgrades a read lock inside a transaction.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(timeout=20, transaction_mode="IMMEDIATE")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -107,6 +121,10 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+try:  # collectstatic fills it; WhiteNoise warns "No directory at ..." on every start while it is missing
+    STATIC_ROOT.mkdir(exist_ok=True)
+except OSError:  # a read-only checkout: the finders serve the files all the same
+    pass
 STATICFILES_DIRS = [
     BASE_DIR / "static",
     # Plotly's own JavaScript bundle, served locally (no CDN).
@@ -250,4 +268,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    # kombu warns "No hostname was supplied" for the embedded filesystem broker, which has none.
+    "loggers": {"kombu.connection": {"level": "ERROR"}},
 }

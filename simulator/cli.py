@@ -1,29 +1,33 @@
-"""Command line: ``python -m simulator run | sweep | workload``.
+"""Command line: python -m simulator COMMAND (--help after a command for its options).
 
-``run``      simulate one workload under one engine configuration.
-``sweep``    simulate one workload over a grid of configurations, as one
-             batched simulation.
-``workload`` generate a synthetic workload file (the oracle's compact JSON).
-``cluster``  simulate N engine instances behind a router (replicas and
-             routing), or find the fewest instances that meet latency SLOs.
-``search``   the cheapest deployment meeting an SLO (simulator/search.py).
-``validate`` score the step clock against real vLLM runs (the training split
-             of the sim-to-real study).
+  run       simulate one workload under one engine configuration.
+  sweep     simulate one workload over a grid of configurations, as one
+            batched simulation.
+  workload  generate a synthetic workload file (the oracle's compact JSON).
+  cluster   simulate N engine instances behind a router (replicas and
+            routing), or find the fewest instances that meet latency SLOs.
+  search    the cheapest deployment meeting an SLO (simulator/search.py).
+  validate  score the step clock against real vLLM runs (the training split
+            of the sim-to-real study).
 
 Every input problem (missing or unreadable file, invalid JSON, unknown field,
-impossible value) prints one line ``error: ...`` to stderr and exits with
+impossible value) prints one line 'error: ...' to stderr and exits with
 status 2; an unexpected internal failure prints one line and exits with 1.
+Long runs show a progress bar on stderr when it is a terminal; every default
+a run assumes for what its configuration leaves out is printed there too.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import io
 import itertools
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import fields
@@ -133,6 +137,38 @@ def _dump(obj: Any, indent: int | None) -> str:
     return json.dumps(jsonable(obj), indent=indent, separators=None if indent else (",", ":")) + "\n"
 
 
+@contextlib.contextmanager
+def _progress(what: str):
+    """A progress bar on stderr when it is a terminal (tqdm), else nothing; yields ``simulate``'s callback."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from tqdm import tqdm
+
+    fmt = "{desc}: {percentage:3.0f}%|{bar}| {elapsed} elapsed, {remaining} left"
+    with tqdm(total=1.0, desc=what, file=sys.stderr, leave=False, bar_format=fmt, mininterval=0.2) as bar:
+        yield lambda fraction: bar.update(max(0.0, min(1.0, fraction) - bar.n))
+
+
+#: Config fields that change results, so a default assumed for them is printed (stderr).
+_NOTED_DEFAULTS = ("num_gpu_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens",
+                   "enable_prefix_caching", "enable_chunked_prefill", "async_scheduling", "max_model_len")
+
+
+def _note_defaults(data: dict[str, Any], where: str, varied: Sequence[str] = ()) -> None:
+    """Print, on stderr, every default the run assumes for what ``data`` leaves out."""
+    default = EngineConfig()
+    left = [f"{k}={getattr(default, k)}" for k in _NOTED_DEFAULTS if k not in data and k not in varied]
+    if "cost_model" not in data and "step_time_model" not in data and not any(
+            k.startswith("step_time_model.") for k in varied):
+        stm = default.step_time_model
+        left.append(f"step_time_model={{base_s: {stm.base_s}, per_token_s: {stm.per_token_s}, "
+                    f"per_req_s: {stm.per_req_s}}} ({stm.base_s * 1000:g} ms per step whatever it computes; "
+                    "give step_time_model or cost_model for real timings)")
+    if left:
+        sys.stderr.write(f"note: {where} leaves these at their defaults: {', '.join(left)}\n")
+
+
 # --------------------------------------------------------------------------- run
 
 
@@ -153,13 +189,16 @@ def _check_memory(price, args: argparse.Namespace, what: str) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     from simulator.budget import WorkloadSize, price_run
 
-    config = _config(load_config_file(args.config), f"config file {args.config!r}")
+    data = load_config_file(args.config)
+    config = _config(data, f"config file {args.config!r}")
     workload = load_workload_file(args.workload)
     _check_memory(price_run(WorkloadSize.of(workload), config), args, "This run")
     from simulator.engine import simulate
 
-    result = simulate(workload, [config], record_steps=bool(args.steps), max_step_points=args.max_step_points)[0]
-
+    with _progress(f"simulating {workload.n:,} requests") as progress:
+        result = simulate(workload, [config], record_steps=bool(args.steps), max_step_points=args.max_step_points,
+                          progress=progress)[0]
+    _note_defaults(data, f"config file {args.config!r}")  # after the run: an input error stays one line
     if args.indent is None:
         _emit(result.to_json(steps=bool(args.steps)), args.output, end="\n")  # no copy of a long text
         return 0
@@ -250,7 +289,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from simulator.budget import WorkloadSize, price_configs
 
     _check_memory(price_configs(WorkloadSize.of(workload), configs), args, f"This sweep of {len(configs)} points")
-    results = simulate(workload, configs, record_steps=False, processes=args.processes)
+    with _progress(f"{len(configs)} configurations x {workload.n:,} requests") as progress:
+        results = simulate(workload, configs, record_steps=False, processes=args.processes, progress=progress)
+    _note_defaults(base, f"config file {args.config!r}" if args.config else "the sweep (no --config)", keys)
     rows = [{"params": p, "totals": r.to_dict()["totals"]} for p, r in zip(points, results)]
     if args.csv:
         flat = []
@@ -370,7 +411,8 @@ def cmd_cluster(args: argparse.Namespace) -> int:
             raise CliError("--find-replicas needs --slo-ttft-s or --slo-itl-s (or both)")
     elif not counts:
         raise CliError("cluster: give --instances N (or N1,N2,...), or --find-replicas with SLOs")
-    config = _config(load_config_file(args.config), f"config file {args.config!r}")
+    data = load_config_file(args.config)
+    config = _config(data, f"config file {args.config!r}")
     workload = load_workload_file(args.workload)
     from simulator.budget import WorkloadSize, price_batch, price_replicas_search, price_run
 
@@ -384,6 +426,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
                                       routing=policies[0], router_delay_s=args.router_delay_s,
                                       max_instances=args.max_instances, percentile=args.percentile,
                                       seed=args.seed)
+            _note_defaults(data, f"config file {args.config!r}")
             _emit(_dump(found.to_dict(), args.indent), args.output)
             return 0
         from simulator.cluster import Deployment
@@ -392,8 +435,10 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         _check_processes(args.processes)
         items = [Deployment(config, n, pol, args.router_delay_s, args.seed, args.slo_ttft_s, args.slo_itl_s)
                  for n in counts for pol in policies]
-        points = [r.to_dict(requests=args.requests)
-                  for r in simulate(workload, items, processes=args.processes)]
+        with _progress(f"{len(items)} deployments x {workload.n:,} requests") as progress:
+            done = simulate(workload, items, processes=args.processes, progress=progress)
+        points = [r.to_dict(requests=args.requests) for r in done]
+        _note_defaults(data, f"config file {args.config!r}")
     except (ClusterError, MetricsError) as exc:
         msg = str(exc)
         field, sep, rest = msg.partition(":")
@@ -409,10 +454,24 @@ _DIST_HELP = ("const:L | uniform:LO,HI | normal:MEAN,STD | lognormal:MEAN,STD | 
               "all in tokens")
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Adds "(default: X)" to an option's help unless its help already names a default or X is None/False."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        shown = action.default not in (None, False, argparse.SUPPRESS) and action.option_strings
+        return text if not shown or "default" in text else f"{text} (default: %(default)s)"
+
+
+def _plain(text: str) -> str:
+    """Docstring markup for the terminal: ``x`` -> 'x'."""
+    return re.sub(r"``([^`]+)``", r"'\1'", text)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m simulator", description=__doc__,
-                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _Parser(prog="python -m simulator", description=_plain(__doc__), formatter_class=_HelpFormatter)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub._parser_class = lambda **kw: _Parser(**{"formatter_class": _HelpFormatter, **kw})  # noqa: SLF001
     sub.required = True
 
     run = sub.add_parser("run", help="simulate one workload under one configuration, print result JSON",
@@ -460,8 +519,7 @@ def build_parser() -> argparse.ArgumentParser:
     wl = sub.add_parser("workload", help="generate a synthetic workload file (oracle compact JSON)",
                         description="Generate a reproducible synthetic workload and write it as the oracle's "
                         "compact workload JSON (usable by 'run', 'sweep' and the vLLM oracle). Length "
-                        "distributions: " + _DIST_HELP + ".",
-                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                        "distributions: " + _DIST_HELP + ".")
     wl.add_argument("--n", type=int, default=200, help="number of requests, all turns counted (1 to 1,000,000)")
     wl.add_argument("--prompt", default="normal:512,128", metavar="DIST",
                     help="prompt length distribution, tokens (before a shared prefix is prepended)")

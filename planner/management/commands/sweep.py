@@ -6,7 +6,7 @@ The same services as ``/api/sweeps/``:
   definition (the body of ``POST /api/sweeps/``, ``-`` for stdin) and store the sweep
   with :func:`planner.sweeps.services.sweep_create`, which hands its chunks to the
   Celery workers once the transaction commits. ``--wait`` then polls its progress (a
-  progress line on stderr) until it is finished; ``--inline`` runs the chunks in this
+  progress bar on stderr when it is a terminal) until it is finished; ``--inline`` runs the chunks in this
   process instead, through the very functions the workers call
   (:func:`~planner.sweeps.services.chunk_run`, :func:`~planner.sweeps.services.cliff_run`;
   both idempotent, so the queued messages find them done and return).
@@ -21,6 +21,7 @@ failed or was cancelled while waiting.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -45,10 +46,10 @@ class Command(BaseCommand):
         create.add_argument("definition", help="JSON file, or '-' for stdin")
         create.add_argument("--user", required=True, help="the owner")
         how = create.add_mutually_exclusive_group()
-        how.add_argument("--wait", action="store_true", help="wait for the workers, with a progress line")
+        how.add_argument("--wait", action="store_true", help="wait for the workers, with a progress bar on a terminal")
         how.add_argument("--inline", action="store_true", help="run the chunks in this process (no worker needed)")
         create.add_argument("--csv", metavar="OUT", help="write the report's CSV there when done ('-' for stdout)")
-        create.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait at most (--wait)")
+        create.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait at most with --wait (default: 3600)")
         status = sub.add_parser("status", help="progress of a sweep, as JSON")
         status.add_argument("sweep_id", type=int)
         cancel = sub.add_parser("cancel", help="cancel a queued or running sweep")
@@ -58,6 +59,7 @@ class Command(BaseCommand):
         csv.add_argument("-o", "--output", default="-", help="file ('-' for stdout, the default)")
 
     def handle(self, *args, action: str, **opts):
+        self.stderr.style_func = None  # progress and notes on stderr are not errors: no red
         return getattr(self, f"_{action}")(**opts)
 
     # ------------------------------------------------------------------ actions
@@ -65,7 +67,7 @@ class Command(BaseCommand):
     def _create(self, *, definition: str, user: str, wait: bool, inline: bool, csv: str | None, timeout: float, **_):
         owner = get_user_model().objects.filter(username=user).first()
         if owner is None:
-            raise CommandError(f"no user named {user!r}")
+            raise CommandError(f"no user named {user!r} (create one: manage.py issue_token {user} --create-user)")
         body = _read_json(definition)
         try:
             sweep = services.sweep_create(owner=owner, definition=body)
@@ -114,37 +116,54 @@ class Command(BaseCommand):
     # ------------------------------------------------------------------ helpers
 
     def _run_inline(self, sweep: Sweep) -> None:
-        if sweep.mode == Sweep.Mode.CLIFF:
-            self.stderr.write("finding the cliff ...")
-            services.cliff_run(sweep_id=sweep.pk)
-        else:
-            for index in range(sweep.num_chunks):
-                self._progress_line(sweep)
-                services.chunk_run(sweep_id=sweep.pk, index=index)
-        self._progress_line(sweep, end="\n")
+        with self._progress_bar(sweep) as show:
+            if sweep.mode == Sweep.Mode.CLIFF:
+                show(sweep, "finding the cliff")
+                services.cliff_run(sweep_id=sweep.pk)
+            else:
+                for index in range(sweep.num_chunks):
+                    show(sweep)
+                    services.chunk_run(sweep_id=sweep.pk, index=index)
+            show(sweep)
 
     def _wait(self, sweep: Sweep, *, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        while True:
-            sweep.refresh_from_db()
-            self._progress_line(sweep)
-            if sweep.is_final:
-                self.stderr.write("")
-                return
-            if time.monotonic() > deadline:
-                raise CommandError(f"sweep {sweep.pk} still {sweep.status} after {timeout:g} s (it goes on)")
-            time.sleep(POLL_S)
+        with self._progress_bar(sweep) as show:
+            while True:
+                show(sweep)
+                if sweep.is_final:
+                    return
+                if time.monotonic() > deadline:
+                    raise CommandError(f"sweep {sweep.pk} still {sweep.status} after {timeout:g} s (it goes on)")
+                time.sleep(POLL_S)
 
-    def _progress_line(self, sweep: Sweep, end: str = "") -> None:
-        sweep.refresh_from_db()
-        p = selectors.sweep_progress(sweep=sweep)
-        eta = f", about {p['eta_s']:.0f} s left" if p.get("eta_s") is not None else ""
-        line = (
-            f"\rsweep {sweep.pk}: {p['status']:9} {p['points_done']}/{p['points_total']} points "
-            f"({100 * p['fraction']:5.1f}%), {p['elapsed_s']:.0f} s{eta}   "
-        )
-        self.stderr.write(line, ending=end)
-        self.stderr.flush()
+    @contextlib.contextmanager
+    def _progress_bar(self, sweep: Sweep):
+        """Yields ``show(sweep)``: a progress bar (tqdm) on a terminal, nothing otherwise; one summary line at the end."""
+        bar = None
+        if sys.stderr.isatty():
+            from tqdm import tqdm
+
+            bar = tqdm(total=sweep.total_points, desc=f"sweep {sweep.pk}", unit="point", file=sys.stderr,
+                       bar_format="{desc}: {n_fmt}/{total_fmt} points |{bar}| {elapsed} elapsed{postfix}")
+        last: dict = {}
+
+        def show(sweep: Sweep, note: str = "") -> None:
+            sweep.refresh_from_db()
+            last.update(selectors.sweep_progress(sweep=sweep))
+            if bar is not None:
+                eta = f", about {last['eta_s']:.0f} s left" if last.get("eta_s") is not None else ""
+                bar.n = last["points_done"]
+                bar.set_postfix_str(f"{note or last['status']}{eta}")
+
+        try:
+            yield show
+        finally:
+            if bar is not None:
+                bar.close()
+            if last:
+                self.stderr.write(f"sweep {sweep.pk}: {last['status']}, {last['points_done']}/{last['points_total']} "
+                                  f"points in {last['elapsed_s']:.0f} s")
 
     def _write_csv(self, sweep: Sweep, output: str) -> None:
         report = Report.objects.filter(sweep=sweep).first()
