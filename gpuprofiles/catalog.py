@@ -413,8 +413,11 @@ def load_catalog(gpu_model, model_model) -> dict[str, int]:
     """
     counts = {"gpus": 0, "models": 0, "changed": 0}
     gpus = [gpu_defaults(row) for row in gpu_rows()]
-    models = [model_defaults(row) for row in model_rows()] + [extra_model_defaults(e) for e in EXTRA_CONFIG_MODELS] \
-        + [quantized_model_defaults(e) for e in quantized_model_entries()]
+    models = [model_defaults(row) for row in model_rows()] + [extra_model_defaults(e) for e in EXTRA_CONFIG_MODELS]
+    if "quant_scheme" in {f.name for f in model_model._meta.get_fields()}:
+        # the quantized checkpoints need the quantization columns of migration 0003 (and its wider
+        # ``quantization``: "compressed-tensors" does not fit 0002's 16 characters on PostgreSQL)
+        models += [quantized_model_defaults(e) for e in quantized_model_entries()]
     for kind, model, rows in (("gpus", gpu_model, gpus), ("models", model_model, models)):
         columns = {f.name for f in model._meta.get_fields()}
         for slug, all_values in rows:
