@@ -21,6 +21,21 @@ def calibration_dict(row: CalibrationProfile) -> dict:
             "fit": row.fit, "created_at": row.created_at.isoformat()}
 
 
+#: What a stored calibration looks like (GET one, GET the list's rows, and the answer to POST).
+EXAMPLE_CALIBRATION = {
+    "id": 3, "name": "h100-qwen-prod", "model": "qwen2-5-7b", "gpu": "h100-sxm5-80gb", "tensor_parallel_size": 1,
+    "deployment": {"max_num_batched_tokens": 8192, "max_num_seqs": 256}, "source_format": "vllm-bench",
+    "measurement": {"source": "vllm-bench", "model": "Qwen/Qwen2.5-7B-Instruct", "requests": 500,
+                    "mean_prompt_tokens": 751.0, "mean_output_tokens": 251.0, "mean_ttft_s": 0.027,
+                    "mean_itl_s": 0.007, "mean_e2e_s": 1.77, "request_rate": 6.0, "per_request": False, "notes": []},
+    "coefficients": {"bandwidth_efficiency": 0.78, "mfu": 0.52, "serve_request_s": 0.006},
+    "fit": {"fitted": {"bandwidth_efficiency": 0.78, "mfu": 0.52, "serve_request_s": 0.006},
+            "measured": {"ttft_s": 0.027, "itl_s": 0.007, "e2e_s": 1.77},
+            "predicted": {"ttft_s": 0.028, "itl_s": 0.0071, "e2e_s": 1.79},
+            "error_pct": {"ttft_s": 3.7, "itl_s": 1.4, "e2e_s": 1.1}, "simulated_requests": 300, "evaluations": 20},
+    "created_at": "2026-11-26T12:00:00+00:00"}
+
+
 class CalibrationInSerializer(serializers.Serializer):
     name = serializers.CharField(help_text="your name for this calibration (unique among yours)")
     model = serializers.CharField(help_text="catalog slug or id of your model profile")
@@ -51,8 +66,11 @@ class CalibrationListCreateApi(APIView):
     permission_classes = [IsAuthenticated]
     parser_classes = [JSONParser, MultiPartParser, FormParser]
 
-    @extend_schema(tags=["calibrations"], summary="Your calibrations", responses=inline_serializer(
-        "CalibrationList", {"results": serializers.ListField(child=serializers.DictField())}))
+    @extend_schema(tags=["calibrations"], summary="Your calibrations", operation_id="calibrations_list",
+                   responses=inline_serializer("CalibrationList",
+                                               {"results": serializers.ListField(child=serializers.DictField())}),
+                   examples=[OpenApiExample("Your calibrations", response_only=True,
+                                            value={"results": [EXAMPLE_CALIBRATION]})])
     def get(self, request):
         rows = CalibrationProfile.objects.filter(owner=request.user).select_related("model", "gpu")[:200]
         return Response({"results": [calibration_dict(r) for r in rows]})
@@ -72,10 +90,14 @@ class CalibrationListCreateApi(APIView):
         examples=[OpenApiExample("A vllm bench result as text", request_only=True, value={
             "name": "h100-qwen-prod", "model": "qwen2-5-7b", "gpu": "h100-sxm5-80gb", "tensor_parallel_size": 1,
             "text": "{\"completed\": 500, \"request_rate\": 6, \"mean_ttft_ms\": 27, \"mean_itl_ms\": 7.0, "
-                    "\"mean_e2el_ms\": 1770, \"total_input_tokens\": 375500, \"total_output_tokens\": 125500}"})],
+                    "\"mean_e2el_ms\": 1770, \"total_input_tokens\": 375500, \"total_output_tokens\": 125500}"}),
+                  OpenApiExample("The stored calibration", response_only=True, status_codes=["201"],
+                                 value=EXAMPLE_CALIBRATION)],
     )
     def post(self, request):
         data = request.data
+        if not hasattr(data, "get"):  # a JSON list or scalar
+            raise serializers.ValidationError({"non_field_errors": ["The body must be a JSON object."]})
         row = create_calibration(
             request.user, name=data.get("name"), model=data.get("model"), gpu=data.get("gpu"), text=_text(request),
             tensor_parallel_size=_int(data.get("tensor_parallel_size", 1)), file_format=data.get("format"),
@@ -103,8 +125,9 @@ def _dict(v):
 class CalibrationDetailApi(APIView):
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(tags=["calibrations"], summary="One of your calibrations",
-                   responses=inline_serializer("CalibrationDetail", {"id": serializers.IntegerField()}))
+    @extend_schema(tags=["calibrations"], summary="One of your calibrations", operation_id="calibrations_retrieve",
+                   responses=inline_serializer("CalibrationDetail", {"id": serializers.IntegerField()}),
+                   examples=[OpenApiExample("A calibration", response_only=True, value=EXAMPLE_CALIBRATION)])
     def get(self, request, calibration_id: int):
         row = get_object_or_404(CalibrationProfile.objects.select_related("model", "gpu"), pk=calibration_id,
                                 owner=request.user)

@@ -63,12 +63,12 @@ class SearchListCreateApi(APIView):
     permission_classes = [IsAuthenticated]
     parser_classes = [JSONParser]
 
-    @extend_schema(summary="Your deployment searches, newest first", responses=None)
+    @extend_schema(summary="Your deployment searches, newest first", responses=None, operation_id="searches_list")
     def get(self, request):
         return Response([search_out(s, request, result=False) for s in selectors.search_list(owner=request.user)[:200]])
 
     @extend_schema(summary="Search the cheapest deployment meeting an SLO (asynchronous on the workers)",
-                   request=SearchDefinitionSerializer, responses=None,
+                   request=SearchDefinitionSerializer, responses={202: None},
                    examples=[OpenApiExample("Search", value=EXAMPLE_SEARCH, request_only=True)])
     def post(self, request):
         if not isinstance(request.data, dict):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from django.http import Http404
 from django.utils import timezone
 
@@ -20,8 +22,14 @@ def search_list(*, owner):
     return Search.objects.filter(owner=owner).only("id", "name", "status", "created_at", "slug")
 
 
+_SLUG_RE = re.compile(r"[A-Za-z0-9_-]+")
+
+
 def search_report(*, slug: str) -> Search:
     """A finished search by its public slug (readable signed out), or 404."""
+    # Slugs are URL-safe base64; anything else (e.g. a NUL byte, refused by PostgreSQL) is simply unknown.
+    if not isinstance(slug, str) or not 8 <= len(slug) <= 32 or not _SLUG_RE.fullmatch(slug):
+        raise Http404("No such report.")
     s = Search.objects.filter(slug=slug, status=Search.Status.DONE).first()
     if s is None:
         raise Http404("No such report.")

@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 
 # A laptop screen (the flows' screenshots use a taller window; the width is what matters here).
 LAPTOP = {"width": 1366, "height": 768}
-NAV_LINKS = ("Sizing", "Replicas", "Sweeps", "Reports", "Catalog", "API docs")
+NAV_LINKS = ("Sizing", "Replicas", "Sweeps", "Search", "Reports", "Catalog", "API docs")
 
 # (screenshot name or None when a flow already takes one, path, draws figures)
 SIGNED_IN_PAGES = [

@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 
+from gpuprofiles.catalog import load_catalog
+from gpuprofiles.models import GpuProfile, ModelProfile
 from planner.search import definition as sdefn
 from planner.search import selectors, services
 from planner.search.models import Search
@@ -29,6 +31,8 @@ DEFINITION = {
 
 
 def test_search_runs_end_to_end_on_a_real_worker(worker_factory, sender_on_redis):
+    # a transactional test before this one (same worker process) flushed the rows the migration loaded
+    load_catalog(GpuProfile, ModelProfile)
     worker = worker_factory(concurrency=2)
     owner = get_user_model().objects.create_user("searcher", password="pw-123456789")
     search = services.search_create(owner=owner, definition=DEFINITION)

@@ -152,10 +152,11 @@ def test_healing_sends_stalled_chunks_again_and_leaves_live_ones(user):
     stalled = _running_chunk(user, beat_age_s=120)
     live = _running_chunk(user, beat_age_s=1)
     old_task = stalled.task_id
-    with mock.patch("planner.tasks.run_sweep_chunk.apply_async") as send:
+    with mock.patch.object(services.celery_app, "send_task") as send:  # the broker is not under test here
         assert services.chunks_heal() == 1
     stalled.refresh_from_db()
     assert stalled.status == SweepChunk.Status.PENDING and stalled.task_id != old_task
+    assert send.call_args.args == (services.CHUNK_TASK,)
     assert send.call_args.kwargs == {"args": [stalled.sweep_id, stalled.index], "task_id": stalled.task_id}
     live.refresh_from_db()
     assert live.status == SweepChunk.Status.RUNNING
