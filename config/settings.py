@@ -162,7 +162,8 @@ X_FRAME_OPTIONS = "DENY"
 NUM_PROXIES = env_int("NUM_PROXIES", 0)
 if env_str("REDIS_URL", ""):
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                          "LOCATION": env_str("CACHE_URL", env_str("REDIS_URL", ""))}}
+                          "LOCATION": env_str("CACHE_URL", env_str("REDIS_URL", "")),
+                          "KEY_PREFIX": env_str("KVP_CACHE_KEY_PREFIX", "kvp")}}
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
                           "LOCATION": env_str("KVP_CACHE_DIR", str(DATA_DIR / "cache")),

@@ -5,11 +5,12 @@ from __future__ import annotations
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiExample, extend_schema, inline_serializer
 from rest_framework import serializers, status
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config.parsers import CheckedJSONParser
 from planner.calibration.models import CalibrationProfile
 from planner.calibration.services import create_calibration
 
@@ -64,7 +65,7 @@ def _text(request) -> str | None:
 
 class CalibrationListCreateApi(APIView):
     permission_classes = [IsAuthenticated]
-    parser_classes = [JSONParser, MultiPartParser, FormParser]
+    parser_classes = [CheckedJSONParser, MultiPartParser, FormParser]
 
     @extend_schema(tags=["calibrations"], summary="Your calibrations", operation_id="calibrations_list",
                    responses=inline_serializer("CalibrationList",

@@ -15,11 +15,11 @@ from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
 from rest_framework.negotiation import DefaultContentNegotiation
-from rest_framework.parsers import JSONParser
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config.parsers import CheckedJSONParser
 from planner.search import exports, selectors, services
 from planner.search.models import Search
 from planner.sweeps import definition as defn
@@ -61,7 +61,7 @@ def search_out(search: Search, request, *, result: bool = True) -> dict:
 
 class SearchListCreateApi(APIView):
     permission_classes = [IsAuthenticated]
-    parser_classes = [JSONParser]
+    parser_classes = [CheckedJSONParser]
 
     @extend_schema(summary="Your deployment searches, newest first", responses=None, operation_id="searches_list")
     def get(self, request):
@@ -90,7 +90,7 @@ class SearchDetailApi(APIView):
 
 class SearchCancelApi(APIView):
     permission_classes = [IsAuthenticated]
-    parser_classes = [JSONParser]
+    parser_classes = [CheckedJSONParser]
 
     @extend_schema(summary="Cancel a queued or running search", request=None, responses=None)
     def post(self, request, search_id: int):

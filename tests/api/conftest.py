@@ -5,18 +5,18 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from django.core.cache import cache
 from rest_framework.test import APIClient
 
 from accounts.services import api_token_create
+from tests.cache_reset import reset_cache
 
 
 @pytest.fixture(autouse=True)
 def _clear_cache():
     """Throttle counters live in the cache: start every test from zero."""
-    cache.clear()
+    reset_cache()
     yield
-    cache.clear()
+    reset_cache()
 
 
 @pytest.fixture

@@ -10,6 +10,8 @@ from rest_framework import status
 from rest_framework.test import APIClient
 from rest_framework.throttling import SimpleRateThrottle
 
+from tests.cache_reset import reset_cache
+
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("_probe_urls")]
 
 
@@ -28,7 +30,7 @@ def low_limits(monkeypatch):
     rates = {"anon": "3/min", "user": "5/min", "heavy": "2/min"}
     with override_settings(REST_FRAMEWORK={**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": rates}):
         monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", rates)
-        cache.clear()
+        reset_cache()
         yield
 
 
