@@ -22,6 +22,7 @@ import numpy as np
 from simulator.config import EngineConfig
 from simulator.metrics import request_latencies
 from simulator.search_space import Candidate, SearchSpace, Slo, format_seconds
+from simulator.serving import serving_offsets
 from simulator.specs import DeploymentSpec, ModelSpec
 from simulator.workload import Workload
 
@@ -250,8 +251,8 @@ def goodput_share(requests: dict[str, Any], slo: Slo) -> float:
 
 #: Workloads at least this large are screened on their first requests before a full simulation.
 SCREEN_MIN_REQUESTS = 2_000
-#: Share of the requests (in arrival order) the screening simulation runs.
-SCREEN_SHARE = 0.25
+#: Shares of the requests (in arrival order) the screening runs take, in the order they are tried.
+SCREEN_SHARES = (0.125, 0.25)
 
 
 def leading_requests(workload: Workload, k: int) -> Workload | None:
@@ -265,32 +266,69 @@ def leading_requests(workload: Workload, k: int) -> Workload | None:
                     prefix_names=workload.prefix_names)
 
 
-def screen_miss(res, n_total: int, slo: Slo) -> str | None:
-    """Why the whole run must miss ``slo``, judged from a run of its leading requests only, or None.
+def backlog_end(res, terms=None) -> float:
+    """The earliest, over the instances, of the last engine first-token time of a run (-inf when an
+    instance gave no first token), less a nanosecond.  # s
 
-    Later arrivals only add work that shares the steps of these requests (FCFS: they queue behind
-    them), so a leading request's TTFT and E2E in the whole run are at least those of the leading run.
-    When more of the leading requests already exceed a bound than the percentile allows over all
-    ``n_total`` requests, the whole run misses it (ITL, a percentile over token gaps, is not screened).
+    ``terms``: the step clock whose serving time (:func:`simulator.serving.serving_offsets`) the
+    result's first-token times include; it is taken off, leaving the step the first token came in.
+    """
+    req = res.requests
+    first = np.asarray(req["first_token_time_s"], np.float64)
+    if terms is not None:
+        first = first - serving_offsets(terms, req["prompt_len"], req["num_output_tokens"])[0]
+    inst = np.asarray(req.get("instance", np.zeros(first.size, np.int64)), np.int64)
+    ends = np.full(int(res.num_instances), -np.inf)
+    ok = ~np.isnan(first)
+    np.maximum.at(ends, inst[ok], first[ok])
+    return float(ends.min()) - 1e-9  # taking the serving time off rounds in the last bits
+
+
+def screen_miss(res, workload: Workload, slo: Slo, terms=None) -> str | None:
+    """Why the whole run of ``workload`` must miss ``slo``, judged from a run of its leading requests
+    only (``res``, a run of :func:`leading_requests`), or None.
+
+    Two rules of the scheduler (vLLM's FCFS) make the leading run a bound on the whole one:
+
+    * later arrivals only add work that shares the steps of the leading requests (they queue behind
+      them), so a leading request's TTFT and E2E in the whole run are at least those of the leading run;
+    * on one instance first tokens come in arrival order: the running queue followed by the waiting
+      one stays in arrival order (admission takes the head of the waiting queue, preemption the tail
+      of the running one, back to the head of the waiting one) and a step's token budget goes to the
+      running requests in that order, so a request finishes its prefill no earlier than any request
+      that arrived before it on its instance. A later request therefore gets its first token no
+      earlier than :func:`backlog_end` of the leading run, and one arriving more than a target before
+      that time misses it (TTFT and E2E).
+
+    When more requests are known to exceed a bound this way than the percentile allows over all
+    ``workload.n`` requests, the whole run misses it (ITL, a percentile over token gaps, is not
+    screened). ``terms``: the deployment's step clock (for its serving time; None: none).
     """
     req = res.requests
     lat = request_latencies(arrival_time=req["arrival"], first_token_time=req["first_token_time_s"],
                             finish_time=req["finish_time_s"], num_output_tokens=req["num_output_tokens"])
-    k = lat.completed.shape[0]
+    k, n_total = lat.completed.shape[0], workload.n
+    wait = backlog_end(res, terms) - workload.arrival[k:]  # s: the least TTFT of each later request
     for tg in slo.targets:
         if tg.metric == "itl":
             continue
         vals = lat.ttft if tg.metric == "ttft" else lat.e2e
         late = int(np.sum(~lat.completed | (np.nan_to_num(vals, nan=np.inf) > tg.max_s)))
+        queued = int(np.sum(wait > tg.max_s))
         allowed = math.floor((1.0 - int(tg.percentile[1:]) / 100.0) * (n_total - 1))
-        if late > allowed + 1:
+        if late + queued > allowed + 1:
+            behind = f" and the next {queued:,} wait longer behind them" if queued else ""
             return (f"misses {tg.label}: {late:,} of the first {k:,} requests already exceed "
-                    f"{format_seconds(tg.max_s)}, more than the {allowed + 1:,} of {n_total:,} the percentile allows")
+                    f"{format_seconds(tg.max_s)}{behind}, more than the {allowed + 1:,} of {n_total:,} "
+                    "the percentile allows")
     if slo.min_goodput > 0:
-        bad = k - round(goodput_share(req, slo) * k)
+        limits = [v for m, v in slo.per_request_limits().items() if m != "itl"]
+        queued = int(np.sum(wait > min(limits))) if limits else 0
+        bad = k - round(goodput_share(req, slo) * k) + queued
         if bad > (1.0 - slo.min_goodput) * n_total:
-            return (f"only {1 - bad / n_total:.1%} of requests can meet the SLO at most ({bad:,} of the first "
-                    f"{k:,} already miss; at least {slo.min_goodput:.0%} must meet it)")
+            return (f"only {1 - bad / n_total:.1%} of requests can meet the SLO at most ({bad:,} already miss: "
+                    f"{bad - queued:,} of the first {k:,} and the next {queued:,}; at least "
+                    f"{slo.min_goodput:.0%} must meet it)")
     return None
 
 
@@ -300,6 +338,6 @@ def screened_trial(n: int, cost_per_hour: float, slo: Slo, why: str) -> Trial:
                  False, (why,), math.inf)
 
 
-__all__ = ["Prepared", "Trial", "default_max_model_len", "goodput_share", "judge", "latency_floors",
+__all__ = ["Prepared", "Trial", "backlog_end", "default_max_model_len", "goodput_share", "judge", "latency_floors",
            "leading_requests", "prepare_candidate", "replicas_lower_bound", "screen_miss", "screened_trial",
            "slo_floor_miss"]

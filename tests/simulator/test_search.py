@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -182,7 +183,7 @@ def test_step_arrivals_and_overlong_requests_are_refused():
 
 
 def test_screening_on_leading_requests_keeps_the_answer_and_is_sound():
-    from simulator.search_eval import leading_requests, screen_miss
+    from simulator.search_eval import SCREEN_SHARES, leading_requests, screen_miss
 
     wl = _workload(n=160, rate=200, seed=1)
     slo = Slo((SloTarget("ttft", "p90", 0.3), SloTarget("e2e", "p99", 6.0)))
@@ -191,19 +192,58 @@ def test_screening_on_leading_requests_keeps_the_answer_and_is_sound():
     screened = search_deployments(wl, LLAMA_8B, space, slo, screen_min_requests=100)
     plain = search_deployments(wl, LLAMA_8B, space, slo, screen_min_requests=None)
     assert _key(screened) == _key(plain)
-    reasons = [m for o in screened.outcomes for t in o.trials for m in t.misses if "of the first 40 requests" in m]
-    assert reasons, "some deployment should be rejected on its leading requests"
-    # soundness: every deployment the screen rejects misses the SLO in the whole run
-    lead = leading_requests(wl, 40)
+    reasons = [m for o in screened.outcomes for t in o.trials for m in t.misses if "of the first 20 requests" in m]
+    assert any("wait longer behind them" in m for m in reasons), "the eighth's backlog should reject some deployment"
+    # soundness: every deployment a screening run rejects misses the SLO in the whole run
     from simulator.search_eval import default_max_model_len, prepare_candidate
 
+    rejected = 0
     for i, cand in enumerate(space.candidates()):
         p = prepare_candidate(i, cand, LLAMA_8B, space, default_max_model_len(wl, LLAMA_8B), wl, slo)
         if p.config is None:
             continue
         for n in (1, 3):
-            if screen_miss(simulate_cluster(lead, p.config, n), wl.n, slo):
-                assert not judge(simulate_cluster(wl, p.config, n), wl, slo, 0.0).meets
+            whole = judge(simulate_cluster(wl, p.config, n), wl, slo, 0.0)
+            for share in SCREEN_SHARES:
+                lead = leading_requests(wl, round(wl.n * share))
+                if screen_miss(simulate_cluster(lead, p.config, n), wl, slo, p.config.cost_model):
+                    rejected += 1
+                    assert not whole.meets
+    assert rejected >= 4
+
+
+@settings(max_examples=6, deadline=None)
+@given(seed=st.integers(0, 50), rate=st.sampled_from([5.0, 40.0, 400.0]), blocks=st.sampled_from([None, 120]),
+       prefixes=st.booleans(), replicas=st.sampled_from([1, 2]))
+def test_first_tokens_come_in_arrival_order_on_each_instance(seed, rate, blocks, prefixes, replicas):
+    """The rule the screen's backlog rests on (search_eval.screen_miss): whatever the load, the
+    preemptions (a small KV cache) or the prefix hits, a request on an instance gets its first token
+    (engine time, serving time taken off) no earlier than any request that arrived before it there."""
+    from dataclasses import replace
+
+    from simulator.search_eval import default_max_model_len, prepare_candidate
+    from simulator.serving import serving_offsets
+
+    spec = {"n": 120, "prompt": "uniform:16,1500", "output": "uniform:1,200",
+            "arrival": {"kind": "poisson", "rate": rate, "unit": "s"}}
+    if prefixes:
+        spec["prefixes"] = [{"count": 2, "length": 256, "fraction": 0.7}]
+    wl = generate_workload(WorkloadSpec.from_dict(spec), seed=seed)
+    slo = Slo((SloTarget("ttft", "p90", 100.0),))
+    space = SearchSpace((L40S,), tensor_parallel=(1,), max_num_seqs=(32,))
+    p = prepare_candidate(0, space.candidates()[0], LLAMA_8B, space, default_max_model_len(wl, LLAMA_8B), wl, slo)
+    cfg = p.config if blocks is None else replace(p.config, num_gpu_blocks=blocks)
+    res = simulate_cluster(wl, cfg, replicas)
+    req = res.requests
+    first = np.asarray(req["first_token_time_s"]) - serving_offsets(cfg.cost_model, req["prompt_len"],
+                                                                      req["num_output_tokens"])[0]
+    order = np.argsort(wl.arrival, kind="stable")
+    for i in range(replicas):
+        mine = first[order][req["instance"][order] == i]
+        mine = mine[~np.isnan(mine)]
+        assert np.all(np.diff(mine) >= -1e-12)  # one step's time, up to the serving time's rounding
+    if blocks is not None and rate >= 40:
+        assert res.totals["preemptions"] > 0
 
 
 def test_processes_split_gpu_types_and_give_the_same_answer():
@@ -229,17 +269,29 @@ def test_a_cost_bound_from_another_chunk_prunes_without_losing_ties():
     assert below.best is None and below.num_simulations <= free.num_simulations
 
 
-def test_one_replica_runs_the_plain_engine_with_the_same_verdict():
-    from simulator.engine import simulate
-    from simulator.search import _OneReplica
+@pytest.mark.parametrize("prefixes", [False, True])
+def test_round_robin_replicas_run_as_plain_engines_with_the_same_verdict(prefixes):
+    """Round-robin makes replicas independent: the search runs each as the plain engine over its share
+    of the requests (search._Replicas) and judges exactly what the cluster simulation gives."""
+    from simulator.search import _Run
     from simulator.search_eval import prepare_candidate
 
-    wl = _workload(n=40, rate=30)
+    spec = {"n": 60, "prompt": "normal:1024,256", "output": "normal:128,32",
+            "arrival": {"kind": "poisson", "rate": 30, "unit": "s"}}
+    if prefixes:
+        spec["prefixes"] = [{"count": 3, "length": 300, "fraction": 0.8}]
+    wl = generate_workload(WorkloadSpec.from_dict(spec), seed=2)
     slo = Slo((SloTarget("ttft", "p90", 0.3), SloTarget("itl", "p99", 0.05)), min_goodput=0.8)
+    run = _Run(wl, slo, SMALL, None, None)
+    assert run.independent
+    compared = 0
     for i, cand in enumerate(SMALL.candidates()[:4]):
         p = prepare_candidate(i, cand, LLAMA_8B, SMALL, 4096, wl, slo)
         if p.config is None:
             continue
-        via_cluster = judge(simulate_cluster(wl, p.config, 1), wl, slo, 1.0).to_dict()
-        via_engine = judge(_OneReplica(simulate(wl, [p.config])[0]), wl, slo, 1.0).to_dict()
-        assert via_engine == via_cluster
+        for n in (1, 2, 3):
+            via_cluster = judge(simulate_cluster(wl, p.config, n), wl, slo, 1.0).to_dict()
+            via_engines = judge(run._simulate(wl, run.prep, p, n), wl, slo, 1.0).to_dict()
+            assert via_engines == via_cluster
+            compared += 1
+    assert compared >= 6
