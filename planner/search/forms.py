@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
+from simulator.routing import POLICIES
 from simulator.search_space import PRECISIONS
 
 PERCENTILES = [("p50", "p50"), ("p90", "p90"), ("p99", "p99")]
@@ -34,6 +35,10 @@ class SearchForm(forms.Form):
     output_mean = forms.IntegerField(label="Output length, mean", min_value=1, max_value=1_000_000, initial=256,
                                      help_text="tokens")
     output_std = forms.IntegerField(label="Output length, std", min_value=0, max_value=1_000_000, initial=64)
+    prefix_tokens = forms.IntegerField(label="Shared prefix", required=False, min_value=1, max_value=1_000_000,
+                                       help_text="tokens of a system prompt in front of the prompt (empty: none)")
+    prefix_pct = forms.FloatField(label="Requests with the prefix", required=False, min_value=0, max_value=100,
+                                  initial=100, help_text="%")
     ttft_ms = forms.FloatField(label="TTFT target", required=False, min_value=0.001, initial=500, help_text="ms")
     ttft_pct = forms.ChoiceField(label="TTFT percentile", choices=PERCENTILES, initial="p90")
     itl_ms = forms.FloatField(label="ITL target", required=False, min_value=0.001, initial=50, help_text="ms")
@@ -43,10 +48,18 @@ class SearchForm(forms.Form):
     min_goodput_pct = forms.FloatField(label="Goodput", required=False, min_value=0, max_value=100,
                                        help_text="% of requests that must meet every target (empty: not checked)")
     tensor_parallel = forms.CharField(label="TP degrees", initial="1, 2, 4, 8")
+    pipeline_parallel = forms.CharField(label="PP degrees", initial="1", required=False)
     precisions = forms.MultipleChoiceField(label="Weight precision", widget=forms.CheckboxSelectMultiple,
                                            choices=[(p, p) for p in PRECISIONS], initial=["bf16"])
+    kv_cache_dtypes = forms.MultipleChoiceField(label="KV cache dtype", widget=forms.CheckboxSelectMultiple,
+                                                required=False,
+                                                choices=[("auto", "auto (the compute dtype)"), ("fp8", "fp8")],
+                                                initial=["auto"])
     max_num_seqs = forms.CharField(label="max_num_seqs values", initial="256")
     max_replicas = forms.IntegerField(label="Most replicas", min_value=1, max_value=64, initial=16)
+    routing = forms.ChoiceField(label="Router", choices=[(p, p) for p in POLICIES], initial="round-robin",
+                                required=False,
+                                help_text="how requests are spread over the replicas")
 
     def __init__(self, *args, user=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -64,6 +77,10 @@ class SearchForm(forms.Form):
     def clean_tensor_parallel(self):
         return _list(self.cleaned_data["tensor_parallel"], "tensor_parallel")
 
+    def clean_pipeline_parallel(self):
+        text = self.cleaned_data["pipeline_parallel"]
+        return _list(text, "pipeline_parallel") if text.strip() else [1]
+
     def clean_max_num_seqs(self):
         return _list(self.cleaned_data["max_num_seqs"], "max_num_seqs")
 
@@ -80,23 +97,32 @@ class SearchForm(forms.Form):
             if d.get(key):
                 targets.append({"metric": metric, "percentile": d[f"{metric}_pct"], "max_s": d[key] * scale})
         n = max(1, round(d["rate"] * d["duration_s"]))
+        spec = {"n": n, "prompt": {"kind": "normal", "mean": d["prompt_mean"], "std": d["prompt_std"]},
+                "output": {"kind": "normal", "mean": d["output_mean"], "std": d["output_std"]},
+                "arrival": {"kind": "poisson", "rate": d["rate"], "unit": "s"}}
+        if d.get("prefix_tokens"):
+            pct = 100.0 if d.get("prefix_pct") is None else d["prefix_pct"]
+            spec["prefixes"] = [{"length": d["prefix_tokens"], "fraction": pct / 100, "count": 1}]
         return {
             "name": d.get("name") or "",
             "model": d["model"],
-            "workload": {"spec": {"n": n, "prompt": {"kind": "normal", "mean": d["prompt_mean"], "std": d["prompt_std"]},
-                                  "output": {"kind": "normal", "mean": d["output_mean"], "std": d["output_std"]},
-                                  "arrival": {"kind": "poisson", "rate": d["rate"], "unit": "s"}}, "seed": 0},
+            "workload": {"spec": spec, "seed": 0},
             "slo": {"targets": targets, "min_goodput": (d.get("min_goodput_pct") or 0) / 100},
-            "space": {"gpus": d["gpus"], "tensor_parallel": d["tensor_parallel"], "precisions": d["precisions"],
-                      "max_num_seqs": d["max_num_seqs"], "max_replicas": d["max_replicas"]},
+            "space": {"gpus": d["gpus"], "tensor_parallel": d["tensor_parallel"],
+                      "pipeline_parallel": d.get("pipeline_parallel") or [1], "precisions": d["precisions"],
+                      "kv_cache_dtypes": d.get("kv_cache_dtypes") or ["auto"], "max_num_seqs": d["max_num_seqs"],
+                      "max_replicas": d["max_replicas"], "routing": d.get("routing") or "round-robin"},
         }
 
     def add_definition_errors(self, errors: dict) -> None:
         """Attach ``{field.path: [messages]}`` from the definition to the form's fields."""
-        where = {"space.tensor_parallel": "tensor_parallel", "space.max_num_seqs": "max_num_seqs",
+        where = {"space.tensor_parallel": "tensor_parallel", "space.pipeline_parallel": "pipeline_parallel",
+                 "space.kv_cache_dtypes": "kv_cache_dtypes", "space.routing": "routing",
+                 "workload.spec.prefixes": "prefix_tokens", "space.max_num_seqs": "max_num_seqs",
                  "space.max_replicas": "max_replicas", "space.precisions": "precisions", "model": "model",
                  "workload.spec.n": "duration_s", "slo.min_goodput": "min_goodput_pct"}
         for path, msgs in errors.items():
-            field = where.get(path) or ("gpus" if path.startswith("space.gpus") else None)
+            field = where.get(path) or ("gpus" if path.startswith("space.gpus") else None) or (
+                "prefix_tokens" if path.startswith("workload.spec.prefixes") else None)
             for m in msgs:
                 self.add_error(field, m if field else f"{path}: {m}")

@@ -166,3 +166,29 @@ def test_search_pages_form_progress_and_errors(client, django_user_model):
     assert search.snapshot["slo"]["targets"] == [{"metric": "ttft", "percentile": "p90", "max_s": 0.5}]
     _run_all(search.pk)
     assert web.get(ok["Location"])["Location"] == f"/searches/r/{search.slug}/"
+
+
+def test_search_page_takes_a_shared_prefix_pp_kv_dtype_and_router(client, django_user_model):
+    """The page offers what the API takes (issue 17 item 1): prefix sharing, PP degrees, KV cache dtype,
+    the router policy; they reach the search's snapshot."""
+    from django.test import Client
+
+    from planner.search.definition import build_space, build_workload
+
+    web = Client()
+    web.force_login(django_user_model.objects.create_user("kim", password="pw-kim-12345"))
+    page = web.get("/searches/").content.decode()
+    assert all(f'name="{f}"' in page for f in ("prefix_tokens", "pipeline_parallel", "kv_cache_dtypes", "routing"))
+    form = {"model": "llama-3-1-8b", "gpus": ["l40s"], "rate": "10", "duration_s": "4", "prompt_mean": "1024",
+            "prompt_std": "256", "output_mean": "128", "output_std": "32", "ttft_ms": "500", "ttft_pct": "p90",
+            "itl_pct": "p90", "e2e_pct": "p90", "tensor_parallel": "1", "pipeline_parallel": "1",
+            "precisions": ["bf16"], "kv_cache_dtypes": ["fp8"], "max_num_seqs": "256", "max_replicas": "2",
+            "routing": "least-loaded", "prefix_tokens": "300", "prefix_pct": "50"}
+    bad_pp = web.post("/searches/", {**form, "pipeline_parallel": "one"})
+    assert bad_pp.status_code == 200 and "whole numbers separated by commas" in bad_pp.content.decode()
+    assert web.post("/searches/", form).status_code == 302
+    search = Search.objects.get(owner__username="kim")
+    space = build_space(search.snapshot)
+    assert space.kv_cache_dtypes == ("fp8",) and space.routing == "least-loaded" and space.pipeline_parallel == (1,)
+    wl = build_workload(search.snapshot)
+    assert wl.n == 40 and int((wl.prefix_id >= 0).sum()) == 20 and int(wl.prompt_len.min()) > 300
