@@ -22,6 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from config.celery import app as celery_app
+from planner.heartbeat import MAX_CHUNK_ATTEMPTS, Heartbeat, gave_up_message, is_stalled
 from planner.search import definition as sdefn
 from planner.search.models import Search, SearchChunk
 from planner.sweeps.services import PROGRESS_INTERVAL_S, _queue
@@ -94,15 +95,22 @@ def chunk_run(*, search_id: int, index: int) -> str:
     if search.is_final:
         SearchChunk.objects.filter(pk=chunk.pk).exclude(status="done").update(status="skipped")
         return "skipped"
+    if chunk.status == "running" and not is_stalled(chunk.heartbeat_at):
+        return "running-elsewhere"  # a second delivery while another worker runs it (planner/search/stalls.py)
+    if chunk.attempts >= MAX_CHUNK_ATTEMPTS:
+        _fail(search_id, chunk, gave_up_message(chunk.attempts))
+        return "failed"
     Search.objects.filter(pk=search_id, status=Search.Status.QUEUED).update(
         status=Search.Status.RUNNING, started_at=timezone.now())
     SearchChunk.objects.filter(pk=chunk.pk).update(status="running", started_at=timezone.now(),
-                                                   attempts=chunk.attempts + 1, progress=0.0)
+                                                   heartbeat_at=timezone.now(), attempts=chunk.attempts + 1,
+                                                   progress=0.0)
     watch = _Watch(search_id, chunk.pk)
     try:
         wl, model, space, slo = sdefn.build_inputs(search.snapshot)
-        result = search_deployments(wl, model, space, slo, candidates=chunk.candidates, progress=watch.progress,
-                                    should_stop=watch.should_stop, cost_bound=_best_so_far(search_id)).to_dict()
+        with Heartbeat(SearchChunk, chunk.pk):
+            result = search_deployments(wl, model, space, slo, candidates=chunk.candidates, progress=watch.progress,
+                                        should_stop=watch.should_stop, cost_bound=_best_so_far(search_id)).to_dict()
     except SearchCancelled:
         SearchChunk.objects.filter(pk=chunk.pk).update(status="skipped")
         return "skipped"
@@ -112,12 +120,16 @@ def chunk_run(*, search_id: int, index: int) -> str:
         msg = ("time limit exceeded for this chunk (CELERY_TASK_SOFT_TIME_LIMIT): search fewer shapes or requests"
                if isinstance(exc, SoftTimeLimitExceeded) else f"{type(exc).__name__}: {exc}")
         logger.exception("search %s chunk %s failed", search_id, index)
-        SearchChunk.objects.filter(pk=chunk.pk).update(status="failed", error=msg[:2000])
-        Search.objects.filter(pk=search_id).exclude(status__in=Search.FINAL_STATES).update(
-            status=Search.Status.FAILED, error=f"chunk {index}: {msg}"[:4000], finished_at=timezone.now())
+        _fail(search_id, chunk, msg)
         return "failed"
     chunk_store(search_id=search_id, index=index, result=result)
     return "done"
+
+
+def _fail(search_id: int, chunk: SearchChunk, msg: str) -> None:
+    SearchChunk.objects.filter(pk=chunk.pk).update(status="failed", error=msg[:2000])
+    Search.objects.filter(pk=search_id).exclude(status__in=Search.FINAL_STATES).update(
+        status=Search.Status.FAILED, error=f"chunk {chunk.index}: {msg}"[:4000], finished_at=timezone.now())
 
 
 def _best_so_far(search_id: int) -> float | None:

@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import re
 
-from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404
 from django.utils import timezone
 
+from planner.heartbeat import stall_after_s
 from planner.models import Report, Sweep, SweepChunk
-
-
-def stall_after_s() -> float:
-    """Seconds without a heartbeat after which a running chunk counts as stalled (``KVP_STALL_AFTER_S``)."""
-    return float(getattr(settings, "KVP_STALL_AFTER_S", 45))
 
 
 def sweep_list(*, owner) -> QuerySet[Sweep]:
