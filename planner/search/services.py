@@ -158,7 +158,7 @@ def chunk_store(*, search_id: int, index: int, result: dict) -> None:
 
 
 def search_cancel(*, search: Search, user) -> Search:
-    """Cancel a queued or running search (owner only); pending chunks are skipped."""
+    """Cancel a queued or running search (owner only); pending and running chunks are skipped."""
     if search.owner_id != getattr(user, "pk", None):
         raise PermissionDenied("Only the owner can cancel this search.")
     with transaction.atomic():
@@ -168,7 +168,8 @@ def search_cancel(*, search: Search, user) -> Search:
         locked.status = Search.Status.CANCELLED
         locked.finished_at = timezone.now()
         locked.save(update_fields=["status", "finished_at"])
-        locked.chunks.filter(status="pending").update(status="skipped")
+        # Running chunks stop at their next check; none of them is shown as running any more.
+        locked.chunks.filter(status__in=["pending", "running"]).update(status="skipped")
     return locked
 
 

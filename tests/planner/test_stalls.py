@@ -214,3 +214,11 @@ def test_a_stale_search_chunk_runs_again_and_one_past_its_attempts_fails(search)
     assert search_services.chunk_run(search_id=search.pk, index=1) == "failed"
     search.refresh_from_db()
     assert search.status == Search.Status.FAILED and "gave up after 3 attempts" in search.error
+
+
+def test_cancel_shows_no_search_chunk_as_running(search, user):
+    _search_chunk_running(search, beat_age_s=1)
+    search_services.search_cancel(search=search, user=user)
+    progress = search_selectors.search_progress(search=Search.objects.get(pk=search.pk))
+    assert progress["status"] == "cancelled"
+    assert {c["status"] for c in progress["chunks"]} == {"skipped"}
