@@ -17,6 +17,7 @@ import time
 import uuid
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
@@ -25,7 +26,7 @@ from config.celery import app as celery_app
 from planner.heartbeat import MAX_CHUNK_ATTEMPTS, Heartbeat, gave_up_message, is_stalled
 from planner.search import definition as sdefn
 from planner.search.models import Search, SearchChunk
-from planner.sweeps.services import PROGRESS_INTERVAL_S, _queue
+from planner.sweeps.services import PROGRESS_INTERVAL_S, QuotaExceeded, _queue
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +34,7 @@ logger = logging.getLogger(__name__)
 def search_create(*, owner, definition: Any) -> Search:
     """Validate, store the search and its chunks (one per GPU type), enqueue after commit."""
     norm, snapshot = sdefn.validate(definition, owner=owner)
+    _check_quota(owner)
     space = sdefn.build_space(snapshot)
     cands = space.candidates()
     groups = [[i for i, c in enumerate(cands) if c.gpu.name == g.name] for g in space.gpus]
@@ -45,6 +47,16 @@ def search_create(*, owner, definition: Any) -> Search:
         search_id = search.pk
         transaction.on_commit(lambda: search_enqueue(search_id))
     return search
+
+
+def _check_quota(owner) -> None:
+    """Refuse a search when the owner already has ``KVP_USER_MAX_SEARCHES`` queued or running (API: 429)."""
+    limit = int(getattr(settings, "KVP_USER_MAX_SEARCHES", 3))
+    active = Search.objects.filter(owner=owner, status__in=[Search.Status.QUEUED, Search.Status.RUNNING]).count()
+    if active >= limit:
+        raise QuotaExceeded({"non_field_errors": [
+            f"You have {active} deployment search{'es' if active != 1 else ''} queued or running; the limit per "
+            f"user is {limit}. Wait for one to finish or cancel it."]})
 
 
 def _default_name(snapshot: dict) -> str:

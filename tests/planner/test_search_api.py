@@ -166,3 +166,20 @@ def test_search_pages_form_progress_and_errors(client, django_user_model):
     assert search.snapshot["slo"]["targets"] == [{"metric": "ttft", "percentile": "p90", "max_s": 0.5}]
     _run_all(search.pk)
     assert web.get(ok["Location"])["Location"] == f"/searches/r/{search.slug}/"
+
+
+def test_a_user_past_the_search_quota_gets_a_429_in_words_and_others_are_not_held(client, settings,
+                                                                                   django_user_model):
+    settings.KVP_USER_MAX_SEARCHES = 2
+    for _ in range(2):
+        assert client.post("/api/searches/", _body(), format="json").status_code == 202
+    r = client.post("/api/searches/", _body(), format="json")
+    assert r.status_code == 429, r.content
+    assert r.json()["errors"]["non_field_errors"] == [
+        "You have 2 deployment searches queued or running; the limit per user is 2. "
+        "Wait for one to finish or cancel it."]
+    other = APIClient()
+    other.force_authenticate(django_user_model.objects.create_user("kim", password="pw-kim-12345"))
+    assert other.post("/api/searches/", _body(), format="json").status_code == 202
+    Search.objects.filter(owner__username="sam").update(status=Search.Status.CANCELLED)
+    assert client.post("/api/searches/", _body(), format="json").status_code == 202
