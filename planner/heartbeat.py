@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
+from collections.abc import Iterator
 from datetime import datetime
 
 from django.conf import settings
-from django.db import connection, models
+from django.db import connection, models, transaction
 from django.utils import timezone
 
 logger = logging.getLogger(__name__)
@@ -47,6 +49,24 @@ def stale_running(queryset: models.QuerySet, *, now: datetime | None = None) -> 
     cutoff = (now or timezone.now()) - timezone.timedelta(seconds=stall_after_s())
     return queryset.filter(status="running").filter(
         models.Q(heartbeat_at__lt=cutoff) | models.Q(heartbeat_at__isnull=True, started_at__lt=cutoff))
+
+
+def requeue_stalled(stalled: models.QuerySet, parent: str) -> Iterator[tuple[int, list, list]]:
+    """Put the ``stalled`` chunks back to ``pending`` with new task ids, one parent (``parent``: the foreign
+    key's name, ``sweep_id`` or ``search_id``) at a time, under a row lock.
+
+    Yields ``(parent id, chunks put back, every pending chunk of that parent)``; parents whose chunks another
+    healer put back meanwhile are skipped. The caller sends the tasks.
+    """
+    for parent_id in set(stalled.values_list(parent, flat=True)):
+        with transaction.atomic():
+            chunks = list(stalled.select_for_update().filter(**{parent: parent_id}))
+            for ch in chunks:
+                ch.status, ch.task_id = "pending", str(uuid.uuid4())
+                ch.save(update_fields=["status", "task_id"])
+            pending = list(stalled.model.objects.filter(**{parent: parent_id, "status": "pending"}))
+        if chunks:
+            yield parent_id, chunks, pending
 
 
 def gave_up_message(attempts: int) -> str:

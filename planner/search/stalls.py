@@ -10,12 +10,9 @@ elsewhere with a live heartbeat is skipped, so a duplicate delivery is harmless.
 from __future__ import annotations
 
 import logging
-import uuid
-
-from django.db import transaction
 
 from config.celery import app as celery_app
-from planner.heartbeat import stale_running
+from planner.heartbeat import requeue_stalled, stale_running
 from planner.search.models import Search, SearchChunk
 from planner.search.services import CHUNK_TASK
 from planner.sweeps.services import _queue
@@ -33,15 +30,7 @@ def chunks_heal() -> int:
     """Send again the chunks of searches whose worker died, with their pending chunks; returns how many."""
     opts = {"queue": _queue()} if _queue() else {}
     sent = 0
-    for search_id in set(stalled_chunks().values_list("search_id", flat=True)):
-        with transaction.atomic():
-            chunks = list(stalled_chunks().select_for_update().filter(search_id=search_id))
-            for ch in chunks:
-                ch.status, ch.task_id = "pending", str(uuid.uuid4())
-                ch.save(update_fields=["status", "task_id"])
-            pending = list(SearchChunk.objects.filter(search_id=search_id, status="pending"))
-        if not chunks:  # healed by another worker's healer meanwhile
-            continue
+    for search_id, chunks, pending in requeue_stalled(stalled_chunks(), "search_id"):
         logger.warning("search %s: %d stalled chunk(s) sent again with %d pending", search_id, len(chunks),
                        len(pending))
         for ch in pending:

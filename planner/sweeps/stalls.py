@@ -22,10 +22,8 @@ from __future__ import annotations
 import logging
 import uuid
 
-from django.db import transaction
-
 from config.celery import app as celery_app
-from planner.heartbeat import stale_running
+from planner.heartbeat import requeue_stalled, stale_running
 from planner.models import Sweep, SweepChunk
 from planner.sweeps.services import CHUNK_TASK, CLIFF_TASK, _queue
 
@@ -42,17 +40,8 @@ def chunks_heal() -> int:
     """Send again the work of sweeps whose worker died; returns how many tasks were sent."""
     opts = {"queue": _queue()} if _queue() else {}
     sent = 0
-    for sweep_id in set(stalled_chunks().values_list("sweep_id", flat=True)):
-        with transaction.atomic():
-            mode = Sweep.objects.select_for_update().values_list("mode", flat=True).get(pk=sweep_id)
-            chunks = list(stalled_chunks().select_for_update().filter(sweep_id=sweep_id))
-            for ch in chunks:
-                ch.status, ch.task_id = SweepChunk.Status.PENDING, str(uuid.uuid4())
-                ch.save(update_fields=["status", "task_id"])
-            pending = list(SweepChunk.objects.filter(sweep_id=sweep_id, status=SweepChunk.Status.PENDING))
-        if not chunks:  # healed by another worker's healer meanwhile
-            continue
-        if mode == Sweep.Mode.CLIFF:
+    for sweep_id, chunks, pending in requeue_stalled(stalled_chunks(), "sweep_id"):
+        if Sweep.objects.filter(pk=sweep_id, mode=Sweep.Mode.CLIFF).exists():
             logger.warning("cliff sweep %s: round %s stalled, search sent again", sweep_id, chunks[0].index)
             celery_app.send_task(CLIFF_TASK, args=[sweep_id], task_id=f"sweep-{sweep_id}-cliff-{uuid.uuid4()}",
                                  **opts)

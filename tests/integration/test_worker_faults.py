@@ -71,47 +71,73 @@ def _report_body(sweep: Sweep) -> dict:
     return snapshot
 
 
+def _killed_and_undisturbed(worker_factory, create, *, running, progress, what: str):
+    """Run ``create()`` once undisturbed, then again with its worker's process group SIGKILLed once
+    ``running(run)``; a second worker heals it. Returns ``(undisturbed, run, indices killed, seconds from
+    the kill to the end)``, both runs done and the second within two minutes of the kill."""
+    calm = worker_factory(concurrency=1, visibility_timeout=900, env=FAST_HEAL)
+    undisturbed = create()
+    wait_for(_finished(undisturbed), timeout=180, what=f"the undisturbed {what}", logs=[calm])
+    assert undisturbed.status == "done", undisturbed.error
+    calm.stop()
+
+    first = worker_factory(concurrency=1, visibility_timeout=900, env=FAST_HEAL)
+    run = create()
+    wait_for(lambda: running(run), timeout=120, interval=0.05, what=f"the {what}'s work in flight", logs=[first])
+    first.kill()  # SIGKILL to the whole process group: main process and pool child, nothing acknowledged
+    killed_at = time.monotonic()
+    killed = list(run.chunks.filter(status="running").values_list("index", flat=True))
+    assert killed, "the work finished before the kill; the test saw none in flight"
+
+    # No worker is alive, so nothing heals yet: the status must say stalled once the killed chunk's
+    # heartbeat is older than the threshold (polling while a healer runs could miss the moment between
+    # the stall and the resend, which is as short as the healer's tick).
+    wait_for(lambda: progress(run)["status"] == "stalled", timeout=60, interval=0.5,
+             what=f"the status to say the {what} is stalled", logs=[first])
+    assert progress(run).get("eta_s") is None
+
+    second = worker_factory(concurrency=1, visibility_timeout=900, env=FAST_HEAL)
+    wait_for(_finished(run), timeout=120, interval=0.5, what=f"the {what} to finish after the kill",
+             logs=[first, second])
+    took = time.monotonic() - killed_at
+    assert run.status == "done", run.error
+    assert took < 120, took
+    return undisturbed, run, killed, took
+
+
+def _sweep_progress(sweep: Sweep) -> dict:
+    return selectors.sweep_progress(sweep=sweep)
+
+
 def test_a_sweep_survives_its_worker_s_process_group_being_killed(worker_factory, sender_on_redis, settings):
     settings.KVP_SWEEP_CHUNK_POINTS = 1
     settings.KVP_STALL_AFTER_S = 15
     user = get_user_model().objects.create_user("kim", password="pw-123456789")
-
-    calm = worker_factory(concurrency=1, visibility_timeout=900, env=FAST_HEAL)
-    undisturbed = services.sweep_create(owner=user, definition=DEFINITION)
-    wait_for(_finished(undisturbed), timeout=120, what="the undisturbed sweep", logs=[calm])
-    assert undisturbed.status == Sweep.Status.DONE, undisturbed.error
-    calm.stop()
-
-    first = worker_factory(concurrency=1, visibility_timeout=900, env=FAST_HEAL)
-    sweep = services.sweep_create(owner=user, definition=DEFINITION)
-
-    def a_chunk_running() -> bool:
-        return SweepChunk.objects.filter(sweep=sweep, status=SweepChunk.Status.RUNNING).exists()
-
-    wait_for(a_chunk_running, timeout=90, interval=0.05, what="a chunk to be running", logs=[first])
-    first.kill()  # SIGKILL to the whole process group: main process and pool child, nothing acknowledged
-    killed_at = time.monotonic()
-    killed = list(SweepChunk.objects.filter(sweep=sweep, status=SweepChunk.Status.RUNNING)
-                  .values_list("index", flat=True))
-    assert killed, "the chunk finished before the kill; the test saw no work in flight"
-
-    # No worker is alive, so nothing heals yet: the status must say the sweep is stalled once the
-    # killed chunk's heartbeat is older than the threshold (polling while a healer runs could miss
-    # the moment between the stall and the resend, which is as short as the healer's tick).
-    wait_for(lambda: selectors.sweep_progress(sweep=sweep)["status"] == "stalled", timeout=60, interval=0.5,
-             what="the status to say the sweep is stalled", logs=[first])
-    assert selectors.sweep_progress(sweep=sweep)["eta_s"] is None
-
-    second = worker_factory(concurrency=1, visibility_timeout=900, env=FAST_HEAL)
-    wait_for(_finished(sweep), timeout=120, interval=0.5, what="the sweep to finish after the kill",
-             logs=[first, second])
-    took = time.monotonic() - killed_at
-    assert sweep.status == Sweep.Status.DONE, sweep.error
-    assert took < 120, took
+    undisturbed, sweep, killed, took = _killed_and_undisturbed(
+        worker_factory, lambda: services.sweep_create(owner=user, definition=DEFINITION),
+        running=lambda s: s.chunks.filter(status=SweepChunk.Status.RUNNING).exists(),
+        progress=_sweep_progress, what="sweep")
     rerun = SweepChunk.objects.get(sweep=sweep, index=killed[0])
     assert rerun.attempts == 2 and rerun.status == SweepChunk.Status.DONE
     assert _report_body(sweep) == _report_body(undisturbed)
     print(f"\nkill test: sweep finished {took:.1f} s after its worker's process group was killed")
+
+
+def test_a_cliff_sweep_survives_its_worker_s_process_group_being_killed(worker_factory, sender_on_redis, settings):
+    settings.KVP_STALL_AFTER_S = 15
+    user = get_user_model().objects.create_user("cliff", password="pw-123456789")
+    undisturbed, sweep, killed, took = _killed_and_undisturbed(
+        worker_factory, lambda: services.sweep_create(owner=user, definition=CLIFF),
+        # past the first round, so that the replay of a stored round is tested too
+        running=lambda s: s.chunks.filter(status=SweepChunk.Status.RUNNING, index__gte=1).exists(),
+        progress=_sweep_progress, what="cliff sweep")
+    rounds = SweepChunk.objects.filter(sweep=undisturbed).count()
+    assert rounds >= 3 and len(killed) == 1, (rounds, killed)
+    rerun = SweepChunk.objects.get(sweep=sweep, index=killed[0])
+    assert rerun.attempts == 2 and rerun.status == SweepChunk.Status.DONE
+    assert _report_body(sweep) == _report_body(undisturbed)
+    print(f"\ncliff kill test: sweep finished {took:.1f} s after its worker's process group was killed "
+          f"in round {killed[0] + 1} of {rounds}")
 
 
 def _answer(result: dict) -> dict:
@@ -123,80 +149,19 @@ def _answer(result: dict) -> dict:
     """
     best = result["best"]
     return {"message": result["message"], "slo": result["slo"],
-            "best": best and {k: best[k] for k in ("index", "candidate", "replicas", "cost_per_hour", "status", "reason")},
+            "best": best and {k: best[k] for k in ("index", "candidate", "replicas", "cost_per_hour", "status",
+                                                   "reason")},
             "rejected": sorted((o["index"], o["reason"]) for o in result["outcomes"] if o["status"] == "rejected")}
-
-
-def _kill_while_running(worker, running, *, what: str) -> float:
-    """SIGKILL ``worker``'s process group once ``running()`` is true; the time of the kill."""
-    wait_for(running, timeout=120, interval=0.05, what=what, logs=[worker])
-    worker.kill()
-    return time.monotonic()
-
-
-def test_a_cliff_sweep_survives_its_worker_s_process_group_being_killed(worker_factory, sender_on_redis, settings):
-    settings.KVP_STALL_AFTER_S = 15
-    user = get_user_model().objects.create_user("cliff", password="pw-123456789")
-    calm = worker_factory(concurrency=1, visibility_timeout=900, env=FAST_HEAL)
-    undisturbed = services.sweep_create(owner=user, definition=CLIFF)
-    wait_for(_finished(undisturbed), timeout=180, what="the undisturbed cliff sweep", logs=[calm])
-    assert undisturbed.status == Sweep.Status.DONE, undisturbed.error
-    rounds = SweepChunk.objects.filter(sweep=undisturbed).count()
-    assert rounds >= 3, rounds
-    calm.stop()
-
-    first = worker_factory(concurrency=1, visibility_timeout=900, env=FAST_HEAL)
-    sweep = services.sweep_create(owner=user, definition=CLIFF)
-
-    def a_later_round_running() -> bool:  # past the first round, so that the replay is tested too
-        return SweepChunk.objects.filter(sweep=sweep, status=SweepChunk.Status.RUNNING, index__gte=1).exists()
-
-    killed_at = _kill_while_running(first, a_later_round_running, what="a cliff round to be running")
-    killed = SweepChunk.objects.filter(sweep=sweep, status=SweepChunk.Status.RUNNING).values_list("index", flat=True)
-    assert len(killed) == 1, "the round finished before the kill; the test saw no work in flight"
-    wait_for(lambda: selectors.sweep_progress(sweep=sweep)["status"] == "stalled", timeout=60, interval=0.5,
-             what="the status to say the cliff sweep is stalled", logs=[first])
-
-    second = worker_factory(concurrency=1, visibility_timeout=900, env=FAST_HEAL)
-    wait_for(_finished(sweep), timeout=120, interval=0.5, what="the cliff sweep to finish after the kill",
-             logs=[first, second])
-    took = time.monotonic() - killed_at
-    assert sweep.status == Sweep.Status.DONE, sweep.error
-    assert took < 120, took
-    rerun = SweepChunk.objects.get(sweep=sweep, index=killed[0])
-    assert rerun.attempts == 2 and rerun.status == SweepChunk.Status.DONE
-    assert _report_body(sweep) == _report_body(undisturbed)
-    print(f"\ncliff kill test: sweep finished {took:.1f} s after its worker's process group was killed "
-          f"in round {killed[0] + 1} of {rounds}")
 
 
 def test_a_search_survives_its_worker_s_process_group_being_killed(worker_factory, sender_on_redis, settings):
     settings.KVP_STALL_AFTER_S = 15
     load_catalog(GpuProfile, ModelProfile)  # a transactional test before this one flushed the catalog
     user = get_user_model().objects.create_user("seeker", password="pw-123456789")
-    calm = worker_factory(concurrency=1, visibility_timeout=900, env=FAST_HEAL)
-    undisturbed = search_services.search_create(owner=user, definition=SEARCH)
-    wait_for(_finished(undisturbed), timeout=180, what="the undisturbed search", logs=[calm])
-    assert undisturbed.status == Search.Status.DONE, undisturbed.error
-    calm.stop()
-
-    first = worker_factory(concurrency=1, visibility_timeout=900, env=FAST_HEAL)
-    search = search_services.search_create(owner=user, definition=SEARCH)
-
-    def the_first_chunk_running() -> bool:
-        return SearchChunk.objects.filter(search=search, status="running", index=0).exists()
-
-    killed_at = _kill_while_running(first, the_first_chunk_running, what="a search chunk to be running")
-    assert SearchChunk.objects.filter(search=search, status="running").exists(), "no work in flight at the kill"
-    wait_for(lambda: search_selectors.search_progress(search=search)["status"] == "stalled", timeout=60,
-             interval=0.5, what="the status to say the search is stalled", logs=[first])
-
-    second = worker_factory(concurrency=1, visibility_timeout=900, env=FAST_HEAL)
-    wait_for(_finished(search), timeout=120, interval=0.5, what="the search to finish after the kill",
-             logs=[first, second])
-    took = time.monotonic() - killed_at
-    assert search.status == Search.Status.DONE, search.error
-    assert took < 120, took
+    undisturbed, search, killed, took = _killed_and_undisturbed(
+        worker_factory, lambda: search_services.search_create(owner=user, definition=SEARCH),
+        running=lambda s: s.chunks.filter(status="running", index=0).exists(),
+        progress=lambda s: search_selectors.search_progress(search=s), what="search")
     assert SearchChunk.objects.get(search=search, index=0).attempts == 2
     assert _answer(search.result) == _answer(undisturbed.result)
     print(f"\nsearch kill test: search finished {took:.1f} s after its worker's process group was killed")
