@@ -183,9 +183,12 @@ def _search_chunk_running(search: Search, *, beat_age_s: float) -> SearchChunk:
     return SearchChunk.objects.get(pk=chunk.pk)
 
 
-def test_a_search_chunk_whose_heartbeat_stopped_is_stalled_and_sent_again(search):
+def test_a_search_chunk_whose_heartbeat_stopped_is_stalled_and_sent_again(search, user, client):
     chunk = _search_chunk_running(search, beat_age_s=120)
     assert search_selectors.search_progress(search=search)["status"] == "stalled"
+    client.force_login(user)
+    page = client.get(f"/searches/{search.pk}/").content.decode()
+    assert "Stalled (a worker stopped; its chunk is being sent again)" in page
     with mock.patch.object(search_stalls.celery_app, "send_task") as send:
         assert search_stalls.chunks_heal() == 2  # the stalled chunk and the other, pending one
     chunk.refresh_from_db()
