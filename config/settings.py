@@ -213,6 +213,7 @@ KVP_SYNC_MAX_SECONDS = env_int("KVP_SYNC_MAX_SECONDS", 10)  # estimated time of 
 KVP_SYNC_HARD_SECONDS = env_int("KVP_SYNC_HARD_SECONDS", 20)  # wall clock after which such a run is stopped
 KVP_CHUNK_MAX_SECONDS = env_int("KVP_CHUNK_MAX_SECONDS", CELERY_TASK_SOFT_TIME_LIMIT // 2)  # estimate per chunk
 KVP_USER_QUEUE_SECONDS = env_int("KVP_USER_QUEUE_SECONDS", 3600)  # estimated queued work per user
+KVP_USER_MAX_SEARCHES = env_int("KVP_USER_MAX_SEARCHES", 3)  # deployment searches queued or running per user
 KVP_STALL_AFTER_S = env_int("KVP_STALL_AFTER_S", 45)  # a running chunk without a heartbeat this long is stalled
 KVP_HEAL_INTERVAL_S = env_int("KVP_HEAL_INTERVAL_S", 15)  # how often a worker sends stalled chunks again
 KVP_SWEEP_QUEUE = env_str("KVP_SWEEP_QUEUE", "")  # Celery queue of sweep tasks ("": Celery's default)

@@ -12,6 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from . import selectors, services
+from .display import detail_rows, with_kv_figures
 from .forms import ConfigImportForm, GpuFilterForm, GpuProfileForm, ModelFilterForm, ModelProfileForm
 
 NAV = "catalog"
@@ -40,7 +41,7 @@ def model_list(request):
     filters = form.cleaned_data if form.is_bound and form.is_valid() else {}
     return render(request, "gpuprofiles/model_list.html", {
         "nav": NAV, "form": form, "architectures": selectors.model_architectures(),
-        "profiles": selectors.model_profile_list(filters=filters, user=request.user),
+        "profiles": with_kv_figures(selectors.model_profile_list(filters=filters, user=request.user)),
     })
 
 
@@ -237,24 +238,9 @@ MODEL_ROWS = (
     ("Checkpoint quantization", "quantization", "", "checkpoint_quant"),
     ("Quantization format", "quantization_label", "", "checkpoint_quant"),
     ("Left unquantized", "quant_ignore_text", "", "checkpoint_quant"),
-    ("KV per token, BF16, all attention layers (source)", "kv_bytes_per_token_bf16", "bytes",
+    ("KV per token, BF16, all attention layers", "kv_bytes_per_token_bf16", "bytes",
      "kv_bytes_per_token_bf16_all_attn_layers"),
-    ("KV per token, BF16, global layers only (source)", "kv_bytes_per_token_bf16_global", "bytes",
+    ("KV per token, BF16, global layers only", "kv_bytes_per_token_bf16_global", "bytes",
      "kv_bytes_per_token_bf16_global_layers_only"),
-    ("KV per token, FP8 (source)", "kv_bytes_per_token_fp8", "bytes", "kv_bytes_per_token_fp8_full"),
+    ("KV per token, FP8", "kv_bytes_per_token_fp8", "bytes", "kv_bytes_per_token_fp8_full"),
 )
-
-
-def detail_rows(profile, spec_rows) -> list[dict]:
-    rows = []
-    for label, field, unit, column in spec_rows:
-        value = getattr(profile, field)
-        if isinstance(value, bool):
-            value = "yes" if value else "no"
-        elif isinstance(value, float):
-            value = f"{value:,.4g}" if value < 1000 else f"{value:,.0f}"
-        elif isinstance(value, int):
-            value = f"{value:,}"
-        rows.append({"label": label, "value": value if value not in (None, "") else "—", "unit": unit,
-                     "unverified": profile.field_unverified(field), "cell": profile.cell(column)})
-    return rows

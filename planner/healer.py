@@ -1,5 +1,7 @@
-"""The worker's healer: every ``KVP_HEAL_INTERVAL_S`` seconds its main process sends again the sweep chunks
-whose worker died (a stopped heartbeat, :func:`planner.sweeps.services.chunks_heal`).
+"""The worker's healer: every ``KVP_HEAL_INTERVAL_S`` seconds its main process sends again the work whose
+worker died (a stopped heartbeat, :mod:`planner.heartbeat`): grid chunks and cliff searches of sweeps
+(:func:`planner.sweeps.stalls.chunks_heal`) and chunks of deployment searches
+(:func:`planner.search.stalls.chunks_heal`).
 
 Registered on Celery's ``worker_ready`` signal when the worker imports :mod:`planner.tasks`; web processes never
 start it.
@@ -14,7 +16,8 @@ from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
 from django.db import connection
 
-from planner.sweeps.services import chunks_heal
+from planner.search import stalls as search_stalls
+from planner.sweeps import stalls as sweep_stalls
 
 logger = logging.getLogger(__name__)
 _healer_stop = threading.Event()
@@ -22,14 +25,14 @@ _healer_stop = threading.Event()
 
 def _heal_forever(interval_s: float) -> None:
     while not _healer_stop.wait(interval_s):
-        try:
-            sent = chunks_heal()
-            if sent:
-                logger.warning("sent %d sweep chunk(s) again after a worker stopped", sent)
-        except Exception:  # noqa: BLE001 - try again at the next tick
-            logger.exception("healing stalled sweep chunks failed")
-        finally:
-            connection.close()
+        for what, heal in (("sweep", sweep_stalls.chunks_heal), ("search", search_stalls.chunks_heal)):
+            try:
+                sent = heal()
+                if sent:
+                    logger.warning("sent %d %s task(s) again after a worker stopped", sent, what)
+            except Exception:  # noqa: BLE001 - try again at the next tick
+                logger.exception("healing stalled %s work failed", what)
+        connection.close()
 
 
 @worker_ready.connect

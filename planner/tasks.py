@@ -13,7 +13,11 @@ from celery import shared_task
 
 from planner import healer  # noqa: F401  (registers the worker's healer on worker_ready)
 from planner.search import services as search_services
-from planner.sweeps import services
+from planner.sweeps import runner, services
+
+#: The simulator is imported here, in the worker's main process before its pool forks, so that no chunk's
+#: time (and no progress estimate made from it) includes the import.
+PRELOADED = (runner,)
 
 
 @shared_task(name="planner.run_sweep_chunk", acks_late=True, reject_on_worker_lost=True, ignore_result=True)

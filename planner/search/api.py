@@ -20,6 +20,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.parsers import CheckedJSONParser
+from planner.api.sweeps import QuotaExceededApi
 from planner.search import exports, selectors, services
 from planner.search.models import Search
 from planner.sweeps import definition as defn
@@ -75,6 +76,8 @@ class SearchListCreateApi(APIView):
             raise ValidationError({"non_field_errors": ["The body must be a JSON object."]})
         try:
             search = services.search_create(owner=request.user, definition=dict(request.data))
+        except services.QuotaExceeded as exc:
+            raise QuotaExceededApi(exc.errors["non_field_errors"][0]) from None
         except defn.DefinitionError as exc:
             raise ValidationError(exc.errors) from None
         return Response(search_out(search, request), status=status.HTTP_202_ACCEPTED)

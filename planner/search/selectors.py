@@ -7,6 +7,7 @@ import re
 from django.http import Http404
 from django.utils import timezone
 
+from planner.heartbeat import is_stalled
 from planner.search.models import Search
 
 
@@ -37,13 +38,15 @@ def search_report(*, slug: str) -> Search:
 
 
 def search_progress(*, search: Search) -> dict:
-    """``{status, candidates_done, candidates_total, fraction, elapsed_s, chunks}``."""
-    chunks = list(search.chunks.values("index", "status", "progress", "candidates"))
+    """``{status, candidates_done, candidates_total, fraction, elapsed_s, chunks}``; status ``stalled`` while a
+    running chunk's worker has stopped (its heartbeat did; the chunk is being sent again)."""
+    chunks = list(search.chunks.values("index", "status", "progress", "candidates", "heartbeat_at"))
+    stalled = not search.is_final and any(c["status"] == "running" and is_stalled(c["heartbeat_at"]) for c in chunks)
     total = search.total_candidates or 1
     done = sum(len(c["candidates"]) for c in chunks if c["status"] == "done")
     partial = sum(len(c["candidates"]) * c["progress"] for c in chunks if c["status"] == "running")
     end = search.finished_at or timezone.now()
-    return {"status": search.status, "candidates_done": done, "candidates_total": search.total_candidates,
+    return {"status": "stalled" if stalled else search.status, "candidates_done": done, "candidates_total": search.total_candidates,
             "fraction": 1.0 if search.status == Search.Status.DONE else min(1.0, (done + partial) / total),
             "elapsed_s": (end - search.started_at).total_seconds() if search.started_at else None,
             "chunks": [{"index": c["index"], "status": c["status"], "progress": c["progress"]} for c in chunks],

@@ -17,14 +17,16 @@ import time
 import uuid
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
 from config.celery import app as celery_app
+from planner.heartbeat import MAX_CHUNK_ATTEMPTS, Heartbeat, gave_up_message, is_stalled
 from planner.search import definition as sdefn
 from planner.search.models import Search, SearchChunk
-from planner.sweeps.services import PROGRESS_INTERVAL_S, _queue
+from planner.sweeps.services import PROGRESS_INTERVAL_S, QuotaExceeded, _queue
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +34,7 @@ logger = logging.getLogger(__name__)
 def search_create(*, owner, definition: Any) -> Search:
     """Validate, store the search and its chunks (one per GPU type), enqueue after commit."""
     norm, snapshot = sdefn.validate(definition, owner=owner)
+    _check_quota(owner)
     space = sdefn.build_space(snapshot)
     cands = space.candidates()
     groups = [[i for i, c in enumerate(cands) if c.gpu.name == g.name] for g in space.gpus]
@@ -44,6 +47,16 @@ def search_create(*, owner, definition: Any) -> Search:
         search_id = search.pk
         transaction.on_commit(lambda: search_enqueue(search_id))
     return search
+
+
+def _check_quota(owner) -> None:
+    """Refuse a search when the owner already has ``KVP_USER_MAX_SEARCHES`` queued or running (API: 429)."""
+    limit = int(getattr(settings, "KVP_USER_MAX_SEARCHES", 3))
+    active = Search.objects.filter(owner=owner, status__in=[Search.Status.QUEUED, Search.Status.RUNNING]).count()
+    if active >= limit:
+        raise QuotaExceeded({"non_field_errors": [
+            f"You have {active} deployment search{'es' if active != 1 else ''} queued or running; the limit per "
+            f"user is {limit}. Wait for one to finish or cancel it."]})
 
 
 def _default_name(snapshot: dict) -> str:
@@ -94,15 +107,22 @@ def chunk_run(*, search_id: int, index: int) -> str:
     if search.is_final:
         SearchChunk.objects.filter(pk=chunk.pk).exclude(status="done").update(status="skipped")
         return "skipped"
+    if chunk.status == "running" and not is_stalled(chunk.heartbeat_at):
+        return "running-elsewhere"  # a second delivery while another worker runs it (planner/search/stalls.py)
+    if chunk.attempts >= MAX_CHUNK_ATTEMPTS:
+        _fail(search_id, chunk, gave_up_message(chunk.attempts))
+        return "failed"
     Search.objects.filter(pk=search_id, status=Search.Status.QUEUED).update(
         status=Search.Status.RUNNING, started_at=timezone.now())
     SearchChunk.objects.filter(pk=chunk.pk).update(status="running", started_at=timezone.now(),
-                                                   attempts=chunk.attempts + 1, progress=0.0)
+                                                   heartbeat_at=timezone.now(), attempts=chunk.attempts + 1,
+                                                   progress=0.0)
     watch = _Watch(search_id, chunk.pk)
     try:
         wl, model, space, slo = sdefn.build_inputs(search.snapshot)
-        result = search_deployments(wl, model, space, slo, candidates=chunk.candidates, progress=watch.progress,
-                                    should_stop=watch.should_stop, cost_bound=_best_so_far(search_id)).to_dict()
+        with Heartbeat(SearchChunk, chunk.pk):
+            result = search_deployments(wl, model, space, slo, candidates=chunk.candidates, progress=watch.progress,
+                                        should_stop=watch.should_stop, cost_bound=_best_so_far(search_id)).to_dict()
     except SearchCancelled:
         SearchChunk.objects.filter(pk=chunk.pk).update(status="skipped")
         return "skipped"
@@ -112,12 +132,16 @@ def chunk_run(*, search_id: int, index: int) -> str:
         msg = ("time limit exceeded for this chunk (CELERY_TASK_SOFT_TIME_LIMIT): search fewer shapes or requests"
                if isinstance(exc, SoftTimeLimitExceeded) else f"{type(exc).__name__}: {exc}")
         logger.exception("search %s chunk %s failed", search_id, index)
-        SearchChunk.objects.filter(pk=chunk.pk).update(status="failed", error=msg[:2000])
-        Search.objects.filter(pk=search_id).exclude(status__in=Search.FINAL_STATES).update(
-            status=Search.Status.FAILED, error=f"chunk {index}: {msg}"[:4000], finished_at=timezone.now())
+        _fail(search_id, chunk, msg)
         return "failed"
     chunk_store(search_id=search_id, index=index, result=result)
     return "done"
+
+
+def _fail(search_id: int, chunk: SearchChunk, msg: str) -> None:
+    SearchChunk.objects.filter(pk=chunk.pk).update(status="failed", error=msg[:2000])
+    Search.objects.filter(pk=search_id).exclude(status__in=Search.FINAL_STATES).update(
+        status=Search.Status.FAILED, error=f"chunk {chunk.index}: {msg}"[:4000], finished_at=timezone.now())
 
 
 def _best_so_far(search_id: int) -> float | None:
@@ -146,7 +170,7 @@ def chunk_store(*, search_id: int, index: int, result: dict) -> None:
 
 
 def search_cancel(*, search: Search, user) -> Search:
-    """Cancel a queued or running search (owner only); pending chunks are skipped."""
+    """Cancel a queued or running search (owner only); pending and running chunks are skipped."""
     if search.owner_id != getattr(user, "pk", None):
         raise PermissionDenied("Only the owner can cancel this search.")
     with transaction.atomic():
@@ -156,7 +180,8 @@ def search_cancel(*, search: Search, user) -> Search:
         locked.status = Search.Status.CANCELLED
         locked.finished_at = timezone.now()
         locked.save(update_fields=["status", "finished_at"])
-        locked.chunks.filter(status="pending").update(status="skipped")
+        # Running chunks stop at their next check; none of them is shown as running any more.
+        locked.chunks.filter(status__in=["pending", "running"]).update(status="skipped")
     return locked
 
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from planner.axis_titles import fit_axis_titles
 from simulator.sizing import FragmentationResult
 
 from .services import CompareRow, PlanOutcome, memory_segments, short_tokens
@@ -54,6 +55,7 @@ def _as_dict(fig: go.Figure) -> dict:
     """JSON-safe dict of a figure (numpy arrays and numbers made plain), axes with the shared grid."""
     fig.update_xaxes(**_GRID)
     fig.update_yaxes(**_GRID)
+    fit_axis_titles(fig)
     return json.loads(fig.to_json())
 
 
@@ -137,7 +139,7 @@ def build_compare_figure(rows: Sequence[CompareRow]) -> dict:
             no_fit.append(names[-1])
     # Horizontal bars, one row per deployment in the table's order (top to bottom), names read level.
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.06,
-                        subplot_titles=("KV cache of the deployment", "Price of the deployment"))
+                        subplot_titles=("KV cache", "Price"))
     fig.add_trace(go.Bar(
         name="KV cache (tokens)", y=names, x=tokens, orientation="h", marker=dict(color="#59a14f"),
         customdata=conc, text=[f"{t:,}" if t is not None else "" for t in tokens], textposition="auto",
@@ -161,8 +163,10 @@ def build_compare_figure(rows: Sequence[CompareRow]) -> dict:
                                 margin=dict(l=150, r=24, t=72, b=56)),
                       showlegend=False, bargap=0.3)
     fig.update_yaxes(type="category", autorange="reversed")
-    fig.update_xaxes(title_text="KV cache (tokens)", rangemode="tozero", row=1, col=1)
-    fig.update_xaxes(title_text="Deployment price (USD per hour)", rangemode="tozero", row=1, col=2)
+    # Short titles: on a phone each panel is about 75 px wide (the names take the left margin), and longer
+    # ones ran into each other; the panels' own titles and the hover say what is measured.
+    fig.update_xaxes(title_text="tokens", rangemode="tozero", nticks=4, row=1, col=1)
+    fig.update_xaxes(title_text="USD per hour", rangemode="tozero", nticks=4, row=1, col=2)
     return _as_dict(fig)
 
 

@@ -14,6 +14,7 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from planner.axis_titles import fit_axis_titles
 from planner.sweeps.advice import detect_cliff, operating_point, replicas_for_rate
 from planner.sweeps.labels import (  # noqa: F401 - also read as figures.<name> by pages and tests
     AXIS_LABELS,
@@ -42,6 +43,7 @@ GRID = {"gridcolor": "#e5e7eb", "zerolinecolor": "#d1d5db", "linecolor": "#9ca3a
 def _plain(fig: go.Figure) -> dict:
     fig.update_xaxes(**GRID)
     fig.update_yaxes(**GRID)
+    fit_axis_titles(fig)
     return json.loads(fig.to_json())
 
 

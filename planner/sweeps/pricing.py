@@ -96,7 +96,14 @@ def check_points(snapshot: dict, points: list[dict], prices: list[Price]) -> Non
 
 
 def split_chunks(chunks: list[dict], prices_by_index: dict[int, Price]) -> list[dict]:
-    """Split chunks whose points together are over a limit (each point alone is within them)."""
+    """Split chunks whose points together are over a limit (each point alone is within them).
+
+    Each point gets its estimated seconds as ``cost_s``: the progress estimate weighs the points by it
+    (:func:`planner.sweeps.selectors.sweep_progress`).
+    """
+    for chunk in chunks:
+        for p in chunk["points"]:
+            p["cost_s"] = round(prices_by_index[p["index"]].seconds, 4)
     out = []
     max_bytes, max_s = run_max_bytes(), chunk_max_seconds()
     for chunk in chunks:

@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import re
 
-from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404
 from django.utils import timezone
 
+from planner.heartbeat import stall_after_s
 from planner.models import Report, Sweep, SweepChunk
-
-
-def stall_after_s() -> float:
-    """Seconds without a heartbeat after which a running chunk counts as stalled (``KVP_STALL_AFTER_S``)."""
-    return float(getattr(settings, "KVP_STALL_AFTER_S", 45))
 
 
 def sweep_list(*, owner) -> QuerySet[Sweep]:
@@ -35,7 +30,7 @@ def sweep_get(*, sweep_id, user) -> Sweep:
 
 def sweep_progress(*, sweep: Sweep) -> dict:
     """Points done of total, a fraction that counts running chunks' partial progress, elapsed and ETA (s)."""
-    chunks = list(sweep.chunks.values("status", "progress", "points", "heartbeat_at", "finished_at"))
+    chunks = list(sweep.chunks.values("status", "progress", "points", "heartbeat_at", "started_at", "finished_at"))
     running_partial = sum(len(c["points"]) * c["progress"] for c in chunks if c["status"] == SweepChunk.Status.RUNNING)
     total = max(sweep.total_points, 1)
     if sweep.status == Sweep.Status.DONE:
@@ -47,7 +42,7 @@ def sweep_progress(*, sweep: Sweep) -> dict:
     elapsed = max(0.0, (end - start).total_seconds()) if sweep.started_at or sweep.is_final else 0.0
     eta = None
     if not sweep.is_final and sweep.started_at and sweep.mode == Sweep.Mode.GRID:
-        eta = _eta(chunks, total, running_partial, elapsed, fraction)
+        eta = time_left(chunks, elapsed=elapsed, fraction=fraction)
     counts = {s: 0 for s in SweepChunk.Status.values}
     for c in chunks:
         counts[c["status"]] += 1
@@ -68,23 +63,43 @@ def sweep_progress(*, sweep: Sweep) -> dict:
     }
 
 
-def _eta(chunks: list[dict], total: int, running_partial: float, elapsed: float, fraction: float) -> float | None:
-    """Seconds left, from the pace since the first batch finished (the first one also pays the worker's
-    warm-up, so a guess from it was up to 30x too long; none until a second batch moves); a one-batch sweep from its own pace once a
-    quarter is simulated. A cliff search gives none: its total is an upper bound.
+#: A chunk's cost beyond its points' simulations (task, workload, storing results), in estimated seconds.
+CHUNK_OVERHEAD_S = 0.5
+#: A point's cost beyond its simulation (summary, time series), in estimated seconds.
+POINT_OVERHEAD_S = 0.5
+
+
+def chunk_cost(points: list[dict]) -> float:
+    """A chunk's cost in estimated seconds: its points' prices (``cost_s``, set at creation) and overheads.
+
+    Points of sweeps made before prices were stored count one estimated second each.
     """
-    done = [c for c in chunks if c["status"] == SweepChunk.Status.DONE and c["finished_at"]]
+    return CHUNK_OVERHEAD_S + sum(POINT_OVERHEAD_S + float(p.get("cost_s", 1.0)) for p in points)
+
+
+def time_left(chunks: list[dict], *, elapsed: float, fraction: float) -> float | None:
+    """Seconds left of a grid sweep, from what its finished chunks took against what they were priced at.
+
+    Points differ in cost (the fewest KV blocks preempt most: 10x in a KV-blocks sweep), so the pace is
+    measured in estimated seconds (:func:`chunk_cost`), not in points: the chunks done took ``scale`` times
+    their estimate, and what is left is the pending chunks' estimate plus what the running ones have not
+    yet used of theirs, times ``scale``, shared among the chunks running at once. None before a chunk is
+    done; a one-chunk sweep from its own progress once a quarter is simulated.
+    """
     if len(chunks) == 1:
         return elapsed * (1 - fraction) / fraction if fraction >= 0.25 else None
+    done = [c for c in chunks if c["status"] == SweepChunk.Status.DONE and c["finished_at"] and c["started_at"]]
     if not done:
         return None
-    first = min(done, key=lambda c: c["finished_at"])
-    since = (timezone.now() - first["finished_at"]).total_seconds()
-    progress_since = sum(len(c["points"]) for c in done) - len(first["points"]) + running_partial
-    left = total - sum(len(c["points"]) for c in done) - running_partial
-    if progress_since <= 0:  # only the first batch is done: no pace without its warm-up yet
-        return None
-    return max(0.0, since * left / progress_since)
+    took = sum(max(0.0, (c["finished_at"] - c["started_at"]).total_seconds()) for c in done)
+    scale = took / sum(chunk_cost(c["points"]) for c in done)
+    now = timezone.now()
+    running = [c for c in chunks if c["status"] == SweepChunk.Status.RUNNING]
+    left = scale * sum(chunk_cost(c["points"]) for c in chunks if c["status"] == SweepChunk.Status.PENDING)
+    for c in running:
+        ran = (now - c["started_at"]).total_seconds() if c["started_at"] else 0.0
+        left += max(0.0, scale * chunk_cost(c["points"]) - ran)
+    return left / max(1, len(running))
 
 
 def sweep_points(*, sweep: Sweep, with_series: bool = True) -> list[dict]:

@@ -11,32 +11,26 @@ recomputed from the chunks (never incremented), so a task delivered twice
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import uuid
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.db import models, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from config.celery import app as celery_app
+from planner.heartbeat import MAX_CHUNK_ATTEMPTS, Heartbeat, gave_up_message, is_stalled
 from planner.models import Report, Sweep, SweepChunk
 from planner.sweeps import definition as defn
-from planner.sweeps import pricing, selectors
+from planner.sweeps import pricing
 from planner.sweeps.cliff import find_cliff, max_evaluations
 
 logger = logging.getLogger(__name__)
 
 #: Seconds between progress writes from inside a running simulation.
 PROGRESS_INTERVAL_S = 0.5
-
-
-#: A chunk whose worker died this many times fails its points instead of running again.
-MAX_CHUNK_ATTEMPTS = 3
-#: Seconds between heartbeats of a running chunk.
-HEARTBEAT_S = 5.0
 
 
 class SweepCancelled(Exception):
@@ -46,6 +40,8 @@ class SweepCancelled(Exception):
 #: Names of the Celery tasks of :mod:`planner.tasks` this module sends (``@shared_task(name=...)``).
 CHUNK_TASK = "planner.run_sweep_chunk"
 CLIFF_TASK = "planner.run_cliff_sweep"
+
+
 class QuotaExceeded(defn.DefinitionError):
     """The owner's queued and running work would go over ``KVP_USER_QUEUE_SECONDS`` (API: 429)."""
 
@@ -184,6 +180,21 @@ def _mark_running(sweep_id: int) -> None:
         status=Sweep.Status.RUNNING, started_at=timezone.now())
 
 
+def _start_chunk(chunk: SweepChunk, *, label: str) -> bool:
+    """Mark ``chunk`` running (one more attempt, a fresh heartbeat) and its sweep too; returns False, with the
+    chunk and the sweep failed, when the workers that ran it died :data:`MAX_CHUNK_ATTEMPTS` times."""
+    if chunk.attempts >= MAX_CHUNK_ATTEMPTS:
+        msg = gave_up_message(chunk.attempts)
+        SweepChunk.objects.filter(pk=chunk.pk).update(status=SweepChunk.Status.FAILED, error=msg)
+        _fail(chunk.sweep_id, f"{label}: {msg}")
+        return False
+    _mark_running(chunk.sweep_id)
+    now = timezone.now()
+    SweepChunk.objects.filter(pk=chunk.pk).update(status=SweepChunk.Status.RUNNING, started_at=now, heartbeat_at=now,
+                                                  attempts=chunk.attempts + 1, progress=0.0)
+    return True
+
+
 def chunk_run(*, sweep_id: int, index: int) -> str:
     """Run one chunk (ONE batched simulation) and store its results; idempotent.
 
@@ -201,20 +212,12 @@ def chunk_run(*, sweep_id: int, index: int) -> str:
         SweepChunk.objects.filter(pk=chunk.pk).exclude(status=SweepChunk.Status.DONE).update(
             status=SweepChunk.Status.SKIPPED)
         return "skipped"
-    if chunk.status == SweepChunk.Status.RUNNING and not _is_stalled(chunk.heartbeat_at):
+    if chunk.status == SweepChunk.Status.RUNNING and not is_stalled(chunk.heartbeat_at):
         return "running-elsewhere"  # a second delivery while another worker runs it
-    if chunk.attempts >= MAX_CHUNK_ATTEMPTS:
-        msg = (f"gave up after {chunk.attempts} attempts: the worker running this chunk stopped each time "
-               f"(killed, or out of memory)")
-        SweepChunk.objects.filter(pk=chunk.pk).update(status=SweepChunk.Status.FAILED, error=msg)
-        _fail(sweep_id, f"chunk {index}: {msg}")
+    if not _start_chunk(chunk, label=f"chunk {index}"):
         return "failed"
-    _mark_running(sweep_id)
-    SweepChunk.objects.filter(pk=chunk.pk).update(status=SweepChunk.Status.RUNNING, started_at=timezone.now(),
-                                                  heartbeat_at=timezone.now(), attempts=chunk.attempts + 1,
-                                                  progress=0.0)
     try:
-        with _Heartbeat(chunk.pk):
+        with Heartbeat(SweepChunk, chunk.pk):
             wl = _workload_of(sweep, chunk.workload)
             results = simulate_points(wl, chunk.points, record_steps=True, progress=_Progress(sweep_id, chunk.pk))
     except SweepCancelled:
@@ -242,39 +245,6 @@ def _failure_message(exc: BaseException) -> str:
         return (f"out of memory{where}: these points need more memory than the worker may use; "
                 "use fewer or shorter requests or fewer KV blocks")
     return f"{type(exc).__name__}: {exc}"
-
-
-class _Heartbeat:
-    """While a chunk runs, a thread stamps ``heartbeat_at`` every :data:`HEARTBEAT_S` seconds.
-
-    A chunk whose stamp is older than ``KVP_STALL_AFTER_S`` lost its worker:
-    :func:`chunks_heal` sends it again. The stamps come from a thread so that a
-    long simulation step (no progress callback for a while) still looks alive.
-    """
-
-    def __init__(self, chunk_id: int) -> None:
-        self.chunk_id = chunk_id
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"chunk-{chunk_id}-heartbeat", daemon=True)
-
-    def _beat(self) -> None:
-        from django.db import connection
-
-        try:
-            while not self._stop.wait(HEARTBEAT_S):
-                SweepChunk.objects.filter(pk=self.chunk_id).update(heartbeat_at=timezone.now())
-        except Exception:  # noqa: BLE001 - a missed beat only makes the chunk look stalled sooner
-            logger.warning("heartbeat of chunk %s stopped", self.chunk_id, exc_info=True)
-        finally:
-            connection.close()
-
-    def __enter__(self) -> _Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(timeout=HEARTBEAT_S)
 
 
 def chunk_store(*, sweep_id: int, index: int, results: list[dict], workload: dict | None = None,
@@ -319,60 +289,90 @@ def _fail(sweep_id: int, message: str) -> None:
         status=Sweep.Status.FAILED, error=message[:4000], finished_at=timezone.now())
 
 
+class _GaveUp(Exception):
+    """A cliff round whose workers died :data:`MAX_CHUNK_ATTEMPTS` times (the sweep is already failed)."""
+
+
+class _CliffRounds:
+    """``evaluate`` for :func:`planner.sweeps.cliff.find_cliff`: round ``r`` is chunk ``r`` of the sweep.
+
+    A round already stored (a run before a crash) is replayed, since the probes are
+    deterministic; a missing one is simulated under a heartbeat, like a grid chunk, so
+    that a worker dying mid-round is seen as a stall and healed (:mod:`planner.sweeps.stalls`).
+    """
+
+    def __init__(self, sweep: Sweep) -> None:
+        self.sweep, self.snap = sweep, sweep.snapshot
+        self.param = self.snap["cliff"]["param"]
+        self.round = self.next_index = 0
+        self.stored = {ch.index: ch for ch in sweep.chunks.filter(status=SweepChunk.Status.DONE)}
+
+    def __call__(self, xs) -> list[float]:
+        r = self.round
+        self.round += 1
+        chunk = self.stored.get(r)
+        if chunk is None:
+            pts = []
+            for x in xs:
+                p = defn.resolve_point(self.snap, {self.param: x}, self.next_index + len(pts), owner=self.sweep.owner)
+                pts.append({k: p[k] for k in ("index", "params", "config", "meta")})
+            chunk = self._simulate(r, xs, pts)
+        self.next_index += len(chunk.points)
+        by_x = {_x_key(res["params"][self.param]): res for res in chunk.results}
+        return [_metric(by_x[_x_key(x)]["metrics"], self.snap["cliff"]["metric"]) for x in xs]
+
+    def _simulate(self, r: int, xs, pts: list[dict]) -> SweepChunk:
+        from planner.sweeps.runner import simulate_points
+
+        sweep_id, snap = self.sweep.pk, self.snap
+        base_workload = defn.workload_for(snap, {})
+        chunk, _ = SweepChunk.objects.get_or_create(sweep_id=sweep_id, index=r,
+                                                    defaults={"workload": base_workload, "points": pts})
+        if not _start_chunk(chunk, label=f"round {r + 1} of the cliff search"):
+            raise _GaveUp()
+        groups: dict[str, list] = {}
+        for p, x in zip(pts, xs):
+            groups.setdefault(defn.workload_key(defn.workload_for(snap, {self.param: x})), []).append(p)
+        results = []
+        with Heartbeat(SweepChunk, chunk.pk):
+            for group in groups.values():
+                wl = _workload_of(self.sweep, defn.workload_for(snap, group[0]["params"]))
+                results += simulate_points(wl, group, record_steps=True, progress=_Progress(sweep_id, chunk.pk))
+        results.sort(key=lambda res: res["index"])
+        return chunk_store(sweep_id=sweep_id, index=r, results=results, workload=base_workload, points=pts)
+
+
 def cliff_run(*, sweep_id: int) -> str:
     """Run a cliff search; each round is one batched simulation stored as chunk ``round``.
 
     Re-running after a crash replays the stored rounds (the probes are
-    deterministic) and simulates only what is missing.
+    deterministic) and simulates only what is missing. A second delivery while a
+    round runs elsewhere with a live heartbeat returns at once.
     """
-    from planner.sweeps.runner import simulate_points
-
     sweep = Sweep.objects.filter(pk=sweep_id).first()
     if sweep is None:
         return "missing"
     if sweep.is_final:
         return "already-done" if sweep.status == Sweep.Status.DONE else "skipped"
+    beats = sweep.chunks.filter(status=SweepChunk.Status.RUNNING).values_list("heartbeat_at", flat=True)
+    if any(not is_stalled(b) for b in beats):
+        return "running-elsewhere"
     _mark_running(sweep_id)
-    snap = sweep.snapshot
-    c = snap["cliff"]
-    param, metric = c["param"], c["metric"]
-    state = {"round": 0, "next_index": 0}
-    stored = {ch.index: ch for ch in sweep.chunks.filter(status=SweepChunk.Status.DONE)}
-
-    def evaluate(xs):
-        r = state["round"]
-        state["round"] += 1
-        chunk = stored.get(r)
-        if chunk is None:
-            pts = []
-            for x in xs:
-                p = defn.resolve_point(snap, {param: x}, state["next_index"], owner=sweep.owner)
-                state["next_index"] += 1
-                pts.append({k: p[k] for k in ("index", "params", "config", "meta")})
-            variant_groups: dict[str, list] = {}
-            for p, x in zip(pts, xs):
-                variant_groups.setdefault(defn.workload_key(defn.workload_for(snap, {param: x})), []).append(p)
-            results = []
-            for group in variant_groups.values():
-                wl = _workload_of(sweep, defn.workload_for(snap, group[0]["params"]))
-                results += simulate_points(wl, group, record_steps=True, progress=_Progress(sweep_id, None))
-            results.sort(key=lambda r_: r_["index"])
-            chunk = chunk_store(sweep_id=sweep_id, index=r, results=results,
-                                workload=defn.workload_for(snap, {}), points=pts)
-        else:
-            state["next_index"] += len(chunk.points)
-        by_x = {_x_key(res["params"][param]): res for res in chunk.results}
-        return [_metric(by_x[_x_key(x)]["metrics"], metric) for x in xs]
-
+    c = sweep.snapshot["cliff"]
     try:
-        result = find_cliff(evaluate, lo=c["lo"], hi=c["hi"], resolution=c["resolution"], threshold=c["threshold"],
-                            relative=metric != "preemptions_per_request", bad_below=param != "rate",
-                            integer=param == "num_gpu_blocks")
+        result = find_cliff(_CliffRounds(sweep), lo=c["lo"], hi=c["hi"], resolution=c["resolution"],
+                            threshold=c["threshold"], relative=c["metric"] != "preemptions_per_request",
+                            bad_below=c["param"] != "rate", integer=c["param"] == "num_gpu_blocks")
     except SweepCancelled:
         return "skipped"
+    except _GaveUp:
+        return "failed"
     except Exception as exc:  # noqa: BLE001
         logger.exception("cliff sweep %s failed", sweep_id)
-        _fail(sweep_id, f"{type(exc).__name__}: {exc}")
+        msg = _failure_message(exc)
+        sweep.chunks.filter(status=SweepChunk.Status.RUNNING).update(status=SweepChunk.Status.FAILED,
+                                                                     error=msg[:2000])
+        _fail(sweep_id, msg)
         return "failed"
     with transaction.atomic():
         sweep = Sweep.objects.select_for_update().get(pk=sweep_id)
@@ -389,53 +389,6 @@ def _x_key(x) -> str:
 def _metric(metrics: dict, name: str) -> float:
     v = metrics.get(name)
     return float("inf") if v is None else float(v)
-
-
-# --------------------------------------------------------------------------- stalls
-
-
-def _is_stalled(heartbeat_at, now=None) -> bool:
-    now = now or timezone.now()
-    return heartbeat_at is None or (now - heartbeat_at).total_seconds() > selectors.stall_after_s()
-
-
-def stalled_chunks(*, now=None):
-    """Running chunks of unfinished sweeps whose heartbeat stopped more than ``KVP_STALL_AFTER_S`` ago."""
-    now = now or timezone.now()
-    cutoff = now - timezone.timedelta(seconds=selectors.stall_after_s())
-    return SweepChunk.objects.filter(
-        status=SweepChunk.Status.RUNNING, sweep__status__in=[Sweep.Status.QUEUED, Sweep.Status.RUNNING],
-    ).filter(models.Q(heartbeat_at__lt=cutoff) | models.Q(heartbeat_at__isnull=True, started_at__lt=cutoff))
-
-
-def chunks_heal() -> int:
-    """Send again the chunks whose worker died, and the pending chunks of their sweeps; returns how many.
-
-    A worker killed as a whole (its process group, or ``docker stop`` past the grace
-    period) leaves its chunk ``running`` with a heartbeat that stops, and the
-    messages it had reserved unacknowledged in the broker until the visibility
-    timeout. Each such chunk goes back to ``pending`` with a new task id and is
-    sent again (its attempts are counted when it starts, and checked against
-    :data:`MAX_CHUNK_ATTEMPTS`); the pending chunks of the same sweeps are sent
-    again too, since their messages may have been reserved by the dead worker. A
-    duplicate delivery is harmless: chunks are idempotent, and a chunk running
-    elsewhere with a live heartbeat is skipped.
-    """
-    opts = {"queue": _queue()} if _queue() else {}
-    sent = 0
-    for sweep_id in set(stalled_chunks().values_list("sweep_id", flat=True)):
-        with transaction.atomic():
-            chunks = list(stalled_chunks().select_for_update().filter(sweep_id=sweep_id))
-            for ch in chunks:
-                ch.status, ch.task_id = SweepChunk.Status.PENDING, str(uuid.uuid4())
-                ch.save(update_fields=["status", "task_id"])
-            pending = list(SweepChunk.objects.filter(sweep_id=sweep_id, status=SweepChunk.Status.PENDING))
-        logger.warning("sweep %s: %d stalled chunk(s) sent again with %d pending", sweep_id, len(chunks),
-                       len(pending))
-        for ch in pending:
-            celery_app.send_task(CHUNK_TASK, args=[sweep_id, ch.index], task_id=ch.task_id, **opts)
-            sent += 1
-    return sent
 
 
 # --------------------------------------------------------------------------- cancel

@@ -1,8 +1,9 @@
-"""Issue 23: a worker killed as a whole (its process group) mid-sweep, with the production visibility timeout.
+"""Issue 23: a worker killed as a whole (its process group) mid-run, with the production visibility timeout.
 
-The broker's visibility timeout stays at its production value (900 s): the sweep
-must not wait for it. The killed chunk's heartbeat stops; a new worker's healer
-sees it stalled and sends it again. Only the stall threshold is shortened
+A grid sweep, a cliff sweep and a deployment search. The broker's visibility
+timeout stays at its production value (900 s): the run must not wait for it. The
+killed chunk's (or cliff round's) heartbeat stops; a new worker's healer sees it
+stalled and sends the work again. Only the stall threshold is shortened
 (``KVP_STALL_AFTER_S`` 15 s instead of 45 s, healer every 3 s) to keep the suite
 quick; the test still asks for the sweep to finish within two minutes of the kill,
 with a report identical to an undisturbed run of the same definition.
@@ -17,7 +18,12 @@ import time
 import pytest
 from django.contrib.auth import get_user_model
 
+from gpuprofiles.catalog import load_catalog
+from gpuprofiles.models import GpuProfile, ModelProfile
 from planner.models import Report, Sweep, SweepChunk
+from planner.search import selectors as search_selectors
+from planner.search import services as search_services
+from planner.search.models import Search, SearchChunk
 from planner.sweeps import selectors, services
 
 from .conftest import wait_for
@@ -34,8 +40,24 @@ DEFINITION = {
     "axes": [{"param": "num_gpu_blocks", "values": [600, 1200, 2400, 4800]}],
 }
 
+CLIFF = {
+    "name": "cliff kill test", "mode": "cliff",
+    "engine": {"num_gpu_blocks": 4000, "max_num_seqs": 64},
+    "workload": DEFINITION["workload"],
+    "cliff": {"param": "num_gpu_blocks", "lo": 300, "hi": 4800, "resolution": 300},
+}
 
-def _finished(sweep: Sweep):
+SEARCH = {
+    "model": "llama-3-1-8b",
+    "workload": {"spec": {"n": 600, "prompt": "normal:1024,256", "output": "normal:128,32",
+                          "arrival": {"kind": "poisson", "rate": 10, "unit": "s"}}, "seed": 0},
+    "slo": {"targets": [{"metric": "ttft", "percentile": "p90", "max_s": 0.5}]},
+    "space": {"gpus": ["h100-sxm5-80gb", "l40s", "l4"], "tensor_parallel": [1], "precisions": ["bf16", "fp8"],
+              "max_replicas": 2},
+}
+
+
+def _finished(sweep: Sweep | Search):
     def check() -> bool:
         sweep.refresh_from_db()
         return sweep.is_final
@@ -49,44 +71,97 @@ def _report_body(sweep: Sweep) -> dict:
     return snapshot
 
 
+def _killed_and_undisturbed(worker_factory, create, *, running, progress, what: str):
+    """Run ``create()`` once undisturbed, then again with its worker's process group SIGKILLed once
+    ``running(run)``; a second worker heals it. Returns ``(undisturbed, run, indices killed, seconds from
+    the kill to the end)``, both runs done and the second within two minutes of the kill."""
+    calm = worker_factory(concurrency=1, visibility_timeout=900, env=FAST_HEAL)
+    undisturbed = create()
+    wait_for(_finished(undisturbed), timeout=180, what=f"the undisturbed {what}", logs=[calm])
+    assert undisturbed.status == "done", undisturbed.error
+    calm.stop()
+
+    first = worker_factory(concurrency=1, visibility_timeout=900, env=FAST_HEAL)
+    run = create()
+    wait_for(lambda: running(run), timeout=120, interval=0.05, what=f"the {what}'s work in flight", logs=[first])
+    first.kill()  # SIGKILL to the whole process group: main process and pool child, nothing acknowledged
+    killed_at = time.monotonic()
+    killed = list(run.chunks.filter(status="running").values_list("index", flat=True))
+    assert killed, "the work finished before the kill; the test saw none in flight"
+
+    # No worker is alive, so nothing heals yet: the status must say stalled once the killed chunk's
+    # heartbeat is older than the threshold (polling while a healer runs could miss the moment between
+    # the stall and the resend, which is as short as the healer's tick).
+    wait_for(lambda: progress(run)["status"] == "stalled", timeout=60, interval=0.5,
+             what=f"the status to say the {what} is stalled", logs=[first])
+    assert progress(run).get("eta_s") is None
+
+    second = worker_factory(concurrency=1, visibility_timeout=900, env=FAST_HEAL)
+    wait_for(_finished(run), timeout=120, interval=0.5, what=f"the {what} to finish after the kill",
+             logs=[first, second])
+    took = time.monotonic() - killed_at
+    assert run.status == "done", run.error
+    assert took < 120, took
+    return undisturbed, run, killed, took
+
+
+def _sweep_progress(sweep: Sweep) -> dict:
+    return selectors.sweep_progress(sweep=sweep)
+
+
 def test_a_sweep_survives_its_worker_s_process_group_being_killed(worker_factory, sender_on_redis, settings):
     settings.KVP_SWEEP_CHUNK_POINTS = 1
     settings.KVP_STALL_AFTER_S = 15
     user = get_user_model().objects.create_user("kim", password="pw-123456789")
-
-    calm = worker_factory(concurrency=1, visibility_timeout=900, env=FAST_HEAL)
-    undisturbed = services.sweep_create(owner=user, definition=DEFINITION)
-    wait_for(_finished(undisturbed), timeout=120, what="the undisturbed sweep", logs=[calm])
-    assert undisturbed.status == Sweep.Status.DONE, undisturbed.error
-    calm.stop()
-
-    first = worker_factory(concurrency=1, visibility_timeout=900, env=FAST_HEAL)
-    sweep = services.sweep_create(owner=user, definition=DEFINITION)
-
-    def a_chunk_running() -> bool:
-        return SweepChunk.objects.filter(sweep=sweep, status=SweepChunk.Status.RUNNING).exists()
-
-    wait_for(a_chunk_running, timeout=90, interval=0.05, what="a chunk to be running", logs=[first])
-    first.kill()  # SIGKILL to the whole process group: main process and pool child, nothing acknowledged
-    killed_at = time.monotonic()
-    killed = list(SweepChunk.objects.filter(sweep=sweep, status=SweepChunk.Status.RUNNING)
-                  .values_list("index", flat=True))
-    assert killed, "the chunk finished before the kill; the test saw no work in flight"
-
-    # No worker is alive, so nothing heals yet: the status must say the sweep is stalled once the
-    # killed chunk's heartbeat is older than the threshold (polling while a healer runs could miss
-    # the moment between the stall and the resend, which is as short as the healer's tick).
-    wait_for(lambda: selectors.sweep_progress(sweep=sweep)["status"] == "stalled", timeout=60, interval=0.5,
-             what="the status to say the sweep is stalled", logs=[first])
-    assert selectors.sweep_progress(sweep=sweep)["eta_s"] is None
-
-    second = worker_factory(concurrency=1, visibility_timeout=900, env=FAST_HEAL)
-    wait_for(_finished(sweep), timeout=120, interval=0.5, what="the sweep to finish after the kill",
-             logs=[first, second])
-    took = time.monotonic() - killed_at
-    assert sweep.status == Sweep.Status.DONE, sweep.error
-    assert took < 120, took
+    undisturbed, sweep, killed, took = _killed_and_undisturbed(
+        worker_factory, lambda: services.sweep_create(owner=user, definition=DEFINITION),
+        running=lambda s: s.chunks.filter(status=SweepChunk.Status.RUNNING).exists(),
+        progress=_sweep_progress, what="sweep")
     rerun = SweepChunk.objects.get(sweep=sweep, index=killed[0])
     assert rerun.attempts == 2 and rerun.status == SweepChunk.Status.DONE
     assert _report_body(sweep) == _report_body(undisturbed)
     print(f"\nkill test: sweep finished {took:.1f} s after its worker's process group was killed")
+
+
+def test_a_cliff_sweep_survives_its_worker_s_process_group_being_killed(worker_factory, sender_on_redis, settings):
+    settings.KVP_STALL_AFTER_S = 15
+    user = get_user_model().objects.create_user("cliff", password="pw-123456789")
+    undisturbed, sweep, killed, took = _killed_and_undisturbed(
+        worker_factory, lambda: services.sweep_create(owner=user, definition=CLIFF),
+        # past the first round, so that the replay of a stored round is tested too
+        running=lambda s: s.chunks.filter(status=SweepChunk.Status.RUNNING, index__gte=1).exists(),
+        progress=_sweep_progress, what="cliff sweep")
+    rounds = SweepChunk.objects.filter(sweep=undisturbed).count()
+    assert rounds >= 3 and len(killed) == 1, (rounds, killed)
+    rerun = SweepChunk.objects.get(sweep=sweep, index=killed[0])
+    assert rerun.attempts == 2 and rerun.status == SweepChunk.Status.DONE
+    assert _report_body(sweep) == _report_body(undisturbed)
+    print(f"\ncliff kill test: sweep finished {took:.1f} s after its worker's process group was killed "
+          f"in round {killed[0] + 1} of {rounds}")
+
+
+def _answer(result: dict) -> dict:
+    """What a search's report answers, independent of the order its chunks finished in.
+
+    A chunk prunes with the cheapest answer of the chunks finished before it (``cost_bound``), so which
+    other shapes are simulated or skipped as dominated, the frontier and the counts depend on that order,
+    in an undisturbed run on two workers as well; so does ``elapsed_s``. The answer does not.
+    """
+    best = result["best"]
+    return {"message": result["message"], "slo": result["slo"],
+            "best": best and {k: best[k] for k in ("index", "candidate", "replicas", "cost_per_hour", "status",
+                                                   "reason")},
+            "rejected": sorted((o["index"], o["reason"]) for o in result["outcomes"] if o["status"] == "rejected")}
+
+
+def test_a_search_survives_its_worker_s_process_group_being_killed(worker_factory, sender_on_redis, settings):
+    settings.KVP_STALL_AFTER_S = 15
+    load_catalog(GpuProfile, ModelProfile)  # a transactional test before this one flushed the catalog
+    user = get_user_model().objects.create_user("seeker", password="pw-123456789")
+    undisturbed, search, killed, took = _killed_and_undisturbed(
+        worker_factory, lambda: search_services.search_create(owner=user, definition=SEARCH),
+        running=lambda s: s.chunks.filter(status="running", index=0).exists(),
+        progress=lambda s: search_selectors.search_progress(search=s), what="search")
+    assert SearchChunk.objects.get(search=search, index=0).attempts == 2
+    assert _answer(search.result) == _answer(undisturbed.result)
+    print(f"\nsearch kill test: search finished {took:.1f} s after its worker's process group was killed")

@@ -22,7 +22,7 @@ from tests.planner.test_sweep_figures import POINTS, REPLICA_POINTS, TIER_POINTS
 LAPTOP_HEIGHT = 768  # px
 # a unit in brackets at the end: "KV cache (tokens)", "TTFT p99 (steps)", "KV usage (%)"; or a bare unit
 UNIT = re.compile(r"\([^()]*(tokens?|requests?|blocks|GiB|USD[^()]*|%|steps?|s|ms|instances|GPUs|fraction|x|events/request|"
-                  r"tokens/s|tokens/step)\)$|^(events/request|steps|s|tokens/s|tokens/step)$")
+                  r"tokens/s|tokens/step)\)$|^(events/request|steps|s|tokens|tokens/s|tokens/step|USD per hour)$")
 
 
 def _sizing():

@@ -1,18 +1,15 @@
-"""Issue 23: runs priced before they run, bounded web-request runs, per-user quotas, stalled chunks healed."""
+"""Issue 23: runs priced before they run, bounded web-request runs, per-user quotas (stalls: test_stalls.py)."""
 
 from __future__ import annotations
 
 import time
-from datetime import timedelta
-from unittest import mock
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.utils import timezone
 from rest_framework.test import APIClient
 
-from planner.models import Sweep, SweepChunk
-from planner.sweeps import selectors, services
+from planner.models import Sweep
+from planner.sweeps import services
 from planner.sweeps.bounded import run_bounded
 from simulator.budget import OverBudget
 
@@ -125,63 +122,3 @@ def test_a_cliff_search_over_the_chunk_time_is_refused(client, settings):
     response = client.post("/api/sweeps/", body, format="json")
     assert response.status_code == 400
     assert "cliff search (up to" in response.json()["errors"]["cliff"][0]
-
-
-# --------------------------------------------------------------------------- stalls
-
-
-def _running_chunk(user, *, beat_age_s: float) -> SweepChunk:
-    sweep = services.sweep_create(owner=user, definition=DEF)
-    chunk = sweep.chunks.first()
-    Sweep.objects.filter(pk=sweep.pk).update(status=Sweep.Status.RUNNING, started_at=timezone.now())
-    SweepChunk.objects.filter(pk=chunk.pk).update(
-        status=SweepChunk.Status.RUNNING, attempts=1, started_at=timezone.now() - timedelta(seconds=beat_age_s),
-        heartbeat_at=timezone.now() - timedelta(seconds=beat_age_s), progress=0.5)
-    return SweepChunk.objects.get(pk=chunk.pk)
-
-
-def test_a_chunk_whose_heartbeat_stopped_shows_as_stalled_without_an_eta(user):
-    chunk = _running_chunk(user, beat_age_s=120)
-    progress = selectors.sweep_progress(sweep=chunk.sweep)
-    assert progress["status"] == "stalled" and progress["eta_s"] is None and progress["chunks"]["stalled"] == 1
-    fresh = _running_chunk(user, beat_age_s=1)
-    assert selectors.sweep_progress(sweep=fresh.sweep)["status"] == "running"
-
-
-def test_healing_sends_stalled_chunks_again_and_leaves_live_ones(user):
-    stalled = _running_chunk(user, beat_age_s=120)
-    live = _running_chunk(user, beat_age_s=1)
-    old_task = stalled.task_id
-    with mock.patch.object(services.celery_app, "send_task") as send:  # the broker is not under test here
-        assert services.chunks_heal() == 1
-    stalled.refresh_from_db()
-    assert stalled.status == SweepChunk.Status.PENDING and stalled.task_id != old_task
-    assert send.call_args.args == (services.CHUNK_TASK,)
-    assert send.call_args.kwargs == {"args": [stalled.sweep_id, stalled.index], "task_id": stalled.task_id}
-    live.refresh_from_db()
-    assert live.status == SweepChunk.Status.RUNNING
-
-
-def test_a_second_delivery_of_a_live_chunk_is_skipped_and_a_stale_one_runs(user):
-    live = _running_chunk(user, beat_age_s=1)
-    assert services.chunk_run(sweep_id=live.sweep_id, index=live.index) == "running-elsewhere"
-    stale = _running_chunk(user, beat_age_s=120)
-    assert services.chunk_run(sweep_id=stale.sweep_id, index=stale.index) == "done"
-    stale.refresh_from_db()
-    assert stale.attempts == 2 and stale.status == SweepChunk.Status.DONE and stale.heartbeat_at is not None
-
-
-def test_a_chunk_past_its_attempts_fails_the_sweep_with_a_message(user):
-    chunk = _running_chunk(user, beat_age_s=120)
-    SweepChunk.objects.filter(pk=chunk.pk).update(attempts=services.MAX_CHUNK_ATTEMPTS)
-    assert services.chunk_run(sweep_id=chunk.sweep_id, index=chunk.index) == "failed"
-    sweep = Sweep.objects.get(pk=chunk.sweep_id)
-    assert sweep.status == Sweep.Status.FAILED
-    assert "gave up after 3 attempts" in sweep.error
-
-
-def test_cancel_shows_no_chunk_as_running(user):
-    chunk = _running_chunk(user, beat_age_s=1)
-    services.sweep_cancel(sweep=chunk.sweep, user=user)
-    counts = selectors.sweep_progress(sweep=Sweep.objects.get(pk=chunk.sweep_id))["chunks"]
-    assert counts["running"] == 0 and counts["pending"] == 0

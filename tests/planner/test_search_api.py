@@ -192,3 +192,20 @@ def test_search_page_takes_a_shared_prefix_pp_kv_dtype_and_router(client, django
     assert space.kv_cache_dtypes == ("fp8",) and space.routing == "least-loaded" and space.pipeline_parallel == (1,)
     wl = build_workload(search.snapshot)
     assert wl.n == 40 and int((wl.prefix_id >= 0).sum()) == 20 and int(wl.prompt_len.min()) > 300
+
+
+def test_a_user_past_the_search_quota_gets_a_429_in_words_and_others_are_not_held(client, settings,
+                                                                                   django_user_model):
+    settings.KVP_USER_MAX_SEARCHES = 2
+    for _ in range(2):
+        assert client.post("/api/searches/", _body(), format="json").status_code == 202
+    r = client.post("/api/searches/", _body(), format="json")
+    assert r.status_code == 429, r.content
+    assert r.json()["errors"]["non_field_errors"] == [
+        "You have 2 deployment searches queued or running; the limit per user is 2. "
+        "Wait for one to finish or cancel it."]
+    other = APIClient()
+    other.force_authenticate(django_user_model.objects.create_user("kim", password="pw-kim-12345"))
+    assert other.post("/api/searches/", _body(), format="json").status_code == 202
+    Search.objects.filter(owner__username="sam").update(status=Search.Status.CANCELLED)
+    assert client.post("/api/searches/", _body(), format="json").status_code == 202

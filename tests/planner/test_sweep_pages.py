@@ -60,6 +60,15 @@ def test_cliff_resolution_defaults_to_a_fiftieth_of_the_range(client):
     assert Sweep.objects.get().snapshot["cliff"]["resolution"] == 10
 
 
+def test_a_running_cliff_search_shows_no_time_left_and_a_grid_does(client):
+    """A cliff search stops once it has bracketed the cliff, so its time left is unknown: none is shown."""
+    cliff = client.post("/sweeps/new/", {**FORM, "mode": "cliff", "cliff_lo": "100", "cliff_hi": "600"})
+    grid = client.post("/sweeps/new/", FORM)
+    Sweep.objects.update(status=Sweep.Status.RUNNING)
+    assert 'data-field="eta"' not in client.get(cliff["Location"]).content.decode()
+    assert 'remaining <span data-field="eta">estimating…' in client.get(grid["Location"]).content.decode()
+
+
 def test_every_form_error_at_once_in_words():
     from planner.sweeps.forms import human_message
 

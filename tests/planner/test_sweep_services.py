@@ -1,9 +1,11 @@
 """Sweep services called directly (as a task would call them): chunks, idempotence, progress, cancel."""
 
+from datetime import timedelta
 from unittest import mock
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 
 from planner import tasks
 from planner.models import Report, Sweep, SweepChunk
@@ -75,13 +77,34 @@ def test_progress_reports_points_elapsed_and_eta(user, settings):
     sweep.refresh_from_db()
     p = selectors.sweep_progress(sweep=sweep)
     assert p["points_done"] == 2 and p["fraction"] == pytest.approx(1 / 3, abs=1e-3)
-    # no estimate from the first batch alone (its time includes the worker's warm-up) ...
-    assert p["elapsed_s"] >= 0 and p["eta_s"] is None and p["chunks"]["done"] == 1
+    # an estimate once a batch is done: the time it took, scaled by the estimated cost of what is left
+    assert p["elapsed_s"] >= 0 and p["eta_s"] is not None and p["eta_s"] >= 0 and p["chunks"]["done"] == 1
     services.chunk_run(sweep_id=sweep.pk, index=1)
     sweep.refresh_from_db()
     p = selectors.sweep_progress(sweep=sweep)
-    # ... one from the pace since it, once a second batch is done
     assert p["points_done"] == 4 and p["eta_s"] is not None and p["eta_s"] >= 0 and p["chunks"]["done"] == 2
+
+
+def _chunk(status, costs, *, took=None, ran=None, progress=0.0):
+    now = timezone.now()
+    started = now - timedelta(seconds=took if took is not None else ran or 0)
+    return {"status": status, "progress": progress, "points": [{"cost_s": c} for c in costs],
+            "started_at": started if status != "pending" else None,
+            "finished_at": now if status == "done" else None}
+
+
+def test_time_left_weighs_points_by_their_estimated_cost_not_their_number():
+    # Done: a point priced 9 s took 20 s, i.e. 2x its cost with overheads (0.5 + 0.5 + 9 = 10).
+    done = _chunk("done", [9.0], took=20.0)
+    # Left: three cheap points (1 + 1 + 1 estimated s each -> 2 s each with overheads = 3 x 2 x 2 = 12 s real).
+    left = [_chunk("pending", [1.0]) for _ in range(3)]
+    assert selectors.time_left([done, *left], elapsed=20.0, fraction=0.25) == pytest.approx(12.0, abs=0.01)
+    # A running chunk counts what it has not used yet of its share; two running at once share the rest.
+    running = _chunk("running", [1.0], ran=1.0)
+    assert selectors.time_left([done, running, *left[:2]], elapsed=21, fraction=0.3) == pytest.approx(2 * 4.0 + 3.0, abs=0.01)
+    two = [done, running, _chunk("running", [1.0], ran=3.0), left[0]]
+    assert selectors.time_left(two, elapsed=23, fraction=0.4) == pytest.approx((4.0 + 3.0 + 1.0) / 2, abs=0.01)
+    assert selectors.time_left([_chunk("running", [9.0], ran=5.0), *left], elapsed=5, fraction=0.1) is None
 
 
 def test_cancel_skips_pending_chunks(user, settings):

@@ -1,0 +1,101 @@
+"""Heartbeats of running work (sweep chunks, cliff rounds, search chunks) and the test for a stall.
+
+A worker stamps ``heartbeat_at`` on the row it runs every :data:`HEARTBEAT_S` seconds,
+from a thread (so a long simulation step without a progress callback still looks
+alive). A running row whose stamp is older than ``KVP_STALL_AFTER_S`` lost its worker
+(killed as a whole, out of memory, ``docker stop`` past its grace): the healer
+(:mod:`planner.healer`) sends its task again, and the status pages say "stalled"
+meanwhile. A row sent again more than :data:`MAX_CHUNK_ATTEMPTS` times fails with a
+message instead of running again.
+
+Shared by :mod:`planner.sweeps.stalls` and :mod:`planner.search.stalls`; no sweep or
+search logic here.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Iterator
+from datetime import datetime
+
+from django.conf import settings
+from django.db import connection, models, transaction
+from django.utils import timezone
+
+logger = logging.getLogger(__name__)
+
+#: Seconds between heartbeats of running work.
+HEARTBEAT_S = 5.0
+#: Work whose worker died this many times fails instead of running again.
+MAX_CHUNK_ATTEMPTS = 3
+
+
+def stall_after_s() -> float:
+    """Seconds without a heartbeat after which running work counts as stalled (``KVP_STALL_AFTER_S``)."""
+    return float(getattr(settings, "KVP_STALL_AFTER_S", 45))
+
+
+def is_stalled(heartbeat_at: datetime | None, now: datetime | None = None) -> bool:
+    """True when a heartbeat is missing or older than :func:`stall_after_s`."""
+    now = now or timezone.now()
+    return heartbeat_at is None or (now - heartbeat_at).total_seconds() > stall_after_s()
+
+
+def stale_running(queryset: models.QuerySet, *, now: datetime | None = None) -> models.QuerySet:
+    """The rows of ``queryset`` (chunks with ``status``, ``heartbeat_at``, ``started_at``) running without a
+    heartbeat for longer than :func:`stall_after_s`."""
+    cutoff = (now or timezone.now()) - timezone.timedelta(seconds=stall_after_s())
+    return queryset.filter(status="running").filter(
+        models.Q(heartbeat_at__lt=cutoff) | models.Q(heartbeat_at__isnull=True, started_at__lt=cutoff))
+
+
+def requeue_stalled(stalled: models.QuerySet, parent: str) -> Iterator[tuple[int, list, list]]:
+    """Put the ``stalled`` chunks back to ``pending`` with new task ids, one parent (``parent``: the foreign
+    key's name, ``sweep_id`` or ``search_id``) at a time, under a row lock.
+
+    Yields ``(parent id, chunks put back, every pending chunk of that parent)``; parents whose chunks another
+    healer put back meanwhile are skipped. The caller sends the tasks.
+    """
+    for parent_id in set(stalled.values_list(parent, flat=True)):
+        with transaction.atomic():
+            chunks = list(stalled.select_for_update().filter(**{parent: parent_id}))
+            for ch in chunks:
+                ch.status, ch.task_id = "pending", str(uuid.uuid4())
+                ch.save(update_fields=["status", "task_id"])
+            pending = list(stalled.model.objects.filter(**{parent: parent_id, "status": "pending"}))
+        if chunks:
+            yield parent_id, chunks, pending
+
+
+def gave_up_message(attempts: int) -> str:
+    """What failed work says when it was sent again :data:`MAX_CHUNK_ATTEMPTS` times."""
+    return (f"gave up after {attempts} attempts: the worker running this chunk stopped each time "
+            "(killed, or out of memory)")
+
+
+class Heartbeat:
+    """``with Heartbeat(SweepChunk, pk):`` stamps the row's ``heartbeat_at`` every :data:`HEARTBEAT_S` s."""
+
+    def __init__(self, model: type[models.Model], pk: int) -> None:
+        self.model, self.pk = model, pk
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"{model.__name__}-{pk}-heartbeat", daemon=True)
+
+    def _beat(self) -> None:
+        try:
+            while not self._stop.wait(HEARTBEAT_S):
+                self.model.objects.filter(pk=self.pk).update(heartbeat_at=timezone.now())
+        except Exception:  # noqa: BLE001 - a missed beat only makes the work look stalled sooner
+            logger.warning("heartbeat of %s %s stopped", self.model.__name__, self.pk, exc_info=True)
+        finally:
+            connection.close()
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=HEARTBEAT_S)
