@@ -70,18 +70,21 @@ from simulator.specs import (
 TERA = 1e12
 GIGA = 1e9
 
-_FRACTIONS = ("mfu", "attention_efficiency", "bandwidth_efficiency", "interconnect_efficiency")
+_FRACTIONS = ("mfu", "attention_efficiency", "bandwidth_efficiency", "kv_bandwidth_efficiency",
+              "interconnect_efficiency")
 _SECONDS = ("allreduce_latency_s", "step_overhead_s", "per_request_overhead_s", "per_token_overhead_s",
             "serve_request_s", "serve_prompt_token_s", "serve_output_token_s")
+_COUNTS = ("gemm_half_tokens", "async_lag_steps")
 
 
 @dataclass(frozen=True)
 class RooflineCoefficients:
     """Efficiencies and overheads of the roofline clock (every one overridable).
 
-    Defaults: fitted once on the 13 training runs of the sim-to-real study
-    (vLLM 0.15.1 on H100; ``docs/cost-model.md`` gives the fit and its errors),
-    each kept inside the range its physical meaning allows.
+    Defaults: each from a measurement with a physical meaning (``docs/cost-model.md``
+    names the source of every one: the H100 step-time table, published kernel
+    benchmarks, BLIS); the serving time per request was fitted on the 13 training
+    runs of the sim-to-real study (vLLM 0.15.1 on H100), with its leave-one-out error.
 
     Parameters
     ----------
@@ -93,11 +96,18 @@ class RooflineCoefficients:
     attention_efficiency : float
         Fraction of dense FLOPS prefill attention (flash attention) reaches, in (0, 1].
     bandwidth_efficiency : float
-        Fraction of peak HBM bandwidth weight and KV reads reach, in (0, 1].
+        Fraction of peak HBM bandwidth the weight reads reach, in (0, 1].
+    kv_bandwidth_efficiency : float
+        Fraction of peak HBM bandwidth the KV cache reads and writes reach, in
+        (0, 1]: decode attention streams long contiguous pages from every SM at
+        once, closer to peak than the per-layer weight GEMVs.
     interconnect_efficiency : float
-        Fraction of the per-direction GPU-to-GPU bandwidth a ring all-reduce reaches.
+        Fraction of the per-direction GPU-to-GPU bandwidth a ring all-reduce of a
+        decode-sized message (tens of KB to 1 MB) reaches: vLLM's custom all-reduce
+        on H100 moves such messages at ~50 GB/s, not at the link's 450 GB/s.
     allreduce_latency_s : float
-        Fixed latency of one all-reduce.  # s
+        Fixed latency of one all-reduce (vLLM's custom all-reduce on H100,
+        small messages: 8.5-9.5 us).  # s
     allreduces_per_layer : int
         Tensor-parallel all-reduces per decoder layer (Megatron-style: 2).
     step_overhead_s : float
@@ -115,6 +125,10 @@ class RooflineCoefficients:
         Tokenization per prompt token; added to TTFT and E2E.  # s
     serve_output_token_s : float
         Detokenization and streaming per output token after the first; added to E2E.  # s
+    async_lag_steps : float
+        Steps of the running batch a request waits, under async scheduling, beyond
+        the step boundary the simulator admits it at: vLLM schedules step k+1 when
+        step k starts, so a request arriving during step k joins step k+2.  # steps
     activation_bytes : float, optional
         Bytes per activation element all-reduced; ``None`` = the compute dtype's.  # bytes
     """
@@ -123,15 +137,17 @@ class RooflineCoefficients:
     gemm_half_tokens: float = 64.0
     attention_efficiency: float = 0.45
     bandwidth_efficiency: float = 0.72
-    interconnect_efficiency: float = 0.75
-    allreduce_latency_s: float = 20e-6
+    kv_bandwidth_efficiency: float = 0.90
+    interconnect_efficiency: float = 0.12
+    allreduce_latency_s: float = 8.5e-6
     allreduces_per_layer: int = 2
     step_overhead_s: float = 0.5e-3
     per_request_overhead_s: float = 15e-6
     per_token_overhead_s: float = 0.0
-    serve_request_s: float = 6.0e-3
-    serve_prompt_token_s: float = 12e-6
+    serve_request_s: float = 7.9e-3
+    serve_prompt_token_s: float = 1e-6
     serve_output_token_s: float = 0.0
+    async_lag_steps: float = 1.0
     activation_bytes: float | None = None
 
     def __post_init__(self) -> None:
@@ -140,10 +156,10 @@ class RooflineCoefficients:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0.0 < v <= 1.0):
                 raise CostModelError(f"{name}: must be a fraction in (0, 1], got {v!r}")
             object.__setattr__(self, name, float(v))
-        for name in (*_SECONDS, "gemm_half_tokens"):
+        for name in (*_SECONDS, *_COUNTS):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-                what = "tokens" if name == "gemm_half_tokens" else "seconds"
+                what = {"gemm_half_tokens": "tokens", "async_lag_steps": "steps"}.get(name, "seconds")
                 raise CostModelError(f"{name}: must be a finite number of {what} >= 0, got {v!r}")
             object.__setattr__(self, name, float(v))
         a = self.allreduces_per_layer
@@ -426,13 +442,14 @@ class RooflineStepTime(_Single):
 
         eff_flops = peak * co.mfu  # FLOP/s
         attn_flops = peak * co.attention_efficiency  # FLOP/s
-        eff_hbm = hbm * co.bandwidth_efficiency  # bytes/s
+        eff_hbm = hbm * co.bandwidth_efficiency  # bytes/s, weight reads
+        kv_hbm = hbm * co.kv_bandwidth_efficiency  # bytes/s, KV reads and writes
         tok_s = dense_flops / tp / eff_flops
         expert_tok_s = expert_flops / tp / eff_flops
         attn_full_s = full_attn / tp / attn_flops
-        kv_read_full_s = kv_full / eff_hbm
+        kv_read_full_s = kv_full / kv_hbm
         attn_sl = tuple(sliding[w][0] / tp / attn_flops for w in windows)
-        kv_sl = tuple(sliding[w][1] / eff_hbm for w in windows)
+        kv_sl = tuple(sliding[w][1] / kv_hbm for w in windows)
         kv_all = kv_full + sum(sliding[w][1] for w in windows)
         comm_fixed, comm_tok = _allreduce_terms(model, co, tp, cb, link)
         terms = StepCostTerms(
@@ -442,11 +459,11 @@ class RooflineStepTime(_Single):
             expert_tok_s=expert_tok_s, expert_fixed_s=expert_tok_s * co.gemm_half_tokens,
             kv_read_full_s=kv_read_full_s, kv_read_sliding_s=kv_sl,
             dec_attn_s=max(kv_read_full_s, attn_full_s),
-            dec_sliding_s=tuple(max(k, a) for k, a in zip(kv_sl, attn_sl)), kv_write_s=kv_all / eff_hbm,
+            dec_sliding_s=tuple(max(k, a) for k, a in zip(kv_sl, attn_sl)), kv_write_s=kv_all / kv_hbm,
             comm_fixed_s=comm_fixed, comm_tok_s=comm_tok, base_s=co.step_overhead_s,
             per_token_s=co.per_token_overhead_s, per_req_s=co.per_request_overhead_s,
             serve_request_s=co.serve_request_s, serve_prompt_token_s=co.serve_prompt_token_s,
-            serve_output_token_s=co.serve_output_token_s,
+            serve_output_token_s=co.serve_output_token_s, serve_async_lag_steps=co.async_lag_steps,
         )
         return cls(model=model, gpu=gpu, tp=tp, coefficients=co, terms=terms,
                    body_flops_per_token=body_flops, lm_head_flops_per_request=head_flops,

@@ -356,6 +356,10 @@ def parse_hf_config(config: dict, *, name: str | None = None, quant_config: dict
         if model_type.startswith("gemma4"):
             # Gemma 4 runs a dense MLP beside the experts in every layer: count it as a shared expert.
             n_shared, shared_inter, n_dense = 1, inter, 0
+        if model_type.startswith("llama4") and not n_shared:
+            # Llama 4 runs one shared expert of intermediate_size beside the routed ones in every MoE layer
+            # (transformers' Llama4TextMoe.shared_expert); its config has no key for it. Scout: 17B active.
+            n_shared, shared_inter = 1, inter
         if model_type in ("mixtral", "gpt_oss") or moe_inter is None:
             moe_inter = moe_inter or inter
         n_dense = min(n_dense, n_layers)

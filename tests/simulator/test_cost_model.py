@@ -60,8 +60,9 @@ def test_decode_step_grows_with_batch_context():
     ctx = np.array([0, 1_000, 10_000, 100_000, 1_000_000], dtype=float)
     t = m.step_time(0, 0, 64, ctx, 64)
     assert np.all(np.diff(t) > 0)
-    # KV bytes: 1M context tokens x 128 KiB / (3.35 TB/s x 0.72) ~ 54 ms more than the weights-only step
-    assert t[-1] - t[0] == pytest.approx(1e6 * 131072 / (3.35e12 * 0.72), rel=0.05)
+    # KV bytes: 1M context tokens x 128 KiB / (3.35 TB/s x kv_bandwidth_efficiency 0.90) ~ 43 ms more than the
+    # weights-only step (KV pages stream closer to peak than the weight GEMVs: the H100 table's KV slope)
+    assert t[-1] - t[0] == pytest.approx(1e6 * 131072 / (3.35e12 * 0.90), rel=0.05)
 
 
 def test_small_decode_batches_cost_about_the_weights_read_plus_the_cpu_time():
