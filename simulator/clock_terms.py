@@ -9,7 +9,8 @@ run one after another, so their times add; see ``docs/cost-model.md``)::
               + dec_attn_s * C (+ sliding)                                          decode part (KV read)
               + kv_write_s * T
     moe       = max(experts_s * touched(T), expert_tok_s * T + expert_fixed_s)
-    comm      = comm_fixed_s + comm_tok_s * T                                       (T > 0)
+    comm      = min(comm_fixed_s + comm_tok_s * T,                                  (T > 0)
+                    comm_large_fixed_s + comm_large_tok_s * T)    (the second when given: NCCL for large messages)
     cpu       = base_s + per_token_s * T + per_req_s * R
 
     step = gemm + attention + moe + comm + cpu       (0 when nothing is scheduled)
@@ -91,6 +92,8 @@ class StepCostTerms:
     kv_write_s: float = 0.0  # s per new token's KV written
     comm_fixed_s: float = 0.0  # s per step (all-reduce latencies)
     comm_tok_s: float = 0.0  # s per scheduled token (all-reduce bytes)
+    comm_large_fixed_s: float = 0.0  # s per step, the large-message all-reduce path (0 and 0: none)
+    comm_large_tok_s: float = 0.0  # s per scheduled token, the large-message path
     base_s: float = 0.0  # s per step (CPU: scheduling, input preparation, sampling, launches)
     per_token_s: float = 0.0  # s per scheduled token
     per_req_s: float = 0.0  # s per scheduled request (CPU)
@@ -126,6 +129,15 @@ class StepCostTerms:
                 moe = flops
         return gemm, moe
 
+    def _comm(self, T: float) -> float:
+        """All-reduce seconds of a step of ``T`` tokens: the faster of the two paths.  # s"""
+        comm = self.comm_fixed_s + self.comm_tok_s * T
+        if self.comm_large_tok_s or self.comm_large_fixed_s:
+            large = self.comm_large_fixed_s + self.comm_large_tok_s * T
+            if large < comm:
+                comm = large
+        return comm
+
     def time(self, P: float, A: float, D: float, C: float, R: float, PK: float | None = None) -> float:
         """Seconds of one step, in plain floats; equals :meth:`BatchStepTime.step_time` for one row.  # s
 
@@ -155,7 +167,7 @@ class StepCostTerms:
             mean_c = C / D
             for w, cd in zip(self.windows, self.dec_sliding_s):
                 attn += cd * (D * min(mean_c, w))
-        comm = self.comm_fixed_s + self.comm_tok_s * T if T > 0 else 0.0
+        comm = self._comm(T) if T > 0 else 0.0
         gpu = gemm + attn + moe + comm
         if self.cpu_overlap:
             cpu = self.base_s + self.per_token_s * T + self.per_req_s * R
@@ -171,7 +183,7 @@ class StepCostTerms:
             return lambda C: self.time(0, 0, n, C, n, 0)
         gemm, moe = self._gemm_moe(n, n)
         dec, kv_write = self.dec_attn_s, self.kv_write_s * n
-        comm = self.comm_fixed_s + self.comm_tok_s * n
+        comm = self._comm(n)
         base, per_token, per_req = self.base_s, self.per_token_s * n, self.per_req_s * n
         if self.cpu_overlap:
             cpu = base + per_token + per_req
@@ -203,7 +215,7 @@ class StepCostTerms:
             mean_c = C / n
             for w, cd in zip(self.windows, self.dec_sliding_s):
                 attn = attn + cd * (n * np.minimum(mean_c, w))
-        comm = self.comm_fixed_s + self.comm_tok_s * T if T > 0 else 0.0
+        comm = self._comm(T) if T > 0 else 0.0
         # added in the order time() adds them, so that element j equals it to the last bit
         gpu = gemm + attn + moe + comm
         if self.cpu_overlap:
@@ -320,7 +332,10 @@ class BatchStepTime:
         touched = 1.0 - np.power(self._expert_keep, T)
         moe = np.where(self._experts_s > 0, np.maximum(self._experts_s * touched,
                                                        self._expert_tok_s * T + self._expert_fixed_s), 0.0)
-        comm = np.where(T > 0, self._comm_fixed_s + self._comm_tok_s * T, 0.0)
+        comm = self._comm_fixed_s + self._comm_tok_s * T
+        large = self._comm_large_fixed_s + self._comm_large_tok_s * T
+        has_large = (self._comm_large_tok_s > 0) | (self._comm_large_fixed_s > 0)
+        comm = np.where(T > 0, np.where(has_large, np.minimum(comm, large), comm), 0.0)
         overhead = self._base_s + self._per_token_s * T + self._per_req_s * R
         gemm, attn, moe, comm, overhead = (np.where(busy, x, 0.0) for x in (gemm, attn, moe, comm, overhead))
         gpu = gemm + attn + moe + comm

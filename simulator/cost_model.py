@@ -71,8 +71,8 @@ TERA = 1e12
 GIGA = 1e9
 
 _FRACTIONS = ("mfu", "attention_efficiency", "bandwidth_efficiency", "kv_bandwidth_efficiency",
-              "interconnect_efficiency")
-_SECONDS = ("allreduce_latency_s", "step_overhead_s", "per_request_overhead_s", "per_token_overhead_s",
+              "interconnect_efficiency", "nccl_interconnect_efficiency")
+_SECONDS = ("allreduce_latency_s", "nccl_allreduce_latency_s", "step_overhead_s", "per_request_overhead_s", "per_token_overhead_s",
             "serve_request_s", "serve_prompt_token_s", "serve_output_token_s")
 _COUNTS = ("gemm_half_tokens", "async_lag_steps")
 
@@ -108,6 +108,11 @@ class RooflineCoefficients:
     allreduce_latency_s : float
         Fixed latency of one all-reduce (vLLM's custom all-reduce on H100,
         small messages: 8.5-9.5 us).  # s
+    nccl_interconnect_efficiency, nccl_allreduce_latency_s : float
+        The large-message path (NCCL's ring, which vLLM uses past its custom
+        kernel's range): fraction of the per-direction link bandwidth and fixed
+        latency. A step's all-reduces take the faster of the two paths, so a
+        long prefill's multi-MB messages move near the link's bandwidth.  # s
     allreduces_per_layer : int
         Tensor-parallel all-reduces per decoder layer (Megatron-style: 2).
     step_overhead_s : float
@@ -140,11 +145,13 @@ class RooflineCoefficients:
     kv_bandwidth_efficiency: float = 0.90
     interconnect_efficiency: float = 0.12
     allreduce_latency_s: float = 8.5e-6
+    nccl_interconnect_efficiency: float = 0.75
+    nccl_allreduce_latency_s: float = 20e-6
     allreduces_per_layer: int = 2
     step_overhead_s: float = 0.5e-3
     per_request_overhead_s: float = 15e-6
     per_token_overhead_s: float = 0.0
-    serve_request_s: float = 7.9e-3
+    serve_request_s: float = 8.0e-3
     serve_prompt_token_s: float = 1e-6
     serve_output_token_s: float = 0.0
     async_lag_steps: float = 1.0
@@ -348,17 +355,17 @@ def _token_flops(model: ModelSpec) -> tuple[float, float, int]:
 
 
 def _allreduce_terms(model: ModelSpec, co: RooflineCoefficients, tp: int, compute_bytes: int,
-                     link: float) -> tuple[float, float]:
-    """Tensor-parallel all-reduce cost per step: fixed seconds and seconds per token (0, 0 at tp 1).  # s"""
-    if tp > 1:
-        n_ar = co.allreduces_per_layer * model.num_layers
-        act = co.activation_bytes or compute_bytes
-        ring = 2.0 * (tp - 1) / tp
-        comm_fixed = n_ar * co.allreduce_latency_s
-        comm_tok = n_ar * ring * model.hidden_size * act / (link * co.interconnect_efficiency)
-    else:
-        comm_fixed = comm_tok = 0.0
-    return comm_fixed, comm_tok
+                     link: float) -> tuple[float, float, float, float]:
+    """Tensor-parallel all-reduce cost per step, fixed seconds and seconds per token, of the small-message path
+    (a one-shot kernel: low latency, low bandwidth) and of the large-message path (NCCL's ring: higher latency,
+    near the link's bandwidth); the step pays the faster (all 0 at tp 1).  # s"""
+    if tp == 1:
+        return 0.0, 0.0, 0.0, 0.0
+    n_ar = co.allreduces_per_layer * model.num_layers
+    act = co.activation_bytes or compute_bytes
+    ring_bytes = n_ar * 2.0 * (tp - 1) / tp * model.hidden_size * act  # bytes per token over the links
+    return (n_ar * co.allreduce_latency_s, ring_bytes / (link * co.interconnect_efficiency),
+            n_ar * co.nccl_allreduce_latency_s, ring_bytes / (link * co.nccl_interconnect_efficiency))
 
 
 @dataclass(frozen=True)
@@ -451,7 +458,7 @@ class RooflineStepTime(_Single):
         attn_sl = tuple(sliding[w][0] / tp / attn_flops for w in windows)
         kv_sl = tuple(sliding[w][1] / kv_hbm for w in windows)
         kv_all = kv_full + sum(sliding[w][1] for w in windows)
-        comm_fixed, comm_tok = _allreduce_terms(model, co, tp, cb, link)
+        comm_fixed, comm_tok, large_fixed, large_tok = _allreduce_terms(model, co, tp, cb, link)
         terms = StepCostTerms(
             tok_s=tok_s, gemm_fixed_s=tok_s * co.gemm_half_tokens, req_s=head_flops / tp / eff_flops,
             attn_full_s=attn_full_s, attn_sliding_s=attn_sl, windows=windows,
@@ -460,7 +467,8 @@ class RooflineStepTime(_Single):
             kv_read_full_s=kv_read_full_s, kv_read_sliding_s=kv_sl,
             dec_attn_s=max(kv_read_full_s, attn_full_s),
             dec_sliding_s=tuple(max(k, a) for k, a in zip(kv_sl, attn_sl)), kv_write_s=kv_all / kv_hbm,
-            comm_fixed_s=comm_fixed, comm_tok_s=comm_tok, base_s=co.step_overhead_s,
+            comm_fixed_s=comm_fixed, comm_tok_s=comm_tok, comm_large_fixed_s=large_fixed, comm_large_tok_s=large_tok,
+            base_s=co.step_overhead_s,
             per_token_s=co.per_token_overhead_s, per_req_s=co.per_request_overhead_s,
             serve_request_s=co.serve_request_s, serve_prompt_token_s=co.serve_prompt_token_s,
             serve_output_token_s=co.serve_output_token_s, serve_async_lag_steps=co.async_lag_steps,

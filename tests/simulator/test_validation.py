@@ -15,7 +15,7 @@ from simulator.validation import build_run, load_experiments, medians, trace_csv
 
 # median MAPE (%) of `validate(max_requests=300)` with the default coefficients (measured when pinned;
 # the clock of b2ad247, before async scheduling's overlap and lag, gave 14.51 / 6.43 / 7.83 / 5.99)
-PINNED_300 = {"ttft_mean": 14.31, "itl_mean": 6.21, "e2e_mean": 6.27, "e2e_p90": 7.68}
+PINNED_300 = {"ttft_mean": 8.47, "itl_mean": 6.28, "e2e_mean": 5.72, "e2e_p90": 6.31}
 
 
 @pytest.fixture(scope="module")
