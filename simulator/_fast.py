@@ -29,6 +29,7 @@ import numpy as np
 
 from simulator._pool import FastPool
 from simulator.clock import StepClock
+from simulator.clock_terms import overlapped
 from simulator.config import EngineConfig
 from simulator.decode_jumps import DecodeJumps
 from simulator.keyspace import KeySpace, WorkloadPrep, cdiv
@@ -123,7 +124,8 @@ class FastEngine(Scheduler, TierLoads, LazyDecoders, DecodeJumps, StepClock):
         self.step_cost = step_cost
         self.cost_index = cost_index
         # Per-configuration cost model (StepCostTerms, scalar evaluation) unless the hook is set.
-        self.terms = self.cfg.cost_model if step_cost is None else None
+        # (async scheduling: a step's CPU time runs under the previous step's GPU work, simulator.clock_terms)
+        self.terms = overlapped(self.cfg.cost_model, self.async_mode) if step_cost is None else None
         self.exec_step = 0
         self.clock = 0.0
 

@@ -38,6 +38,7 @@ FIT_BOUNDS = {
     "mfu": (0.2, 1.0),
     "attention_efficiency": (0.1, 1.0),
     "bandwidth_efficiency": (0.3, 1.0),
+    "kv_bandwidth_efficiency": (0.3, 1.0),
     "step_overhead_s": (0.0, 0.02),
     "per_request_overhead_s": (0.0, 1e-3),
     "serve_request_s": (0.0, 1.0),

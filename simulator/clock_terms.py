@@ -9,10 +9,17 @@ run one after another, so their times add; see ``docs/cost-model.md``)::
               + dec_attn_s * C (+ sliding)                                          decode part (KV read)
               + kv_write_s * T
     moe       = max(experts_s * touched(T), expert_tok_s * T + expert_fixed_s)
-    comm      = comm_fixed_s + comm_tok_s * T                                       (T > 0)
+    comm      = min(comm_fixed_s + comm_tok_s * T,                                  (T > 0)
+                    comm_large_fixed_s + comm_large_tok_s * T)    (the second when given: NCCL for large messages)
     cpu       = base_s + per_token_s * T + per_req_s * R
 
     step = gemm + attention + moe + comm + cpu       (0 when nothing is scheduled)
+    step = max(gemm + attention + moe + comm, cpu)   (cpu_overlap: async scheduling)
+
+With ``cpu_overlap`` set (the engine sets it for a run with vLLM's async
+scheduling, :func:`overlapped`), the CPU work of a step (scheduling, input
+preparation, launches) runs while the GPU executes the previous step, so a
+step lasts the longer of the two instead of their sum.
 
 ``T`` = prefill + decode tokens, ``R`` = scheduled requests, ``A`` = prefill
 attention context sum, ``PK`` = prefill KV read, ``C`` = decode context sum,
@@ -26,15 +33,16 @@ for each step of a lazy decode window and :meth:`StepCostTerms.decode_times` for
 jump of decode-only steps; the three agree to the last bit.
 
 The serving fields (``serve_request_s``, ``serve_prompt_token_s``,
-``serve_output_token_s``) are not part of a step: the result layer adds them to
-each request's TTFT and E2E (:func:`simulator.serving.apply_serving`).
+``serve_output_token_s``, ``serve_async_lag_steps``) are not part of a step: the
+result layer adds them to each request's TTFT and E2E
+(:func:`simulator.serving.apply_serving`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -84,12 +92,16 @@ class StepCostTerms:
     kv_write_s: float = 0.0  # s per new token's KV written
     comm_fixed_s: float = 0.0  # s per step (all-reduce latencies)
     comm_tok_s: float = 0.0  # s per scheduled token (all-reduce bytes)
+    comm_large_fixed_s: float = 0.0  # s per step, the large-message all-reduce path (0 and 0: none)
+    comm_large_tok_s: float = 0.0  # s per scheduled token, the large-message path
     base_s: float = 0.0  # s per step (CPU: scheduling, input preparation, sampling, launches)
     per_token_s: float = 0.0  # s per scheduled token
     per_req_s: float = 0.0  # s per scheduled request (CPU)
     serve_request_s: float = 0.0  # s per request outside the steps (API server, first-token streaming)
     serve_prompt_token_s: float = 0.0  # s per prompt token outside the steps (tokenization)
     serve_output_token_s: float = 0.0  # s per output token after the first (detokenize, stream)
+    serve_async_lag_steps: float = 0.0  # steps a request joins later under async scheduling (vLLM: 1)
+    cpu_overlap: float = 0.0  # 1: the CPU part runs under the previous step's GPU work (async scheduling)
 
     def __post_init__(self) -> None:
         if not (len(self.windows) == len(self.attn_sliding_s) == len(self.kv_read_sliding_s)):
@@ -100,6 +112,8 @@ class StepCostTerms:
             object.__setattr__(self, "dec_sliding_s", tuple(self.kv_read_sliding_s))
         if list(self.windows) != sorted(self.windows):
             raise CostModelError("windows: must be ascending")
+        if self.cpu_overlap not in (0.0, 1.0):
+            raise CostModelError("cpu_overlap: must be 0 (CPU time adds to the step) or 1 (it overlaps the GPU's)")
 
     # -- scalar evaluation (the engine's per-step clock) ---------------------
 
@@ -114,6 +128,15 @@ class StepCostTerms:
             if flops > moe:
                 moe = flops
         return gemm, moe
+
+    def _comm(self, T: float) -> float:
+        """All-reduce seconds of a step of ``T`` tokens: the faster of the two paths.  # s"""
+        comm = self.comm_fixed_s + self.comm_tok_s * T
+        if self.comm_large_tok_s or self.comm_large_fixed_s:
+            large = self.comm_large_fixed_s + self.comm_large_tok_s * T
+            if large < comm:
+                comm = large
+        return comm
 
     def time(self, P: float, A: float, D: float, C: float, R: float, PK: float | None = None) -> float:
         """Seconds of one step, in plain floats; equals :meth:`BatchStepTime.step_time` for one row.  # s
@@ -144,8 +167,12 @@ class StepCostTerms:
             mean_c = C / D
             for w, cd in zip(self.windows, self.dec_sliding_s):
                 attn += cd * (D * min(mean_c, w))
-        comm = self.comm_fixed_s + self.comm_tok_s * T if T > 0 else 0.0
-        return gemm + attn + moe + comm + self.base_s + self.per_token_s * T + self.per_req_s * R
+        comm = self._comm(T) if T > 0 else 0.0
+        gpu = gemm + attn + moe + comm
+        if self.cpu_overlap:
+            cpu = self.base_s + self.per_token_s * T + self.per_req_s * R
+            return gpu if gpu > cpu else cpu
+        return gpu + self.base_s + self.per_token_s * T + self.per_req_s * R
 
     def decode_step(self, n: int) -> Callable[[int], float]:
         """``C -> time(0, 0, n, C, n, 0)``: the seconds of a decode-only step of ``n`` requests with
@@ -156,8 +183,15 @@ class StepCostTerms:
             return lambda C: self.time(0, 0, n, C, n, 0)
         gemm, moe = self._gemm_moe(n, n)
         dec, kv_write = self.dec_attn_s, self.kv_write_s * n
-        comm = self.comm_fixed_s + self.comm_tok_s * n
+        comm = self._comm(n)
         base, per_token, per_req = self.base_s, self.per_token_s * n, self.per_req_s * n
+        if self.cpu_overlap:
+            cpu = base + per_token + per_req
+
+            def hidden(C: int) -> float:  # time()'s sums, in its order, then the longer of GPU and CPU
+                gpu = gemm + (dec * C + kv_write) + moe + comm
+                return gpu if gpu > cpu else cpu
+            return hidden
 
         def step(C: int) -> float:  # the sums time() makes, in its order (0.0 + x == x)
             return gemm + (dec * C + kv_write) + moe + comm + base + per_token + per_req
@@ -181,9 +215,12 @@ class StepCostTerms:
             mean_c = C / n
             for w, cd in zip(self.windows, self.dec_sliding_s):
                 attn = attn + cd * (n * np.minimum(mean_c, w))
-        comm = self.comm_fixed_s + self.comm_tok_s * T if T > 0 else 0.0
+        comm = self._comm(T) if T > 0 else 0.0
         # added in the order time() adds them, so that element j equals it to the last bit
-        return gemm + attn + moe + comm + self.base_s + self.per_token_s * T + self.per_req_s * r
+        gpu = gemm + attn + moe + comm
+        if self.cpu_overlap:
+            return np.maximum(gpu, self.base_s + self.per_token_s * T + self.per_req_s * r)
+        return gpu + self.base_s + self.per_token_s * T + self.per_req_s * r
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> StepCostTerms:
@@ -204,6 +241,8 @@ class StepCostTerms:
             kw[k] = v
         if not 0.0 <= kw.get("expert_keep", 1.0) <= 1.0:
             raise CostModelError("cost_model.expert_keep: must be a fraction in [0, 1]")
+        if kw.get("cpu_overlap", 0.0) not in (0, 1):
+            raise CostModelError("cost_model.cpu_overlap: must be 0 or 1")
         return cls(**kw)
 
     def to_dict(self) -> dict[str, Any]:
@@ -269,7 +308,8 @@ class BatchStepTime:
         """The operator groups of the step time, each shape ``(B,)``.  # s
 
         Returns ``{"gemm", "attention", "moe", "comm", "overhead", "total"}``
-        (``overhead`` = the CPU part). See the module docstring.
+        (``overhead`` = the CPU part; with ``cpu_overlap`` the total is the
+        longer of the GPU groups' sum and it). See the module docstring.
         """
         B = self.size
         P = np.broadcast_to(_arr(prefill_tokens, "prefill_tokens"), (B,))
@@ -292,10 +332,14 @@ class BatchStepTime:
         touched = 1.0 - np.power(self._expert_keep, T)
         moe = np.where(self._experts_s > 0, np.maximum(self._experts_s * touched,
                                                        self._expert_tok_s * T + self._expert_fixed_s), 0.0)
-        comm = np.where(T > 0, self._comm_fixed_s + self._comm_tok_s * T, 0.0)
+        comm = self._comm_fixed_s + self._comm_tok_s * T
+        large = self._comm_large_fixed_s + self._comm_large_tok_s * T
+        has_large = (self._comm_large_tok_s > 0) | (self._comm_large_fixed_s > 0)
+        comm = np.where(T > 0, np.where(has_large, np.minimum(comm, large), comm), 0.0)
         overhead = self._base_s + self._per_token_s * T + self._per_req_s * R
         gemm, attn, moe, comm, overhead = (np.where(busy, x, 0.0) for x in (gemm, attn, moe, comm, overhead))
-        total = gemm + attn + moe + comm + overhead
+        gpu = gemm + attn + moe + comm
+        total = np.where(self._cpu_overlap > 0, np.maximum(gpu, overhead), gpu + overhead)
         return {"gemm": gemm, "attention": attn, "moe": moe, "comm": comm, "overhead": overhead, "total": total}
 
     def step_time(self, prefill_tokens, prefill_attention_tokens, decode_tokens, decode_context_tokens,
@@ -338,8 +382,35 @@ class BatchStepTime:
             at0 = self.step_time(zero, zero, n, c0 + start * n, r)
             at1 = self.step_time(zero, zero, n, c0 + (start + 1) * n, r)
             seg = _sum_linear(at0, at1 - at0, length)
+            if self._cpu_overlap.any():
+                seg = np.where(self._cpu_overlap > 0, self._hidden_cpu_segment(n, c0 + start * n, r, length), seg)
             total = total + np.where(length > 0, seg, 0.0)
         return total
 
+    def _hidden_cpu_segment(self, n, c_start, r, length) -> np.ndarray:
+        """Seconds of ``length`` decode steps whose GPU time grows linearly (decode context ``c_start`` in
+        the first, ``+ n`` a step) and whose CPU time is constant, each lasting the longer of the two
+        (``cpu_overlap``), shape ``(B,)``: the first ``j`` steps are CPU-bound, the rest GPU-bound.  # s
+        """
+        zero = np.zeros(self.size)
+        p0 = self.components(zero, zero, n, c_start, r)
+        p1 = self.components(zero, zero, n, c_start + n, r)
+        g0 = p0["gemm"] + p0["attention"] + p0["moe"] + p0["comm"]
+        slope = p1["gemm"] + p1["attention"] + p1["moe"] + p1["comm"] - g0
+        cpu = p0["overhead"]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            first_gpu = np.where(slope > 0, np.ceil((cpu - g0) / slope), np.where(g0 >= cpu, 0.0, length))
+        j = np.clip(first_gpu, 0.0, length)  # steps before the GPU time reaches the CPU time
+        return j * cpu + _sum_linear(g0 + j * slope, slope, length - j)
 
-__all__ = ["CostModelError", "StepCostTerms", "BatchStepTime"]
+
+def overlapped(terms: StepCostTerms | None, async_scheduling: bool) -> StepCostTerms | None:
+    """The row the engine times a run's steps with: under vLLM's async scheduling the engine core
+    schedules and prepares step k+1 while the GPU runs step k (``EngineCore.step_with_batch_queue``),
+    so the step's CPU time overlaps (``cpu_overlap = 1``); a synchronous engine pays it on top."""
+    if terms is None or not async_scheduling or terms.cpu_overlap:
+        return terms
+    return replace(terms, cpu_overlap=1.0)
+
+
+__all__ = ["CostModelError", "StepCostTerms", "BatchStepTime", "overlapped"]

@@ -70,18 +70,21 @@ from simulator.specs import (
 TERA = 1e12
 GIGA = 1e9
 
-_FRACTIONS = ("mfu", "attention_efficiency", "bandwidth_efficiency", "interconnect_efficiency")
-_SECONDS = ("allreduce_latency_s", "step_overhead_s", "per_request_overhead_s", "per_token_overhead_s",
+_FRACTIONS = ("mfu", "attention_efficiency", "bandwidth_efficiency", "kv_bandwidth_efficiency",
+              "interconnect_efficiency", "nccl_interconnect_efficiency")
+_SECONDS = ("allreduce_latency_s", "nccl_allreduce_latency_s", "step_overhead_s", "per_request_overhead_s", "per_token_overhead_s",
             "serve_request_s", "serve_prompt_token_s", "serve_output_token_s")
+_COUNTS = ("gemm_half_tokens", "async_lag_steps")
 
 
 @dataclass(frozen=True)
 class RooflineCoefficients:
     """Efficiencies and overheads of the roofline clock (every one overridable).
 
-    Defaults: fitted once on the 13 training runs of the sim-to-real study
-    (vLLM 0.15.1 on H100; ``docs/cost-model.md`` gives the fit and its errors),
-    each kept inside the range its physical meaning allows.
+    Defaults: each from a measurement with a physical meaning (``docs/cost-model.md``
+    names the source of every one: the H100 step-time table, published kernel
+    benchmarks, BLIS); the serving time per request was fitted on the 13 training
+    runs of the sim-to-real study (vLLM 0.15.1 on H100), with its leave-one-out error.
 
     Parameters
     ----------
@@ -93,11 +96,23 @@ class RooflineCoefficients:
     attention_efficiency : float
         Fraction of dense FLOPS prefill attention (flash attention) reaches, in (0, 1].
     bandwidth_efficiency : float
-        Fraction of peak HBM bandwidth weight and KV reads reach, in (0, 1].
+        Fraction of peak HBM bandwidth the weight reads reach, in (0, 1].
+    kv_bandwidth_efficiency : float
+        Fraction of peak HBM bandwidth the KV cache reads and writes reach, in
+        (0, 1]: decode attention streams long contiguous pages from every SM at
+        once, closer to peak than the per-layer weight GEMVs.
     interconnect_efficiency : float
-        Fraction of the per-direction GPU-to-GPU bandwidth a ring all-reduce reaches.
+        Fraction of the per-direction GPU-to-GPU bandwidth a ring all-reduce of a
+        decode-sized message (tens of KB to 1 MB) reaches: vLLM's custom all-reduce
+        on H100 moves such messages at ~50 GB/s, not at the link's 450 GB/s.
     allreduce_latency_s : float
-        Fixed latency of one all-reduce.  # s
+        Fixed latency of one all-reduce (vLLM's custom all-reduce on H100,
+        small messages: 8.5-9.5 us).  # s
+    nccl_interconnect_efficiency, nccl_allreduce_latency_s : float
+        The large-message path (NCCL's ring, which vLLM uses past its custom
+        kernel's range): fraction of the per-direction link bandwidth and fixed
+        latency. A step's all-reduces take the faster of the two paths, so a
+        long prefill's multi-MB messages move near the link's bandwidth.  # s
     allreduces_per_layer : int
         Tensor-parallel all-reduces per decoder layer (Megatron-style: 2).
     step_overhead_s : float
@@ -115,6 +130,10 @@ class RooflineCoefficients:
         Tokenization per prompt token; added to TTFT and E2E.  # s
     serve_output_token_s : float
         Detokenization and streaming per output token after the first; added to E2E.  # s
+    async_lag_steps : float
+        Steps of the running batch a request waits, under async scheduling, beyond
+        the step boundary the simulator admits it at: vLLM schedules step k+1 when
+        step k starts, so a request arriving during step k joins step k+2.  # steps
     activation_bytes : float, optional
         Bytes per activation element all-reduced; ``None`` = the compute dtype's.  # bytes
     """
@@ -123,15 +142,19 @@ class RooflineCoefficients:
     gemm_half_tokens: float = 64.0
     attention_efficiency: float = 0.45
     bandwidth_efficiency: float = 0.72
-    interconnect_efficiency: float = 0.75
-    allreduce_latency_s: float = 20e-6
+    kv_bandwidth_efficiency: float = 0.90
+    interconnect_efficiency: float = 0.12
+    allreduce_latency_s: float = 8.5e-6
+    nccl_interconnect_efficiency: float = 0.75
+    nccl_allreduce_latency_s: float = 20e-6
     allreduces_per_layer: int = 2
     step_overhead_s: float = 0.5e-3
     per_request_overhead_s: float = 15e-6
     per_token_overhead_s: float = 0.0
-    serve_request_s: float = 6.0e-3
-    serve_prompt_token_s: float = 12e-6
+    serve_request_s: float = 8.0e-3
+    serve_prompt_token_s: float = 1e-6
     serve_output_token_s: float = 0.0
+    async_lag_steps: float = 1.0
     activation_bytes: float | None = None
 
     def __post_init__(self) -> None:
@@ -140,10 +163,10 @@ class RooflineCoefficients:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0.0 < v <= 1.0):
                 raise CostModelError(f"{name}: must be a fraction in (0, 1], got {v!r}")
             object.__setattr__(self, name, float(v))
-        for name in (*_SECONDS, "gemm_half_tokens"):
+        for name in (*_SECONDS, *_COUNTS):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-                what = "tokens" if name == "gemm_half_tokens" else "seconds"
+                what = {"gemm_half_tokens": "tokens", "async_lag_steps": "steps"}.get(name, "seconds")
                 raise CostModelError(f"{name}: must be a finite number of {what} >= 0, got {v!r}")
             object.__setattr__(self, name, float(v))
         a = self.allreduces_per_layer
@@ -287,6 +310,64 @@ def _experts(model: ModelSpec, total_w: float) -> tuple[float, float, float]:
     return total_w * frac, 1.0 - model.num_experts_per_tok / model.num_experts, flops
 
 
+def _roofline_inputs(model: ModelSpec, gpu: GpuSpec, tp: int, coefficients: RooflineCoefficients | dict | None,
+                     deployment: DeploymentSpec | None) -> tuple[RooflineCoefficients, DeploymentSpec]:
+    """Checked inputs of :meth:`RooflineStepTime.from_specs`: the coefficients and the deployment (``tp`` in it)."""
+    if not isinstance(model, ModelSpec):
+        raise CostModelError("model: a ModelSpec is required for the roofline model")
+    if not isinstance(gpu, GpuSpec):
+        raise CostModelError("gpu: a GpuSpec is required for the roofline model")
+    if coefficients is None:
+        coefficients = RooflineCoefficients()
+    elif isinstance(coefficients, dict):
+        coefficients = RooflineCoefficients.from_dict(coefficients)
+    if not isinstance(coefficients, RooflineCoefficients):
+        raise CostModelError("coefficients: must be RooflineCoefficients or a dict of them")
+    if deployment is None:
+        if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+            raise CostModelError(f"tp: must be a whole number >= 1, got {tp!r}")
+        deployment = DeploymentSpec(tensor_parallel_size=tp)
+    tp = deployment.tensor_parallel_size
+    if deployment.pipeline_parallel_size != 1:
+        raise CostModelError("pipeline_parallel_size: the roofline models tensor parallelism only")
+    check_parallelism(model, tp)
+    if not gpu.bandwidth_tbps:
+        raise CostModelError(f"gpu.bandwidth_tbps: {gpu.name} has no HBM bandwidth; the roofline needs one")
+    if tp > 1 and not gpu.interconnect_gbps:
+        raise CostModelError(f"gpu.interconnect_gbps: {gpu.name} has no GPU-to-GPU bandwidth; needed for tp > 1")
+    return coefficients, deployment
+
+
+def _token_flops(model: ModelSpec) -> tuple[float, float, int]:
+    """FLOP per token of the body (active parameters less embedding and LM head), FLOP per sampled request of
+    the LM head, and the input embedding's parameters (0 when tied to the head)."""
+    H, V = model.hidden_size, model.vocab_size
+    _, active = estimate_num_parameters(model)
+    if model.num_active_parameters:
+        active = model.num_active_parameters
+    embed = V * H
+    lm_head = embed  # tied or not, the head is a vocab x hidden matmul
+    in_embed = 0 if model.tie_word_embeddings else embed
+    body = max(active - in_embed - lm_head, 0)
+    body_flops = 2.0 * body  # FLOP per token
+    head_flops = 2.0 * lm_head  # FLOP per sampled request
+    return body_flops, head_flops, in_embed
+
+
+def _allreduce_terms(model: ModelSpec, co: RooflineCoefficients, tp: int, compute_bytes: int,
+                     link: float) -> tuple[float, float, float, float]:
+    """Tensor-parallel all-reduce cost per step, fixed seconds and seconds per token, of the small-message path
+    (a one-shot kernel: low latency, low bandwidth) and of the large-message path (NCCL's ring: higher latency,
+    near the link's bandwidth); the step pays the faster (all 0 at tp 1).  # s"""
+    if tp == 1:
+        return 0.0, 0.0, 0.0, 0.0
+    n_ar = co.allreduces_per_layer * model.num_layers
+    act = co.activation_bytes or compute_bytes
+    ring_bytes = n_ar * 2.0 * (tp - 1) / tp * model.hidden_size * act  # bytes per token over the links
+    return (n_ar * co.allreduce_latency_s, ring_bytes / (link * co.interconnect_efficiency),
+            n_ar * co.nccl_allreduce_latency_s, ring_bytes / (link * co.nccl_interconnect_efficiency))
+
+
 @dataclass(frozen=True)
 class RooflineStepTime(_Single):
     """Roofline step time of ``model`` on ``tp`` GPUs of ``gpu``.
@@ -344,29 +425,8 @@ class RooflineStepTime(_Single):
         deployment : DeploymentSpec, optional
             For ``dtype`` / ``kv_cache_dtype``; default bf16-style ``auto``.
         """
-        if not isinstance(model, ModelSpec):
-            raise CostModelError("model: a ModelSpec is required for the roofline model")
-        if not isinstance(gpu, GpuSpec):
-            raise CostModelError("gpu: a GpuSpec is required for the roofline model")
-        if coefficients is None:
-            coefficients = RooflineCoefficients()
-        elif isinstance(coefficients, dict):
-            coefficients = RooflineCoefficients.from_dict(coefficients)
-        if not isinstance(coefficients, RooflineCoefficients):
-            raise CostModelError("coefficients: must be RooflineCoefficients or a dict of them")
-        if deployment is None:
-            if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
-                raise CostModelError(f"tp: must be a whole number >= 1, got {tp!r}")
-            deployment = DeploymentSpec(tensor_parallel_size=tp)
+        co, deployment = _roofline_inputs(model, gpu, tp, coefficients, deployment)
         tp = deployment.tensor_parallel_size
-        if deployment.pipeline_parallel_size != 1:
-            raise CostModelError("pipeline_parallel_size: the roofline models tensor parallelism only")
-        check_parallelism(model, tp)
-        if not gpu.bandwidth_tbps:
-            raise CostModelError(f"gpu.bandwidth_tbps: {gpu.name} has no HBM bandwidth; the roofline needs one")
-        if tp > 1 and not gpu.interconnect_gbps:
-            raise CostModelError(f"gpu.interconnect_gbps: {gpu.name} has no GPU-to-GPU bandwidth; needed for tp > 1")
-        co = coefficients
         cdt = compute_dtype(model, deployment)
         kvdt = resolve_kv_dtype(model, deployment)
         flops_dtype, tflops = _flops_dtype(model, gpu, deployment.dtype if deployment.dtype != "auto" else cdt)
@@ -375,16 +435,7 @@ class RooflineStepTime(_Single):
         # interconnect_gbps is the total (both directions) per GPU, as data sheets quote NVLink
         link = (gpu.interconnect_gbps or 0.0) / 2.0 * GIGA  # bytes/s per direction
 
-        H, V = model.hidden_size, model.vocab_size
-        _, active = estimate_num_parameters(model)
-        if model.num_active_parameters:
-            active = model.num_active_parameters
-        embed = V * H
-        lm_head = embed  # tied or not, the head is a vocab x hidden matmul
-        in_embed = 0 if model.tie_word_embeddings else embed
-        body = max(active - in_embed - lm_head, 0)
-        body_flops = 2.0 * body  # FLOP per token
-        head_flops = 2.0 * lm_head  # FLOP per sampled request
+        body_flops, head_flops, in_embed = _token_flops(model)
 
         full_attn, kv_full, sliding = _attention_per_token(model, kvdt, tp)
         windows = tuple(sorted(sliding))
@@ -398,22 +449,16 @@ class RooflineStepTime(_Single):
 
         eff_flops = peak * co.mfu  # FLOP/s
         attn_flops = peak * co.attention_efficiency  # FLOP/s
-        eff_hbm = hbm * co.bandwidth_efficiency  # bytes/s
+        eff_hbm = hbm * co.bandwidth_efficiency  # bytes/s, weight reads
+        kv_hbm = hbm * co.kv_bandwidth_efficiency  # bytes/s, KV reads and writes
         tok_s = dense_flops / tp / eff_flops
         expert_tok_s = expert_flops / tp / eff_flops
         attn_full_s = full_attn / tp / attn_flops
-        kv_read_full_s = kv_full / eff_hbm
+        kv_read_full_s = kv_full / kv_hbm
         attn_sl = tuple(sliding[w][0] / tp / attn_flops for w in windows)
-        kv_sl = tuple(sliding[w][1] / eff_hbm for w in windows)
+        kv_sl = tuple(sliding[w][1] / kv_hbm for w in windows)
         kv_all = kv_full + sum(sliding[w][1] for w in windows)
-        if tp > 1:
-            n_ar = co.allreduces_per_layer * model.num_layers
-            act = co.activation_bytes or cb
-            ring = 2.0 * (tp - 1) / tp
-            comm_fixed = n_ar * co.allreduce_latency_s
-            comm_tok = n_ar * ring * H * act / (link * co.interconnect_efficiency)
-        else:
-            comm_fixed = comm_tok = 0.0
+        comm_fixed, comm_tok, large_fixed, large_tok = _allreduce_terms(model, co, tp, cb, link)
         terms = StepCostTerms(
             tok_s=tok_s, gemm_fixed_s=tok_s * co.gemm_half_tokens, req_s=head_flops / tp / eff_flops,
             attn_full_s=attn_full_s, attn_sliding_s=attn_sl, windows=windows,
@@ -421,11 +466,12 @@ class RooflineStepTime(_Single):
             expert_tok_s=expert_tok_s, expert_fixed_s=expert_tok_s * co.gemm_half_tokens,
             kv_read_full_s=kv_read_full_s, kv_read_sliding_s=kv_sl,
             dec_attn_s=max(kv_read_full_s, attn_full_s),
-            dec_sliding_s=tuple(max(k, a) for k, a in zip(kv_sl, attn_sl)), kv_write_s=kv_all / eff_hbm,
-            comm_fixed_s=comm_fixed, comm_tok_s=comm_tok, base_s=co.step_overhead_s,
+            dec_sliding_s=tuple(max(k, a) for k, a in zip(kv_sl, attn_sl)), kv_write_s=kv_all / kv_hbm,
+            comm_fixed_s=comm_fixed, comm_tok_s=comm_tok, comm_large_fixed_s=large_fixed, comm_large_tok_s=large_tok,
+            base_s=co.step_overhead_s,
             per_token_s=co.per_token_overhead_s, per_req_s=co.per_request_overhead_s,
             serve_request_s=co.serve_request_s, serve_prompt_token_s=co.serve_prompt_token_s,
-            serve_output_token_s=co.serve_output_token_s,
+            serve_output_token_s=co.serve_output_token_s, serve_async_lag_steps=co.async_lag_steps,
         )
         return cls(model=model, gpu=gpu, tp=tp, coefficients=co, terms=terms,
                    body_flops_per_token=body_flops, lm_head_flops_per_request=head_flops,

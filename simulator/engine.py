@@ -284,4 +284,5 @@ def _result(sim, record_steps: bool, max_points: int | None, pool=None, tiers=No
             series = {k: v[idx] for k, v in series.items()}
     result = SimResult(totals=t, requests=requests, steps=series, arrival_unit=wl.arrival_unit)
     # time a served request pays outside the engine steps, added here once for every caller (docs/cost-model.md)
-    return apply_serving(result, getattr(getattr(sim, "cfg", None), "cost_model", None))
+    cfg = getattr(sim, "cfg", None)
+    return apply_serving(result, getattr(cfg, "cost_model", None), bool(getattr(cfg, "async_scheduling", False)))

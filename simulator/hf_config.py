@@ -254,6 +254,19 @@ def _linear_state_bytes(cfg: dict, dtype_bytes: float) -> int:
     return 0
 
 
+def _shared_experts(cfg: dict, model_type: str, inter: int, n_experts: int) -> tuple[int, int | None]:
+    """Shared experts per MoE layer and their intermediate size (``None``: the routed experts' width)."""
+    n_shared = _int(cfg, ("n_shared_experts", "num_shared_experts"), default=0)
+    shared_inter = _int(cfg, ("shared_expert_intermediate_size",), default=None)
+    if shared_inter and not n_shared:
+        n_shared = 1
+    if n_experts and model_type.startswith("llama4") and not n_shared:
+        # Llama 4 runs one shared expert of intermediate_size beside the routed ones in every MoE layer
+        # (transformers' Llama4TextMoe.shared_expert); its config has no key for it. Scout: 17B active of 109B.
+        n_shared, shared_inter = 1, inter
+    return n_shared, shared_inter
+
+
 def parse_hf_config(config: dict, *, name: str | None = None, quant_config: dict | None = None,
                     num_parameters: int | None = None, num_active_parameters: int | None = None) -> ModelSpec:
     """Build a :class:`ModelSpec` from a Hugging Face ``config.json``.
@@ -340,10 +353,7 @@ def parse_hf_config(config: dict, *, name: str | None = None, quant_config: dict
     if inter is None:
         inter = 4 * hidden if model_type == "gpt2" else 0
     moe_inter = _int(cfg, ("moe_intermediate_size", "expert_intermediate_size"), default=None)
-    n_shared = _int(cfg, ("n_shared_experts", "num_shared_experts"), default=0)
-    shared_inter = _int(cfg, ("shared_expert_intermediate_size",), default=None)
-    if shared_inter and not n_shared:
-        n_shared = 1
+    n_shared, shared_inter = _shared_experts(cfg, model_type, inter, n_experts)
     n_dense = 0
     if n_experts:
         n_dense = _int(cfg, ("first_k_dense_replace",), default=0)

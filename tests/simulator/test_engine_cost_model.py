@@ -8,6 +8,7 @@ The engine evaluates the coefficient row in plain floats every step
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +41,9 @@ ROWS = [
     _terms("openai--gpt-oss-20b_config.json"),  # sliding windows + MoE
     StepCostTerms(base_s=0.01, per_token_s=2e-5, per_req_s=1e-4),
 ]
+# async scheduling (cpu_overlap): a step lasts the longer of its GPU and CPU parts; a CPU time between the
+# GPU time of the first and the last decode step below puts the GPU/CPU kink inside the decode stretches
+ROWS += [replace(ROWS[0], cpu_overlap=1.0, base_s=6e-3), replace(ROWS[2], cpu_overlap=1.0, base_s=5.3e-3)]
 
 
 @pytest.mark.parametrize("row", range(len(ROWS)))

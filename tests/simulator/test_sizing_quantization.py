@@ -178,8 +178,9 @@ def test_fp8_kv_doubles_tokens_against_bf16_at_equal_memory(model, kv_gib, block
 
 def test_a_vision_towers_ignore_list_leaves_the_language_models_experts_quantized():
     """Llama 4 Scout FP8 (compressed-tensors) ignores its vision tower's ``mlp.fc1``/``fc2`` and the LM's
-    attention and router: the LM's experts stay fp8, so at TP 2 the weights are ~50 GiB per GPU (vLLM ran it
-    on two H100s), not the ~95 GiB of an all-bf16 count. Config from simulator/data/latency_trainval."""
+    attention and router: the LM's experts stay fp8, so at TP 2 the weights are ~53 GiB per GPU with the
+    shared expert (vLLM ran it on two H100s), not the ~95 GiB of an all-bf16 count. Config from
+    simulator/data/latency_trainval."""
     import json
     from pathlib import Path
 

@@ -1,7 +1,9 @@
 """`python -m simulator validate`: the clock against the 13 real vLLM runs of the training split.
 
-The medians are pinned on a reduced run (40 requests per experiment, each stage keeping its rate), so a
-change of the clock that makes them worse fails here. Full-length figures: docs/cost-model.md.
+The medians are pinned on a reduced run (300 requests per experiment, each stage keeping its rate: enough
+for every prompt of the set to be sent several times, so the prefix cache is warm as in the real runs; at 40
+requests every prompt was still cold), so a change of the clock that makes them worse fails here.
+Full-length figures: docs/cost-model.md.
 """
 
 import json
@@ -11,13 +13,14 @@ import pytest
 from simulator.cli import main
 from simulator.validation import build_run, load_experiments, medians, trace_csv, validate
 
-# median MAPE (%) of `validate(max_requests=40)` with the default coefficients (measured when pinned)
-PINNED_40 = {"ttft_mean": 37.60, "itl_mean": 18.88, "e2e_mean": 16.20, "e2e_p90": 13.20}
+# median MAPE (%) of `validate(max_requests=300)` with the default coefficients (measured when pinned;
+# the clock of b2ad247, before async scheduling's overlap and lag, gave 14.51 / 6.43 / 7.83 / 5.99)
+PINNED_300 = {"ttft_mean": 8.47, "itl_mean": 6.28, "e2e_mean": 5.72, "e2e_p90": 6.31}
 
 
 @pytest.fixture(scope="module")
-def scores_40():
-    return validate(max_requests=40)
+def scores_300():
+    return validate(max_requests=300)
 
 
 def test_the_training_split_holds_13_runs_with_measurements_and_blis_errors():
@@ -28,16 +31,19 @@ def test_the_training_split_holds_13_runs_with_measurements_and_blis_errors():
     assert not any("iter36" in json.dumps(e) for e in exps)
 
 
-def test_medians_of_the_reduced_run_are_no_worse_than_pinned(scores_40):
-    got = medians(scores_40)
-    for metric, pinned in PINNED_40.items():
+def test_medians_of_the_reduced_run_are_no_worse_than_pinned(scores_300):
+    got = medians(scores_300)
+    for metric, pinned in PINNED_300.items():
         assert got[metric] <= pinned + 0.3, f"{metric}: {got[metric]:.2f} % > pinned {pinned} %"
 
 
-def test_ttft_is_no_longer_systematically_short(scores_40):
-    # before the serving time and the operator-group clock, TTFT was about half the measured value in 13 of 13
-    short = [s for s in scores_40 if s.predicted["ttft_mean"] < 0.6 * s.measured["ttft_mean"]]
-    assert len(short) <= 2
+def test_ttft_is_no_longer_systematically_short(scores_300):
+    # before the serving time and the operator-group clock, TTFT was about half the measured value in 13 of 13;
+    # the one left short is Llama-4-Scout reasoning-lite, a CPU-offload run (the offload connector is not modelled)
+    short = [s for s in scores_300 if s.predicted["ttft_mean"] < 0.6 * s.measured["ttft_mean"]]
+    assert len(short) <= 1
+    signed = sorted((s.predicted["ttft_mean"] - s.measured["ttft_mean"]) / s.measured["ttft_mean"] for s in scores_300)
+    assert abs(signed[len(signed) // 2]) < 0.10  # the median run is neither short nor long by more than 10 %
 
 
 def test_max_num_batched_tokens_changes_latency():
