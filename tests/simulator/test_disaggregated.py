@@ -82,7 +82,7 @@ def test_prefill_pool_is_the_plain_engine_with_one_output_token():
 def test_1p1d_infinite_link_matches_the_closed_form():
     prompts, outputs = [100, 96, 17, 1000, 5], [30, 1, 7, 64, 3]
     res = simulate_disaggregated(_lonely(prompts, outputs), _dep())
-    P, O = np.array(prompts), np.array(outputs)
+    P, out = np.array(prompts), np.array(outputs)
     tail = P - (P - 1) // 16 * 16
     prefill = B + T * P + R
     ttft = prefill + B + (B + T * tail + R)
@@ -90,7 +90,7 @@ def test_1p1d_infinite_link_matches_the_closed_form():
     lat = res.decode.requests
     arrival = 1.0 + 10.0 * np.arange(5)
     np.testing.assert_allclose(lat["first_token_time_s"] - arrival, ttft, rtol=0, atol=1e-9)
-    np.testing.assert_allclose(lat["finish_time_s"] - arrival, ttft + (O - 1) * (B + T + R), rtol=0, atol=1e-9)
+    np.testing.assert_allclose(lat["finish_time_s"] - arrival, ttft + (out - 1) * (B + T + R), rtol=0, atol=1e-9)
     np.testing.assert_array_equal(res.requests["transfer_s"], 0.0)
     np.testing.assert_array_equal(res.requests["transfer_blocks"], -(-P // 16))
     assert res.totals["finished"] == 5 and res.transfer["requests"] == 5
@@ -128,10 +128,10 @@ def test_transfer_time_scales_with_bytes_over_bandwidth_under_load():
 # ---------------------------------------------------------------- the decode pool's KV limits admission
 
 def test_a_tiny_decode_pool_serialises_transfers_and_queues():
-    P, O = 200, 50
-    wl = Workload(prompt_len=np.full(12, P), output_len=np.full(12, O), arrival=np.linspace(0.0, 0.05, 12),
+    P, out = 200, 50
+    wl = Workload(prompt_len=np.full(12, P), output_len=np.full(12, out), arrival=np.linspace(0.0, 0.05, 12),
                   arrival_unit="s")
-    one = -(-(P + O) // 16) + 1  # blocks: one request's whole context, plus the null block
+    one = -(-(P + out) // 16) + 1  # blocks: one request's whole context, plus the null block
     tiny = EngineConfig(**{**CFG.to_dict(), "num_gpu_blocks": one})
     small = simulate_disaggregated(wl, _dep(dec=tiny, link=KvLink(10.0, 1e-4)))
     big = simulate_disaggregated(wl, _dep(link=KvLink(10.0, 1e-4)))
@@ -142,7 +142,7 @@ def test_a_tiny_decode_pool_serialises_transfers_and_queues():
     start, finish = req["transfer_start_s"][order], small.decode.requests["finish_time_s"][order]
     assert np.all(start[1:] >= finish[:-1] - 1e-12), "a transfer started before the previous request freed its KV"
     dq, bq = small.pools["decode"], big.pools["decode"]
-    assert dq["queueing_mean_s"] > 5 * (O * B)  # requests wait whole decodes for room
+    assert dq["queueing_mean_s"] > 5 * (out * B)  # requests wait whole decodes for room
     assert bq["queueing_p90_s"] < B + 1e-9  # room for all: admitted at the first schedule call
     assert dq["peak_kv_usage"] == pytest.approx(1.0) and bq["peak_kv_usage"] < 0.1
     assert small.latency.ttft.p90 > 3 * big.latency.ttft.p90
