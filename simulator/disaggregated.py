@@ -254,10 +254,10 @@ class DisaggregatedDeployment:
                 "slo_ttft_s": self.slo_ttft_s, "slo_itl_s": self.slo_itl_s}
 
     def run(self, workload: Workload, *, record_steps: bool = False, max_step_points: int | None = None,
-            progress: Callable[[float], None] | None = None) -> DisaggregatedResult:
+            progress: Callable[[float], None] | None = None, accelerate: bool = True) -> DisaggregatedResult:
         """Simulate ``workload`` on this deployment (:func:`simulate_disaggregated`)."""
         return simulate_disaggregated(workload, self, record_steps=record_steps, max_step_points=max_step_points,
-                                      progress=progress)
+                                      progress=progress, accelerate=accelerate)
 
 
 _DEPLOYMENT_FIELDS = ("prefill", "decode", "link", "kv_bytes_per_token", "seed", "slo_ttft_s", "slo_itl_s")
@@ -485,7 +485,8 @@ def _progress_of(progress: Callable[[float], None] | None, n: int, offset: float
 
 def simulate_disaggregated(workload: Workload, deployment: DisaggregatedDeployment, *,
                            record_steps: bool = False, max_step_points: int | None = None,
-                           progress: Callable[[float], None] | None = None) -> DisaggregatedResult:
+                           progress: Callable[[float], None] | None = None,
+                           accelerate: bool = True) -> DisaggregatedResult:
     """Simulate ``workload`` on a prefill pool, a decode pool and the KV link between them.
 
     Parameters
@@ -497,6 +498,8 @@ def simulate_disaggregated(workload: Workload, deployment: DisaggregatedDeployme
         Each instance's step series, as :func:`simulator.cluster.simulate_cluster`.
     progress : callable, optional
         Fraction done in [0, 1] (the prefill stage is the first half).
+    accelerate : bool
+        The engine's accelerators (:class:`FastEngine`); False gives the same result, slower.
 
     Returns
     -------
@@ -519,7 +522,7 @@ def simulate_disaggregated(workload: Workload, deployment: DisaggregatedDeployme
     pre_wl = replace(workload, output_len=np.ones(n, np.int64))
     pprep = WorkloadPrep(pre_wl)
     pfleet = Fleet(pre_wl, d.prefill.config, d.prefill.num_instances, prep=pprep, record_steps=record_steps,
-                   engine_factory=MeteredEngine)
+                   engine_factory=functools.partial(MeteredEngine, accelerate=accelerate))
     pfleet.start()
     passign = _route(pfleet, d.prefill.routing, pre_wl.prompt_len, pprep.order, pprep.arrival_sorted, d.seed,
                      _progress_of(progress, n, 0.0))
@@ -529,7 +532,7 @@ def simulate_disaggregated(workload: Workload, deployment: DisaggregatedDeployme
     handoff = np.asarray(pre.requests["first_token_time_s"], np.float64)
     done = np.flatnonzero(np.isfinite(handoff))
     order = done[np.argsort(handoff[done], kind="stable")]
-    engine = functools.partial(DecodeEngine, link=d.link,
+    engine = functools.partial(DecodeEngine, link=d.link, accelerate=accelerate,
                                block_bytes=d.kv_bytes_per_token * d.decode.config.block_size)
     dfleet = Fleet(workload, d.decode.config, d.decode.num_instances, prep=WorkloadPrep(workload),
                    record_steps=record_steps, engine_factory=engine)

@@ -204,3 +204,24 @@ def test_bad_workloads_are_refused():
                     arrival_unit="s", parent=np.array([-1, 0]))
     with pytest.raises(DisaggError, match="^workload: multi-turn"):
         simulate_disaggregated(chat, _dep())
+
+
+# ---------------------------------------------------------------- accelerators and async scheduling
+
+@pytest.mark.parametrize("async_scheduling,shared", [(False, True), (True, True), (False, False), (True, False)])
+def test_accelerators_change_no_result(async_scheduling, shared):
+    """The decode engine parks requests whose KV is in flight in the waiting queue; the lazy decoders,
+    jumps and windows (2,000 lazy steps, 80 window steps a decode instance in the sync shared case) must
+    still stop for them, and with own keys a finished transfer is kept without a lookup. Same result with
+    every accelerator off, under KV pressure (preemptions in the decode pool), with a shared prefix (local
+    hits shrink the transfers) and without (own keys)."""
+    wl = _busy(n=250, rate=50.0, prefixes=(PrefixGroup(96, 0.6, 3),) if shared else ())
+    cfg = EngineConfig(**{**CFG.to_dict(), "async_scheduling": async_scheduling})
+    dec = EngineConfig(**{**cfg.to_dict(), "num_gpu_blocks": 140})
+    dep = _dep(2, 2, KvLink(5.0, 2e-4), pre=cfg, dec=dec, routing="least-loaded")
+    fast, slow = dep.run(wl), dep.run(wl, accelerate=False)
+    assert fast.totals == slow.totals and fast.transfer == slow.transfer and fast.pools == slow.pools
+    for k, v in fast.requests.items():
+        np.testing.assert_array_equal(np.asarray(v), np.asarray(slow.requests[k]), err_msg=k)
+    np.testing.assert_array_equal(fast.decode.requests["finish_time_s"], slow.decode.requests["finish_time_s"])
+    assert fast.pools["decode"]["preemptions"] > 0 and fast.totals["finished"] == wl.n
