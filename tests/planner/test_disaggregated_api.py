@@ -83,3 +83,50 @@ def test_a_pool_axis_needs_the_object(client):
     r = client.post("/api/sweeps/", {**BASE, "axes": [{"param": "decode_instances", "values": [1, 2]}]},
                     format="json")
     assert r.status_code == 400 and "disaggregated" in r.json()["errors"]
+
+
+SWEEP_FORM = {"name": "pools", "mode": "grid", "model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb",
+              "tensor_parallel_size": 1, "gpu_memory_utilization": 0.9, "block_size": 16,
+              "enable_prefix_caching": "on", "n": 20, "prompt": "normal:1024,128", "output": "normal:30,5",
+              "arrival": "poisson:5", "arrival_unit": "s", "seed": 0, "axis1_param": "prefill_instances",
+              "axis1_values": "1, 2", "axis2_param": "decode_instances", "axis2_values": "1, 3",
+              "cluster_routing": "least-loaded", "axis1_scale": "linear", "cliff_metric": "preemptions_per_request",
+              "cliff_param": "num_gpu_blocks"}
+
+
+def test_sweep_form_varies_the_pools(client):
+    from django.test import Client
+
+    from planner.models import Sweep
+
+    c = Client()
+    c.force_login(get_user_model().objects.create_user("pdform", password="pw-123456789"))
+    r = c.post("/sweeps/new/", SWEEP_FORM)
+    assert r.status_code == 302, r.content.decode()[:3000]
+    snap = Sweep.objects.get().snapshot
+    assert snap["disaggregated"]["routing"] == "least-loaded" and snap["cluster"] is None
+    assert [a["param"] for a in snap["axes"]] == ["prefill_instances", "decode_instances"]
+    r = c.post("/sweeps/new/", {**SWEEP_FORM, "cluster_instances": "2"})
+    assert r.status_code == 200 and "not both" in r.content.decode()
+
+
+def test_a_pool_size_sweep_runs_to_a_report():
+    from planner.models import Sweep
+    from planner.sweeps import services
+
+    owner = get_user_model().objects.create_user("pdrun", password="pw-123456789")
+    raw = {**BASE, "workload": {**WORKLOAD, "spec": {**WORKLOAD["spec"], "n": 30}},
+           "disaggregated": {"routing": "least-loaded", "link_gbps": 25},
+           "axes": [{"param": "decode_instances", "values": [1, 2]}]}
+    sweep = services.sweep_create(owner=owner, definition=raw)
+    for chunk in sweep.chunks.order_by("index"):
+        services.chunk_run(sweep_id=sweep.pk, index=chunk.index)
+    sweep = Sweep.objects.get(pk=sweep.pk)
+    assert sweep.status == "done", sweep.error
+    report = services.report_create(sweep=sweep)
+    points = sorted(report.snapshot["points"], key=lambda p: p["index"])
+    assert [p["metrics"]["decode_instances"] for p in points] == [1, 2]
+    assert all(p["metrics"]["finished"] == 30 and p["metrics"]["transfer_p90_s"] > 0 for p in points)
+    r = APIClient().get(f"/reports/{report.slug}/")
+    assert r.status_code == 200
+    assert APIClient().get(f"/api/reports/{report.slug}/?format=csv").status_code == 200
