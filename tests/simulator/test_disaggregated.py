@@ -225,3 +225,25 @@ def test_accelerators_change_no_result(async_scheduling, shared):
         np.testing.assert_array_equal(np.asarray(v), np.asarray(slow.requests[k]), err_msg=k)
     np.testing.assert_array_equal(fast.decode.requests["finish_time_s"], slow.decode.requests["finish_time_s"])
     assert fast.pools["decode"]["preemptions"] > 0 and fast.totals["finished"] == wl.n
+
+
+def test_each_pool_runs_on_its_own_clock_and_kv():
+    """Heterogeneous pools (another GPU type or TP): the prefill pool's config times the prefill and the
+    handoff, the decode pool's config times the tail, the decode steps and holds the KV."""
+    b2, t2, r2 = 0.010, 5e-5, 3e-4
+    dec = EngineConfig(num_gpu_blocks=900, block_size=16, max_num_seqs=64, max_num_batched_tokens=2048,
+                       step_time_model=StepTimeModel(base_s=b2, per_token_s=t2, per_req_s=r2))
+    prompts, outputs = [100, 640, 33], [12, 4, 40]
+    res = simulate_disaggregated(_lonely(prompts, outputs), _dep(dec=dec))
+    P, out = np.array(prompts), np.array(outputs)
+    tail = P - (P - 1) // 16 * 16
+    arrival = 1.0 + 10.0 * np.arange(3)
+    prefill = B + T * P + R
+    ttft = prefill + b2 + (b2 + t2 * tail + r2)  # the empty call that starts the transfer is the decode GPU's
+    np.testing.assert_allclose(res.requests["handoff_s"] - arrival, prefill, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(res.decode.requests["first_token_time_s"] - arrival, ttft, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(res.decode.requests["finish_time_s"] - arrival, ttft + (out - 1) * (b2 + t2 + r2),
+                               rtol=0, atol=1e-9)
+    assert res.decode.instances[0].totals["peak_kv_blocks_used"] <= 899
+    assert res.pools["decode"]["peak_kv_usage"] == pytest.approx(
+        max(-(-(p + o - 1) // 16) for p, o in zip(prompts, outputs)) / 899)
