@@ -15,7 +15,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from simulator.cli import CliError, _dump, _emit, _instance_counts, _progress, _read_json, load_workload_file
+from simulator.budget import WorkloadSize, price_batch, price_run
+from simulator.cli import (
+    CliError,
+    _check_memory,
+    _dump,
+    _emit,
+    _instance_counts,
+    _progress,
+    _read_json,
+    load_workload_file,
+)
 from simulator.disaggregated import DisaggError, DisaggregatedDeployment, deployment_from_dict
 from simulator.metrics import MetricsError
 
@@ -59,6 +69,11 @@ def cmd_disaggregated(args: argparse.Namespace) -> int:
     except (DisaggError, ValueError) as exc:
         raise CliError(_option_of(str(exc))) from None
     workload = load_workload_file(args.workload)
+    size = WorkloadSize.of(workload)
+    # one deployment at a time, both pools' engines alive together
+    _check_memory(max((price_batch(price_run(size, pool.config, instances=pool.num_instances)
+                                   for pool in (d.prefill, d.decode)) for d in items),
+                      key=lambda price: price.memory_bytes), args, "This disaggregated run")
     points = []
     try:
         with _progress(f"{len(items)} disaggregated deployments x {workload.n:,} requests") as progress:

@@ -64,6 +64,7 @@ def test_cli_sweeps_pool_sizes(files, capsys):
     (["--decode-instances", "x"], "--instances 'x'"),
     (["--instances", "2"], "--instances does not go with --disaggregated"),
     (["--slo-itl-s", "-1"], "--slo-itl-s: must be > 0"),
+    (["--max-memory-gib", "0.001"], "This disaggregated run is estimated to need about"),
 ])
 def test_cli_bad_input_is_one_line(files, capsys, extra, fragment):
     wl, dep = files
