@@ -392,15 +392,27 @@ def _check_processes(p: int) -> None:
         raise CliError(f"--processes: {p} is not a whole number from 0 to {MAX_PROCESSES}")
 
 
+def _cmd_disaggregated(args: argparse.Namespace) -> int:
+    """``cluster --disaggregated FILE``: prefill and decode pools (simulator/disaggregated_cli.py)."""
+    from simulator.disaggregated import DisaggError
+    from simulator.disaggregated_cli import run_disaggregated_command
+
+    try:
+        out = run_disaggregated_command(args, load_workload_file=load_workload_file, progress=_progress,
+                                        check_memory=lambda price, what: _check_memory(price, args, what))
+    except DisaggError as exc:
+        raise CliError(str(exc)) from None
+    _emit(_dump(out, args.indent), args.output)
+    return 0
+
+
 def cmd_cluster(args: argparse.Namespace) -> int:
     from simulator.cluster import smallest_replicas
     from simulator.metrics import MetricsError
     from simulator.routing import ClusterError, parse_routing
 
     if args.disaggregated or args.prefill_instances or args.decode_instances:
-        from simulator.disaggregated_cli import cmd_disaggregated
-
-        return cmd_disaggregated(args)
+        return _cmd_disaggregated(args)
     if not args.config:
         raise CliError("cluster: give --config FILE (one instance's engine configuration), or --disaggregated FILE")
     counts = _instance_counts(args.instances) if args.instances else []

@@ -61,7 +61,7 @@ def test_cli_sweeps_pool_sizes(files, capsys):
 
 @pytest.mark.parametrize("extra,fragment", [
     (["--prefill-instances", "0"], "--prefill-instances: must be between 1 and 256"),
-    (["--decode-instances", "x"], "--instances 'x'"),
+    (["--decode-instances", "x"], "--decode-instances 'x'"),
     (["--instances", "2"], "--instances does not go with --disaggregated"),
     (["--slo-itl-s", "-1"], "--slo-itl-s: must be > 0"),
     (["--max-memory-gib", "0.001"], "This disaggregated run is estimated to need about"),
