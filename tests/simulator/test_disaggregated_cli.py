@@ -111,3 +111,33 @@ def test_compare_splits_keeps_gpus_and_cost():
     assert rows[1].itl_p90_s < rows[0].itl_p90_s
     with pytest.raises(DisaggError, match="^splits:"):
         compare_splits(wl, cfg, instances=4, kv_bytes_per_token=65536, splits=[4])
+
+
+def test_the_worked_example_claims_hold():
+    """docs/disaggregated_serving.md's worked example (Llama 3.1 8B on four H100s, 20 requests/s, prompts
+    normal(2048, 512), outputs normal(256, 64), 600 requests, seed 0): at equal GPUs and cost, aggregated
+    replicas have the lowest TTFT p90, 1P3D the lowest ITL p90 but five times the aggregated TTFT, 2P2D
+    the lowest TTFT of the splits, 3P1D the highest ITL; every deployment serves every request."""
+    import json as _json
+    from pathlib import Path
+
+    from simulator.disaggregated_compare import engine_config_for
+    from simulator.hf_config import parse_hf_config
+    from simulator.specs import GpuSpec
+
+    root = Path(__file__).resolve().parents[2]
+    model = parse_hf_config(_json.loads(
+        (root / "tests" / "data" / "sizing" / "hf_configs" / "meta-llama--Meta-Llama-3.1-8B_config.json").read_text()))
+    h100 = GpuSpec(name="H100 SXM5 80GB", memory_gib=79.18, bandwidth_tbps=3.35, bf16_tflops=989,
+                   fp8_tflops=1979, interconnect_gbps=900, price_per_hour=3.78)
+    wl = generate_workload(WorkloadSpec(n=600, prompt="normal:2048,512", output="normal:256,64",
+                                        arrival=ArrivalProcess("poisson", rate=20.0, unit="s")), 0)
+    cfg, kvbpt = engine_config_for(model, h100, max_model_len=4096)
+    assert cfg.num_gpu_blocks == 28073 and kvbpt == 131072
+    agg, p1, p2, p3 = compare_splits(wl, cfg, instances=4, kv_bytes_per_token=kvbpt, cost_per_hour=3.78,
+                                     link=KvLink(50.0, 1e-4))
+    assert all(r.cost_per_hour == pytest.approx(15.12) for r in (agg, p1, p2, p3))
+    assert all(r.finished == 600 for r in (agg, p1, p2, p3))
+    assert agg.ttft_p90_s < p2.ttft_p90_s < p1.ttft_p90_s and p1.ttft_p90_s > 4 * agg.ttft_p90_s
+    assert p1.itl_p90_s < agg.itl_p90_s < p3.itl_p90_s
+    assert p2.ttft_p90_s <= p3.ttft_p90_s and p1.prefill_utilisation > 1.8 * p2.prefill_utilisation
