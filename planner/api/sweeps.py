@@ -79,8 +79,9 @@ class DefinitionSerializer(serializers.Serializer):
     disaggregated = serializers.JSONField(
         required=False, help_text='prefill and decode pools instead of one engine or replicas (docs/'
         'disaggregated_serving.md): {"prefill_instances": 1, "decode_instances": 3, "routing": "least-loaded", '
-        '"link_gbps": 50, "link_latency_s": 0.0001}; both pools run the point\'s engine; needs a model and a GPU '
-        'and arrivals in seconds; sweep axes prefill_instances, decode_instances')
+        '"link_gbps": 50, "link_latency_s": 0.0001}; both pools run the point\'s engine unless prefill_gpu '
+        '(slug, profile id or inline spec) or prefill_tensor_parallel_size give the prefill pool its own; needs '
+        'a model and a GPU and arrivals in seconds; sweep axes prefill_instances, decode_instances')
 
 
 class ProgressSerializer(serializers.Serializer):

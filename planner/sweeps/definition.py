@@ -501,6 +501,13 @@ def validate(raw: Any, *, owner, single: bool = False) -> tuple[dict, dict, list
     disagg.check_definition(dis, cluster=cluster, engine=engine.to_dict(), arrival_unit=workload.get("arrival_unit"),
                             axis_params=[a["param"] for a in axes] + ([cliff["param"]] if cliff else []), add=err.add)
     err.raise_if_any()
+    if dis:
+        dis = disagg.with_prefill_engine(
+            dis, model=model, gpu=gpu, deployment=dep_fields, engine=engine.to_dict(), explicit=sorted(engine_raw),
+            resolve=lambda ref, where: resolve_profile("gpu", ref, owner, where, err),
+            size=lambda m, g, d, sink: _size(m, g, d, "disaggregated", sink),
+            roofline=lambda m, g, d: roofline_terms(m, g, d, coefficients), add=err.add)
+        err.raise_if_any()
 
     snapshot = {
         "model": model,

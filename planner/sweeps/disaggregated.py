@@ -19,9 +19,10 @@ from simulator.routing import ClusterError, parse_routing
 
 #: Most instances in one pool of a point.
 MAX_POOL_INSTANCES = 64
-FIELDS = ("prefill_instances", "decode_instances", "routing", "link_gbps", "link_latency_s")
+FIELDS = ("prefill_instances", "decode_instances", "routing", "link_gbps", "link_latency_s", "prefill_gpu",
+          "prefill_tensor_parallel_size")
 DEFAULTS = {"prefill_instances": 1, "decode_instances": 1, "routing": "round-robin", "link_gbps": 50.0,
-            "link_latency_s": 1e-4}
+            "link_latency_s": 1e-4, "prefill_gpu": None, "prefill_tensor_parallel_size": None}
 #: Sweep axes this object adds (``planner.sweeps.definition.AXES``).
 AXES = {
     "prefill_instances": {"kind": "disaggregated", "type": int, "label": "Prefill instances", "unit": "instances"},
@@ -73,9 +74,70 @@ def parse(raw: Any, add) -> dict | None:
     if not _number(out["link_latency_s"], 0.0, 10.0, positive=False):
         add("disaggregated.link_latency_s", "must be a number of seconds from 0 to 10")
         ok = False
+    tp = out["prefill_tensor_parallel_size"]
+    if tp is not None and not (not isinstance(tp, bool) and isinstance(tp, int) and 1 <= tp <= 64):
+        add("disaggregated.prefill_tensor_parallel_size", "must be a whole number of GPUs from 1 to 64")
+        ok = False
+    g = out["prefill_gpu"]
+    if g is not None and (isinstance(g, bool) or not isinstance(g, (str, int, dict)) or g == ""):
+        add("disaggregated.prefill_gpu", "must be a catalog GPU slug, the id of your GPU profile, or an inline spec")
+        ok = False
     if not ok:
         return None
     return {k: (float(out[k]) if k.startswith("link_") else out[k]) for k in FIELDS}
+
+
+class _OneField:
+    """An error sink that files every message under one field (the sizing of the prefill pool reports
+    ``tensor_parallel_size: ...`` of the deployment it builds; the user gave ``prefill_tensor_parallel_size``)."""
+
+    def __init__(self, add, field: str) -> None:
+        self._add, self.field, self.errors = add, field, False
+
+    def add(self, _field: str, message: str, **_kw) -> None:
+        self._add(self.field, message)
+        self.errors = True
+
+
+def own_prefill(dis: dict | None) -> bool:
+    """Whether the prefill pool has a GPU type or TP of its own."""
+    return bool(dis) and (dis.get("prefill_gpu") is not None or dis.get("prefill_tensor_parallel_size") is not None)
+
+
+def with_prefill_engine(dis: dict, *, model: dict | None, gpu: dict | None, deployment: dict, engine: dict,
+                        explicit: list[str], resolve, size, roofline, add) -> dict:
+    """``dis`` with the prefill pool's own engine when it names a GPU or TP of its own (else as it is).
+
+    The prefill engine is the base engine re-sized for that GPU and TP (vLLM's start-up rule) with its
+    roofline clock unless the engine gives its own. ``resolve(ref, where)``, ``size(model, gpu, dep,
+    sink)`` (errors to ``sink.add``) and ``roofline(model, gpu, dep)`` are the definition's; ``add(field,
+    message)`` reports.
+    """
+    if not own_prefill(dis):
+        return dis
+    where = "disaggregated.prefill_tensor_parallel_size" if dis.get("prefill_tensor_parallel_size") is not None \
+        else "disaggregated.prefill_gpu"
+    if model is None or gpu is None:
+        add(where, "a prefill pool of its own needs a model and a GPU (sizing decides its KV blocks)")
+        return dis
+    g = gpu if dis.get("prefill_gpu") is None else resolve(dis["prefill_gpu"], "disaggregated.prefill_gpu")
+    if g is None:
+        return dis
+    dep = {**deployment, "tensor_parallel_size": dis.get("prefill_tensor_parallel_size")
+           or deployment.get("tensor_parallel_size", 1)}
+    sized = size(model["spec"], g["spec"], dep, _OneField(add, where))
+    if sized is None:
+        return dis
+    eng = {**engine, "num_gpu_blocks": sized["num_gpu_blocks"], "kv_bytes_per_block": int(sized["bytes_per_block_per_gpu"])}
+    if "cost_model" not in explicit and "step_time_model" not in explicit:
+        eng["cost_model"] = roofline(model["spec"], g["spec"], dep)
+        if eng["cost_model"] is None:
+            eng.pop("cost_model")
+    n = int(sized["num_gpus"])
+    price = g["spec"].get("price_per_hour")
+    return {**dis, "prefill_engine": eng, "prefill_gpus_per_instance": n,
+            "prefill_price_per_instance": price * n if price else None,
+            "prefill_label": f"{n}x {g['spec'].get('name')}"}
 
 
 def check_definition(dis: dict | None, *, cluster: dict | None, engine: dict, arrival_unit: str | None,
@@ -95,27 +157,38 @@ def check_definition(dis: dict | None, *, cluster: dict | None, engine: dict, ar
                              "moves")
     if engine.get("enable_prefix_caching") is False:
         add("disaggregated", "needs prefix caching on (the transferred KV enters the decode instances' cache)")
+    if own_prefill(dis) and any(p not in AXES and p not in ("rate", "prompt_scale", "output_scale",
+                                                               "shared_prefix_fraction") for p in axis_params):
+        add("disaggregated.prefill_gpu", "a prefill pool with its own GPU or TP takes only pool-size and "
+                                         "workload axes (the other axes would change one pool only)")
 
 
 def point_meta(dis: dict, params: dict, price_per_instance: float | None, gpus_per_instance: int | None) -> dict:
-    """A point's deployment: the base object with its axis values; its price and GPU count."""
+    """A point's deployment: the base object with its axis values; its price and GPU count (both pools)."""
     out = dict(dis)
     for k in AXES:
         if k in params:
             out[k] = params[k]
-    n = out["prefill_instances"] + out["decode_instances"]
-    out["price_per_hour"] = price_per_instance * n if price_per_instance else None
-    out["num_gpus"] = gpus_per_instance * n if gpus_per_instance else None
+    p, d = out["prefill_instances"], out["decode_instances"]
+    own = "prefill_engine" in dis
+    pre_price = dis.get("prefill_price_per_instance") if own else price_per_instance
+    pre_gpus = dis.get("prefill_gpus_per_instance") if own else gpus_per_instance
+    out["price_per_hour"] = pre_price * p + price_per_instance * d if pre_price and price_per_instance else None
+    out["num_gpus"] = pre_gpus * p + gpus_per_instance * d if pre_gpus and gpus_per_instance else None
     out["gpus_per_instance"] = gpus_per_instance or 1
+    out["prefill_gpus_per_instance"] = pre_gpus or 1
     return out
 
 
-def deployment(cfg: EngineConfig, dis: dict):
-    """The point's :class:`DisaggregatedDeployment` (both pools ``cfg``)."""
+def deployment(cfg: EngineConfig, dis: dict, prefill_engine: dict | None = None):
+    """The point's :class:`DisaggregatedDeployment`: the decode pool ``cfg``, the prefill pool its own
+    engine (``prefill_engine``, from :func:`with_prefill_engine`) or ``cfg``."""
     from simulator.disaggregated import DisaggregatedDeployment, KvLink, Pool
 
     g = int(dis.get("gpus_per_instance") or 1)
-    return DisaggregatedDeployment(Pool(cfg, dis["prefill_instances"], dis["routing"], g),
+    pre = EngineConfig.from_dict(prefill_engine) if prefill_engine else cfg
+    return DisaggregatedDeployment(Pool(pre, dis["prefill_instances"], dis["routing"],
+                                        int(dis.get("prefill_gpus_per_instance") or g)),
                                    Pool(cfg, dis["decode_instances"], dis["routing"], g),
                                    KvLink(dis["link_gbps"], dis["link_latency_s"]))
 

@@ -113,7 +113,7 @@ def _disaggregated_results(wl: Workload, points: list[dict], configs: list[Engin
     for i, (p, cfg) in enumerate(zip(points, configs)):
         dis = p.get("meta", {}).get("disaggregated")
         if dis:
-            out[i] = disagg.as_point_result(disagg.deployment(cfg, dis).run(wl))
+            out[i] = disagg.as_point_result(disagg.deployment(cfg, dis, dis.get("prefill_engine")).run(wl))
     return out
 
 

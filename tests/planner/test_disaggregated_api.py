@@ -130,3 +130,40 @@ def test_a_pool_size_sweep_runs_to_a_report():
     r = APIClient().get(f"/reports/{report.slug}/")
     assert r.status_code == 200
     assert APIClient().get(f"/api/reports/{report.slug}/?format=csv").status_code == 200
+
+
+def test_a_prefill_pool_of_another_gpu_and_tp(client):
+    """Heterogeneous pools: prefill on two H200s (TP 2), decode on one H100 each. The prefill pool is sized
+    and clocked for its own GPU, and the point's GPUs and price count both pools."""
+    body = {**BASE, "disaggregated": {"prefill_instances": 1, "decode_instances": 2, "routing": "least-loaded",
+                                      "prefill_gpu": "h200-sxm-141gb", "prefill_tensor_parallel_size": 2}}
+    _, snapshot, points = defn.validate(body, owner=None, single=True)
+    meta = points[0]["meta"]
+    dis = meta["disaggregated"]
+    pre, dec = dis["prefill_engine"], points[0]["config"]
+    assert pre["num_gpu_blocks"] > dec["num_gpu_blocks"]  # 2 x 141 GB against 80 GB
+    assert pre["cost_model"] != dec["cost_model"]
+    assert dis["num_gpus"] == 2 * 1 + 1 * 2 and dis["prefill_label"].startswith("2x H200")
+    assert meta["price_per_hour"] == pytest.approx(dis["prefill_price_per_instance"] + 2 * (
+        dis["price_per_hour"] - dis["prefill_price_per_instance"]) / 2)
+    r = client.post("/api/simulations/", body, format="json")
+    assert r.status_code == 200, r.json()
+    m = r.json()["metrics"]
+    wl = build_workload(points[0]["workload"], None, "csv")
+    res = disagg.deployment(EngineConfig.from_dict(dec), dis, pre).run(wl)
+    assert res.deployment.prefill.config.num_gpu_blocks == pre["num_gpu_blocks"]
+    assert m["prefill_ttft_p90_s"] == pytest.approx(res.prefill_ttft["p90_s"])
+    same = disagg.deployment(EngineConfig.from_dict(dec), dis).run(wl)
+    assert res.prefill_ttft["p90_s"] != same.prefill_ttft["p90_s"]  # the prefill GPU's own clock
+
+
+@pytest.mark.parametrize("change,field", [
+    ({"prefill_gpu": "no-such-gpu"}, "disaggregated.prefill_gpu"),
+    ({"prefill_gpu": True}, "disaggregated.prefill_gpu"),
+    ({"prefill_tensor_parallel_size": 0}, "disaggregated.prefill_tensor_parallel_size"),
+    ({"prefill_tensor_parallel_size": 3}, "disaggregated.prefill_tensor_parallel_size"),
+])
+def test_bad_prefill_pool_is_400_naming_the_field(client, change, field):
+    r = client.post("/api/simulations/", {**BASE, "disaggregated": change}, format="json")
+    assert r.status_code in (400, 404), r.json()
+    assert field in r.json()["errors"], r.json()
