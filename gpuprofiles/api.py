@@ -127,6 +127,9 @@ def _filters(serializer_class, params):
     if unknown:
         raise ValidationError({unknown[0] or "query": [
             f"unknown query parameter {unknown[0]!r} (known: {', '.join(sorted(known))})"]})
+    blank = sorted(k for k in params if k != "page" and not params.get(k, "").strip())
+    if blank:  # (DRF would read an empty value as absent; the schema asks for a value)
+        raise ValidationError({blank[0]: ["give a value, or leave the parameter out"]})
     return _validate(serializer_class, params)
 
 

@@ -392,11 +392,29 @@ def _check_processes(p: int) -> None:
         raise CliError(f"--processes: {p} is not a whole number from 0 to {MAX_PROCESSES}")
 
 
+def _cmd_disaggregated(args: argparse.Namespace) -> int:
+    """``cluster --disaggregated FILE``: prefill and decode pools (simulator/disaggregated_cli.py)."""
+    from simulator.disaggregated import DisaggError
+    from simulator.disaggregated_cli import run_disaggregated_command
+
+    try:
+        out = run_disaggregated_command(args, load_workload_file=load_workload_file, progress=_progress,
+                                        check_memory=lambda price, what: _check_memory(price, args, what))
+    except DisaggError as exc:
+        raise CliError(str(exc)) from None
+    _emit(_dump(out, args.indent), args.output)
+    return 0
+
+
 def cmd_cluster(args: argparse.Namespace) -> int:
     from simulator.cluster import smallest_replicas
     from simulator.metrics import MetricsError
     from simulator.routing import ClusterError, parse_routing
 
+    if args.disaggregated or args.prefill_instances or args.decode_instances:
+        return _cmd_disaggregated(args)
+    if not args.config:
+        raise CliError("cluster: give --config FILE (one instance's engine configuration), or --disaggregated FILE")
     counts = _instance_counts(args.instances) if args.instances else []
     try:
         policies = [parse_routing(r) for r in (args.routing or ["round-robin"])]
@@ -593,8 +611,17 @@ def _add_cluster_parser(sub) -> None:
         "and ITL percentiles meet the SLOs, with the figures of every count tried. See docs/cluster.md.")
     _add_memory_cap(cl)
     cl.add_argument("--workload", required=True, metavar="FILE", help="workload JSON or trace (as for run)")
-    cl.add_argument("--config", required=True, metavar="FILE",
-                    help="one instance's engine configuration JSON (as for run; every instance gets it)")
+    cl.add_argument("--config", metavar="FILE",
+                    help="one instance's engine configuration JSON (as for run; every instance gets it); "
+                         "required unless --disaggregated")
+    cl.add_argument("--disaggregated", metavar="FILE",
+                    help="a disaggregated deployment JSON instead of --config: prefill and decode pools (engine "
+                         "config, instance count, routing each), the KV link, kv_bytes_per_token "
+                         "(docs/disaggregated_serving.md)")
+    cl.add_argument("--prefill-instances", metavar="N[,N...]",
+                    help="with --disaggregated: prefill instances, replacing the file's; a list sweeps")
+    cl.add_argument("--decode-instances", metavar="N[,N...]",
+                    help="with --disaggregated: decode instances, replacing the file's; a list sweeps")
     cl.add_argument("--instances", metavar="N[,N...]",
                     help="number of instances, 1 to 256; a comma-separated list sweeps the count")
     cl.add_argument("--routing", action="append", metavar="POLICY",

@@ -44,6 +44,9 @@ class Fleet:
         The workload's shared precomputation.
     record_steps : bool
         Keep each instance's step series.
+    engine_factory : callable, optional
+        Builds each instance (default :class:`FastEngine`; a subclass with the
+        same constructor, such as :mod:`simulator.disaggregated`'s decode engine).
 
     Attributes
     ----------
@@ -67,7 +70,7 @@ class Fleet:
     """
 
     def __init__(self, workload: Workload, config: EngineConfig, num_instances: int, *,
-                 prep: WorkloadPrep, record_steps: bool = False) -> None:
+                 prep: WorkloadPrep, record_steps: bool = False, engine_factory=FastEngine) -> None:
         N = num_instances
         self.kblock: np.ndarray | None = None
 
@@ -79,7 +82,7 @@ class Fleet:
                                 kblock=self.kblock[i] if caching else None)
             return make
 
-        self.engines = [FastEngine(workload, config, prep=prep, record_steps=record_steps, pool_factory=pool_of(i))
+        self.engines = [engine_factory(workload, config, prep=prep, record_steps=record_steps, pool_factory=pool_of(i))
                         for i in range(N)]
         first = self.engines[0]
         self.block_size = first.B

@@ -43,6 +43,11 @@ def add_search_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--max-num-seqs", default="256", metavar="LIST", help="running-request caps")
     p.add_argument("--max-replicas", type=int, default=16, metavar="N", help="most replicas behind the router")
     p.add_argument("--routing", default="round-robin", metavar="POLICY", help="router policy (docs/cluster.md)")
+    p.add_argument("--disaggregated", action="store_true",
+                   help="also simulate every prefill/decode split (xPyD) of the answer's replicas and of one fewer, "
+                        "judged against the same SLO (docs/disaggregated_serving.md)")
+    p.add_argument("--link-gbps", type=float, default=50.0, metavar="GBPS",
+                   help="with --disaggregated: KV link bandwidth per decode instance, GB/s (default 50)")
     p.add_argument("--summary", action="store_true", help="print the answer in words and a table, not JSON")
     p.add_argument("--out", "-o", metavar="FILE", help="write here instead of stdout")
     return p
@@ -119,8 +124,43 @@ def run_search_command(args: argparse.Namespace, *, load_workload_file) -> str:
                         pipeline_parallel=_ints(args.pp, "--pp"), precisions=_words(args.precision),
                         kv_cache_dtypes=_words(args.kv_dtype), max_num_seqs=_ints(args.max_num_seqs, "--max-num-seqs"),
                         max_replicas=args.max_replicas, routing=args.routing)
-    result = search_deployments(_workload(args, load_workload_file), model, space, slo)
-    return summary_text(result) if args.summary else json.dumps(result.to_dict(), allow_nan=False, default=_nan)
+    workload = _workload(args, load_workload_file)
+    result = search_deployments(workload, model, space, slo)
+    alt = _disaggregated(args, result, workload, model, space, slo) if args.disaggregated else None
+    if args.summary:
+        return summary_text(result) + (disaggregated_text(alt) if args.disaggregated else "")
+    out = result.to_dict()
+    if args.disaggregated:
+        out["disaggregated"] = alt
+    return json.dumps(out, allow_nan=False, default=_nan)
+
+
+def _disaggregated(args: argparse.Namespace, result, workload, model, space, slo):
+    """The xPyD splits of the answer (:mod:`simulator.search_disaggregated`)."""
+    from simulator.disaggregated import DisaggError, KvLink
+    from simulator.search_disaggregated import xpyd_alternatives
+
+    try:
+        link = KvLink(args.link_gbps, 1e-4)
+    except DisaggError as exc:
+        raise SearchError("--link-gbps" + str(exc).removeprefix("link.bandwidth_gbps")) from None
+    return xpyd_alternatives(result, workload, model, space, slo, link=link)
+
+
+def disaggregated_text(alt) -> str:
+    """The splits in words: one line each, then the cheapest one meeting the SLO."""
+    if alt is None:
+        return "\nNo prefill/decode split to try: no answer, or a single replica.\n"
+    lines = ["", f"Prefill/decode splits of {alt['shape']} (aggregated: {alt['aggregated']['replicas']} "
+                 f"replicas at ${alt['aggregated']['cost_per_hour']:,.2f}/h):"]
+    for r in alt["splits"]:
+        figures = ", ".join(f"{k} {v * 1e3:,.0f} ms" for k, v in r["values"].items() if v is not None)
+        verdict = "meets" if r["meets"] else "misses"
+        lines.append(f"{r['name']:6} {r['num_gpus']:3} GPUs ${r['cost_per_hour']:,.2f}/h  {verdict}: {figures}")
+    b = alt["best"]
+    lines.append(f"Cheapest split meeting the SLO: {b['name']} at ${b['cost_per_hour']:,.2f}/h" if b
+                 else "No split meets the SLO.")
+    return "\n".join(lines) + "\n"
 
 
 def _nan(v: Any) -> Any:

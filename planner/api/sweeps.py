@@ -29,6 +29,7 @@ from config.parsers import CheckedJSONParser
 from planner.api.errors import input_error_as_api_exception
 from planner.models import Report, Sweep
 from planner.sweeps import definition as defn
+from planner.sweeps import disaggregated as disagg
 from planner.sweeps import exports, pricing, selectors, services
 from planner.sweeps.bounded import run_bounded
 from planner.sweeps.runner import build_workload, simulate_points
@@ -43,6 +44,19 @@ EXAMPLE_DEFINITION = {
     "workload": {"spec": {"n": 500, "prompt": "normal:512,128", "output": "normal:256,64",
                           "arrival": {"kind": "poisson", "rate": 4, "unit": "step"}}, "seed": 0},
     "axes": [{"param": "num_gpu_blocks", "start": 1000, "stop": 20000, "steps": 12, "scale": "log"}],
+}
+
+
+#: A disaggregated deployment (planner.sweeps.disaggregated): one simulation, then a sweep of the pool sizes.
+EXAMPLE_DISAGGREGATED_SIMULATION = {
+    "model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb", "deployment": {"max_model_len": 4096},
+    "workload": {"spec": {"n": 200, "prompt": "normal:2048,512", "output": "normal:256,64",
+                          "arrival": {"kind": "poisson", "rate": 20, "unit": "s"}}, "seed": 0},
+    "disaggregated": disagg.EXAMPLE,
+}
+EXAMPLE_DISAGGREGATED_SWEEP = {
+    **EXAMPLE_DISAGGREGATED_SIMULATION, "name": "Llama 3.1 8B: prefill and decode pool sizes",
+    "axes": [{"param": "prefill_instances", "values": [1, 2]}, {"param": "decode_instances", "values": [1, 2, 3]}],
 }
 
 
@@ -62,6 +76,12 @@ class DefinitionSerializer(serializers.Serializer):
                                     '"routing": "round-robin", "router_delay_s": 0}')
     slo = serializers.JSONField(required=False, help_text='latency targets for the replicas answer: '
                                 '{"ttft_s": 0.5, "itl_s": 0.05, "percentile": "p90"}')
+    disaggregated = serializers.JSONField(
+        required=False, help_text='prefill and decode pools instead of one engine or replicas (docs/'
+        'disaggregated_serving.md): {"prefill_instances": 1, "decode_instances": 3, "routing": "least-loaded", '
+        '"link_gbps": 50, "link_latency_s": 0.0001}; both pools run the point\'s engine unless prefill_gpu '
+        '(slug, profile id or inline spec) or prefill_tensor_parallel_size give the prefill pool its own; needs '
+        'a model and a GPU and arrivals in seconds; sweep axes prefill_instances, decode_instances')
 
 
 class ProgressSerializer(serializers.Serializer):
@@ -169,6 +189,7 @@ class SweepListCreateApi(GenericAPIView):
         summary="Create a sweep (runs asynchronously on Celery workers)",
         request=DefinitionSerializer, responses={202: SweepOutSerializer},
         examples=[OpenApiExample("KV blocks sweep", value=EXAMPLE_DEFINITION, request_only=True),
+                  OpenApiExample("Prefill/decode pool sizes", value=EXAMPLE_DISAGGREGATED_SWEEP, request_only=True),
                   _ex("Sweep accepted", EXAMPLE_SWEEP_QUEUED, status_codes=["202"])],
     )
     def post(self, request):
@@ -251,6 +272,7 @@ class SimulationApi(APIView):
         examples=[OpenApiExample("Engine only", request_only=True, value={
             "engine": {"num_gpu_blocks": 2000},
             "workload": {"spec": {"n": 200, "arrival": "poisson:4"}, "seed": 0}}),
+                  OpenApiExample("1P3D on H100", request_only=True, value=EXAMPLE_DISAGGREGATED_SIMULATION),
                   _ex("Simulation result", EXAMPLE_SIMULATION)],
     )
     def post(self, request):

@@ -373,6 +373,20 @@ class ReplicasForm(forms.Form):
     max_instances = forms.IntegerField(
         label="Most replicas to try", min_value=1, max_value=64,
         help_text="Largest replica count the search tries, 1 to 64.", widget=forms.NumberInput(attrs=_NUMBER))
+    prefill_instances = forms.IntegerField(
+        label="Prefill instances", required=False, min_value=1, max_value=64,
+        help_text="Optional: compare a disaggregated deployment (this many prefill instances plus the decode "
+                  "instances below) with as many aggregated replicas. Blank = no comparison.",
+        widget=forms.NumberInput(attrs=_NUMBER))
+    decode_instances = forms.IntegerField(
+        label="Decode instances", required=False, min_value=1, max_value=64,
+        help_text="Decode instances of the disaggregated deployment, 1 to 64 (each the same GPUs and TP).",
+        widget=forms.NumberInput(attrs=_NUMBER))
+    link_gbps = forms.FloatField(
+        label="KV link (GB/s)", required=False, min_value=0.001, max_value=100_000,
+        error_messages={"min_value": "Must be more than 0 GB/s (a link of zero bandwidth moves no KV)."},
+        help_text="Bandwidth a decode instance receives KV at, in GB/s (one 400 Gb/s NIC is 50 GB/s; blank = 50).",
+        widget=forms.NumberInput(attrs={"step": "any", **_NUMBER}))
 
     #: Fields shown under "Workload", "Routing" and "Targets" (the rest are the deployment).
     GROUPS = {
@@ -381,6 +395,7 @@ class ReplicasForm(forms.Form):
                      "prefix_length", "prefix_fraction"),
         "routing": ("routing", "routing_weights", "max_instances"),
         "targets": ("ttft_ms", "itl_ms", "percentile"),
+        "disaggregated": ("prefill_instances", "decode_instances", "link_gbps"),
     }
     #: find_replicas' error paths -> form field (first match by prefix wins; the rest go to the form).
     ERROR_FIELDS = (
@@ -389,7 +404,8 @@ class ReplicasForm(forms.Form):
         ("workload.spec.prompt", "prompt_mean"), ("workload.spec.output", "output_mean"),
         ("workload.spec.prefixes", "prefix_length"), ("slo.ttft_s", "ttft_ms"), ("slo.itl_s", "itl_ms"),
         ("slo.percentile", "percentile"), ("slo", "ttft_ms"), ("cluster.routing", "routing"),
-        ("max_instances", "max_instances"),
+        ("max_instances", "max_instances"), ("disaggregated.prefill_instances", "prefill_instances"),
+        ("disaggregated.decode_instances", "decode_instances"), ("disaggregated.link_gbps", "link_gbps"),
     )
 
     def __init__(self, data=None, *, user=None, **kwargs):
@@ -438,7 +454,19 @@ class ReplicasForm(forms.Form):
                                               "prefix-affinity:3,queue-depth:1.")
         if data.get("prefix_fraction") is not None and not data.get("prefix_length"):
             self.add_error("prefix_length", "Give the prefix length in tokens (or clear the fraction).")
+        for one, other in (("prefill_instances", "decode_instances"), ("decode_instances", "prefill_instances")):
+            if data.get(one) and not data.get(other) and other not in self.errors:
+                self.add_error(other, "Give both prefill and decode instances to compare a disaggregated "
+                                      "deployment (or clear both).")
         return data
+
+    def disaggregated(self) -> dict[str, Any] | None:
+        """The ``disaggregated`` object of the comparison (:mod:`planner.sweeps.disaggregated`), or None."""
+        c = self.cleaned_data
+        if not (c.get("prefill_instances") and c.get("decode_instances")):
+            return None
+        return {"prefill_instances": c["prefill_instances"], "decode_instances": c["decode_instances"],
+                "routing": self.routing_policy(), "link_gbps": c.get("link_gbps") or 50.0}
 
     def routing_policy(self) -> str:
         """The policy as the router reads it: ``round-robin`` or ``weighted:prefix-affinity:3,...``."""

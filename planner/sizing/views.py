@@ -154,6 +154,7 @@ def replicas(request):
         else:
             answer = replicas_answer(found, form)
             ctx["answer"] = answer
+            ctx["disaggregated"] = _disaggregated_rows(form, owner)
             points = [{"params": {"num_instances": t["num_instances"]},
                        "metrics": {f"ttft_{found['percentile']}_s": t["ttft_s"],
                                    f"itl_{found['percentile']}_s": t["itl_s"]}} for t in found["trials"]]
@@ -162,6 +163,25 @@ def replicas(request):
                 percentile=found["percentile"], answer=found["num_instances"],
                 title=f"TTFT and ITL {found['percentile']} against replicas at {answer['rate']} requests/s")
     return render(request, "planner/replicas.html", ctx)
+
+
+def _disaggregated_rows(form: ReplicasForm, owner) -> list[dict] | None:
+    """The xPyD deployment against as many aggregated replicas, when the form asks (None otherwise)."""
+    from planner.sweeps.definition import DefinitionError
+    from planner.sweeps.disaggregated_compare import compare
+
+    dis = form.disaggregated()
+    if dis is None:
+        return None
+    try:
+        rows = compare(form.to_request(), dis, owner=owner)
+    except DefinitionError as exc:
+        form.add_definition_errors(exc.errors)
+        return None
+    pct = lambda v: "–" if v is None else f"{v * 100:,.0f}"  # noqa: E731
+    return [{**r, "ttft_p50": _ms(r["ttft_p50_s"]), "ttft_p90": _ms(r["ttft_p90_s"]), "itl_p90": _ms(r["itl_p90_s"]),
+             "transfer_p90": _ms(r["transfer_p90_s"]), "prefill_util": pct(r["prefill_utilisation"]),
+             "decode_util": pct(r["decode_utilisation"])} for r in rows]
 
 
 def _ms(seconds) -> str:

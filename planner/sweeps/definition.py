@@ -39,6 +39,7 @@ from gpuprofiles.models import GpuProfile, ModelProfile
 from gpuprofiles.selectors import profile_find
 from planner.api.validation import block_size_problem
 from planner.errors import InputError
+from planner.sweeps import disaggregated as disagg
 from planner.sweeps.cliff import max_evaluations
 from simulator.config import ConfigError, EngineConfig
 from simulator.cost_model import CostModelError, RooflineStepTime
@@ -71,6 +72,7 @@ AXES: dict[str, dict[str, Any]] = {
     "cpu_tier_gib": {"kind": "tier", "type": float, "label": "CPU KV tier", "unit": "GiB"},
     "num_instances": {"kind": "cluster", "type": int, "label": "Replicas", "unit": "instances"},
     "routing": {"kind": "cluster", "type": str, "label": "Routing policy", "unit": ""},
+    **disagg.AXES,  # prefill_instances, decode_instances
 }
 #: Most replicas one sweep point may simulate.
 MAX_SWEEP_INSTANCES = 64
@@ -372,7 +374,7 @@ def validate(raw: Any, *, owner, single: bool = False) -> tuple[dict, dict, list
     if not isinstance(raw, dict):
         raise DefinitionError({"non_field_errors": ["the sweep definition must be a JSON object"]})
     known = {"name", "mode", "model", "gpu", "deployment", "engine", "workload", "axes", "cliff", "cluster", "slo",
-             "calibration"}
+             "calibration", "disaggregated"}
     for k in sorted(set(raw) - known):
         err.add(k, f"unknown field (known: {', '.join(sorted(known))})")
     name = raw.get("name", "")
@@ -406,6 +408,7 @@ def validate(raw: Any, *, owner, single: bool = False) -> tuple[dict, dict, list
             err.add(f"{where}.block_size", block_size_problem(knobs["block_size"]))
     workload = _workload(raw.get("workload", {}), err)
     cluster = _cluster(raw.get("cluster"), err)
+    dis = disagg.parse(raw.get("disaggregated"), err.add)
     slo = _slo(raw.get("slo"), err)
 
     axes_raw = raw.get("axes", [])
@@ -495,6 +498,16 @@ def validate(raw: Any, *, owner, single: bool = False) -> tuple[dict, dict, list
     except ConfigError as exc:
         _add_prefixed(err, "engine", exc)
         err.raise_if_any()
+    disagg.check_definition(dis, cluster=cluster, engine=engine.to_dict(), arrival_unit=workload.get("arrival_unit"),
+                            axis_params=[a["param"] for a in axes] + ([cliff["param"]] if cliff else []), add=err.add)
+    err.raise_if_any()
+    if dis:
+        dis = disagg.with_prefill_engine(
+            dis, model=model, gpu=gpu, deployment=dep_fields, engine=engine.to_dict(), explicit=sorted(engine_raw),
+            resolve=lambda ref, where: resolve_profile("gpu", ref, owner, where, err),
+            size=lambda m, g, d, sink: _size(m, g, d, "disaggregated", sink),
+            roofline=lambda m, g, d: roofline_terms(m, g, d, coefficients), add=err.add)
+        err.raise_if_any()
 
     snapshot = {
         "model": model,
@@ -507,6 +520,7 @@ def validate(raw: Any, *, owner, single: bool = False) -> tuple[dict, dict, list
         "axes": axes,
         "cliff": cliff,
         "cluster": cluster,
+        "disaggregated": dis,
         "slo": slo,
         "clock_note": clock_note,
         "coefficients": coefficients,
@@ -815,6 +829,9 @@ def resolve_point(snapshot: dict, params: dict, index: int, *, owner=None, err: 
         meta["cluster"] = cl
         if meta["price_per_hour"]:
             meta["price_per_hour"] *= cl["num_instances"]
+    if snapshot.get("disaggregated"):
+        meta["disaggregated"] = disagg.point_meta(snapshot["disaggregated"], params, meta["price_per_hour"], num_gpus)
+        meta["price_per_hour"] = meta["disaggregated"]["price_per_hour"]
     variant = workload_for(snapshot, params)
     return {"index": index, "params": params, "config": cfg.to_dict(), "meta": meta, "workload": variant,
             "workload_key": workload_key(variant)}

@@ -10,6 +10,7 @@ from gpuprofiles.models import GpuProfile, ModelProfile
 from gpuprofiles.selectors import visible_profiles
 from planner.sizing.forms import gpu_choice_label
 from planner.sizing.selectors import DEFAULT_GPU_PREFIXES, DEFAULT_MODEL_NAMES
+from planner.sweeps import disaggregated as disagg
 from planner.sweeps.definition import AXES, CLIFF_METRICS, LATER_AXES, MAX_SWEEP_INSTANCES
 from planner.sweeps.labels import axis_title, metric_title
 from simulator.generators import parse_arrival
@@ -215,6 +216,7 @@ class SweepForm(forms.Form):
         ("cluster.num_instances", "cluster_instances"), ("cluster.routing", "cluster_routing"),
         ("cluster", "cluster_instances"), ("slo.ttft_s", "slo_ttft_ms"), ("slo.itl_s", "slo_itl_ms"),
         ("slo.percentile", "slo_percentile"), ("slo", "slo_ttft_ms"),
+        ("disaggregated.routing", "cluster_routing"), ("disaggregated", "axis1_param"),
     ]
 
     def __init__(self, *args, user=None, **kwargs):
@@ -297,6 +299,11 @@ class SweepForm(forms.Form):
             if (d.get("cluster_routing") or "").strip():
                 cluster["routing"] = d["cluster_routing"].strip()
             definition["cluster"] = cluster
+        if {d.get("axis1_param"), d.get("axis2_param")} & set(disagg.AXES):
+            # a prefill/decode pool axis: every point is an xPyD deployment, the routing field its pools'
+            definition["disaggregated"] = {"routing": (d.get("cluster_routing") or "").strip() or "round-robin"}
+            if d.get("cluster_instances") is None:
+                definition.pop("cluster", None)
         if d.get("slo_ttft_ms") is not None or d.get("slo_itl_ms") is not None:
             slo: dict = {"percentile": d.get("slo_percentile") or "p90"}
             for k in ("ttft", "itl"):

@@ -71,9 +71,12 @@ def point_prices(snapshot: dict, points: list[dict]) -> list[Price]:
     prices = []
     for p in points:
         key = p.get("workload_key") or repr(sorted(p["workload"].items()))
-        cluster = (p.get("meta") or {}).get("cluster") or {}
+        meta = p.get("meta") or {}
+        dis = meta.get("disaggregated")
+        n = dis["prefill_instances"] + dis["decode_instances"] if dis else (meta.get("cluster") or {}).get(
+            "num_instances", 1)
         config = EngineConfig.from_dict(p["config"])
-        prices.append(budget.price_run(sizes[key], config, instances=int(cluster.get("num_instances", 1))))
+        prices.append(budget.price_run(sizes[key], config, instances=int(n)))
     return prices
 
 

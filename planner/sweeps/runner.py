@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from planner.sweeps import disaggregated as disagg
 from simulator.config import EngineConfig
 from simulator.generators import WorkloadSpec, generate_workload
 from simulator.workload import Workload
@@ -74,10 +75,14 @@ def simulate_points(wl: Workload, points: list[dict], *, record_steps: bool = Tr
     from simulator.engine import simulate
 
     configs = [EngineConfig.from_dict(p["config"]) for p in points]
-    items = [_item(wl, cfg, p.get("meta", {}).get("cluster")) for p, cfg in zip(points, configs)]
-    results = [_as_point_result(r) for r in simulate(wl, items, record_steps=record_steps,
-                                                     max_step_points=SERIES_POINTS if record_steps else None,
-                                                     progress=progress)]
+    results = _disaggregated_results(wl, points, configs)  # None where the point is not disaggregated
+    batch = [i for i, r in enumerate(results) if r is None]
+    items = [_item(wl, configs[i], points[i].get("meta", {}).get("cluster")) for i in batch]
+    if items:
+        got = simulate(wl, items, record_steps=record_steps, max_step_points=SERIES_POINTS if record_steps else None,
+                       progress=progress)
+        for i, r in zip(batch, got):
+            results[i] = _as_point_result(r)
     out = []
     for p, cfg, res in zip(points, configs, results):
         totals = {k: _json_num(v) for k, v in res.totals.items() if _is_scalar(v)}
@@ -87,14 +92,28 @@ def simulate_points(wl: Workload, points: list[dict], *, record_steps: bool = Tr
             metrics.update(num_instances=cl["num_instances"], routing=cl["routing"],
                            request_imbalance=_json_num(res.totals.get("request_imbalance")),
                            token_imbalance=_json_num(res.totals.get("token_imbalance")))
+        dis = p.get("meta", {}).get("disaggregated")
+        if dis:
+            metrics.update(prefill_instances=dis["prefill_instances"], decode_instances=dis["decode_instances"],
+                           **{k: _json_num(res.totals.get(k)) for k in disagg.METRICS})
         out.append({
             "index": p["index"],
             "params": p["params"],
             "meta": p.get("meta", {}),
             "metrics": metrics,
             "totals": totals,
-            "series": series(res.steps) if (record_steps and not cl) else None,
+            "series": series(res.steps) if (record_steps and not cl and res.steps is not None) else None,
         })
+    return out
+
+
+def _disaggregated_results(wl: Workload, points: list[dict], configs: list[EngineConfig]) -> list:
+    """The disaggregated points' results (:mod:`planner.sweeps.disaggregated`), None for the others."""
+    out: list = [None] * len(points)
+    for i, (p, cfg) in enumerate(zip(points, configs)):
+        dis = p.get("meta", {}).get("disaggregated")
+        if dis:
+            out[i] = disagg.as_point_result(disagg.deployment(cfg, dis, dis.get("prefill_engine")).run(wl))
     return out
 
 

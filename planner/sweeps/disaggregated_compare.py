@@ -1,0 +1,56 @@
+"""The replicas page's comparison: an xPyD deployment against as many aggregated replicas (same GPUs).
+
+:func:`compare` takes a one-simulation definition (the replicas page's request) and a
+``disaggregated`` object (:mod:`planner.sweeps.disaggregated`), simulates the definition as
+``prefill + decode`` aggregated replicas and as the xPyD deployment, each priced first like any
+synchronous simulation, and returns one row of figures per deployment.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from planner.sweeps import definition as defn
+from planner.sweeps import pricing
+from planner.sweeps.runner import build_workload, simulate_points
+from simulator.budget import OverBudget
+
+#: Row figures copied from a point's metrics.
+FIGURES = ("finished", "ttft_p50_s", "ttft_p90_s", "itl_p90_s", "e2e_p99_s", "throughput_tok_s", "transfer_p90_s",
+           "prefill_utilisation", "decode_utilisation", "decode_peak_kv_usage", "decode_queueing_p90_s")
+
+
+def _run(definition: dict, *, owner, what: str) -> dict:
+    _, snapshot, points = defn.validate(definition, owner=owner, single=True)
+    p = points[0]
+    try:
+        pricing.check_sync(snapshot, p, what=what)
+    except OverBudget as exc:
+        raise defn.DefinitionError({exc.field: [str(exc)]}) from None
+    wl_base = snapshot["workload"]
+    wl = build_workload(p["workload"], wl_base.get("trace"), wl_base.get("format", "csv"))
+    return simulate_points(wl, [p], record_steps=False)[0]
+
+
+def compare(base: dict, dis: dict, *, owner) -> list[dict[str, Any]]:
+    """``[aggregated row, xPyD row]``: name, GPUs, price per hour and :data:`FIGURES` (None where absent).
+
+    Raises :class:`planner.sweeps.definition.DefinitionError` (field messages) on bad input or a run
+    over the synchronous limits.
+    """
+    base = {k: v for k, v in base.items() if k not in ("cluster", "max_instances", "disaggregated")}
+    n = dis["prefill_instances"] + dis["decode_instances"]
+    routing = dis.get("routing", "round-robin")
+    runs = (
+        (f"aggregated ×{n}", _run({**base, "cluster": {"num_instances": n, "routing": routing}}, owner=owner,
+                                  what=f"This simulation of {n} replicas")),
+        (f"{dis['prefill_instances']}P{dis['decode_instances']}D",
+         _run({**base, "disaggregated": dis}, owner=owner, what="This disaggregated simulation")),
+    )
+    rows = []
+    for name, res in runs:
+        meta, m = res["meta"], res["metrics"]
+        gpus = (meta.get("disaggregated") or {}).get("num_gpus") or (meta.get("num_gpus") or 1) * n
+        rows.append({"name": name, "gpus": gpus, "price_per_hour": meta.get("price_per_hour"),
+                     **{k: m.get(k) for k in FIGURES}})
+    return rows

@@ -1,0 +1,114 @@
+"""``python -m simulator cluster --disaggregated FILE``: a prefill pool and a decode pool (xPyD).
+
+The file is a :func:`simulator.disaggregated.deployment_from_dict` object::
+
+    {"prefill": {"config": {...}, "num_instances": 1, "routing": "least-loaded"},
+     "decode":  {"config": {...}, "num_instances": 3, "routing": "least-loaded"},
+     "link": {"bandwidth_gbps": 50, "latency_s": 0.0001}, "kv_bytes_per_token": 131072}
+
+``--prefill-instances`` and ``--decode-instances`` (comma-separated lists) replace the file's counts
+and sweep them: every (prefill, decode) pair is one point, prefill counts varying slowest. Errors are
+:class:`DisaggError` naming the option (or the file's field); :mod:`simulator.cli` prints them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from simulator.budget import WorkloadSize, price_batch, price_run
+from simulator.disaggregated import DisaggError, DisaggregatedDeployment, deployment_from_dict
+from simulator.metrics import MetricsError
+
+#: Options that cannot go with --disaggregated (the replicas' own).
+_REPLICA_ONLY = (("instances", "--instances"), ("find_replicas", "--find-replicas"), ("config", "--config"))
+#: Fields of the file that an option sets (error messages name the option).
+_OPTIONS = {"prefill.num_instances": "--prefill-instances", "decode.num_instances": "--decode-instances",
+            "slo_ttft_s": "--slo-ttft-s", "slo_itl_s": "--slo-itl-s"}
+
+
+def _counts(text: str, option: str) -> list[int]:
+    out = []
+    for part in text.split(","):
+        try:
+            v = int(part.strip())
+        except ValueError:
+            raise DisaggError(f"{option} {text!r}: expected N or N1,N2,... (whole numbers)") from None
+        if v in out:
+            raise DisaggError(f"{option} {text!r}: {v} given twice")
+        out.append(v)
+    return out
+
+
+def _read(path: str) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise DisaggError(f"--disaggregated {path!r}: cannot read ({exc.strerror or exc})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DisaggError(f"--disaggregated {path!r}: not valid JSON ({exc})") from None
+
+
+def _deployments(data: Any, args: argparse.Namespace) -> list[DisaggregatedDeployment]:
+    base = deployment_from_dict(data)
+    pre = _counts(args.prefill_instances, "--prefill-instances") if args.prefill_instances else [
+        base.prefill.num_instances]
+    dec = _counts(args.decode_instances, "--decode-instances") if args.decode_instances else [
+        base.decode.num_instances]
+    out = []
+    for p in pre:
+        for d in dec:
+            out.append(DisaggregatedDeployment(
+                {**base.prefill.__dict__, "num_instances": p}, {**base.decode.__dict__, "num_instances": d},
+                base.link, base.kv_bytes_per_token, base.seed,
+                args.slo_ttft_s if args.slo_ttft_s is not None else base.slo_ttft_s,
+                args.slo_itl_s if args.slo_itl_s is not None else base.slo_itl_s))
+    return out
+
+
+def _option_of(msg: str) -> str:
+    """The message with its leading field named as the option that sets it, else as the file's field."""
+    field, sep, rest = msg.partition(":")
+    if field in _OPTIONS:
+        return f"{_OPTIONS[field]}{sep}{rest}"
+    return msg if msg.startswith(("--", "workload")) else f"--disaggregated {field}{sep}{rest}"
+
+
+def run_disaggregated_command(args: argparse.Namespace, *, load_workload_file: Callable,
+                              check_memory: Callable, progress: Callable) -> dict[str, Any]:
+    """Run every (prefill, decode) count of the deployment file; one result's dict, or ``{"points": [...]}``.
+
+    ``check_memory(price, what)`` refuses a run over the memory limit; ``progress(what)`` is a context
+    manager yielding a fraction callback (or None).
+    """
+    if not args.disaggregated:
+        raise DisaggError("--prefill-instances and --decode-instances need --disaggregated FILE")
+    for attr, opt in _REPLICA_ONLY:
+        if getattr(args, attr, None):
+            raise DisaggError(f"{opt} does not go with --disaggregated (the pools are in its file)")
+    data = _read(args.disaggregated)
+    try:
+        items = _deployments(data, args)
+    except (DisaggError, ValueError) as exc:
+        raise DisaggError(_option_of(str(exc))) from None
+    workload = load_workload_file(args.workload)
+    size = WorkloadSize.of(workload)
+    # one deployment at a time, both pools' engines alive together
+    check_memory(max((price_batch(price_run(size, pool.config, instances=pool.num_instances)
+                                  for pool in (d.prefill, d.decode)) for d in items),
+                     key=lambda price: price.memory_bytes), "This disaggregated run")
+    points = []
+    try:
+        with progress(f"{len(items)} disaggregated deployments x {workload.n:,} requests") as bar:
+            for k, dep in enumerate(items):
+                step = (lambda f, k=k: bar((k + f) / len(items))) if bar else None
+                points.append(dep.run(workload, progress=step).to_dict(requests=args.requests))
+    except (DisaggError, MetricsError) as exc:
+        raise DisaggError(_option_of(str(exc))) from None
+    return points[0] if len(points) == 1 else {"points": points}
+
+
+__all__ = ["run_disaggregated_command"]

@@ -1,0 +1,95 @@
+"""xPyD splits of the deployment search's answer (``simulator.search_disaggregated``, ``search --disaggregated``).
+
+Proved: for an answer of N replicas, every split of N and of N - 1 instances is simulated and judged;
+a split's cost is its instances times the shape's price (the N splits cost what the answer costs);
+``meets`` agrees with the SLO figures it reports; its figures are those of the disaggregated simulation
+itself; ``best`` is the cheapest split that meets; the command adds the rows to its JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from simulator import cli
+from simulator.disaggregated import DisaggregatedDeployment, KvLink, Pool
+from simulator.generators import ArrivalProcess, WorkloadSpec, generate_workload
+from simulator.hf_config import parse_hf_config
+from simulator.search import search_deployments
+from simulator.search_disaggregated import xpyd_alternatives
+from simulator.search_eval import default_max_model_len, prepare_candidate
+from simulator.search_space import SearchSpace, Slo, SloTarget
+from simulator.specs import GpuSpec
+
+ROOT = Path(__file__).resolve().parents[2]
+LLAMA_8B = ROOT / "tests" / "data" / "sizing" / "hf_configs" / "meta-llama--Meta-Llama-3.1-8B_config.json"
+# examples/search_gpus.json's H100 (the catalog's figures and price)
+H100 = dict(name="H100 SXM5 80GB", memory_gib=79.18, bandwidth_tbps=3.35, bf16_tflops=989, fp8_tflops=1979,
+            interconnect_gbps=900, price_per_hour=3.78)
+SLO = Slo((SloTarget("ttft", "p90", 0.4), SloTarget("itl", "p90", 0.013)))
+
+
+@pytest.fixture(scope="module")
+def searched():
+    model = parse_hf_config(json.loads(LLAMA_8B.read_text()))
+    wl = generate_workload(WorkloadSpec(n=120, prompt="normal:2048,512", output="normal:128,32",
+                                        arrival=ArrivalProcess("poisson", rate=16, unit="s")), 0)
+    space = SearchSpace((GpuSpec(**H100),), tensor_parallel=(1,), precisions=("bf16",), max_num_seqs=(256,),
+                        max_replicas=6, routing="least-loaded")
+    result = search_deployments(wl, model, space, SLO)
+    return wl, model, space, result, xpyd_alternatives(result, wl, model, space, SLO, link=KvLink(50.0, 1e-4))
+
+
+def test_every_split_of_n_and_n_minus_1_is_judged(searched):
+    wl, model, space, result, alt = searched
+    n = result.best.replicas
+    assert n >= 2 and alt["aggregated"] == {"replicas": n, "cost_per_hour": result.best.cost_per_hour}
+    want = [(x, m - x) for m in sorted({n - 1, n}) for x in range(1, m)]
+    assert [(r["prefill_instances"], r["decode_instances"]) for r in alt["splits"]] == want
+    for r in alt["splits"]:
+        m = r["prefill_instances"] + r["decode_instances"]
+        assert r["num_gpus"] == m and r["cost_per_hour"] == pytest.approx(m * 3.78)
+        within = all(v is not None and v <= t.max_s for t, v in zip(SLO.targets, r["values"].values()))
+        assert r["meets"] == (within and not r["misses"]), r
+    costs_n = {r["cost_per_hour"] for r in alt["splits"] if r["num_gpus"] == n}
+    assert costs_n and all(c == pytest.approx(result.best.cost_per_hour) for c in costs_n)
+    meeting = [r for r in alt["splits"] if r["meets"]]
+    assert (alt["best"] is None) == (not meeting)
+    if meeting:
+        assert alt["best"]["cost_per_hour"] == min(r["cost_per_hour"] for r in meeting)
+
+
+def test_a_splits_figures_are_the_simulations(searched):
+    wl, model, space, result, alt = searched
+    row = alt["splits"][-1]
+    cand = space.candidates()[result.best.index]
+    cfg = prepare_candidate(result.best.index, cand, model, space, default_max_model_len(wl, model), wl, SLO).config
+    res = DisaggregatedDeployment(Pool(cfg, row["prefill_instances"], "least-loaded"),
+                                  Pool(cfg, row["decode_instances"], "least-loaded"), KvLink(50.0, 1e-4),
+                                  kv_bytes_per_token=131072).run(wl)
+    assert row["values"]["TTFT p90"] == pytest.approx(res.latency.ttft.p90)
+    assert row["values"]["ITL p90"] == pytest.approx(res.latency.itl.p90)
+    assert row["transfer_p90_s"] == pytest.approx(res.transfer["p90_s"])
+
+
+def test_single_replica_answers_have_no_split(searched):
+    wl, model, space, result, _ = searched
+    loose = Slo((SloTarget("ttft", "p90", 60.0),))
+    one = search_deployments(wl, model, space, loose)
+    assert one.best.replicas == 1 and xpyd_alternatives(one, wl, model, space, loose) is None
+
+
+def test_search_command_adds_the_splits(tmp_path, capsys):
+    gpus = tmp_path / "gpus.json"
+    gpus.write_text(json.dumps([H100]))
+    args = ["search", "--model", str(LLAMA_8B), "--gpus", str(gpus), "--rate", "16", "--duration", "6",
+            "--prompt", "normal:2048,512", "--output", "normal:128,32", "--slo", "ttft:p90:0.4",
+            "--slo", "itl:p90:0.013", "--tp", "1", "--precision", "bf16", "--max-num-seqs", "256",
+            "--max-replicas", "6", "--routing", "least-loaded", "--disaggregated"]
+    assert cli.main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["disaggregated"] is None or out["disaggregated"]["splits"]
+    assert cli.main(args + ["--link-gbps", "0"]) == 2
+    assert "--link-gbps: must be > 0" in capsys.readouterr().err
