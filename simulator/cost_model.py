@@ -50,14 +50,8 @@ import numpy as np
 
 from simulator.clock_terms import BatchStepTime, CostModelError, StepCostTerms, _arr, _known_fields
 from simulator.config import StepTimeModel
-from simulator.sizing import (
-    check_parallelism,
-    compute_dtype,
-    estimate_num_parameters,
-    kv_bytes_per_token,
-    resolve_kv_dtype,
-    weights_bytes_per_gpu,
-)
+from simulator.kv_layout import check_parallelism, kv_bytes_per_token, resolve_kv_dtype
+from simulator.memory_model import compute_dtype
 from simulator.specs import (
     DTYPE_BYTES,
     LAYER_FULL,
@@ -66,6 +60,7 @@ from simulator.specs import (
     GpuSpec,
     ModelSpec,
 )
+from simulator.weights import estimate_num_parameters, weights_bytes_per_gpu
 
 TERA = 1e12
 GIGA = 1e9

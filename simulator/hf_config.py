@@ -13,6 +13,7 @@ e.g. ``"num_key_value_heads: 7 does not divide num_attention_heads 32"``.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from simulator.quantization import METHOD_ALIASES, check_group_size, scheme_for
@@ -26,6 +27,7 @@ from simulator.specs import (
     SpecError,
     normalize_dtype,
 )
+from simulator.weights import estimate_num_parameters
 
 # ModelSpec field -> the config key a user would recognise.
 _FIELD_TO_KEY = {
@@ -279,7 +281,7 @@ def parse_hf_config(config: dict, *, name: str | None = None, quant_config: dict
     quant_config : dict, optional
         A ModelOpt ``hf_quant_config.json`` shipped beside the config (NVIDIA FP8 / FP4 checkpoints).
     num_parameters, num_active_parameters : int, optional
-        Known parameter counts; estimated from the config by :func:`simulator.sizing.estimate_num_parameters`
+        Known parameter counts; estimated from the config by :func:`simulator.weights.estimate_num_parameters`
         when omitted.
 
     Returns
@@ -447,11 +449,7 @@ def _model_spec(kwargs: dict[str, Any], num_parameters: int | None, num_active_p
         field, _, rest = msg.partition(":")
         raise SpecError(f"{_FIELD_TO_KEY.get(field, field)}:{rest}") from None
     if num_parameters is None:
-        from simulator.sizing import estimate_num_parameters  # local: sizing imports specs only
-
         total, active = estimate_num_parameters(spec)
-        from dataclasses import replace
-
         spec = replace(spec, num_parameters=total,
                        num_active_parameters=num_active_parameters if num_active_parameters else active)
     check_group_size(spec, scheme_for(spec))
