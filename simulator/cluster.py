@@ -37,10 +37,9 @@ import numpy as np
 
 from simulator._fast import WorkloadPrep
 from simulator.config import EngineConfig
-from simulator.engine import _result
 from simulator.fleet import Fleet
 from simulator.metrics import LatencySummary
-from simulator.results import SimResult
+from simulator.results import SimResult, assemble_result
 from simulator.routing import MAX_INSTANCES, ClusterError, Router, RoutingPolicy, parse_routing
 from simulator.workload import Workload
 
@@ -392,7 +391,7 @@ def _assemble(wl: Workload, engines: list, assign: np.ndarray, policy: RoutingPo
               max_step_points: int | None) -> ClusterResult:
     N = len(engines)
     n = wl.n
-    full = [_result(e, record_steps, max_step_points) for e in engines]  # serving time included (engine._result)
+    full = [assemble_result(e, record_steps, max_step_points) for e in engines]  # serving time included
     instances = []
     merged: dict[str, Any] = {}
     for k, v in full[0].requests.items():

@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from simulator.clock_terms import BatchStepTime, CostModelError, StepCostTerms, _arr, _known_fields
-from simulator.config import StepTimeModel
+from simulator.config_base import StepTimeModel
 from simulator.kv_layout import check_parallelism, kv_bytes_per_token, resolve_kv_dtype
 from simulator.memory_model import compute_dtype
 from simulator.specs import (

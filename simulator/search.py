@@ -50,6 +50,9 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from simulator._fast import WorkloadPrep
+from simulator.cluster import simulate_cluster
+from simulator.engine import simulate
 from simulator.search_eval import (
     SCREEN_MIN_REQUESTS,
     SCREEN_SHARE,
@@ -173,8 +176,6 @@ class _Run:
 
     def __init__(self, workload: Workload, slo: Slo, space: SearchSpace, should_stop: Callable[[], bool] | None,
                  screen_min_requests: int | None = SCREEN_MIN_REQUESTS):
-        from simulator._fast import WorkloadPrep
-
         self.workload, self.slo, self.space = workload, slo, space
         self.prep = WorkloadPrep(workload)
         self.should_stop = should_stop
@@ -187,9 +188,6 @@ class _Run:
         self.lead_prep = None if lead is None else WorkloadPrep(lead)
 
     def _simulate(self, wl: Workload, prep, p: Prepared, n: int):
-        from simulator.cluster import simulate_cluster
-        from simulator.engine import simulate
-
         if self.should_stop is not None and self.should_stop():
             raise SearchCancelled("search cancelled")
         self.simulations += 1

@@ -261,7 +261,7 @@ def _distinct_steps(steps: np.ndarray) -> tuple[int, int, int]:
 
 @dataclasses.dataclass(frozen=True)
 class PoolMetrics:
-    """What :func:`simulator.engine._result` reads of a pool."""
+    """What :func:`simulator.results.assemble_result` reads of a pool."""
 
     usable: int
     evictions: int

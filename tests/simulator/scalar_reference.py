@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from simulator.engine import _result
+from simulator.results import assemble_result
 from tests.simulator.reference_core import EngineSim
 
 
@@ -52,7 +52,7 @@ def as_result(sim: EngineSim, record_steps: bool = False):
         first_token=col("first_token"), finish=col("finish"), hit_first=col("hit_first"),
         tok=sim.wl.prompt_len + col("num_out"), first_token_t=col("first_token_t", np.float64),
         finish_t=col("finish_t", np.float64), log=log, tiers=sim.tiers)
-    return _result(view, record_steps, None)
+    return assemble_result(view, record_steps, None)
 
 
 def simulate_scalar(workload, config, *, record_steps=False, jumps=False):
