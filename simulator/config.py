@@ -12,9 +12,6 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from simulator.config_base import ConfigError, StepTimeModel, unknown_field
-from simulator.cost_model import CostModelError, StepCostTerms, build_step_time_model
-from simulator.hf_config import parse_hf_config
-from simulator.specs import GpuSpec, SpecError
 from simulator.tiers import KvTier, TierError
 
 #: Largest KV cache the engine accepts, in blocks (a 10x margin over the
@@ -138,6 +135,10 @@ class EngineConfig:
         if not isinstance(self.step_time_model, StepTimeModel):
             raise ConfigError("step_time_model: must be an object with base_s, per_token_s, per_req_s")
         if self.cost_model is not None:
+            # imported here: a run without a cost model does not load the cost models (and the model
+            # specs, sizing and quantization they build on: about 0.08 s of CPU at start-up)
+            from simulator.cost_model import parse_cost_model
+
             object.__setattr__(self, "cost_model", parse_cost_model(self.cost_model))
         self._check_tiers()
 
@@ -198,51 +199,3 @@ class EngineConfig:
         if self.cost_model is not None:
             d["cost_model"] = {"kind": "terms", **self.cost_model.to_dict()}
         return d
-
-
-COST_MODEL_KINDS = ("linear", "roofline", "terms")
-
-
-def parse_cost_model(value: Any):
-    """A :class:`simulator.cost_model.StepCostTerms` from itself, a model with ``terms``, or a config object.
-
-    Config objects: ``{"kind": "linear", "base_s", "per_token_s", "per_req_s"}``;
-    ``{"kind": "roofline", "model": <HF config.json object>, "gpu": <GpuSpec
-    fields>, "tp": 1, "coefficients": {...}}``; ``{"kind": "terms", ...}``
-    (the coefficient row itself, as :meth:`EngineConfig.to_dict` writes it).
-    """
-    if isinstance(value, StepCostTerms):
-        return value
-    terms = getattr(value, "terms", None)
-    if isinstance(terms, StepCostTerms):
-        return terms
-    if not isinstance(value, dict):
-        raise ConfigError('cost_model: must be an object with "kind" (linear, roofline or terms)')
-    data = dict(value)
-    kind = data.pop("kind", None)
-    try:
-        if kind == "terms":
-            return StepCostTerms.from_dict(data)
-        if kind == "linear":
-            bad = sorted(set(data) - {"base_s", "per_token_s", "per_req_s"})
-            if bad:
-                raise ConfigError(f"cost_model.{bad[0]}: unknown field for the linear model")
-            return build_step_time_model("linear", linear=StepTimeModel(**data)).terms
-        if kind == "roofline":
-            bad = sorted(set(data) - {"model", "gpu", "tp", "coefficients"})
-            if bad:
-                raise ConfigError(f"cost_model.{bad[0]}: unknown field for the roofline model")
-            if not isinstance(data.get("model"), dict):
-                raise ConfigError("cost_model.model: the model's config.json object is required")
-            if not isinstance(data.get("gpu"), dict):
-                raise ConfigError("cost_model.gpu: an object with name, memory_gib, bandwidth_tbps, bf16_tflops ... is required")
-            try:
-                model = parse_hf_config(data["model"])
-                gpu = GpuSpec(**data["gpu"])
-            except (SpecError, TypeError, ValueError) as exc:
-                raise ConfigError(f"cost_model: {exc}") from exc
-            return build_step_time_model("roofline", model=model, gpu=gpu, tp=data.get("tp", 1),
-                                         coefficients=data.get("coefficients")).terms
-    except CostModelError as exc:
-        raise ConfigError(str(exc) if str(exc).startswith("cost_model") else f"cost_model: {exc}") from exc
-    raise ConfigError(f"cost_model.kind: must be one of {', '.join(COST_MODEL_KINDS)}, got {kind!r}")
