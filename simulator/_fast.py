@@ -12,7 +12,8 @@ Same rules and the same results, bit for bit, as the scalar reference kernel
 * :mod:`simulator.clock`: steps to seconds (linear model, cost model terms or a batched hook);
 * accelerators, all off with ``accelerate=False`` (results unchanged): lazy decoders
   (:mod:`simulator.lazy_decoders`), decode jumps and lazy windows (:mod:`simulator.decode_jumps`),
-  own-key pool paths (:mod:`simulator._pool`); :class:`Shortcuts` says which apply to a run.
+  own-key pool paths (:mod:`simulator._pool`); :mod:`simulator.accelerators` says which runs each
+  supports.
 
 This module holds the state (per-request numpy arrays; a request's block table is a slice of
 one flat array, ``btab[koff[r]:koff[r] + held[r]]``; the running queue an array of request
@@ -28,6 +29,7 @@ from collections.abc import Callable
 import numpy as np
 
 from simulator._pool import FastPool
+from simulator.accelerators import RunFacts, choose
 from simulator.clock import StepClock
 from simulator.clock_terms import overlapped
 from simulator.config import EngineConfig
@@ -97,6 +99,7 @@ class FastEngine(Scheduler, TierLoads, LazyDecoders, DecodeJumps, StepClock):
         self.keyarr = ks.keyarr
         self.btab = np.zeros(ks.slots, np.int64)
         self.pool = (pool_factory or FastPool)(num_blocks, self.caching, ks.num_keys if self.caching else 0)
+        self.pool.configure(cfg)
         # Lower KV tiers (CPU, disk): GPU evictions are demoted, prefix hits onboarded.
         tiers = [(nm, tc) for nm, tc in (("cpu", cfg.cpu_tier), ("disk", cfg.disk_tier)) if tc is not None]
         bpb = cfg.kv_bytes_per_block
@@ -172,43 +175,35 @@ class FastEngine(Scheduler, TierLoads, LazyDecoders, DecodeJumps, StepClock):
         self.unfinished = 0
 
     def _init_shortcuts(self, accelerate: bool) -> None:
-        """Which accelerators this run may take; none with ``accelerate=False`` (same results, slower).
-
-        * own keys (every content key one request's, no shared prefix or parent): the pool keeps no
-          reference counts nor hash table entries for blocks in use, evictions reach the tiers in
-          bulk, admission's early full-prompt check, hits known from a release run (``hit_run``);
-        * lazy decoders (:mod:`simulator.lazy_decoders`): ``max_model_len`` out of reach; async
-          scheduling only with deferred (or no) publication;
-        * jumps and lazy windows (:mod:`simulator.decode_jumps`): sync scheduling, no batched cost
-          hook, no ``kv_offload_threshold`` (it offloads after every step); windows only with
-          publication deferred or off;
-        * kept loads and sure tier reads (:mod:`simulator.tier_loads`, :mod:`simulator.tiers`).
-        """
+        """The accelerators this run takes (:mod:`simulator.accelerators`: those that support it; none with
+        ``accelerate=False``, same results, slower) and the state they keep."""
         cfg = self.cfg
         n = self.wl.n
-        # what the shortcuts did (tests check each is taken; all 0 with accelerate=False)
         self.accelerate = accelerate
+        self.accelerators = taken = choose(RunFacts(
+            config=cfg, own_keys=self.keyarr is None, has_parents=bool((self.wl.parent >= 0).any()),
+            max_model_len_binds=self.max_model_len_binds, has_tiers=self.tiers is not None,
+            batched_cost_hook=self.step_cost is not None), accelerate)
+        # what the shortcuts did (tests check each is taken; all 0 with accelerate=False)
         self.shortcuts = dict(lazy_steps=0, window_steps=0, jumped_steps=0, kept_loads=0, hit_runs=0)
         # Every content key is a request's own (no shared prefix, no parent): a block is then
         # held by at most one request, and a request's keys are published only by it, in order
         # (fast paths in _free, _publish_one), or loaded by it from a lower tier.
-        self.own_keys = self.keyarr is None and accelerate
+        self.own_keys = "own_keys" in taken
         # admission's early "the whole prompt cannot fit" check (_admit; with a tier, loads are tried first
         # for a request whose keys a tier may hold: one that let its blocks go while waiting to hit them
         # again, ``tiered``; with own keys nobody else's release puts its keys there)
         self.full_isl_own = self.own_keys and cfg.scheduler_reserve_full_isl and self.tiers is None
         self.full_isl_untiered = self.own_keys and cfg.scheduler_reserve_full_isl and self.tiers is not None
-        # _head_blocked may answer for a tiered head that has no room to load (see there; exact with
-        # chunked prefill, max_model_len out of reach and no early offloads, which evict without allocating):
-        # per request, its GPU hits are the first this many keys' blocks still cached (-1: unknown)
-        tight = (self.full_isl_untiered and cfg.enable_chunked_prefill and not self.max_model_len_binds
-                 and self.offload_at is None)
-        self.hit_run = np.full(n, -1, np.int64) if tight else None
-        # per request, whether its last load started from its release run with synchronous scheduling:
-        # the blocks it then holds are its keys' only cached carriers (_keep_loaded)
-        self.load_from_run = np.zeros(n, bool) if tight else None
+        # release runs: per request, its GPU hits are the first this many keys' blocks still cached (-1:
+        # unknown), so _head_blocked may answer for a tiered head that has no room to load; and whether its
+        # last load started from its release run with synchronous scheduling: the blocks it then holds are
+        # its keys' only cached carriers (_keep_loaded)
+        release_runs = "release_runs" in taken
+        self.hit_run = np.full(n, -1, np.int64) if release_runs else None
+        self.load_from_run = np.zeros(n, bool) if release_runs else None
         self.pool.track_refs = not self.own_keys
-        self.pool.accelerate = accelerate
+        self.pool.accelerate = "sure_checks" in taken
         self.pool.own_keys = self.own_keys and self.caching
         if self.tiers is not None and self.own_keys:
             # own keys: evictions are demoted in bulk, before the tiers are next read
@@ -218,22 +213,16 @@ class FastEngine(Scheduler, TierLoads, LazyDecoders, DecodeJumps, StepClock):
             # each key is demoted once at most until a request lets blocks go to hit them again
             self.tiers.fresh = True
         if self.tiers is not None:
-            self.tiers.accelerate = accelerate
-        # Lazy steady decoders (max_model_len never binding; see simulator/lazy_decoders.py): a
-        # running request whose prefill is done holds comp = lazy_base + lazy_step implicitly.
-        # Only the other running requests (``explicit_running``) are materialized.
-        # Without multi-turn parents nobody can look up a running decoder's
-        # newly full blocks (they are its own keys, and it is not waiting),
-        # so their publication waits until the decoder is materialized.
+            self.tiers.accelerate = "sure_checks" in taken
+        # Lazy steady decoders (see simulator/lazy_decoders.py): a running request whose prefill is done
+        # holds comp = lazy_base + lazy_step implicitly. Only the other running requests
+        # (``explicit_running``) are materialized. Without multi-turn parents nobody can look up a running
+        # decoder's newly full blocks (they are its own keys, and it is not waiting), so their publication
+        # waits until the decoder is materialized.
         self.defer_pub = self.caching and not bool((self.wl.parent >= 0).any())
-        # Asynchronous scheduling (batch queue of depth 2): the same lazy
-        # decoders, one step in flight (see _lazify_async); with deferred (or
-        # no) publication. KV tiers too (byte-identical to the general path on
-        # 900 random async tier runs, session 6).
-        self.lazy_ok = accelerate and not self.max_model_len_binds and (not self.async_mode or self.defer_pub or not self.caching)
-        # jumps and windows (no jumps with kv_offload_threshold: it offloads after every step)
-        self.jumps_ok = accelerate and not self.async_mode and self.step_cost is None and self.offload_at is None
-        self.windows_ok = self.jumps_ok and (self.defer_pub or not self.caching)
+        self.lazy_ok = "lazy_decoders" in taken
+        self.jumps_ok = "decode_jumps" in taken
+        self.windows_ok = "lazy_windows" in taken
         self._retry_jump_at = 0
         self._backoff = 1
 

@@ -123,6 +123,17 @@ class FastPool:
         self.slack = _NO_MARGIN
         self.excess = _NO_MARGIN
 
+    def configure(self, config) -> None:
+        """Read the pool's own knobs of the engine configuration (an :class:`EngineConfig`); the engine
+        calls this once, before any use, on every pool it builds (plain, a cluster instance's, a batch's
+        shared pool).
+
+        There are none today beyond prefix caching (given at construction): vLLM's free queue, least
+        recently released evicted first, is the only eviction order. A new eviction policy reads its
+        field here and picks its victims in :meth:`_pop_fifo`, where every eviction takes its blocks
+        (``docs/simulator.md``, "How to add a feature").
+        """
+
     def can_allocate(self, need: int, free: int | None = None) -> bool:
         """Whether ``need`` blocks fit in ``free`` (default: the free blocks); the check's margin is
         recorded for shared schedules (:mod:`simulator.sharing`), so every free-block comparison of
@@ -266,6 +277,9 @@ class FastPool:
         self.born_last[out] = now if type(now) is not np.ndarray else now[:, None]
 
     def _pop_fifo(self, rest: int) -> np.ndarray:
+        """The next ``rest`` victims: the least recently released live entries of the FIFO, popped (every
+        eviction takes its blocks here: :meth:`_evict_head` for an allocation, :meth:`offload`; the
+        allocation fast paths inline the case with no touched entries in the way)."""
         got = []
         fifo, fpos = self.fifo, self.fpos
         h = self.fhead

@@ -33,6 +33,12 @@ from typing import Any
 
 import numpy as np
 
+from simulator.config import EngineConfig
+from simulator.cost_model import RooflineCoefficients, RooflineStepTime
+from simulator.engine import simulate
+from simulator.sizing import plan
+from simulator.traces import parse_trace
+
 #: Coefficients a calibration may fit, with their bounds (physical ranges).
 FIT_BOUNDS = {
     "mfu": (0.2, 1.0),
@@ -252,8 +258,6 @@ class FitResult:
 def replay_workload(meas: Measurement, request_rate: float | None = None, max_requests: int = MAX_SIMULATED,
                     seed: int = 0):
     """The measured load as a simulator workload: the rows themselves, or Poisson arrivals at the rate."""
-    from simulator.traces import parse_trace
-
     if meas.rows is not None:
         r = meas.rows
         n = min(len(r["arrival_time"]), max_requests)
@@ -273,10 +277,6 @@ def replay_workload(meas: Measurement, request_rate: float | None = None, max_re
 
 
 def _predict(workload, engine: dict, model, gpu, deployment, coefficients: dict) -> dict[str, float]:
-    from simulator.config import EngineConfig
-    from simulator.cost_model import RooflineStepTime
-    from simulator.engine import simulate
-
     clock = RooflineStepTime.from_specs(model, gpu, coefficients=coefficients, deployment=deployment)
     cfg = EngineConfig.from_dict({**engine, "cost_model": {"kind": "terms", **clock.terms.to_dict()}})
     res = simulate(workload, [cfg])[0]
@@ -306,9 +306,6 @@ def fit(meas: Measurement, model, gpu, deployment, *, fit_params: tuple[str, ...
     :func:`simulator.sizing.plan`); ``start`` = coefficients to start from (default: the defaults).
     """
     from scipy.optimize import least_squares
-
-    from simulator.cost_model import RooflineCoefficients
-    from simulator.sizing import plan
 
     for p in fit_params:
         if p not in FIT_BOUNDS:

@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.config import unknown_field
+from simulator.config_base import unknown_field
 
 
 class CostModelError(ValueError):

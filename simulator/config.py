@@ -11,42 +11,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-
-def unknown_field(cls, data: dict, ignore: frozenset = frozenset()) -> tuple[str, str] | None:
-    """The first key of ``data`` (sorted) that is not a field of dataclass ``cls``, with the known
-    fields listed for the message; None when every key is known."""
-    known = {f.name for f in fields(cls)}
-    bad = sorted(set(data) - known - ignore)
-    return (bad[0], ", ".join(sorted(known))) if bad else None
+from simulator.config_base import ConfigError, StepTimeModel, unknown_field
+from simulator.tiers import KvTier, TierError
 
 #: Largest KV cache the engine accepts, in blocks (a 10x margin over the
 #: largest single-GPU figure in the catalog); a guard against absurd input.
 MAX_NUM_GPU_BLOCKS = 50_000_000
-
-
-class ConfigError(ValueError):
-    """An engine configuration that cannot be simulated; the message names the field."""
-
-
-@dataclass(frozen=True)
-class StepTimeModel:
-    """Linear step time: ``base_s + per_token_s * tokens + per_req_s * requests``.
-
-    All coefficients in seconds (per step, per scheduled token, per scheduled
-    request). This is the oracle's ``step_time_model``.
-    """
-
-    base_s: float = 0.025
-    per_token_s: float = 0.0
-    per_req_s: float = 0.0
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v >= 0) or v == float("inf"):
-                raise ConfigError(f"step_time_model.{f.name}: must be a finite number >= 0 seconds")
-        if self.base_s + self.per_token_s + self.per_req_s <= 0:
-            raise ConfigError("step_time_model: at least one coefficient must be positive")
 
 
 @dataclass(frozen=True)
@@ -165,12 +135,14 @@ class EngineConfig:
         if not isinstance(self.step_time_model, StepTimeModel):
             raise ConfigError("step_time_model: must be an object with base_s, per_token_s, per_req_s")
         if self.cost_model is not None:
+            # imported here: a run without a cost model does not load the cost models (and the model
+            # specs, sizing and quantization they build on: about 0.08 s of CPU at start-up)
+            from simulator.cost_model import parse_cost_model
+
             object.__setattr__(self, "cost_model", parse_cost_model(self.cost_model))
         self._check_tiers()
 
     def _check_tiers(self) -> None:
-        from simulator.tiers import KvTier, TierError
-
         for name in ("cpu_tier", "disk_tier"):
             v = getattr(self, name)
             if v is not None:
@@ -227,56 +199,3 @@ class EngineConfig:
         if self.cost_model is not None:
             d["cost_model"] = {"kind": "terms", **self.cost_model.to_dict()}
         return d
-
-
-COST_MODEL_KINDS = ("linear", "roofline", "terms")
-
-
-def parse_cost_model(value: Any):
-    """A :class:`simulator.cost_model.StepCostTerms` from itself, a model with ``terms``, or a config object.
-
-    Config objects: ``{"kind": "linear", "base_s", "per_token_s", "per_req_s"}``;
-    ``{"kind": "roofline", "model": <HF config.json object>, "gpu": <GpuSpec
-    fields>, "tp": 1, "coefficients": {...}}``; ``{"kind": "terms", ...}``
-    (the coefficient row itself, as :meth:`EngineConfig.to_dict` writes it).
-    """
-    from simulator.cost_model import CostModelError, StepCostTerms, build_step_time_model
-
-    if isinstance(value, StepCostTerms):
-        return value
-    terms = getattr(value, "terms", None)
-    if isinstance(terms, StepCostTerms):
-        return terms
-    if not isinstance(value, dict):
-        raise ConfigError('cost_model: must be an object with "kind" (linear, roofline or terms)')
-    data = dict(value)
-    kind = data.pop("kind", None)
-    try:
-        if kind == "terms":
-            return StepCostTerms.from_dict(data)
-        if kind == "linear":
-            bad = sorted(set(data) - {"base_s", "per_token_s", "per_req_s"})
-            if bad:
-                raise ConfigError(f"cost_model.{bad[0]}: unknown field for the linear model")
-            return build_step_time_model("linear", linear=StepTimeModel(**data)).terms
-        if kind == "roofline":
-            from simulator.hf_config import parse_hf_config
-            from simulator.specs import GpuSpec, SpecError
-
-            bad = sorted(set(data) - {"model", "gpu", "tp", "coefficients"})
-            if bad:
-                raise ConfigError(f"cost_model.{bad[0]}: unknown field for the roofline model")
-            if not isinstance(data.get("model"), dict):
-                raise ConfigError("cost_model.model: the model's config.json object is required")
-            if not isinstance(data.get("gpu"), dict):
-                raise ConfigError("cost_model.gpu: an object with name, memory_gib, bandwidth_tbps, bf16_tflops ... is required")
-            try:
-                model = parse_hf_config(data["model"])
-                gpu = GpuSpec(**data["gpu"])
-            except (SpecError, TypeError, ValueError) as exc:
-                raise ConfigError(f"cost_model: {exc}") from exc
-            return build_step_time_model("roofline", model=model, gpu=gpu, tp=data.get("tp", 1),
-                                         coefficients=data.get("coefficients")).terms
-    except CostModelError as exc:
-        raise ConfigError(str(exc) if str(exc).startswith("cost_model") else f"cost_model: {exc}") from exc
-    raise ConfigError(f"cost_model.kind: must be one of {', '.join(COST_MODEL_KINDS)}, got {kind!r}")

@@ -49,15 +49,10 @@ from typing import Any
 import numpy as np
 
 from simulator.clock_terms import BatchStepTime, CostModelError, StepCostTerms, _arr, _known_fields
-from simulator.config import StepTimeModel
-from simulator.sizing import (
-    check_parallelism,
-    compute_dtype,
-    estimate_num_parameters,
-    kv_bytes_per_token,
-    resolve_kv_dtype,
-    weights_bytes_per_gpu,
-)
+from simulator.config_base import ConfigError, StepTimeModel
+from simulator.hf_config import parse_hf_config
+from simulator.kv_layout import check_parallelism, kv_bytes_per_token, resolve_kv_dtype
+from simulator.memory_model import compute_dtype
 from simulator.specs import (
     DTYPE_BYTES,
     LAYER_FULL,
@@ -65,7 +60,9 @@ from simulator.specs import (
     DeploymentSpec,
     GpuSpec,
     ModelSpec,
+    SpecError,
 )
+from simulator.weights import estimate_num_parameters, weights_bytes_per_gpu
 
 TERA = 1e12
 GIGA = 1e9
@@ -515,6 +512,54 @@ def build_step_time_model(kind: str, *, model: ModelSpec | None = None, gpu: Gpu
     raise CostModelError(f"kind: must be one of {', '.join(STEP_TIME_KINDS)}, got {kind!r}")
 
 
+COST_MODEL_KINDS = ("linear", "roofline", "terms")
+
+
+def parse_cost_model(value: Any):
+    """A :class:`simulator.cost_model.StepCostTerms` from itself, a model with ``terms``, or a config object.
+
+    Config objects: ``{"kind": "linear", "base_s", "per_token_s", "per_req_s"}``;
+    ``{"kind": "roofline", "model": <HF config.json object>, "gpu": <GpuSpec
+    fields>, "tp": 1, "coefficients": {...}}``; ``{"kind": "terms", ...}``
+    (the coefficient row itself, as :meth:`EngineConfig.to_dict` writes it).
+    """
+    if isinstance(value, StepCostTerms):
+        return value
+    terms = getattr(value, "terms", None)
+    if isinstance(terms, StepCostTerms):
+        return terms
+    if not isinstance(value, dict):
+        raise ConfigError('cost_model: must be an object with "kind" (linear, roofline or terms)')
+    data = dict(value)
+    kind = data.pop("kind", None)
+    try:
+        if kind == "terms":
+            return StepCostTerms.from_dict(data)
+        if kind == "linear":
+            bad = sorted(set(data) - {"base_s", "per_token_s", "per_req_s"})
+            if bad:
+                raise ConfigError(f"cost_model.{bad[0]}: unknown field for the linear model")
+            return build_step_time_model("linear", linear=StepTimeModel(**data)).terms
+        if kind == "roofline":
+            bad = sorted(set(data) - {"model", "gpu", "tp", "coefficients"})
+            if bad:
+                raise ConfigError(f"cost_model.{bad[0]}: unknown field for the roofline model")
+            if not isinstance(data.get("model"), dict):
+                raise ConfigError("cost_model.model: the model's config.json object is required")
+            if not isinstance(data.get("gpu"), dict):
+                raise ConfigError("cost_model.gpu: an object with name, memory_gib, bandwidth_tbps, bf16_tflops ... is required")
+            try:
+                model = parse_hf_config(data["model"])
+                gpu = GpuSpec(**data["gpu"])
+            except (SpecError, TypeError, ValueError) as exc:
+                raise ConfigError(f"cost_model: {exc}") from exc
+            return build_step_time_model("roofline", model=model, gpu=gpu, tp=data.get("tp", 1),
+                                         coefficients=data.get("coefficients")).terms
+    except CostModelError as exc:
+        raise ConfigError(str(exc) if str(exc).startswith("cost_model") else f"cost_model: {exc}") from exc
+    raise ConfigError(f"cost_model.kind: must be one of {', '.join(COST_MODEL_KINDS)}, got {kind!r}")
+
+
 __all__ = [
     "CostModelError",
     "RooflineCoefficients",
@@ -524,4 +569,6 @@ __all__ = [
     "RooflineStepTime",
     "STEP_TIME_KINDS",
     "build_step_time_model",
+    "COST_MODEL_KINDS",
+    "parse_cost_model",
 ]

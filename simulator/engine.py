@@ -26,19 +26,13 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from typing import TYPE_CHECKING
-
-import numpy as np
 
 from simulator._fast import FastEngine, StepTimeFn, WorkloadPrep
+from simulator.cluster import ClusterResult, Deployment
 from simulator.config import ConfigError, EngineConfig
-from simulator.results import SimResult
-from simulator.serving import apply_serving
+from simulator.results import SimResult, assemble_result
 from simulator.sharing import LeaderQueue, covers, share_key, shared_pool_factory
 from simulator.workload import Workload
-
-if TYPE_CHECKING:
-    from simulator.cluster import ClusterResult, Deployment
 
 MAX_PROCESSES = 64  # worker processes one batch may use
 
@@ -117,11 +111,11 @@ def simulate(
                          step_cost=step_cost, cost_index=lead,
                          pool_factory=shared_pool_factory(sizes) if sizes else None, accelerate=accelerate)
         sim.run_all(sub)
-        out = {lead: _result(sim, record_steps, max_step_points)}
+        out = {lead: assemble_result(sim, record_steps, max_step_points)}
         for b in others:
             got = covers(sim, configs[b], sim._unservable)
             if got is not None:
-                out[b] = _result(sim, record_steps, max_step_points, *got)
+                out[b] = assemble_result(sim, record_steps, max_step_points, *got)
         return out
 
     results: list[SimResult | None] = [None] * nb
@@ -148,8 +142,6 @@ def simulate(
 
 def _checked(workload, configs, max_step_points, step_time, step_cost, processes):
     """:func:`simulate`'s arguments checked: the Deployment items by index, and every item's config."""
-    from simulator.cluster import Deployment  # (simulator.cluster builds on this module)
-
     if not isinstance(workload, Workload):
         raise TypeError("workload: must be a simulator.workload.Workload")
     items = list(configs)
@@ -217,72 +209,3 @@ def _in_processes(job: Callable[..., dict[int, SimResult]], queue: LeaderQueue, 
                     fill()
         finally:
             _JOB = None
-
-
-def _result(sim, record_steps: bool, max_points: int | None, pool=None, tiers=None) -> SimResult:
-    """Assemble a SimResult from a finished :class:`FastEngine` (or the scalar reference).
-
-    ``pool``, ``tiers``: the block pool and KV tiers to report (default the engine's), for a
-    configuration that shared the engine's schedule (:mod:`simulator.sharing`).
-    """
-    wl = sim.wl
-    t = dict(sim.t)
-    if pool is None:
-        pool = sim.pool
-    usable = pool.usable
-    t["unfinished"] = sim.unfinished
-    t["requests_preempted_at_least_once"] = int((sim.npre > 0).sum())
-    q_ = t["prefix_cache_queries"]
-    t["prefix_cache_hit_rate"] = t["prefix_cache_hits"] / q_ if q_ else 0.0
-    t["peak_kv_usage"] = t["peak_kv_blocks_used"] / usable
-    steps = t.pop("kv_block_steps")
-    t["mean_kv_usage"] = steps / t["num_steps"] / usable if t["num_steps"] else 0.0
-    t["prefix_cache_evictions"] = pool.evictions
-    t["mean_block_lifetime_steps"] = pool.lifetime_sum / pool.reuses if pool.reuses else 0.0
-    t["mean_block_idle_steps"] = pool.idle_sum / pool.reuses if pool.reuses else 0.0
-    if tiers is None:
-        tiers = getattr(sim, "tiers", None)  # the scalar reference kernel has none
-    if tiers is not None:
-        t.update(tiers.totals())
-    if wl.arrival_unit == "s" or getattr(getattr(sim, "cfg", None), "cost_model", None) is not None:
-        t["duration_s"] = sim.clock
-    status = sim.status
-    names = np.array(["waiting", "running", "waiting", "finished", "dropped_unservable"])
-    requests = {
-        "id": wl.ids,
-        "prompt_len": wl.prompt_len,
-        "max_tokens": wl.output_len,
-        "arrival": wl.arrival,
-        "first_scheduled_step": sim.first_sched.copy(),
-        "first_token_step": sim.first_token.copy(),
-        "finish_step": sim.finish.copy(),
-        "num_preemptions": sim.npre.copy(),
-        "prefix_hit_tokens": sim.hit_first.copy(),
-        "num_output_tokens": sim.tok - wl.prompt_len,
-        "first_token_time_s": sim.first_token_t.copy(),
-        "finish_time_s": sim.finish_t.copy(),
-        "status": tuple(names[status].tolist()),
-    }
-    series = None
-    if record_steps and sim.log is not None:
-        log = sim.log
-        series = {
-            "step": np.array(log["step"], np.int64),
-            "time_s": np.array(log["time_s"], np.float64),
-            "num_running": np.array(log["num_running"], np.int64),
-            "num_waiting": np.array(log["num_waiting"], np.int64),
-            "num_scheduled_tokens": np.array(log["num_scheduled_tokens"], np.int64),
-            "kv_blocks_used": np.array(log["kv_blocks_used"], np.int64),
-            "num_preempted": np.array(log["num_preempted"], np.int64),
-        }
-        series["kv_usage"] = series["kv_blocks_used"] / usable
-        if wl.arrival_unit != "s":
-            del series["time_s"]
-        m = len(series["step"])
-        if max_points is not None and m > max_points:
-            idx = np.unique(np.linspace(0, m - 1, max_points).round().astype(np.int64))
-            series = {k: v[idx] for k, v in series.items()}
-    result = SimResult(totals=t, requests=requests, steps=series, arrival_unit=wl.arrival_unit)
-    # time a served request pays outside the engine steps, added here once for every caller (docs/cost-model.md)
-    cfg = getattr(sim, "cfg", None)
-    return apply_serving(result, getattr(cfg, "cost_model", None), bool(getattr(cfg, "async_scheduling", False)))

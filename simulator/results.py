@@ -28,6 +28,9 @@ from typing import Any
 
 import numpy as np
 
+from simulator.metrics import summarize_latency
+from simulator.serving import apply_serving
+
 #: Per-request columns, in output order.
 REQUEST_FIELDS = (
     "id", "prompt_len", "max_tokens", "arrival", "first_scheduled_step",
@@ -164,8 +167,6 @@ class SimResult:
         """
         if self.arrival_unit != "s":
             return None
-        from simulator.metrics import summarize_latency
-
         req = self.requests
         return summarize_latency(
             arrival_time=req["arrival"], first_token_time=req["first_token_time_s"],
@@ -201,3 +202,72 @@ class SimResult:
         tail.append("}")
         head = ['{"totals":', _compact(jsonable(self.totals)), ',"requests":[']
         return "".join(itertools.chain(head, self._records_json(), tail))
+
+
+def assemble_result(sim, record_steps: bool, max_points: int | None, pool=None, tiers=None) -> SimResult:
+    """Assemble a SimResult from a finished :class:`FastEngine` (or the scalar reference).
+
+    ``pool``, ``tiers``: the block pool and KV tiers to report (default the engine's), for a
+    configuration that shared the engine's schedule (:mod:`simulator.sharing`).
+    """
+    wl = sim.wl
+    t = dict(sim.t)
+    if pool is None:
+        pool = sim.pool
+    usable = pool.usable
+    t["unfinished"] = sim.unfinished
+    t["requests_preempted_at_least_once"] = int((sim.npre > 0).sum())
+    q_ = t["prefix_cache_queries"]
+    t["prefix_cache_hit_rate"] = t["prefix_cache_hits"] / q_ if q_ else 0.0
+    t["peak_kv_usage"] = t["peak_kv_blocks_used"] / usable
+    steps = t.pop("kv_block_steps")
+    t["mean_kv_usage"] = steps / t["num_steps"] / usable if t["num_steps"] else 0.0
+    t["prefix_cache_evictions"] = pool.evictions
+    t["mean_block_lifetime_steps"] = pool.lifetime_sum / pool.reuses if pool.reuses else 0.0
+    t["mean_block_idle_steps"] = pool.idle_sum / pool.reuses if pool.reuses else 0.0
+    if tiers is None:
+        tiers = getattr(sim, "tiers", None)  # the scalar reference kernel has none
+    if tiers is not None:
+        t.update(tiers.totals())
+    if wl.arrival_unit == "s" or getattr(getattr(sim, "cfg", None), "cost_model", None) is not None:
+        t["duration_s"] = sim.clock
+    status = sim.status
+    names = np.array(["waiting", "running", "waiting", "finished", "dropped_unservable"])
+    requests = {
+        "id": wl.ids,
+        "prompt_len": wl.prompt_len,
+        "max_tokens": wl.output_len,
+        "arrival": wl.arrival,
+        "first_scheduled_step": sim.first_sched.copy(),
+        "first_token_step": sim.first_token.copy(),
+        "finish_step": sim.finish.copy(),
+        "num_preemptions": sim.npre.copy(),
+        "prefix_hit_tokens": sim.hit_first.copy(),
+        "num_output_tokens": sim.tok - wl.prompt_len,
+        "first_token_time_s": sim.first_token_t.copy(),
+        "finish_time_s": sim.finish_t.copy(),
+        "status": tuple(names[status].tolist()),
+    }
+    series = None
+    if record_steps and sim.log is not None:
+        log = sim.log
+        series = {
+            "step": np.array(log["step"], np.int64),
+            "time_s": np.array(log["time_s"], np.float64),
+            "num_running": np.array(log["num_running"], np.int64),
+            "num_waiting": np.array(log["num_waiting"], np.int64),
+            "num_scheduled_tokens": np.array(log["num_scheduled_tokens"], np.int64),
+            "kv_blocks_used": np.array(log["kv_blocks_used"], np.int64),
+            "num_preempted": np.array(log["num_preempted"], np.int64),
+        }
+        series["kv_usage"] = series["kv_blocks_used"] / usable
+        if wl.arrival_unit != "s":
+            del series["time_s"]
+        m = len(series["step"])
+        if max_points is not None and m > max_points:
+            idx = np.unique(np.linspace(0, m - 1, max_points).round().astype(np.int64))
+            series = {k: v[idx] for k, v in series.items()}
+    result = SimResult(totals=t, requests=requests, steps=series, arrival_unit=wl.arrival_unit)
+    # time a served request pays outside the engine steps, added here once for every caller (docs/cost-model.md)
+    cfg = getattr(sim, "cfg", None)
+    return apply_serving(result, getattr(cfg, "cost_model", None), bool(getattr(cfg, "async_scheduling", False)))

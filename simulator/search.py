@@ -58,6 +58,10 @@ from typing import Any
 
 import numpy as np
 
+from simulator._fast import WorkloadPrep
+from simulator.cluster import SUMMED_TOTALS, LoadBalance, simulate_cluster
+from simulator.engine import simulate
+from simulator.results import SimResult
 from simulator.search_eval import (
     SCREEN_MIN_REQUESTS,
     SCREEN_SHARES,
@@ -168,9 +172,6 @@ class _Replicas:
     """
 
     def __init__(self, workload: Workload, shares: list[np.ndarray], results: list) -> None:
-        from simulator.cluster import SUMMED_TOTALS, LoadBalance
-        from simulator.results import SimResult
-
         self.num_instances = n = len(results)
         if n == 1:
             self.totals, self.requests = results[0].totals, results[0].requests
@@ -222,8 +223,6 @@ class _Run:
 
     def __init__(self, workload: Workload, slo: Slo, space: SearchSpace, should_stop: Callable[[], bool] | None,
                  screen_min_requests: int | None = SCREEN_MIN_REQUESTS):
-        from simulator._fast import WorkloadPrep
-
         self.workload, self.slo, self.space = workload, slo, space
         self.prep = WorkloadPrep(workload)
         self.should_stop = should_stop
@@ -245,9 +244,6 @@ class _Run:
         ``num_instances``, ``load``). A new kind of shape (say disaggregated prefill/decode pools)
         brings its sizing in :func:`simulator.search_eval.prepare_candidate` and its simulation here.
         """
-        from simulator.cluster import simulate_cluster
-        from simulator.engine import simulate
-
         if self.should_stop is not None and self.should_stop():
             raise SearchCancelled("search cancelled")
         self.simulations += 1

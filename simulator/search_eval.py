@@ -20,9 +20,11 @@ from typing import Any
 import numpy as np
 
 from simulator.config import EngineConfig
+from simulator.cost_model import CostModelError, RooflineStepTime
 from simulator.metrics import request_latencies
 from simulator.search_space import Candidate, SearchSpace, Slo, format_seconds
 from simulator.serving import serving_offsets
+from simulator.sizing import plan
 from simulator.specs import DeploymentSpec, ModelSpec
 from simulator.workload import Workload
 
@@ -104,9 +106,6 @@ def _weights_words(sizing, cand: Candidate) -> str:
 def prepare_candidate(index: int, cand: Candidate, model: ModelSpec, space: SearchSpace, max_model_len: int,
                       workload: Workload, slo: Slo) -> Prepared:
     """Size ``cand``; reject it (config None, reason in words) when it cannot run or be priced."""
-    from simulator.cost_model import CostModelError, RooflineStepTime
-    from simulator.sizing import plan
-
     if cand.price_per_replica is None:
         return Prepared(index, cand, None, f"no price per hour for {cand.gpu.name}: its cost cannot be compared")
     m = cand.model_for(model)

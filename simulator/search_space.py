@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from simulator.routing import ClusterError, parse_routing
 from simulator.specs import KV_CACHE_DTYPES, GpuSpec, ModelSpec
 
 #: Weight precision -> the ModelSpec ``quantization`` it deploys as.
@@ -237,8 +238,6 @@ class SearchSpace:
         m = self.max_replicas
         if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= MAX_SEARCH_REPLICAS:
             raise SearchError(f"space.max_replicas: must be a whole number from 1 to {MAX_SEARCH_REPLICAS}, got {m!r}")
-        from simulator.routing import ClusterError, parse_routing
-
         try:
             object.__setattr__(self, "routing", str(parse_routing(self.routing)))
         except (ClusterError, TypeError, AttributeError) as exc:

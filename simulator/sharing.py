@@ -44,6 +44,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from simulator._pool import FastPool
+from simulator.accelerators import may_share_schedules
 from simulator.config import EngineConfig
 
 VARYING = ("num_gpu_blocks", "max_num_seqs")  # the fields a shared schedule may differ in
@@ -54,8 +55,8 @@ def share_key(cfg: EngineConfig, prep):
 
     ``prep`` is the workload's :class:`simulator._fast.WorkloadPrep`.
     """
-    if (cfg.watermark or cfg.prefix_cache != "vllm" or cfg.kv_offload_threshold is not None
-            or prep.keys(cfg.block_size).keyarr is not None):  # a shared prefix or a conversation
+    # (own keys: no shared prefix, no conversation; see simulator/accelerators.py, "shared_schedules")
+    if not (may_share_schedules(cfg) and prep.keys(cfg.block_size).keyarr is None):
         return None
     return tuple(repr(getattr(cfg, f.name)) for f in dataclasses.fields(cfg) if f.name not in VARYING)
 
@@ -261,7 +262,7 @@ def _distinct_steps(steps: np.ndarray) -> tuple[int, int, int]:
 
 @dataclasses.dataclass(frozen=True)
 class PoolMetrics:
-    """What :func:`simulator.engine._result` reads of a pool."""
+    """What :func:`simulator.results.assemble_result` reads of a pool."""
 
     usable: int
     evictions: int

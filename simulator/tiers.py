@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from simulator._pool import compact_fifo
-from simulator.config import unknown_field
+from simulator.config_base import unknown_field
 
 GIB = 1024 ** 3
 GB = 1e9

@@ -23,6 +23,14 @@ from typing import Any
 
 import numpy as np
 
+from simulator.config import EngineConfig
+from simulator.cost_model import RooflineStepTime
+from simulator.engine import simulate
+from simulator.hf_config import parse_hf_config
+from simulator.sizing import plan
+from simulator.specs import DeploymentSpec, GpuSpec
+from simulator.traces import parse_trace
+
 DATA = Path(__file__).resolve().parent / "data" / "latency_trainval" / "experiments.json"
 METRICS = ("ttft_mean", "itl_mean", "e2e_mean", "e2e_p90")
 #: vLLM 0.15.1 defaults the campaign ran with (block size 16, prefix caching, chunked prefill, async scheduling).
@@ -55,9 +63,6 @@ def load_experiments(path: Path = DATA) -> list[dict[str, Any]]:
 
 
 def _specs(exp: dict[str, Any]):
-    from simulator.hf_config import parse_hf_config
-    from simulator.specs import GpuSpec
-
     model = parse_hf_config(exp["model_config"], name=exp["model"], num_parameters=exp.get("num_parameters"),
                             num_active_parameters=exp.get("num_active_parameters"))
     return model, GpuSpec(**exp["gpu"])
@@ -97,12 +102,6 @@ def trace_csv(workload: dict[str, Any], max_requests: int | None = None, seed: i
 
 def build_run(exp: dict[str, Any], max_requests: int | None = None, coefficients: dict | None = None):
     """``(Workload, EngineConfig)`` of one experiment with the roofline clock of ``coefficients``."""
-    from simulator.config import EngineConfig
-    from simulator.cost_model import RooflineStepTime
-    from simulator.sizing import plan
-    from simulator.specs import DeploymentSpec
-    from simulator.traces import parse_trace
-
     model, gpu = _specs(exp)
     dep = DeploymentSpec(tensor_parallel_size=exp["tp"], gpu_memory_utilization=exp["gpu_memory_utilization"],
                          block_size=BLOCK_SIZE, max_model_len=exp["max_model_len"],
@@ -137,8 +136,6 @@ def predicted_metrics(result, output_tokens: int) -> dict[str, float]:
 
 def run_experiment(exp: dict[str, Any], max_requests: int | None = None,
                    coefficients: dict | None = None) -> ExperimentScore:
-    from simulator.engine import simulate
-
     workload, config = build_run(exp, max_requests, coefficients)
     result = simulate(workload, [config])[0]
     pred = predicted_metrics(result, exp["workload"]["output_tokens"])

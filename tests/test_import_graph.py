@@ -19,13 +19,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 #: The project's Python packages (tests, bench and examples import them, never the other way round).
 PACKAGES = ("accounts", "config", "gpuprofiles", "planner", "simulator")
-#: Imports inside functions of ``simulator/`` that still close cycles; the engine's restructuring
-#: (issue 19, items 1-3, simulator side) removes them. Each is skipped here, nothing else is.
-SIMULATOR_CYCLE_EDGES = {
-    ("simulator.config", "simulator.cost_model"),
-    ("simulator.config", "simulator.tiers"),
-    ("simulator.engine", "simulator.cluster"),
-}
 
 
 def module_name(path: Path) -> str:
@@ -89,7 +82,7 @@ def import_graph() -> dict[str, dict[str, int]]:
         edges: dict[str, int] = {}
         for name, line in imported_names(module, path):
             target = owner(name)
-            if target and target != module and (module, target) not in SIMULATOR_CYCLE_EDGES:
+            if target and target != module:
                 edges.setdefault(target, line)
         graph[module] = edges
     return graph

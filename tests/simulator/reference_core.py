@@ -24,6 +24,9 @@ Rules and their sources (``vllm/v1/core/sched/scheduler.py`` unless noted):
   request whose in-flight token is its last is not scheduled again; outputs
   arrive one step late, and blocks of finished requests are freed then.
 
+One schedule call at a time: no shortcut of the engine's (no decode jumps, no lazy decoders), so the
+engine's accelerators are checked against plain stepping.
+
 Time: the clock advances per schedule call through a *step-time function*
 (``step_time(num_tokens, num_reqs) -> seconds``), so a later cost model can
 replace the linear ``StepTimeModel`` without touching the kernel.
@@ -149,8 +152,6 @@ class EngineSim:
         self.exec_step = 0
         self.clock = 0.0
         self.unfinished = 0
-        self._retry_jump_at = 0   # performance only: when to try the next jump
-        self._backoff = 1
         self._init_cpu_tier()
 
     # -------------------------------------------------------------- CPU tier
@@ -501,17 +502,6 @@ class EngineSim:
                 continue
             if tick >= cfg.max_steps:
                 break
-            if (has_req and not queue and not self.async_mode and self.running
-                    and self.exec_step >= self._retry_jump_at):
-                nxt = arrival[order[pending]] if pending < n else None
-                jumped = self._jump(nxt, tick, cfg.max_steps - tick)
-                if jumped:
-                    tick += jumped
-                    self._backoff = 1
-                    continue
-                # a failed attempt costs O(running); try again a little later
-                self._retry_jump_at = self.exec_step + self._backoff
-                self._backoff = min(2 * self._backoff, 16)
             if has_req:
                 pool.now = self.exec_step
                 sched, npre = self.schedule()
@@ -562,120 +552,3 @@ class EngineSim:
                 progress(min(1.0, (t["finished"] + t["dropped_unservable"]) / n))
                 next_report += 0.05
         self.unfinished = sum(1 for q in reqs if q.status not in (FINISHED, DROPPED))
-
-    # ------------------------------------------------------------------ jumps
-    def _jump(self, next_arrival, tick: int, max_k: int) -> int:
-        """Advance a decode-only stretch in one go; return the steps advanced (0 = none).
-
-        Sync mode only. Applies when every running request is decoding, all of
-        them fit in the token budget, no admission can happen (waiting empty
-        and no arrival during the stretch, or the running cap reached), no
-        request finishes and the free blocks cover every block-boundary
-        crossing. Each of those steps then schedules exactly one token per
-        running request, in running order, so the blocks are handed out in
-        (step, running order) order, as step-by-step scheduling would.
-        """
-        running = self.running
-        cfg = self.cfg
-        R = len(running)
-        if R > cfg.max_num_batched_tokens:
-            return 0
-        at_cap = R >= cfg.max_num_seqs
-        if self.waiting and not at_cap:
-            return 0
-        B = self.B
-        c = np.empty(R, np.int64)
-        held = np.empty(R, np.int64)
-        rem = np.empty(R, np.int64)
-        mml = self.max_model_len
-        for i, q in enumerate(running):
-            tokens = q.P + q.num_out
-            if q.computed != tokens - 1:
-                return 0
-            c[i] = q.computed
-            held[i] = len(q.blocks)
-            rem[i] = min(q.max_tokens - q.num_out, mml - tokens)
-        k = int(rem.min()) - 1
-        k = min(k, max_k)
-        if self.log is not None or not at_cap:
-            if next_arrival is not None:
-                if self.time_mode:
-                    clock = self.clock
-                    dt = self.step_time(R, R)
-                    j = 0
-                    while j < k and not (next_arrival <= clock):
-                        clock += dt
-                        j += 1
-                    k = j
-                else:
-                    k = min(k, int(next_arrival) - tick)
-        if k < 2:
-            return 0
-        free = self.pool.num_free()
-
-        def need(kk: int) -> int:
-            return int(np.maximum(-(-(c + kk) // B) - held, 0).sum())
-
-        if need(k) > free:
-            lo, hi = 0, k  # need(lo) <= free < need(hi)
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if need(mid) <= free:
-                    lo = mid
-                else:
-                    hi = mid
-            k = lo
-            if k < 2:
-                return 0
-        extra = np.maximum(-(-(c + k) // B) - held, 0)
-        pool = self.pool
-        usable = pool.usable
-        used0 = usable - free
-        # allocation events: m-th new block of request i is taken at step j
-        per_step_alloc = np.zeros(k, np.int64)
-        if extra.sum():
-            idx = np.repeat(np.arange(R), extra)
-            m = np.arange(idx.size) - np.repeat(np.cumsum(extra) - extra, extra)
-            j = (held[idx] + m) * B - c[idx]
-            ordr = np.lexsort((idx, j))
-            idx, j = idx[ordr], j[ordr]
-            per_step_alloc = np.bincount(j, minlength=k)
-            base = self.exec_step
-            for ii, jj in zip(idx.tolist(), j.tolist()):
-                pool.now = base + jj
-                running[ii].blocks.extend(pool.allocate(1))
-        used = used0 + np.cumsum(per_step_alloc)
-        t = self.t
-        first_t = self.clock + self.step_time(R, R)
-        for i, q in enumerate(running):
-            if q.first_token < 0:  # its last prompt token is computed in the first step
-                q.first_token = self.exec_step
-                q.first_token_t = first_t
-            q.computed += k
-            q.num_out += k
-            self._cache_blocks(q, q.computed)
-        t["num_schedule_calls"] += k
-        t["num_steps"] += k
-        t["total_scheduled_tokens"] += k * R
-        t["total_decode_tokens"] += k * R
-        t["kv_block_steps"] += int(used.sum())
-        t["peak_kv_blocks_used"] = max(t["peak_kv_blocks_used"], int(used[-1]))
-        # the jumped steps are schedule calls too: a run that ends at max_steps inside them has no later
-        # call to count a queue that grew before the jump
-        t["peak_waiting"] = max(t["peak_waiting"], len(self.waiting))
-        log = self.log
-        nw = len(self.waiting)
-        if log is not None:
-            log.step.extend(range(self.exec_step, self.exec_step + k))
-            log.num_running.extend([R] * k)
-            log.num_waiting.extend([nw] * k)
-            log.num_scheduled_tokens.extend([R] * k)
-            log.kv_blocks_used.extend(used.tolist())
-            log.num_preempted.extend([0] * k)
-        dt = self.step_time(R, R)
-        for _ in range(k):
-            if log is not None:
-                log.time_s.append(self.clock)
-            self.clock += dt
-        self.exec_step += k
-        return k

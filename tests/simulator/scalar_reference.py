@@ -5,9 +5,9 @@ following vLLM 0.33.0's v1 scheduler step for step) and
 :mod:`tests.simulator.reference_blocks` (``BlockPool``, vLLM's block pool
 with real block ids, an ordered free queue and a hash table) are the slow,
 obviously-correct engine the fast kernel (:mod:`simulator._fast`) replaced.
-:class:`ScalarEngine` runs it with the decode-stretch jump turned off, so
-every step goes through the plain ``schedule()`` / ``update_from_output()``
-path, and checks the block-pool invariant after every schedule call. The
+:class:`ScalarEngine` runs it (every step through the plain ``schedule()`` /
+``update_from_output()`` path: the reference has no shortcut) and checks the block-pool invariant after
+every schedule call. The
 fast engine must give identical results (``test_engine_properties.py``; with a CPU tier,
 ``test_tiers.py``).
 """
@@ -18,15 +18,12 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from simulator.engine import _result
+from simulator.results import assemble_result
 from tests.simulator.reference_core import EngineSim
 
 
 class ScalarEngine(EngineSim):
-    """EngineSim without jumps, asserting ``in use + free == usable`` every step."""
-
-    def _jump(self, next_arrival, tick, max_k):  # noqa: D401 - override
-        return 0
+    """EngineSim asserting ``in use + free == usable`` every step."""
 
     def schedule(self):
         out = super().schedule()
@@ -52,11 +49,11 @@ def as_result(sim: EngineSim, record_steps: bool = False):
         first_token=col("first_token"), finish=col("finish"), hit_first=col("hit_first"),
         tok=sim.wl.prompt_len + col("num_out"), first_token_t=col("first_token_t", np.float64),
         finish_t=col("finish_t", np.float64), log=log, tiers=sim.tiers)
-    return _result(view, record_steps, None)
+    return assemble_result(view, record_steps, None)
 
 
-def simulate_scalar(workload, config, *, record_steps=False, jumps=False):
-    """One configuration through the scalar kernel (no jumps unless asked), as a SimResult."""
-    sim = (EngineSim if jumps else ScalarEngine)(workload, config, record_steps=record_steps)
+def simulate_scalar(workload, config, *, record_steps=False):
+    """One configuration through the scalar kernel, as a SimResult."""
+    sim = ScalarEngine(workload, config, record_steps=record_steps)
     sim.run()
     return as_result(sim, record_steps)

@@ -18,7 +18,8 @@ import pytest
 from simulator._fast import FastEngine
 from simulator.config import EngineConfig
 from simulator.cost_model import StepCostTerms
-from simulator.engine import _result, simulate
+from simulator.engine import simulate
+from simulator.results import assemble_result
 from simulator.workload import Workload
 
 
@@ -85,7 +86,7 @@ def engine_pair(wl: Workload, cfg: EngineConfig):
     for accelerate in (True, False):
         sim = FastEngine(wl, cfg, record_steps=True, accelerate=accelerate)
         sim.run_all()
-        out.append(_result(sim, True, None).to_json(steps=True))
+        out.append(assemble_result(sim, True, None).to_json(steps=True))
         if accelerate:
             counts = dict(sim.shortcuts)
         else:

@@ -211,13 +211,13 @@ def assert_lazy_path_changes_nothing(wl: Workload, config: EngineConfig) -> int:
     (``accelerate=False``); assert equal results (step series included). Returns the schedule
     calls the lazy path took."""
     from simulator._fast import FastEngine
-    from simulator.engine import _result
+    from simulator.results import assemble_result
 
     out, fast = [], []
     for accelerate in (True, False):
         sim = FastEngine(wl, config, record_steps=True, accelerate=accelerate)
         sim.run_all()
-        out.append(_result(sim, True, None))
+        out.append(assemble_result(sim, True, None))
         fast.append(sim.shortcuts["lazy_steps"])
     _same(out[0], out[1])
     for k, v in out[0].steps.items():
@@ -253,7 +253,7 @@ def test_lazy_windows_change_nothing_and_are_used():
     clocks, arrivals in steps and seconds, a CPU tier. And windows do happen on these runs."""
     from simulator._fast import FastEngine
     from simulator.cost_model import StepCostTerms
-    from simulator.engine import _result
+    from simulator.results import assemble_result
     from tests.simulator.test_engine_cost_model import H100, LLAMA_8B_JSON
 
     roof = EngineConfig.from_dict({"cost_model": {"kind": "roofline", "model": LLAMA_8B_JSON, "gpu": H100}}).cost_model
@@ -272,7 +272,7 @@ def test_lazy_windows_change_nothing_and_are_used():
         for accelerate in (True, False):
             sim = FastEngine(wl, config, record_steps=True, accelerate=accelerate)
             sim.run_all()
-            out.append(_result(sim, True, None))
+            out.append(assemble_result(sim, True, None))
             if accelerate:
                 used += sim.shortcuts["window_steps"] > 0
         _same(out[0], out[1])

@@ -183,7 +183,7 @@ def test_a_leader_covers_other_block_counts_only_where_its_checks_end_the_same_w
     """Long prompts, short outputs: admissions wait for blocks without preempting anything. A leader
     whose admissions failed must not cover a larger pool, where they would have fitted."""
     from simulator._fast import FastEngine
-    from simulator.engine import _result
+    from simulator.results import assemble_result
     from simulator.sharing import covers, shared_pool_factory
 
     rng = np.random.default_rng(11)
@@ -201,7 +201,7 @@ def test_a_leader_covers_other_block_counts_only_where_its_checks_end_the_same_w
             got = covers(sim, cfg, sim._unservable)
             (refused if got is None else derived).append((lead_blocks, b))
             if got is not None:
-                assert _result(sim, True, None, *got).to_json(steps=True) == _alone(wl, cfg).to_json(steps=True)
+                assert assemble_result(sim, True, None, *got).to_json(steps=True) == _alone(wl, cfg).to_json(steps=True)
     # 400 blocks never ran short (its closest check passed 105 blocks to spare); the others did
     assert derived == [(400, 300), (400, 395), (400, 401), (400, 405), (400, 500), (400, 1400)]
     assert len(refused) == 17

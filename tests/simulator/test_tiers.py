@@ -418,7 +418,7 @@ def test_own_keys_with_tiers_equal_the_hash_table_pool():
     """With own keys a tier run keeps no hash table for blocks in use (registrations, keys written when
     blocks enter the free queue); it must equal the same run on the general hash-table pool
     (``accelerate=False``), step series included, with loads, stalls and preemptions happening."""
-    from simulator.engine import _result
+    from simulator.results import assemble_result
 
     seen = dict(preemptions=0, onboarded=0, stalls=0)
     for seed in range(8):
@@ -428,7 +428,7 @@ def test_own_keys_with_tiers_equal_the_hash_table_pool():
             sim = FastEngine(wl, cfg, record_steps=True, accelerate=accelerate)
             assert sim.own_keys == accelerate and sim.pool.defer_evictions == accelerate
             sim.run_all()
-            out.append(_result(sim, True, None))
+            out.append(assemble_result(sim, True, None))
         assert out[0].to_json(steps=True) == out[1].to_json(steps=True), seed
         t = out[0].totals
         seen["preemptions"] += t["preemptions"]
@@ -444,7 +444,7 @@ def test_load_and_read_shortcuts_change_nothing():
     and, with synchronous scheduling, at admission; a match or an onboard whose answer is sure leaves
     the pending demotions pending; a flush of keys that cannot repeat skips the checks. Results and
     step series must be equal, and each shortcut must have been taken."""
-    from simulator.engine import _result
+    from simulator.results import assemble_result
 
     taken = dict(kept=0, hit_run=0, sure=0, fresh=0)
     for seed in range(8):
@@ -455,7 +455,7 @@ def test_load_and_read_shortcuts_change_nothing():
             if accelerate:
                 taken["fresh"] += sim.tiers.fresh
             sim.run_all()
-            out.append(_result(sim, True, None))
+            out.append(assemble_result(sim, True, None))
             if accelerate:
                 taken["kept"] += sim.shortcuts["kept_loads"]
                 taken["hit_run"] += sim.shortcuts["hit_runs"]
@@ -491,7 +491,7 @@ def test_offload_threshold_runs_take_no_jumps():
     """``kv_offload_threshold`` offloads after every step, so a run must step one at a time: the same
     as with jumps switched off (a random stress found 280 of 400 such runs differing when jumps skipped
     the per-step offloads: block idle and lifetime means, offload time)."""
-    from simulator.engine import _result
+    from simulator.results import assemble_result
 
     for seed in range(20):
         rng = np.random.default_rng(seed)
@@ -505,7 +505,7 @@ def test_offload_threshold_runs_take_no_jumps():
             sim = FastEngine(wl, cfg, record_steps=True, accelerate=accelerate)
             sim.run_all()
             assert not sim.shortcuts["jumped_steps"] and not sim.shortcuts["window_steps"]
-            out.append(_result(sim, True, None).to_json(steps=True))
+            out.append(assemble_result(sim, True, None).to_json(steps=True))
         assert out[0] == out[1], seed
 
 
