@@ -34,6 +34,7 @@ from simulator.decode_jumps import DecodeJumps
 from simulator.keyspace import KeySpace, WorkloadPrep, cdiv
 from simulator.lazy_decoders import LazyDecoders
 from simulator.scheduler import DROPPED, FINISHED, PREEMPTED, RUNNING, WAITING, Scheduler
+from simulator.speculative import SpecDecoding
 from simulator.tier_loads import TierLoads
 from simulator.tiers import TierChain
 from simulator.workload import Workload
@@ -44,7 +45,7 @@ __all__ = ["DROPPED", "FINISHED", "PREEMPTED", "RUNNING", "WAITING", "FastEngine
 StepTimeFn = Callable[[int, int], float]
 
 
-class FastEngine(Scheduler, TierLoads, LazyDecoders, DecodeJumps, StepClock):
+class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, StepClock):
     """Simulate one :class:`EngineConfig` over one :class:`Workload` (array kernel).
 
     Parameters
@@ -85,6 +86,7 @@ class FastEngine(Scheduler, TierLoads, LazyDecoders, DecodeJumps, StepClock):
         self._init_pool(num_blocks, pool_factory)
         self._init_clock(step_time, step_cost, cost_index)
         self._init_requests(record_steps)
+        self._init_spec()
         self._init_shortcuts(accelerate)
         self._init_lazy_state()
 
@@ -181,9 +183,13 @@ class FastEngine(Scheduler, TierLoads, LazyDecoders, DecodeJumps, StepClock):
           hook, no ``kv_offload_threshold`` (it offloads after every step); windows only with
           publication deferred or off;
         * kept loads and sure tier reads (:mod:`simulator.tier_loads`, :mod:`simulator.tiers`).
+
+        None supports speculative decoding (they assume one token per decode step): a run with
+        draft tokens takes the general path.
         """
         cfg = self.cfg
         n = self.wl.n
+        accelerate = accelerate and not self.spec_k
         # what the shortcuts did (tests check each is taken; all 0 with accelerate=False)
         self.accelerate = accelerate
         self.shortcuts = dict(lazy_steps=0, window_steps=0, jumped_steps=0, kept_loads=0, hit_runs=0)
@@ -419,7 +425,7 @@ class FastEngine(Scheduler, TierLoads, LazyDecoders, DecodeJumps, StepClock):
         if res is None:
             e, ns, sampled, npre = self.schedule()
             ntok = int(ns.sum()) if ns.size else 0
-            n_prefill = int(ns[~sampled | (ns > 1)].sum()) if ntok else 0
+            n_prefill = int(ns[self._prefill_mask(e, ns, sampled)].sum()) if ntok else 0
             nreq = int(e.size)
         else:
             e = ns = sampled = None

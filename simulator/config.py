@@ -105,6 +105,9 @@ class EngineConfig:
         "coefficients": {...}}`` or ``{"kind": "terms", <coefficients>}``.
     max_steps : int
         Safety cap on engine steps.
+    speculative : simulator.speculative.SpeculativeConfig or None
+        Speculative decoding (``{"method": "eagle", "num_speculative_tokens": 3,
+        "acceptance_rate": 0.7}``; ``docs/speculative_decoding.md``). Synchronous scheduling only.
     """
 
     num_gpu_blocks: int = 100_000
@@ -127,6 +130,7 @@ class EngineConfig:
     kv_offload_threshold: float | None = None
     kv_bytes_per_block: int | None = None
     max_steps: int = 2_000_000
+    speculative: Any = None
 
     def __post_init__(self) -> None:
         def whole(name: str, lo: int, hi: int | None = None) -> None:
@@ -167,6 +171,22 @@ class EngineConfig:
         if self.cost_model is not None:
             object.__setattr__(self, "cost_model", parse_cost_model(self.cost_model))
         self._check_tiers()
+        self._check_speculative()
+
+    def _check_speculative(self) -> None:
+        if self.speculative is None:
+            return
+        from simulator.speculative import SpeculativeConfig, SpeculativeError  # (it builds on this module)
+
+        try:
+            object.__setattr__(self, "speculative", SpeculativeConfig.from_dict(self.speculative))
+        except SpeculativeError as exc:
+            raise ConfigError(str(exc)) from exc
+        except TypeError as exc:
+            raise ConfigError(f"speculative: {exc}") from exc
+        if self.speculative.enabled and self.async_scheduling:
+            raise ConfigError("speculative.num_speculative_tokens: speculative decoding is modelled with "
+                              "synchronous scheduling only (set async_scheduling to false)")
 
     def _check_tiers(self) -> None:
         from simulator.tiers import KvTier, TierError
@@ -224,6 +244,10 @@ class EngineConfig:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict (the inverse of :meth:`from_dict`)."""
         d = asdict(self)  # tiers become dicts here (dataclasses)
+        if self.speculative is None:
+            del d["speculative"]  # (a configuration without it writes what it wrote before)
+        else:
+            d["speculative"] = self.speculative.to_dict()
         if self.cost_model is not None:
             d["cost_model"] = {"kind": "terms", **self.cost_model.to_dict()}
         return d

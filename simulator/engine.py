@@ -35,6 +35,7 @@ from simulator.config import ConfigError, EngineConfig
 from simulator.results import SimResult
 from simulator.serving import apply_serving
 from simulator.sharing import LeaderQueue, covers, share_key, shared_pool_factory
+from simulator.speculative import spec_totals
 from simulator.workload import Workload
 
 if TYPE_CHECKING:
@@ -244,6 +245,7 @@ def _result(sim, record_steps: bool, max_points: int | None, pool=None, tiers=No
         tiers = getattr(sim, "tiers", None)  # the scalar reference kernel has none
     if tiers is not None:
         t.update(tiers.totals())
+    t.update(spec_totals(sim))
     if wl.arrival_unit == "s" or getattr(getattr(sim, "cfg", None), "cost_model", None) is not None:
         t["duration_s"] = sim.clock
     status = sim.status

@@ -55,6 +55,7 @@ def share_key(cfg: EngineConfig, prep):
     ``prep`` is the workload's :class:`simulator._fast.WorkloadPrep`.
     """
     if (cfg.watermark or cfg.prefix_cache != "vllm" or cfg.kv_offload_threshold is not None
+            or (cfg.speculative is not None and cfg.speculative.enabled)  # (margins not recorded for drafts)
             or prep.keys(cfg.block_size).keyarr is not None):  # a shared prefix or a conversation
         return None
     return tuple(repr(getattr(cfg, f.name)) for f in dataclasses.fields(cfg) if f.name not in VARYING)
