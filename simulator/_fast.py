@@ -267,7 +267,8 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
         wl = self.wl
         if usable is None:
             usable = self.pool.usable
-        ctx = np.minimum(wl.prompt_len + wl.output_len - 1, self.max_model_len)
+        # (speculative decoding: the last verification holds k draft slots and the lookahead beyond)
+        ctx = np.minimum(wl.prompt_len + wl.output_len - 1 + self.spec_k + self.lookahead, self.max_model_len)
         return (-(-ctx // self.B) > usable) | (wl.prompt_len >= self.max_model_len)
 
     def run_all(self, progress: Callable[[float], None] | None = None) -> None:
