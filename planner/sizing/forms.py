@@ -16,9 +16,9 @@ from typing import Any
 from django import forms
 from django.http import QueryDict
 
+from simulator.specs import KV_CACHE_DTYPES, SpecError
 from simulator.speculative import MAX_SPECULATIVE_TOKENS
 from simulator.speculative_sizing import DraftSpec
-from simulator.specs import KV_CACHE_DTYPES, SpecError
 
 from . import selectors
 from .services import LIMITS

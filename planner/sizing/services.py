@@ -27,8 +27,8 @@ import numpy as np
 from planner.errors import InputError
 from simulator import quantization, sizing
 from simulator.distributions import parse_distribution
-from simulator.speculative_sizing import plan_with_draft
 from simulator.specs import GIB, DeploymentSpec, GpuSpec, ModelSpec, SpecError
+from simulator.speculative_sizing import plan_with_draft
 from simulator.workload import WorkloadError
 
 logger = logging.getLogger(__name__)

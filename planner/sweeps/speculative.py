@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from simulator.specs import DeploymentSpec, GpuSpec, ModelSpec, SpecError
 from simulator.speculative import MAX_SPECULATIVE_TOKENS
 from simulator.speculative_sizing import DraftSpec, draft_step_terms, plan_with_draft
-from simulator.specs import DeploymentSpec, GpuSpec, ModelSpec, SpecError
 
 #: ``() -> (model, gpu, deployment)`` specs of a point that has all three, else None.
 Specs = Callable[[], tuple[ModelSpec, GpuSpec, DeploymentSpec]] | None

@@ -25,9 +25,9 @@ from simulator.config import ConfigError, EngineConfig
 from simulator.cost_model import build_step_time_model
 from simulator.engine import simulate
 from simulator.hf_config import parse_hf_config
+from simulator.specs import GpuSpec
 from simulator.speculative import SpeculativeConfig, uniform_draws
 from simulator.speculative_sizing import DraftSpec, draft_step_terms
-from simulator.specs import GpuSpec
 from simulator.workload import Workload
 from tests.simulator.test_accelerate import random_config, random_workload
 
