@@ -474,11 +474,27 @@ def build_parser() -> argparse.ArgumentParser:
     sub._parser_class = lambda **kw: _Parser(**{"formatter_class": _HelpFormatter, **kw})  # noqa: SLF001
     sub.required = True
 
+    _add_run_parser(sub)
+    _add_sweep_parser(sub)
+    _add_workload_parser(sub)
+    _add_cluster_parser(sub)
+    _add_search_parser(sub)
+    _add_validate(sub)
+    return p
+
+
+def _add_memory_cap(parser: argparse.ArgumentParser) -> None:
+    """``--max-memory-gib``, shared by the subcommands that simulate."""
+    parser.add_argument("--max-memory-gib", type=float, metavar="GIB",
+                        help="refuse a run estimated to need more memory (default: 80%% of this machine's)")
+
+
+def _add_run_parser(sub) -> None:
+    """``run``: one workload under one configuration."""
     run = sub.add_parser("run", help="simulate one workload under one configuration, print result JSON",
                          description="Simulate a workload under one engine configuration and print the result "
                          "JSON: {\"totals\": {...}, \"requests\": [...]} (plus \"steps\" with --steps).")
-    run.add_argument("--max-memory-gib", type=float, metavar="GIB",
-                     help="refuse a run estimated to need more memory (default: 80%% of this machine's)")
+    _add_memory_cap(run)
     run.add_argument("--workload", required=True, metavar="FILE",
                      help="workload: the oracle's workload JSON (as it is), or a trace .csv/.jsonl "
                           "(columns arrival_time [s] or arrival_step, prompt_tokens, output_tokens, optional "
@@ -493,6 +509,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--indent", type=int, metavar="N", help="pretty-print JSON with N spaces")
     run.set_defaults(func=cmd_run)
 
+
+def _add_sweep_parser(sub) -> None:
+    """``sweep``: one workload over a grid of configurations."""
     sw = sub.add_parser("sweep", help="simulate one workload over a grid of configurations (one batched run)",
                         description="Run one workload over the cartesian product of --grid values, as one "
                         "batched simulation. Points that make the same decisions at every step (KV block "
@@ -500,8 +519,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "one run, with results equal to running each alone. Prints {\"grid\": {...}, "
                         "\"points\": [{\"params\": {...}, \"totals\": {...}}, ...]} (first --grid varies "
                         "slowest), or a CSV table with --csv.")
-    sw.add_argument("--max-memory-gib", type=float, metavar="GIB",
-                     help="refuse a run estimated to need more memory (default: 80%% of this machine's)")
+    _add_memory_cap(sw)
     sw.add_argument("--workload", required=True, metavar="FILE", help="workload JSON or trace (as for run)")
     sw.add_argument("--config", metavar="FILE", help="base configuration JSON (default: all defaults)")
     sw.add_argument("--grid", action="append", metavar="FIELD=V1,V2,...",
@@ -516,6 +534,9 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--indent", type=int, metavar="N", help="pretty-print JSON with N spaces")
     sw.set_defaults(func=cmd_sweep)
 
+
+def _add_workload_parser(sub) -> None:
+    """``workload``: a synthetic workload file."""
     wl = sub.add_parser("workload", help="generate a synthetic workload file (oracle compact JSON)",
                         description="Generate a reproducible synthetic workload and write it as the oracle's "
                         "compact workload JSON (usable by 'run', 'sweep' and the vLLM oracle). Length "
@@ -559,6 +580,9 @@ def build_parser() -> argparse.ArgumentParser:
     wl.add_argument("--out", "-o", metavar="FILE", help="write the JSON here instead of stdout")
     wl.set_defaults(func=cmd_workload)
 
+
+def _add_cluster_parser(sub) -> None:
+    """``cluster``: N engine instances behind a router."""
     cl = sub.add_parser(
         "cluster", help="simulate N engine instances behind a router (replicas and routing)",
         description="Simulate one workload on N identical engine instances (data-parallel replicas, each with "
@@ -567,8 +591,7 @@ def build_parser() -> argparse.ArgumentParser:
         "tokens), \"instances\": [...]}; several --instances or --routing values print {\"points\": [...]} "
         "(instance counts vary slowest). With --find-replicas, print the smallest instance count whose TTFT "
         "and ITL percentiles meet the SLOs, with the figures of every count tried. See docs/cluster.md.")
-    cl.add_argument("--max-memory-gib", type=float, metavar="GIB",
-                     help="refuse a run estimated to need more memory (default: 80%% of this machine's)")
+    _add_memory_cap(cl)
     cl.add_argument("--workload", required=True, metavar="FILE", help="workload JSON or trace (as for run)")
     cl.add_argument("--config", required=True, metavar="FILE",
                     help="one instance's engine configuration JSON (as for run; every instance gets it)")
@@ -603,9 +626,6 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("--output", "-o", metavar="FILE", help="write the JSON here instead of stdout")
     cl.add_argument("--indent", type=int, metavar="N", help="pretty-print JSON with N spaces")
     cl.set_defaults(func=cmd_cluster)
-    _add_search_parser(sub)
-    _add_validate(sub)
-    return p
 
 
 def _add_search_parser(sub) -> None:

@@ -554,42 +554,13 @@ def smallest_replicas(
     policy = parse_routing(routing)
     tried: dict[int, ReplicaTrial] = {}
 
-    def trial(N: int) -> ReplicaTrial:
+    def meets(N: int) -> bool:
         if N not in tried:
-            r = simulate_cluster(workload, config, N, routing=policy, router_delay_s=router_delay_s, seed=seed,
-                                 slo_ttft_s=slo_ttft_s, slo_itl_s=slo_itl_s)
-            lat = r.latency
-            ttft = _pct(lat.ttft, percentile)
-            itl = _pct(lat.itl, percentile)
-            t = r.totals
-            ok = t["unfinished"] == 0 and t["dropped_unservable"] == 0 and t["finished"] == workload.n
-            if slo_ttft_s is not None:
-                ok = ok and ttft is not None and ttft <= slo_ttft_s
-            if slo_itl_s is not None:
-                # a workload of one-token answers has no token gap: it meets any ITL SLO
-                ok = ok and (itl is None or itl <= slo_itl_s)
-            tried[N] = ReplicaTrial(N, ttft, itl, int(t["finished"]), int(t["dropped_unservable"]),
-                                    int(t["unfinished"]), float(t["prefix_cache_hit_rate"]),
-                                    float(r.load.request_imbalance), bool(ok))
-        return tried[N]
+            tried[N] = _replica_trial(workload, config, N, policy, router_delay_s, seed, slo_ttft_s, slo_itl_s,
+                                      percentile)
+        return tried[N].meets
 
-    lo, hi = 0, None  # lo: largest count known to fail (0 = none), hi: smallest known to meet
-    N = 1
-    while True:
-        if trial(N).meets:
-            hi = N
-            break
-        lo = N
-        if N >= max_n:
-            break
-        N = min(2 * N, max_n)
-    if hi is not None:
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if trial(mid).meets:
-                hi = mid
-            else:
-                lo = mid
+    hi = _smallest_meeting(meets, max_n)
     trials = tuple(tried[k] for k in sorted(tried))
     slo_txt = " and ".join(s for s in (
         None if slo_ttft_s is None else f"{percentile} TTFT <= {slo_ttft_s:g} s",
@@ -603,6 +574,48 @@ def smallest_replicas(
         reason = f"{hi} instance{'s meet' if hi > 1 else ' meets'} {slo_txt}" + (
             f"; {hi - 1} do not" if hi > 1 else "")
     return ReplicaSearch(hi, percentile, slo_ttft_s, slo_itl_s, str(policy), max_n, trials, reason)
+
+
+def _replica_trial(workload: Workload, config: EngineConfig, N: int, policy: RoutingPolicy, router_delay_s: float,
+                   seed: int, slo_ttft_s: float | None, slo_itl_s: float | None, percentile: str) -> ReplicaTrial:
+    """Simulate ``N`` instances and say whether they meet the SLOs (see :func:`smallest_replicas`)."""
+    r = simulate_cluster(workload, config, N, routing=policy, router_delay_s=router_delay_s, seed=seed,
+                         slo_ttft_s=slo_ttft_s, slo_itl_s=slo_itl_s)
+    lat = r.latency
+    ttft = _pct(lat.ttft, percentile)
+    itl = _pct(lat.itl, percentile)
+    t = r.totals
+    ok = t["unfinished"] == 0 and t["dropped_unservable"] == 0 and t["finished"] == workload.n
+    if slo_ttft_s is not None:
+        ok = ok and ttft is not None and ttft <= slo_ttft_s
+    if slo_itl_s is not None:
+        # a workload of one-token answers has no token gap: it meets any ITL SLO
+        ok = ok and (itl is None or itl <= slo_itl_s)
+    return ReplicaTrial(N, ttft, itl, int(t["finished"]), int(t["dropped_unservable"]), int(t["unfinished"]),
+                        float(t["prefix_cache_hit_rate"]), float(r.load.request_imbalance), bool(ok))
+
+
+def _smallest_meeting(meets: Callable[[int], bool], max_n: int) -> int | None:
+    """The smallest count in 1..max_n that ``meets``, assuming more never hurts: 1, 2, 4 ... until one meets,
+    then bisection between the last failing and the first meeting count; None if ``max_n`` fails."""
+    lo, hi = 0, None  # lo: largest count known to fail (0 = none), hi: smallest known to meet
+    N = 1
+    while True:
+        if meets(N):
+            hi = N
+            break
+        lo = N
+        if N >= max_n:
+            break
+        N = min(2 * N, max_n)
+    if hi is not None:
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if meets(mid):
+                hi = mid
+            else:
+                lo = mid
+    return hi
 
 
 __all__ = ["ClusterError", "ClusterResult", "Deployment", "InstanceResult", "LoadBalance", "ReplicaSearch", "ReplicaTrial",

@@ -50,14 +50,8 @@ import numpy as np
 
 from simulator.clock_terms import BatchStepTime, CostModelError, StepCostTerms, _arr, _known_fields
 from simulator.config import StepTimeModel
-from simulator.sizing import (
-    check_parallelism,
-    compute_dtype,
-    estimate_num_parameters,
-    kv_bytes_per_token,
-    resolve_kv_dtype,
-    weights_bytes_per_gpu,
-)
+from simulator.kv_layout import check_parallelism, kv_bytes_per_token, resolve_kv_dtype
+from simulator.memory_model import compute_dtype
 from simulator.specs import (
     DTYPE_BYTES,
     LAYER_FULL,
@@ -66,6 +60,7 @@ from simulator.specs import (
     GpuSpec,
     ModelSpec,
 )
+from simulator.weights import estimate_num_parameters, weights_bytes_per_gpu
 
 TERA = 1e12
 GIGA = 1e9
@@ -287,6 +282,64 @@ def _experts(model: ModelSpec, total_w: float) -> tuple[float, float, float]:
     return total_w * frac, 1.0 - model.num_experts_per_tok / model.num_experts, flops
 
 
+def _roofline_inputs(model: ModelSpec, gpu: GpuSpec, tp: int, coefficients: RooflineCoefficients | dict | None,
+                     deployment: DeploymentSpec | None) -> tuple[RooflineCoefficients, DeploymentSpec]:
+    """Checked inputs of :meth:`RooflineStepTime.from_specs`: the coefficients and the deployment (``tp`` in it)."""
+    if not isinstance(model, ModelSpec):
+        raise CostModelError("model: a ModelSpec is required for the roofline model")
+    if not isinstance(gpu, GpuSpec):
+        raise CostModelError("gpu: a GpuSpec is required for the roofline model")
+    if coefficients is None:
+        coefficients = RooflineCoefficients()
+    elif isinstance(coefficients, dict):
+        coefficients = RooflineCoefficients.from_dict(coefficients)
+    if not isinstance(coefficients, RooflineCoefficients):
+        raise CostModelError("coefficients: must be RooflineCoefficients or a dict of them")
+    if deployment is None:
+        if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+            raise CostModelError(f"tp: must be a whole number >= 1, got {tp!r}")
+        deployment = DeploymentSpec(tensor_parallel_size=tp)
+    tp = deployment.tensor_parallel_size
+    if deployment.pipeline_parallel_size != 1:
+        raise CostModelError("pipeline_parallel_size: the roofline models tensor parallelism only")
+    check_parallelism(model, tp)
+    if not gpu.bandwidth_tbps:
+        raise CostModelError(f"gpu.bandwidth_tbps: {gpu.name} has no HBM bandwidth; the roofline needs one")
+    if tp > 1 and not gpu.interconnect_gbps:
+        raise CostModelError(f"gpu.interconnect_gbps: {gpu.name} has no GPU-to-GPU bandwidth; needed for tp > 1")
+    return coefficients, deployment
+
+
+def _token_flops(model: ModelSpec) -> tuple[float, float, int]:
+    """FLOP per token of the body (active parameters less embedding and LM head), FLOP per sampled request of
+    the LM head, and the input embedding's parameters (0 when tied to the head)."""
+    H, V = model.hidden_size, model.vocab_size
+    _, active = estimate_num_parameters(model)
+    if model.num_active_parameters:
+        active = model.num_active_parameters
+    embed = V * H
+    lm_head = embed  # tied or not, the head is a vocab x hidden matmul
+    in_embed = 0 if model.tie_word_embeddings else embed
+    body = max(active - in_embed - lm_head, 0)
+    body_flops = 2.0 * body  # FLOP per token
+    head_flops = 2.0 * lm_head  # FLOP per sampled request
+    return body_flops, head_flops, in_embed
+
+
+def _allreduce_terms(model: ModelSpec, co: RooflineCoefficients, tp: int, compute_bytes: int,
+                     link: float) -> tuple[float, float]:
+    """Tensor-parallel all-reduce cost per step: fixed seconds and seconds per token (0, 0 at tp 1).  # s"""
+    if tp > 1:
+        n_ar = co.allreduces_per_layer * model.num_layers
+        act = co.activation_bytes or compute_bytes
+        ring = 2.0 * (tp - 1) / tp
+        comm_fixed = n_ar * co.allreduce_latency_s
+        comm_tok = n_ar * ring * model.hidden_size * act / (link * co.interconnect_efficiency)
+    else:
+        comm_fixed = comm_tok = 0.0
+    return comm_fixed, comm_tok
+
+
 @dataclass(frozen=True)
 class RooflineStepTime(_Single):
     """Roofline step time of ``model`` on ``tp`` GPUs of ``gpu``.
@@ -344,29 +397,8 @@ class RooflineStepTime(_Single):
         deployment : DeploymentSpec, optional
             For ``dtype`` / ``kv_cache_dtype``; default bf16-style ``auto``.
         """
-        if not isinstance(model, ModelSpec):
-            raise CostModelError("model: a ModelSpec is required for the roofline model")
-        if not isinstance(gpu, GpuSpec):
-            raise CostModelError("gpu: a GpuSpec is required for the roofline model")
-        if coefficients is None:
-            coefficients = RooflineCoefficients()
-        elif isinstance(coefficients, dict):
-            coefficients = RooflineCoefficients.from_dict(coefficients)
-        if not isinstance(coefficients, RooflineCoefficients):
-            raise CostModelError("coefficients: must be RooflineCoefficients or a dict of them")
-        if deployment is None:
-            if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
-                raise CostModelError(f"tp: must be a whole number >= 1, got {tp!r}")
-            deployment = DeploymentSpec(tensor_parallel_size=tp)
+        co, deployment = _roofline_inputs(model, gpu, tp, coefficients, deployment)
         tp = deployment.tensor_parallel_size
-        if deployment.pipeline_parallel_size != 1:
-            raise CostModelError("pipeline_parallel_size: the roofline models tensor parallelism only")
-        check_parallelism(model, tp)
-        if not gpu.bandwidth_tbps:
-            raise CostModelError(f"gpu.bandwidth_tbps: {gpu.name} has no HBM bandwidth; the roofline needs one")
-        if tp > 1 and not gpu.interconnect_gbps:
-            raise CostModelError(f"gpu.interconnect_gbps: {gpu.name} has no GPU-to-GPU bandwidth; needed for tp > 1")
-        co = coefficients
         cdt = compute_dtype(model, deployment)
         kvdt = resolve_kv_dtype(model, deployment)
         flops_dtype, tflops = _flops_dtype(model, gpu, deployment.dtype if deployment.dtype != "auto" else cdt)
@@ -375,16 +407,7 @@ class RooflineStepTime(_Single):
         # interconnect_gbps is the total (both directions) per GPU, as data sheets quote NVLink
         link = (gpu.interconnect_gbps or 0.0) / 2.0 * GIGA  # bytes/s per direction
 
-        H, V = model.hidden_size, model.vocab_size
-        _, active = estimate_num_parameters(model)
-        if model.num_active_parameters:
-            active = model.num_active_parameters
-        embed = V * H
-        lm_head = embed  # tied or not, the head is a vocab x hidden matmul
-        in_embed = 0 if model.tie_word_embeddings else embed
-        body = max(active - in_embed - lm_head, 0)
-        body_flops = 2.0 * body  # FLOP per token
-        head_flops = 2.0 * lm_head  # FLOP per sampled request
+        body_flops, head_flops, in_embed = _token_flops(model)
 
         full_attn, kv_full, sliding = _attention_per_token(model, kvdt, tp)
         windows = tuple(sorted(sliding))
@@ -406,14 +429,7 @@ class RooflineStepTime(_Single):
         attn_sl = tuple(sliding[w][0] / tp / attn_flops for w in windows)
         kv_sl = tuple(sliding[w][1] / eff_hbm for w in windows)
         kv_all = kv_full + sum(sliding[w][1] for w in windows)
-        if tp > 1:
-            n_ar = co.allreduces_per_layer * model.num_layers
-            act = co.activation_bytes or cb
-            ring = 2.0 * (tp - 1) / tp
-            comm_fixed = n_ar * co.allreduce_latency_s
-            comm_tok = n_ar * ring * H * act / (link * co.interconnect_efficiency)
-        else:
-            comm_fixed = comm_tok = 0.0
+        comm_fixed, comm_tok = _allreduce_terms(model, co, tp, cb, link)
         terms = StepCostTerms(
             tok_s=tok_s, gemm_fixed_s=tok_s * co.gemm_half_tokens, req_s=head_flops / tp / eff_flops,
             attn_full_s=attn_full_s, attn_sliding_s=attn_sl, windows=windows,

@@ -13,6 +13,7 @@ e.g. ``"num_key_value_heads: 7 does not divide num_attention_heads 32"``.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from simulator.quantization import METHOD_ALIASES, check_group_size, scheme_for
@@ -26,6 +27,7 @@ from simulator.specs import (
     SpecError,
     normalize_dtype,
 )
+from simulator.weights import estimate_num_parameters
 
 # ModelSpec field -> the config key a user would recognise.
 _FIELD_TO_KEY = {
@@ -88,6 +90,12 @@ def _quantization(cfg: dict, quant_config: dict | None) -> tuple[dict[str, Any],
     if not isinstance(ignore, list):
         raise SpecError("quantization_config.modules_to_not_convert: must be a list of module names")
     out: dict[str, Any] = {"quantization": method, "quant_ignore": tuple(str(x) for x in ignore)}
+    return out, _method_fields(method, qc, out)
+
+
+def _method_fields(method: str, qc: dict, out: dict[str, Any]) -> str | None:
+    """Adds the method's own fields (bits, group size, scheme) to ``out``; returns the KV cache format the
+    checkpoint ships scales for (compressed-tensors with 8-bit KV: ``fp8``), else None."""
     kv_hint = None
     if method in ("awq", "gptq"):
         bits = _int(qc, ("bits", "w_bit"), default=4, lo=1)
@@ -112,7 +120,7 @@ def _quantization(cfg: dict, quant_config: dict | None) -> tuple[dict[str, Any],
         kv = qc.get("kv_cache_scheme")
         if isinstance(kv, dict) and kv.get("num_bits") == 8:
             kv_hint = "fp8"
-    return out, kv_hint
+    return kv_hint
 
 
 def _compressed_tensors(qc: dict) -> dict[str, Any]:
@@ -185,25 +193,7 @@ def _layer_kinds(cfg: dict, model_type: str, n_layers: int, dtype_bytes: float) 
         return LayerSpec(kind=LAYER_FULL, num_kv_heads=gkv, head_dim=ghd)
 
     if layer_types is not None:
-        if not isinstance(layer_types, list) or len(layer_types) != n_layers:
-            got = len(layer_types) if isinstance(layer_types, list) else type(layer_types).__name__
-            raise SpecError(f"layer_types: {got} entries for num_hidden_layers {n_layers}")
-        out = []
-        for i, t in enumerate(layer_types):
-            t = str(t).lower()
-            if t in ("full_attention", "attention", "global", "full"):
-                out.append(full())
-            elif t in ("sliding_attention", "sliding_window", "local", "chunked_attention"):
-                if window is None:
-                    raise SpecError(f"sliding_window: layer_types[{i}] is sliding but no sliding_window is given")
-                out.append(LayerSpec(kind=LAYER_SLIDING, window=window))
-            elif t in ("linear_attention", "mamba", "mamba2", "ssm", "gated_deltanet", "conv", "linear"):
-                out.append(LayerSpec(kind=LAYER_LINEAR, state_bytes=linear_state))
-            else:
-                raise SpecError(f"layer_types: unknown layer type {layer_types[i]!r} at index {i}")
-        if all(lay.kind == LAYER_FULL and lay.num_kv_heads is None and lay.head_dim is None for lay in out):
-            return ()
-        return tuple(out)
+        return _listed_layer_kinds(layer_types, n_layers, full(), window, linear_state)
     # Known patterns without layer_types.
     if model_type == "qwen3_next" or "full_attention_interval" in cfg:
         k = _int(cfg, ("full_attention_interval",), default=4, lo=1)
@@ -231,6 +221,30 @@ def _layer_kinds(cfg: dict, model_type: str, n_layers: int, dtype_bytes: float) 
         return tuple(full() if i < mwl else LayerSpec(kind=LAYER_SLIDING, window=window) for i in range(n_layers))
     # Mistral 7B v0.1, Phi-3: one window on every layer.
     return tuple(LayerSpec(kind=LAYER_SLIDING, window=window) for _ in range(n_layers))
+
+
+def _listed_layer_kinds(layer_types: Any, n_layers: int, full: LayerSpec, window: int | None,
+                        linear_state: int) -> tuple[LayerSpec, ...]:
+    """Per-layer kinds from the config's ``layer_types`` list; () when every layer is plain full attention."""
+    if not isinstance(layer_types, list) or len(layer_types) != n_layers:
+        got = len(layer_types) if isinstance(layer_types, list) else type(layer_types).__name__
+        raise SpecError(f"layer_types: {got} entries for num_hidden_layers {n_layers}")
+    out = []
+    for i, t in enumerate(layer_types):
+        t = str(t).lower()
+        if t in ("full_attention", "attention", "global", "full"):
+            out.append(full)
+        elif t in ("sliding_attention", "sliding_window", "local", "chunked_attention"):
+            if window is None:
+                raise SpecError(f"sliding_window: layer_types[{i}] is sliding but no sliding_window is given")
+            out.append(LayerSpec(kind=LAYER_SLIDING, window=window))
+        elif t in ("linear_attention", "mamba", "mamba2", "ssm", "gated_deltanet", "conv", "linear"):
+            out.append(LayerSpec(kind=LAYER_LINEAR, state_bytes=linear_state))
+        else:
+            raise SpecError(f"layer_types: unknown layer type {layer_types[i]!r} at index {i}")
+    if all(lay.kind == LAYER_FULL and lay.num_kv_heads is None and lay.head_dim is None for lay in out):
+        return ()
+    return tuple(out)
 
 
 def _linear_state_bytes(cfg: dict, dtype_bytes: float) -> int:
@@ -267,7 +281,7 @@ def parse_hf_config(config: dict, *, name: str | None = None, quant_config: dict
     quant_config : dict, optional
         A ModelOpt ``hf_quant_config.json`` shipped beside the config (NVIDIA FP8 / FP4 checkpoints).
     num_parameters, num_active_parameters : int, optional
-        Known parameter counts; estimated from the config by :func:`simulator.sizing.estimate_num_parameters`
+        Known parameter counts; estimated from the config by :func:`simulator.weights.estimate_num_parameters`
         when omitted.
 
     Returns
@@ -281,6 +295,49 @@ def parse_hf_config(config: dict, *, name: str | None = None, quant_config: dict
     """
     if not isinstance(config, dict):
         raise SpecError("config: must be a JSON object")
+    outer, cfg, model_type = _text_config(config)
+    # read in this order: the first problem found is the one reported
+    shape = _attention_shape(cfg)
+    weights_dtype = _weights_dtype(cfg, outer, model_type)
+    quant, _kv_hint = _quantization(outer if "quantization_config" in outer else cfg, quant_config)
+    if quant.get("quant_group_size") is not None and quant["quant_group_size"] < -1:
+        raise SpecError(f"quantization_config.group_size: {quant['quant_group_size']} must be -1 or more")
+    ffn = _ffn_and_experts(cfg, model_type, shape["num_layers"], shape["hidden_size"])
+    layers = _layer_kinds(cfg, model_type, shape["num_layers"], DTYPE_BYTES[weights_dtype])
+
+    tie = cfg.get("tie_word_embeddings", outer.get("tie_word_embeddings"))
+    if tie is None:
+        tie = model_type == "gpt2"
+    vocab = _int(cfg, ("vocab_size", "padded_vocab_size"), required=True, lo=1)
+    max_pos = _int(cfg, ("max_position_embeddings", "n_positions", "seq_length"), default=None, lo=1)
+
+    if name is None:
+        archs = outer.get("architectures") or []
+        name = str(outer.get("_name_or_path") or (archs[0] if archs else "") or model_type or "model")
+
+    kwargs = dict(
+        name=name,
+        **shape,
+        q_lora_rank=_int(cfg, ("q_lora_rank",), lo=1),
+        layers=layers,
+        vocab_size=vocab,
+        **ffn,
+        attention_bias=bool(cfg.get("attention_bias") or cfg.get("qkv_bias") or model_type in ("qwen2", "gpt2")),
+        gated_mlp=model_type not in ("gpt2", "gpt_bigcode", "opt", "phi"),
+        tie_word_embeddings=bool(tie),
+        num_parameters=num_parameters,
+        num_active_parameters=num_active_parameters,
+        weights_dtype=weights_dtype,
+        max_position_embeddings=max_pos,
+        mm_tokens_per_item=_mm_tokens_per_item(outer),
+        **quant,
+    )
+    return _model_spec(kwargs, num_parameters, num_active_parameters)
+
+
+def _text_config(config: dict) -> tuple[dict, dict, str]:
+    """``(outer, cfg, model_type)``: the config as given, the one describing the language model (a multimodal
+    config's ``text_config`` over its own top-level keys) and the lower-case model type."""
     outer = config
     cfg = config
     tc = config.get("text_config")
@@ -288,7 +345,11 @@ def parse_hf_config(config: dict, *, name: str | None = None, quant_config: dict
         cfg = {**{k: v for k, v in config.items() if k not in ("text_config", "vision_config", "audio_config")},
                **tc}
     model_type = str(cfg.get("model_type") or outer.get("model_type") or "").lower()
+    return outer, cfg, model_type
 
+
+def _attention_shape(cfg: dict) -> dict[str, Any]:
+    """ModelSpec fields of the layer shape: layers, hidden size, heads, head size, MLA latent sizes."""
     n_layers = _int(cfg, ("num_hidden_layers", "n_layer", "num_layers"), required=True, lo=1)
     hidden = _int(cfg, ("hidden_size", "n_embd", "d_model"), required=True, lo=1)
     n_heads = _int(cfg, ("num_attention_heads", "n_head", "num_heads"), required=True, lo=1)
@@ -316,18 +377,24 @@ def parse_hf_config(config: dict, *, name: str | None = None, quant_config: dict
             raise SpecError("qk_rope_head_dim: required with kv_lora_rank (MLA)")
         if head_dim is None:
             head_dim = (qk_nope or 0) + qk_rope or (hidden // n_heads)
+    return dict(num_layers=n_layers, hidden_size=hidden, num_attention_heads=n_heads,
+                num_kv_heads=1 if is_mla else n_kv, head_dim=head_dim, attention="MLA" if is_mla else "",
+                kv_lora_rank=kv_lora, qk_rope_head_dim=qk_rope, qk_nope_head_dim=qk_nope, v_head_dim=v_head)
 
+
+def _weights_dtype(cfg: dict, outer: dict, model_type: str) -> str:
+    """The checkpoint's dtype (``torch_dtype``; GPT-2 fp32, others bf16 when absent), normalized."""
     dtype_raw = _get(cfg, "torch_dtype", "dtype", default=None) or _get(outer, "torch_dtype", "dtype", default=None)
     if dtype_raw is None:
         dtype_raw = "fp32" if model_type == "gpt2" else "bf16"
     try:
-        weights_dtype = normalize_dtype(str(dtype_raw), "torch_dtype")
+        return normalize_dtype(str(dtype_raw), "torch_dtype")
     except SpecError:
         raise SpecError(f"torch_dtype: unknown dtype {dtype_raw!r}") from None
-    quant, _kv_hint = _quantization(outer if "quantization_config" in outer else cfg, quant_config)
-    if quant.get("quant_group_size") is not None and quant["quant_group_size"] < -1:
-        raise SpecError(f"quantization_config.group_size: {quant['quant_group_size']} must be -1 or more")
 
+
+def _ffn_and_experts(cfg: dict, model_type: str, n_layers: int, hidden: int) -> dict[str, Any]:
+    """ModelSpec fields of the feed-forward part: intermediate size and, for MoE models, the experts."""
     n_experts = _int(cfg, ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"), default=0)
     if model_type.startswith("gemma4") and cfg.get("enable_moe_block") is False:
         n_experts = 0
@@ -346,65 +413,35 @@ def parse_hf_config(config: dict, *, name: str | None = None, quant_config: dict
         n_shared = 1
     n_dense = 0
     if n_experts:
-        n_dense = _int(cfg, ("first_k_dense_replace",), default=0)
-        mlp_only = cfg.get("mlp_only_layers") or []
-        if isinstance(mlp_only, list):
-            n_dense += len(mlp_only)
-        step = _int(cfg, ("decoder_sparse_step", "moe_layer_freq"), default=1, lo=1)
-        if step > 1:
-            n_dense += n_layers - len(range(step - 1, n_layers, step))
+        n_dense = _dense_layers(cfg, model_type, n_layers)
         if model_type.startswith("gemma4"):
             # Gemma 4 runs a dense MLP beside the experts in every layer: count it as a shared expert.
             n_shared, shared_inter, n_dense = 1, inter, 0
         if model_type in ("mixtral", "gpt_oss") or moe_inter is None:
             moe_inter = moe_inter or inter
         n_dense = min(n_dense, n_layers)
+    return dict(intermediate_size=inter, num_experts=n_experts, num_experts_per_tok=topk if n_experts else 0,
+                moe_intermediate_size=moe_inter if n_experts else None,
+                num_shared_experts=n_shared if n_experts else 0,
+                shared_expert_intermediate_size=shared_inter if n_experts else None, num_dense_layers=n_dense)
 
-    dtype_bytes = DTYPE_BYTES[weights_dtype]
-    layers = _layer_kinds(cfg, model_type, n_layers, dtype_bytes)
 
-    tie = cfg.get("tie_word_embeddings", outer.get("tie_word_embeddings"))
-    if tie is None:
-        tie = model_type == "gpt2"
-    vocab = _int(cfg, ("vocab_size", "padded_vocab_size"), required=True, lo=1)
-    max_pos = _int(cfg, ("max_position_embeddings", "n_positions", "seq_length"), default=None, lo=1)
+def _dense_layers(cfg: dict, model_type: str, n_layers: int) -> int:
+    """Layers of an MoE model with a dense FFN: the first k, the listed MLP-only ones, those between sparse steps
+    (may exceed ``n_layers``; the caller clips)."""
+    n_dense = _int(cfg, ("first_k_dense_replace",), default=0)
+    mlp_only = cfg.get("mlp_only_layers") or []
+    if isinstance(mlp_only, list):
+        n_dense += len(mlp_only)
+    step = _int(cfg, ("decoder_sparse_step", "moe_layer_freq"), default=1, lo=1)
+    if step > 1:
+        n_dense += n_layers - len(range(step - 1, n_layers, step))
+    return n_dense
 
-    if name is None:
-        archs = outer.get("architectures") or []
-        name = str(outer.get("_name_or_path") or (archs[0] if archs else "") or model_type or "model")
 
-    kwargs = dict(
-        name=name,
-        num_layers=n_layers,
-        hidden_size=hidden,
-        num_attention_heads=n_heads,
-        num_kv_heads=1 if is_mla else n_kv,
-        head_dim=head_dim,
-        attention="MLA" if is_mla else "",
-        kv_lora_rank=kv_lora,
-        qk_rope_head_dim=qk_rope,
-        q_lora_rank=_int(cfg, ("q_lora_rank",), lo=1),
-        qk_nope_head_dim=qk_nope,
-        v_head_dim=v_head,
-        layers=layers,
-        vocab_size=vocab,
-        intermediate_size=inter,
-        num_experts=n_experts,
-        num_experts_per_tok=topk if n_experts else 0,
-        moe_intermediate_size=moe_inter if n_experts else None,
-        num_shared_experts=n_shared if n_experts else 0,
-        shared_expert_intermediate_size=shared_inter if n_experts else None,
-        num_dense_layers=n_dense,
-        attention_bias=bool(cfg.get("attention_bias") or cfg.get("qkv_bias") or model_type in ("qwen2", "gpt2")),
-        gated_mlp=model_type not in ("gpt2", "gpt_bigcode", "opt", "phi"),
-        tie_word_embeddings=bool(tie),
-        num_parameters=num_parameters,
-        num_active_parameters=num_active_parameters,
-        weights_dtype=weights_dtype,
-        max_position_embeddings=max_pos,
-        mm_tokens_per_item=_mm_tokens_per_item(outer),
-        **quant,
-    )
+def _model_spec(kwargs: dict[str, Any], num_parameters: int | None, num_active_parameters: int | None) -> ModelSpec:
+    """The ModelSpec (its errors named by config key), parameter counts estimated when not given, group size
+    checked against the quantization scheme."""
     try:
         spec = ModelSpec(**kwargs)
     except SpecError as exc:
@@ -412,11 +449,7 @@ def parse_hf_config(config: dict, *, name: str | None = None, quant_config: dict
         field, _, rest = msg.partition(":")
         raise SpecError(f"{_FIELD_TO_KEY.get(field, field)}:{rest}") from None
     if num_parameters is None:
-        from simulator.sizing import estimate_num_parameters  # local: sizing imports specs only
-
         total, active = estimate_num_parameters(spec)
-        from dataclasses import replace
-
         spec = replace(spec, num_parameters=total,
                        num_active_parameters=num_active_parameters if num_active_parameters else active)
     check_group_size(spec, scheme_for(spec))

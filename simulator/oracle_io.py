@@ -57,37 +57,7 @@ def workload_from_dict(data: dict[str, Any]) -> Workload:
         if not isinstance(r, dict):
             raise WorkloadError(f"requests[{i}]: must be an object")
         ids.append(str(r.get("id", i)))
-        p = r.get("prefix")
-        base = 0
-        if p:
-            if p not in prefixes:
-                raise WorkloadError(f"requests[{i}].prefix: unknown prefix {p!r}")
-            pid[i] = names.index(p)
-            base = plen[pid[i]]
-        if "prompt_token_ids" in r:
-            toks = r["prompt_token_ids"]
-            if not isinstance(toks, list):
-                raise WorkloadError(f"requests[{i}].prompt_token_ids: must be a list")
-            prompt[i] = base + len(toks)
-        elif "prompt_len" in r:
-            try:
-                prompt[i] = int(r["prompt_len"])
-            except (TypeError, ValueError) as exc:
-                raise WorkloadError(f"requests[{i}].prompt_len: must be a whole number") from exc
-        else:
-            raise WorkloadError(f"requests[{i}]: needs prompt_token_ids or prompt_len")
-        if "max_tokens" not in r:
-            raise WorkloadError(f"requests[{i}].max_tokens: missing")
-        try:
-            output[i] = int(r["max_tokens"])
-        except (TypeError, ValueError) as exc:
-            raise WorkloadError(f"requests[{i}].max_tokens: must be a whole number") from exc
-        if "arrival_time" in r:
-            kinds.add("s")
-            arrival[i] = float(r["arrival_time"])
-        else:
-            kinds.add("step")
-            arrival[i] = float(r.get("arrival_step", 0))
+        kinds.add(_read_request(i, r, prefixes, names, plen, prompt, output, arrival, pid))
     if len(kinds) > 1:
         raise WorkloadError("requests: mix of arrival_time and arrival_step")
     return Workload(
@@ -95,6 +65,42 @@ def workload_from_dict(data: dict[str, Any]) -> Workload:
         arrival_unit=kinds.pop() if kinds else "step", prefix_id=pid,
         prefix_len=np.asarray(plen, np.int64), ids=tuple(ids), prefix_names=tuple(names),
     )
+
+
+def _read_request(i: int, r: dict[str, Any], prefixes: dict, names: list[str], plen: list[int], prompt: np.ndarray,
+                  output: np.ndarray, arrival: np.ndarray, pid: np.ndarray) -> str:
+    """Writes request ``i``'s prompt and output lengths, arrival and prefix index into the columns; returns
+    its arrival unit (``"s"`` or ``"step"``)."""
+    p = r.get("prefix")
+    base = 0
+    if p:
+        if p not in prefixes:
+            raise WorkloadError(f"requests[{i}].prefix: unknown prefix {p!r}")
+        pid[i] = names.index(p)
+        base = plen[pid[i]]
+    if "prompt_token_ids" in r:
+        toks = r["prompt_token_ids"]
+        if not isinstance(toks, list):
+            raise WorkloadError(f"requests[{i}].prompt_token_ids: must be a list")
+        prompt[i] = base + len(toks)
+    elif "prompt_len" in r:
+        try:
+            prompt[i] = int(r["prompt_len"])
+        except (TypeError, ValueError) as exc:
+            raise WorkloadError(f"requests[{i}].prompt_len: must be a whole number") from exc
+    else:
+        raise WorkloadError(f"requests[{i}]: needs prompt_token_ids or prompt_len")
+    if "max_tokens" not in r:
+        raise WorkloadError(f"requests[{i}].max_tokens: missing")
+    try:
+        output[i] = int(r["max_tokens"])
+    except (TypeError, ValueError) as exc:
+        raise WorkloadError(f"requests[{i}].max_tokens: must be a whole number") from exc
+    if "arrival_time" in r:
+        arrival[i] = float(r["arrival_time"])
+        return "s"
+    arrival[i] = float(r.get("arrival_step", 0))
+    return "step"
 
 
 def load_json(path: str | Path) -> Any:

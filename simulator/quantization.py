@@ -248,7 +248,7 @@ def weight_bytes_by_category(model: ModelSpec, scheme: QuantScheme | None, param
                              act_bytes: float, tensor_parallel_size: int = 1) -> tuple[dict[str, float], list[str]]:
     """Bytes of each layer category (whole model, before the TP split) and notes.  # bytes
 
-    ``params`` are :func:`simulator.sizing._param_parts` counts. Embedding,
+    ``params`` are :func:`simulator.weights._param_parts` counts. Embedding,
     LM head, norms and router stay in ``act_bytes``.
     """
     notes: list[str] = []

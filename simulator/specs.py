@@ -287,6 +287,16 @@ class ModelSpec:
     mm_tokens_per_item: int | None = None
 
     def __post_init__(self) -> None:
+        # checked in this order: the first problem found is the one reported
+        self._check_shape()
+        self._check_attention()
+        self._check_sizes()
+        self._check_layers()
+        self._check_parameters()
+        self._check_quantization()
+
+    def _check_shape(self) -> None:
+        """Name, layers, hidden size, heads; ``head_dim`` derived when absent."""
         if not isinstance(self.name, str) or not self.name.strip():
             raise SpecError("name: must be a non-empty string")
         _whole(self, "num_layers", 1, 100_000)
@@ -301,6 +311,9 @@ class ModelSpec:
                 )
             object.__setattr__(self, "head_dim", self.hidden_size // self.num_attention_heads)
         _whole(self, "head_dim", 1, 100_000)
+
+    def _check_attention(self) -> None:
+        """The attention kind (derived from the heads when empty) and its own fields."""
         attn = (self.attention or "").upper()
         if not attn:
             if self.kv_lora_rank:
@@ -326,6 +339,9 @@ class ModelSpec:
                 raise SpecError(
                     f"num_kv_heads: {self.num_kv_heads} does not divide num_attention_heads {self.num_attention_heads}"
                 )
+
+    def _check_sizes(self) -> None:
+        """Optional MLA sizes, vocabulary, FFN and mixture-of-experts counts."""
         for name in ("kv_lora_rank", "qk_rope_head_dim", "q_lora_rank", "qk_nope_head_dim", "v_head_dim",
                      "max_position_embeddings", "moe_intermediate_size", "shared_expert_intermediate_size"):
             _whole(self, name, 0, 100_000_000, optional=True)
@@ -341,6 +357,9 @@ class ModelSpec:
             raise SpecError(
                 f"num_experts_per_tok: {self.num_experts_per_tok} is more than num_experts {self.num_experts}"
             )
+
+    def _check_layers(self) -> None:
+        """Per-layer kinds: LayerSpec entries (or dicts), one per layer when given."""
         layers = tuple(LayerSpec(**lay) if isinstance(lay, dict) else lay for lay in (self.layers or ()))
         for lay in layers:
             if not isinstance(lay, LayerSpec):
@@ -348,6 +367,9 @@ class ModelSpec:
         if layers and len(layers) != self.num_layers:
             raise SpecError(f"layers: {len(layers)} layer kinds given for num_layers {self.num_layers}")
         object.__setattr__(self, "layers", layers)
+
+    def _check_parameters(self) -> None:
+        """Boolean flags, parameter counts and the weights' dtype."""
         for name in ("attention_bias", "tie_word_embeddings", "gated_mlp"):
             if not isinstance(getattr(self, name), bool):
                 raise SpecError(f"{name}: must be true or false")
@@ -359,6 +381,9 @@ class ModelSpec:
                 f"{self.num_parameters:,}"
             )
         object.__setattr__(self, "weights_dtype", normalize_dtype(self.weights_dtype, "weights_dtype"))
+
+    def _check_quantization(self) -> None:
+        """Quantization method (aliases folded), bits, group size, ignored modules, multimodal tokens."""
         q = self.quantization
         if q is not None:
             if not isinstance(q, str):

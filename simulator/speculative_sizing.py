@@ -21,17 +21,11 @@ from dataclasses import dataclass, replace
 
 from simulator.clock_terms import StepCostTerms
 from simulator.cost_model import build_step_time_model
-from simulator.sizing import (
-    KVGroups,
-    SizingResult,
-    estimate_num_parameters,
-    kv_bytes_per_token,
-    plan,
-    resolve_kv_dtype,
-    weights_bytes_per_gpu,
-)
+from simulator.kv_layout import KVGroups, kv_bytes_per_token, resolve_kv_dtype
+from simulator.sizing import SizingResult, plan
 from simulator.specs import DTYPE_BYTES, DeploymentSpec, GpuSpec, ModelSpec, SpecError
 from simulator.speculative import LOOKAHEAD_METHODS, MAX_SPECULATIVE_TOKENS, METHODS
+from simulator.weights import estimate_num_parameters, weights_bytes_per_gpu
 
 GIB = 1024**3
 #: Draft vocabulary of the published EAGLE-3 heads for Llama 3 (``draft_vocab_size``).

@@ -199,53 +199,66 @@ def _columnwise(text: str, fmt: str) -> Workload | None:
     n = len(columns[0])
     if not 1 <= n <= MAX_REQUESTS:
         return None
-
-    def numbers(col: str) -> np.ndarray | None:
-        values = cols[col]
-        if isinstance(values, np.ndarray):
-            return values
-        if fmt == "jsonl" and bool in set(map(type, values)):
-            return None  # float() would take true and false
-        try:  # float() strips the white space that str.strip() does (and no more)
-            return np.fromiter(map(float, values), np.float64, n)
-        except (TypeError, ValueError, OverflowError):
-            return None
-
-    def whole(col: str, lo: int, hi: int) -> np.ndarray | None:
-        x = numbers(col)
-        if x is None or not (np.isfinite(x).all() and (x == np.round(x)).all() and (x >= lo).all()
-                             and (x <= hi).all()):
-            return None
-        return x.astype(np.int64)
-
-    prompt = whole("prompt_tokens", 1, MAX_TOKENS)
-    output = whole("output_tokens", 1, MAX_TOKENS)
-    if "arrival_time" in cols:
-        unit = "s"
-        arrival = numbers("arrival_time")
-        if arrival is not None and not (np.isfinite(arrival).all() and (arrival >= 0).all()):
-            arrival = None
-    else:
-        unit = "step"
-        steps = whole("arrival_step", 0, 10**12)
-        arrival = None if steps is None else steps.astype(np.float64)
+    prompt = _column_whole(cols["prompt_tokens"], fmt, n, 1, MAX_TOKENS)
+    output = _column_whole(cols["output_tokens"], fmt, n, 1, MAX_TOKENS)
+    unit, arrival = _column_arrival(cols, fmt, n)
     if prompt is None or output is None or arrival is None:
         return None
     ids = None
     if "id" in cols:
-        raw = cols["id"]
-        if fmt == "csv":
-            ids = list(map(str.strip, raw))
-            if not all(ids) or (header[0] == "id" and any(i.startswith("#") for i in ids)):
-                return None  # an empty cell takes the row number; a leading "#" makes a comment row
-        else:
-            if None in raw:
-                return None
-            ids = list(map(str, raw))
-        if len(set(ids)) != n:
+        ids = _column_ids(cols["id"], header, fmt, n)
+        if ids is None:
             return None
     return Workload(prompt_len=prompt, output_len=output, arrival=arrival, arrival_unit=unit,
                     ids=None if ids is None else tuple(ids))
+
+
+def _column_numbers(values: Any, fmt: str, n: int) -> np.ndarray | None:
+    """One column of :func:`_columnwise` as floats; None when a cell is not a number."""
+    if isinstance(values, np.ndarray):
+        return values
+    if fmt == "jsonl" and bool in set(map(type, values)):
+        return None  # float() would take true and false
+    try:  # float() strips the white space that str.strip() does (and no more)
+        return np.fromiter(map(float, values), np.float64, n)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _column_whole(values: Any, fmt: str, n: int, lo: int, hi: int) -> np.ndarray | None:
+    """One column of :func:`_columnwise` as whole numbers in [lo, hi]; else None."""
+    x = _column_numbers(values, fmt, n)
+    if x is None or not (np.isfinite(x).all() and (x == np.round(x)).all() and (x >= lo).all()
+                         and (x <= hi).all()):
+        return None
+    return x.astype(np.int64)
+
+
+def _column_arrival(cols: dict[str, Any], fmt: str, n: int) -> tuple[str, np.ndarray | None]:
+    """``(unit, arrivals)`` of :func:`_columnwise`: seconds (finite, >= 0) or whole steps; arrivals None when
+    a cell is not valid."""
+    if "arrival_time" in cols:
+        arrival = _column_numbers(cols["arrival_time"], fmt, n)
+        if arrival is not None and not (np.isfinite(arrival).all() and (arrival >= 0).all()):
+            arrival = None
+        return "s", arrival
+    steps = _column_whole(cols["arrival_step"], fmt, n, 0, 10**12)
+    return "step", None if steps is None else steps.astype(np.float64)
+
+
+def _column_ids(raw: Any, header: list[str], fmt: str, n: int) -> list[str] | None:
+    """The ``id`` column of :func:`_columnwise` as strings; None unless every row has its own id."""
+    if fmt == "csv":
+        ids = list(map(str.strip, raw))
+        if not all(ids) or (header[0] == "id" and any(i.startswith("#") for i in ids)):
+            return None  # an empty cell takes the row number; a leading "#" makes a comment row
+    else:
+        if None in raw:
+            return None
+        ids = list(map(str, raw))
+    if len(set(ids)) != n:
+        return None
+    return ids
 
 
 def parse_trace(text: str, *, fmt: str, name: str = "trace") -> Workload:
@@ -265,106 +278,134 @@ def parse_trace(text: str, *, fmt: str, name: str = "trace") -> Workload:
 def _parse_rows(text: str, fmt: str, name: str) -> Workload:
     """:func:`parse_trace`, row by row: any trace, naming the line and column of the first error."""
     rows = _rows_csv(text, name) if fmt == "csv" else _rows_jsonl(text, name)
-    kind = "column" if fmt == "csv" else "field"
-
-    def where(line: int, col: str | None = None) -> str:
-        return _where(name, line, col, kind)
-
-    prompt: list[int] = []
-    output: list[int] = []
-    arrival: list[float] = []
-    ids: list[str] = []
-    pid: list[int] = []
-    parent: list[int] = []
-    prefix_index: dict[str, int] = {}
-    prefix_len: list[int] = []
-    last_turn: dict[str, int] = {}  # conversation id -> index of its latest turn
-    lines: list[int] = []
-    unit: str | None = None
+    reader = _RowReader(name, "column" if fmt == "csv" else "field")
     for line, row in rows:
-        if len(prompt) >= MAX_REQUESTS:
+        reader.add(line, row)
+    return reader.workload()
+
+
+class _RowReader:
+    """The columns of a trace read row by row; :meth:`add` checks one row (in the order its errors are
+    reported) and appends it, :meth:`workload` checks the whole and builds the Workload."""
+
+    def __init__(self, name: str, kind: str) -> None:
+        self.name, self.kind = name, kind  # kind: "column" (CSV) or "field" (JSONL), for messages
+        self.prompt: list[int] = []
+        self.output: list[int] = []
+        self.arrival: list[float] = []
+        self.ids: list[str] = []
+        self.pid: list[int] = []
+        self.parent: list[int] = []
+        self.prefix_index: dict[str, int] = {}
+        self.prefix_len: list[int] = []
+        self.last_turn: dict[str, int] = {}  # conversation id -> index of its latest turn
+        self.lines: list[int] = []
+        self.unit: str | None = None
+
+    def where(self, line: int, col: str | None = None) -> str:
+        return _where(self.name, line, col, self.kind)
+
+    def add(self, line: int, row: dict[str, Any]) -> None:
+        where = self.where
+        if len(self.prompt) >= MAX_REQUESTS:
             raise WorkloadError(f"{where(line)}: more than {MAX_REQUESTS:,} requests")
         row = {k: v for k, v in row.items() if v is not None}
         for col in _REQUIRED:
             if col not in row:
                 raise WorkloadError(f"{where(line, col)}: missing")
-        has_t, has_s = "arrival_time" in row, "arrival_step" in row
-        if has_t == has_s:
-            raise WorkloadError(f"{where(line)}: give exactly one of arrival_time (s) or arrival_step")
-        this_unit = "s" if has_t else "step"
-        if unit is None:
-            unit = this_unit
-        elif unit != this_unit:
-            col = "arrival_time" if has_t else "arrival_step"
-            raise WorkloadError(f"{where(line, col)}: earlier rows use "
-                                f"{'arrival_time' if unit == 's' else 'arrival_step'}; do not mix the two")
-        if has_t:
-            t = _seconds(row["arrival_time"], where(line, "arrival_time"))
-        else:
-            t = float(_whole(row["arrival_step"], where(line, "arrival_step"), 0, 10**12))
+        t = self._arrival(line, row)
         p = _whole(row["prompt_tokens"], where(line, "prompt_tokens"), 1, MAX_TOKENS)
         o = _whole(row["output_tokens"], where(line, "output_tokens"), 1, MAX_TOKENS)
-        i = len(prompt)
+        i = len(self.prompt)
         rid = str(row.get("id", i))
-        pref = -1
-        if "prefix_id" in row:
-            key = str(row["prefix_id"])
-            if "prefix_len" not in row:
-                raise WorkloadError(f"{where(line, 'prefix_len')}: missing (required with prefix_id)")
-            plen = _whole(row["prefix_len"], where(line, "prefix_len"), 1, MAX_TOKENS)
-            if key not in prefix_index:
-                prefix_index[key] = len(prefix_len)
-                prefix_len.append(plen)
-            elif prefix_len[prefix_index[key]] != plen:
-                raise WorkloadError(f"{where(line, 'prefix_len')}: prefix {key!r} was "
-                                    f"{prefix_len[prefix_index[key]]} tokens on an earlier row, here {plen}")
-            pref = prefix_index[key]
-            if plen > p:
-                raise WorkloadError(f"{where(line, 'prompt_tokens')}: {p} tokens, shorter than "
-                                    f"its {plen}-token prefix {key!r}")
-        elif "prefix_len" in row:
-            raise WorkloadError(f"{where(line, 'prefix_id')}: missing (prefix_len needs a prefix_id)")
+        pref = self._prefix(line, row, p)
+        par = self._previous_turn(line, row, p, t, i)
+        self.prompt.append(p)
+        self.output.append(o)
+        self.arrival.append(t)
+        self.ids.append(rid)
+        self.pid.append(pref)
+        self.parent.append(par)
+        self.lines.append(line)
+
+    def _arrival(self, line: int, row: dict[str, Any]) -> float:
+        """The row's arrival (seconds or steps; every row in the same unit)."""
+        has_t, has_s = "arrival_time" in row, "arrival_step" in row
+        if has_t == has_s:
+            raise WorkloadError(f"{self.where(line)}: give exactly one of arrival_time (s) or arrival_step")
+        this_unit = "s" if has_t else "step"
+        if self.unit is None:
+            self.unit = this_unit
+        elif self.unit != this_unit:
+            col = "arrival_time" if has_t else "arrival_step"
+            raise WorkloadError(f"{self.where(line, col)}: earlier rows use "
+                                f"{'arrival_time' if self.unit == 's' else 'arrival_step'}; do not mix the two")
+        if has_t:
+            return _seconds(row["arrival_time"], self.where(line, "arrival_time"))
+        return float(_whole(row["arrival_step"], self.where(line, "arrival_step"), 0, 10**12))
+
+    def _prefix(self, line: int, row: dict[str, Any], p: int) -> int:
+        """Index of the row's shared prefix (registered on first sight), -1 for none."""
+        where = self.where
+        if "prefix_id" not in row:
+            if "prefix_len" in row:
+                raise WorkloadError(f"{where(line, 'prefix_id')}: missing (prefix_len needs a prefix_id)")
+            return -1
+        key = str(row["prefix_id"])
+        if "prefix_len" not in row:
+            raise WorkloadError(f"{where(line, 'prefix_len')}: missing (required with prefix_id)")
+        plen = _whole(row["prefix_len"], where(line, "prefix_len"), 1, MAX_TOKENS)
+        if key not in self.prefix_index:
+            self.prefix_index[key] = len(self.prefix_len)
+            self.prefix_len.append(plen)
+        elif self.prefix_len[self.prefix_index[key]] != plen:
+            raise WorkloadError(f"{where(line, 'prefix_len')}: prefix {key!r} was "
+                                f"{self.prefix_len[self.prefix_index[key]]} tokens on an earlier row, here {plen}")
+        if plen > p:
+            raise WorkloadError(f"{where(line, 'prompt_tokens')}: {p} tokens, shorter than "
+                                f"its {plen}-token prefix {key!r}")
+        return self.prefix_index[key]
+
+    def _previous_turn(self, line: int, row: dict[str, Any], p: int, t: float, i: int) -> int:
+        """Index of the previous turn of the row's conversation, -1 for none; the row becomes the latest."""
+        if "conversation_id" not in row:
+            return -1
         par = -1
-        if "conversation_id" in row:
-            conv = str(row["conversation_id"])
-            if conv in last_turn:
-                par = last_turn[conv]
-                ctx = prompt[par] + output[par]
-                if p < ctx:
-                    raise WorkloadError(
-                        f"{where(line, 'prompt_tokens')}: {p} tokens, fewer than the {ctx}-token context "
-                        f"(prompt + output) of the previous turn of conversation {conv!r} on line {lines[par]}")
-                if t < arrival[par]:
-                    col = "arrival_time" if unit == "s" else "arrival_step"
-                    raise WorkloadError(f"{where(line, col)}: arrives before the previous turn of "
-                                        f"conversation {conv!r} on line {lines[par]}")
-            last_turn[conv] = i
-        prompt.append(p)
-        output.append(o)
-        arrival.append(t)
-        ids.append(rid)
-        pid.append(pref)
-        parent.append(par)
-        lines.append(line)
-    if not prompt:
-        raise WorkloadError(f"{name}: no requests in the trace")
-    if len(set(ids)) != len(ids):
-        seen: set[str] = set()
-        for k, rid in enumerate(ids):
-            if rid in seen:
-                raise WorkloadError(f"{where(lines[k], 'id')}: duplicate request id {rid!r}")
-            seen.add(rid)
-    return Workload(
-        prompt_len=np.asarray(prompt, np.int64),
-        output_len=np.asarray(output, np.int64),
-        arrival=np.asarray(arrival, np.float64),
-        arrival_unit=unit or "step",
-        prefix_id=np.asarray(pid, np.int64),
-        prefix_len=np.asarray(prefix_len, np.int64),
-        parent=np.asarray(parent, np.int64),
-        ids=tuple(ids),
-        prefix_names=tuple(prefix_index),
-    )
+        conv = str(row["conversation_id"])
+        if conv in self.last_turn:
+            par = self.last_turn[conv]
+            ctx = self.prompt[par] + self.output[par]
+            if p < ctx:
+                raise WorkloadError(
+                    f"{self.where(line, 'prompt_tokens')}: {p} tokens, fewer than the {ctx}-token context "
+                    f"(prompt + output) of the previous turn of conversation {conv!r} on line {self.lines[par]}")
+            if t < self.arrival[par]:
+                col = "arrival_time" if self.unit == "s" else "arrival_step"
+                raise WorkloadError(f"{self.where(line, col)}: arrives before the previous turn of "
+                                    f"conversation {conv!r} on line {self.lines[par]}")
+        self.last_turn[conv] = i
+        return par
+
+    def workload(self) -> Workload:
+        if not self.prompt:
+            raise WorkloadError(f"{self.name}: no requests in the trace")
+        if len(set(self.ids)) != len(self.ids):
+            seen: set[str] = set()
+            for k, rid in enumerate(self.ids):
+                if rid in seen:
+                    raise WorkloadError(f"{self.where(self.lines[k], 'id')}: duplicate request id {rid!r}")
+                seen.add(rid)
+        return Workload(
+            prompt_len=np.asarray(self.prompt, np.int64),
+            output_len=np.asarray(self.output, np.int64),
+            arrival=np.asarray(self.arrival, np.float64),
+            arrival_unit=self.unit or "step",
+            prefix_id=np.asarray(self.pid, np.int64),
+            prefix_len=np.asarray(self.prefix_len, np.int64),
+            parent=np.asarray(self.parent, np.int64),
+            ids=tuple(self.ids),
+            prefix_names=tuple(self.prefix_index),
+        )
 
 
 def trace_format(path: str | Path) -> str | None:

@@ -26,7 +26,7 @@ random tokens), except that a child turn re-reads its parent's outputs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -40,6 +40,38 @@ MAX_REQUESTS = 1_000_000
 
 class WorkloadError(ValueError):
     """A workload that cannot be simulated; the message names the field."""
+
+
+def _int_column(name: str, value: Any, n: int, default: int | None = None) -> np.ndarray:
+    """A read-only int64 column of ``n`` whole, finite values (``default`` everywhere when None)."""
+    if value is None:
+        value = np.full(n, default, dtype=np.int64)
+    arr = np.asarray(value)
+    if arr.shape != (n,):
+        raise WorkloadError(f"{name}: expected {n} entries, got shape {arr.shape}")
+    if arr.size and not np.all(np.isfinite(arr.astype(np.float64))):
+        raise WorkloadError(f"{name}: values must be finite")
+    if arr.size and not np.all(np.asarray(arr, np.float64) == np.round(np.asarray(arr, np.float64))):
+        raise WorkloadError(f"{name}: values must be whole numbers")
+    out = arr.astype(np.int64)
+    out.setflags(write=False)
+    return out
+
+
+def _arrival_column(value: Any, unit: str, n: int) -> np.ndarray:
+    """A read-only float64 copy of ``n`` arrivals: finite, >= 0, whole numbers when ``unit`` is steps."""
+    if unit not in ("step", "s"):
+        raise WorkloadError("arrival_unit: must be 'step' or 's'")
+    arrival = np.asarray(value, dtype=np.float64)
+    if arrival.shape != (n,):
+        raise WorkloadError(f"arrival: expected {n} entries, got shape {arrival.shape}")
+    if n and (not np.all(np.isfinite(arrival)) or arrival.min() < 0):
+        raise WorkloadError("arrival: times must be finite and >= 0")
+    if unit == "step" and n and not np.all(arrival == np.floor(arrival)):
+        raise WorkloadError("arrival: step arrivals must be whole step numbers")
+    arrival = arrival.copy()
+    arrival.setflags(write=False)
+    return arrival
 
 
 @dataclass(frozen=True, eq=False)
@@ -87,47 +119,21 @@ class Workload:
         n = int(np.asarray(self.prompt_len).shape[0]) if np.ndim(self.prompt_len) == 1 else -1
         if n < 0:
             raise WorkloadError("prompt_len: must be a one-dimensional array")
-
-        def as_int(name: str, value, default: int | None = None) -> np.ndarray:
-            if value is None:
-                value = np.full(n, default, dtype=np.int64)
-            arr = np.asarray(value)
-            if arr.shape != (n,):
-                raise WorkloadError(f"{name}: expected {n} entries, got shape {arr.shape}")
-            if arr.size and not np.all(np.isfinite(arr.astype(np.float64))):
-                raise WorkloadError(f"{name}: values must be finite")
-            if arr.size and not np.all(np.asarray(arr, np.float64) == np.round(np.asarray(arr, np.float64))):
-                raise WorkloadError(f"{name}: values must be whole numbers")
-            out = arr.astype(np.int64)
-            out.setflags(write=False)
-            return out
-
-        prompt = as_int("prompt_len", self.prompt_len)
-        output = as_int("output_len", self.output_len)
+        prompt = _int_column("prompt_len", self.prompt_len, n)
+        output = _int_column("output_len", self.output_len, n)
         if n and prompt.min() < 1:
             raise WorkloadError("prompt_len: every prompt needs at least 1 token")
         if n and output.min() < 1:
             raise WorkloadError("output_len: every request generates at least 1 token")
-        if self.arrival_unit not in ("step", "s"):
-            raise WorkloadError("arrival_unit: must be 'step' or 's'")
-        arrival = np.asarray(self.arrival, dtype=np.float64)
-        if arrival.shape != (n,):
-            raise WorkloadError(f"arrival: expected {n} entries, got shape {arrival.shape}")
-        if n and (not np.all(np.isfinite(arrival)) or arrival.min() < 0):
-            raise WorkloadError("arrival: times must be finite and >= 0")
-        if self.arrival_unit == "step" and n and not np.all(arrival == np.floor(arrival)):
-            raise WorkloadError("arrival: step arrivals must be whole step numbers")
-        arrival = arrival.copy()
-        arrival.setflags(write=False)
-
+        arrival = _arrival_column(self.arrival, self.arrival_unit, n)
         plen = np.asarray(self.prefix_len, dtype=np.int64).reshape(-1).copy()
         if plen.size and plen.min() < 1:
             raise WorkloadError("prefix_len: shared prefixes need at least 1 token")
         plen.setflags(write=False)
-        pid = as_int("prefix_id", self.prefix_id, -1)
+        pid = _int_column("prefix_id", self.prefix_id, n, -1)
         if n and (pid.min() < -1 or pid.max() >= plen.size):
             raise WorkloadError(f"prefix_id: must be -1 or an index below {plen.size}")
-        par = as_int("parent", self.parent, -1)
+        par = _int_column("parent", self.parent, n, -1)
         if n and np.any((par < -1) | (par >= np.arange(n))):
             raise WorkloadError("parent: must be -1 or the index of an earlier request")
 
@@ -144,16 +150,20 @@ class Workload:
                 f"prompt_len: request {bad} is shorter ({prompt[bad]} tokens) than the "
                 f"prefix or parent context it starts with ({shared[bad]} tokens)"
             )
+        self._set_names(n, plen.size)
+
+    def _set_names(self, n: int, num_prefixes: int) -> None:
+        """Request ids (row numbers by default) and prefix names (``p0``, ``p1``... by default), checked."""
         ids = tuple(map(str, range(n) if self.ids is None else self.ids))
         if len(ids) != n:
             raise WorkloadError(f"ids: expected {n} ids, got {len(ids)}")
         object.__setattr__(self, "ids", ids)
         names = (
-            tuple(f"p{i}" for i in range(plen.size))
+            tuple(f"p{i}" for i in range(num_prefixes))
             if self.prefix_names is None
             else tuple(str(s) for s in self.prefix_names)
         )
-        if len(names) != plen.size:
+        if len(names) != num_prefixes:
             raise WorkloadError("prefix_names: one name per shared prefix")
         object.__setattr__(self, "prefix_names", names)
 
