@@ -240,3 +240,23 @@ def test_config_round_trip():
     assert "speculative" not in EngineConfig().to_dict()
     assert SpeculativeConfig(num_speculative_tokens=3, acceptance_rate=0.7).expected_tokens_per_step() == \
         pytest.approx((1 - 0.7**4) / 0.3)
+
+
+def test_cli_sweep_grid_over_k_and_acceptance(tmp_path, capsys):
+    from simulator import cli
+
+    wl = tmp_path / "w.jsonl"
+    wl.write_text("".join(json.dumps({"id": f"r{i}", "prompt_tokens": 30 + i, "output_tokens": 40, "arrival_step": i})
+                          + "\n" for i in range(8)))
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"num_gpu_blocks": 500, "speculative": {
+        "method": "ngram", "num_speculative_tokens": 2, "position_acceptance_rates": [0.5, 0.1]}}))
+    assert cli.main(["sweep", "--workload", str(wl), "--config", str(cfg), "--grid",
+                     "speculative.num_speculative_tokens=0,2", "--grid", "speculative.acceptance_rate=0,1"]) == 0
+    pts = json.loads(capsys.readouterr().out)["points"]
+    assert [p["params"] for p in pts] == [
+        {"speculative.num_speculative_tokens": k, "speculative.acceptance_rate": a} for k in (0, 2) for a in (0, 1)]
+    assert "spec_acceptance_rate" not in pts[0]["totals"]
+    assert [p["totals"]["spec_acceptance_rate"] for p in pts[2:]] == [0.0, 1.0]
+    assert cli.main(["sweep", "--workload", str(wl), "--grid", "speculative.k=1,2"]) == 2
+    assert "speculative has acceptance_rate" in capsys.readouterr().err
