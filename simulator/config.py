@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from simulator.speculative import SpeculativeConfig, SpeculativeError
+
 
 def unknown_field(cls, data: dict, ignore: frozenset = frozenset()) -> tuple[str, str] | None:
     """The first key of ``data`` (sorted) that is not a field of dataclass ``cls``, with the known
@@ -176,10 +178,8 @@ class EngineConfig:
     def _check_speculative(self) -> None:
         if self.speculative is None:
             return
-        from simulator.speculative import SpeculativeConfig, SpeculativeError  # (it builds on this module)
-
         try:
-            object.__setattr__(self, "speculative", SpeculativeConfig.from_dict(self.speculative))
+            object.__setattr__(self, "speculative", SpeculativeConfig.from_dict(self.speculative, parse_cost_model))
         except SpeculativeError as exc:
             raise ConfigError(str(exc)) from exc
         except TypeError as exc:

@@ -30,12 +30,11 @@ configuration (:class:`SpeculativeConfig`) and the result totals (:func:`spec_to
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-
-from simulator.config import ConfigError, parse_cost_model
 
 #: vLLM's speculative methods; those whose proposer writes KV for the drafts hold lookahead slots.
 METHODS = ("eagle", "eagle3", "mtp", "draft_model", "ngram")
@@ -82,8 +81,9 @@ class SpeculativeConfig:
         A measured distribution of accepted drafts: ``P(A = 0), ..., P(A = k)``, summing to 1.
     seed : int
         Seed of the acceptance draws.
-    draft_cost_model : StepCostTerms or a cost model object, optional
-        The drafter's step time (``simulator.config.parse_cost_model`` forms). Each step charges one
+    draft_cost_model : StepCostTerms, optional
+        The drafter's step time (in a configuration object, any ``cost_model`` form: see
+        :meth:`from_dict`). Each step charges one
         drafter pass over the step's tokens and ``k - 1`` passes of one token per drafting request.
         None: the drafts cost no time (n-gram lookup runs on the CPU).
     """
@@ -111,10 +111,8 @@ class SpeculativeConfig:
         if self.draft_cost_model is not None:
             if self.method == "ngram":
                 raise SpeculativeError(f"{p}draft_cost_model: n-gram lookup runs no draft model")
-            try:
-                object.__setattr__(self, "draft_cost_model", parse_cost_model(self.draft_cost_model))
-            except ConfigError as exc:
-                raise SpeculativeError(f"{p}draft_{exc}") from exc
+            if not callable(getattr(self.draft_cost_model, "time", None)):
+                raise SpeculativeError(f"{p}draft_cost_model: must be a cost model (StepCostTerms)")
 
     def _check_acceptance(self) -> None:
         p, k = "speculative.", self.num_speculative_tokens
@@ -167,8 +165,10 @@ class SpeculativeConfig:
         return 1.0 + float(self.survival().sum())
 
     @classmethod
-    def from_dict(cls, data: Any) -> SpeculativeConfig:
-        """From a JSON object of the fields above; unknown keys name themselves."""
+    def from_dict(cls, data: Any, parse_cost_model: Callable[[Any], Any] | None = None) -> SpeculativeConfig:
+        """From a JSON object of the fields above; unknown keys name themselves. ``parse_cost_model``
+        turns a ``draft_cost_model`` object into a cost model (:func:`simulator.config.parse_cost_model`;
+        its errors are re-raised naming ``speculative.draft_cost_model``)."""
         if isinstance(data, cls):
             return data
         if not isinstance(data, dict):
@@ -177,6 +177,12 @@ class SpeculativeConfig:
         bad = sorted(set(data) - set(_FIELDS))
         if bad:
             raise SpeculativeError(f"speculative.{bad[0]}: unknown field (known: {', '.join(_FIELDS)})")
+        dcm = data.get("draft_cost_model")
+        if dcm is not None and parse_cost_model is not None and not callable(getattr(dcm, "time", None)):
+            try:
+                data = {**data, "draft_cost_model": parse_cost_model(dcm)}
+            except ValueError as exc:
+                raise SpeculativeError(f"speculative.draft_{exc}") from exc
         return cls(**data)
 
     def to_dict(self) -> dict[str, Any]:
