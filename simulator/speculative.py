@@ -49,6 +49,15 @@ class SpeculativeError(ValueError):
     """A speculative decoding setting that cannot be simulated; the message names the field."""
 
 
+def method_and_k_problem(method: Any, k: Any) -> str | None:
+    """What is wrong with a method and ``num_speculative_tokens`` (``"speculative.FIELD: ..."``), or None."""
+    if method not in METHODS:
+        return f"speculative.method: must be one of {', '.join(METHODS)}, got {method!r}"
+    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= MAX_SPECULATIVE_TOKENS:
+        return f"speculative.num_speculative_tokens: must be a whole number from 0 to {MAX_SPECULATIVE_TOKENS}, got {k!r}"
+    return None
+
+
 def _fraction(v: Any, name: str) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0.0 <= v <= 1.0:
         raise SpeculativeError(f"{name}: must be a number in [0, 1], got {v!r}")
@@ -61,8 +70,24 @@ def _fractions(v: Any, name: str, length: int, what: str) -> tuple[float, ...]:
     return tuple(_fraction(x, f"{name}[{i}]") for i, x in enumerate(v))
 
 
+class Drafting:
+    """What ``method`` and ``num_speculative_tokens`` imply (the engine's and the sizing's configurations)."""
+
+    method: str
+    num_speculative_tokens: int
+
+    @property
+    def enabled(self) -> bool:
+        return self.num_speculative_tokens > 0
+
+    @property
+    def num_lookahead_tokens(self) -> int:
+        """vLLM's ``num_lookahead_tokens``: KV slots held beyond the tokens scheduled."""
+        return self.num_speculative_tokens if self.method in LOOKAHEAD_METHODS else 0
+
+
 @dataclass(frozen=True)
-class SpeculativeConfig:
+class SpeculativeConfig(Drafting):
     """Speculative decoding of one engine configuration.
 
     Parameters
@@ -98,12 +123,9 @@ class SpeculativeConfig:
 
     def __post_init__(self) -> None:
         p = "speculative."
-        if self.method not in METHODS:
-            raise SpeculativeError(f"{p}method: must be one of {', '.join(METHODS)}, got {self.method!r}")
-        k = self.num_speculative_tokens
-        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= MAX_SPECULATIVE_TOKENS:
-            raise SpeculativeError(f"{p}num_speculative_tokens: must be a whole number from 0 to "
-                                   f"{MAX_SPECULATIVE_TOKENS}, got {k!r}")
+        problem = method_and_k_problem(self.method, self.num_speculative_tokens)
+        if problem:
+            raise SpeculativeError(problem)
         s = self.seed
         if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < 2**63:
             raise SpeculativeError(f"{p}seed: must be a whole number >= 0, got {s!r}")
@@ -140,15 +162,6 @@ class SpeculativeConfig:
             if abs(sum(q) - 1.0) > 1e-6:
                 raise SpeculativeError(f"{p}acceptance_length_probs: must sum to 1, got {sum(q):.6g}")
             object.__setattr__(self, "acceptance_length_probs", q)
-
-    @property
-    def enabled(self) -> bool:
-        return self.num_speculative_tokens > 0
-
-    @property
-    def num_lookahead_tokens(self) -> int:
-        """vLLM's ``num_lookahead_tokens``: KV slots held beyond the tokens scheduled."""
-        return self.num_speculative_tokens if self.method in LOOKAHEAD_METHODS else 0
 
     def survival(self) -> np.ndarray:
         """``P(A >= i)`` for ``i = 1..k``, shape ``(k,)``, non-increasing."""

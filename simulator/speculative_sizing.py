@@ -24,7 +24,7 @@ from simulator.cost_model import build_step_time_model
 from simulator.kv_layout import KVGroups, kv_bytes_per_token, resolve_kv_dtype
 from simulator.sizing import SizingResult, plan
 from simulator.specs import DTYPE_BYTES, DeploymentSpec, GpuSpec, ModelSpec, SpecError
-from simulator.speculative import LOOKAHEAD_METHODS, MAX_SPECULATIVE_TOKENS, METHODS
+from simulator.speculative import Drafting, method_and_k_problem
 from simulator.weights import estimate_num_parameters, weights_bytes_per_gpu
 
 GIB = 1024**3
@@ -33,7 +33,7 @@ EAGLE3_DRAFT_VOCAB = 32_000
 
 
 @dataclass(frozen=True)
-class DraftSpec:
+class DraftSpec(Drafting):
     """The drafter of a deployment (sizing side of :class:`simulator.speculative.SpeculativeConfig`).
 
     Parameters
@@ -53,12 +53,9 @@ class DraftSpec:
 
     def __post_init__(self) -> None:
         p = "speculative."
-        if self.method not in METHODS:
-            raise SpecError(f"{p}method: must be one of {', '.join(METHODS)}, got {self.method!r}")
-        k = self.num_speculative_tokens
-        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= MAX_SPECULATIVE_TOKENS:
-            raise SpecError(f"{p}num_speculative_tokens: must be a whole number from 0 to "
-                            f"{MAX_SPECULATIVE_TOKENS}, got {k!r}")
+        problem = method_and_k_problem(self.method, self.num_speculative_tokens)
+        if problem:
+            raise SpecError(problem)
         if self.method == "draft_model" and self.draft_model is None:
             raise SpecError(f"{p}draft_model: the draft_model method needs the draft model")
         if self.method != "draft_model" and self.draft_model is not None:
@@ -67,14 +64,6 @@ class DraftSpec:
         v = self.draft_vocab_size
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 10_000_000):
             raise SpecError(f"{p}draft_vocab_size: must be a whole number from 1 to 10,000,000, got {v!r}")
-
-    @property
-    def enabled(self) -> bool:
-        return self.num_speculative_tokens > 0
-
-    @property
-    def num_lookahead_tokens(self) -> int:
-        return self.num_speculative_tokens if self.method in LOOKAHEAD_METHODS else 0
 
 
 def check_draft_model(target: ModelSpec, draft: ModelSpec) -> None:
