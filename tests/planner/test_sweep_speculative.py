@@ -74,3 +74,11 @@ def test_bad_base_speculative_names_the_field():
     errs = errors_of({**BASE, "engine": {"num_gpu_blocks": 2000, "speculative": {**SPEC, "acceptance_rate": 2}},
                       "axes": [{"param": "max_num_seqs", "values": [4, 8]}]})
     assert "engine.speculative.acceptance_rate" in errs, errs
+
+
+def test_the_schema_example_is_a_valid_definition(db):
+    from planner.api.sweeps import EXAMPLE_SPECULATIVE_DEFINITION
+
+    _, _, pts = defn.validate(EXAMPLE_SPECULATIVE_DEFINITION, owner=None)
+    assert len(pts) == 15
+    assert {p["config"]["speculative"]["acceptance_rate"] for p in pts} == {0.5, 0.7, 0.9}
