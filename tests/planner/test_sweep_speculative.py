@@ -82,3 +82,43 @@ def test_the_schema_example_is_a_valid_definition(db):
     _, _, pts = defn.validate(EXAMPLE_SPECULATIVE_DEFINITION, owner=None)
     assert len(pts) == 15
     assert {p["config"]["speculative"]["acceptance_rate"] for p in pts} == {0.5, 0.7, 0.9}
+
+
+def _logged_in_client():
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    c = Client()
+    c.force_login(get_user_model().objects.create_user("spec", password="pw-123456789"))
+    return c
+
+
+def test_sweep_form_sweeps_k_over_a_base_drafter(db):
+    from planner.models import Sweep
+    from tests.planner.test_sweep_pages import FORM
+
+    client = _logged_in_client()
+    r = client.post("/sweeps/new/", {**FORM, "speculative_method": "eagle", "num_speculative_tokens": "3",
+                                     "acceptance_rate": "0.7", "axis1_param": "num_speculative_tokens",
+                                     "axis1_values": "0, 2, 4"})
+    assert r.status_code == 302, r.content.decode()[:3000]
+    snap = Sweep.objects.get().snapshot
+    assert snap["engine"]["speculative"]["acceptance_rate"] == 0.7
+    assert snap["axes"] == [{"param": "num_speculative_tokens", "values": [0, 2, 4]}]
+
+
+@pytest.mark.parametrize("change, field, text", [
+    ({"speculative_method": "eagle", "num_speculative_tokens": "3"}, "acceptance_rate", "Required"),
+    ({"speculative_method": "eagle", "num_speculative_tokens": "3", "acceptance_rate": "1.5"}, "acceptance_rate",
+     "less than or equal to 1"),
+    ({"axis1_param": "acceptance_rate", "axis1_values": "0.5, 0.9"}, "axis1_values", "needs engine.speculative"),
+])
+def test_sweep_form_speculative_errors_at_their_field(db, change, field, text):
+    import re
+
+    from tests.planner.test_sweep_pages import FORM
+
+    r = _logged_in_client().post("/sweeps/new/", {**FORM, **change})
+    assert r.status_code == 200
+    m = re.search(rf'<ul class="errorlist" id="id_{field}_error"[^>]*>(.*?)</ul>', r.content.decode(), re.S)
+    assert m and text in m.group(1), (field, r.context["form"].errors)
