@@ -260,3 +260,25 @@ def test_cli_sweep_grid_over_k_and_acceptance(tmp_path, capsys):
     assert [p["totals"]["spec_acceptance_rate"] for p in pts[2:]] == [0.0, 1.0]
     assert cli.main(["sweep", "--workload", str(wl), "--grid", "speculative.k=1,2"]) == 2
     assert "speculative has acceptance_rate" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_random_runs_with_drafts_finish_every_request(seed):
+    """Random workloads and configurations (tiers, radix, max_model_len, chunking off, cost models)
+    with speculation: every request finishes or is dropped, a finished request has exactly its output
+    (unless max_model_len cut it), and KV use never passes the pool."""
+    rng = np.random.default_rng(900 + seed)
+    wl = random_workload(rng, int(rng.integers(20, 80)))
+    cfg = replace(random_config(rng, bool(rng.random() < 0.3)), async_scheduling=False)
+    method = str(rng.choice(["eagle", "ngram", "mtp"]))
+    sp = spec(int(rng.integers(1, 6)), method, acceptance_rate=float(rng.choice([0.0, 0.5, 0.9, 1.0])))
+    r = simulate(wl, [replace(cfg, speculative=sp)], record_steps=True)[0]
+    t, req = r.totals, r.requests
+    assert t["finished"] + t["dropped_unservable"] == wl.n, t
+    done = np.array(req["status"]) == "finished"
+    out = np.asarray(req["num_output_tokens"])[done]
+    assert (out <= wl.output_len[done]).all()
+    assert int((out < wl.output_len[done]).sum()) == t["requests_cut_short"]
+    usable = (cfg.num_gpu_blocks - 1) * (cfg.block_size if cfg.prefix_cache == "radix" else 1)
+    assert t["peak_kv_blocks_used"] <= usable
+    assert 0.0 <= t["spec_acceptance_rate"] <= 1.0
