@@ -93,7 +93,8 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
     def _init_pool(self, num_blocks: int, pool_factory) -> None:
         """The block pool over the workload's key space, and the KV tiers attached to it."""
         cfg = self.cfg
-        ks = self.prep.keys(self.B)
+        sc = cfg.speculative  # (draft and lookahead slots beyond a request's context)
+        ks = self.prep.keys(self.B, sc.num_speculative_tokens + sc.num_lookahead_tokens if sc is not None else 0)
         self.koff = ks.koff
         self.keyarr = ks.keyarr
         self.btab = np.zeros(ks.slots, np.int64)

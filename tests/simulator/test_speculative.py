@@ -282,3 +282,13 @@ def test_random_runs_with_drafts_finish_every_request(seed):
     usable = (cfg.num_gpu_blocks - 1) * (cfg.block_size if cfg.prefix_cache == "radix" else 1)
     assert t["peak_kv_blocks_used"] <= usable
     assert 0.0 <= t["spec_acceptance_rate"] <= 1.0
+
+
+def test_block_table_holds_the_draft_and_lookahead_slots():
+    """A request's slice of the flat block table covers ``ceil((prompt + output - 1 + k + L) / B)``
+    blocks (with B = 4 and EAGLE k = 5 that is 4 more than its context needs)."""
+    cfg = EngineConfig(block_size=4, speculative=spec(5, acceptance_rate=1.0))
+    eng = FastEngine(one_request(9, 8), cfg)
+    assert int(eng.koff[1] - eng.koff[0]) >= -(-(9 + 8 - 1 + 5 + 5) // 4)
+    eng.run_all()
+    assert eng.t["finished"] == 1 and int(eng.tok[0]) == 17
