@@ -37,6 +37,7 @@ from simulator.decode_jumps import DecodeJumps
 from simulator.keyspace import KeySpace, WorkloadPrep, cdiv
 from simulator.lazy_decoders import LazyDecoders
 from simulator.scheduler import DROPPED, FINISHED, PREEMPTED, RUNNING, WAITING, Scheduler
+from simulator.speculative import SpecDecoding
 from simulator.tier_loads import TierLoads
 from simulator.tiers import TierChain
 from simulator.workload import Workload
@@ -47,7 +48,7 @@ __all__ = ["DROPPED", "FINISHED", "PREEMPTED", "RUNNING", "WAITING", "FastEngine
 StepTimeFn = Callable[[int, int], float]
 
 
-class FastEngine(Scheduler, TierLoads, LazyDecoders, DecodeJumps, StepClock):
+class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, StepClock):
     """Simulate one :class:`EngineConfig` over one :class:`Workload` (array kernel).
 
     Parameters
@@ -88,13 +89,15 @@ class FastEngine(Scheduler, TierLoads, LazyDecoders, DecodeJumps, StepClock):
         self._init_pool(num_blocks, pool_factory)
         self._init_clock(step_time, step_cost, cost_index)
         self._init_requests(record_steps)
+        self._init_spec()
         self._init_shortcuts(accelerate)
         self._init_lazy_state()
 
     def _init_pool(self, num_blocks: int, pool_factory) -> None:
         """The block pool over the workload's key space, and the KV tiers attached to it."""
         cfg = self.cfg
-        ks = self.prep.keys(self.B)
+        sc = cfg.speculative  # (draft and lookahead slots beyond a request's context)
+        ks = self.prep.keys(self.B, sc.num_speculative_tokens + sc.num_lookahead_tokens if sc is not None else 0)
         self.koff = ks.koff
         self.keyarr = ks.keyarr
         self.btab = np.zeros(ks.slots, np.int64)
@@ -252,7 +255,8 @@ class FastEngine(Scheduler, TierLoads, LazyDecoders, DecodeJumps, StepClock):
         wl = self.wl
         if usable is None:
             usable = self.pool.usable
-        ctx = np.minimum(wl.prompt_len + wl.output_len - 1, self.max_model_len)
+        # (speculative decoding: the last verification holds k draft slots and the lookahead beyond)
+        ctx = np.minimum(wl.prompt_len + wl.output_len - 1 + self.spec_k + self.lookahead, self.max_model_len)
         return (-(-ctx // self.B) > usable) | (wl.prompt_len >= self.max_model_len)
 
     def run_all(self, progress: Callable[[float], None] | None = None) -> None:
@@ -410,7 +414,7 @@ class FastEngine(Scheduler, TierLoads, LazyDecoders, DecodeJumps, StepClock):
         if res is None:
             e, ns, sampled, npre = self.schedule()
             ntok = int(ns.sum()) if ns.size else 0
-            n_prefill = int(ns[~sampled | (ns > 1)].sum()) if ntok else 0
+            n_prefill = int(ns[self._prefill_mask(e, ns, sampled)].sum()) if ntok else 0
             nreq = int(e.size)
         else:
             e = ns = sampled = None

@@ -6,9 +6,9 @@ takes those that support it, none with ``accelerate=False`` (:func:`simulator.en
 same results, slower; the tests compare the two on random runs). The engine reads the names taken
 (:func:`choose`) once, when it starts.
 
-A feature the shortcuts do not model (say, speculative decoding with ``k > 0`` draft tokens per
-step, where a decoder no longer gains exactly one token a step) is one more condition in the
-``supports`` of each accelerator it breaks; nothing else changes.
+A feature the shortcuts do not model is one more condition in the ``supports`` of each accelerator it
+breaks, or, where it breaks them all, in :func:`choose`: speculative decoding with ``k > 0`` draft
+tokens per step (a decoder no longer gains exactly one token a step) takes none of them.
 
 The accelerators (name: what it skips; where it lives):
 
@@ -115,11 +115,17 @@ def _always(run: RunFacts) -> bool:
     return True
 
 
+def speculating(config: EngineConfig) -> bool:
+    """Draft tokens each step (speculative decoding, ``k > 0``): a decoder may gain several tokens a step."""
+    return config.speculative is not None and config.speculative.enabled
+
+
 def may_share_schedules(config: EngineConfig) -> bool:
     """Whether ``config`` may share a schedule with others of a batch (:mod:`simulator.sharing`) when the
     workload's keys are each one request's own: vLLM's prefix cache, no watermark, no offload after every
-    step."""
-    return not config.watermark and config.prefix_cache == "vllm" and config.kv_offload_threshold is None
+    step, no draft tokens (the pool's margins are not recorded for lookahead slots)."""
+    return (not config.watermark and config.prefix_cache == "vllm" and config.kv_offload_threshold is None
+            and not speculating(config))
 
 
 def _shared_schedules(run: RunFacts) -> bool:
@@ -140,9 +146,10 @@ ACCELERATORS = (
 
 def choose(run: RunFacts, accelerate: bool = True) -> frozenset[str]:
     """Names of the accelerators ``run`` takes: every one that supports it; none when not ``accelerate``."""
-    if not accelerate:
+    if not accelerate or speculating(run.config):
+        # every accelerator assumes one token per decode step: a run with draft tokens takes none
         return frozenset()
     return frozenset(a.name for a in ACCELERATORS if a.supports(run))
 
 
-__all__ = ["ACCELERATORS", "Accelerator", "RunFacts", "choose", "may_share_schedules"]
+__all__ = ["ACCELERATORS", "Accelerator", "RunFacts", "choose", "may_share_schedules", "speculating"]

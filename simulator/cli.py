@@ -213,6 +213,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 _CONFIG_FIELDS = {f.name for f in fields(EngineConfig)} - {"step_time_model"}
 _STM_FIELDS = {f.name for f in fields(StepTimeModel)}
+#: Objects of the config whose fields a --grid may vary one by one (``step_time_model.base_s``).
+_SUB_FIELDS = {"step_time_model": _STM_FIELDS,
+               "speculative": {"method", "num_speculative_tokens", "acceptance_rate", "seed"}}
 
 
 def _grid_value(text: str) -> Any:
@@ -239,9 +242,10 @@ def parse_grid(items: Sequence[str]) -> list[tuple[str, list[Any]]]:
         key = key.strip()
         if not eq or not key or not vals.strip():
             raise CliError(f"--grid {item!r}: expected FIELD=V1,V2,... (e.g. num_gpu_blocks=1000,2000)")
-        if key.startswith("step_time_model."):
-            if key.split(".", 1)[1] not in _STM_FIELDS:
-                raise CliError(f"--grid {key}: unknown field (step_time_model has {', '.join(sorted(_STM_FIELDS))})")
+        obj, dot, sub = key.partition(".")
+        if dot and obj in _SUB_FIELDS:
+            if sub not in _SUB_FIELDS[obj]:
+                raise CliError(f"--grid {key}: unknown field ({obj} has {', '.join(sorted(_SUB_FIELDS[obj]))})")
         elif key not in _CONFIG_FIELDS:
             raise CliError(f"--grid {key}: unknown config field (known: {', '.join(sorted(_CONFIG_FIELDS))})")
         if any(k == key for k, _ in grid):
@@ -253,10 +257,14 @@ def parse_grid(items: Sequence[str]) -> list[tuple[str, list[Any]]]:
 def _apply(base: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     d = dict(base)
     for key, value in params.items():
-        if key.startswith("step_time_model."):
-            stm = dict(d.get("step_time_model") or {})
-            stm[key.split(".", 1)[1]] = value
-            d["step_time_model"] = stm
+        obj, dot, sub = key.partition(".")
+        if dot and obj in _SUB_FIELDS:
+            part = dict(d.get(obj) or {})
+            if sub == "acceptance_rate":  # (replaces whichever acceptance model the base gives)
+                for other in ("position_acceptance_rates", "acceptance_length_probs"):
+                    part.pop(other, None)
+            part[sub] = value
+            d[obj] = part
         else:
             d[key] = value
     return d

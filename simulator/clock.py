@@ -17,7 +17,20 @@ class StepClock:
 
     def _seconds_of_step(self, lazy: bool, e, ns, sampled, ntok: int, nreq: int) -> float:
         """Seconds of the schedule call just made (``lazy``: by :meth:`LazyDecoders._fast_schedule`,
-        its batch in ``_lazy_batch``; else the general path's ``(e, ns, sampled)``)."""
+        its batch in ``_lazy_batch``; else the general path's ``(e, ns, sampled)``), with the
+        drafter's passes under speculative decoding."""
+        if self.spec_k and self.draft_terms is not None and e.size:
+            return self._target_seconds(lazy, e, ns, sampled, ntok, nreq) + self._draft_seconds(e, ns, sampled)
+        return self._target_seconds(lazy, e, ns, sampled, ntok, nreq)
+
+    def _draft_seconds(self, e: np.ndarray, ns: np.ndarray, sampled: np.ndarray) -> float:
+        """The drafter's passes for the step just scheduled (:meth:`SpecDecoding._spec_seconds`)."""
+        P, A, D, C, R, PK = self.step_terms(e, ns, sampled)
+        drafting = sampled  # (vLLM's proposer drafts for every request of the batch that sampled)
+        return self._spec_seconds(P, A, D, C, R, PK, int(drafting.sum()), int(self.comp[e[drafting]].sum()))
+
+    def _target_seconds(self, lazy: bool, e, ns, sampled, ntok: int, nreq: int) -> float:
+        """Seconds of the target model's step."""
         if self.terms is not None:
             return self._lazy_step_seconds() if lazy else self._step_seconds(e, ns, sampled)
         if self.step_cost is None:
@@ -28,6 +41,14 @@ class StepClock:
                 np.array(fe, np.int64), np.array(fns, np.int64), np.array(fs, bool), lazy_S=lazy_step))
         return self._cost_time(self.step_terms(e, ns, sampled))
 
+    def _prefill_mask(self, e: np.ndarray, ns: np.ndarray, sampled: np.ndarray) -> np.ndarray:
+        """Which scheduled requests computed prompt tokens: those that sampled nothing, or more than one
+        token without draft tokens (a verification of ``1 + d`` tokens is decoding)."""
+        pf = ~sampled | (ns > 1)
+        if self.spec_k:
+            pf &= self.comp[e] <= self.tok[e]  # (sync: comp > tok only with drafts scheduled)
+        return pf
+
     def step_terms(self, e: np.ndarray, ns: np.ndarray, sampled: np.ndarray, lazy_S: int | None = None):
         """Cost-model inputs of the step just scheduled (``comp`` already advanced).
 
@@ -35,19 +56,24 @@ class StepClock:
         decode_context_tokens, num_reqs, prefill_kv_tokens)``: a prefill chunk
         of ``n`` tokens starting at ``c`` computed tokens attends to ``n * c +
         n (n + 1) / 2`` context tokens and reads ``c + n`` KV tokens; a decode
-        token attends to ``c + 1``. With ``lazy_S`` (the fast step's counter
+        token attends to ``c + 1``; a verification of ``n = 1 + d`` tokens (``d`` drafts) counts ``n``
+        decode tokens and reads ``c + n`` KV tokens once. With ``lazy_S`` (the fast step's counter
         before the step) the implicit decoders are added.
         """
         c0 = self.comp[e] - ns
-        pf = ~sampled | (ns > 1)
+        pf = self._prefill_mask(e, ns, sampled)
         npf = ns[pf]
         cpf = c0[pf]
         P = int(npf.sum())
         A = int((npf * cpf).sum() + (npf * (npf + 1) // 2).sum())
         PK = int(cpf.sum()) + P
         dec = ~pf
-        D = int(dec.sum())
-        C = int((c0[dec] + 1).sum())
+        if self.spec_k:
+            D = int(ns[dec].sum())
+            C = int((c0[dec] + ns[dec]).sum())
+        else:
+            D = int(dec.sum())
+            C = int((c0[dec] + 1).sum())
         R = int(e.size)
         if lazy_S is not None and self.num_lazy:
             D += self.num_lazy

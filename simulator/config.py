@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from simulator.config_base import ConfigError, StepTimeModel, unknown_field
+from simulator.speculative import SpeculativeConfig, SpeculativeError
 from simulator.tiers import KvTier, TierError
 
 #: Largest KV cache the engine accepts, in blocks (a 10x margin over the
@@ -75,6 +76,9 @@ class EngineConfig:
         "coefficients": {...}}`` or ``{"kind": "terms", <coefficients>}``.
     max_steps : int
         Safety cap on engine steps.
+    speculative : simulator.speculative.SpeculativeConfig or None
+        Speculative decoding (``{"method": "eagle", "num_speculative_tokens": 3,
+        "acceptance_rate": 0.7}``; ``docs/speculative_decoding.md``). Synchronous scheduling only.
     """
 
     num_gpu_blocks: int = 100_000
@@ -97,6 +101,7 @@ class EngineConfig:
     kv_offload_threshold: float | None = None
     kv_bytes_per_block: int | None = None
     max_steps: int = 2_000_000
+    speculative: Any = None
 
     def __post_init__(self) -> None:
         def whole(name: str, lo: int, hi: int | None = None) -> None:
@@ -141,6 +146,22 @@ class EngineConfig:
 
             object.__setattr__(self, "cost_model", parse_cost_model(self.cost_model))
         self._check_tiers()
+        self._check_speculative()
+
+    def _check_speculative(self) -> None:
+        if self.speculative is None:
+            return
+        from simulator.cost_model import parse_cost_model  # (a drafter's cost model; see __post_init__)
+
+        try:
+            object.__setattr__(self, "speculative", SpeculativeConfig.from_dict(self.speculative, parse_cost_model))
+        except SpeculativeError as exc:
+            raise ConfigError(str(exc)) from exc
+        except TypeError as exc:
+            raise ConfigError(f"speculative: {exc}") from exc
+        if self.speculative.enabled and self.async_scheduling:
+            raise ConfigError("speculative.num_speculative_tokens: speculative decoding is modelled with "
+                              "synchronous scheduling only (set async_scheduling to false)")
 
     def _check_tiers(self) -> None:
         for name in ("cpu_tier", "disk_tier"):
@@ -196,6 +217,10 @@ class EngineConfig:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict (the inverse of :meth:`from_dict`)."""
         d = asdict(self)  # tiers become dicts here (dataclasses)
+        if self.speculative is None:
+            del d["speculative"]  # (a configuration without it writes what it wrote before)
+        else:
+            d["speculative"] = self.speculative.to_dict()
         if self.cost_model is not None:
             d["cost_model"] = {"kind": "terms", **self.cost_model.to_dict()}
         return d

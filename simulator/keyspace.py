@@ -26,12 +26,14 @@ class KeySpace:
     inside the prefix or parent context the request starts with: then it is
     the key of the same block of the parent (recursively) or of the named
     prefix (keys after all request slots). ``keyarr`` maps slot -> key and is
-    None when no request shares a full block (key == slot).
+    None when no request shares a full block (key == slot). ``extra``: tokens a
+    request may hold slots for beyond its context (speculative decoding's draft
+    and lookahead slots, :mod:`simulator.speculative`).  # tokens
     """
 
-    def __init__(self, wl: Workload, B: int) -> None:
+    def __init__(self, wl: Workload, B: int, extra: int = 0) -> None:
         n = wl.n
-        ctx = wl.prompt_len + wl.output_len
+        ctx = wl.prompt_len + wl.output_len + extra
         nblk = (ctx + 2 + B - 1) // B + 1
         self.koff = np.zeros(n + 1, np.int64)
         np.cumsum(nblk, out=self.koff[1:])
@@ -68,8 +70,9 @@ class WorkloadPrep:
         self.longest = int((wl.prompt_len + wl.output_len).max()) if wl.n else 0
         self._keys: dict[int, KeySpace] = {}
 
-    def keys(self, B: int) -> KeySpace:
-        ks = self._keys.get(B)
+    def keys(self, B: int, extra: int = 0) -> KeySpace:
+        """The key space of block size ``B`` (``extra`` slots beyond each context: see :class:`KeySpace`)."""
+        ks = self._keys.get((B, extra))
         if ks is None:
-            ks = self._keys[B] = KeySpace(self.wl, B)
+            ks = self._keys[(B, extra)] = KeySpace(self.wl, B, extra)
         return ks

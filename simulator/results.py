@@ -30,6 +30,7 @@ import numpy as np
 
 from simulator.metrics import summarize_latency
 from simulator.serving import apply_serving
+from simulator.speculative import spec_totals
 
 #: Per-request columns, in output order.
 REQUEST_FIELDS = (
@@ -229,6 +230,7 @@ def assemble_result(sim, record_steps: bool, max_points: int | None, pool=None, 
         tiers = getattr(sim, "tiers", None)  # the scalar reference kernel has none
     if tiers is not None:
         t.update(tiers.totals())
+    t.update(spec_totals(sim))  # speculative decoding's acceptance figures (none without draft tokens)
     if wl.arrival_unit == "s" or getattr(getattr(sim, "cfg", None), "cost_model", None) is not None:
         t["duration_s"] = sim.clock
     status = sim.status

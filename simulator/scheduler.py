@@ -106,13 +106,15 @@ class Scheduler:
         self.comp[q] = 0
         self.stale[q] = self.inflight[q]
         self.placeholders[q] = 0
+        if self.spec_k:
+            self.spec[q] = 0
         self.npre[q] += 1
         self.waiting.appendleft(q)
 
     def _allocate_running(self, q: int, n: int) -> bool:
         """Blocks for ``n`` more tokens of running request ``q`` (False: they do not fit)."""
         c = int(self.comp[q])
-        need = min(c + n, self.max_model_len)
+        need = min(c + n + self.lookahead, self.max_model_len)
         new = cdiv(need, self.B) - int(self.held[q])
         if not self.pool.can_allocate(new):
             return False
@@ -155,6 +157,8 @@ class Scheduler:
             return np.zeros(0, bool)
         comp, tok = self.comp, self.tok
         comp[e] += ns
+        if self.spec_k:
+            self.spec[e] = 0  # drafts scheduled (or cut by the budget) are cleared
         if self.async_mode:
             self.inflight[e] += ns
             sampled = comp[e] >= tok[e] + self.placeholders[e]
@@ -171,6 +175,8 @@ class Scheduler:
             n0[(p > 0) & (c + 2 - p >= self.final_len[run])] = 0  # its last token is in flight
         else:
             n0 = t - c
+            if self.spec_k:
+                n0 += self.spec[run]  # num_tokens_with_spec - num_computed_tokens
         if thr:
             np.minimum(n0, thr, out=n0)
         if self.max_model_len_binds:
@@ -197,7 +203,9 @@ class Scheduler:
         t = self.tok[run]
         n0 = self._running_wants(run, c, t, budget, thr)
         newc = c + n0
-        tgt = np.minimum(newc, self.max_model_len) if self.max_model_len_binds else newc
+        tgt = newc + self.lookahead if self.lookahead else newc  # allocate_slots' lookahead slots
+        if self.max_model_len_binds:
+            tgt = np.minimum(tgt, self.max_model_len)
         h = held[run]
         need = (tgt + (B - 1)) // B - h
         np.maximum(need, 0, out=need)
@@ -243,6 +251,8 @@ class Scheduler:
                 i += 1
                 continue
             n = int(tok[q]) + pq - cq
+            if self.spec_k:
+                n += int(self.spec[q])
             if 0 < thr < n:
                 n = thr
             n = min(n, budget, mml - cq - 1)
@@ -470,7 +480,10 @@ class Scheduler:
         if not a.size:
             return
         tok = self.tok
-        tok[a] += 1
+        if self.spec_k:
+            self._receive_verified(a)
+        else:
+            tok[a] += 1
         ft = a[self.first_token[a] < 0]
         if ft.size:
             self.first_token[ft] = step
@@ -487,6 +500,8 @@ class Scheduler:
             cc = a[dec & before_running]
             if cc.size and self.caching:
                 self._publish(cc, self.comp[cc] - self.inflight[cc])
+        if self.spec_k:
+            self._spec_propose(a, stopped)
         if _cnz(stopped):
             fin = a[stopped]
             self.finish[fin] = step

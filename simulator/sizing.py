@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simulator import quantization
 from simulator.fragmentation import FragmentationResult, paged_vs_naive, tier_blocks
@@ -79,6 +79,9 @@ from simulator.specs import (
 )
 from simulator.vllm_log import calibrate, calibration_from_log, parse_vllm_log
 from simulator.weights import estimate_num_parameters, weights_bytes_per_gpu
+
+if TYPE_CHECKING:
+    from simulator.speculative_sizing import DraftMemory
 
 # ---------------------------------------------------------------------------
 # the plan
@@ -180,10 +183,13 @@ class SizingResult:
     activation_dtype: str = ""
     kv_shortfall_gib: float = 0.0
     vllm_rule: str = ""
+    speculative: dict[str, Any] | None = None  # the drafter's memory (simulator.speculative_sizing)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["notes"] = list(self.notes)
+        if self.speculative is None:
+            del d["speculative"]
         return d
 
 
@@ -254,7 +260,7 @@ def _tightest_stage(model: ModelSpec, deployment: DeploymentSpec, kv_dtype: str,
     return best[1:]
 
 
-def plan(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec) -> SizingResult:
+def plan(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec, draft: DraftMemory | None = None) -> SizingResult:
     """Size the KV cache of one deployment the way vLLM does at start-up.
 
     Parameters
@@ -265,6 +271,9 @@ def plan(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec) -> SizingRe
         Knobs and optional calibration overrides (``weights_gib``,
         ``available_kv_gib``, ``activation_gib``, ``non_torch_gib``,
         ``cudagraph_gib``), all per GPU.
+    draft : simulator.speculative_sizing.DraftMemory, optional
+        Speculative decoding: the drafter's weights and KV come out of the budget
+        (:func:`simulator.speculative_sizing.plan_with_draft` builds it).
 
     Returns
     -------
@@ -292,6 +301,11 @@ def plan(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec) -> SizingRe
     ov = overheads(model, deployment, rules, mnbt, seqs)
 
     lays, groups, w_b, avail_b, blocks = _tightest_stage(model, deployment, kv_dtype, budget_b, ov)
+    spec_d = None
+    if draft is not None:
+        blocks0 = blocks
+        groups, w_b, avail_b, blocks = draft.apply(groups, B, w_b, avail_b, deployment.available_kv_gib is not None)
+        spec_d = draft.to_dict(blocks0, blocks)
 
     need = blocks_per_request(groups, mml, B, mnbt) if groups.bytes_per_block else 0
     conc = blocks / need if need else 0.0
@@ -329,6 +343,7 @@ def plan(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec) -> SizingRe
         cpu_tier_blocks=_tier(deployment.cpu_tier_gib, bpb_dep), disk_tier_blocks=_tier(deployment.disk_tier_gib, bpb_dep),
         notes=tuple(notes), quantization=quantization.describe(model, deployment.dtype),
         activation_dtype=compute_dtype(model, deployment), kv_shortfall_gib=shortfall, vllm_rule=rules.summary,
+        speculative=spec_d,
     )
 
 

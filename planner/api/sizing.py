@@ -26,6 +26,8 @@ from planner.errors import InputError
 from planner.sizing import selectors, services
 from simulator.hf_config import parse_hf_config
 from simulator.specs import DTYPE_BYTES, KV_CACHE_DTYPES, GpuSpec, SpecError
+from simulator.speculative import MAX_SPECULATIVE_TOKENS, METHODS
+from simulator.speculative_sizing import DraftSpec
 
 LIMITS = services.LIMITS
 MAX_CONFIG_KEYS = 2000  # keys in an inline config.json, all levels together
@@ -158,6 +160,31 @@ class GpuRefField(_CatalogRefField):
 _DTYPES = ["auto", *sorted(DTYPE_BYTES)]
 
 
+class SpeculativeInputSerializer(serializers.Serializer):
+    """Speculative decoding: the drafter whose weights and KV come out of the memory budget."""
+
+    method = serializers.ChoiceField(choices=list(METHODS), default="eagle",
+                                     help_text="vLLM's speculative method: eagle, eagle3, mtp, draft_model or ngram.")
+    num_speculative_tokens = StrictIntegerField(min_value=0, max_value=MAX_SPECULATIVE_TOKENS,
+                                                help_text="Draft tokens per step (k); 0 = off.")
+    draft_model = ModelRefField(required=False, allow_null=True,
+                                help_text="method draft_model only: the draft model (catalog slug or inline config); "
+                                          "smaller than the target, same vocabulary.")
+    draft_vocab_size = StrictIntegerField(required=False, allow_null=True, min_value=1, max_value=10_000_000,
+                                          help_text="EAGLE-3's draft vocabulary (default 32000).")
+
+
+class SpeculativeOutputSerializer(serializers.Serializer):
+    method = serializers.CharField()
+    num_speculative_tokens = serializers.IntegerField()
+    num_lookahead_tokens = serializers.IntegerField(help_text="KV slots each decoding request holds beyond its tokens")
+    draft = serializers.CharField(help_text="The drafter sized")
+    draft_weights_gib = serializers.FloatField(help_text="GiB per GPU (included in memory_gib.weights)")
+    draft_kv_bytes_per_token_per_gpu = serializers.FloatField(help_text="bytes its layers add to every token's KV")
+    num_gpu_blocks_without_draft = serializers.IntegerField(help_text="blocks per GPU without speculative decoding")
+    num_gpu_blocks = serializers.IntegerField(help_text="blocks per GPU with the drafter loaded")
+
+
 class PlanCreateApi(APIView):
     """Size the KV cache of one deployment the way vLLM does at start-up."""
 
@@ -210,6 +237,10 @@ class PlanCreateApi(APIView):
             child=serializers.CharField(max_length=40), required=False, allow_null=True, max_length=16,
             help_text="Projections with adapters (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj); "
                       "default all.")
+        speculative = SpeculativeInputSerializer(
+            required=False, allow_null=True,
+            help_text="Speculative decoding (vLLM --speculative-config): the drafter's weights and KV per block "
+                      "come out of the KV cache budget.")
         subtract_cudagraph = serializers.BooleanField(
             required=False, allow_null=True, default=None,
             help_text="Subtract the CUDA-graph estimate before sizing; default as the vLLM version does "
@@ -272,6 +303,7 @@ class PlanCreateApi(APIView):
         vllm_rule = serializers.CharField(help_text="The vLLM version rules this answer followed")
         memory_gib = serializers.SerializerMethodField()
         notes = serializers.ListField(child=serializers.CharField())
+        speculative = SpeculativeOutputSerializer(required=False, help_text="Present when speculative decoding is on")
 
         @extend_schema_field(inline_serializer("PlanMemoryGib", fields={
             f: serializers.FloatField() for f in ("total", "budget", "weights", "activation", "non_torch",
@@ -321,6 +353,22 @@ class PlanCreateApi(APIView):
                                       "free": 7.92}},
             ),
             OpenApiExample(
+                "Speculative decoding with an EAGLE head (k = 3)",
+                request_only=True,
+                value={"model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb", "max_model_len": 8192,
+                       "speculative": {"method": "eagle", "num_speculative_tokens": 3}},
+            ),
+            OpenApiExample(
+                "Drafter's memory in the answer",
+                response_only=True,
+                status_codes=["200"],
+                value={"num_gpu_blocks": 27199, "speculative": {
+                    "method": "eagle", "num_speculative_tokens": 3, "num_lookahead_tokens": 3,
+                    "draft": "Llama 3.1 8B eagle head", "draft_weights_gib": 0.47,
+                    "draft_kv_bytes_per_token_per_gpu": 4096.0, "num_gpu_blocks_without_draft": 28289,
+                    "num_gpu_blocks": 27199}},
+            ),
+            OpenApiExample(
                 "AWQ checkpoint with LoRA slots (KV cache stays bf16)",
                 request_only=True,
                 value={"model": "qwen3-8b-awq", "gpu": "l40s", "max_model_len": 32768, "max_loras": 4,
@@ -362,6 +410,7 @@ def plan_answer(body: Any, *, user) -> dict:
     v = dict(s.validated_data)
     model = _model_spec(v.pop("model"), user=user)
     gpu = _gpu_spec(v.pop("gpu"), user=user)
+    v["speculative"] = _draft_spec(v.pop("speculative", None), user=user)
     outcome = services.plan_deployment(model=model, gpu=gpu, knobs=v)
     out = outcome.to_dict()
     out.update(
@@ -386,6 +435,27 @@ def _model_spec(ref: dict, *, user):
     except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError, RecursionError) as exc:
         raise ValidationError({"model.config": [f"Not a usable config.json: {type(exc).__name__}: {exc}"[:500]]}) \
             from None
+
+
+def _draft_spec(data: dict | None, *, user) -> DraftSpec | None:
+    """The validated ``speculative`` object as a :class:`DraftSpec` (None when absent or k = 0)."""
+    if not data or not data.get("num_speculative_tokens"):
+        return None
+    ref = data.get("draft_model")
+    draft = None
+    if ref is not None:
+        try:
+            draft = _model_spec(ref, user=user)
+        except ValidationError as exc:
+            raise ValidationError({"speculative.draft_model": exc.detail.get("model.config", exc.detail)}) from None
+        except InputError as exc:
+            raise InputError.one("speculative.draft_model", exc.errors["model"][0], not_found=exc.not_found) from None
+    try:
+        return DraftSpec(method=data["method"], num_speculative_tokens=data["num_speculative_tokens"],
+                         draft_model=draft, draft_vocab_size=data.get("draft_vocab_size"))
+    except SpecError as exc:
+        name, _, msg = str(exc).partition(": ")
+        raise ValidationError({name: [msg]}) from None
 
 
 def _gpu_spec(ref: dict, *, user):

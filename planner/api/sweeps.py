@@ -68,9 +68,15 @@ class DefinitionSerializer(serializers.Serializer):
     model = serializers.JSONField(required=False, help_text="catalog slug, id of your profile, or inline spec")
     gpu = serializers.JSONField(required=False, help_text="catalog slug, id of your profile, or inline spec")
     deployment = serializers.JSONField(required=False)
-    engine = serializers.JSONField(required=False)
+    engine = serializers.JSONField(
+        required=False, help_text='engine knobs (EngineConfig fields), e.g. {"max_num_seqs": 256, "speculative": '
+                                  '{"method": "eagle", "num_speculative_tokens": 3, "acceptance_rate": 0.7}} '
+                                  '(speculative decoding: docs/speculative_decoding.md)')
     workload = serializers.JSONField(help_text='{"spec": {...}, "seed": 0} or {"trace": "...", "format": "csv"}')
-    axes = serializers.JSONField(required=False)
+    axes = serializers.JSONField(
+        required=False, help_text='one or two of {"param": P, "values": [...]} or {"param": P, "start", "stop", '
+                                  '"steps", "scale"}; P among docs/sweeps.md\'s axes, e.g. num_gpu_blocks, rate, '
+                                  'num_speculative_tokens (0 to 16), acceptance_rate ([0, 1])')
     cliff = serializers.JSONField(required=False)
     cluster = serializers.JSONField(required=False, help_text='replicas behind a router: {"num_instances": 4, '
                                     '"routing": "round-robin", "router_delay_s": 0}')
@@ -114,6 +120,14 @@ EXAMPLE_SWEEP = {
     "id": 42, "name": EXAMPLE_DEFINITION["name"], "mode": "grid", "status": "running",
     "created_at": _EX_TIME, "finished_at": None, "progress": _EX_PROGRESS, "report_url": None,
     "url": "https://example.com/api/sweeps/42/",
+}
+EXAMPLE_SPECULATIVE_DEFINITION = {
+    "name": "Llama 3.1 8B on H100, EAGLE head", "model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb",
+    "deployment": {"max_model_len": 8192},
+    "engine": {"speculative": {"method": "eagle", "num_speculative_tokens": 3, "acceptance_rate": 0.7}},
+    "workload": {"spec": {"n": 500, "arrival": {"kind": "poisson", "rate": 20, "unit": "s"}}, "seed": 0},
+    "axes": [{"param": "num_speculative_tokens", "values": [0, 1, 2, 3, 5]},
+             {"param": "acceptance_rate", "values": [0.5, 0.7, 0.9]}],
 }
 EXAMPLE_SWEEP_ITEM = {k: v for k, v in EXAMPLE_SWEEP.items() if k != "progress"}
 EXAMPLE_SWEEP_QUEUED = {**EXAMPLE_SWEEP, "status": "queued", "progress": {
@@ -190,6 +204,8 @@ class SweepListCreateApi(GenericAPIView):
         request=DefinitionSerializer, responses={202: SweepOutSerializer},
         examples=[OpenApiExample("KV blocks sweep", value=EXAMPLE_DEFINITION, request_only=True),
                   OpenApiExample("Prefill/decode pool sizes", value=EXAMPLE_DISAGGREGATED_SWEEP, request_only=True),
+                  OpenApiExample("Speculative decoding: draft tokens x acceptance", request_only=True,
+                                 value=EXAMPLE_SPECULATIVE_DEFINITION),
                   _ex("Sweep accepted", EXAMPLE_SWEEP_QUEUED, status_codes=["202"])],
     )
     def post(self, request):

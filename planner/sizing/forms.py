@@ -16,7 +16,9 @@ from typing import Any
 from django import forms
 from django.http import QueryDict
 
-from simulator.specs import KV_CACHE_DTYPES
+from simulator.specs import KV_CACHE_DTYPES, SpecError
+from simulator.speculative import MAX_SPECULATIVE_TOKENS
+from simulator.speculative_sizing import DraftSpec
 
 from . import selectors
 from .services import LIMITS
@@ -119,6 +121,17 @@ class SizingForm(forms.Form):
     max_lora_rank = forms.IntegerField(
         label="Max LoRA rank", required=False, min_value=1, max_value=4096,
         help_text="vLLM --max-lora-rank (default 16).", widget=forms.NumberInput(attrs=_NUMBER))
+    speculative_method = forms.ChoiceField(
+        label="Speculative decoding", required=False,
+        choices=[("", "off"), ("eagle", "EAGLE head"), ("eagle3", "EAGLE-3 head"), ("mtp", "MTP layer"),
+                 ("draft_model", "draft model"), ("ngram", "n-gram lookup")],
+        help_text="vLLM --speculative-config method: the drafter's weights and KV come out of the KV cache.")
+    num_speculative_tokens = forms.IntegerField(
+        label="Draft tokens per step (k)", required=False, min_value=0, max_value=MAX_SPECULATIVE_TOKENS,
+        help_text="num_speculative_tokens; blank or 0 = off.", widget=forms.NumberInput(attrs=_NUMBER))
+    draft_model = forms.ChoiceField(
+        label="Draft model", required=False,
+        help_text="Only for the draft model method: a smaller model of the same vocabulary.")
     vllm_version = forms.CharField(
         label="vLLM version", required=False, max_length=20,
         help_text="The version whose rules to follow, e.g. 0.10.1; blank = the newest.")
@@ -136,6 +149,7 @@ class SizingForm(forms.Form):
         self.gpu_options = selectors.gpu_profile_options(user=user)
         super().__init__(data, **kwargs)
         self.fields["model"].choices = self.model_options.choices
+        self.fields["draft_model"].choices = [("", "—"), *self.model_options.choices]
         if "gpu" in self.fields:
             self.fields["gpu"].choices = gpu_choices(self.gpu_options)
 
@@ -197,17 +211,46 @@ class SizingForm(forms.Form):
                 "block_size", "gpu_memory_utilization", "max_model_len", "max_num_batched_tokens", "cpu_tier_gib",
                 "weights_gib", "available_kv_gib", "vllm_log", "quantization", "max_loras", "max_lora_rank",
                 "vllm_version")
-        return {k: c.get(k) for k in keys if k in c}
+        knobs = {k: c.get(k) for k in keys if k in c}
+        knobs["speculative"] = self.draft_spec()
+        return knobs
+
+    def draft_spec(self) -> DraftSpec | None:
+        """The speculative decoding fields as a :class:`DraftSpec` (None when off)."""
+        c = self.cleaned_data
+        method, k = c.get("speculative_method"), c.get("num_speculative_tokens")
+        if not method or not k:
+            return None
+        slug = c.get("draft_model")
+        draft = self.model_options.rows[slug].to_spec() if slug and method == "draft_model" else None
+        return DraftSpec(method=method, num_speculative_tokens=k, draft_model=draft)
+
+    def clean(self):
+        data = super().clean()
+        if data.get("speculative_method") and data.get("num_speculative_tokens"):
+            try:
+                self.draft_spec()
+            except SpecError as exc:
+                name, _, msg = str(exc).partition(": ")
+                self.add_error(SPECULATIVE_FIELDS.get(name), msg[:1].upper() + msg[1:])
+        return data
 
     def add_plan_errors(self, errors: dict[str, list[str]]) -> None:
         """Attach service errors to their fields (unknown names go to the top of the form)."""
         aliases = {"non_field_errors": None, "lengths": "lengths"}
         for name, messages in errors.items():
             target = aliases.get(name, name)
+            target = SPECULATIVE_FIELDS.get(target, target)
             if target is not None and target not in self.fields:
                 target = "model" if target.startswith("model") else None
             for msg in messages:
                 self.add_error(target, msg)
+
+
+#: Speculative decoding error paths -> the sizing form's fields.
+SPECULATIVE_FIELDS = {"speculative.method": "speculative_method",
+                      "speculative.num_speculative_tokens": "num_speculative_tokens",
+                      "speculative.draft_model": "draft_model"}
 
 
 class CompareForm(SizingForm):

@@ -28,6 +28,7 @@ from planner.errors import InputError
 from simulator import quantization, sizing
 from simulator.distributions import parse_distribution
 from simulator.specs import GIB, DeploymentSpec, GpuSpec, ModelSpec, SpecError
+from simulator.speculative_sizing import plan_with_draft
 from simulator.workload import WorkloadError
 
 logger = logging.getLogger(__name__)
@@ -95,7 +96,7 @@ def spec_error_field(exc: SpecError, *, default: str) -> tuple[str, str]:
     text = str(exc)
     name, sep, rest = text.partition(":")
     name = name.strip()
-    if sep and name in _DEPLOYMENT_FIELDS:
+    if sep and (name in _DEPLOYMENT_FIELDS or name.startswith("speculative.")):
         return name, rest.strip()
     return default, text
 
@@ -311,7 +312,8 @@ def plan_deployment(*, model: ModelSpec, gpu: GpuSpec, knobs: dict[str, Any]) ->
     knobs : dict
         Any of :data:`KNOB_FIELDS` (``None`` or absent = vLLM's default), plus
         ``num_gpus`` (a multiple of TP x PP; the rest are replicas) and
-        ``vllm_log`` (pasted start-up lines used as calibration).
+        ``vllm_log`` (pasted start-up lines used as calibration) and ``speculative`` (a
+        :class:`simulator.speculative_sizing.DraftSpec`: the drafter's memory is taken out).
 
     Returns
     -------
@@ -337,7 +339,7 @@ def plan_deployment(*, model: ModelSpec, gpu: GpuSpec, knobs: dict[str, Any]) ->
             f"{dep.pipeline_parallel_size} = {per_engine} GPUs; use a multiple of {per_engine}",
         )
     try:
-        result = sizing.plan(model, gpu, dep)
+        result = plan_with_draft(model, gpu, dep, knobs.get("speculative"))
     except SpecError as exc:
         f, msg = spec_error_field(exc, default="model")
         raise PlanInputError.one(f, msg) from None

@@ -41,6 +41,7 @@ from planner.api.validation import block_size_problem
 from planner.errors import InputError
 from planner.sweeps import disaggregated as disagg
 from planner.sweeps.cliff import max_evaluations
+from planner.sweeps.speculative import axis_needs, axis_problem, point_speculative
 from simulator.config import ConfigError, EngineConfig
 from simulator.cost_model import CostModelError, RooflineStepTime
 from simulator.generators import WorkloadSpec
@@ -73,6 +74,10 @@ AXES: dict[str, dict[str, Any]] = {
     "num_instances": {"kind": "cluster", "type": int, "label": "Replicas", "unit": "instances"},
     "routing": {"kind": "cluster", "type": str, "label": "Routing policy", "unit": ""},
     **disagg.AXES,  # prefill_instances, decode_instances
+    "num_speculative_tokens": {"kind": "speculative", "type": int, "label": "Draft tokens per step (k)",
+                               "unit": "tokens"},
+    "acceptance_rate": {"kind": "speculative", "type": float, "label": "Draft acceptance rate",
+                        "unit": "fraction"},
 }
 #: Most replicas one sweep point may simulate.
 MAX_SWEEP_INSTANCES = 64
@@ -233,7 +238,10 @@ def axis_values(axis: Any, where: str, err: _Errors) -> tuple[str, list] | None:
         if param == "gpu_memory_utilization" or not all(0 <= v <= 1 for v in out):
             err.add(f"{where}.values", f"{param} values must be fractions in (0, 1]")
             return None
-    if typ is int and param != "long_prefill_token_threshold" and min(out) < 1:
+    if axis_problem(param, out):
+        err.add(f"{where}.values", axis_problem(param, out))
+        return None
+    if typ is int and param not in ("long_prefill_token_threshold", "num_speculative_tokens") and min(out) < 1:
         err.add(f"{where}.values", f"{param} values must be >= 1")
         return None
     return param, out
@@ -454,6 +462,8 @@ def validate(raw: Any, *, owner, single: bool = False) -> tuple[dict, dict, list
             err.add(where, "a CPU tier in GiB needs a model and a GPU (or engine.kv_bytes_per_block)")
         if a["param"] == "cpu_tier_gib" and engine_raw.get("enable_prefix_caching") is False:
             err.add(where, "a CPU tier keeps cached prefixes: it needs prefix caching on")
+        if AXES[a["param"]]["kind"] == "speculative" and axis_needs(a["param"], engine_raw):
+            err.add(where, axis_needs(a["param"], engine_raw))
     if not has_sizing and "num_gpu_blocks" not in engine_raw and not any(
             a["param"] == "num_gpu_blocks" for a in axes) and not (cliff and cliff["param"] == "num_gpu_blocks"):
         err.add("engine.num_gpu_blocks", "required without a model and a GPU (or sweep it as an axis)")
@@ -802,6 +812,12 @@ def resolve_point(snapshot: dict, params: dict, index: int, *, owner=None, err: 
         base = snapshot["engine"]
         tokens = (base["num_gpu_blocks"] - 1) * base["block_size"]
         engine["num_gpu_blocks"] = max(2, tokens // int(params["block_size"]) + 1)
+    model_d = (snapshot.get("model") or {}).get("spec")
+    problem = point_speculative(snapshot, params, engine, (lambda: (
+        model_spec(model_d), gpu_spec(gpu["spec"]), deployment_spec(dep))) if model_d and gpu and dep else None)
+    if problem:
+        err.add(f"point {label}", problem)
+        return {}
     try:
         cfg = EngineConfig.from_dict(engine)
     except ConfigError as exc:

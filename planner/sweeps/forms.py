@@ -108,6 +108,19 @@ class SweepForm(forms.Form):
     enable_prefix_caching = forms.BooleanField(
         required=False, initial=True, label="Prefix caching",
         help_text="Reuse the KV blocks of shared prompt prefixes (vLLM default: on).")
+    speculative_method = forms.ChoiceField(
+        required=False, label="Speculative decoding",
+        choices=[("", "off"), ("eagle", "EAGLE head"), ("eagle3", "EAGLE-3 head"), ("mtp", "MTP layer"),
+                 ("ngram", "n-gram lookup")],
+        help_text="vLLM's drafter; with a model and a GPU its weights and KV come out of the KV cache "
+                  "(docs/speculative_decoding.md).")
+    num_speculative_tokens = forms.IntegerField(
+        required=False, min_value=0, max_value=16, label="Draft tokens per step (k)",
+        help_text="num_speculative_tokens, 0 to 16 (sweep it as an axis too).")
+    acceptance_rate = forms.FloatField(
+        required=False, min_value=0, max_value=1, label="Draft acceptance rate",
+        help_text="Probability a draft is accepted when the drafts before it were, 0 to 1.",
+        widget=forms.NumberInput(attrs={"step": "0.05"}))
 
     # -- workload
     n = forms.IntegerField(min_value=1, initial=500, label="Requests",
@@ -217,6 +230,9 @@ class SweepForm(forms.Form):
         ("cluster", "cluster_instances"), ("slo.ttft_s", "slo_ttft_ms"), ("slo.itl_s", "slo_itl_ms"),
         ("slo.percentile", "slo_percentile"), ("slo", "slo_ttft_ms"),
         ("disaggregated.routing", "cluster_routing"), ("disaggregated", "axis1_param"),
+        ("engine.speculative.method", "speculative_method"),
+        ("engine.speculative.num_speculative_tokens", "num_speculative_tokens"),
+        ("engine.speculative.acceptance_rate", "acceptance_rate"), ("engine.speculative", "speculative_method"),
     ]
 
     def __init__(self, *args, user=None, **kwargs):
@@ -271,6 +287,11 @@ class SweepForm(forms.Form):
         for k in ("num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens"):
             if d.get(k) is not None:
                 engine[k] = d[k]
+        if d.get("speculative_method"):
+            engine["speculative"] = {"method": d["speculative_method"],
+                                     "num_speculative_tokens": d.get("num_speculative_tokens") or 0,
+                                     **({} if d.get("acceptance_rate") is None
+                                        else {"acceptance_rate": d["acceptance_rate"]})}
         definition["engine"] = engine
         trace = d.get("trace")
         if trace:
@@ -368,7 +389,8 @@ class SweepForm(forms.Form):
 
     GROUPS = {
         "scenario": ("name", "mode", "model", "gpu", "tensor_parallel_size", "gpu_memory_utilization", "block_size",
-                     "num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens", "enable_prefix_caching"),
+                     "num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens", "enable_prefix_caching",
+                     "speculative_method", "num_speculative_tokens", "acceptance_rate"),
         "workload": ("n", "prompt", "output", "arrival", "arrival_unit", "prefix_length", "prefix_fraction", "seed",
                      "trace"),
         "axes": ("axis1_param", "axis1_values", "axis1_start", "axis1_stop", "axis1_steps", "axis1_scale",

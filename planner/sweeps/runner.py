@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from planner.sweeps import disaggregated as disagg
+from planner.sweeps.speculative import spec_metrics
 from simulator.config import EngineConfig
 from simulator.generators import WorkloadSpec, generate_workload
 from simulator.workload import Workload
@@ -241,6 +242,7 @@ def summarize(res, wl: Workload, cfg: EngineConfig, meta: dict) -> dict:
         "cost_per_hour": price,
         "cost_per_m_output_tokens": (price / (tput_s * 3600) * 1e6) if (price and tput_s) else None,
     }
+    metrics.update(spec_metrics(t))
     return {k: _json_num(v) for k, v in metrics.items()}
 
 
