@@ -27,6 +27,16 @@ def missing_part(reason: str):
 REDIS_TEST_KEYS = ("_kombu.binding.*", "kvp-it-*", "kvp-test-*", "unacked*", "celery*", "*.reply.celery.pidbox")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _fast_password_hashing():
+    """MD5 for the tests' passwords: Django's PBKDF2 (a million rounds) took about 1 s of CPU per user made or
+    signed in, and hashing strength is not what any test checks (settings.py keeps Django's default)."""
+    from django.test.utils import override_settings
+
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
+
+
 @pytest.fixture(scope="session")
 def redis_url():
     """A reachable Redis URL: ``REDIS_URL``; unset, no Redis test runs unless KVP_REQUIRE_REAL_PARTS asks.
@@ -57,10 +67,14 @@ def _keys(client) -> set[bytes]:
     return {key for pattern in REDIS_TEST_KEYS for key in client.scan_iter(match=pattern, count=500)}
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into the test ids
 def pytest_collection_modifyitems(config, items):
-    """With ``-n 2`` (pytest-xdist), tests that start servers, workers or a browser share one worker.
+    """With ``-n 2 --dist loadgroup`` (pytest-xdist), tests that share state outside their worker run on one.
 
-    They run one at a time there (as they were written to), while the other worker runs the rest.
+    Those are the tests of real Celery workers and of Redis: Redis's keys are one namespace for both
+    xdist workers (kombu's ``unacked`` index, bindings; ``redis_url`` deletes what the session created when
+    the session ends). They run one at a time there, while the other worker runs the rest. Browser and
+    live-server tests need no group: each xdist worker has its own test database, live server and Chromium.
     """
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
@@ -69,8 +83,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group("real-parts"))
 
 
-SERIAL_FIXTURES = {"live_server", "redis_url", "worker_factory", "filesystem_worker", "browser", "chromium_path"}
-SERIAL_PATHS = ("/tests/browser/", "/tests/integration/")
+SERIAL_FIXTURES = {"redis_url", "worker_factory", "filesystem_worker", "sender_on_redis"}
+SERIAL_PATHS = ("/tests/integration/",)
 
 
 @pytest.fixture(scope="session")

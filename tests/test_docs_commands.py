@@ -11,6 +11,9 @@ New pages under ``docs/`` are picked up without a change here. The conventions, 
   (``python3 dev.py run``); ``<!-- docs-test: parse-only REASON -->``: it must not run here (it runs
   this suite, or takes minutes). Both are only checked: bash syntax, and every file they name under
   ``examples/``, ``docs/``, ``bench/`` ... exists.
+- ``<!-- docs-test: full-budget REASON -->``: it runs as written, but only with the full test budget
+  (``KVP_HYPOTHESIS_BUDGET=full``, as ``.ci/run`` sets), e.g. a load test that keeps both cores busy for
+  half a minute; a quick local run (``python3 dev.py test``) only checks it like ``parse-only``.
 - A fenced ``json`` block must parse (one document, or one document per line).
   ``<!-- docs-test: same as examples/NAME.json -->`` before it: it must equal that file.
 - Inline commands (``python -m simulator SUB --opt ...``, ``manage.py CMD --opt``,
@@ -77,7 +80,10 @@ def fenced_blocks(path: Path) -> list[Block]:
 
 ALL_BLOCKS = [b for p in DOC_FILES if p.exists() for b in fenced_blocks(p)]
 SHELL_BLOCKS = [b for b in ALL_BLOCKS if b.lang in SHELL_LANGS]
-RUN_BLOCKS = [b for b in SHELL_BLOCKS if not b.marker.startswith(("server", "parse-only"))]
+#: CI's full budget (tests/conftest.py): the blocks marked ``full-budget`` run too.
+FULL_BUDGET = os.environ.get("KVP_HYPOTHESIS_BUDGET", "") == "full"
+RUN_BLOCKS = [b for b in SHELL_BLOCKS if not b.marker.startswith(("server", "parse-only"))
+              and (FULL_BUDGET or not b.marker.startswith("full-budget"))]
 JSON_BLOCKS = [b for b in ALL_BLOCKS if b.lang == "json"]
 
 
