@@ -23,8 +23,9 @@ def missing_part(reason: str):
     pytest.skip(reason)
 
 
-#: Keys the suite's Redis users create: kombu's bindings and bookkeeping, the tests' own queues.
-REDIS_TEST_KEYS = ("_kombu.binding.*", "kvp-it-*", "kvp-test-*", "unacked*", "celery*", "*.reply.celery.pidbox")
+#: Keys the suite's Redis users create: kombu's bindings and bookkeeping (``_kombu.binding.Q``, and since
+#: kombu 5.5 ``_kombu.binding_permanent.Q`` and ``_kombu.binding_deadlines``), the tests' own queues.
+REDIS_TEST_KEYS = ("_kombu.binding*", "kvp-it-*", "kvp-test-*", "unacked*", "celery*", "*.reply.celery.pidbox")
 
 
 @pytest.fixture(scope="session", autouse=True)
