@@ -87,6 +87,44 @@ def pytest_collection_modifyitems(config, items):
 SERIAL_FIXTURES = {"redis_url", "worker_factory", "filesystem_worker", "sender_on_redis"}
 SERIAL_PATHS = ("/tests/integration/",)
 
+#: Fixtures that make a test transactional: its database is flushed (emptied) when it ends.
+TRANSACTIONAL_FIXTURES = {"transactional_db", "live_server", "django_db_reset_sequences"}
+
+
+def _database_use(item) -> str:
+    """'transactional', 'db' (inside a transaction that is rolled back) or '' (no database), as pytest-django sees it."""
+    names = set(getattr(item, "fixturenames", ()))
+    marker = item.get_closest_marker("django_db")
+    options = ({"transaction": marker.args[0] if marker.args else False} | marker.kwargs) if marker else {}
+    if names & TRANSACTIONAL_FIXTURES or options.get("transaction") or options.get("reset_sequences"):
+        return "transactional"
+    return "db" if marker or "db" in names else ""
+
+
+_catalog_flushed = [False]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Put the catalog back (its data migration's rows) after a transactional test flushed it.
+
+    pytest-django runs transactional tests after the others, but ``--dist loadgroup`` sends the grouped
+    tests (workers, Redis: transactional) first, so ordinary tests can follow a flush on the same
+    xdist worker. They expect the migrated catalog: it is reloaded once, before the first of them.
+    """
+    yield
+    if _database_use(item) == "transactional":
+        _catalog_flushed[0] = True
+    if _catalog_flushed[0] and nextitem is not None and _database_use(nextitem) == "db":
+        from pytest_django.plugin import blocking_manager_key
+
+        from gpuprofiles.catalog import load_catalog
+        from gpuprofiles.models import GpuProfile, ModelProfile
+
+        with item.config.stash[blocking_manager_key].unblock():
+            load_catalog(GpuProfile, ModelProfile)
+        _catalog_flushed[0] = False
+
 
 @pytest.fixture(scope="session")
 def chromium_path() -> str:
