@@ -205,8 +205,8 @@ def run(port: int, install: bool) -> int:
 # --------------------------------------------------------------------------- test
 
 
-#: Both cores: tests that use live servers, workers, Redis or a browser share one xdist worker
-#: (``tests/conftest.py`` groups them), the rest spread over both.
+#: Both cores: tests that start Celery workers or use Redis share one xdist worker (``tests/conftest.py``
+#: groups them), the rest spread over both; each worker has its own test database, live server and browser.
 PARALLEL = ["-n", "2", "--dist", "loadgroup"]
 
 

@@ -23,8 +23,19 @@ def missing_part(reason: str):
     pytest.skip(reason)
 
 
-#: Keys the suite's Redis users create: kombu's bindings and bookkeeping, the tests' own queues.
-REDIS_TEST_KEYS = ("_kombu.binding.*", "kvp-it-*", "kvp-test-*", "unacked*", "celery*", "*.reply.celery.pidbox")
+#: Keys the suite's Redis users create: kombu's bindings and bookkeeping (``_kombu.binding.Q``, and since
+#: kombu 5.5 ``_kombu.binding_permanent.Q`` and ``_kombu.binding_deadlines``), the tests' own queues.
+REDIS_TEST_KEYS = ("_kombu.binding*", "kvp-it-*", "kvp-test-*", "unacked*", "celery*", "*.reply.celery.pidbox")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fast_password_hashing():
+    """MD5 for the tests' passwords: Django's PBKDF2 (a million rounds) took about 1 s of CPU per user made or
+    signed in, and hashing strength is not what any test checks (settings.py keeps Django's default)."""
+    from django.test.utils import override_settings
+
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -57,10 +68,14 @@ def _keys(client) -> set[bytes]:
     return {key for pattern in REDIS_TEST_KEYS for key in client.scan_iter(match=pattern, count=500)}
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into the test ids
 def pytest_collection_modifyitems(config, items):
-    """With ``-n 2`` (pytest-xdist), tests that start servers, workers or a browser share one worker.
+    """With ``-n 2 --dist loadgroup`` (pytest-xdist), tests that share state outside their worker run on one.
 
-    They run one at a time there (as they were written to), while the other worker runs the rest.
+    Those are the tests of real Celery workers and of Redis: Redis's keys are one namespace for both
+    xdist workers (kombu's ``unacked`` index, bindings; ``redis_url`` deletes what the session created when
+    the session ends). They run one at a time there, while the other worker runs the rest. Browser and
+    live-server tests need no group: each xdist worker has its own test database, live server and Chromium.
     """
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
@@ -69,8 +84,46 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group("real-parts"))
 
 
-SERIAL_FIXTURES = {"live_server", "redis_url", "worker_factory", "filesystem_worker", "browser", "chromium_path"}
-SERIAL_PATHS = ("/tests/browser/", "/tests/integration/")
+SERIAL_FIXTURES = {"redis_url", "worker_factory", "filesystem_worker", "sender_on_redis"}
+SERIAL_PATHS = ("/tests/integration/",)
+
+#: Fixtures that make a test transactional: its database is flushed (emptied) when it ends.
+TRANSACTIONAL_FIXTURES = {"transactional_db", "live_server", "django_db_reset_sequences"}
+
+
+def _database_use(item) -> str:
+    """'transactional', 'db' (inside a transaction that is rolled back) or '' (no database), as pytest-django sees it."""
+    names = set(getattr(item, "fixturenames", ()))
+    marker = item.get_closest_marker("django_db")
+    options = ({"transaction": marker.args[0] if marker.args else False} | marker.kwargs) if marker else {}
+    if names & TRANSACTIONAL_FIXTURES or options.get("transaction") or options.get("reset_sequences"):
+        return "transactional"
+    return "db" if marker or "db" in names else ""
+
+
+_catalog_flushed = [False]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Put the catalog back (its data migration's rows) after a transactional test flushed it.
+
+    pytest-django runs transactional tests after the others, but ``--dist loadgroup`` sends the grouped
+    tests (workers, Redis: transactional) first, so ordinary tests can follow a flush on the same
+    xdist worker. They expect the migrated catalog: it is reloaded once, before the first of them.
+    """
+    yield
+    if _database_use(item) == "transactional":
+        _catalog_flushed[0] = True
+    if _catalog_flushed[0] and nextitem is not None and _database_use(nextitem) == "db":
+        from pytest_django.plugin import blocking_manager_key
+
+        from gpuprofiles.catalog import load_catalog
+        from gpuprofiles.models import GpuProfile, ModelProfile
+
+        with item.config.stash[blocking_manager_key].unblock():
+            load_catalog(GpuProfile, ModelProfile)
+        _catalog_flushed[0] = False
 
 
 @pytest.fixture(scope="session")

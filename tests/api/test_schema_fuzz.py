@@ -6,8 +6,9 @@ database), once as an anonymous client and once with an API token, with both val
 ever, every documented response conforms to its schema, and every 4xx is JSON in the
 error shape ``{"errors": {field: [messages]}}``.
 
-Bounded for CI: ``FUZZ_MAX_EXAMPLES`` examples per operation, mode and generation method
-(default 20), derandomized so a run is reproducible; set ``FUZZ_SEED_RANDOM=1`` to
+Bounded: ``FUZZ_MAX_EXAMPLES`` examples per operation, mode and generation method (default 20
+with ``KVP_HYPOTHESIS_BUDGET=full``, as in CI; a quarter, 5, in a quick local run, like the other
+property tests), derandomized so a run is reproducible; set ``FUZZ_SEED_RANDOM=1`` to
 explore new inputs. The figures (operations, cases, status codes) are printed in the
 terminal summary.
 """
@@ -27,7 +28,9 @@ from schemathesis.checks import ALL_CHECKS, not_a_server_error, response_schema_
 
 from config.wsgi import application
 
-MAX_EXAMPLES = int(os.environ.get("FUZZ_MAX_EXAMPLES", "20"))
+#: The suite's budget switch (tests/conftest.py): CI's full budget, or a quarter of it locally.
+FULL_BUDGET = os.environ.get("KVP_HYPOTHESIS_BUDGET", "") == "full"
+MAX_EXAMPLES = int(os.environ.get("FUZZ_MAX_EXAMPLES", "20" if FULL_BUDGET else "5"))
 DERANDOMIZE = os.environ.get("FUZZ_SEED_RANDOM", "") not in {"1", "true", "yes"}
 
 
@@ -124,9 +127,9 @@ def test_fuzz_with_token(case, fuzz_token):
     _run(case, "token", headers={"Authorization": f"Token {fuzz_token}"})
 
 
-#: ``--checks all`` (schemathesis's every check) with a reduced budget: the documented statuses, content types,
+#: ``--checks all`` (schemathesis's every check) with a reduced budget (4 in CI, 2 locally): the documented statuses, content types,
 #: headers and schemas, and invalid input refused. A large budget: ``bench/fuzz_api.py`` (docs/operations.md).
-ALL_CHECKS_EXAMPLES = int(os.environ.get("FUZZ_ALL_CHECKS_EXAMPLES", "4"))
+ALL_CHECKS_EXAMPLES = int(os.environ.get("FUZZ_ALL_CHECKS_EXAMPLES", "4" if FULL_BUDGET else "2"))
 #: ``ignored_auth`` is left out: it reads the token this test passes on each call as one schemathesis generated
 #: (so "invalid"), and the catalog's reads are public by design (signed-in users may also call them).
 ALL_CHECKS_BUT_AUTH = tuple(c for c in ALL_CHECKS if c.__name__ != "ignored_auth")

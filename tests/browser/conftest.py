@@ -171,12 +171,6 @@ def page(browser, live_server, catalog):
         context.close()
 
 
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    """Users are made and signed in often here; hashing strength is not what these tests check."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def password() -> str:
     return "correct-horse-battery-42"
