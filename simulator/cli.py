@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from simulator.cli_values import whole_numbers
 from simulator.config import ConfigError, EngineConfig, StepTimeModel
 from simulator.results import jsonable
 from simulator.traces import apply_parents, read_trace, trace_format, write_oracle_json
@@ -380,19 +381,6 @@ _CLUSTER_OPTIONS = {"num_instances": "--instances", "router_delay_s": "--router-
                     "slo_ttft_s": "--slo-ttft-s", "slo_itl_s": "--slo-itl-s", "max_instances": "--max-instances"}
 
 
-def _instance_counts(text: str) -> list[int]:
-    out = []
-    for part in text.split(","):
-        try:
-            v = int(part.strip())
-        except ValueError:
-            raise CliError(f"--instances {text!r}: expected N or N1,N2,... (whole numbers)") from None
-        if v in out:
-            raise CliError(f"--instances {text!r}: {v} given twice")
-        out.append(v)
-    return out
-
-
 def _check_processes(p: int) -> None:
     from simulator.engine import MAX_PROCESSES
 
@@ -423,7 +411,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         return _cmd_disaggregated(args)
     if not args.config:
         raise CliError("cluster: give --config FILE (one instance's engine configuration), or --disaggregated FILE")
-    counts = _instance_counts(args.instances) if args.instances else []
+    counts = whole_numbers(args.instances, "--instances", CliError) if args.instances else []
     try:
         policies = [parse_routing(r) for r in (args.routing or ["round-robin"])]
     except ClusterError as exc:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.budget import WorkloadSize, price_batch, price_run
+from simulator.cli_values import whole_numbers
 from simulator.disaggregated import DisaggError, DisaggregatedDeployment, deployment_from_dict
 from simulator.metrics import MetricsError
 
@@ -28,19 +29,6 @@ _REPLICA_ONLY = (("instances", "--instances"), ("find_replicas", "--find-replica
 #: Fields of the file that an option sets (error messages name the option).
 _OPTIONS = {"prefill.num_instances": "--prefill-instances", "decode.num_instances": "--decode-instances",
             "slo_ttft_s": "--slo-ttft-s", "slo_itl_s": "--slo-itl-s"}
-
-
-def _counts(text: str, option: str) -> list[int]:
-    out = []
-    for part in text.split(","):
-        try:
-            v = int(part.strip())
-        except ValueError:
-            raise DisaggError(f"{option} {text!r}: expected N or N1,N2,... (whole numbers)") from None
-        if v in out:
-            raise DisaggError(f"{option} {text!r}: {v} given twice")
-        out.append(v)
-    return out
 
 
 def _read(path: str) -> Any:
@@ -54,10 +42,11 @@ def _read(path: str) -> Any:
 
 def _deployments(data: Any, args: argparse.Namespace) -> list[DisaggregatedDeployment]:
     base = deployment_from_dict(data)
-    pre = _counts(args.prefill_instances, "--prefill-instances") if args.prefill_instances else [
-        base.prefill.num_instances]
-    dec = _counts(args.decode_instances, "--decode-instances") if args.decode_instances else [
-        base.decode.num_instances]
+    pre, dec = [base.prefill.num_instances], [base.decode.num_instances]
+    if args.prefill_instances:
+        pre = whole_numbers(args.prefill_instances, "--prefill-instances", DisaggError)
+    if args.decode_instances:
+        dec = whole_numbers(args.decode_instances, "--decode-instances", DisaggError)
     out = []
     for p in pre:
         for d in dec:
