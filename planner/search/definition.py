@@ -21,6 +21,7 @@ from typing import Any
 
 from django.conf import settings
 
+from planner.search.pricing import OverBudget, check_search
 from planner.sweeps import definition as defn
 from simulator.search_space import SearchError, SearchSpace, Slo
 
@@ -97,6 +98,8 @@ def validate(raw: Any, *, owner) -> tuple[dict, dict]:
     snapshot = {"model": model, "gpus": gpus, "workload": workload, "slo": slo.to_dict(), "space": space}
     _check_runnable(snapshot, err)
     err.raise_if_any()
+    _check_price(snapshot, err)
+    err.raise_if_any()
     norm = {"name": name, "model": raw["model"], "workload": raw["workload"], "slo": slo.to_dict(),
             "space": {**space_raw}}
     return norm, snapshot
@@ -124,6 +127,14 @@ def _check_runnable(snapshot: dict, err) -> None:
     if longest > mml:
         field = "space.max_model_len" if snapshot["space"].get("max_model_len") else "workload"
         err.add(field, f"the longest request ({longest:,} tokens) is longer than max_model_len ({mml:,} tokens)")
+
+
+def _check_price(snapshot: dict, err) -> None:
+    """The heaviest shape of the search must fit the limits of one chunk (``planner/search/pricing.py``)."""
+    try:
+        check_search(*build_inputs(snapshot))
+    except OverBudget as exc:
+        err.add(exc.field, str(exc))
 
 
 def build_space(snapshot: dict) -> SearchSpace:

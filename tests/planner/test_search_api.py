@@ -104,6 +104,22 @@ def test_rate_zero_and_absurd_sizes_are_400s(client):
     assert r.status_code == 400
 
 
+def test_a_search_whose_heaviest_shape_is_over_the_limits_is_a_400_stating_them(client, settings):
+    """Issue 23: a search is priced before it is queued; its heaviest shape's replicas search must fit one chunk."""
+    assert client.post("/api/searches/", _body(), format="json").status_code == 202
+    settings.KVP_CHUNK_MAX_SECONDS = 0.01
+    r = client.post("/api/searches/", _body(), format="json")
+    assert r.status_code == 400, r.content
+    (msg,) = r.json()["errors"]["workload"]
+    assert msg.startswith("One deployment shape of this search is estimated to need about ") and \
+        "(the limit is 0.0 s)" in msg and "space.max_replicas" in msg
+    settings.KVP_CHUNK_MAX_SECONDS = 300
+    settings.KVP_RUN_MAX_BYTES = 2**20
+    r = client.post("/api/searches/", _body(), format="json")
+    assert r.status_code == 400 and "of memory (the limit is 1.0 MiB)" in r.json()["errors"]["workload"][0]
+    assert Search.objects.count() == 1
+
+
 def test_an_slo_nobody_meets_says_so_and_names_the_closest(client):
     body = _body(rate=40, n=30)
     body["slo"] = {"targets": [{"metric": "ttft", "percentile": "p90", "max_s": 0.12}]}

@@ -1,0 +1,43 @@
+"""Price a deployment search before it is queued (issue 23: every run priced before it runs).
+
+A search simulates, shape after shape, replica counts of each deployment shape that survives sizing and
+the latency floors (``simulator/search.py``); how many it simulates depends on its pruning, which cannot
+be known before it runs. What can be priced is each shape's worst case: its whole replicas search up to
+``space.max_replicas`` (:func:`simulator.budget.price_replicas_search`). The heaviest shape must fit one
+chunk's time limit (``KVP_CHUNK_MAX_SECONDS``) and its largest simulation the memory limit of one
+simulation call (``KVP_RUN_MAX_BYTES``); otherwise the search is refused with a 400 that states the
+limit and the estimate. No ORM here: a snapshot in, a :class:`simulator.budget.Price` out.
+"""
+
+from __future__ import annotations
+
+from planner.sweeps.pricing import chunk_max_seconds, run_max_bytes
+from simulator import budget
+from simulator.budget import OverBudget, Price, WorkloadSize
+from simulator.search_eval import default_max_model_len, prepare_candidate
+
+__all__ = ["OverBudget", "heaviest_shape", "check_search"]
+
+
+def heaviest_shape(workload, model, space, slo) -> Price:
+    """The most memory of one simulation and the most time of one shape's replicas search, over the shapes
+    that size and can meet the SLO (rejected shapes are never simulated)."""
+    size = WorkloadSize.of(workload)
+    max_model_len = space.max_model_len or default_max_model_len(workload, model)
+    memory, seconds = 0, 0.0
+    for i, cand in enumerate(space.candidates()):
+        prepared = prepare_candidate(i, cand, model, space, max_model_len, workload, slo)
+        if prepared.config is None:
+            continue
+        trials = budget.price_replicas_search(size, prepared.config, space.max_replicas)
+        memory, seconds = max(memory, trials.memory_bytes), max(seconds, trials.seconds)
+    return Price(memory, seconds)
+
+
+def check_search(workload, model, space, slo) -> Price:
+    """Raise :class:`OverBudget` (field ``workload``) when the heaviest shape is over a limit."""
+    price = heaviest_shape(workload, model, space, slo)
+    budget.check(price, max_bytes=run_max_bytes(), max_seconds=chunk_max_seconds(),
+                 what="One deployment shape of this search", field="workload",
+                 advice="use fewer or shorter requests, or a smaller space.max_replicas")
+    return price
