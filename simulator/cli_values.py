@@ -3,6 +3,10 @@ that must not import it, such as ``simulator.disaggregated_cli``)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 
 def whole_numbers(text: str, option: str, error: type[Exception]) -> list[int]:
     """``N`` or ``N1,N2,...`` as distinct whole numbers; ``error`` (naming ``option``) otherwise."""
@@ -18,4 +22,14 @@ def whole_numbers(text: str, option: str, error: type[Exception]) -> list[int]:
     return out
 
 
-__all__ = ["whole_numbers"]
+def read_json(path: str, option: str, error: type[Exception]) -> Any:
+    """The JSON file ``path`` given to ``option``; ``error`` naming both when unreadable or not JSON."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise error(f"{option}: cannot read {path!r} ({exc.strerror or exc})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise error(f"{option}: {path!r} is not valid JSON ({exc})") from None
+
+
+__all__ = ["read_json", "whole_numbers"]

@@ -14,13 +14,11 @@ and sweep them: every (prefill, decode) pair is one point, prefill counts varyin
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from simulator.budget import WorkloadSize, price_batch, price_run
-from simulator.cli_values import whole_numbers
+from simulator.cli_values import read_json, whole_numbers
 from simulator.disaggregated import DisaggError, DisaggregatedDeployment, deployment_from_dict
 from simulator.metrics import MetricsError
 
@@ -29,15 +27,6 @@ _REPLICA_ONLY = (("instances", "--instances"), ("find_replicas", "--find-replica
 #: Fields of the file that an option sets (error messages name the option).
 _OPTIONS = {"prefill.num_instances": "--prefill-instances", "decode.num_instances": "--decode-instances",
             "slo_ttft_s": "--slo-ttft-s", "slo_itl_s": "--slo-itl-s"}
-
-
-def _read(path: str) -> Any:
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise DisaggError(f"--disaggregated {path!r}: cannot read ({exc.strerror or exc})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DisaggError(f"--disaggregated {path!r}: not valid JSON ({exc})") from None
 
 
 def _deployments(data: Any, args: argparse.Namespace) -> list[DisaggregatedDeployment]:
@@ -78,7 +67,7 @@ def run_disaggregated_command(args: argparse.Namespace, *, load_workload_file: C
     for attr, opt in _REPLICA_ONLY:
         if getattr(args, attr, None):
             raise DisaggError(f"{opt} does not go with --disaggregated (the pools are in its file)")
-    data = _read(args.disaggregated)
+    data = read_json(args.disaggregated, "--disaggregated", DisaggError)
     try:
         items = _deployments(data, args)
     except (DisaggError, ValueError) as exc:

@@ -14,9 +14,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from pathlib import Path
 from typing import Any
 
+from simulator.cli_values import read_json
 from simulator.search_space import SearchError, SearchSpace, Slo, parse_slo_target
 
 
@@ -64,19 +64,10 @@ def _words(text: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in text.split(",") if x.strip())
 
 
-def _read_json(path: str, option: str) -> Any:
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise SearchError(f"{option}: cannot read {path!r} ({exc.strerror or exc})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise SearchError(f"{option}: {path!r} is not valid JSON ({exc})") from None
-
-
 def _gpus(path: str) -> tuple:
     from simulator.specs import GpuSpec
 
-    data = _read_json(path, "--gpus")
+    data = read_json(path, "--gpus", SearchError)
     if not isinstance(data, list):
         raise SearchError("--gpus: the file must hold a JSON list of GPU objects")
     out = []
@@ -114,7 +105,7 @@ def run_search_command(args: argparse.Namespace, *, load_workload_file) -> str:
     from simulator.search import search_deployments
 
     try:
-        model = parse_hf_config(_read_json(args.model, "--model"))
+        model = parse_hf_config(read_json(args.model, "--model", SearchError))
     except SearchError:
         raise
     except ValueError as exc:
