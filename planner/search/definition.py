@@ -23,6 +23,7 @@ from django.conf import settings
 
 from planner.search.pricing import OverBudget, check_search
 from planner.sweeps import definition as defn
+from simulator.search_eval import default_max_model_len
 from simulator.search_space import SearchError, SearchSpace, Slo
 
 #: Fields of a definition and of its space.
@@ -96,9 +97,10 @@ def validate(raw: Any, *, owner) -> tuple[dict, dict]:
     _check_space(gpus, space, err)
     err.raise_if_any()
     snapshot = {"model": model, "gpus": gpus, "workload": workload, "slo": slo.to_dict(), "space": space}
-    _check_runnable(snapshot, err)
+    inputs = build_inputs(snapshot)
+    _check_runnable(snapshot, inputs, err)
     err.raise_if_any()
-    _check_price(snapshot, err)
+    _check_price(inputs, err)
     err.raise_if_any()
     norm = {"name": name, "model": raw["model"], "workload": raw["workload"], "slo": slo.to_dict(),
             "space": {**space_raw}}
@@ -116,12 +118,9 @@ def _check_space(gpus: list[dict], space: dict, err) -> None:
         err.add("space", str(exc))
 
 
-def _check_runnable(snapshot: dict, err) -> None:
+def _check_runnable(snapshot: dict, inputs: tuple, err) -> None:
     """The workload's longest request must fit the model's context (checked before queueing)."""
-    from simulator.search_eval import default_max_model_len
-
-    wl = build_workload(snapshot)
-    model = defn.model_spec(snapshot["model"]["spec"])
+    wl, model = inputs[0], inputs[1]
     mml = snapshot["space"].get("max_model_len") or default_max_model_len(wl, model)
     longest = int((wl.prompt_len + wl.output_len).max())
     if longest > mml:
@@ -129,10 +128,10 @@ def _check_runnable(snapshot: dict, err) -> None:
         err.add(field, f"the longest request ({longest:,} tokens) is longer than max_model_len ({mml:,} tokens)")
 
 
-def _check_price(snapshot: dict, err) -> None:
+def _check_price(inputs: tuple, err) -> None:
     """The heaviest shape of the search must fit the limits of one chunk (``planner/search/pricing.py``)."""
     try:
-        check_search(*build_inputs(snapshot))
+        check_search(*inputs)
     except OverBudget as exc:
         err.add(exc.field, str(exc))
 
