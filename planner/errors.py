@@ -32,3 +32,31 @@ class InputError(Exception):
     @property
     def status_code(self) -> int:
         return 404 if self.not_found else 400
+
+
+class FieldErrors:
+    """Collects messages per field while a definition is checked, then raises them as one :class:`InputError`.
+
+    Checking goes on after the first problem so that a user sees every problem of a definition at once.
+    """
+
+    def __init__(self) -> None:
+        self.errors: dict[str, list[str]] = {}
+        self.not_found = False
+
+    def add(self, field: str, message: str, *, not_found: bool = False) -> None:
+        self.errors.setdefault(field, []).append(message)
+        self.not_found |= not_found
+
+    def add_from(self, prefix: str, exc: Exception) -> None:
+        """Add ``exc``'s message under ``prefix``, or under ``prefix.field`` when it reads ``"field: problem"``."""
+        message = str(exc)
+        field, sep, rest = message.partition(": ")
+        if sep and " " not in field:
+            self.add(f"{prefix}.{field}", rest)
+        else:
+            self.add(prefix, message)
+
+    def raise_if_any(self) -> None:
+        if self.errors:
+            raise InputError(self.errors, not_found=self.not_found)
