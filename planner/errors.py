@@ -34,6 +34,13 @@ class InputError(Exception):
         return 404 if self.not_found else 400
 
 
+def field_and_message(exc: Exception | str) -> tuple[str | None, str]:
+    """``"field: problem"`` -> ``("field", "problem")``; a message that names no one-word field -> ``(None, message)``."""
+    message = str(exc)
+    field, sep, rest = message.partition(": ")
+    return (field, rest) if sep and field and " " not in field else (None, message)
+
+
 class FieldErrors:
     """Collects messages per field while a definition is checked, then raises them as one :class:`InputError`.
 
@@ -50,12 +57,8 @@ class FieldErrors:
 
     def add_from(self, prefix: str, exc: Exception) -> None:
         """Add ``exc``'s message under ``prefix``, or under ``prefix.field`` when it reads ``"field: problem"``."""
-        message = str(exc)
-        field, sep, rest = message.partition(": ")
-        if sep and " " not in field:
-            self.add(f"{prefix}.{field}", rest)
-        else:
-            self.add(prefix, message)
+        field, message = field_and_message(exc)
+        self.add(f"{prefix}.{field}" if field else prefix, message)
 
     def raise_if_any(self) -> None:
         if self.errors:

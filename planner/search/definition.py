@@ -21,7 +21,7 @@ from typing import Any
 
 from django.conf import settings
 
-from planner.errors import FieldErrors
+from planner.errors import FieldErrors, field_and_message
 from planner.search.pricing import OverBudget, check_search
 from planner.sweeps import definition as defn
 from planner.sweeps import specs
@@ -41,8 +41,8 @@ def max_requests() -> int:
 
 
 def _add_search_error(err, exc: SearchError) -> None:
-    field, sep, rest = str(exc).partition(": ")
-    err.add(field if sep and " " not in field else "non_field_errors", rest if sep else str(exc))
+    field, message = field_and_message(exc)
+    err.add(field or "non_field_errors", message)
 
 
 def priced_catalog_gpus() -> list[str]:
