@@ -151,6 +151,8 @@ def disaggregated_text(alt) -> str:
     b = alt["best"]
     lines.append(f"Cheapest split meeting the SLO: {b['name']} at ${b['cost_per_hour']:,.2f}/h" if b
                  else "No split meets the SLO.")
+    v = alt["verdict"]
+    lines.append(f"Winner: {v['winner']}: {v['reason']}.")
     return "\n".join(lines) + "\n"
 
 
