@@ -135,9 +135,22 @@ def verdict(alt: dict[str, Any], slo: Slo) -> dict[str, Any]:
     wins = a is not None and d is not None and d < a
     return {"winner": "disaggregated" if wins else "aggregated", "split": same["name"],
             "reason": f"at {agg['num_gpus']} GPUs and ${agg['cost_per_hour']:,.2f}/h both meet the SLO; "
-                      f"{first} is {format_seconds(d) if d is not None else 'n/a'} for {same['name']} against "
-                      f"{format_seconds(a) if a is not None else 'n/a'} aggregated ({same['name']}: "
-                      f"{_figures(same['values'])}; aggregated: {_figures(agg['values'])})"}
+                      f"{first} is {_one(d)} for {same['name']} against {_one(a)} aggregated"
+                      f"{_trade(same, agg, slo, wins)}"}
+
+
+def _one(v: float | None) -> str:
+    return "n/a" if v is None else format_seconds(v)
+
+
+def _trade(split: dict[str, Any], agg: dict[str, Any], slo: Slo, split_wins: bool) -> str:
+    """The other targets on which the loser is the better one (what choosing the winner gives up)."""
+    loser, other, name = (agg, split, "aggregated") if split_wins else (split, agg, split["name"])
+    better = [t.label for t in slo.targets[1:]
+              if (loser["values"] or {}).get(t.label) is not None and (other["values"] or {}).get(t.label) is not None
+              and loser["values"][t.label] < other["values"][t.label]]
+    return "".join(f"; {name} is better on {lab} ({_one(loser['values'][lab])} against "
+                   f"{_one(other['values'][lab])})" for lab in better)
 
 
 __all__ = ["split_counts", "verdict", "xpyd_alternatives"]

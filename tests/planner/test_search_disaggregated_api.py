@@ -147,3 +147,28 @@ def test_the_page_form_has_the_inputs_and_sends_them(django_user_model):
     assert s.snapshot["disaggregated"]["link_latency_s"] == pytest.approx(5e-4)
     assert web.post("/searches/", {**form, "disaggregated": ""}).status_code == 302
     assert "disaggregated" not in Search.objects.filter(owner__username="lee").first().snapshot
+
+
+def test_the_schema_documents_the_field_with_an_example_that_is_accepted(client):
+    from django.test import Client
+
+    from planner.search.api import EXAMPLE_SEARCH_XPYD
+
+    schema = Client().get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    props = schema["components"]["schemas"]["SearchDefinitionRequest"]["properties"]
+    assert "link_gbps" in props["disaggregated"]["description"]
+    examples = schema["paths"]["/api/searches/"]["post"]["requestBody"]["content"]["application/json"]["examples"]
+    assert any(e["value"].get("disaggregated") == EXAMPLE_SEARCH_XPYD["disaggregated"] for e in examples.values())
+    r = client.post("/api/searches/", EXAMPLE_SEARCH_XPYD, format="json")
+    assert r.status_code == 202, r.content
+    assert len(r.json()["progress"]["chunks"]) == 2
+
+
+def test_the_example_file_is_the_schema_example():
+    import json
+    from pathlib import Path
+
+    from planner.search.api import EXAMPLE_SEARCH_XPYD
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "search_xpyd.json"
+    assert json.loads(path.read_text()) == EXAMPLE_SEARCH_XPYD

@@ -106,6 +106,7 @@ def test_verdict_cases_on_made_up_rows():
     splits = [row(1, 3, 0.5, False), row(2, 2, 0.12)]
     v = verdict({"aggregated": agg, "splits": splits, "best": splits[1]}, slo)
     assert v["winner"] == "aggregated" and v["split"] == "2P2D" and "120 ms for 2P2D against 90 ms" in v["reason"]
+    assert v["reason"].endswith("; 2P2D is better on ITL p90 (10 ms against 11 ms)")
     splits[1] = row(2, 2, 0.05)
     assert verdict({"aggregated": agg, "splits": splits, "best": splits[1]}, slo)["winner"] == "disaggregated"
     three = row(1, 2, 0.2)
