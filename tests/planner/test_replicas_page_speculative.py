@@ -84,3 +84,20 @@ def test_the_disaggregated_comparison_runs_the_drafter_too(client):
     spec_rows, plain_rows = r.context["disaggregated"], plain.context["disaggregated"]
     assert [x["name"] for x in spec_rows] == ["aggregated ×2", "1P1D"]
     assert spec_rows[1]["itl_p90_s"] < plain_rows[1]["itl_p90_s"]
+
+
+def test_the_replicas_api_takes_the_same_object_and_names_bad_fields(django_user_model):
+    from rest_framework.test import APIClient
+
+    api = APIClient()
+    api.force_authenticate(django_user_model.objects.create_user("spec", password="pw-spec-12345"))
+    body = {"model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb",
+            "workload": {"spec": {"n": 20, "prompt": "const:512", "output": "const:32",
+                                  "arrival": {"kind": "poisson", "rate": 4, "unit": "s"}}, "seed": 0},
+            "slo": {"itl_s": 0.5}, "max_instances": 1}
+    ok = api.post("/api/replicas/", {**body, "engine": {"speculative": {"method": "eagle", "num_speculative_tokens": 3,
+                                                                         "acceptance_rate": 0.7}}}, format="json")
+    assert ok.status_code == 200, ok.content
+    bad = api.post("/api/replicas/", {**body, "engine": {"speculative": {"method": "eagle", "num_speculative_tokens": 3,
+                                                                          "acceptance_rate": 1.5}}}, format="json")
+    assert bad.status_code == 400 and any("acceptance_rate" in k for k in bad.json()["errors"]), bad.content
