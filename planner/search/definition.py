@@ -22,9 +22,12 @@ from typing import Any
 
 from django.conf import settings
 
+from planner.errors import FieldErrors, field_and_message
 from planner.search import disaggregated as sdis
 from planner.search.pricing import OverBudget, check_search
 from planner.sweeps import definition as defn
+from planner.sweeps import specs
+from planner.sweeps.sections import parse_workload
 from simulator.search_eval import default_max_model_len
 from simulator.search_space import SearchError, SearchSpace, Slo
 
@@ -40,8 +43,8 @@ def max_requests() -> int:
 
 
 def _add_search_error(err, exc: SearchError) -> None:
-    field, sep, rest = str(exc).partition(": ")
-    err.add(field if sep and " " not in field else "non_field_errors", rest if sep else str(exc))
+    field, message = field_and_message(exc)
+    err.add(field or "non_field_errors", message)
 
 
 def priced_catalog_gpus() -> list[str]:
@@ -59,12 +62,12 @@ def _gpus(raw: Any, owner, err) -> list[dict]:
         return []
     if not refs:
         err.add("space.gpus", "give at least one GPU type (the space is empty)")
-    return [g for i, r in enumerate(refs) if (g := defn.resolve_profile("gpu", r, owner, f"space.gpus[{i}]", err))]
+    return [g for i, r in enumerate(refs) if (g := specs.resolve_profile("gpu", r, owner, f"space.gpus[{i}]", err))]
 
 
 def validate(raw: Any, *, owner) -> tuple[dict, dict]:
     """``(normalized definition, snapshot)``; raises DefinitionError with messages per field."""
-    err = defn._Errors()
+    err = FieldErrors()
     if not isinstance(raw, dict):
         raise defn.DefinitionError({"non_field_errors": ["must be a JSON object"]})
     for k in sorted(set(raw) - FIELDS):
@@ -76,8 +79,8 @@ def validate(raw: Any, *, owner) -> tuple[dict, dict]:
         err.add("model", "give the model: a catalog slug, the id of your profile, or an inline spec")
         model = None
     else:
-        model = defn.resolve_profile("model", raw["model"], owner, "model", err)
-    workload = defn._workload(raw.get("workload"), err) if "workload" in raw else err.add(
+        model = specs.resolve_profile("model", raw["model"], owner, "model", err)
+    workload = parse_workload(raw.get("workload"), err) if "workload" in raw else err.add(
         "workload", "give the traffic: {\"spec\": {...}, \"seed\": 0} or {\"trace\": \"...\"}")
     if workload and workload["arrival_unit"] != "s":
         err.add("workload.spec.arrival", "give arrivals in seconds (\"unit\": \"s\"): latency targets are in seconds")
@@ -147,7 +150,7 @@ def _check_price(inputs: tuple, err, dis: dict | None = None) -> None:
 
 
 def build_space(snapshot: dict) -> SearchSpace:
-    gpus = tuple(defn.gpu_spec(g["spec"]) for g in snapshot["gpus"])
+    gpus = tuple(specs.gpu_spec(g["spec"]) for g in snapshot["gpus"])
     return SearchSpace(gpus, **{k: (tuple(v) if isinstance(v, list) else v) for k, v in snapshot["space"].items()})
 
 
@@ -160,5 +163,5 @@ def build_workload(snapshot: dict):
 
 def build_inputs(snapshot: dict):
     """``(workload, model, space, slo)`` for :func:`simulator.search.search_deployments`."""
-    return (build_workload(snapshot), defn.model_spec(snapshot["model"]["spec"]), build_space(snapshot),
+    return (build_workload(snapshot), specs.model_spec(snapshot["model"]["spec"]), build_space(snapshot),
             Slo.from_dict(snapshot["slo"]))

@@ -16,6 +16,7 @@ from typing import Any
 from django import forms
 from django.http import QueryDict
 
+from planner.errors import field_and_message
 from simulator.specs import KV_CACHE_DTYPES, SpecError
 from simulator.speculative import MAX_SPECULATIVE_TOKENS
 from simulator.speculative_sizing import DraftSpec
@@ -231,7 +232,7 @@ class SizingForm(forms.Form):
             try:
                 self.draft_spec()
             except SpecError as exc:
-                name, _, msg = str(exc).partition(": ")
+                name, msg = field_and_message(exc)
                 self.add_error(SPECULATIVE_FIELDS.get(name), msg[:1].upper() + msg[1:])
         return data
 
