@@ -63,6 +63,8 @@ def test_the_xpyd_stage_runs_last_and_adds_the_comparison(client):
     page = APIClient().get(f"/searches/r/{s.slug}/").content.decode()
     assert 'id="xpyd-h"' in page and alt["verdict"]["reason"].split(";")[0][:40] in page.replace("&#x27;", "'")
     assert all(x["name"] in page for x in alt["splits"])
+    standalone = APIClient().get(f"/searches/r/{s.slug}/download.html").content.decode()
+    assert 'id="xpyd-h"' in standalone and all(x["name"] in standalone for x in alt["splits"])
 
 
 def test_pool_size_filters_and_router_reach_the_stage(client):
