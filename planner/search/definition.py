@@ -8,7 +8,8 @@
      "slo": {"targets": [{"metric": "ttft", "percentile": "p90", "max_s": 0.5}], "min_goodput": 0.9},
      "space": {"gpus": ["h100-sxm5-80gb", "l40s"],                  # default: every catalog GPU with a price
                "tensor_parallel": [1, 2, 4, 8], "precisions": ["bf16", "fp8", "int4"],
-               "kv_cache_dtypes": ["auto"], "max_num_seqs": [64, 256], "max_replicas": 16}}
+               "kv_cache_dtypes": ["auto"], "max_num_seqs": [64, 256], "max_replicas": 16},
+     "disaggregated": {"link_gbps": 50, "link_latency_s": 0.0001}}    # optional: xPyD splits of the answer
 
 Every error is collected under its field path (``space.gpus[1]``, ``slo.max_s``,
 ``workload.spec.arrival.rate``) and raised as one
@@ -22,6 +23,7 @@ from typing import Any
 from django.conf import settings
 
 from planner.errors import FieldErrors, field_and_message
+from planner.search import disaggregated as sdis
 from planner.search.pricing import OverBudget, check_search
 from planner.sweeps import definition as defn
 from planner.sweeps import specs
@@ -30,7 +32,7 @@ from simulator.search_eval import default_max_model_len
 from simulator.search_space import SearchError, SearchSpace, Slo
 
 #: Fields of a definition and of its space.
-FIELDS = {"name", "model", "workload", "slo", "space"}
+FIELDS = {"name", "model", "workload", "slo", "space", "disaggregated"}
 SPACE_FIELDS = {"gpus", "tensor_parallel", "pipeline_parallel", "precisions", "kv_cache_dtypes", "max_num_seqs",
                 "max_replicas", "routing", "gpu_memory_utilization", "max_model_len"}
 
@@ -98,15 +100,21 @@ def validate(raw: Any, *, owner) -> tuple[dict, dict]:
     gpus = _gpus(space_raw.get("gpus"), owner, err)
     space = {k: v for k, v in space_raw.items() if k in SPACE_FIELDS - {"gpus"}}
     _check_space(gpus, space, err)
+    dis = sdis.parse(raw.get("disaggregated"), max_replicas=space.get("max_replicas", SearchSpace.max_replicas),
+                     add=err.add)
     err.raise_if_any()
     snapshot = {"model": model, "gpus": gpus, "workload": workload, "slo": slo.to_dict(), "space": space}
+    if dis is not None:
+        snapshot["disaggregated"] = dis
     inputs = build_inputs(snapshot)
     _check_runnable(snapshot, inputs, err)
     err.raise_if_any()
-    _check_price(inputs, err)
+    _check_price(inputs, err, dis)
     err.raise_if_any()
     norm = {"name": name, "model": raw["model"], "workload": raw["workload"], "slo": slo.to_dict(),
             "space": {**space_raw}}
+    if dis is not None:
+        norm["disaggregated"] = raw["disaggregated"]
     return norm, snapshot
 
 
@@ -131,10 +139,12 @@ def _check_runnable(snapshot: dict, inputs: tuple, err) -> None:
         err.add(field, f"the longest request ({longest:,} tokens) is longer than max_model_len ({mml:,} tokens)")
 
 
-def _check_price(inputs: tuple, err) -> None:
-    """The heaviest shape of the search must fit the limits of one chunk (``planner/search/pricing.py``)."""
+def _check_price(inputs: tuple, err, dis: dict | None = None) -> None:
+    """The heaviest shape of the search, and its xPyD stage, must fit the limits of one chunk
+    (``planner/search/pricing.py``)."""
+    splits = None if dis is None else sdis.splits_priced(dis, inputs[2].max_replicas)
     try:
-        check_search(*inputs)
+        check_search(*inputs, splits=splits)
     except OverBudget as exc:
         err.add(exc.field, str(exc))
 
