@@ -67,9 +67,9 @@ from simulator.weights import estimate_num_parameters, weights_bytes_per_gpu
 TERA = 1e12
 GIGA = 1e9
 
-_FRACTIONS = ("mfu", "attention_efficiency", "bandwidth_efficiency", "kv_bandwidth_efficiency",
+_FRACTIONS = ("mfu", "attention_efficiency", "bandwidth_efficiency", "expert_bandwidth_efficiency", "kv_bandwidth_efficiency",
               "interconnect_efficiency", "nccl_interconnect_efficiency")
-_SECONDS = ("allreduce_latency_s", "nccl_allreduce_latency_s", "step_overhead_s", "per_request_overhead_s", "per_token_overhead_s",
+_SECONDS = ("allreduce_latency_s", "nccl_allreduce_latency_s", "layer_overhead_s", "step_overhead_s", "per_request_overhead_s", "per_token_overhead_s",
             "serve_request_s", "serve_prompt_token_s", "serve_output_token_s")
 _COUNTS = ("gemm_half_tokens", "async_lag_steps")
 
@@ -94,6 +94,10 @@ class RooflineCoefficients:
         Fraction of dense FLOPS prefill attention (flash attention) reaches, in (0, 1].
     bandwidth_efficiency : float
         Fraction of peak HBM bandwidth the weight reads reach, in (0, 1].
+    expert_bandwidth_efficiency : float
+        Fraction of peak HBM bandwidth the routed experts are read at (MoE models): the fused
+        MoE kernels gather each expert's slice for the few tokens routed to it, below the
+        dense GEMV's streaming rate.
     kv_bandwidth_efficiency : float
         Fraction of peak HBM bandwidth the KV cache reads and writes reach, in
         (0, 1]: decode attention streams long contiguous pages from every SM at
@@ -112,6 +116,11 @@ class RooflineCoefficients:
         long prefill's multi-MB messages move near the link's bandwidth.  # s
     allreduces_per_layer : int
         Tensor-parallel all-reduces per decoder layer (Megatron-style: 2).
+    layer_overhead_s : float
+        GPU time per decoder layer per step that neither bytes nor FLOPs explain: each
+        layer's kernels (norms, rotary, KV-cache write, attention, activation, four
+        GEMMs) pay a launch, ramp-up and tail latency even inside a CUDA graph. Paid by
+        every step, whatever its size.  # s
     step_overhead_s : float
         CPU time of one engine step that does not overlap the GPU (scheduling,
         input preparation, sampling, launch gaps).  # s
@@ -138,17 +147,19 @@ class RooflineCoefficients:
     mfu: float = 0.70
     gemm_half_tokens: float = 64.0
     attention_efficiency: float = 0.45
-    bandwidth_efficiency: float = 0.72
+    bandwidth_efficiency: float = 0.84
+    expert_bandwidth_efficiency: float = 0.72
     kv_bandwidth_efficiency: float = 0.90
     interconnect_efficiency: float = 0.12
     allreduce_latency_s: float = 8.5e-6
     nccl_interconnect_efficiency: float = 0.75
     nccl_allreduce_latency_s: float = 20e-6
     allreduces_per_layer: int = 2
+    layer_overhead_s: float = 20e-6
     step_overhead_s: float = 0.5e-3
     per_request_overhead_s: float = 15e-6
     per_token_overhead_s: float = 0.0
-    serve_request_s: float = 8.0e-3
+    serve_request_s: float = 6.0e-3
     serve_prompt_token_s: float = 1e-6
     serve_output_token_s: float = 0.0
     async_lag_steps: float = 1.0
@@ -459,12 +470,13 @@ class RooflineStepTime(_Single):
         terms = StepCostTerms(
             tok_s=tok_s, gemm_fixed_s=tok_s * co.gemm_half_tokens, req_s=head_flops / tp / eff_flops,
             attn_full_s=attn_full_s, attn_sliding_s=attn_sl, windows=windows,
-            weights_s=max(w_read, 0.0) / eff_hbm, experts_s=experts_bytes / eff_hbm, expert_keep=keep,
+            weights_s=max(w_read, 0.0) / eff_hbm, experts_s=experts_bytes / (hbm * co.expert_bandwidth_efficiency), expert_keep=keep,
             expert_tok_s=expert_tok_s, expert_fixed_s=expert_tok_s * co.gemm_half_tokens,
             kv_read_full_s=kv_read_full_s, kv_read_sliding_s=kv_sl,
             dec_attn_s=max(kv_read_full_s, attn_full_s),
             dec_sliding_s=tuple(max(k, a) for k, a in zip(kv_sl, attn_sl)), kv_write_s=kv_all / kv_hbm,
             comm_fixed_s=comm_fixed, comm_tok_s=comm_tok, comm_large_fixed_s=large_fixed, comm_large_tok_s=large_tok,
+            gpu_fixed_s=co.layer_overhead_s * model.num_layers,
             base_s=co.step_overhead_s,
             per_token_s=co.per_token_overhead_s, per_req_s=co.per_request_overhead_s,
             serve_request_s=co.serve_request_s, serve_prompt_token_s=co.serve_prompt_token_s,
