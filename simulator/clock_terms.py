@@ -11,10 +11,11 @@ run one after another, so their times add; see ``docs/cost-model.md``)::
     moe       = max(experts_s * touched(T), expert_tok_s * T + expert_fixed_s)
     comm      = min(comm_fixed_s + comm_tok_s * T,                                  (T > 0)
                     comm_large_fixed_s + comm_large_tok_s * T)    (the second when given: NCCL for large messages)
+    fixed     = gpu_fixed_s                                                         (per busy step: kernel latencies)
     cpu       = base_s + per_token_s * T + per_req_s * R
 
-    step = gemm + attention + moe + comm + cpu       (0 when nothing is scheduled)
-    step = max(gemm + attention + moe + comm, cpu)   (cpu_overlap: async scheduling)
+    step = gemm + attention + moe + comm + fixed + cpu       (0 when nothing is scheduled)
+    step = max(gemm + attention + moe + comm + fixed, cpu)   (cpu_overlap: async scheduling)
 
 With ``cpu_overlap`` set (the engine sets it for a run with vLLM's async
 scheduling, :func:`overlapped`), the CPU work of a step (scheduling, input
@@ -94,6 +95,7 @@ class StepCostTerms:
     comm_tok_s: float = 0.0  # s per scheduled token (all-reduce bytes)
     comm_large_fixed_s: float = 0.0  # s per step, the large-message all-reduce path (0 and 0: none)
     comm_large_tok_s: float = 0.0  # s per scheduled token, the large-message path
+    gpu_fixed_s: float = 0.0  # s per step on the GPU whatever its size (each layer's kernels' fixed latencies)
     base_s: float = 0.0  # s per step (CPU: scheduling, input preparation, sampling, launches)
     per_token_s: float = 0.0  # s per scheduled token
     per_req_s: float = 0.0  # s per scheduled request (CPU)
@@ -168,7 +170,7 @@ class StepCostTerms:
             for w, cd in zip(self.windows, self.dec_sliding_s):
                 attn += cd * (D * min(mean_c, w))
         comm = self._comm(T) if T > 0 else 0.0
-        gpu = gemm + attn + moe + comm
+        gpu = gemm + attn + moe + comm + self.gpu_fixed_s
         if self.cpu_overlap:
             cpu = self.base_s + self.per_token_s * T + self.per_req_s * R
             return gpu if gpu > cpu else cpu
@@ -184,17 +186,18 @@ class StepCostTerms:
         gemm, moe = self._gemm_moe(n, n)
         dec, kv_write = self.dec_attn_s, self.kv_write_s * n
         comm = self._comm(n)
+        fixed = self.gpu_fixed_s
         base, per_token, per_req = self.base_s, self.per_token_s * n, self.per_req_s * n
         if self.cpu_overlap:
             cpu = base + per_token + per_req
 
             def hidden(C: int) -> float:  # time()'s sums, in its order, then the longer of GPU and CPU
-                gpu = gemm + (dec * C + kv_write) + moe + comm
+                gpu = gemm + (dec * C + kv_write) + moe + comm + fixed
                 return gpu if gpu > cpu else cpu
             return hidden
 
         def step(C: int) -> float:  # the sums time() makes, in its order (0.0 + x == x)
-            return gemm + (dec * C + kv_write) + moe + comm + base + per_token + per_req
+            return gemm + (dec * C + kv_write) + moe + comm + fixed + base + per_token + per_req
         return step
 
     def decode_times(self, k: int, n: int, c0: float, r: int | None = None) -> np.ndarray:
@@ -217,7 +220,7 @@ class StepCostTerms:
                 attn = attn + cd * (n * np.minimum(mean_c, w))
         comm = self._comm(T) if T > 0 else 0.0
         # added in the order time() adds them, so that element j equals it to the last bit
-        gpu = gemm + attn + moe + comm
+        gpu = gemm + attn + moe + comm + self.gpu_fixed_s
         if self.cpu_overlap:
             return np.maximum(gpu, self.base_s + self.per_token_s * T + self.per_req_s * r)
         return gpu + self.base_s + self.per_token_s * T + self.per_req_s * r
@@ -307,9 +310,9 @@ class BatchStepTime:
                    num_reqs, prefill_kv_tokens=None) -> dict[str, np.ndarray]:
         """The operator groups of the step time, each shape ``(B,)``.  # s
 
-        Returns ``{"gemm", "attention", "moe", "comm", "overhead", "total"}``
-        (``overhead`` = the CPU part; with ``cpu_overlap`` the total is the
-        longer of the GPU groups' sum and it). See the module docstring.
+        Returns ``{"gemm", "attention", "moe", "comm", "fixed", "overhead", "total"}``
+        (``fixed`` = the GPU's per-step kernel latencies, ``overhead`` = the CPU part; with
+        ``cpu_overlap`` the total is the longer of the GPU groups' sum and it). See the module docstring.
         """
         B = self.size
         P = np.broadcast_to(_arr(prefill_tokens, "prefill_tokens"), (B,))
@@ -337,10 +340,13 @@ class BatchStepTime:
         has_large = (self._comm_large_tok_s > 0) | (self._comm_large_fixed_s > 0)
         comm = np.where(T > 0, np.where(has_large, np.minimum(comm, large), comm), 0.0)
         overhead = self._base_s + self._per_token_s * T + self._per_req_s * R
-        gemm, attn, moe, comm, overhead = (np.where(busy, x, 0.0) for x in (gemm, attn, moe, comm, overhead))
-        gpu = gemm + attn + moe + comm
+        fixed = np.broadcast_to(self._gpu_fixed_s, (B,))
+        gemm, attn, moe, comm, fixed, overhead = (np.where(busy, x, 0.0)
+                                                  for x in (gemm, attn, moe, comm, fixed, overhead))
+        gpu = gemm + attn + moe + comm + fixed
         total = np.where(self._cpu_overlap > 0, np.maximum(gpu, overhead), gpu + overhead)
-        return {"gemm": gemm, "attention": attn, "moe": moe, "comm": comm, "overhead": overhead, "total": total}
+        return {"gemm": gemm, "attention": attn, "moe": moe, "comm": comm, "fixed": fixed, "overhead": overhead,
+                "total": total}
 
     def step_time(self, prefill_tokens, prefill_attention_tokens, decode_tokens, decode_context_tokens,
                   num_reqs, prefill_kv_tokens=None) -> np.ndarray:
@@ -395,8 +401,8 @@ class BatchStepTime:
         zero = np.zeros(self.size)
         p0 = self.components(zero, zero, n, c_start, r)
         p1 = self.components(zero, zero, n, c_start + n, r)
-        g0 = p0["gemm"] + p0["attention"] + p0["moe"] + p0["comm"]
-        slope = p1["gemm"] + p1["attention"] + p1["moe"] + p1["comm"] - g0
+        g0 = p0["gemm"] + p0["attention"] + p0["moe"] + p0["comm"] + p0["fixed"]
+        slope = p1["gemm"] + p1["attention"] + p1["moe"] + p1["comm"] + p1["fixed"] - g0
         cpu = p0["overhead"]
         with np.errstate(divide="ignore", invalid="ignore"):
             first_gpu = np.where(slope > 0, np.ceil((cpu - g0) / slope), np.where(g0 >= cpu, 0.0, length))

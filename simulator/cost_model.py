@@ -67,11 +67,11 @@ from simulator.weights import estimate_num_parameters, weights_bytes_per_gpu
 TERA = 1e12
 GIGA = 1e9
 
-_FRACTIONS = ("mfu", "attention_efficiency", "bandwidth_efficiency", "kv_bandwidth_efficiency",
+_FRACTIONS = ("mfu", "attention_efficiency", "bandwidth_efficiency", "expert_bandwidth_efficiency", "kv_bandwidth_efficiency",
               "interconnect_efficiency", "nccl_interconnect_efficiency")
-_SECONDS = ("allreduce_latency_s", "nccl_allreduce_latency_s", "step_overhead_s", "per_request_overhead_s", "per_token_overhead_s",
+_SECONDS = ("allreduce_latency_s", "nccl_allreduce_latency_s", "layer_overhead_s", "kv_offload_copy_s", "step_overhead_s", "per_request_overhead_s", "per_token_overhead_s",
             "serve_request_s", "serve_prompt_token_s", "serve_output_token_s")
-_COUNTS = ("gemm_half_tokens", "async_lag_steps")
+_COUNTS = ("gemm_half_tokens", "async_lag_steps", "host_link_gbps")
 
 
 @dataclass(frozen=True)
@@ -94,6 +94,10 @@ class RooflineCoefficients:
         Fraction of dense FLOPS prefill attention (flash attention) reaches, in (0, 1].
     bandwidth_efficiency : float
         Fraction of peak HBM bandwidth the weight reads reach, in (0, 1].
+    expert_bandwidth_efficiency : float
+        Fraction of peak HBM bandwidth the routed experts are read at (MoE models): the fused
+        MoE kernels gather each expert's slice for the few tokens routed to it, below the
+        dense GEMV's streaming rate.
     kv_bandwidth_efficiency : float
         Fraction of peak HBM bandwidth the KV cache reads and writes reach, in
         (0, 1]: decode attention streams long contiguous pages from every SM at
@@ -112,6 +116,19 @@ class RooflineCoefficients:
         long prefill's multi-MB messages move near the link's bandwidth.  # s
     allreduces_per_layer : int
         Tensor-parallel all-reduces per decoder layer (Megatron-style: 2).
+    layer_overhead_s : float
+        GPU time per decoder layer per step that neither bytes nor FLOPs explain: each
+        layer's kernels (norms, rotary, KV-cache write, attention, activation, four
+        GEMMs) pay a launch, ramp-up and tail latency even inside a CUDA graph. Paid by
+        every step, whatever its size.  # s
+    kv_offload_copy_s : float
+        With CPU KV offload (``from_specs(..., cpu_offload=True)``, vLLM's offloading
+        connector): each KV block that fills is copied to host memory one layer's K or V
+        at a time, and each copy pays this fixed latency on the step's path (measured on
+        one H100: 12-19 us a copy, whatever its 16-131 KB).  # s
+    host_link_gbps : float
+        GPU-to-host bandwidth the offloaded KV bytes move at (PCIe 5.0 x16 on one H100:
+        54 GB/s measured for one 128 MB copy).  # GB/s
     step_overhead_s : float
         CPU time of one engine step that does not overlap the GPU (scheduling,
         input preparation, sampling, launch gaps).  # s
@@ -138,17 +155,21 @@ class RooflineCoefficients:
     mfu: float = 0.70
     gemm_half_tokens: float = 64.0
     attention_efficiency: float = 0.45
-    bandwidth_efficiency: float = 0.72
+    bandwidth_efficiency: float = 0.84
+    expert_bandwidth_efficiency: float = 0.72
     kv_bandwidth_efficiency: float = 0.90
     interconnect_efficiency: float = 0.12
     allreduce_latency_s: float = 8.5e-6
     nccl_interconnect_efficiency: float = 0.75
     nccl_allreduce_latency_s: float = 20e-6
     allreduces_per_layer: int = 2
+    layer_overhead_s: float = 25e-6
+    kv_offload_copy_s: float = 13e-6
+    host_link_gbps: float = 54.0
     step_overhead_s: float = 0.5e-3
     per_request_overhead_s: float = 15e-6
     per_token_overhead_s: float = 0.0
-    serve_request_s: float = 8.0e-3
+    serve_request_s: float = 5.0e-3
     serve_prompt_token_s: float = 1e-6
     serve_output_token_s: float = 0.0
     async_lag_steps: float = 1.0
@@ -163,9 +184,11 @@ class RooflineCoefficients:
         for name in (*_SECONDS, *_COUNTS):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-                what = {"gemm_half_tokens": "tokens", "async_lag_steps": "steps"}.get(name, "seconds")
+                what = {"gemm_half_tokens": "tokens", "async_lag_steps": "steps", "host_link_gbps": "GB/s"}.get(name, "seconds")
                 raise CostModelError(f"{name}: must be a finite number of {what} >= 0, got {v!r}")
             object.__setattr__(self, name, float(v))
+        if self.host_link_gbps <= 0:
+            raise CostModelError(f"host_link_gbps: must be a number of GB/s > 0, got {self.host_link_gbps!r}")
         a = self.allreduces_per_layer
         if isinstance(a, bool) or not isinstance(a, int) or a < 0:
             raise CostModelError(f"allreduces_per_layer: must be a whole number >= 0, got {a!r}")
@@ -335,6 +358,15 @@ def _roofline_inputs(model: ModelSpec, gpu: GpuSpec, tp: int, coefficients: Roof
     return coefficients, deployment
 
 
+def _offload_per_token(model: ModelSpec, co: RooflineCoefficients, kv_bytes: float, block_size: int) -> float:
+    """Seconds per new token of copying the KV cache to host memory: a filled block goes over one copy per
+    attention layer and K/V (each a fixed ``kv_offload_copy_s``), shared by the block's tokens, and its bytes
+    over the host link.  # s"""
+    layers = sum(1 for lay in model.layer_specs if lay.kind in (LAYER_FULL, LAYER_SLIDING)) or model.num_layers
+    copies = (1 if model.attention == "MLA" else 2) * layers
+    return copies * co.kv_offload_copy_s / block_size + kv_bytes / (co.host_link_gbps * GIGA)
+
+
 def _token_flops(model: ModelSpec) -> tuple[float, float, int]:
     """FLOP per token of the body (active parameters less embedding and LM head), FLOP per sampled request of
     the LM head, and the input embedding's parameters (0 when tied to the head)."""
@@ -409,7 +441,7 @@ class RooflineStepTime(_Single):
     @classmethod
     def from_specs(cls, model: ModelSpec, gpu: GpuSpec, tp: int = 1,
                    coefficients: RooflineCoefficients | dict | None = None,
-                   deployment: DeploymentSpec | None = None) -> RooflineStepTime:
+                   deployment: DeploymentSpec | None = None, cpu_offload: bool = False) -> RooflineStepTime:
         """Derive the roofline terms.
 
         Parameters
@@ -421,6 +453,10 @@ class RooflineStepTime(_Single):
             Defaults: :class:`RooflineCoefficients()`.
         deployment : DeploymentSpec, optional
             For ``dtype`` / ``kv_cache_dtype``; default bf16-style ``auto``.
+        cpu_offload : bool
+            The deployment copies every filled KV block to host memory (vLLM's CPU
+            offloading): each new token's KV costs its share of the per-layer copies
+            (:func:`_offload_per_token`) on top of the HBM write.
         """
         co, deployment = _roofline_inputs(model, gpu, tp, coefficients, deployment)
         tp = deployment.tensor_parallel_size
@@ -459,12 +495,13 @@ class RooflineStepTime(_Single):
         terms = StepCostTerms(
             tok_s=tok_s, gemm_fixed_s=tok_s * co.gemm_half_tokens, req_s=head_flops / tp / eff_flops,
             attn_full_s=attn_full_s, attn_sliding_s=attn_sl, windows=windows,
-            weights_s=max(w_read, 0.0) / eff_hbm, experts_s=experts_bytes / eff_hbm, expert_keep=keep,
+            weights_s=max(w_read, 0.0) / eff_hbm, experts_s=experts_bytes / (hbm * co.expert_bandwidth_efficiency), expert_keep=keep,
             expert_tok_s=expert_tok_s, expert_fixed_s=expert_tok_s * co.gemm_half_tokens,
             kv_read_full_s=kv_read_full_s, kv_read_sliding_s=kv_sl,
             dec_attn_s=max(kv_read_full_s, attn_full_s),
-            dec_sliding_s=tuple(max(k, a) for k, a in zip(kv_sl, attn_sl)), kv_write_s=kv_all / kv_hbm,
+            dec_sliding_s=tuple(max(k, a) for k, a in zip(kv_sl, attn_sl)), kv_write_s=kv_all / kv_hbm + (_offload_per_token(model, co, kv_all, deployment.block_size) if cpu_offload else 0.0),
             comm_fixed_s=comm_fixed, comm_tok_s=comm_tok, comm_large_fixed_s=large_fixed, comm_large_tok_s=large_tok,
+            gpu_fixed_s=co.layer_overhead_s * model.num_layers,
             base_s=co.step_overhead_s,
             per_token_s=co.per_token_overhead_s, per_req_s=co.per_request_overhead_s,
             serve_request_s=co.serve_request_s, serve_prompt_token_s=co.serve_prompt_token_s,

@@ -110,7 +110,8 @@ def build_run(exp: dict[str, Any], max_requests: int | None = None, coefficients
     size = plan(model, gpu, dep)
     if not size.fits:
         raise ValidationError(f"{exp['name']}: the deployment does not start ({size.reason})")
-    clock = RooflineStepTime.from_specs(model, gpu, coefficients=coefficients, deployment=dep)
+    clock = RooflineStepTime.from_specs(model, gpu, coefficients=coefficients, deployment=dep,
+                                        cpu_offload=bool(exp.get("cpu_offload", False)))
     config = EngineConfig.from_dict({
         "num_gpu_blocks": int(size.num_gpu_blocks), "block_size": BLOCK_SIZE, "max_num_seqs": exp["max_num_seqs"],
         "max_num_batched_tokens": exp["max_num_batched_tokens"], "enable_prefix_caching": True,

@@ -48,7 +48,7 @@ def test_async_scheduling_hides_the_cpu_part_of_a_step():
     assert overlapped(terms, False) is terms and overlapped(None, True) is None
     for D, C in ((1, 600), (64, 64 * 900), (256, 256 * 3000)):
         parts = RooflineStepTime.from_specs(LLAMA_8B, H100).components(0, 0, D, C, D)
-        gpu = parts["gemm"] + parts["attention"] + parts["moe"] + parts["comm"]
+        gpu = parts["gemm"] + parts["attention"] + parts["moe"] + parts["comm"] + parts["fixed"]
         cpu = 2e-3 + 50e-6 * D
         assert terms.time(0, 0, D, C, D) == pytest.approx(gpu + cpu, rel=1e-12)
         assert hidden.time(0, 0, D, C, D) == pytest.approx(max(gpu, cpu), rel=1e-12)
@@ -110,7 +110,7 @@ def test_kv_reads_stream_at_the_kv_bandwidth_efficiency():
     clock = RooflineStepTime.from_specs(LLAMA_8B, H100)
     kv = clock.kv_bytes_per_token_full
     assert clock.terms.dec_attn_s == pytest.approx(kv / (3.35e12 * 0.90))
-    assert clock.terms.weights_s == pytest.approx(clock.weights_bytes / (3.35e12 * 0.72))
+    assert clock.terms.weights_s == pytest.approx(clock.weights_bytes / (3.35e12 * clock.coefficients.bandwidth_efficiency))
     slower = RooflineStepTime.from_specs(LLAMA_8B, H100, coefficients=RooflineCoefficients(kv_bandwidth_efficiency=0.45))
     assert slower.terms.dec_attn_s == pytest.approx(2 * clock.terms.dec_attn_s)
 

@@ -65,14 +65,16 @@ def test_decode_step_grows_with_batch_context():
     assert t[-1] - t[0] == pytest.approx(1e6 * 131072 / (3.35e12 * 0.90), rel=0.05)
 
 
-def test_small_decode_batches_cost_about_the_weights_read_plus_the_cpu_time():
+def test_small_decode_batches_cost_about_the_weights_read_the_fixed_time_per_layer_and_the_cpu_time():
     m = RooflineStepTime.from_specs(LLAMA_8B, H100)
     c = m.components(0, 0, 1, 100, 1)
     co = m.coefficients
     # one token's GEMMs are bound by the weights read, not by their FLOPs
     assert c["gemm"] == pytest.approx(m.terms.weights_s, rel=1e-12)
     assert m.terms.tok_s * (1 + co.gemm_half_tokens) < m.terms.weights_s / 4
-    expected = m.weights_bytes / (3.35e12 * co.bandwidth_efficiency) + co.step_overhead_s + co.per_request_overhead_s
+    assert c["fixed"] == pytest.approx(32 * co.layer_overhead_s, rel=1e-12) and co.layer_overhead_s > 0
+    expected = (m.weights_bytes / (3.35e12 * co.bandwidth_efficiency) + 32 * co.layer_overhead_s
+                + co.step_overhead_s + co.per_request_overhead_s)
     assert c["total"] == pytest.approx(expected, rel=0.01)
 
 
