@@ -22,17 +22,32 @@ def _slug(cls_name: str, name: str) -> str:
     return cls.objects.filter(name=name, owner__isnull=True).first().slug
 
 
-def _pages(report_slug: str) -> dict[str, str]:
+def _pages(reports: dict) -> dict[str, str]:
+    """Every page a person reaches, signed in, by its screenshot name (``reports``: the fixtures' objects)."""
     llama, h100 = _slug("model", "Llama 3.1 8B"), _slug("gpu", "H100 SXM5 80GB")
+    answer = f"/?model={llama}&gpu={h100}&tensor_parallel_size=1"
     return {
-        "sizing": "/", "sizing-answer": f"/?model={llama}&gpu={h100}&tensor_parallel_size=1",
-        "compare": "/compare/", "replicas": "/replicas/", "sweeps": "/sweeps/", "sweep-new": "/sweeps/new/",
-        "reports": "/reports/", "report": f"/reports/{report_slug}/", "catalog": "/catalog/",
+        "sizing": "/", "sizing-answer": answer,
+        "sizing-speculative": f"{answer}&speculative_method=eagle&num_speculative_tokens=3",
+        "compare": "/compare/", "replicas": "/replicas/", "replicas-answer": "/replicas/?rate=20",
+        "replicas-disaggregated": "/replicas/?rate=10&prefill_instances=1&decode_instances=2&link_gbps=25",
+        "sweeps": "/sweeps/", "sweep-new": "/sweeps/new/", "sweep": f"/sweeps/{reports['report'].sweep_id}/",
+        "reports": "/reports/", "report": f"/reports/{reports['report'].slug}/",
+        "report-replicas": f"/reports/{reports['replicas'].slug}/", "report-cliff": f"/reports/{reports['cliff'].slug}/",
+        "report-disaggregated": f"/reports/{reports['disaggregated'].slug}/",
+        "report-speculative": f"/reports/{reports['speculative'].slug}/",
+        "search-new": "/searches/", "search-progress": f"/searches/{reports['queued_search'].pk}/",
+        "search-report": f"/searches/r/{reports['search'].slug}/",
+        "calibrations": "/calibrations/", "catalog": "/catalog/",
         "catalog-models": "/catalog/models/", "catalog-gpus": "/catalog/gpus/",
         "catalog-model": f"/catalog/models/{llama}/", "catalog-gpu": f"/catalog/gpus/{h100}/",
         "import": "/catalog/models/import/", "gpu-new": "/catalog/gpus/new/", "mine": "/catalog/mine/",
         "account": "/accounts/", "api-docs": "/api/docs/",
     }
+
+
+#: The pages seen signed out (a shared report is opened by people without an account).
+SIGNED_OUT = {"sign-in": "/accounts/login/", "sign-up": "/accounts/signup/"}
 
 
 _CUT = """() => {
@@ -63,15 +78,13 @@ def _check_phone(page, name: str) -> None:
         assert page.locator(".modebar-container .modebar").count() == 0, f"{name}: chart toolbar on a phone"
 
 
-def test_every_page_at_both_widths(browser, live_server, catalog, user, finished_report):
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    pages = _pages(finished_report.slug)
+def _shoot(browser, live_server, pages: dict[str, str], cookies: list) -> None:
     for viewport in (DESKTOP, PHONE):
-        context, page, problems = _new_page(browser, live_server, cookies=[session_cookie(live_server, user)],
-                                            viewport=viewport)
+        context, page, problems = _new_page(browser, live_server, cookies=cookies, viewport=viewport)
         try:
             for name, url in pages.items():
-                page.goto(url)
+                response = page.goto(url)
+                assert response.ok, f"{name}: {url} answered {response.status}"
                 if page.locator("[data-figure]").count():
                     page.wait_for_function("[...document.querySelectorAll('[data-figure]')]"
                                            ".every(f => f.querySelector('.main-svg'))")
@@ -81,6 +94,18 @@ def test_every_page_at_both_widths(browser, live_server, catalog, user, finished
             _assert_clean(page, problems)
         finally:
             context.close()
+
+
+def test_every_page_at_both_widths(browser, live_server, catalog, user, finished_report, replicas_report,
+                                   cliff_report, disaggregated_report, speculative_report, search_report,
+                                   queued_search):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    pages = _pages({"report": finished_report, "replicas": replicas_report, "cliff": cliff_report,
+                    "disaggregated": disaggregated_report, "speculative": speculative_report,
+                    "search": search_report, "queued_search": queued_search})
+    _shoot(browser, live_server, pages, [session_cookie(live_server, user)])
+    _shoot(browser, live_server, {**SIGNED_OUT, "report-signed-out": pages["report"],
+                                  "search-report-signed-out": pages["search-report"]}, [])
 
 
 def test_phone_sees_the_answer_first_after_asking(browser, live_server, catalog, user):
