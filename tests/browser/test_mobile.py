@@ -125,3 +125,28 @@ def test_phone_sees_the_answer_first_after_asking(browser, live_server, catalog,
         _assert_clean(page, problems)
     finally:
         context.close()
+
+
+#: Columns of each points table that a phone shows whole before scrolling it sideways.
+_VISIBLE_COLUMNS = """() => [...document.querySelectorAll('.table-wrap table.points')].map(t => {
+  const box = t.closest('.table-wrap').getBoundingClientRect();
+  return [...t.querySelectorAll('thead th')].filter(th => th.getBoundingClientRect().right <= box.right + 1).length;
+})"""
+
+
+def test_report_tables_show_more_than_three_columns_on_a_phone(browser, live_server, catalog, user, finished_report,
+                                                               replicas_report, search_report):
+    """Issue 22 item 6: a report's table showed 3 columns at 390 px; its headings now wrap, values do not."""
+    context, page, problems = _new_page(browser, live_server, viewport=PHONE)
+    try:
+        for path in (f"/reports/{finished_report.slug}/", f"/reports/{replicas_report.slug}/",
+                     f"/searches/r/{search_report.slug}/"):
+            page.goto(path)
+            visible = page.evaluate(_VISIBLE_COLUMNS)
+            assert visible and min(visible) >= 4, f"{path}: columns shown whole at 390 px: {visible}"
+            cut = page.evaluate("""() => [...document.querySelectorAll('table.points td.num')]
+                .filter(td => td.scrollWidth > td.clientWidth + 1).map(td => td.textContent.trim())""")
+            assert cut == [], f"{path}: values cut: {cut}"
+        _assert_clean(page, problems)
+    finally:
+        context.close()
