@@ -7,6 +7,8 @@ Screenshots go to ``artifacts/screenshots/<page>-1400.png`` and ``<page>-390.png
 
 from __future__ import annotations
 
+import re
+
 from playwright.sync_api import expect
 
 from tests.browser.conftest import SCREENSHOTS, _assert_clean, _new_page, session_cookie
@@ -78,6 +80,16 @@ def _check_phone(page, name: str) -> None:
         assert page.locator(".modebar-container .modebar").count() == 0, f"{name}: chart toolbar on a phone"
 
 
+#: Words a person should never read: a plural left to the reader ("batch(es)", "GPU(s)") or a count of one
+#: with a plural noun ("1 GPUs").
+_CLUMSY = re.compile(r"\w\((?:e?s)\)|(?<![\d.,])\b1 (?:GPUs|replicas|requests(?!/)|batches|simulations|points|shapes)\b")
+
+
+def _check_words(page, name: str) -> None:
+    found = _CLUMSY.findall(page.locator("#main").inner_text())
+    assert not found, f"{name}: {found}"
+
+
 def _shoot(browser, live_server, pages: dict[str, str], cookies: list) -> None:
     for viewport in (DESKTOP, PHONE):
         context, page, problems = _new_page(browser, live_server, cookies=cookies, viewport=viewport)
@@ -91,6 +103,8 @@ def _shoot(browser, live_server, pages: dict[str, str], cookies: list) -> None:
                 page.screenshot(path=str(SCREENSHOTS / f"{name}-{viewport['width']}.png"), full_page=True)
                 if viewport is PHONE:
                     _check_phone(page, name)
+                else:
+                    _check_words(page, name)
             _assert_clean(page, problems)
         finally:
             context.close()
