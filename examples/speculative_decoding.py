@@ -40,11 +40,11 @@ def traffic(rate: float, n: int, seed: int) -> Workload:
                     arrival=np.cumsum(rng.exponential(1.0 / rate, n)), arrival_unit="s")
 
 
-def engine(blocks: int, cost, k: int, alpha: float, draft) -> EngineConfig:
+def engine(blocks: int, cost, k: int, alpha: float, draft, async_scheduling: bool = False) -> EngineConfig:
     spec = None if k == 0 else {"method": "eagle", "num_speculative_tokens": k, "acceptance_rate": alpha,
                                 "draft_cost_model": draft}
     return EngineConfig(num_gpu_blocks=blocks, max_num_seqs=256, max_num_batched_tokens=8192, cost_model=cost,
-                        speculative=spec)
+                        speculative=spec, async_scheduling=async_scheduling)
 
 
 def row(name: str, res, blocks: int) -> dict:
@@ -56,12 +56,13 @@ def row(name: str, res, blocks: int) -> dict:
             "output tok/s": round(out / t["duration_s"]), "preemptions": t["preemptions"]}
 
 
-def cliff(wl: Workload, cost, k: int, alpha: float, draft, lo: int, hi: int, step: int = 10) -> int:
+def cliff(wl: Workload, cost, k: int, alpha: float, draft, lo: int, hi: int, step: int = 10,
+          async_scheduling: bool = False) -> int:
     """The KV cliff: the fewest blocks (to ``step``) at which the traffic runs with no preemption,
     by bisection between ``lo`` (assumed to preempt) and ``hi`` (assumed not to)."""
     while hi - lo > step:
         mid = (lo + hi) // 2
-        t = simulate(wl, [engine(mid, cost, k, alpha, draft)])[0].totals
+        t = simulate(wl, [engine(mid, cost, k, alpha, draft, async_scheduling)])[0].totals
         if t["preemptions"] == 0 and t["finished"] == wl.n:
             hi = mid
         else:
@@ -75,7 +76,9 @@ def main() -> None:
     ap.add_argument("--acceptance", type=float, default=0.7, help="per-position acceptance rate (default 0.7)")
     ap.add_argument("--rate", type=float, default=20.0, help="requests per second (default 20)")
     ap.add_argument("--requests", type=int, default=150, help="requests simulated (default 150)")
+    ap.add_argument("--async-scheduling", action="store_true", help="vLLM's asynchronous scheduling (both rows)")
     args = ap.parse_args()
+    asy = args.async_scheduling
     model = parse_hf_config(json.loads(CONFIG.read_text()), name="Llama-3.1-8B", num_parameters=8_030_261_248)
     dep = DeploymentSpec(max_model_len=8192)
     head = DraftSpec("eagle", args.k)
@@ -87,16 +90,17 @@ def main() -> None:
     cost = build_step_time_model("roofline", model=model, gpu=H100).terms
     draft = draft_step_terms(model, head, H100)
     wl = traffic(args.rate, args.requests, seed=0)
-    rows = [row("k = 0", simulate(wl, [engine(plain.num_gpu_blocks, cost, 0, 0.0, None)])[0], plain.num_gpu_blocks),
+    rows = [row("k = 0", simulate(wl, [engine(plain.num_gpu_blocks, cost, 0, 0.0, None, asy)])[0],
+                plain.num_gpu_blocks),
             row(f"EAGLE k = {args.k}, alpha = {args.acceptance:g}",
-                simulate(wl, [engine(sized.num_gpu_blocks, cost, args.k, args.acceptance, draft)])[0],
+                simulate(wl, [engine(sized.num_gpu_blocks, cost, args.k, args.acceptance, draft, asy)])[0],
                 sized.num_gpu_blocks)]
     keys = list(rows[0])
     print(" | ".join(keys))
     for r in rows:
         print(" | ".join(str(r[k]) for k in keys))
-    c0 = cliff(wl, cost, 0, 0.0, None, 64, plain.num_gpu_blocks)
-    ck = cliff(wl, cost, args.k, args.acceptance, draft, 64, sized.num_gpu_blocks)
+    c0 = cliff(wl, cost, 0, 0.0, None, 64, plain.num_gpu_blocks, async_scheduling=asy)
+    ck = cliff(wl, cost, args.k, args.acceptance, draft, 64, sized.num_gpu_blocks, async_scheduling=asy)
     print(f"KV cliff (fewest blocks, to 10, with no preemption): k = 0: {c0:,} blocks, "
           f"EAGLE k = {args.k}: {ck:,} blocks")
 

@@ -32,3 +32,34 @@ class InputError(Exception):
     @property
     def status_code(self) -> int:
         return 404 if self.not_found else 400
+
+
+def field_and_message(exc: Exception | str) -> tuple[str | None, str]:
+    """``"field: problem"`` -> ``("field", "problem")``; a message that names no one-word field -> ``(None, message)``."""
+    message = str(exc)
+    field, sep, rest = message.partition(": ")
+    return (field, rest) if sep and field and " " not in field else (None, message)
+
+
+class FieldErrors:
+    """Collects messages per field while a definition is checked, then raises them as one :class:`InputError`.
+
+    Checking goes on after the first problem so that a user sees every problem of a definition at once.
+    """
+
+    def __init__(self) -> None:
+        self.errors: dict[str, list[str]] = {}
+        self.not_found = False
+
+    def add(self, field: str, message: str, *, not_found: bool = False) -> None:
+        self.errors.setdefault(field, []).append(message)
+        self.not_found |= not_found
+
+    def add_from(self, prefix: str, exc: Exception) -> None:
+        """Add ``exc``'s message under ``prefix``, or under ``prefix.field`` when it reads ``"field: problem"``."""
+        field, message = field_and_message(exc)
+        self.add(f"{prefix}.{field}" if field else prefix, message)
+
+    def raise_if_any(self) -> None:
+        if self.errors:
+            raise InputError(self.errors, not_found=self.not_found)

@@ -71,7 +71,7 @@ class SweepChunk(models.Model):
     sweep = models.ForeignKey(Sweep, on_delete=models.CASCADE, related_name="chunks")
     index = models.PositiveIntegerField()
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
-    #: The workload variant all points of this chunk run on (see definition.workload_for).
+    #: The workload variant all points of this chunk run on (see planner.sweeps.points.workload_for).
     workload = models.JSONField()
     #: ``[{"index", "params", "config", "meta"}]``: one entry per point.
     points = models.JSONField()

@@ -159,9 +159,6 @@ class EngineConfig:
             raise ConfigError(str(exc)) from exc
         except TypeError as exc:
             raise ConfigError(f"speculative: {exc}") from exc
-        if self.speculative.enabled and self.async_scheduling:
-            raise ConfigError("speculative.num_speculative_tokens: speculative decoding is modelled with "
-                              "synchronous scheduling only (set async_scheduling to false)")
 
     def _check_tiers(self) -> None:
         for name in ("cpu_tier", "disk_tier"):

@@ -24,8 +24,9 @@ the decode instance pulling the KV over NIXL; ``docs/disaggregated_serving.md``)
 
 TTFT is the client's: arrival to the first token streamed by the decode instance (prefill queue and
 compute, handoff, decode queue, transfer, the decode step). The prefill instance's own first token
-is reported too (``prefill_ttft``). Not modelled: the prefill instance keeping a finished request's
-blocks until the decode side has read them (they are freed at the handoff), decoding locally when a
+is reported too (``prefill_ttft``). A prefill instance keeps a finished request's blocks for the wire
+time of its transfer after the handoff (:class:`PrefillEngine`; a lower bound of vLLM's hold, which
+lasts until the decode side has read them). Not modelled: decoding locally when a
 prefill is short (Dynamo's conditional disaggregation), multi-turn conversations (``parent``), KV
 tiers on the decode pool.
 """
@@ -33,6 +34,7 @@ tiers on the decode pool.
 from __future__ import annotations
 
 import functools
+import heapq
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -191,6 +193,10 @@ class DisaggregatedDeployment:
         Seed of ``random`` routing in either pool.
     slo_ttft_s, slo_itl_s : float, optional
         Goodput thresholds of the latency summaries.  # s
+    prefill_holds_kv : bool
+        A prefill instance keeps a finished request's blocks until the decode side has read them
+        (vLLM's NIXL connector frees them on the reader's notification): for the wire time of its
+        prompt's blocks after the handoff (:class:`PrefillEngine`). False frees them at the handoff.
     """
 
     prefill: Pool
@@ -200,6 +206,7 @@ class DisaggregatedDeployment:
     seed: int = 0
     slo_ttft_s: float | None = None
     slo_itl_s: float | None = None
+    prefill_holds_kv: bool = True
 
     def __post_init__(self) -> None:
         for role in ("prefill", "decode"):
@@ -213,6 +220,8 @@ class DisaggregatedDeployment:
         if cfg.cpu_tier is not None or cfg.disk_tier is not None:
             raise DisaggError("decode.config.cpu_tier: KV tiers on the decode pool are not modelled")
         object.__setattr__(self, "kv_bytes_per_token", self._bytes_per_token())
+        if not isinstance(self.prefill_holds_kv, bool):
+            raise DisaggError(f"prefill_holds_kv: must be true or false, got {self.prefill_holds_kv!r}")
         try:
             object.__setattr__(self, "seed", _check_int("seed", self.seed, 0, 2**63 - 1))
             for name in ("slo_ttft_s", "slo_itl_s"):
@@ -251,7 +260,7 @@ class DisaggregatedDeployment:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "prefill": self.prefill.to_dict(), "decode": self.decode.to_dict(),
                 "link": self.link.to_dict(), "kv_bytes_per_token": self.kv_bytes_per_token, "seed": self.seed,
-                "slo_ttft_s": self.slo_ttft_s, "slo_itl_s": self.slo_itl_s}
+                "slo_ttft_s": self.slo_ttft_s, "slo_itl_s": self.slo_itl_s, "prefill_holds_kv": self.prefill_holds_kv}
 
     def run(self, workload: Workload, *, record_steps: bool = False, max_step_points: int | None = None,
             progress: Callable[[float], None] | None = None, accelerate: bool = True) -> DisaggregatedResult:
@@ -260,7 +269,8 @@ class DisaggregatedDeployment:
                                       progress=progress, accelerate=accelerate)
 
 
-_DEPLOYMENT_FIELDS = ("prefill", "decode", "link", "kv_bytes_per_token", "seed", "slo_ttft_s", "slo_itl_s")
+_DEPLOYMENT_FIELDS = ("prefill", "decode", "link", "kv_bytes_per_token", "seed", "slo_ttft_s", "slo_itl_s",
+                      "prefill_holds_kv")
 
 
 def link_from_dict(data: Any) -> KvLink:
@@ -319,6 +329,53 @@ class MeteredEngine(FastEngine):
         if math.isnan(self.admit_t[q]):
             self.admit_t[q] = self.clock
         super()._admit_one(q, *args)
+
+
+class PrefillEngine(MeteredEngine):
+    """A prefill instance whose finished requests keep their blocks until the decode side has read them.
+
+    vLLM's NIXL connector (``request_finished`` with ``do_remote_decode``) delays freeing a finished
+    prefill's blocks until the decode instance reports it has pulled them (or a timeout). Here a
+    request's blocks stay held ``hold_s[q]`` after its first token (the handoff): the wire time of its
+    prompt's blocks over the decode link, ``latency + blocks x block_bytes / bandwidth``. The decode
+    side's queueing and link waits are not known while the prefill pool runs (it is simulated first),
+    so the hold is a lower bound. Held blocks count in the pool (KV usage, admission); when nothing
+    runs and the waiting queue is blocked, the clock moves to the next release.
+    """
+
+    def __init__(self, workload: Workload, config: EngineConfig, *, hold_s: np.ndarray, **kw: Any) -> None:
+        super().__init__(workload, config, **kw)
+        self.hold_s = hold_s
+        self._held: list[tuple[float, int]] = []  # heap of (release time, request)
+        self._t_end: float | None = None  # the end of the step whose output is being processed
+        self.full_isl_own = False  # (admission's early check assumes no finished request holds blocks)
+        # the lazy decoders finish a request outside process() (its blocks freed at once): not here
+        self.lazy_ok = self.windows_ok = False
+
+    def process(self, e, ns, sampled, step: int, t_end: float) -> None:
+        self._t_end = t_end
+        try:
+            super().process(e, ns, sampled, step, t_end)
+        finally:
+            self._t_end = None
+
+    def _free(self, q: int, keep_keys: bool = False) -> None:
+        if self._t_end is not None and self.hold_s[q] > 0:  # finished: held until the decode side read it
+            heapq.heappush(self._held, (self._t_end + float(self.hold_s[q]), q))
+            return
+        super()._free(q, keep_keys)
+
+    def schedule(self):
+        while self._held and self._held[0][0] <= self.clock:
+            super()._free(heapq.heappop(self._held)[1])
+        return super().schedule()
+
+    def _schedule_call(self, until, stats) -> bool:
+        out = super()._schedule_call(until, stats)
+        if self._held and not self.num_running and self.waiting and self._queue and not self._queue[0][0].size:
+            nxt = self._held[0][0] if until is None else min(self._held[0][0], float(until))
+            self._idle(lambda: setattr(self, "clock", max(self.clock, nxt)))
+        return out
 
 
 class DecodeEngine(MeteredEngine):
@@ -460,6 +517,15 @@ def _route(fleet: Fleet, routing: str, prompt_len: np.ndarray, order: np.ndarray
     return assign
 
 
+def _hold_seconds(workload: Workload, d: DisaggregatedDeployment, block_bytes: float) -> np.ndarray:
+    """Seconds each prefill instance holds a finished request's blocks: the wire time of its prompt's
+    decode-side blocks (:class:`PrefillEngine`).  # s"""
+    blocks = -(-workload.prompt_len // d.decode.config.block_size)
+    if math.isinf(d.link.bandwidth_gbps):
+        return np.full(workload.n, d.link.latency_s)
+    return d.link.latency_s + blocks * block_bytes / (d.link.bandwidth_gbps * GB)
+
+
 def _check_workload(workload: Workload) -> None:
     if not isinstance(workload, Workload):
         raise DisaggError("workload: must be a simulator.workload.Workload")
@@ -521,8 +587,11 @@ def simulate_disaggregated(workload: Workload, deployment: DisaggregatedDeployme
     # stage 1: every request's prefill (max_tokens = 1) on the prefill pool, in arrival order
     pre_wl = replace(workload, output_len=np.ones(n, np.int64))
     pprep = WorkloadPrep(pre_wl)
+    block_bytes = d.kv_bytes_per_token * d.decode.config.block_size
+    pengine = (functools.partial(PrefillEngine, hold_s=_hold_seconds(workload, d, block_bytes), accelerate=accelerate)
+               if d.prefill_holds_kv else functools.partial(MeteredEngine, accelerate=accelerate))
     pfleet = Fleet(pre_wl, d.prefill.config, d.prefill.num_instances, prep=pprep, record_steps=record_steps,
-                   engine_factory=functools.partial(MeteredEngine, accelerate=accelerate))
+                   engine_factory=pengine)
     pfleet.start()
     passign = _route(pfleet, d.prefill.routing, pre_wl.prompt_len, pprep.order, pprep.arrival_sorted, d.seed,
                      _progress_of(progress, n, 0.0))
@@ -532,8 +601,7 @@ def simulate_disaggregated(workload: Workload, deployment: DisaggregatedDeployme
     handoff = np.asarray(pre.requests["first_token_time_s"], np.float64)
     done = np.flatnonzero(np.isfinite(handoff))
     order = done[np.argsort(handoff[done], kind="stable")]
-    engine = functools.partial(DecodeEngine, link=d.link, accelerate=accelerate,
-                               block_bytes=d.kv_bytes_per_token * d.decode.config.block_size)
+    engine = functools.partial(DecodeEngine, link=d.link, accelerate=accelerate, block_bytes=block_bytes)
     dfleet = Fleet(workload, d.decode.config, d.decode.num_instances, prep=WorkloadPrep(workload),
                    record_steps=record_steps, engine_factory=engine)
     dfleet.start()

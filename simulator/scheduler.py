@@ -162,7 +162,10 @@ class Scheduler:
         if self.async_mode:
             self.inflight[e] += ns
             sampled = comp[e] >= tok[e] + self.placeholders[e]
-            self.placeholders[e[sampled]] += 1
+            if self.spec_k:
+                self._spec_placeholders(e, sampled)
+            else:
+                self.placeholders[e[sampled]] += 1
             return sampled
         return comp[e] >= tok[e]
 
@@ -172,6 +175,8 @@ class Scheduler:
         if self.async_mode:
             p = self.placeholders[run]
             n0 = t + p - c
+            if self.spec_k:
+                n0 += self.spec[run]  # the draft placeholders of its step in flight
             n0[(p > 0) & (c + 2 - p >= self.final_len[run])] = 0  # its last token is in flight
         else:
             n0 = t - c
@@ -476,12 +481,14 @@ class Scheduler:
             st = st[act]
         else:
             act = sampled
+        drafts = self._spec_inflight.popleft() if self.spec_k and self.async_mode else None
         a = e[act]
         if not a.size:
             return
         tok = self.tok
         if self.spec_k:
-            self._receive_verified(a)
+            gained = self._receive_verified(a, None if drafts is None else drafts[act],
+                                            None if drafts is None else ~st)
         else:
             tok[a] += 1
         ft = a[self.first_token[a] < 0]
@@ -496,11 +503,11 @@ class Scheduler:
             had_ph = ph[a] > 0
             before_running = status[a] == RUNNING
             dec = ~st & had_ph
-            ph[a[dec]] -= 1
+            ph[a[dec]] -= gained[dec] if self.spec_k else 1
             cc = a[dec & before_running]
             if cc.size and self.caching:
                 self._publish(cc, self.comp[cc] - self.inflight[cc])
-        if self.spec_k:
+        if self.spec_k and not self.async_mode:
             self._spec_propose(a, stopped)
         if _cnz(stopped):
             fin = a[stopped]

@@ -17,7 +17,7 @@ import math
 from typing import Any
 
 from simulator.cli_values import read_json
-from simulator.search_space import SearchError, SearchSpace, Slo, parse_slo_target
+from simulator.search_space import SearchError, SearchSpace, Slo, format_seconds, parse_slo_target
 
 
 def add_search_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -145,12 +145,14 @@ def disaggregated_text(alt) -> str:
     lines = ["", f"Prefill/decode splits of {alt['shape']} (aggregated: {alt['aggregated']['replicas']} "
                  f"replicas at ${alt['aggregated']['cost_per_hour']:,.2f}/h):"]
     for r in alt["splits"]:
-        figures = ", ".join(f"{k} {v * 1e3:,.0f} ms" for k, v in r["values"].items() if v is not None)
+        figures = ", ".join(f"{k} {format_seconds(v)}" for k, v in r["values"].items() if v is not None)
         verdict = "meets" if r["meets"] else "misses"
         lines.append(f"{r['name']:6} {r['num_gpus']:3} GPUs ${r['cost_per_hour']:,.2f}/h  {verdict}: {figures}")
     b = alt["best"]
     lines.append(f"Cheapest split meeting the SLO: {b['name']} at ${b['cost_per_hour']:,.2f}/h" if b
                  else "No split meets the SLO.")
+    v = alt["verdict"]
+    lines.append(f"Winner: {v['winner']}: {v['reason']}.")
     return "\n".join(lines) + "\n"
 
 

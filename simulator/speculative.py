@@ -16,20 +16,28 @@ What vLLM does (``vllm/v1/core/sched/scheduler.py``, ``kv_cache_manager.py``; ``
   (the bonus or correction token), trimmed at the request's stop; ``num_computed_tokens`` goes
   back by the ``d - a`` rejected tokens. Their slots stay allocated: the request keeps its blocks
   and the next ``allocate_slots`` needs fewer new ones;
-* a preempted request loses its drafts.
+* a preempted request loses its drafts;
+* under async scheduling (``AsyncScheduler``) the drafts are placeholders: after scheduling a
+  request that samples with ``d`` drafts, its output placeholders grow by ``1 + d`` and it holds
+  ``k`` draft placeholders for the next step (the worker fills them; ``update_draft_token_ids`` is
+  not called), so the next step schedules ``1 + k`` before this one's output is known; running
+  requests left out of a step drop theirs; the output takes the rejected drafts off both
+  ``num_computed_tokens`` and the placeholders (where above 0, not for a stale output), then the
+  appended tokens off the placeholders.
 
 The acceptance model gives the number of accepted drafts ``A`` in ``0..k`` of a verification;
 with fewer drafts scored (``d < k``, the budget or ``max_model_len`` cut them) ``min(A, d)`` are
 accepted. ``A`` is drawn from a counter-based hash of ``(seed, request, output tokens so far)``:
 deterministic under the seed, independent of the schedule (two KV sizes see the same draws).
 
-This is a mixin of :class:`simulator._fast.FastEngine` (synchronous scheduling only) plus the
+This is a mixin of :class:`simulator._fast.FastEngine` (synchronous and asynchronous scheduling) plus the
 configuration (:class:`SpeculativeConfig`) and the result totals (:func:`spec_totals`).
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -232,19 +240,24 @@ class SpecDecoding:
         if not self.spec_k:
             return
         self.spec = np.zeros(self.wl.n, np.int64)  # draft tokens each request holds
+        # async scheduling: the drafts each step in flight scheduled, per request of its batch, oldest first
+        self._spec_inflight: deque[np.ndarray] = deque()
         self._survival = sc.survival()
         self._spec_seed = sc.seed
         self.draft_terms = sc.draft_cost_model
         self.spec_stats = {"num_drafts": 0, "num_draft_tokens": 0, "num_accepted_tokens": 0,
                            "accepted_per_pos": np.zeros(self.spec_k, np.int64)}
 
-    def _spec_accept(self, a: np.ndarray) -> np.ndarray:
-        """Sampled requests ``a`` (sync, before their tokens are added): tokens each gains this step.
+    def _spec_accept(self, a: np.ndarray, d: np.ndarray | None = None, keep: np.ndarray | None = None) -> np.ndarray:
+        """Sampled requests ``a`` (before their tokens are added): tokens each gains this step.
 
-        ``comp - tok`` drafts were scored; the accepted ones keep their KV, the rejected ones are
-        taken off ``comp`` (``num_computed_tokens -= num_rejected``).
+        ``d`` drafts were scored (sync: ``comp - tok``; async: what the step scheduled); the accepted
+        ones keep their KV, the rejected ones are taken off ``comp`` (``num_computed_tokens -=
+        num_rejected``), under async scheduling also off the output placeholders, each where it is
+        above 0 and only for the requests ``keep`` marks (an output that is not stale).
         """
-        d = self.comp[a] - self.tok[a]
+        if d is None:
+            d = self.comp[a] - self.tok[a]
         gain = np.ones(a.size, np.int64)
         v = d > 0
         if not v.any():
@@ -252,7 +265,10 @@ class SpecDecoding:
         q, dv = a[v], d[v]
         u = uniform_draws(self._spec_seed, q, self.tok[q] - self.wl.prompt_len[q])
         acc = np.minimum((u[:, None] < self._survival[None, :]).sum(axis=1), dv)
-        self.comp[q] -= dv - acc
+        if keep is None:
+            self.comp[q] -= dv - acc
+        else:
+            self._roll_back_async(q[keep[v]], (dv - acc)[keep[v]])
         gain[v] += acc
         st = self.spec_stats
         st["num_drafts"] += int(q.size)
@@ -261,14 +277,37 @@ class SpecDecoding:
         st["accepted_per_pos"] += np.bincount(acc, minlength=self.spec_k + 1)[::-1].cumsum()[::-1][1:]
         return gain
 
-    def _receive_verified(self, a: np.ndarray) -> None:
+    def _roll_back_async(self, q: np.ndarray, rejected: np.ndarray) -> None:
+        """Async scheduling: the rejected drafts come off ``comp`` and the placeholders, each where above 0."""
+        for arr in (self.comp, self.placeholders):
+            pos = arr[q] > 0
+            arr[q[pos]] -= rejected[pos]
+
+    def _receive_verified(self, a: np.ndarray, d: np.ndarray | None = None,
+                          keep: np.ndarray | None = None) -> np.ndarray:
         """``_update_request_with_output``: each sampled request appends its accepted drafts and one more
-        token, trimmed at its stop (its output length, or ``max_model_len``)."""
-        new = self.tok[a] + self._spec_accept(a)
+        token, trimmed at its stop (its output length, or ``max_model_len``). Returns the tokens each
+        appended (``d``, ``keep``: :meth:`_spec_accept`)."""
+        old = self.tok[a]
+        new = old + self._spec_accept(a, d, keep)
         np.minimum(new, self.final_len[a], out=new)
         if self.max_model_len_binds:
             np.minimum(new, self.max_model_len, out=new)
         self.tok[a] = new
+        return new - old
+
+    def _spec_placeholders(self, e: np.ndarray, sampled: np.ndarray) -> None:
+        """vLLM's ``AsyncScheduler._update_after_schedule`` with drafts: a scheduled request that samples
+        (not a prompt chunk) gets ``1 + d`` output placeholders for its ``d`` drafts scheduled and ``k``
+        draft placeholders for its next step (the worker fills them: no ``update_draft_token_ids``);
+        running requests left out of this step drop theirs. Records ``d`` for :meth:`process`."""
+        ph, s = self.placeholders, e[sampled]
+        d = np.zeros(e.size, np.int64)
+        d[sampled] = self.comp[s] - self.tok[s] - ph[s]  # (0 for a prompt's last chunk)
+        ph[s] += 1 + d[sampled]
+        self.spec[self.run[:self.num_running]] = 0
+        self.spec[s] = self.spec_k
+        self._spec_inflight.append(d)
 
     def _spec_propose(self, a: np.ndarray, stopped: np.ndarray) -> None:
         """The proposer: ``k`` drafts for each request that sampled and goes on."""

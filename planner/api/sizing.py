@@ -22,7 +22,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from planner.api.validation import VLLM_BLOCK_SIZES, block_size_problem
-from planner.errors import InputError
+from planner.errors import InputError, field_and_message
 from planner.sizing import selectors, services
 from simulator.hf_config import parse_hf_config
 from simulator.specs import DTYPE_BYTES, KV_CACHE_DTYPES, GpuSpec, SpecError
@@ -454,8 +454,8 @@ def _draft_spec(data: dict | None, *, user) -> DraftSpec | None:
         return DraftSpec(method=data["method"], num_speculative_tokens=data["num_speculative_tokens"],
                          draft_model=draft, draft_vocab_size=data.get("draft_vocab_size"))
     except SpecError as exc:
-        name, _, msg = str(exc).partition(": ")
-        raise ValidationError({name: [msg]}) from None
+        field, message = field_and_message(exc)
+        raise ValidationError({field or "speculative": [message]}) from None
 
 
 def _gpu_spec(ref: dict, *, user):

@@ -9,6 +9,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from planner.calibration.models import CalibrationProfile
+from planner.errors import field_and_message
 
 #: Requests replayed and simulator runs allowed per fit: it runs inside the request (a few seconds).
 FIT_MAX_REQUESTS = 300
@@ -98,8 +99,8 @@ def create_calibration(owner, *, name: Any, model: Any, gpu: Any, text: Any, ten
         result = fit(meas, model_row.to_spec(), gpu_row.to_spec(), dep, request_rate=rate,
                      max_requests=FIT_MAX_REQUESTS, max_evaluations=FIT_MAX_EVALUATIONS)
     except CalibrationError as exc:
-        field, _, msg = str(exc).partition(": ")
-        raise ValidationError({field if msg and " " not in field else "file": [msg or str(exc)]}) from None
+        field, message = field_and_message(exc)
+        raise ValidationError({field or "file": [message]}) from None
     except ValueError as exc:  # CostModelError / SpecError: the deployment has no roofline clock
         raise ValidationError({"gpu": [f"no roofline clock for this deployment: {exc}"]}) from None
     with transaction.atomic():

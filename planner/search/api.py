@@ -21,6 +21,7 @@ from rest_framework.views import APIView
 
 from config.parsers import CheckedJSONParser
 from planner.api.sweeps import QuotaExceededApi
+from planner.search import disaggregated as sdis
 from planner.search import exports, selectors, services
 from planner.search.models import Search
 from planner.sweeps import definition as defn
@@ -35,6 +36,18 @@ EXAMPLE_SEARCH = {
     "space": {"gpus": ["h100-sxm5-80gb", "l40s", "l4"], "tensor_parallel": [1, 2],
               "precisions": ["bf16", "fp8", "int4"], "max_num_seqs": [64, 256], "max_replicas": 16},
 }
+#: The same search that also compares the answer with its prefill/decode (xPyD) splits.
+EXAMPLE_SEARCH_XPYD = {
+    "name": "Llama 3.1 8B at 20 requests/s: aggregated or xPyD?",
+    "model": "llama-3-1-8b",
+    "workload": {"spec": {"n": 600, "prompt": "normal:2048,512", "output": "normal:256,64",
+                          "arrival": {"kind": "poisson", "rate": 20, "unit": "s"}}, "seed": 0},
+    "slo": {"targets": [{"metric": "ttft", "percentile": "p90", "max_s": 0.3},
+                        {"metric": "itl", "percentile": "p90", "max_s": 0.012}]},
+    "space": {"gpus": ["h100-sxm5-80gb"], "tensor_parallel": [1], "precisions": ["bf16"], "max_replicas": 8,
+              "routing": "least-loaded"},
+    "disaggregated": sdis.EXAMPLE,
+}
 
 
 class SearchDefinitionSerializer(serializers.Serializer):
@@ -47,6 +60,14 @@ class SearchDefinitionSerializer(serializers.Serializer):
                                 '"min_goodput": 0.9}')
     space = serializers.JSONField(required=False, help_text="GPUs, TP/PP, precisions, KV dtypes, max_num_seqs, "
                                   "max_replicas (default: every priced catalog GPU, TP 1-8, bf16)")
+    disaggregated = serializers.JSONField(
+        required=False, help_text="optional: true or {\"link_gbps\": 50 (GB/s per decode instance, > 0), "
+        "\"link_latency_s\": 0.0001 (0 to 10), \"routing\": both pools' router (default space.routing), "
+        "\"prefill_instances\": [1, 2], \"decode_instances\": [2, 3] (pool sizes to try, each 1 to "
+        "space.max_replicas - 1; default every split)}. After the answer (N replicas of one shape), its N and N - 1 "
+        "instances are split into x prefill and y decode instances and judged against the same SLO; the result's "
+        "'disaggregated' holds the aggregated answer, every split, the best split and a verdict (which wins at "
+        "equal GPUs and cost, and why). docs/disaggregated_serving.md")
 
 
 def search_out(search: Search, request, *, result: bool = True) -> dict:
@@ -70,7 +91,9 @@ class SearchListCreateApi(APIView):
 
     @extend_schema(summary="Search the cheapest deployment meeting an SLO (asynchronous on the workers)",
                    request=SearchDefinitionSerializer, responses={202: None},
-                   examples=[OpenApiExample("Search", value=EXAMPLE_SEARCH, request_only=True)])
+                   examples=[OpenApiExample("Search", value=EXAMPLE_SEARCH, request_only=True),
+                             OpenApiExample("Search with prefill/decode splits (xPyD)", value=EXAMPLE_SEARCH_XPYD,
+                                            request_only=True)])
     def post(self, request):
         if not isinstance(request.data, dict):
             raise ValidationError({"non_field_errors": ["The body must be a JSON object."]})

@@ -8,7 +8,8 @@
      "slo": {"targets": [{"metric": "ttft", "percentile": "p90", "max_s": 0.5}], "min_goodput": 0.9},
      "space": {"gpus": ["h100-sxm5-80gb", "l40s"],                  # default: every catalog GPU with a price
                "tensor_parallel": [1, 2, 4, 8], "precisions": ["bf16", "fp8", "int4"],
-               "kv_cache_dtypes": ["auto"], "max_num_seqs": [64, 256], "max_replicas": 16}}
+               "kv_cache_dtypes": ["auto"], "max_num_seqs": [64, 256], "max_replicas": 16},
+     "disaggregated": {"link_gbps": 50, "link_latency_s": 0.0001}}    # optional: xPyD splits of the answer
 
 Every error is collected under its field path (``space.gpus[1]``, ``slo.max_s``,
 ``workload.spec.arrival.rate``) and raised as one
@@ -21,13 +22,17 @@ from typing import Any
 
 from django.conf import settings
 
+from planner.errors import FieldErrors, field_and_message
+from planner.search import disaggregated as sdis
 from planner.search.pricing import OverBudget, check_search
 from planner.sweeps import definition as defn
+from planner.sweeps import specs
+from planner.sweeps.sections import parse_workload
 from simulator.search_eval import default_max_model_len
 from simulator.search_space import SearchError, SearchSpace, Slo
 
 #: Fields of a definition and of its space.
-FIELDS = {"name", "model", "workload", "slo", "space"}
+FIELDS = {"name", "model", "workload", "slo", "space", "disaggregated"}
 SPACE_FIELDS = {"gpus", "tensor_parallel", "pipeline_parallel", "precisions", "kv_cache_dtypes", "max_num_seqs",
                 "max_replicas", "routing", "gpu_memory_utilization", "max_model_len"}
 
@@ -38,8 +43,8 @@ def max_requests() -> int:
 
 
 def _add_search_error(err, exc: SearchError) -> None:
-    field, sep, rest = str(exc).partition(": ")
-    err.add(field if sep and " " not in field else "non_field_errors", rest if sep else str(exc))
+    field, message = field_and_message(exc)
+    err.add(field or "non_field_errors", message)
 
 
 def priced_catalog_gpus() -> list[str]:
@@ -57,12 +62,12 @@ def _gpus(raw: Any, owner, err) -> list[dict]:
         return []
     if not refs:
         err.add("space.gpus", "give at least one GPU type (the space is empty)")
-    return [g for i, r in enumerate(refs) if (g := defn.resolve_profile("gpu", r, owner, f"space.gpus[{i}]", err))]
+    return [g for i, r in enumerate(refs) if (g := specs.resolve_profile("gpu", r, owner, f"space.gpus[{i}]", err))]
 
 
 def validate(raw: Any, *, owner) -> tuple[dict, dict]:
     """``(normalized definition, snapshot)``; raises DefinitionError with messages per field."""
-    err = defn._Errors()
+    err = FieldErrors()
     if not isinstance(raw, dict):
         raise defn.DefinitionError({"non_field_errors": ["must be a JSON object"]})
     for k in sorted(set(raw) - FIELDS):
@@ -74,8 +79,8 @@ def validate(raw: Any, *, owner) -> tuple[dict, dict]:
         err.add("model", "give the model: a catalog slug, the id of your profile, or an inline spec")
         model = None
     else:
-        model = defn.resolve_profile("model", raw["model"], owner, "model", err)
-    workload = defn._workload(raw.get("workload"), err) if "workload" in raw else err.add(
+        model = specs.resolve_profile("model", raw["model"], owner, "model", err)
+    workload = parse_workload(raw.get("workload"), err) if "workload" in raw else err.add(
         "workload", "give the traffic: {\"spec\": {...}, \"seed\": 0} or {\"trace\": \"...\"}")
     if workload and workload["arrival_unit"] != "s":
         err.add("workload.spec.arrival", "give arrivals in seconds (\"unit\": \"s\"): latency targets are in seconds")
@@ -95,15 +100,21 @@ def validate(raw: Any, *, owner) -> tuple[dict, dict]:
     gpus = _gpus(space_raw.get("gpus"), owner, err)
     space = {k: v for k, v in space_raw.items() if k in SPACE_FIELDS - {"gpus"}}
     _check_space(gpus, space, err)
+    dis = sdis.parse(raw.get("disaggregated"), max_replicas=space.get("max_replicas", SearchSpace.max_replicas),
+                     add=err.add)
     err.raise_if_any()
     snapshot = {"model": model, "gpus": gpus, "workload": workload, "slo": slo.to_dict(), "space": space}
+    if dis is not None:
+        snapshot["disaggregated"] = dis
     inputs = build_inputs(snapshot)
     _check_runnable(snapshot, inputs, err)
     err.raise_if_any()
-    _check_price(inputs, err)
+    _check_price(inputs, err, dis)
     err.raise_if_any()
     norm = {"name": name, "model": raw["model"], "workload": raw["workload"], "slo": slo.to_dict(),
             "space": {**space_raw}}
+    if dis is not None:
+        norm["disaggregated"] = raw["disaggregated"]
     return norm, snapshot
 
 
@@ -128,16 +139,18 @@ def _check_runnable(snapshot: dict, inputs: tuple, err) -> None:
         err.add(field, f"the longest request ({longest:,} tokens) is longer than max_model_len ({mml:,} tokens)")
 
 
-def _check_price(inputs: tuple, err) -> None:
-    """The heaviest shape of the search must fit the limits of one chunk (``planner/search/pricing.py``)."""
+def _check_price(inputs: tuple, err, dis: dict | None = None) -> None:
+    """The heaviest shape of the search, and its xPyD stage, must fit the limits of one chunk
+    (``planner/search/pricing.py``)."""
+    splits = None if dis is None else sdis.splits_priced(dis, inputs[2].max_replicas)
     try:
-        check_search(*inputs)
+        check_search(*inputs, splits=splits)
     except OverBudget as exc:
         err.add(exc.field, str(exc))
 
 
 def build_space(snapshot: dict) -> SearchSpace:
-    gpus = tuple(defn.gpu_spec(g["spec"]) for g in snapshot["gpus"])
+    gpus = tuple(specs.gpu_spec(g["spec"]) for g in snapshot["gpus"])
     return SearchSpace(gpus, **{k: (tuple(v) if isinstance(v, list) else v) for k, v in snapshot["space"].items()})
 
 
@@ -150,5 +163,5 @@ def build_workload(snapshot: dict):
 
 def build_inputs(snapshot: dict):
     """``(workload, model, space, slo)`` for :func:`simulator.search.search_deployments`."""
-    return (build_workload(snapshot), defn.model_spec(snapshot["model"]["spec"]), build_space(snapshot),
+    return (build_workload(snapshot), specs.model_spec(snapshot["model"]["spec"]), build_space(snapshot),
             Slo.from_dict(snapshot["slo"]))

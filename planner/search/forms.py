@@ -60,6 +60,17 @@ class SearchForm(forms.Form):
     routing = forms.ChoiceField(label="Router", choices=[(p, p) for p in POLICIES], initial="round-robin",
                                 required=False,
                                 help_text="how requests are spread over the replicas")
+    disaggregated = forms.BooleanField(label="Also try prefill/decode splits (xPyD)", required=False,
+                                       help_text="simulate the answer's N replicas (and N - 1) split into prefill "
+                                                 "and decode instances, and compare at equal GPUs and cost")
+    link_gbps = forms.FloatField(label="KV link bandwidth", required=False, initial=50,
+                                 help_text="GB/s per decode instance (one 400 Gb/s NIC is 50 GB/s)")
+    link_latency_ms = forms.FloatField(label="KV link latency", required=False, initial=0.1,
+                                       help_text="ms per transfer")
+    prefill_instances = forms.CharField(label="Prefill instances to try", required=False,
+                                        help_text="e.g. 1, 2 (empty: every split)")
+    decode_instances = forms.CharField(label="Decode instances to try", required=False,
+                                       help_text="e.g. 2, 3 (empty: every split)")
 
     def __init__(self, *args, user=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -84,6 +95,26 @@ class SearchForm(forms.Form):
     def clean_max_num_seqs(self):
         return _list(self.cleaned_data["max_num_seqs"], "max_num_seqs")
 
+    def clean_prefill_instances(self):
+        text = self.cleaned_data["prefill_instances"]
+        return _list(text, "prefill_instances") if text.strip() else None
+
+    def clean_decode_instances(self):
+        text = self.cleaned_data["decode_instances"]
+        return _list(text, "decode_instances") if text.strip() else None
+
+    def _disaggregated(self) -> dict | None:
+        """The definition's ``disaggregated`` object (the definition validates its values)."""
+        d = self.cleaned_data
+        if not d.get("disaggregated"):
+            return None
+        out = {"link_gbps": 50.0 if d.get("link_gbps") is None else d["link_gbps"],
+               "link_latency_s": 1e-4 if d.get("link_latency_ms") is None else d["link_latency_ms"] / 1e3}
+        for k in ("prefill_instances", "decode_instances"):
+            if d.get(k):
+                out[k] = d[k]
+        return out
+
     def clean(self):
         data = super().clean()
         if not any(data.get(k) for k in ("ttft_ms", "itl_ms", "e2e_s")):
@@ -103,7 +134,7 @@ class SearchForm(forms.Form):
         if d.get("prefix_tokens"):
             pct = 100.0 if d.get("prefix_pct") is None else d["prefix_pct"]
             spec["prefixes"] = [{"length": d["prefix_tokens"], "fraction": pct / 100, "count": 1}]
-        return {
+        out = {
             "name": d.get("name") or "",
             "model": d["model"],
             "workload": {"spec": spec, "seed": 0},
@@ -113,6 +144,10 @@ class SearchForm(forms.Form):
                       "kv_cache_dtypes": d.get("kv_cache_dtypes") or ["auto"], "max_num_seqs": d["max_num_seqs"],
                       "max_replicas": d["max_replicas"], "routing": d.get("routing") or "round-robin"},
         }
+        dis = self._disaggregated()
+        if dis is not None:
+            out["disaggregated"] = dis
+        return out
 
     def add_definition_errors(self, errors: dict) -> None:
         """Attach ``{field.path: [messages]}`` from the definition to the form's fields."""
@@ -120,7 +155,11 @@ class SearchForm(forms.Form):
                  "space.kv_cache_dtypes": "kv_cache_dtypes", "space.routing": "routing",
                  "workload.spec.prefixes": "prefix_tokens", "space.max_num_seqs": "max_num_seqs",
                  "space.max_replicas": "max_replicas", "space.precisions": "precisions", "model": "model",
-                 "workload.spec.n": "duration_s", "slo.min_goodput": "min_goodput_pct"}
+                 "workload.spec.n": "duration_s", "slo.min_goodput": "min_goodput_pct",
+                 "disaggregated": "disaggregated", "disaggregated.link_gbps": "link_gbps",
+                 "disaggregated.link_latency_s": "link_latency_ms",
+                 "disaggregated.prefill_instances": "prefill_instances",
+                 "disaggregated.decode_instances": "decode_instances"}
         for path, msgs in errors.items():
             field = where.get(path) or ("gpus" if path.startswith("space.gpus") else None) or (
                 "prefix_tokens" if path.startswith("workload.spec.prefixes") else None)

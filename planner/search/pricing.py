@@ -6,7 +6,10 @@ be known before it runs. What can be priced is each shape's worst case: its whol
 ``space.max_replicas`` (:func:`simulator.budget.price_replicas_search`). The heaviest shape must fit one
 chunk's time limit (``KVP_CHUNK_MAX_SECONDS``) and its largest simulation the memory limit of one
 simulation call (``KVP_RUN_MAX_BYTES``); otherwise the search is refused with a 400 that states the
-limit and the estimate. No ORM here: a snapshot in, a :class:`simulator.budget.Price` out.
+limit and the estimate. A search with ``disaggregated`` adds a last stage, the prefill/decode splits of
+the answer (``planner/search/disaggregated.py``): priced for the largest answer (``space.max_replicas``
+replicas of the heaviest shape), each split as one run of its instances, one after another, it must fit
+the same limits (field ``disaggregated``). No ORM here: a snapshot in, a :class:`simulator.budget.Price` out.
 """
 
 from __future__ import annotations
@@ -29,14 +32,26 @@ def _priced(workload, model, space, slo):
             yield i, prepared, size
 
 
-def heaviest_shape(workload, model, space, slo) -> Price:
+def _max(a: Price, b: Price) -> Price:
+    return Price(max(a.memory_bytes, b.memory_bytes), max(a.seconds, b.seconds))
+
+
+def _splits_price(size: WorkloadSize, config, splits: list[tuple[int, int]]) -> Price:
+    """The xPyD stage on one shape: each split one run of its x + y instances, one after another."""
+    runs = [budget.price_run(size, config, instances=x + y) for x, y in splits]
+    return Price(max((p.memory_bytes for p in runs), default=0), sum(p.seconds for p in runs))
+
+
+def heaviest_shape(workload, model, space, slo, splits: list[tuple[int, int]] | None = None) -> tuple[Price, Price]:
     """The most memory of one simulation and the most time of one shape's replicas search, over the shapes
-    that size and can meet the SLO (rejected shapes are never simulated)."""
-    memory, seconds = 0, 0.0
+    that size and can meet the SLO (rejected shapes are never simulated); then the same of the xPyD stage
+    over ``splits`` (``Price()`` without)."""
+    search, stage = Price(), Price()
     for _, prepared, size in _priced(workload, model, space, slo):
-        trials = budget.price_replicas_search(size, prepared.config, space.max_replicas)
-        memory, seconds = max(memory, trials.memory_bytes), max(seconds, trials.seconds)
-    return Price(memory, seconds)
+        search = _max(search, budget.price_replicas_search(size, prepared.config, space.max_replicas))
+        if splits:
+            stage = _max(stage, _splits_price(size, prepared.config, splits))
+    return search, stage
 
 
 def shape_prices(workload, model, space, slo) -> dict[int, list[float]]:
@@ -50,10 +65,16 @@ def shape_prices(workload, model, space, slo) -> dict[int, list[float]]:
             for i, p, size in _priced(workload, model, space, slo)}
 
 
-def check_search(workload, model, space, slo) -> Price:
-    """Raise :class:`OverBudget` (field ``workload``) when the heaviest shape is over a limit."""
-    price = heaviest_shape(workload, model, space, slo)
+def check_search(workload, model, space, slo, splits: list[tuple[int, int]] | None = None) -> Price:
+    """Raise :class:`OverBudget` (field ``workload``) when the heaviest shape is over a limit, or (field
+    ``disaggregated``) when the xPyD stage over ``splits`` is."""
+    price, stage = heaviest_shape(workload, model, space, slo, splits)
     budget.check(price, max_bytes=run_max_bytes(), max_seconds=chunk_max_seconds(),
                  what="One deployment shape of this search", field="workload",
                  advice="use fewer or shorter requests, or a smaller space.max_replicas")
+    if splits:
+        budget.check(stage, max_bytes=run_max_bytes(), max_seconds=chunk_max_seconds(),
+                     what=f"The prefill/decode stage ({len(splits)} splits of up to {space.max_replicas} instances)",
+                     field="disaggregated", advice="restrict disaggregated.prefill_instances or decode_instances, "
+                     "use fewer or shorter requests, or a smaller space.max_replicas")
     return price

@@ -8,6 +8,12 @@ search there), stores its result keyed by ``(search, index)`` under a lock on
 the search row, and the last chunk to finish gathers the answer
 (:func:`simulator.search.merge_results`). A chunk holds the candidates of one
 GPU type, so different GPU types run on different workers in parallel.
+
+A search with ``disaggregated`` has one more chunk, the last, with no candidates: the *xPyD stage*
+(``planner/search/disaggregated.py``). It waits until the other chunks have gathered the answer
+(sent earlier, it returns ``waiting``), is sent by the chunk that gathers it, then simulates the
+answer's prefill/decode splits and finishes the search. It has the other chunks' heartbeat, retries
+and healing.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from django.utils import timezone
 from config.celery import app as celery_app
 from planner.heartbeat import MAX_CHUNK_ATTEMPTS, Heartbeat, gave_up_message, is_stalled
 from planner.search import definition as sdefn
+from planner.search.disaggregated import run_stage
 from planner.search.models import Search, SearchChunk
 from planner.search.pricing import shape_prices
 from planner.sweeps.services import PROGRESS_INTERVAL_S, QuotaExceeded, _queue
@@ -40,6 +47,8 @@ def search_create(*, owner, definition: Any) -> Search:
     space = inputs[2]
     cands = space.candidates()
     groups = [[i for i, c in enumerate(cands) if c.gpu.name == g.name] for g in space.gpus]
+    if snapshot.get("disaggregated") is not None:
+        groups.append([])  # the xPyD stage, last
     prices = shape_prices(*inputs)
     with transaction.atomic():
         search = Search.objects.create(owner=owner, name=norm["name"] or _default_name(snapshot),
@@ -74,10 +83,23 @@ CHUNK_TASK = "planner.run_search_chunk"
 
 
 def search_enqueue(search_id: int) -> None:
+    """Send the pending chunks' tasks (the xPyD stage's only once the answer is gathered)."""
     queue = _queue()
     opts = {"queue": queue} if queue else {}
+    search = Search.objects.only("snapshot", "num_chunks", "status").get(pk=search_id)
     for chunk in SearchChunk.objects.filter(search_id=search_id, status="pending").only("index", "task_id"):
-        celery_app.send_task(CHUNK_TASK, args=[search_id, chunk.index], task_id=chunk.task_id, **opts)
+        if not is_stage(search, chunk.index) or _stage_ready(search):
+            celery_app.send_task(CHUNK_TASK, args=[search_id, chunk.index], task_id=chunk.task_id, **opts)
+
+
+def is_stage(search: Search, index: int) -> bool:
+    """Whether chunk ``index`` of ``search`` is its xPyD stage (the last chunk of a search with ``disaggregated``)."""
+    return search.snapshot.get("disaggregated") is not None and index == search.num_chunks - 1
+
+
+def _stage_ready(search: Search) -> bool:
+    """Whether the xPyD stage may run: every other chunk is done (the answer is gathered)."""
+    return not search.chunks.exclude(index=search.num_chunks - 1).exclude(status="done").exists()
 
 
 class _Watch:
@@ -111,6 +133,9 @@ def chunk_run(*, search_id: int, index: int) -> str:
     if search.is_final:
         SearchChunk.objects.filter(pk=chunk.pk).exclude(status="done").update(status="skipped")
         return "skipped"
+    stage = is_stage(search, index)
+    if stage and not _stage_ready(search):
+        return "waiting"  # sent again by the chunk that gathers the answer
     if chunk.status == "running" and not is_stalled(chunk.heartbeat_at):
         return "running-elsewhere"  # a second delivery while another worker runs it (planner/search/stalls.py)
     if chunk.attempts >= MAX_CHUNK_ATTEMPTS:
@@ -126,8 +151,13 @@ def chunk_run(*, search_id: int, index: int) -> str:
     try:
         wl, model, space, slo = sdefn.build_inputs(search.snapshot)
         with Heartbeat(SearchChunk, chunk.pk):
-            result = search_deployments(wl, model, space, slo, candidates=chunk.candidates, progress=watch.progress,
-                                        should_stop=watch.should_stop, cost_bound=bound).to_dict()
+            if stage:
+                result = {"disaggregated": run_stage(Search.objects.get(pk=search_id).result,
+                                                     search.snapshot["disaggregated"], wl, model, space, slo)}
+            else:
+                result = search_deployments(wl, model, space, slo, candidates=chunk.candidates,
+                                            progress=watch.progress, should_stop=watch.should_stop,
+                                            cost_bound=bound).to_dict()
     except SearchCancelled:
         SearchChunk.objects.filter(pk=chunk.pk).update(status="skipped")
         return "skipped"
@@ -139,7 +169,7 @@ def chunk_run(*, search_id: int, index: int) -> str:
         logger.exception("search %s chunk %s failed", search_id, index)
         _fail(search_id, chunk, msg)
         return "failed"
-    chunk_store(search_id=search_id, index=index, result=result)
+    (stage_store if stage else chunk_store)(search_id=search_id, index=index, result=result)
     return "done"
 
 
@@ -157,7 +187,8 @@ def _best_so_far(search_id: int) -> float | None:
 
 
 def chunk_store(*, search_id: int, index: int, result: dict) -> None:
-    """Write a chunk's result (keyed by ``(search, index)``); the last one gathers the answer."""
+    """Write a chunk's result (keyed by ``(search, index)``); the last one gathers the answer (and, with an
+    xPyD stage, sends it: the search finishes when the stage does)."""
     from simulator.search import merge_results
     from simulator.search_space import Slo
 
@@ -165,10 +196,30 @@ def chunk_store(*, search_id: int, index: int, result: dict) -> None:
         search = Search.objects.select_for_update().get(pk=search_id)
         SearchChunk.objects.update_or_create(search=search, index=index, defaults={
             "result": result, "status": "done", "finished_at": timezone.now(), "progress": 1.0, "error": ""})
-        if search.is_final or search.chunks.exclude(status="done").exists():
+        has_stage = search.snapshot.get("disaggregated") is not None
+        searched = search.chunks.exclude(index=search.num_chunks - 1) if has_stage else search.chunks
+        if search.is_final or searched.exclude(status="done").exists():
             return
-        parts = list(search.chunks.order_by("index").values_list("result", flat=True))
+        parts = list(searched.order_by("index").values_list("result", flat=True))
         search.result = merge_results(parts, Slo.from_dict(search.snapshot["slo"])).to_dict()
+        if has_stage:
+            search.save(update_fields=["result"])
+            transaction.on_commit(lambda: search_enqueue(search_id))
+            return
+        search.status = Search.Status.DONE
+        search.finished_at = timezone.now()
+        search.save(update_fields=["result", "status", "finished_at"])
+
+
+def stage_store(*, search_id: int, index: int, result: dict) -> None:
+    """Write the xPyD stage's splits into the gathered answer and finish the search."""
+    with transaction.atomic():
+        search = Search.objects.select_for_update().get(pk=search_id)
+        SearchChunk.objects.filter(search=search, index=index).update(
+            result=result, status="done", finished_at=timezone.now(), progress=1.0, error="")
+        if search.is_final:
+            return
+        search.result = {**search.result, "disaggregated": result["disaggregated"]}
         search.status = Search.Status.DONE
         search.finished_at = timezone.now()
         search.save(update_fields=["result", "status", "finished_at"])

@@ -58,7 +58,26 @@ def report_context(search: Search) -> dict:
                                                     for lab in labels],
                          "why": o["reason"] if t is None else ("; ".join(t["misses"]) or o["reason"])})
     return {"search": search, "result": res, "best": res["best"], "labels": labels, "rows": rows,
-            "figure": build_pareto_figure(res), "title": search.name}
+            "figure": build_pareto_figure(res), "title": search.name, **_xpyd_context(res, labels)}
+
+
+def _xpyd_context(res: dict, labels: list[str]) -> dict:
+    """The xPyD comparison of a search with ``disaggregated``: the aggregated answer, then every split."""
+    if "disaggregated" not in res:
+        return {}
+    alt = res["disaggregated"]
+    if alt is None:
+        return {"xpyd_asked": True, "xpyd": None}
+    agg = alt["aggregated"]
+    rows = [{"name": f"aggregated x{agg['replicas']}", "num_gpus": agg["num_gpus"], "cost": agg["cost_per_hour"],
+             "values": [(agg["values"] or {}).get(lab) for lab in labels], "meets": True, "aggregated": True}]
+    for r in alt["splits"]:
+        rows.append({"name": r["name"], "num_gpus": r["num_gpus"], "cost": r["cost_per_hour"],
+                     "values": [r["values"].get(lab) for lab in labels], "meets": r["meets"],
+                     "misses": "; ".join(r["misses"]),
+                     "transfer_p90_ms": None if r["transfer_p90_s"] is None else r["transfer_p90_s"] * 1e3,
+                     "p_util": r["prefill_utilisation"], "d_util": r["decode_utilisation"]})
+    return {"xpyd_asked": True, "xpyd": alt, "xpyd_rows": rows}
 
 
 def search_report(request, slug: str):

@@ -16,6 +16,7 @@ from typing import Any
 from django import forms
 from django.http import QueryDict
 
+from planner.errors import field_and_message
 from simulator.specs import KV_CACHE_DTYPES, SpecError
 from simulator.speculative import MAX_SPECULATIVE_TOKENS
 from simulator.speculative_sizing import DraftSpec
@@ -231,7 +232,7 @@ class SizingForm(forms.Form):
             try:
                 self.draft_spec()
             except SpecError as exc:
-                name, _, msg = str(exc).partition(": ")
+                name, msg = field_and_message(exc)
                 self.add_error(SPECULATIVE_FIELDS.get(name), msg[:1].upper() + msg[1:])
         return data
 
@@ -328,6 +329,11 @@ ROUTING_CHOICES = [
     ("weighted", "Weighted (scorers below)"),
 ]
 PERCENTILE_CHOICES = [("p50", "p50 (median)"), ("p90", "p90"), ("p99", "p99")]
+
+#: The drafters the replicas page offers (a draft model needs its own profile and sizing: the API and the
+#: sizing page take it; a simulated deployment here takes the heads and n-gram lookup).
+SPEC_METHOD_CHOICES = [("", "off"), ("eagle", "EAGLE head"), ("eagle3", "EAGLE-3 head"), ("mtp", "MTP layer"),
+                       ("ngram", "n-gram lookup")]
 
 #: What an empty replicas form stands for (model and GPU come from the catalog: Llama 3.1 8B on one H100).
 REPLICAS_DEFAULTS: dict[str, str] = {
@@ -431,9 +437,24 @@ class ReplicasForm(forms.Form):
         help_text="Bandwidth a decode instance receives KV at, in GB/s (one 400 Gb/s NIC is 50 GB/s; blank = 50).",
         widget=forms.NumberInput(attrs={"step": "any", **_NUMBER}))
 
+    speculative_method = forms.ChoiceField(
+        label="Speculative decoding", required=False, choices=SPEC_METHOD_CHOICES,
+        help_text="Optional: vLLM's drafter on every replica; an EAGLE/EAGLE-3 head or an MTP layer takes its "
+                  "weights and KV out of the KV cache (docs/speculative_decoding.md). Blank = off.")
+    num_speculative_tokens = forms.IntegerField(
+        label="Draft tokens per step (k)", required=False, min_value=0, max_value=MAX_SPECULATIVE_TOKENS,
+        help_text=f"num_speculative_tokens, 0 to {MAX_SPECULATIVE_TOKENS} (0 = the engine without speculation).",
+        widget=forms.NumberInput(attrs=_NUMBER))
+    acceptance_rate = forms.FloatField(
+        label="Draft acceptance rate", required=False, min_value=0, max_value=1,
+        error_messages={"min_value": "Must be a fraction from 0 to 1.", "max_value": "Must be a fraction from 0 to 1."},
+        help_text="0 to 1: the chance a draft is accepted when the drafts before it were (measure it: vLLM's "
+                  "spec-decode acceptance metrics).", widget=forms.NumberInput(attrs={"step": "any", **_NUMBER}))
+
     #: Fields shown under "Workload", "Routing" and "Targets" (the rest are the deployment).
     GROUPS = {
         "deployment": ("model", "gpu", "tensor_parallel_size"),
+        "speculative": ("speculative_method", "num_speculative_tokens", "acceptance_rate"),
         "workload": ("rate", "num_requests", "prompt_mean", "prompt_std", "output_mean", "output_std",
                      "prefix_length", "prefix_fraction"),
         "routing": ("routing", "routing_weights", "max_instances"),
@@ -449,6 +470,10 @@ class ReplicasForm(forms.Form):
         ("slo.percentile", "percentile"), ("slo", "ttft_ms"), ("cluster.routing", "routing"),
         ("max_instances", "max_instances"), ("disaggregated.prefill_instances", "prefill_instances"),
         ("disaggregated.decode_instances", "decode_instances"), ("disaggregated.link_gbps", "link_gbps"),
+        ("engine.speculative.num_speculative_tokens", "num_speculative_tokens"),
+        ("engine.speculative.acceptance_rate", "acceptance_rate"), ("engine.speculative", "speculative_method"),
+        ("speculative.num_speculative_tokens", "num_speculative_tokens"),
+        ("speculative.acceptance_rate", "acceptance_rate"), ("speculative", "speculative_method"),
     )
 
     def __init__(self, data=None, *, user=None, **kwargs):
@@ -497,11 +522,38 @@ class ReplicasForm(forms.Form):
                                               "prefix-affinity:3,queue-depth:1.")
         if data.get("prefix_fraction") is not None and not data.get("prefix_length"):
             self.add_error("prefix_length", "Give the prefix length in tokens (or clear the fraction).")
+        self._clean_speculative(data)
         for one, other in (("prefill_instances", "decode_instances"), ("decode_instances", "prefill_instances")):
             if data.get(one) and not data.get(other) and other not in self.errors:
                 self.add_error(other, "Give both prefill and decode instances to compare a disaggregated "
                                       "deployment (or clear both).")
         return data
+
+    def _clean_speculative(self, data: dict) -> None:
+        """A drafter needs k; k > 0 needs an acceptance rate; k or a rate without a drafter is an error."""
+        if any(f in self.errors for f in ("speculative_method", "num_speculative_tokens", "acceptance_rate")):
+            return
+        method, k, rate = data.get("speculative_method"), data.get("num_speculative_tokens"), data.get("acceptance_rate")
+        if not method:
+            if k or rate is not None:
+                self.add_error("speculative_method", "Choose the drafter (or clear k and the acceptance rate).")
+            return
+        if k is None:
+            self.add_error("num_speculative_tokens", "Give k, the draft tokens per step (0 to "
+                                                     f"{MAX_SPECULATIVE_TOKENS}).")
+        elif k > 0 and rate is None:
+            self.add_error("acceptance_rate", "Give the acceptance rate (0 to 1): it decides how many drafts "
+                                              "each step keeps.")
+
+    def speculative(self) -> dict[str, Any] | None:
+        """The engine's ``speculative`` object (``docs/speculative_decoding.md``), or None when off."""
+        c = self.cleaned_data
+        if not c.get("speculative_method"):
+            return None
+        out: dict[str, Any] = {"method": c["speculative_method"], "num_speculative_tokens": c["num_speculative_tokens"]}
+        if c.get("acceptance_rate") is not None:
+            out["acceptance_rate"] = c["acceptance_rate"]
+        return out
 
     def disaggregated(self) -> dict[str, Any] | None:
         """The ``disaggregated`` object of the comparison (:mod:`planner.sweeps.disaggregated`), or None."""
@@ -536,7 +588,7 @@ class ReplicasForm(forms.Form):
             slo["ttft_s"] = c["ttft_ms"] / 1000
         if c.get("itl_ms") is not None:
             slo["itl_s"] = c["itl_ms"] / 1000
-        return {
+        out = {
             "model": c["model"], "gpu": c["gpu"],
             "deployment": {"tensor_parallel_size": c["tensor_parallel_size"]},
             "workload": {"spec": spec, "seed": 0},
@@ -544,6 +596,9 @@ class ReplicasForm(forms.Form):
             "cluster": {"routing": self.routing_policy()},
             "max_instances": c["max_instances"],
         }
+        if self.speculative() is not None:
+            out["engine"] = {"speculative": self.speculative()}
+        return out
 
     def add_definition_errors(self, errors: dict[str, list[str]]) -> None:
         """Attach ``DefinitionError.errors`` to their fields; unknown paths go to the top of the form."""

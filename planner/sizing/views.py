@@ -212,7 +212,8 @@ def replicas_answer(found: dict, form: ReplicasForm) -> dict:
             "gpu_name": gpu.name, "rows": rows, "any_not_served": any(r["dropped"] for r in rows), "requests": found["requests"], "routing": found["routing"],
             "num_gpu_blocks": found["num_gpu_blocks"], "clock": found["clock"],
             "advice": found.get("advice", []), "clock_note": found.get("clock_note"),
-            "flattened": latency_flattened(found["trials"]), "why": _why_not(found)}
+            "flattened": latency_flattened(found["trials"]), "why": _why_not(found),
+            "speculative": form.speculative()}
 
 
 def _why_not(found: dict) -> str:

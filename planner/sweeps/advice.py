@@ -51,7 +51,7 @@ def kilo_tokens(tokens: float) -> str:
 
 
 def params_text(params: dict, arrival_unit: str = "step") -> str:
-    """A point's axis values in words, with the axes' labels and units (``planner.sweeps.definition.AXES``).
+    """A point's axis values in words, with the axes' labels and units (``planner.sweeps.axes.AXES``).
 
     ``{"num_gpu_blocks": 2400}`` -> "2,400 KV blocks"; ``{"rate": 4.0, "num_instances": 2}`` ->
     "request rate 4 requests/s, 2 replicas" (lower case: it goes inside a sentence).

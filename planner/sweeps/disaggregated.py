@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from planner.errors import FieldErrors
 from simulator.config import EngineConfig
 from simulator.routing import ClusterError, parse_routing
 
@@ -23,7 +24,7 @@ FIELDS = ("prefill_instances", "decode_instances", "routing", "link_gbps", "link
           "prefill_tensor_parallel_size")
 DEFAULTS = {"prefill_instances": 1, "decode_instances": 1, "routing": "round-robin", "link_gbps": 50.0,
             "link_latency_s": 1e-4, "prefill_gpu": None, "prefill_tensor_parallel_size": None}
-#: Sweep axes this object adds (``planner.sweeps.definition.AXES``).
+#: Sweep axes this object adds (``planner.sweeps.axes.AXES``).
 AXES = {
     "prefill_instances": {"kind": "disaggregated", "type": int, "label": "Prefill instances", "unit": "instances"},
     "decode_instances": {"kind": "disaggregated", "type": int, "label": "Decode instances", "unit": "instances"},
@@ -87,16 +88,17 @@ def parse(raw: Any, add) -> dict | None:
     return {k: (float(out[k]) if k.startswith("link_") else out[k]) for k in FIELDS}
 
 
-class _OneField:
+class _OneField(FieldErrors):
     """An error sink that files every message under one field (the sizing of the prefill pool reports
     ``tensor_parallel_size: ...`` of the deployment it builds; the user gave ``prefill_tensor_parallel_size``)."""
 
     def __init__(self, add, field: str) -> None:
-        self._add, self.field, self.errors = add, field, False
+        super().__init__()
+        self._add, self.field = add, field
 
     def add(self, _field: str, message: str, **_kw) -> None:
         self._add(self.field, message)
-        self.errors = True
+        self.errors.setdefault(self.field, []).append(message)
 
 
 def own_prefill(dis: dict | None) -> bool:

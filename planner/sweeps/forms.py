@@ -11,8 +11,10 @@ from gpuprofiles.selectors import visible_profiles
 from planner.sizing.forms import gpu_choice_label
 from planner.sizing.selectors import DEFAULT_GPU_PREFIXES, DEFAULT_MODEL_NAMES
 from planner.sweeps import disaggregated as disagg
-from planner.sweeps.definition import AXES, CLIFF_METRICS, LATER_AXES, MAX_SWEEP_INSTANCES
+from planner.sweeps.axes import AXES, LATER_AXES
 from planner.sweeps.labels import axis_title, metric_title
+from planner.sweeps.limits import MAX_SWEEP_INSTANCES
+from planner.sweeps.sections import CLIFF_METRICS
 from simulator.generators import parse_arrival
 from simulator.workload import WorkloadError
 

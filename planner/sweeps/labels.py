@@ -6,7 +6,7 @@ value reads the same everywhere: "Request rate 4 requests/s", "2,400 KV blocks".
 
 from __future__ import annotations
 
-from planner.sweeps.definition import AXES
+from planner.sweeps.axes import AXES
 
 #: Axis names as a person reads them, with units (the definition's own labels are the knob names).
 AXIS_LABELS = {

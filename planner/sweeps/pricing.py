@@ -22,7 +22,9 @@ from __future__ import annotations
 
 from django.conf import settings
 
+from planner.sweeps.points import resolve_point
 from planner.sweeps.runner import build_workload
+from planner.sweeps.sections import cliff_budget
 from simulator import budget
 from simulator.budget import OverBudget, Price, WorkloadSize
 from simulator.config import EngineConfig
@@ -142,12 +144,10 @@ def check_cliff(snapshot: dict, *, owner) -> Price:
     Each evaluation is priced as the dearer of the range's two ends; the search's
     time must fit one chunk's limit, each round's memory the run limit.
     """
-    from planner.sweeps import definition as defn
-
     c = snapshot["cliff"]
-    ends = [defn.resolve_point(snapshot, {c["param"]: x}, i, owner=owner) for i, x in enumerate((c["lo"], c["hi"]))]
+    ends = [resolve_point(snapshot, {c["param"]: x}, i, owner=owner) for i, x in enumerate((c["lo"], c["hi"]))]
     dearest = max(point_prices(snapshot, ends), key=lambda p: (p.seconds, p.memory_bytes))
-    evaluations = defn.cliff_budget(c)
+    evaluations = cliff_budget(c)
     total = Price(dearest.memory_bytes, dearest.seconds * evaluations)
     budget.check(Price(dearest.memory_bytes * 3, total.seconds), max_bytes=run_max_bytes(),
                  max_seconds=chunk_max_seconds(), what=f"This cliff search (up to {evaluations} simulations)",

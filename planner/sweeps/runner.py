@@ -6,7 +6,7 @@ synchronous ``/api/simulations/`` endpoint and the cliff finder.
 
 Units. Steps are engine iterations. Seconds come from the config's cost
 model: the roofline of the model on the GPU when the sweep names both
-(``planner.sweeps.definition.roofline_terms``), else the linear
+(``planner.sweeps.specs.roofline_terms``), else the linear
 ``step_time_model`` (``base_s + per_token_s x tokens + per_req_s x requests``
 per step), so they are exactly as good as those coefficients.
 """

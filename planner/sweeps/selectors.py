@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
@@ -77,14 +78,14 @@ def chunk_cost(points: list[dict]) -> float:
     return CHUNK_OVERHEAD_S + sum(POINT_OVERHEAD_S + float(p.get("cost_s", 1.0)) for p in points)
 
 
-def time_left(chunks: list[dict], *, elapsed: float, fraction: float) -> float | None:
+def time_left(chunks: list[dict], *, elapsed: float, fraction: float, now: datetime | None = None) -> float | None:
     """Seconds left of a grid sweep, from what its finished chunks took against what they were priced at.
 
     Points differ in cost (the fewest KV blocks preempt most: 10x in a KV-blocks sweep), so the pace is
     measured in estimated seconds (:func:`chunk_cost`), not in points: the chunks done took ``scale`` times
     their estimate, and what is left is the pending chunks' estimate plus what the running ones have not
     yet used of theirs, times ``scale``, shared among the chunks running at once. None before a chunk is
-    done; a one-chunk sweep from its own progress once a quarter is simulated.
+    done; a one-chunk sweep from its own progress once a quarter is simulated. ``now`` defaults to the clock.
     """
     if len(chunks) == 1:
         return elapsed * (1 - fraction) / fraction if fraction >= 0.25 else None
@@ -93,7 +94,7 @@ def time_left(chunks: list[dict], *, elapsed: float, fraction: float) -> float |
         return None
     took = sum(max(0.0, (c["finished_at"] - c["started_at"]).total_seconds()) for c in done)
     scale = took / sum(chunk_cost(c["points"]) for c in done)
-    now = timezone.now()
+    now = now or timezone.now()
     running = [c for c in chunks if c["status"] == SweepChunk.Status.RUNNING]
     left = scale * sum(chunk_cost(c["points"]) for c in chunks if c["status"] == SweepChunk.Status.PENDING)
     for c in running:

@@ -26,6 +26,7 @@ from planner.models import Report, Sweep, SweepChunk
 from planner.sweeps import definition as defn
 from planner.sweeps import pricing
 from planner.sweeps.cliff import find_cliff, max_evaluations
+from planner.sweeps.points import plan_chunks, resolve_point, workload_for, workload_key
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ def _priced_plan(snapshot: dict, points: list[dict], mode: str, *, owner) -> tup
         if mode == "grid":
             prices = pricing.point_prices(snapshot, points)
             pricing.check_points(snapshot, points, prices)
-            chunks = pricing.split_chunks(defn.plan_chunks(points), {p["index"]: c for p, c in zip(points, prices)})
+            chunks = pricing.split_chunks(plan_chunks(points), {p["index"]: c for p, c in zip(points, prices)})
             total = pricing.budget.price_batch(prices)
         else:
             chunks, total = [], pricing.check_cliff(snapshot, owner=owner)
@@ -314,7 +315,7 @@ class _CliffRounds:
         if chunk is None:
             pts = []
             for x in xs:
-                p = defn.resolve_point(self.snap, {self.param: x}, self.next_index + len(pts), owner=self.sweep.owner)
+                p = resolve_point(self.snap, {self.param: x}, self.next_index + len(pts), owner=self.sweep.owner)
                 pts.append({k: p[k] for k in ("index", "params", "config", "meta")})
             chunk = self._simulate(r, xs, pts)
         self.next_index += len(chunk.points)
@@ -325,18 +326,18 @@ class _CliffRounds:
         from planner.sweeps.runner import simulate_points
 
         sweep_id, snap = self.sweep.pk, self.snap
-        base_workload = defn.workload_for(snap, {})
+        base_workload = workload_for(snap, {})
         chunk, _ = SweepChunk.objects.get_or_create(sweep_id=sweep_id, index=r,
                                                     defaults={"workload": base_workload, "points": pts})
         if not _start_chunk(chunk, label=f"round {r + 1} of the cliff search"):
             raise _GaveUp()
         groups: dict[str, list] = {}
         for p, x in zip(pts, xs):
-            groups.setdefault(defn.workload_key(defn.workload_for(snap, {self.param: x})), []).append(p)
+            groups.setdefault(workload_key(workload_for(snap, {self.param: x})), []).append(p)
         results = []
         with Heartbeat(SweepChunk, chunk.pk):
             for group in groups.values():
-                wl = _workload_of(self.sweep, defn.workload_for(snap, group[0]["params"]))
+                wl = _workload_of(self.sweep, workload_for(snap, group[0]["params"]))
                 results += simulate_points(wl, group, record_steps=True, progress=_Progress(sweep_id, chunk.pk))
         results.sort(key=lambda res: res["index"])
         return chunk_store(sweep_id=sweep_id, index=r, results=results, workload=base_workload, points=pts)

@@ -8,7 +8,7 @@ import math
 from dataclasses import replace
 
 from gpuprofiles.models import GpuProfile, ModelProfile
-from planner.sweeps.definition import roofline_note, roofline_terms
+from planner.sweeps.specs import roofline_note, roofline_terms
 from simulator.cost_model import RooflineStepTime
 from simulator.sizing import check_parallelism, plan
 from simulator.specs import DeploymentSpec

@@ -50,3 +50,29 @@ def test_search_runs_end_to_end_on_a_real_worker(worker_factory, sender_on_redis
     assert search.result["best"]["index"] == here["best"]["index"]
     assert search.result["best"]["replicas"] == here["best"]["replicas"]
     assert search.result["message"] == here["message"]
+
+
+def test_a_search_with_disaggregated_runs_its_xpyd_stage_on_the_worker(worker_factory, sender_on_redis):
+    """The stage chunk is sent by the worker that gathers the answer (after commit), then finishes the search."""
+    load_catalog(GpuProfile, ModelProfile)
+    worker = worker_factory(concurrency=2)
+    owner = get_user_model().objects.create_user("splitter", password="pw-123456789")
+    definition = {**DEFINITION, "space": {"gpus": ["h100-sxm5-80gb"], "tensor_parallel": [1],
+                                          "precisions": ["bf16"], "max_replicas": 3, "routing": "least-loaded"},
+                  "workload": {"spec": {"n": 40, "prompt": "normal:2048,256", "output": "normal:64,16",
+                                        "arrival": {"kind": "poisson", "rate": 16, "unit": "s"}}, "seed": 0},
+                  "slo": {"targets": [{"metric": "ttft", "percentile": "p90", "max_s": 0.4},
+                                      {"metric": "itl", "percentile": "p90", "max_s": 0.013}]},
+                  "disaggregated": {"link_gbps": 50}}
+    search = services.search_create(owner=owner, definition=definition)
+    assert search.num_chunks == 2
+
+    def finished():
+        search.refresh_from_db()
+        return search.is_final
+
+    wait_for(finished, timeout=180, what="the search and its xPyD stage to finish", logs=[worker])
+    assert search.status == Search.Status.DONE, search.error
+    alt = search.result["disaggregated"]
+    assert alt["aggregated"]["replicas"] == search.result["best"]["replicas"] >= 2
+    assert alt["splits"] and alt["verdict"]["winner"] in ("aggregated", "disaggregated")

@@ -11,6 +11,7 @@ from django.contrib.auth import get_user_model
 from planner.models import Report, Sweep, SweepChunk
 from planner.sweeps import definition as defn
 from planner.sweeps import selectors, services
+from planner.sweeps.points import plan_chunks
 from planner.sweeps.runner import build_workload, simulate_points
 
 from .conftest import wait_for
@@ -35,7 +36,7 @@ def _expected(sweep: Sweep) -> dict[int, dict]:
         "spec": sweep.snapshot["workload"]["spec"], "seed": sweep.snapshot["workload"]["seed"]}},
         owner=sweep.owner)
     out = {}
-    for chunk in defn.plan_chunks(points):
+    for chunk in plan_chunks(points):
         wl = build_workload(chunk["workload"])
         for r in simulate_points(wl, chunk["points"], record_steps=True):
             out[r["index"]] = r

@@ -3,6 +3,7 @@
 import pytest
 
 from planner.sweeps import definition as defn
+from planner.sweeps.points import plan_chunks
 
 BASE = {"engine": {"num_gpu_blocks": 1000}, "workload": {"spec": {"n": 50}, "seed": 1}}
 
@@ -29,7 +30,7 @@ def test_two_axes_make_a_grid_and_chunks_group_points_by_workload():
                                "axes": [{"param": "rate", "values": [1, 2]},
                                         {"param": "num_gpu_blocks", "values": [300, 600, 900]}]}, owner=None)
     assert len(pts) == 6
-    chunks = defn.plan_chunks(pts, size=2)
+    chunks = plan_chunks(pts, size=2)
     # 2 workloads (one per rate) x ceil(3 / 2) chunks; each chunk shares one workload
     assert len(chunks) == 4
     for c in chunks:

@@ -6,6 +6,7 @@ import pytest
 
 from planner.sweeps import definition as defn
 from planner.sweeps.advice import advise, replicas_for_rate
+from planner.sweeps.points import plan_chunks
 from planner.sweeps.runner import build_workload, simulate_points
 
 # One engine: 3,000 blocks, a linear clock of 10 ms + 20 us per token; Poisson arrivals in seconds.
@@ -26,7 +27,7 @@ def errors_of(raw):
 def _run(raw):
     _, snapshot, points = defn.validate(raw, owner=None)
     results = []
-    for chunk in defn.plan_chunks(points):
+    for chunk in plan_chunks(points):
         results += simulate_points(build_workload(chunk["workload"]), chunk["points"], record_steps=False)
     return {"inputs": snapshot, "points": sorted(results, key=lambda p: p["index"])}
 

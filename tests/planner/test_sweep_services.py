@@ -85,8 +85,11 @@ def test_progress_reports_points_elapsed_and_eta(user, settings):
     assert p["points_done"] == 4 and p["eta_s"] is not None and p["eta_s"] >= 0 and p["chunks"]["done"] == 2
 
 
+NOW = timezone.now()
+
+
 def _chunk(status, costs, *, took=None, ran=None, progress=0.0):
-    now = timezone.now()
+    now = NOW
     started = now - timedelta(seconds=took if took is not None else ran or 0)
     return {"status": status, "progress": progress, "points": [{"cost_s": c} for c in costs],
             "started_at": started if status != "pending" else None,
@@ -98,13 +101,13 @@ def test_time_left_weighs_points_by_their_estimated_cost_not_their_number():
     done = _chunk("done", [9.0], took=20.0)
     # Left: three cheap points (1 + 1 + 1 estimated s each -> 2 s each with overheads = 3 x 2 x 2 = 12 s real).
     left = [_chunk("pending", [1.0]) for _ in range(3)]
-    assert selectors.time_left([done, *left], elapsed=20.0, fraction=0.25) == pytest.approx(12.0, abs=0.01)
+    assert selectors.time_left([done, *left], elapsed=20.0, fraction=0.25, now=NOW) == pytest.approx(12.0, abs=0.01)
     # A running chunk counts what it has not used yet of its share; two running at once share the rest.
     running = _chunk("running", [1.0], ran=1.0)
-    assert selectors.time_left([done, running, *left[:2]], elapsed=21, fraction=0.3) == pytest.approx(2 * 4.0 + 3.0, abs=0.01)
+    assert selectors.time_left([done, running, *left[:2]], elapsed=21, fraction=0.3, now=NOW) == pytest.approx(2 * 4.0 + 3.0, abs=0.01)
     two = [done, running, _chunk("running", [1.0], ran=3.0), left[0]]
-    assert selectors.time_left(two, elapsed=23, fraction=0.4) == pytest.approx((4.0 + 3.0 + 1.0) / 2, abs=0.01)
-    assert selectors.time_left([_chunk("running", [9.0], ran=5.0), *left], elapsed=5, fraction=0.1) is None
+    assert selectors.time_left(two, elapsed=23, fraction=0.4, now=NOW) == pytest.approx((4.0 + 3.0 + 1.0) / 2, abs=0.01)
+    assert selectors.time_left([_chunk("running", [9.0], ran=5.0), *left], elapsed=5, fraction=0.1, now=NOW) is None
 
 
 def test_cancel_skips_pending_chunks(user, settings):

@@ -59,24 +59,49 @@ def _lonely(prompts, outputs, gap=10.0):
                     arrival=1.0 + gap * np.arange(n), arrival_unit="s")
 
 
-def _dep(np_=1, nd=1, link=KvLink(math.inf, 0.0), pre=CFG, dec=CFG, routing="round-robin"):
-    return DisaggregatedDeployment(Pool(pre, np_, routing), Pool(dec, nd, routing), link, kv_bytes_per_token=KVBPT)
+def _dep(np_=1, nd=1, link=KvLink(math.inf, 0.0), pre=CFG, dec=CFG, routing="round-robin", holds=True):
+    return DisaggregatedDeployment(Pool(pre, np_, routing), Pool(dec, nd, routing), link, kv_bytes_per_token=KVBPT,
+                                   prefill_holds_kv=holds)
 
 
 # ---------------------------------------------------------------- engine-derived and closed-form expectations
 
 def test_prefill_pool_is_the_plain_engine_with_one_output_token():
+    """Without holding the KV after the handoff the prefill pool is the plain engine; with it (the default)
+    the same while blocks are plenty, with more KV in use (the held blocks)."""
     wl = _busy()
-    res = simulate_disaggregated(wl, _dep(2, 2, KvLink(50.0, 1e-4)))
+    res = simulate_disaggregated(wl, _dep(2, 2, KvLink(50.0, 1e-4), holds=False))
     one_token = Workload(prompt_len=wl.prompt_len, output_len=np.ones(wl.n, np.int64), arrival=wl.arrival,
                          arrival_unit="s")
     ref = simulate_cluster(one_token, CFG, 2)
     np.testing.assert_array_equal(res.requests["handoff_s"], ref.requests["first_token_time_s"])
     np.testing.assert_array_equal(res.requests["prefill_instance"], ref.assignment)
     assert res.prefill.totals == ref.totals
+    held = simulate_disaggregated(wl, _dep(2, 2, KvLink(50.0, 1e-4)))
+    np.testing.assert_array_equal(held.requests["handoff_s"], ref.requests["first_token_time_s"])
+    assert held.prefill.totals["peak_kv_usage"] > ref.totals["peak_kv_usage"]
     alone = simulate(one_token, [CFG])[0]
     res1 = simulate_disaggregated(wl, _dep(1, 1))
     np.testing.assert_array_equal(res1.requests["handoff_s"], alone.requests["first_token_time_s"])
+
+
+def test_a_slow_link_holds_prefill_kv_and_delays_prefill_admission():
+    """vLLM's NIXL connector frees a finished prefill's blocks when the decode side has read them: the prefill
+    instance holds them ``latency + blocks x block_bytes / bandwidth`` after the handoff. A prefill instance of
+    120 blocks fits about four 400-token prompts: over a 0.05 GB/s link (a request's 25 blocks of 2 MiB take
+    about 1 s to read) its next prompts wait for those blocks; over 50 GB/s (1 ms) or without the hold, not."""
+    wl = _busy(n=60, rate=20.0)
+    small = EngineConfig(**{**CFG.to_dict(), "num_gpu_blocks": 120})
+    runs = {name: simulate_disaggregated(wl, _dep(1, 2, link, pre=small, holds=holds)) for name, link, holds in (
+        ("slow", KvLink(0.05, 1e-4), True), ("fast", KvLink(50.0, 1e-4), True), ("off", KvLink(0.05, 1e-4), False))}
+    q = {name: r.pools["prefill"]["queueing_p90_s"] for name, r in runs.items()}
+    assert q["slow"] > 10 * max(q["fast"], 1e-3) and q["slow"] > 0.5, q
+    assert q["off"] == pytest.approx(q["fast"], abs=0.05), q  # the slow link alone does not delay prefill
+    for name in ("slow", "fast"):
+        assert runs[name].totals["finished"] == wl.n
+    p90 = {name: r.prefill_ttft["p90_s"] for name, r in runs.items()}
+    assert p90["slow"] > p90["fast"] + 0.5, p90
+    assert runs["slow"].prefill.totals["peak_kv_usage"] > runs["off"].prefill.totals["peak_kv_usage"]
 
 
 def test_1p1d_infinite_link_matches_the_closed_form():

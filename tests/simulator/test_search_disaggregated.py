@@ -18,7 +18,7 @@ from simulator.disaggregated import DisaggregatedDeployment, KvLink, Pool
 from simulator.generators import ArrivalProcess, WorkloadSpec, generate_workload
 from simulator.hf_config import parse_hf_config
 from simulator.search import search_deployments
-from simulator.search_disaggregated import xpyd_alternatives
+from simulator.search_disaggregated import split_counts, verdict, xpyd_alternatives
 from simulator.search_eval import default_max_model_len, prepare_candidate
 from simulator.search_space import SearchSpace, Slo, SloTarget
 from simulator.specs import GpuSpec
@@ -45,7 +45,10 @@ def searched():
 def test_every_split_of_n_and_n_minus_1_is_judged(searched):
     wl, model, space, result, alt = searched
     n = result.best.replicas
-    assert n >= 2 and alt["aggregated"] == {"replicas": n, "cost_per_hour": result.best.cost_per_hour}
+    agg = alt["aggregated"]
+    assert n >= 2 and (agg["replicas"], agg["cost_per_hour"], agg["num_gpus"]) == (n, result.best.cost_per_hour, n)
+    trial = next(t for t in result.best.trials if t.num_instances == n)
+    assert agg["values"] == trial.values and trial.meets
     want = [(x, m - x) for m in sorted({n - 1, n}) for x in range(1, m)]
     assert [(r["prefill_instances"], r["decode_instances"]) for r in alt["splits"]] == want
     for r in alt["splits"]:
@@ -72,6 +75,52 @@ def test_a_splits_figures_are_the_simulations(searched):
     assert row["values"]["TTFT p90"] == pytest.approx(res.latency.ttft.p90)
     assert row["values"]["ITL p90"] == pytest.approx(res.latency.itl.p90)
     assert row["transfer_p90_s"] == pytest.approx(res.transfer["p90_s"])
+
+
+def test_the_verdict_names_the_winner_by_the_rule(searched):
+    """Fewer GPUs meeting the SLO: disaggregated; equal GPUs: the lower first SLO figure among those meeting."""
+    _, _, _, result, alt = searched
+    v, n, first = alt["verdict"], result.best.replicas, SLO.targets[0].label
+    cheaper = [r for r in alt["splits"] if r["meets"] and r["num_gpus"] < n]
+    same = [r for r in alt["splits"] if r["meets"] and r["num_gpus"] == n]
+    if cheaper:
+        assert v["winner"] == "disaggregated" and "cheaper than" in v["reason"]
+    elif same:
+        top = min(same, key=lambda r: r["values"][first])
+        assert v["split"] == top["name"]
+        assert v["winner"] == ("disaggregated" if top["values"][first] < alt["aggregated"]["values"][first]
+                               else "aggregated")
+    else:
+        assert v["winner"] == "aggregated" and "meets the SLO" in v["reason"]
+
+
+def test_verdict_cases_on_made_up_rows():
+    agg = {"replicas": 4, "cost_per_hour": 15.12, "num_gpus": 4, "values": {"TTFT p90": 0.09, "ITL p90": 0.011},
+           "output_tokens_per_s": 4600.0}
+
+    def row(x, y, ttft, meets=True):
+        return {"name": f"{x}P{y}D", "num_gpus": x + y, "cost_per_hour": 3.78 * (x + y), "meets": meets,
+                "values": {"TTFT p90": ttft, "ITL p90": 0.01}, "misses": [] if meets else ["TTFT p90 too slow"]}
+
+    slo = SLO
+    splits = [row(1, 3, 0.5, False), row(2, 2, 0.12)]
+    v = verdict({"aggregated": agg, "splits": splits, "best": splits[1]}, slo)
+    assert v["winner"] == "aggregated" and v["split"] == "2P2D" and "120 ms for 2P2D against 90 ms" in v["reason"]
+    assert v["reason"].endswith("; 2P2D is better on ITL p90 (10 ms against 11 ms)")
+    splits[1] = row(2, 2, 0.05)
+    assert verdict({"aggregated": agg, "splits": splits, "best": splits[1]}, slo)["winner"] == "disaggregated"
+    three = row(1, 2, 0.2)
+    v = verdict({"aggregated": agg, "splits": [three, *splits], "best": three}, slo)
+    assert v["winner"] == "disaggregated" and v["split"] == "1P2D" and "cheaper than 4 aggregated" in v["reason"]
+    v = verdict({"aggregated": agg, "splits": [row(1, 3, 0.5, False)], "best": None}, slo)
+    assert v["winner"] == "aggregated" and "no split of 4 GPUs meets the SLO" in v["reason"]
+
+
+def test_split_counts_filter_the_pool_sizes():
+    assert split_counts(4) == [(1, 2), (2, 1), (1, 3), (2, 2), (3, 1)]
+    assert split_counts(4, prefill_counts=[1]) == [(1, 2), (1, 3)]
+    assert split_counts(4, decode_counts=[2]) == [(1, 2), (2, 2)]
+    assert split_counts(2) == [(1, 1)]
 
 
 def test_single_replica_answers_have_no_split(searched):

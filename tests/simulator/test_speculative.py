@@ -226,10 +226,49 @@ def test_bad_input_names_the_field(bad, field):
     assert str(exc.value).startswith(field + ":"), str(exc.value)
 
 
-def test_async_scheduling_is_refused_with_drafts():
-    with pytest.raises(ConfigError, match="^speculative.num_speculative_tokens: .*synchronous"):
-        EngineConfig(async_scheduling=True, speculative=spec(2))
-    EngineConfig(async_scheduling=True, speculative={"num_speculative_tokens": 0})
+@pytest.mark.parametrize("seed", range(6))
+def test_async_k0_is_the_async_engine_without_speculation(seed):
+    rng = np.random.default_rng(700 + seed)
+    wl = random_workload(rng, int(rng.integers(15, 40)))
+    cfg = replace(random_config(rng, False), async_scheduling=True)
+    off = simulate(wl, [cfg], record_steps=True)[0]
+    zero = simulate(wl, [replace(cfg, speculative={"num_speculative_tokens": 0})], record_steps=True)[0]
+    assert off.to_json(steps=True) == zero.to_json(steps=True)
+
+
+@pytest.mark.parametrize("k", [1, 3, 5])
+def test_async_acceptance_one_gives_k_plus_one_tokens_a_step(k):
+    """vLLM's AsyncScheduler: a decoding request is scheduled ``1 + k`` tokens every step (its drafts are
+    placeholders the worker fills), ``1 + d`` output placeholders each; with acceptance 1.0 each
+    verification yields ``k + 1`` tokens, as under synchronous scheduling."""
+    out = 40
+    cfg = EngineConfig(async_scheduling=True, speculative=spec(k, acceptance_rate=1.0))
+    r = simulate(one_request(50, out), [cfg], record_steps=True)[0]
+    t, req = r.totals, r.requests
+    assert t["spec_acceptance_rate"] == 1.0 and t["spec_mean_acceptance_length"] == k + 1
+    assert req["finish_step"][0] - req["first_token_step"][0] == -(-(out - 1) // (k + 1))
+    assert req["num_output_tokens"][0] == out
+    # every verification scheduled 1 + k tokens (the last ones may run past the stop: vLLM skips a step
+    # only when the one in flight surely reaches max_tokens, even with every draft rejected)
+    scheduled = r.steps["num_scheduled_tokens"]
+    assert scheduled[0] == 50 and set(scheduled[1:].tolist()) == {k + 1}
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.6])
+def test_async_alone_a_request_gains_what_it_gains_synchronously(rate):
+    """The acceptance draws depend on (seed, request, tokens so far), not on the schedule: a request alone
+    gets the same tokens at the same steps under async scheduling; rejected drafts come off its computed
+    tokens and its output placeholders when the output arrives."""
+    wl = one_request(50, 30)
+    sync = simulate(wl, [EngineConfig(speculative=spec(3, acceptance_rate=rate))])[0]
+    asy = simulate(wl, [EngineConfig(async_scheduling=True, speculative=spec(3, acceptance_rate=rate))])[0]
+    assert asy.requests["finish_step"] == sync.requests["finish_step"]
+    assert asy.requests["num_output_tokens"] == sync.requests["num_output_tokens"] == [30]
+    for key in ("spec_num_drafts", "spec_num_accepted_tokens", "spec_mean_acceptance_length"):
+        assert asy.totals[key] == sync.totals[key], key
+    if rate == 0.0:  # one token a step, as without drafts
+        plain = simulate(wl, [EngineConfig(async_scheduling=True)])[0]
+        assert asy.requests["finish_step"] == plain.requests["finish_step"]
 
 
 def test_config_round_trip():
@@ -264,12 +303,12 @@ def test_cli_sweep_grid_over_k_and_acceptance(tmp_path, capsys):
 
 @pytest.mark.parametrize("seed", range(16))
 def test_random_runs_with_drafts_finish_every_request(seed):
-    """Random workloads and configurations (tiers, radix, max_model_len, chunking off, cost models)
-    with speculation: every request finishes or is dropped, a finished request has exactly its output
+    """Random workloads and configurations (tiers, radix, max_model_len, chunking off, cost models,
+    synchronous and asynchronous scheduling) with speculation: every request finishes or is dropped, a finished request has exactly its output
     (unless max_model_len cut it), and KV use never passes the pool."""
     rng = np.random.default_rng(900 + seed)
     wl = random_workload(rng, int(rng.integers(20, 80)))
-    cfg = replace(random_config(rng, bool(rng.random() < 0.3)), async_scheduling=False)
+    cfg = replace(random_config(rng, bool(rng.random() < 0.3)), async_scheduling=bool(seed % 2))
     method = str(rng.choice(["eagle", "ngram", "mtp"]))
     sp = spec(int(rng.integers(1, 6)), method, acceptance_rate=float(rng.choice([0.0, 0.5, 0.9, 1.0])))
     r = simulate(wl, [replace(cfg, speculative=sp)], record_steps=True)[0]

@@ -65,6 +65,10 @@ class Command(BaseCommand):
         if search.status != Search.Status.DONE:
             raise CommandError(f"search {search.pk} {search.status}: {search.error or 'no answer'}")
         self.stdout.write(search.result["message"])
+        if "disaggregated" in search.result:
+            from simulator.search_cli import disaggregated_text
+
+            self.stdout.write(disaggregated_text(search.result["disaggregated"]).strip("\n"))
         self.stdout.write(f"report: /searches/r/{search.slug}/")
         if csv:
             text = exports.to_csv(search)

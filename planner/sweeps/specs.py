@@ -1,0 +1,117 @@
+"""The model, GPU and deployment of a sweep: catalog references resolved into spec copies, sized, and clocked.
+
+:func:`resolve_profile` is the one place here that reads the catalog; the
+resolved specs are JSON dicts copied into the sweep's snapshot, and the other
+functions turn them back into the simulator's specs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from gpuprofiles.models import GpuProfile, ModelProfile
+from gpuprofiles.selectors import profile_find
+from planner.errors import FieldErrors
+from simulator.cost_model import CostModelError, RooflineStepTime
+from simulator.sizing import plan
+from simulator.specs import DeploymentSpec, GpuSpec, LayerSpec, ModelSpec, SpecError
+
+#: What a sweep keeps of a sizing result.
+SIZING_FIELDS = ("num_gpu_blocks", "kv_cache_tokens", "block_size", "max_num_seqs", "max_num_batched_tokens",
+                 "max_model_len", "min_blocks_unservable", "bytes_per_block_per_gpu", "num_gpus", "max_concurrency",
+                 "reason")
+
+
+def resolve_profile(kind: str, ref: Any, owner, where: str, err: FieldErrors) -> dict | None:
+    """A model or GPU reference -> ``{"spec": {...}, "source": {...}}`` (copies, not references).
+
+    ``ref`` is a catalog slug, the id of a profile the owner may read, or an inline spec object.
+    """
+    spec_cls = ModelSpec if kind == "model" else GpuSpec
+    if isinstance(ref, dict):
+        try:
+            spec = spec_cls(**ref)
+        except (SpecError, TypeError, ValueError) as exc:
+            err.add(where, f"invalid inline {kind} spec: {exc}")
+            return None
+        return {"spec": spec_dict(spec), "source": {"kind": "inline", "name": spec.name}}
+    if isinstance(ref, bool) or not isinstance(ref, (str, int)) or (isinstance(ref, str) and not ref.strip()):
+        err.add(where, f"must be a catalog slug, the id of one of your {kind} profiles, or an inline spec")
+        return None
+    row = profile_find(ModelProfile if kind == "model" else GpuProfile, ref=ref, user=owner)
+    if row is None:
+        err.add(where, f"no {kind} profile {ref!r} in the catalog or your profiles", not_found=True)
+        return None
+    try:
+        spec = row.to_spec()
+    except Exception as exc:  # noqa: BLE001 - a broken profile is a user error here
+        err.add(where, f"profile {ref!r} cannot be used: {exc}")
+        return None
+    return {
+        "spec": spec_dict(spec),
+        "source": {"kind": "catalog" if row.is_catalog else "own",
+                   "id": row.pk, "slug": getattr(row, "slug", ""), "name": str(row)},
+    }
+
+
+def spec_dict(spec) -> dict:
+    d = spec.to_dict() if hasattr(spec, "to_dict") else asdict(spec)
+    if "layers" in d:
+        d["layers"] = [dict(x) if isinstance(x, dict) else asdict(x) for x in d["layers"]]
+    return d
+
+
+def model_spec(d: dict) -> ModelSpec:
+    d = dict(d)
+    d["layers"] = tuple(LayerSpec(**x) if isinstance(x, dict) else x for x in d.get("layers") or ())
+    return ModelSpec(**d)
+
+
+def gpu_spec(d: dict) -> GpuSpec:
+    return GpuSpec(**d)
+
+
+def deployment_spec(d: dict) -> DeploymentSpec:
+    return DeploymentSpec(**d)
+
+
+def size_deployment(model_d: dict, gpu_d: dict, dep_d: dict, where: str, err: FieldErrors) -> dict | None:
+    """What vLLM would size at start-up (:data:`SIZING_FIELDS`), or None when the deployment does not start."""
+    try:
+        res = plan(model_spec(model_d), gpu_spec(gpu_d), deployment_spec(dep_d))
+    except (ValueError, TypeError) as exc:
+        err.add_from(where, exc)
+        return None
+    if not res.fits or res.num_gpu_blocks < 2:
+        err.add(where, f"this deployment does not start: {res.reason}")
+        return None
+    d = res.to_dict()
+    return {k: d[k] for k in SIZING_FIELDS}
+
+
+def roofline_terms(model_d: dict, gpu_d: dict, dep_d: dict, coefficients: dict | None = None) -> dict | None:
+    """The roofline step-time coefficients of a model on a GPU (a JSON ``cost_model`` object), or None.
+
+    With a model and a GPU a sweep's clock is the roofline (docs/cost-model.md)
+    unless the engine gives ``cost_model`` or ``step_time_model`` itself. A GPU
+    profile without HBM bandwidth or TFLOPS has no roofline: the point keeps the
+    linear ``step_time_model`` (``metrics.clock`` says which one a point used).
+    """
+    try:
+        terms = RooflineStepTime.from_specs(model_spec(model_d), gpu_spec(gpu_d), coefficients=coefficients,
+                                            deployment=deployment_spec(dep_d)).terms
+    except (CostModelError, ValueError, TypeError):
+        return None
+    return {"kind": "terms", **terms.to_dict()}
+
+
+def roofline_note(model_d: dict, gpu_d: dict, dep_d: dict, coefficients: dict | None = None) -> str | None:
+    """Why :func:`roofline_terms` gives no clock (shown to the user as ``clock_note``), or None."""
+    try:
+        RooflineStepTime.from_specs(model_spec(model_d), gpu_spec(gpu_d), coefficients=coefficients,
+                                    deployment=deployment_spec(dep_d))
+    except (CostModelError, ValueError, TypeError) as exc:
+        return (f"no roofline clock for this model on this GPU ({exc}); steps are timed by the linear "
+                "step_time_model instead")
+    return None
