@@ -368,3 +368,23 @@ def queued_search(user, monkeypatch):
         "slo": {"targets": [{"metric": "ttft", "percentile": "p90", "max_s": 0.5}]},
         "space": {"gpus": ["h100-sxm5-80gb", "l40s"], "tensor_parallel": [1], "precisions": ["bf16"],
                   "max_replicas": 2}})
+
+
+@pytest.fixture
+def xpyd_search_report(user, monkeypatch):
+    """A deployment search with its xPyD stage (Llama 8B on H100s, 40 requests at 16/s), run here: the search."""
+    from planner.search import services
+
+    monkeypatch.setattr(services, "search_enqueue", lambda search_id: None)
+    search = services.search_create(owner=user, definition={
+        "name": "Aggregated or xPyD", "model": "llama-3-1-8b",
+        "workload": {"spec": {"n": 40, "prompt": "normal:2048,256", "output": "normal:64,16",
+                              "arrival": {"kind": "poisson", "rate": 16, "unit": "s"}}, "seed": 0},
+        "slo": {"targets": [{"metric": "ttft", "percentile": "p90", "max_s": 0.4},
+                            {"metric": "itl", "percentile": "p90", "max_s": 0.013}]},
+        "space": {"gpus": ["h100-sxm5-80gb"], "tensor_parallel": [1], "precisions": ["bf16"], "max_replicas": 4,
+                  "routing": "least-loaded"},
+        "disaggregated": {"link_gbps": 50, "link_latency_s": 0.0001}})
+    search = services.search_run_here(search=search)
+    assert search.status == search.Status.DONE and search.result.get("disaggregated"), search.error
+    return search

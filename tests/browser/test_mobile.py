@@ -40,6 +40,7 @@ def _pages(reports: dict) -> dict[str, str]:
         "report-speculative": f"/reports/{reports['speculative'].slug}/",
         "search-new": "/searches/", "search-progress": f"/searches/{reports['queued_search'].pk}/",
         "search-report": f"/searches/r/{reports['search'].slug}/",
+        "search-report-xpyd": f"/searches/r/{reports['xpyd_search'].slug}/",
         "calibrations": "/calibrations/", "catalog": "/catalog/",
         "catalog-models": "/catalog/models/", "catalog-gpus": "/catalog/gpus/",
         "catalog-model": f"/catalog/models/{llama}/", "catalog-gpu": f"/catalog/gpus/{h100}/",
@@ -112,11 +113,11 @@ def _shoot(browser, live_server, pages: dict[str, str], cookies: list) -> None:
 
 def test_every_page_at_both_widths(browser, live_server, catalog, user, finished_report, replicas_report,
                                    cliff_report, disaggregated_report, speculative_report, search_report,
-                                   queued_search):
+                                   xpyd_search_report, queued_search):
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     pages = _pages({"report": finished_report, "replicas": replicas_report, "cliff": cliff_report,
                     "disaggregated": disaggregated_report, "speculative": speculative_report,
-                    "search": search_report, "queued_search": queued_search})
+                    "search": search_report, "xpyd_search": xpyd_search_report, "queued_search": queued_search})
     _shoot(browser, live_server, pages, [session_cookie(live_server, user)])
     _shoot(browser, live_server, {**SIGNED_OUT, "report-signed-out": pages["report"],
                                   "search-report-signed-out": pages["search-report"]}, [])
@@ -161,6 +162,10 @@ def test_report_tables_show_more_than_three_columns_on_a_phone(browser, live_ser
             cut = page.evaluate("""() => [...document.querySelectorAll('table.points td.num')]
                 .filter(td => td.scrollWidth > td.clientWidth + 1).map(td => td.textContent.trim())""")
             assert cut == [], f"{path}: values cut: {cut}"
+            # the chosen row is coloured whole, its sticky first cell too
+            colours = page.evaluate("""() => [...document.querySelectorAll('table.points tr.chosen')].map(tr =>
+                [...new Set([...tr.children].map(c => getComputedStyle(c).backgroundColor))])""")
+            assert all(len(c) == 1 for c in colours), f"{path}: a chosen row in two colours: {colours}"
         _assert_clean(page, problems)
     finally:
         context.close()
