@@ -19,7 +19,17 @@ from simulator import budget
 from simulator.budget import OverBudget, Price, WorkloadSize
 from simulator.search_eval import default_max_model_len, prepare_candidate
 
-__all__ = ["OverBudget", "heaviest_shape", "check_search"]
+__all__ = ["OverBudget", "heaviest_shape", "check_search", "shape_prices"]
+
+
+def _priced(workload, model, space, slo):
+    """``(index, prepared shape, workload size)`` of every shape that sizes and can meet the SLO."""
+    size = WorkloadSize.of(workload)
+    max_model_len = space.max_model_len or default_max_model_len(workload, model)
+    for i, cand in enumerate(space.candidates()):
+        prepared = prepare_candidate(i, cand, model, space, max_model_len, workload, slo)
+        if prepared.config is not None:
+            yield i, prepared, size
 
 
 def _max(a: Price, b: Price) -> Price:
@@ -36,17 +46,23 @@ def heaviest_shape(workload, model, space, slo, splits: list[tuple[int, int]] | 
     """The most memory of one simulation and the most time of one shape's replicas search, over the shapes
     that size and can meet the SLO (rejected shapes are never simulated); then the same of the xPyD stage
     over ``splits`` (``Price()`` without)."""
-    size = WorkloadSize.of(workload)
-    max_model_len = space.max_model_len or default_max_model_len(workload, model)
     search, stage = Price(), Price()
-    for i, cand in enumerate(space.candidates()):
-        prepared = prepare_candidate(i, cand, model, space, max_model_len, workload, slo)
-        if prepared.config is None:
-            continue
+    for _, prepared, size in _priced(workload, model, space, slo):
         search = _max(search, budget.price_replicas_search(size, prepared.config, space.max_replicas))
         if splits:
             stage = _max(stage, _splits_price(size, prepared.config, splits))
     return search, stage
+
+
+def shape_prices(workload, model, space, slo) -> dict[int, list[float]]:
+    """``{candidate index: [least cost per hour, estimated seconds of one simulation]}`` of every shape
+    that will be simulated: what a running search's time left is estimated from
+    (:func:`planner.search.selectors.time_left`). The least cost is its fewest replicas that could meet
+    the SLO times the price of one: a shape whose least cost is not below the best answer found is
+    skipped without a simulation."""
+    return {i: [round(p.min_replicas * p.candidate.price_per_replica, 6),
+                round(budget.price_run(size, p.config).seconds, 4)]
+            for i, p, size in _priced(workload, model, space, slo)}
 
 
 def check_search(workload, model, space, slo, splits: list[tuple[int, int]] | None = None) -> Price:

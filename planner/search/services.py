@@ -33,6 +33,7 @@ from planner.heartbeat import MAX_CHUNK_ATTEMPTS, Heartbeat, gave_up_message, is
 from planner.search import definition as sdefn
 from planner.search.disaggregated import run_stage
 from planner.search.models import Search, SearchChunk
+from planner.search.pricing import shape_prices
 from planner.sweeps.services import PROGRESS_INTERVAL_S, QuotaExceeded, _queue
 
 logger = logging.getLogger(__name__)
@@ -42,17 +43,20 @@ def search_create(*, owner, definition: Any) -> Search:
     """Validate, store the search and its chunks (one per GPU type), enqueue after commit."""
     norm, snapshot = sdefn.validate(definition, owner=owner)
     _check_quota(owner)
-    space = sdefn.build_space(snapshot)
+    inputs = sdefn.build_inputs(snapshot)
+    space = inputs[2]
     cands = space.candidates()
     groups = [[i for i, c in enumerate(cands) if c.gpu.name == g.name] for g in space.gpus]
     if snapshot.get("disaggregated") is not None:
         groups.append([])  # the xPyD stage, last
+    prices = shape_prices(*inputs)
     with transaction.atomic():
         search = Search.objects.create(owner=owner, name=norm["name"] or _default_name(snapshot),
                                        definition=norm, snapshot=snapshot, total_candidates=len(cands),
                                        num_chunks=len(groups))
-        SearchChunk.objects.bulk_create([SearchChunk(search=search, index=i, candidates=g, task_id=str(uuid.uuid4()))
-                                         for i, g in enumerate(groups)])
+        SearchChunk.objects.bulk_create([
+            SearchChunk(search=search, index=i, candidates=g, task_id=str(uuid.uuid4()),
+                        shapes=[prices[c] for c in g if c in prices]) for i, g in enumerate(groups)])
         search_id = search.pk
         transaction.on_commit(lambda: search_enqueue(search_id))
     return search
@@ -139,9 +143,10 @@ def chunk_run(*, search_id: int, index: int) -> str:
         return "failed"
     Search.objects.filter(pk=search_id, status=Search.Status.QUEUED).update(
         status=Search.Status.RUNNING, started_at=timezone.now())
+    bound = _best_so_far(search_id)
     SearchChunk.objects.filter(pk=chunk.pk).update(status="running", started_at=timezone.now(),
                                                    heartbeat_at=timezone.now(), attempts=chunk.attempts + 1,
-                                                   progress=0.0)
+                                                   progress=0.0, cost_bound=bound)
     watch = _Watch(search_id, chunk.pk)
     try:
         wl, model, space, slo = sdefn.build_inputs(search.snapshot)
@@ -152,7 +157,7 @@ def chunk_run(*, search_id: int, index: int) -> str:
             else:
                 result = search_deployments(wl, model, space, slo, candidates=chunk.candidates,
                                             progress=watch.progress, should_stop=watch.should_stop,
-                                            cost_bound=_best_so_far(search_id)).to_dict()
+                                            cost_bound=bound).to_dict()
     except SearchCancelled:
         SearchChunk.objects.filter(pk=chunk.pk).update(status="skipped")
         return "skipped"

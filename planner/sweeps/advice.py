@@ -213,7 +213,7 @@ def advise(body: dict) -> list[Advice]:
                           f"The offered load exceeds what this deployment serves{at}: "
                           f"{over['offered']:,.3g} requests/s arrive but it completes about {over['served']:,.3g} "
                           f"requests/s ({over['served'] / over['offered']:.0%}); the queue grows without bound "
-                          f"for as long as the traffic lasts (TTFT p99 {over['ttft_p99_s'] or 0:,.3g} s). "
+                          f"for as long as the traffic lasts (TTFT p99 {(over['ttft_p99_s'] or 0) * 1000:,.0f} ms). "
                           f"Add about {over['offered'] / over['served']:.1f}x the capacity (replicas or GPUs).",
                           over))
     out.extend(affinity_warnings(pts, arrival_unit))

@@ -22,7 +22,19 @@ METRIC_UNITS = {
     "e2e_p50_s": "s", "e2e_p99_s": "s", "output_tokens": "tokens", "duration_s": "s",
     "throughput_tok_s": "tokens/s", "throughput_tok_per_step": "tokens/step", "num_gpu_blocks": "blocks",
     "kv_cache_tokens": "tokens", "cost_per_hour": "USD/h", "cost_per_m_output_tokens": "USD/M output tokens",
+    "request_imbalance": "max/mean", "cpu_tier_gib": "GiB", "cpu_tier_hit_tokens": "tokens",
+    "tier_bytes_onboarded": "bytes", "num_instances": "instances",
 }
+#: Name endings that say a metric's unit, for the metrics :data:`METRIC_UNITS` does not list.
+_SUFFIX_UNITS = (("_s", "s"), ("_steps", "steps"), ("_tokens", "tokens"), ("_rate", "fraction"),
+                 ("_gib", "GiB"), ("_bytes", "bytes"))
+
+
+def metric_unit(name: str) -> str:
+    """The unit of a stored metric (its value as stored: latencies in seconds), "" for a count or a label."""
+    if name in METRIC_UNITS:
+        return METRIC_UNITS[name]
+    return next((unit for end, unit in _SUFFIX_UNITS if name.endswith(end)), "")
 
 
 def to_csv(body: dict) -> str:
@@ -39,7 +51,7 @@ def to_csv(body: dict) -> str:
     for p in points:
         head = [p["index"], *[p["params"].get(k, "") for k in params]]
         for name, value in p["metrics"].items():
-            w.writerow([*head, name, "" if value is None else value, METRIC_UNITS.get(name, "")])
+            w.writerow([*head, name, "" if value is None else value, metric_unit(name)])
     return buf.getvalue()
 
 
@@ -84,7 +96,7 @@ def table_rows(body: dict, metrics: tuple[str, ...] = (
     for p in points:
         rows.append([p["index"], *[p["params"].get(k, "") for k in params],
                      *[_fmt(p["metrics"].get(m)) for m in shown]])
-    header = ["#", *params, *[f"{m} ({METRIC_UNITS.get(m, '')})" for m in shown]]
+    header = ["#", *params, *[f"{m} ({metric_unit(m)})" for m in shown]]
     return {"header": header, "rows": rows}
 
 

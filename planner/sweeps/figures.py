@@ -87,8 +87,14 @@ def _group_value(points: list[dict], param: str, arrival_unit: str = "step") -> 
 
 
 def _time_unit(points: list[dict]) -> str:
-    """'s' when latencies in seconds exist (arrivals in seconds), else 'steps'."""
+    """'s' when latencies in seconds exist (arrivals in seconds), else 'steps': the metrics' suffix."""
     return "s" if any(p["metrics"].get("ttft_p99_s") is not None for p in points) else "steps"
+
+
+def _shown_unit(tu: str) -> tuple[str, float]:
+    """The unit a latency of metric suffix ``tu`` is drawn in, and the factor to it: seconds are drawn in ms
+    (as the table, the advice and the targets give them), engine steps as steps."""
+    return ("ms", 1000.0) if tu == "s" else ("steps", 1.0)
 
 
 def _add_ttft_traces(fig: go.Figure, xs: list, pts: list[dict], tu: str, suffix: str, label: str, color: str,
@@ -98,12 +104,14 @@ def _add_ttft_traces(fig: go.Figure, xs: list, pts: list[dict], tu: str, suffix:
     ``legend_name`` (a two-axis figure) names both traces by their series and hides them from the
     legend (the series' first trace is its entry); hover still says which percentile.
     """
+    unit, factor = _shown_unit(tu)
     for q, dash in (("p50", "dot"), ("p99", "solid")):
         full = f"TTFT {q}{suffix}"
-        fig.add_trace(go.Scatter(x=xs, y=[_num(p["metrics"].get(f"ttft_{q}_{tu}")) for p in pts],
+        ys = [_num(p["metrics"].get(f"ttft_{q}_{tu}")) for p in pts]
+        fig.add_trace(go.Scatter(x=xs, y=[None if y is None else y * factor for y in ys],
                                  name=legend_name or full, mode="lines+markers", legendgroup=label,
                                  showlegend=legend_name is None, line={"color": color, "dash": dash},
-                                 hovertemplate=f"{hover_x}%{{y:,.3g}} {tu}<extra>{full}</extra>"),
+                                 hovertemplate=f"{hover_x}%{{y:,.3g}} {unit}<extra>{full}</extra>"),
                       row=2, col=1)
 
 
@@ -120,7 +128,7 @@ def build_sweep_figure(points: list[dict], param: str, *, cliff: dict | None = N
                                                                                   "tokens/step")
     groups = _series_split(points, param, arrival_unit)
     legend_title, short = _group_value(points, param, arrival_unit)
-    ttft_title = f"TTFT ({tu}): p99 solid, p50 dotted"
+    ttft_title = f"TTFT ({_shown_unit(tu)[0]}): p99 solid, p50 dotted"
     fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.09,
                         subplot_titles=("Preemptions per request", ttft_title, f"Throughput ({tput_unit})"))
     for i, (label, pts) in enumerate(groups.items()):
@@ -141,7 +149,7 @@ def build_sweep_figure(points: list[dict], param: str, *, cliff: dict | None = N
                       row=3, col=1)
     fig.update_xaxes(title_text=axis_title(param, arrival_unit), row=3, col=1)
     fig.update_yaxes(title_text="events/request", rangemode="tozero", row=1, col=1)
-    fig.update_yaxes(title_text=tu, rangemode="tozero", row=2, col=1)
+    fig.update_yaxes(title_text=_shown_unit(tu)[0], rangemode="tozero", row=2, col=1)
     fig.update_yaxes(title_text=tput_unit, rangemode="tozero", row=3, col=1)
     _, x_unit = axis_label(param, arrival_unit)
     for x, text, color in (((cliff or {}).get("x"), (cliff or {}).get("text", "cliff"), "#dc2626"),
@@ -283,7 +291,7 @@ def build_tier_figure(points: list[dict], *, arrival_unit: str = "step") -> dict
     """
     tu = _time_unit(points)
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
-                        subplot_titles=("Prefix-cache hit rate", f"Time to first token ({tu})"))
+                        subplot_titles=("Prefix-cache hit rate", f"Time to first token ({_shown_unit(tu)[0]})"))
     for i, (label, pts) in enumerate(_series_split(points, "cpu_tier_gib", arrival_unit).items()):
         color = COLORS[i % len(COLORS)]
         xs = [p["params"]["cpu_tier_gib"] for p in pts]
@@ -298,19 +306,20 @@ def build_tier_figure(points: list[dict], *, arrival_unit: str = "step") -> dict
         _add_ttft_traces(fig, xs, pts, tu, suffix, label, color, hover_x="%{x:,} GiB: ")
     fig.update_xaxes(title_text=axis_title("cpu_tier_gib", arrival_unit), row=2, col=1)
     fig.update_yaxes(title_text="Prefix-cache hit rate (%)", range=[0, 100], row=1, col=1)
-    fig.update_yaxes(title_text=f"TTFT ({tu})", rangemode="tozero", row=2, col=1)
+    fig.update_yaxes(title_text=f"TTFT ({_shown_unit(tu)[0]})", rangemode="tozero", row=2, col=1)
     fig.update_layout(**LAYOUT, height=560, title=_title("Prefix-cache hits and TTFT against CPU KV tier size"))
     return _plain(fig)
 
 
 def build_heatmap_figure(points: list[dict], x_param: str, y_param: str, metric: str, *,
-                         unit: str = "", arrival_unit: str = "step") -> dict:
-    """A two-axis sweep as a heatmap of ``metric``."""
+                         unit: str = "", arrival_unit: str = "step", factor: float = 1.0) -> dict:
+    """A two-axis sweep as a heatmap of ``metric`` (times ``factor``: seconds drawn in ms)."""
     xs = sorted({p["params"][x_param] for p in points}, key=_sort_key)
     ys = sorted({p["params"][y_param] for p in points}, key=_sort_key)
     z = [[None for _ in xs] for _ in ys]
     for p in points:
-        z[ys.index(p["params"][y_param])][xs.index(p["params"][x_param])] = _num(p["metrics"].get(metric))
+        v = _num(p["metrics"].get(metric))
+        z[ys.index(p["params"][y_param])][xs.index(p["params"][x_param])] = None if v is None else v * factor
     vals = [v for row in z for v in row if v is not None]
     same = bool(vals) and min(vals) == max(vals)
     fig = go.Figure(go.Heatmap(
@@ -448,9 +457,10 @@ def report_figures(body: dict, *, point_index: int | None = None) -> list[tuple[
         x, y = axes
         figs.append(("heat-preempt", "Preemptions per request", build_heatmap_figure(
             points, x, y, "preemptions_per_request", unit="events/request", arrival_unit=unit)))
-        tkey = "ttft_p99_s" if _time_unit(points) == "s" else "ttft_p99_steps"
+        tu = _time_unit(points)
+        shown, factor = _shown_unit(tu)
         figs.append(("heat-ttft", "TTFT p99", build_heatmap_figure(
-            points, x, y, tkey, unit="s" if tkey.endswith("_s") else "steps", arrival_unit=unit)))
+            points, x, y, f"ttft_p99_{tu}", unit=shown, arrival_unit=unit, factor=factor)))
     if numeric:
         param = numeric[0]
         title = {"num_gpu_blocks": "Preemption cliff: KV blocks", "rate": "Latency and throughput against rate"}.get(

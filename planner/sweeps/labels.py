@@ -31,14 +31,28 @@ AXIS_LABELS = {
 METRIC_LABELS = {
     "preemptions_per_request": ("Preemptions per request", "events/request"),
     "ttft_p50_steps": ("TTFT p50", "steps"), "ttft_p99_steps": ("TTFT p99", "steps"),
-    "ttft_p50_s": ("TTFT p50", "s"), "ttft_p90_s": ("TTFT p90", "s"), "ttft_p99_s": ("TTFT p99", "s"),
-    "itl_p50_s": ("ITL p50", "s"), "itl_p90_s": ("ITL p90", "s"), "itl_p99_s": ("ITL p99", "s"),
+    "ttft_p50_s": ("TTFT p50", "ms"), "ttft_p90_s": ("TTFT p90", "ms"), "ttft_p99_s": ("TTFT p99", "ms"),
+    "itl_mean_s": ("ITL mean", "ms"),
+    "itl_p50_s": ("ITL p50", "ms"), "itl_p90_s": ("ITL p90", "ms"), "itl_p99_s": ("ITL p99", "ms"),
+    "e2e_p50_s": ("E2E latency p50", "s"), "e2e_p99_s": ("E2E latency p99", "s"),
     "throughput_tok_s": ("Throughput", "tokens/s"), "throughput_tok_per_step": ("Throughput", "tokens/step"),
     "mean_kv_usage": ("Mean KV usage", "%"), "peak_kv_usage": ("Peak KV usage", "%"),
     "prefix_cache_hit_rate": ("Prefix-cache hit rate", "%"),
     "request_imbalance": ("Request imbalance", "max/mean"), "cpu_tier_hit_tokens": ("CPU tier hits", "tokens"),
     "cost_per_hour": ("Cost", "USD/hour"), "cost_per_m_output_tokens": ("Cost", "USD per M output tokens"),
 }
+
+
+#: Latencies the points store in seconds (``*_s``) that pages show in milliseconds, as the advice, the replicas
+#: and search pages and the latency targets give them; downloads keep seconds and name the unit.
+MS_METRICS = frozenset(m for m, (_, unit) in METRIC_LABELS.items() if unit == "ms")
+
+
+def display_value(metric: str, value):
+    """``value`` of ``metric`` in the unit :data:`METRIC_LABELS` shows it in (seconds to ms); None stays None."""
+    if metric in MS_METRICS and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value * 1000
+    return value
 
 
 def axis_label(param: str, arrival_unit: str = "step") -> tuple[str, str]:

@@ -24,6 +24,7 @@ from planner.sweeps.figures import (
     report_figures,
 )
 from planner.sweeps.forms import SweepForm
+from planner.sweeps.labels import display_value
 
 
 @login_required
@@ -159,7 +160,8 @@ def points_table(body: dict, arrival_unit: str = "step") -> dict:
     header += [dict(zip(("label", "unit"), METRIC_LABELS.get(m, (m, "")))) for m in metrics]
     rows = [{"index": p["index"],
              "cells": [_cell(p["params"].get(k)) for k in params]
-             + [_cell(p["metrics"].get(m), percent=m in _PERCENT) for m in metrics]} for p in points]
+             + [_cell(display_value(m, p["metrics"].get(m)), percent=m in _PERCENT) for m in metrics]}
+            for p in points]
     return {"header": header, "rows": rows}
 
 

@@ -282,3 +282,109 @@ def replicas_report(user, monkeypatch):
     for index in range(sweep.num_chunks):
         assert services.chunk_run(sweep_id=sweep.pk, index=index) == "done"
     return Report.objects.get(sweep=sweep)
+
+
+@pytest.fixture
+def cliff_report(user, monkeypatch):
+    """A KV-blocks cliff search of Llama 8B on an H100, run in this process: its report."""
+    from planner.models import Report
+    from planner.sweeps import services
+
+    monkeypatch.setattr(services, "sweep_enqueue", lambda sweep_id: None)
+    sweep = services.sweep_create(owner=user, definition={
+        "name": "Cliff for the chart labels", "mode": "cliff", "model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb",
+        "workload": {"spec": {"n": 60, "prompt": "normal:256,32", "output": "normal:512,64",
+                              "arrival": {"kind": "poisson", "rate": 20.0, "unit": "s"}}, "seed": 0},
+        "cliff": {"param": "num_gpu_blocks", "metric": "preemptions_per_request", "lo": 60, "hi": 4000,
+                  "resolution": 100, "threshold": 0.02}})
+    assert services.cliff_run(sweep_id=sweep.pk) == "done"
+    return Report.objects.get(sweep=sweep)
+
+
+@pytest.fixture
+def search_report(user, monkeypatch):
+    """A small deployment search (two GPU types), run in this process: the finished search."""
+    from planner.search import services
+
+    monkeypatch.setattr(services, "search_enqueue", lambda search_id: None)
+    search = services.search_create(owner=user, definition={
+        "model": "llama-3-1-8b",
+        "workload": {"spec": {"n": 24, "prompt": "normal:1024,256", "output": "normal:128,32",
+                              "arrival": {"kind": "poisson", "rate": 10, "unit": "s"}}, "seed": 0},
+        "slo": {"targets": [{"metric": "ttft", "percentile": "p90", "max_s": 0.5}]},
+        "space": {"gpus": ["h100-sxm5-80gb", "l40s"], "tensor_parallel": [1], "precisions": ["bf16", "fp8"],
+                  "max_replicas": 2}})
+    search = services.search_run_here(search=search)
+    assert search.status == search.Status.DONE, search.error
+    return search
+
+
+@pytest.fixture
+def disaggregated_report(user, monkeypatch):
+    """A sweep over the prefill and decode pools of an xPyD deployment (Llama 8B on H100s), run here: its report."""
+    from planner.models import Report
+    from planner.sweeps import services
+
+    monkeypatch.setattr(services, "sweep_enqueue", lambda sweep_id: None)
+    sweep = services.sweep_create(owner=user, definition={
+        "name": "Prefill and decode pools", "model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb",
+        "workload": {"spec": {"n": 30, "prompt": "normal:1024,128", "output": "normal:64,16",
+                              "arrival": {"kind": "poisson", "rate": 10.0, "unit": "s"}}, "seed": 0},
+        "disaggregated": {"routing": "least-loaded", "link_gbps": 25},
+        "axes": [{"param": "prefill_instances", "values": [1, 2]}, {"param": "decode_instances", "values": [1, 2]}]})
+    for index in range(sweep.num_chunks):
+        assert services.chunk_run(sweep_id=sweep.pk, index=index) == "done"
+    return Report.objects.get(sweep=sweep)
+
+
+@pytest.fixture
+def speculative_report(user, monkeypatch):
+    """A sweep over the speculative tokens of EAGLE (Llama 8B on an H100), run here: its report."""
+    from planner.models import Report
+    from planner.sweeps import services
+
+    monkeypatch.setattr(services, "sweep_enqueue", lambda sweep_id: None)
+    sweep = services.sweep_create(owner=user, definition={
+        "name": "Speculative tokens", "model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb",
+        "engine": {"speculative": {"method": "eagle", "num_speculative_tokens": 3, "acceptance_rate": 0.7}},
+        "workload": {"spec": {"n": 30, "prompt": "normal:512,64", "output": "normal:128,16",
+                              "arrival": {"kind": "poisson", "rate": 4.0, "unit": "s"}}, "seed": 0},
+        "axes": [{"param": "num_speculative_tokens", "values": [0, 1, 3]}]})
+    for index in range(sweep.num_chunks):
+        assert services.chunk_run(sweep_id=sweep.pk, index=index) == "done"
+    return Report.objects.get(sweep=sweep)
+
+
+@pytest.fixture
+def queued_search(user, monkeypatch):
+    """A deployment search stored and never sent to a worker: its page shows the progress at 0."""
+    from planner.search import services
+
+    monkeypatch.setattr(services, "search_enqueue", lambda search_id: None)
+    return services.search_create(owner=user, definition={
+        "name": "A search waiting for a worker", "model": "llama-3-1-8b",
+        "workload": {"spec": {"n": 24, "prompt": "normal:1024,256", "output": "normal:128,32",
+                              "arrival": {"kind": "poisson", "rate": 10, "unit": "s"}}, "seed": 0},
+        "slo": {"targets": [{"metric": "ttft", "percentile": "p90", "max_s": 0.5}]},
+        "space": {"gpus": ["h100-sxm5-80gb", "l40s"], "tensor_parallel": [1], "precisions": ["bf16"],
+                  "max_replicas": 2}})
+
+
+@pytest.fixture
+def xpyd_search_report(user, monkeypatch):
+    """A deployment search with its xPyD stage (Llama 8B on H100s, 40 requests at 16/s), run here: the search."""
+    from planner.search import services
+
+    monkeypatch.setattr(services, "search_enqueue", lambda search_id: None)
+    search = services.search_create(owner=user, definition={
+        "name": "Aggregated or xPyD", "model": "llama-3-1-8b",
+        "workload": {"spec": {"n": 40, "prompt": "normal:2048,256", "output": "normal:64,16",
+                              "arrival": {"kind": "poisson", "rate": 16, "unit": "s"}}, "seed": 0},
+        "slo": {"targets": [{"metric": "ttft", "percentile": "p90", "max_s": 0.4},
+                            {"metric": "itl", "percentile": "p90", "max_s": 0.013}]},
+        "space": {"gpus": ["h100-sxm5-80gb"], "tensor_parallel": [1], "precisions": ["bf16"], "max_replicas": 4,
+                  "routing": "least-loaded"},
+        "disaggregated": {"link_gbps": 50, "link_latency_s": 0.0001}})
+    search = services.search_run_here(search=search)
+    assert search.status == search.Status.DONE and search.result.get("disaggregated"), search.error
+    return search

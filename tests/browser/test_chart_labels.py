@@ -41,41 +41,6 @@ COUNTS = """() => [...document.querySelectorAll('.figure')].map(f => ({
   id: f.id, titles: f.querySelectorAll('g[class^="g-x"][class$="title"] text, g[class^="g-y"][class$="title"] text').length,
   ticks: f.querySelectorAll('g[class$="tick"] text').length}))"""
 
-@pytest.fixture
-def cliff_report(user, monkeypatch):
-    """A KV-blocks cliff search of Llama 8B on an H100, run in this process: its report."""
-    from planner.models import Report
-    from planner.sweeps import services
-
-    monkeypatch.setattr(services, "sweep_enqueue", lambda sweep_id: None)
-    sweep = services.sweep_create(owner=user, definition={
-        "name": "Cliff for the chart labels", "mode": "cliff", "model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb",
-        "workload": {"spec": {"n": 60, "prompt": "normal:256,32", "output": "normal:512,64",
-                              "arrival": {"kind": "poisson", "rate": 20.0, "unit": "s"}}, "seed": 0},
-        "cliff": {"param": "num_gpu_blocks", "metric": "preemptions_per_request", "lo": 60, "hi": 4000,
-                  "resolution": 100, "threshold": 0.02}})
-    assert services.cliff_run(sweep_id=sweep.pk) == "done"
-    return Report.objects.get(sweep=sweep)
-
-
-@pytest.fixture
-def search_report(user, monkeypatch):
-    """A small deployment search (two GPU types), run in this process: the finished search."""
-    from planner.search import services
-
-    monkeypatch.setattr(services, "search_enqueue", lambda search_id: None)
-    search = services.search_create(owner=user, definition={
-        "model": "llama-3-1-8b",
-        "workload": {"spec": {"n": 24, "prompt": "normal:1024,256", "output": "normal:128,32",
-                              "arrival": {"kind": "poisson", "rate": 10, "unit": "s"}}, "seed": 0},
-        "slo": {"targets": [{"metric": "ttft", "percentile": "p90", "max_s": 0.5}]},
-        "space": {"gpus": ["h100-sxm5-80gb", "l40s"], "tensor_parallel": [1], "precisions": ["bf16", "fp8"],
-                  "max_replicas": 2}})
-    search = services.search_run_here(search=search)
-    assert search.status == search.Status.DONE, search.error
-    return search
-
-
 PHONE = {"width": 390, "height": 844}
 LAPTOP = {"width": 1400, "height": 900}
 

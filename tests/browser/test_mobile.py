@@ -7,6 +7,8 @@ Screenshots go to ``artifacts/screenshots/<page>-1400.png`` and ``<page>-390.png
 
 from __future__ import annotations
 
+import re
+
 from playwright.sync_api import expect
 
 from tests.browser.conftest import SCREENSHOTS, _assert_clean, _new_page, session_cookie
@@ -22,17 +24,33 @@ def _slug(cls_name: str, name: str) -> str:
     return cls.objects.filter(name=name, owner__isnull=True).first().slug
 
 
-def _pages(report_slug: str) -> dict[str, str]:
+def _pages(reports: dict) -> dict[str, str]:
+    """Every page a person reaches, signed in, by its screenshot name (``reports``: the fixtures' objects)."""
     llama, h100 = _slug("model", "Llama 3.1 8B"), _slug("gpu", "H100 SXM5 80GB")
+    answer = f"/?model={llama}&gpu={h100}&tensor_parallel_size=1"
     return {
-        "sizing": "/", "sizing-answer": f"/?model={llama}&gpu={h100}&tensor_parallel_size=1",
-        "compare": "/compare/", "replicas": "/replicas/", "sweeps": "/sweeps/", "sweep-new": "/sweeps/new/",
-        "reports": "/reports/", "report": f"/reports/{report_slug}/", "catalog": "/catalog/",
+        "sizing": "/", "sizing-answer": answer,
+        "sizing-speculative": f"{answer}&speculative_method=eagle&num_speculative_tokens=3",
+        "compare": "/compare/", "replicas": "/replicas/", "replicas-answer": "/replicas/?rate=20",
+        "replicas-disaggregated": "/replicas/?rate=10&prefill_instances=1&decode_instances=2&link_gbps=25",
+        "sweeps": "/sweeps/", "sweep-new": "/sweeps/new/", "sweep": f"/sweeps/{reports['report'].sweep_id}/",
+        "reports": "/reports/", "report": f"/reports/{reports['report'].slug}/",
+        "report-replicas": f"/reports/{reports['replicas'].slug}/", "report-cliff": f"/reports/{reports['cliff'].slug}/",
+        "report-disaggregated": f"/reports/{reports['disaggregated'].slug}/",
+        "report-speculative": f"/reports/{reports['speculative'].slug}/",
+        "search-new": "/searches/", "search-progress": f"/searches/{reports['queued_search'].pk}/",
+        "search-report": f"/searches/r/{reports['search'].slug}/",
+        "search-report-xpyd": f"/searches/r/{reports['xpyd_search'].slug}/",
+        "calibrations": "/calibrations/", "catalog": "/catalog/",
         "catalog-models": "/catalog/models/", "catalog-gpus": "/catalog/gpus/",
         "catalog-model": f"/catalog/models/{llama}/", "catalog-gpu": f"/catalog/gpus/{h100}/",
         "import": "/catalog/models/import/", "gpu-new": "/catalog/gpus/new/", "mine": "/catalog/mine/",
         "account": "/accounts/", "api-docs": "/api/docs/",
     }
+
+
+#: The pages seen signed out (a shared report is opened by people without an account).
+SIGNED_OUT = {"sign-in": "/accounts/login/", "sign-up": "/accounts/signup/"}
 
 
 _CUT = """() => {
@@ -63,24 +81,46 @@ def _check_phone(page, name: str) -> None:
         assert page.locator(".modebar-container .modebar").count() == 0, f"{name}: chart toolbar on a phone"
 
 
-def test_every_page_at_both_widths(browser, live_server, catalog, user, finished_report):
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    pages = _pages(finished_report.slug)
+#: Words a person should never read: a plural left to the reader ("batch(es)", "GPU(s)") or a count of one
+#: with a plural noun ("1 GPUs").
+_CLUMSY = re.compile(r"\w\((?:e?s)\)|(?<![\d.,])\b1 (?:GPUs|replicas|requests(?!/)|batches|simulations|points|shapes)\b")
+
+
+def _check_words(page, name: str) -> None:
+    found = _CLUMSY.findall(page.locator("#main").inner_text())
+    assert not found, f"{name}: {found}"
+
+
+def _shoot(browser, live_server, pages: dict[str, str], cookies: list) -> None:
     for viewport in (DESKTOP, PHONE):
-        context, page, problems = _new_page(browser, live_server, cookies=[session_cookie(live_server, user)],
-                                            viewport=viewport)
+        context, page, problems = _new_page(browser, live_server, cookies=cookies, viewport=viewport)
         try:
             for name, url in pages.items():
-                page.goto(url)
+                response = page.goto(url)
+                assert response.ok, f"{name}: {url} answered {response.status}"
                 if page.locator("[data-figure]").count():
                     page.wait_for_function("[...document.querySelectorAll('[data-figure]')]"
                                            ".every(f => f.querySelector('.main-svg'))")
                 page.screenshot(path=str(SCREENSHOTS / f"{name}-{viewport['width']}.png"), full_page=True)
                 if viewport is PHONE:
                     _check_phone(page, name)
+                else:
+                    _check_words(page, name)
             _assert_clean(page, problems)
         finally:
             context.close()
+
+
+def test_every_page_at_both_widths(browser, live_server, catalog, user, finished_report, replicas_report,
+                                   cliff_report, disaggregated_report, speculative_report, search_report,
+                                   xpyd_search_report, queued_search):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    pages = _pages({"report": finished_report, "replicas": replicas_report, "cliff": cliff_report,
+                    "disaggregated": disaggregated_report, "speculative": speculative_report,
+                    "search": search_report, "xpyd_search": xpyd_search_report, "queued_search": queued_search})
+    _shoot(browser, live_server, pages, [session_cookie(live_server, user)])
+    _shoot(browser, live_server, {**SIGNED_OUT, "report-signed-out": pages["report"],
+                                  "search-report-signed-out": pages["search-report"]}, [])
 
 
 def test_phone_sees_the_answer_first_after_asking(browser, live_server, catalog, user):
@@ -97,6 +137,35 @@ def test_phone_sees_the_answer_first_after_asking(browser, live_server, catalog,
         kv = page.locator("#kpi-kv-tokens").bounding_box()
         assert kv["y"] < PHONE["height"], "the first figure is on the first screen"
         _check_phone(page, "sizing-answer")
+        _assert_clean(page, problems)
+    finally:
+        context.close()
+
+
+#: Columns of each points table that a phone shows whole before scrolling it sideways.
+_VISIBLE_COLUMNS = """() => [...document.querySelectorAll('.table-wrap table.points')].map(t => {
+  const box = t.closest('.table-wrap').getBoundingClientRect();
+  return [...t.querySelectorAll('thead th')].filter(th => th.getBoundingClientRect().right <= box.right + 1).length;
+})"""
+
+
+def test_report_tables_show_more_than_three_columns_on_a_phone(browser, live_server, catalog, user, finished_report,
+                                                               replicas_report, search_report):
+    """Issue 22 item 6: a report's table showed 3 columns at 390 px; its headings now wrap, values do not."""
+    context, page, problems = _new_page(browser, live_server, viewport=PHONE)
+    try:
+        for path in (f"/reports/{finished_report.slug}/", f"/reports/{replicas_report.slug}/",
+                     f"/searches/r/{search_report.slug}/"):
+            page.goto(path)
+            visible = page.evaluate(_VISIBLE_COLUMNS)
+            assert visible and min(visible) >= 4, f"{path}: columns shown whole at 390 px: {visible}"
+            cut = page.evaluate("""() => [...document.querySelectorAll('table.points td.num')]
+                .filter(td => td.scrollWidth > td.clientWidth + 1).map(td => td.textContent.trim())""")
+            assert cut == [], f"{path}: values cut: {cut}"
+            # the chosen row is coloured whole, its sticky first cell too
+            colours = page.evaluate("""() => [...document.querySelectorAll('table.points tr.chosen')].map(tr =>
+                [...new Set([...tr.children].map(c => getComputedStyle(c).backgroundColor))])""")
+            assert all(len(c) == 1 for c in colours), f"{path}: a chosen row in two colours: {colours}"
         _assert_clean(page, problems)
     finally:
         context.close()

@@ -29,6 +29,8 @@ SIGNED_IN_PAGES = [
     (None, "/reports/", False),
     (None, "/reports/{report}/", True),
     ("report-replicas", "/reports/{replicas_report}/", True),
+    (None, "/searches/", False),
+    (None, "/searches/r/{search}/", True),
     (None, "/catalog/", False),
     (None, "/catalog/models/", False),
     ("catalog-gpus", "/catalog/gpus/", False),
@@ -120,17 +122,18 @@ def _check(page, path: str, *, figures: bool) -> int:
         page.remove_listener("request", on_request)
 
 
-def _path(template: str, finished_report, replicas_report=None) -> str:
+def _path(template: str, finished_report, replicas_report=None, search_report=None) -> str:
     return template.format(report=finished_report.slug, sweep=finished_report.sweep_id,
-                           replicas_report=replicas_report.slug if replicas_report else "")
+                           replicas_report=replicas_report.slug if replicas_report else "",
+                           search=search_report.slug if search_report else "")
 
 
-def test_every_main_page_signed_in(signed_in_page, finished_report, replicas_report, screenshot):
+def test_every_main_page_signed_in(signed_in_page, finished_report, replicas_report, search_report, screenshot):
     page = signed_in_page
     page.set_viewport_size(LAPTOP)
     described = 0
     for name, template, figures in SIGNED_IN_PAGES:
-        described += _check(page, _path(template, finished_report, replicas_report), figures=figures)
+        described += _check(page, _path(template, finished_report, replicas_report, search_report), figures=figures)
         if name:
             screenshot(page, name)
     # the forms (sizing, compare, sweep, catalog filters and profiles, import, token) describe their fields

@@ -143,6 +143,10 @@ def test_import_a_config_json_and_size_it(signed_in_page, screenshot):
     page.get_by_label("Name").fill("Pasted Qwen3 8B")
     page.get_by_role("button", name="Import").click()
     expect(page.get_by_text("Imported Pasted Qwen3 8B.")).to_be_visible()
+    # The import's result is no dead end: it shows the KV bytes per token (36 layers x 8 KV heads x 128 x K and V
+    # x 2 bytes) and leads on to sizing the model.
+    expect(page.locator("#kv-bytes-per-token")).to_contain_text("147,456 bytes in bf16")
+    expect(page.locator("#size-this-model")).to_be_visible()
 
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Sizing").click()
     page.get_by_label("Model", exact=True).select_option(label="Pasted Qwen3 8B (yours)")

@@ -76,10 +76,11 @@ def test_tier_figure_draws_hits_and_ttft_against_the_tier_size():
     assert hits["name"] == "Prefix-cache hit rate" and hits["x"] == [0.0, 8.0, 40.0]
     assert hits["y"] == pytest.approx([0.0, 40.0, 90.0])
     assert hits["customdata"] == [[0], [8000], [40000]]  # prefix tokens found in the CPU tier
-    assert (p50["name"], p99["name"]) == ("TTFT p50", "TTFT p99") and p99["y"] == [0.9, 0.7, 0.2]
+    # seconds in the points, drawn in ms (as the report's table and advice give latencies)
+    assert (p50["name"], p99["name"]) == ("TTFT p50", "TTFT p99") and p99["y"] == pytest.approx([900, 700, 200])
     assert fig["layout"]["xaxis2"]["title"]["text"] == "CPU KV tier (GiB)"
     assert fig["layout"]["yaxis"]["title"]["text"].replace("<br>", " ") == "Prefix-cache hit rate (%)"  # broken to fit
-    assert fig["layout"]["yaxis2"]["title"]["text"] == "TTFT (s)"
+    assert fig["layout"]["yaxis2"]["title"]["text"] == "TTFT (ms)"
 
 
 def test_report_figures_add_replicas_and_tier_figures_for_those_axes():
