@@ -169,7 +169,7 @@ class RooflineCoefficients:
     step_overhead_s: float = 0.5e-3
     per_request_overhead_s: float = 15e-6
     per_token_overhead_s: float = 0.0
-    serve_request_s: float = 5.0e-3
+    serve_request_s: float = 8.0e-3
     serve_prompt_token_s: float = 1e-6
     serve_output_token_s: float = 0.0
     async_lag_steps: float = 1.0
