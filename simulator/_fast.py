@@ -236,13 +236,12 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
         self._lazy_retry_at = 0
         self.is_lazy = np.zeros(n, bool)
         self.lazy_base = np.zeros(n, np.int64)
-        self.lazy_slot = np.zeros(n, np.int64)  # koff * B + la (block-table position of token la, x B)
         self.slot_base = (self.koff[:n] * self.B).tolist()
         self.lazy_step = 0
         self.num_lazy = 0
         self.lazy_base_sum = 0                # sum of la over the lazy decoders
-        self.buckets: dict[int, set] = {}
-        self.crossing_slots: dict[int, np.ndarray] = {}  # residue -> koff * B + la of its decoders, running order
+        # residue of -la -> {decoder: koff * B + la} in running order (see LazyDecoders._bucket_add)
+        self.buckets: dict[int, dict[int, int]] = {}
         self.finishing_at: dict[int, list] = {}
         self._finishing_heap: list[int] = []  # the keys of fin_at, and keys deleted since (see _first_finish)
         self.explicit_running: list[int] = []

@@ -65,12 +65,10 @@ class FastPool:
         self.top = nb - 1
         self.nfresh = nb - 1  # never-allocated blocks: always the bottom of the stack
         self.ref = np.zeros(nb, np.int64)
-        # born (step of last allocation, -1 = never) and last (step of last access)
-        # side by side, so that an allocation sets both with one write
-        self.born_last = np.zeros((nb, 2), np.int64)
-        self.born = self.born_last[:, 0]
-        self.last = self.born_last[:, 1]
-        self.born[:] = -1
+        # born (step of last allocation, -1 = never) and last (step of last access); an allocation
+        # writes both (two 1-D writes: with numpy 2.x, one write of (k, 2) rows takes 3x as long)
+        self.born = np.full(nb, -1, np.int64)
+        self.last = np.zeros(nb, np.int64)
         self.nfifo = 0
         if caching:
             self.hash = np.full(nb, -1, np.int64)
@@ -224,12 +222,12 @@ class FastPool:
         if type(now) is int:
             self._now_all += now * k
             self._now_realloc += now * k
-            self.born_last[out] = now
         else:
             tot = int(now.sum())
             self._now_all += tot
             self._now_realloc += tot
-            self.born_last[out] = now[:, None]
+        self.born[out] = now
+        self.last[out] = now
         self.reuses += k
         if self.track_refs:
             self.ref[out] = 1
@@ -274,7 +272,8 @@ class FastPool:
         self.reuses += k - fresh
         if self.track_refs:
             self.ref[out] = 1
-        self.born_last[out] = now if type(now) is not np.ndarray else now[:, None]
+        self.born[out] = now
+        self.last[out] = now
 
     def _pop_fifo(self, rest: int) -> np.ndarray:
         """The next ``rest`` victims: the least recently released live entries of the FIFO, popped (every
@@ -654,10 +653,12 @@ class FastPool:
         if t + m > self.fifo.size:
             self._compact(m)
             t = self.ftail
-        self.fifo[t:t + m] = tail
+        seg = self.fifo[t:t + m]
+        seg[:] = tail
+        # indexed by the contiguous copy: numpy 2.x indexes with a reversed view (the usual tail) 3x slower
         if self.defer_evictions:
-            self.fkey[t:t + m] = self.hash[tail]
-        self.fpos[tail] = np.arange(t, t + m)
+            self.fkey[t:t + m] = self.hash[seg]
+        self.fpos[seg] = np.arange(t, t + m)
         self.ftail = t + m
         self.nfifo += m
 

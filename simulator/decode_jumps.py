@@ -166,21 +166,15 @@ class DecodeJumps:
     def _window_blocks(self, cnt: list, total: int) -> None:
         """The crossing decoders' blocks (``cnt`` per step, ``total`` in all), step by step in running
         order, as :meth:`_fast_schedule` hands them out."""
-        S, B, step0 = self.lazy_step, self.B, self.exec_step
-        kls, ss, cs = [], [], []
+        S, step0 = self.lazy_step, self.exec_step
+        pos: list[int] = []
+        steps: list[int] = []
         for j, c in enumerate(cnt):
             if c:
-                kls.append(self._crossing_kl((S + j) % B))
-                ss.append(j)
-                cs.append(c)
-        if len(kls) == 1:
-            pos = (kls[0] + (S + ss[0])) // B
-            now = step0 + ss[0]
-        else:
-            sj = np.repeat(np.array(ss, np.int64), cs)
-            pos = (np.concatenate(kls) + (sj + S)) // B
-            now = sj + step0
-        self.btab[pos] = self.pool.allocate(total, now)
+                pos += self._crossing_slots(S + j)
+                steps += [step0 + j] * c
+        now = steps[0] if steps[0] == steps[-1] else np.array(steps, np.int64)
+        self.btab[np.array(pos, np.int64)] = self.pool.allocate(total, now)
 
     def _jump_precheck(self, next_arrival, tick: int) -> bool:
         """In lazy mode: could :meth:`_jump` advance at least 2 steps (cheap, no materializing)?"""

@@ -5,7 +5,8 @@ decoder*: its state is implicit in ``lazy_base`` (``la``) and the lazy step coun
 ``lazy_step`` (``S``): it has computed ``la + S`` tokens, holds ``cdiv(la + S, B)`` blocks,
 needs a new block when ``(la + S) % B == 0`` and finishes at ``S = prompt + max_tokens - la - 2``.
 Decoders are grouped in buckets by ``(-la) % B`` (the step residue at which they cross a block
-boundary) and by finishing step (``finishing_at``). Only the other running requests
+boundary; each bucket maps its decoders, in running order, to ``koff * B + la``, whence the block-table
+slot of a crossing) and by finishing step (``finishing_at``). Only the other running requests
 (``explicit_running``) are materialized in the arrays. :meth:`LazyDecoders._fast_schedule`
 makes one schedule call that way and returns None when it needs the general path
 (:class:`simulator.scheduler.Scheduler`); the engine then writes the implicit state back
@@ -40,28 +41,14 @@ class LazyDecoders:
         a = c[dec] - S
         self.is_lazy[qs] = True
         self.lazy_base[qs] = a
-        self.lazy_slot[qs] = self.koff[qs] * self.B + a
         B = self.B
-        buckets = self.buckets
-        self.crossing_slots = {}
         fin_at = self.finishing_at
         fin = (self.final_len[qs] - a - 2).tolist()
         ql = qs.tolist()
         if ql:
             # buckets by residue (empty here: _materialize cleared them)
-            rr = (-a) % B
-            order = rr.argsort(kind="stable")
-            rs = rr[order]
-            qo = qs[order].tolist()
-            cuts = ((rs[1:] != rs[:-1]).nonzero()[0] + 1).tolist()
-            lo = 0
-            for hi in cuts + [len(ql)]:
-                bk = buckets.get(rs.item(lo))
-                if bk is None:
-                    buckets[rs.item(lo)] = set(qo[lo:hi])
-                else:
-                    bk.update(qo[lo:hi])
-                lo = hi
+            for q, slot in zip(ql, (self.koff[qs] * B + a).tolist()):
+                self._bucket_add(q, slot)
         for q, f in zip(ql, fin):
             lst = fin_at.get(f)
             if lst is None:
@@ -144,7 +131,6 @@ class LazyDecoders:
             self._unlazy_in_flight(qs)
         self.lazy_active = False
         self.buckets = {}
-        self.crossing_slots = {}
         self.finishing_at = {}
         self._finishing_heap = []
         self.explicit_running = []
@@ -209,7 +195,7 @@ class LazyDecoders:
         cross = self.buckets.get(S % B)
         ncross = len(cross) if cross else 0
         if fin and ncross:
-            ncross -= len(cross.intersection(fin))
+            ncross -= len(cross.keys() & fin)
         tot = tot_need + ncross
         npre = 0
         if not pool.can_allocate(tot):
@@ -290,13 +276,9 @@ class LazyDecoders:
     def _lazy_blocks(self, pre: list, tot: int, tot_need: int, cross, S: int) -> None:
         """``tot`` blocks from one allocation, in running order: explicit requests' new blocks and one
         per decoder crossing a block boundary (``cross``)."""
-        B, held = self.B, self.held
+        held = self.held
         if not tot_need:
-            r = S % B
-            kl = self.crossing_slots.get(r)
-            if kl is None:
-                kl = self._crossing_kl(r)
-            pos = (kl + S) // B
+            pos = np.array(self._crossing_slots(S), np.int64)
         else:
             rseq, koff = self.admission_seq, self.koff
             ent = [(rseq[q], q, int(koff[q]) + int(held[q]), need) for q, n, need in pre if need]
@@ -415,13 +397,22 @@ class LazyDecoders:
             heapq.heappop(h)
         return h[0]
 
-    def _crossing_kl(self, r: int) -> np.ndarray:
-        """``koff * B + la`` of the lazy decoders in bucket ``r`` (residue of ``-la``), in running order."""
-        kl = self.crossing_slots.get(r)
-        if kl is None:
-            qa = np.array(sorted(self.buckets[r], key=self.admission_seq.__getitem__), np.int64)
-            kl = self.crossing_slots[r] = self.lazy_slot[qa]
-        return kl
+    def _crossing_slots(self, S: int) -> list[int]:
+        """The block-table slots that the lazy decoders crossing a block boundary at step ``S`` fill
+        (``(koff * B + la + S) // B``), in running order."""
+        B = self.B
+        return [(slot + S) // B for slot in self.buckets[S % B].values()]
+
+    def _bucket_add(self, q: int, slot: int) -> None:
+        """Lazy decoder ``q`` (``slot = koff * B + la``) joins the bucket of its residue, in running order."""
+        bk = self.buckets.setdefault(-slot % self.B, {})  # residue (-la) % B
+        rseq = self.admission_seq
+        if bk and rseq[q] < rseq[next(reversed(bk))]:  # (rare: it runs before the last of its bucket)
+            items = sorted([*bk.items(), (q, slot)], key=lambda item: rseq[item[0]])
+            bk.clear()
+            bk.update(items)
+        else:
+            bk[q] = slot
 
     def _slots(self, ent: list, decoders, S: int, back: int = 0) -> np.ndarray:
         """Flat block-table slots of ``ent`` (``(rseq, q, first slot, count)``) plus one slot per lazy decoder.
@@ -530,9 +521,7 @@ class LazyDecoders:
             elif self.caching:
                 self.ncached[v] = c // B
             self.is_lazy[v] = False
-            r = (-a) % B
-            self.buckets[r].discard(v)
-            self.crossing_slots.pop(r, None)
+            del self.buckets[(-a) % B][v]
             f = int(self.final_len[v]) - a - 2
             lst = self.finishing_at[f]
             lst.remove(v)
@@ -620,17 +609,9 @@ class LazyDecoders:
 
     def _make_lazy(self, q: int, a: int) -> None:
         """Running request ``q`` becomes a lazy decoder with ``la = a``."""
-        B = self.B
         self.is_lazy[q] = True
         self.lazy_base[q] = a
-        self.lazy_slot[q] = self.slot_base[q] + a
-        r = (-a) % B
-        bk = self.buckets.get(r)
-        if bk is None:
-            self.buckets[r] = {q}
-        else:
-            bk.add(q)
-        self.crossing_slots.pop(r, None)
+        self._bucket_add(q, self.slot_base[q] + a)
         f = int(self.final_len[q]) - a - 2
         lst = self.finishing_at.get(f)
         if lst is None:
@@ -661,9 +642,7 @@ class LazyDecoders:
             self.ncached[q] = c // B
         self.is_lazy[q] = False
         self.lazy_base_sum -= a
-        r = (-a) % B
-        self.buckets[r].discard(q)
-        self.crossing_slots.pop(r, None)
+        del self.buckets[(-a) % B][q]
 
     def _finish_all(self, fins: list, step: int, t_end: float) -> None:
         """Finish requests ``fins`` (output of ``step``): release their blocks in running order."""
