@@ -8,6 +8,8 @@ xPyD verdict said "7.6 ms" where its table showed "8" (two roundings of one valu
 
 from __future__ import annotations
 
+import csv
+import io
 import re
 from html import unescape
 from html.parser import HTMLParser
@@ -56,8 +58,8 @@ class _Tables(HTMLParser):
             self._cell.append(data)
 
 
-@pytest.mark.django_db
-def test_the_xpyd_sentence_and_table_print_one_value_alike(django_user_model):
+def _xpyd_search(django_user_model) -> Search:
+    """A finished search with ``disaggregated`` (its answer and the answer's xPyD splits)."""
     client = APIClient()
     client.force_authenticate(django_user_model.objects.create_user("units", password="pw-units-12345"))
     body = {"model": "llama-3-1-8b",
@@ -72,6 +74,12 @@ def test_the_xpyd_sentence_and_table_print_one_value_alike(django_user_model):
     for i in range(s.num_chunks):
         assert tasks.run_search_chunk(s.pk, i) == "done"
     s.refresh_from_db()
+    return s
+
+
+@pytest.mark.django_db
+def test_the_xpyd_sentence_and_table_print_one_value_alike(django_user_model):
+    s = _xpyd_search(django_user_model)
     html = APIClient().get(f"/searches/r/{s.slug}/").content.decode()
     parsed = _Tables()
     parsed.feed(html)
@@ -98,3 +106,32 @@ def test_the_xpyd_sentence_and_table_print_one_value_alike(django_user_model):
     # no latency in seconds anywhere in the page's sentences or tables
     text = re.sub(r"<[^>]+>", " ", html)
     assert not re.search(r"\d s\b[^/]", unescape(text).replace("requests/s", "")), "a latency in seconds"
+
+
+@pytest.mark.django_db
+def test_the_csv_has_a_row_per_xpyd_split_in_the_same_columns_and_units(django_user_model):
+    s = _xpyd_search(django_user_model)
+    text = APIClient().get(f"/searches/r/{s.slug}/download.csv").content.decode()
+    rows = list(csv.DictReader(io.StringIO(text)))
+    alt = s.result["disaggregated"]
+    agg = [r for r in rows if r["serving"] == "aggregated"]
+    split = [r for r in rows if r["serving"] == "xPyD"]
+    assert len(agg) + len(split) == len(rows) and agg and all(r["status"] != "split" for r in agg)
+    assert [r["candidate"] for r in split] == [x["name"] for x in alt["splits"]]
+    c = s.result["best"]["candidate"]
+    for r, x in zip(split, alt["splits"]):
+        assert (r["status"], r["gpu"], r["tensor_parallel"]) == ("split", c["gpu"], str(c["tensor_parallel"]))
+        assert (int(r["prefill_instances"]), int(r["decode_instances"])) == (x["prefill_instances"],
+                                                                             x["decode_instances"])
+        assert int(r["replicas"]) == x["prefill_instances"] + x["decode_instances"]
+        assert float(r["cost_per_hour_usd"]) == pytest.approx(x["cost_per_hour"], rel=1e-5)
+        assert r["meets"] == str(x["meets"]) and r["reason"]
+        for lab, v in x["values"].items():  # seconds, as the aggregated rows' columns
+            assert float(r[f"{lab} (s)"]) == pytest.approx(v, rel=1e-5)
+        assert float(r["kv_transfer_p90_s"]) == pytest.approx(x["transfer_p90_s"], rel=1e-5)
+        assert float(r["cost_per_million_output_tokens_usd"]) == pytest.approx(
+            x["cost_per_hour"] / (x["output_tokens_per_s"] * 3600) * 1e6, rel=1e-5)
+    # the answer's own row and its split at the same GPUs cost the same (one unit, one column)
+    answer = next(r for r in agg if r["status"] == "answer" and int(r["replicas"]) == s.result["best"]["replicas"])
+    same = next(r for r in split if int(r["replicas"]) == s.result["best"]["replicas"])
+    assert float(answer["cost_per_hour_usd"]) == pytest.approx(float(same["cost_per_hour_usd"]))
