@@ -35,7 +35,8 @@ def _row(dep: DisaggregatedDeployment, res, trial) -> dict[str, Any]:
             "decode_instances": dep.decode.num_instances, "num_gpus": dep.num_gpus,
             "cost_per_hour": dep.cost_per_hour, "meets": trial.meets, "values": trial.values,
             "misses": list(trial.misses), "goodput": trial.goodput,
-            "output_tokens_per_s": trial.output_tokens_per_s, "transfer_p90_s": res.transfer["p90_s"],
+            "output_tokens_per_s": trial.output_tokens_per_s,
+            "cost_per_million_tokens": trial.cost_per_million_tokens, "transfer_p90_s": res.transfer["p90_s"],
             "prefill_utilisation": res.pools["prefill"]["utilisation"],
             "decode_utilisation": res.pools["decode"]["utilisation"]}
 

@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from simulator.readable import milliseconds
 from simulator.routing import ClusterError, parse_routing
 from simulator.specs import KV_CACHE_DTYPES, GpuSpec, ModelSpec
 
@@ -175,12 +176,8 @@ def parse_slo_target(text: str) -> SloTarget:
 
 
 def format_seconds(s: float) -> str:
-    """``0.212`` -> ``212 ms``; ``7.15`` -> ``7.15 s``."""
-    if not math.isfinite(s):
-        return "never"
-    if abs(s) < 0.01:
-        return f"{s * 1000:.1f} ms"
-    return f"{s * 1000:,.0f} ms" if abs(s) < 1 else f"{s:,.2f} s"
+    """``0.212`` -> ``212 ms``; ``7.15`` -> ``7,150 ms``: always milliseconds (:mod:`simulator.readable`)."""
+    return milliseconds(s)
 
 
 @dataclass(frozen=True)

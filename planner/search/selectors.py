@@ -39,14 +39,23 @@ def search_report(*, slug: str) -> Search:
     return s
 
 
+#: The most a search's bar shows before the search is done (its xPyD stage may still be running).
+UNFINISHED_CAP = 0.99
+
+
 def search_progress(*, search: Search) -> dict:
-    """``{status, candidates_done, candidates_shown, candidates_total, fraction, elapsed_s, eta_s, chunks, error}``.
+    """``{status, phase, candidates_done, candidates_shown, candidates_total, fraction, elapsed_s, eta_s, chunks,
+    error}``.
 
     ``candidates_done`` counts the shapes of finished chunks; ``fraction`` adds the running chunks' share and
     ``candidates_shown`` is the bar's own count (``fraction`` of the total, never below ``candidates_done``),
     so a page showing both never contradicts itself. ``eta_s`` is the time left (:func:`time_left`), None
     before it can be estimated, once final, or while a chunk is stalled. Status ``stalled`` while a running
-    chunk's worker has stopped (its heartbeat did; the chunk is being sent again)."""
+    chunk's worker has stopped (its heartbeat did; the chunk is being sent again).
+
+    The bar reaches 100 % only when the search is done: until then ``fraction`` stops at :data:`UNFINISHED_CAP`.
+    ``phase`` is ``"xpyd"`` while a search with ``disaggregated`` has settled every shape and its xPyD stage
+    (the last chunk) still compares the answer's prefill/decode splits, else ``"shapes"``."""
     chunks = list(search.chunks.values("index", "status", "progress", "candidates", "heartbeat_at", "shapes",
                                        "cost_bound", "started_at", "finished_at",
                                        best_cost=models.F("result__best__cost_per_hour")))
@@ -54,13 +63,16 @@ def search_progress(*, search: Search) -> dict:
     total = search.total_candidates or 1
     done = sum(len(c["candidates"]) for c in chunks if c["status"] == "done")
     partial = sum(len(c["candidates"]) * c["progress"] for c in chunks if c["status"] == "running")
-    fraction = 1.0 if search.status == Search.Status.DONE else min(1.0, (done + partial) / total)
+    fraction = 1.0 if search.status == Search.Status.DONE else min(UNFINISHED_CAP, (done + partial) / total)
+    has_stage, stage = search.snapshot.get("disaggregated") is not None, search.num_chunks - 1
+    phase = "xpyd" if (has_stage and not search.is_final and all(
+        c["status"] == "done" for c in chunks if c["index"] != stage)) else "shapes"
     end = search.finished_at or timezone.now()
     elapsed = (end - search.started_at).total_seconds() if search.started_at else None
     eta = None
     if not search.is_final and not stalled and elapsed is not None:
         eta = time_left(chunks, elapsed=elapsed, fraction=fraction)
-    return {"status": "stalled" if stalled else search.status, "candidates_done": done,
+    return {"status": "stalled" if stalled else search.status, "phase": phase, "candidates_done": done,
             "candidates_shown": max(done, math.floor(fraction * search.total_candidates + 1e-9)),
             "candidates_total": search.total_candidates, "fraction": round(fraction, 4), "elapsed_s": elapsed,
             "eta_s": None if eta is None else round(eta, 1),

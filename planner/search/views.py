@@ -75,7 +75,7 @@ def _xpyd_context(res: dict, labels: list[str]) -> dict:
         rows.append({"name": r["name"], "num_gpus": r["num_gpus"], "cost": r["cost_per_hour"],
                      "values": [r["values"].get(lab) for lab in labels], "meets": r["meets"],
                      "misses": "; ".join(r["misses"]),
-                     "transfer_p90_ms": None if r["transfer_p90_s"] is None else r["transfer_p90_s"] * 1e3,
+                     "transfer_p90_s": r["transfer_p90_s"],
                      "p_util": r["prefill_utilisation"], "d_util": r["decode_utilisation"]})
     return {"xpyd_asked": True, "xpyd": alt, "xpyd_rows": rows}
 

@@ -25,6 +25,7 @@ from planner.sweeps.figures import (
 )
 from planner.sweeps.forms import SweepForm
 from planner.sweeps.labels import display_value
+from simulator.readable import figure
 
 
 @login_required
@@ -134,7 +135,7 @@ def _cell(value, *, percent: bool = False) -> str:
         return f"{value * 100:,.1f}"
     if isinstance(value, int):
         return f"{value:,}"
-    return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return figure(value)
 
 
 def points_table(body: dict, arrival_unit: str = "step") -> dict:

@@ -113,3 +113,15 @@ def per_price(amount, price) -> str:
         return f"{float(amount) / price:,.0f}" if price > 0 else ""
     except (TypeError, ValueError):
         return ""
+
+
+@register.filter
+def ms(seconds) -> str:
+    """Seconds as a figure of milliseconds, as the search's messages print them (one rule:
+    :func:`simulator.readable.ms_figure`): 0.0076 -> '7.6'; 1.2345 -> '1,234'; non-numbers unchanged."""
+    from simulator.readable import ms_figure
+
+    try:
+        return ms_figure(float(seconds))
+    except (TypeError, ValueError):
+        return seconds

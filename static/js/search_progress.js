@@ -1,6 +1,8 @@
 // Live search progress: polls GET /api/searches/{id}/ (JSON) and moves the bar. The count beside the bar is
 // the bar's own (progress.candidates_shown, planner/search/selectors.py), so the two never disagree, and
-// neither goes down. The page reloads once when the search ends (a finished search opens its report).
+// neither goes down; the bar stays below 100 % until the search is done, and while its xPyD stage runs
+// (every shape settled) the text says it compares prefill/decode splits. The page reloads once when the
+// search ends (a finished search opens its report).
 (function () {
   "use strict";
   var box = document.getElementById("search-progress");
@@ -30,6 +32,7 @@
         var status = p.status === "stalled" ? "Stalled (a worker stopped; its chunk is being sent again)" : s.status;
         set("status", status.charAt(0).toUpperCase() + status.slice(1));
         set("shown", String(shownMax));
+        set("phase", p.phase === "xpyd" ? "· comparing prefill/decode splits" : "");
         set("elapsed", String(Math.round(p.elapsed_s || 0)));
         set("eta", p.eta_s === null ? "estimating…" : "about " + Math.round(p.eta_s) + " s");
         set("error", p.error || "");

@@ -3,7 +3,8 @@
 The bar, the count beside it ("N of M deployment shapes settled") and the time left come from the same
 progress (``planner/search/selectors.search_progress``, polled by ``static/js/search_progress.js``): the count
 is the bar's own, neither goes down, no estimate before a chunk is done, and the page opens the report when
-the search ends. The estimate's accuracy is measured on a longer search in tests/integration/test_search_eta.py.
+the search ends; while a search's xPyD stage runs the bar stays at 99 % and says so. The estimate's accuracy
+is measured on a longer search in tests/integration/test_search_eta.py.
 """
 
 from __future__ import annotations
@@ -27,6 +28,14 @@ DEFINITION = {
 }
 
 
+#: The bar's value and the texts beside it, read in one script turn.
+READ_PROGRESS = """() => {
+  const f = (n) => document.querySelector(`#search-progress [data-field="${n}"]`).textContent.trim();
+  return [document.querySelector('#search-progress [role="progressbar"]').getAttribute("aria-valuenow"),
+          f("shown"), f("total"), f("eta")];
+}"""
+
+
 def test_search_progress_on_a_real_worker(signed_in_page, user, worker_factory, sender_on_redis, screenshot):
     from planner.search import services
 
@@ -43,10 +52,9 @@ def test_search_progress_on_a_real_worker(signed_in_page, user, worker_factory, 
     deadline = time.monotonic() + SEARCH_TIMEOUT_S
     while time.monotonic() < deadline and "/searches/r/" not in page.url:
         try:
-            value = int(bar.get_attribute("aria-valuenow", timeout=2_000))
-            shown = int(page.locator('[data-field="shown"]').inner_text(timeout=2_000))
-            total = int(page.locator('[data-field="total"]').inner_text(timeout=2_000))
-            eta = page.locator('[data-field="eta"]').inner_text(timeout=2_000)
+            # read together (one script turn): separate reads could straddle a poll's update
+            value, shown, total, eta = page.evaluate(READ_PROGRESS)
+            value, shown, total = int(value), int(shown), int(total)
         except Exception:  # noqa: BLE001 - the page is opening the report; look again
             continue
         assert total == search.total_candidates, "the total never changes"
@@ -67,3 +75,29 @@ def test_search_progress_on_a_real_worker(signed_in_page, user, worker_factory, 
     assert estimates, "no time left was ever shown while the search ran"
     expect(page).to_have_url(re.compile(r"/searches/r/[^/]+/$"), timeout=SEARCH_TIMEOUT_S * 1000)
     expect(page.locator("#search-answer")).to_be_visible()
+
+
+def test_the_xpyd_stage_keeps_the_bar_short_of_done(signed_in_page, user, monkeypatch):
+    """Every shape settled, the xPyD stage not yet run: the bar said 100 % beside "Running". Now it stays at
+    99 % and the text says what is left, before and after the page's script has polled the API."""
+    from planner.search import services
+
+    monkeypatch.setattr(services, "search_enqueue", lambda search_id: None)
+    search = services.search_create(owner=user, definition={
+        "name": "Aggregated or xPyD", "model": "llama-3-1-8b",
+        "workload": {"spec": {"n": 24, "prompt": "normal:1024,256", "output": "normal:64,16",
+                              "arrival": {"kind": "poisson", "rate": 10, "unit": "s"}}, "seed": 0},
+        "slo": {"targets": [{"metric": "ttft", "percentile": "p90", "max_s": 0.5}]},
+        "space": {"gpus": ["h100-sxm5-80gb"], "tensor_parallel": [1], "precisions": ["bf16"], "max_replicas": 2},
+        "disaggregated": {"link_gbps": 50}})
+    assert services.chunk_run(search_id=search.pk, index=0) == "done"  # the shapes; the stage stays pending
+    page = signed_in_page
+    page.goto(f"/searches/{search.pk}/")
+    bar = page.get_by_role("progressbar", name="Search progress")
+    phase = page.locator('[data-field="phase"]')
+    for _ in range(2):  # as served, then after the script's first poll (0.5 s) and a second one
+        expect(phase).to_have_text("· comparing prefill/decode splits")
+        assert bar.get_attribute("aria-valuenow") == "99"
+        expect(page.locator('[data-field="status"]')).to_have_text("Running")
+        assert page.locator('[data-field="shown"]').inner_text() == page.locator('[data-field="total"]').inner_text()
+        page.wait_for_timeout(1_800)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 
 from planner.search.selectors import UNBOUNDED_TRIALS, chunk_cost, time_left
@@ -101,3 +102,42 @@ def test_search_progress_counts_the_bars_own_shapes(django_user_model, monkeypat
     search.refresh_from_db()
     p = selectors.search_progress(search=search)
     assert search.status == "done" and p["candidates_shown"] == 4 and p["eta_s"] is None
+
+
+@pytest.mark.django_db
+def test_the_xpyd_stage_keeps_the_bar_below_100_until_the_search_is_done(django_user_model, monkeypatch):
+    """Every shape settled but the xPyD stage still running: the bar said 100 % beside status "running"."""
+    from gpuprofiles.catalog import load_catalog
+    from gpuprofiles.models import GpuProfile, ModelProfile
+    from planner.search import selectors, services
+    from planner.search.models import SearchChunk
+
+    load_catalog(GpuProfile, ModelProfile)
+    monkeypatch.setattr(services, "search_enqueue", lambda search_id: None)
+    owner = django_user_model.objects.create_user("xpyd", password="pw-123456789")
+    search = services.search_create(owner=owner, definition={
+        "model": "llama-3-1-8b",
+        "workload": {"spec": {"n": 24, "prompt": "normal:1024,256", "output": "normal:64,16",
+                              "arrival": {"kind": "poisson", "rate": 10, "unit": "s"}}, "seed": 0},
+        "slo": {"targets": [{"metric": "ttft", "percentile": "p90", "max_s": 0.5}]},
+        "space": {"gpus": ["h100-sxm5-80gb"], "tensor_parallel": [1], "precisions": ["bf16"], "max_replicas": 2},
+        "disaggregated": {"link_gbps": 50}})
+    assert services.chunk_run(search_id=search.pk, index=0) == "done"
+    search.refresh_from_db()
+    p = selectors.search_progress(search=search)
+    assert search.status == "running" and p["candidates_done"] == p["candidates_total"]
+    assert p["fraction"] < 1 and p["phase"] == "xpyd"
+    stage = SearchChunk.objects.get(search=search, index=search.num_chunks - 1)
+    SearchChunk.objects.filter(pk=stage.pk).update(status="running", started_at=timezone.now(),
+                                                   heartbeat_at=timezone.now())
+    p = selectors.search_progress(search=search)
+    assert p["fraction"] < 1 and p["phase"] == "xpyd"
+    client = Client()
+    client.force_login(owner)
+    page = client.get(f"/searches/{search.pk}/").content.decode()
+    assert 'aria-valuenow="99"' in page and "width: 99%" in page and "comparing prefill/decode splits" in page
+    SearchChunk.objects.filter(pk=stage.pk).update(status="pending")
+    assert services.chunk_run(search_id=search.pk, index=stage.index) == "done"
+    search.refresh_from_db()
+    p = selectors.search_progress(search=search)
+    assert search.status == "done" and p["fraction"] == 1 and p["phase"] == "shapes"
