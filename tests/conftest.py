@@ -135,14 +135,13 @@ def chromium_path() -> str:
     return path
 
 
-#: Property tests' budget. ``KVP_HYPOTHESIS_BUDGET=full`` (``.ci/run``) runs each with the
-#: ``max_examples`` its test gives; otherwise (``python3 dev.py test``, a quick local run) with a
-#: quarter of it, at least 10 examples, so the whole suite stays within its 5 minutes.
-HYPOTHESIS_SHARE = 4
-
-
 def pytest_collection_finish(session):
-    if os.environ.get("KVP_HYPOTHESIS_BUDGET", "") == "full":
+    """Property tests' budget (``tests/budget.py``): ``KVP_HYPOTHESIS_BUDGET=full`` (``.ci/run``) runs each
+    with the ``max_examples`` its test gives; otherwise (``python3 dev.py test``, a quick local run) with a
+    quarter of it, at least 10 examples, so the whole suite stays within its 5 minutes."""
+    from tests.budget import FULL, SHARE
+
+    if FULL:
         return
     from hypothesis import settings
 
@@ -154,4 +153,4 @@ def pytest_collection_finish(session):
             continue  # parametrized items share one function: scale it once
         scaled.add(id(test))
         test._hypothesis_internal_use_settings = settings(
-            current, max_examples=max(10, current.max_examples // HYPOTHESIS_SHARE))
+            current, max_examples=max(10, current.max_examples // SHARE))

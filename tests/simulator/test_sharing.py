@@ -16,6 +16,7 @@ from simulator.config import EngineConfig
 from simulator.cost_model import StepCostTerms
 from simulator.engine import simulate
 from simulator.workload import Workload
+from tests.budget import seeds
 
 
 @pytest.fixture
@@ -72,20 +73,22 @@ def _random_case(seed: int) -> tuple[Workload, list[EngineConfig]]:
 
 
 def test_random_grids_equal_their_configurations_alone(engine_runs):
-    derived = 0
-    for seed in range(14):
+    # CI: all 14 grids; a quick local run: 4 of them (tests/budget.py), the cheaper 12-configuration ones
+    derived = total = 0
+    for seed in seeds(range(14), local=[2, 6, 9, 10]):
         wl, cfgs = _random_case(seed)
         engine_runs.clear()
         results = simulate(wl, cfgs, record_steps=True)
         derived += len(cfgs) - len(engine_runs)
+        total += len(cfgs)
         _assert_same_as_alone(wl, cfgs, results)
-    assert derived >= 50  # sharing happens (78 of 178 configurations with this code)
+    assert 4 * derived >= total  # sharing happens (117 of 228 configurations with this code; 30 of 48 locally)
 
 
 def test_random_grids_in_worker_processes_equal_their_configurations_alone():
     # two leaders at once: a leader's candidates then include larger block counts (checks that
     # failed in the leader must fail in them too)
-    for seed in range(100, 110):
+    for seed in seeds(range(100, 110), local=range(100, 103)):
         wl, cfgs = _random_case(seed)
         _assert_same_as_alone(wl, cfgs, simulate(wl, cfgs, record_steps=True, processes=2))
 

@@ -10,6 +10,7 @@ from simulator.config import ConfigError, EngineConfig
 from simulator.engine import simulate
 from simulator.tiers import KvTier, LruKeys, TierChain
 from simulator.workload import Workload
+from tests.budget import seeds
 
 # Llama 3.1 8B: 131,072 KV bytes per token (docs/sizing.md), 16-token blocks
 BPB = 16 * 131_072
@@ -367,13 +368,15 @@ def test_async_lazy_decoders_with_tiers_change_nothing():
 
     from tests.simulator.test_engine_properties import assert_lazy_path_changes_nothing
 
+    cases = seeds(range(12), local=range(3))  # tests/budget.py: all 12 in CI
     lazy_calls = loaded = 0
-    for seed in range(12):
+    for seed in cases:
         wl, cfg = _tier_case(seed)
         cfg = replace(cfg, async_scheduling=True)
         lazy_calls += assert_lazy_path_changes_nothing(wl, cfg) > 0
         loaded += simulate(wl, [cfg])[0].totals["cpu_tier_blocks_onboarded"] > 0
-    assert lazy_calls >= 8 and loaded >= 4  # the lazy path ran, with loads from a tier
+    # the lazy path ran, with loads from a tier (12 and 9 of the 12 cases with this code; 3 and 2 of 3 locally)
+    assert 3 * lazy_calls >= 2 * len(cases) and 3 * loaded >= len(cases)
 
 
 def test_loads_behind_a_blocked_head_do_not_livelock():
@@ -421,7 +424,7 @@ def test_own_keys_with_tiers_equal_the_hash_table_pool():
     from simulator.results import assemble_result
 
     seen = dict(preemptions=0, onboarded=0, stalls=0)
-    for seed in range(8):
+    for seed in seeds(range(8), local=[0, 3]):  # tests/budget.py; only case 3 stalls
         wl, cfg = _tier_case(seed)
         out = []
         for accelerate in (True, False):
@@ -447,7 +450,7 @@ def test_load_and_read_shortcuts_change_nothing():
     from simulator.results import assemble_result
 
     taken = dict(kept=0, hit_run=0, sure=0, fresh=0)
-    for seed in range(8):
+    for seed in seeds(range(8), local=[2, 6]):  # tests/budget.py; both take every shortcut
         wl, cfg = _pressure_tier_case(seed)
         out = []
         for accelerate in (True, False):
