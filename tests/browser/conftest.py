@@ -23,12 +23,19 @@ import pytest
 # Real Celery workers for the sweep flow: the sweeps' integration fixtures, reused as they are.
 # Importing them also points SQLite's test database at a file, so that a worker process and the
 # live server share it (PostgreSQL's test database is shared anyway).
+from tests.budget import FULL
 from tests.integration.conftest import sender_on_redis, worker_factory  # noqa: F401
 
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "artifacts" / "screenshots"
+
+
+def screenshots_wanted() -> bool:
+    """Whether this run writes its screenshots: always with CI's full budget, and unless ``KVP_SCREENSHOTS=0``
+    (which ``python3 dev.py test`` sets for its quick local run: every check runs, no PNG is written)."""
+    return FULL or os.environ.get("KVP_SCREENSHOTS", "1") != "0"
 
 # Laptop screen: charts and tables must be readable at this size.
 VIEWPORT = {"width": 1366, "height": 860}
@@ -211,7 +218,8 @@ def screenshot():
 
     def take(page, name: str) -> Path:
         path = SCREENSHOTS / f"{name}.png"
-        page.screenshot(path=str(path), full_page=True)
+        if screenshots_wanted():
+            page.screenshot(path=str(path), full_page=True)
         return path
 
     return take

@@ -11,7 +11,7 @@ import re
 
 from playwright.sync_api import expect
 
-from tests.browser.conftest import SCREENSHOTS, _assert_clean, _new_page, session_cookie
+from tests.browser.conftest import SCREENSHOTS, _assert_clean, _new_page, screenshots_wanted, session_cookie
 
 DESKTOP = {"width": 1400, "height": 900}
 PHONE = {"width": 390, "height": 844}
@@ -101,7 +101,8 @@ def _shoot(browser, live_server, pages: dict[str, str], cookies: list) -> None:
                 if page.locator("[data-figure]").count():
                     page.wait_for_function("[...document.querySelectorAll('[data-figure]')]"
                                            ".every(f => f.querySelector('.main-svg'))")
-                page.screenshot(path=str(SCREENSHOTS / f"{name}-{viewport['width']}.png"), full_page=True)
+                if screenshots_wanted():
+                    page.screenshot(path=str(SCREENSHOTS / f"{name}-{viewport['width']}.png"), full_page=True)
                 if viewport is PHONE:
                     _check_phone(page, name)
                 else:
