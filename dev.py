@@ -55,8 +55,7 @@ def ensure_venv(lock: str) -> None:
         print(f"creating the virtual environment in {VENV.name}/", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
     print(f"installing {lock} into {VENV.name}/ (the first time takes a few minutes)", flush=True)
-    # --no-compile: modules are compiled when first imported (most of the dev tools never are); 11 s less on 2 cores
-    pip = [str(PY), "-m", "pip", "install", "--require-hashes", "--no-compile", "--progress-bar", "on"]
+    pip = [str(PY), "-m", "pip", "install", "--require-hashes", "--progress-bar", "on"]
     subprocess.run([*pip, "-r", str(ROOT / lock)], check=True)
     stamp.write_text(want)
 
