@@ -238,33 +238,28 @@ def catalog(transactional_db):
 REPORT_BLOCKS = [150, 300, 600, 1200, 2400]
 
 
-@pytest.fixture
-def finished_report(user, monkeypatch):
-    """A KV-blocks sweep like the worker flow's (test_sweeps.py), run in this process (no worker): its report."""
+def _grid_report_here(user, monkeypatch, definition: dict):
+    """Create a grid sweep of ``definition`` and run its chunks in this process (nothing goes to a broker): its report."""
     from planner.models import Report
     from planner.sweeps import services
 
-    monkeypatch.setattr(services, "sweep_enqueue", lambda sweep_id: None)  # nothing goes to a broker
-    sweep = services.sweep_create(
-        owner=user,
-        definition={
-            "name": "KV cliff in the browser",
-            "engine": {"num_gpu_blocks": 2000},
-            "workload": {
-                "spec": {
-                    "n": 150,
-                    "prompt": "normal:256,64",
-                    "output": "normal:128,32",
-                    "arrival": {"kind": "poisson", "rate": 2.0, "unit": "step"},
-                },
-                "seed": 0,
-            },
-            "axes": [{"param": "num_gpu_blocks", "values": REPORT_BLOCKS}],
-        },
-    )
+    monkeypatch.setattr(services, "sweep_enqueue", lambda sweep_id: None)
+    sweep = services.sweep_create(owner=user, definition=definition)
     for index in range(sweep.num_chunks):
         assert services.chunk_run(sweep_id=sweep.pk, index=index) == "done"
     return Report.objects.get(sweep=sweep)
+
+
+@pytest.fixture
+def finished_report(user, monkeypatch):
+    """A KV-blocks sweep like the worker flow's (test_sweeps.py), run in this process (no worker): its report."""
+    return _grid_report_here(user, monkeypatch, {
+        "name": "KV cliff in the browser",
+        "engine": {"num_gpu_blocks": 2000},
+        "workload": {"spec": {"n": 150, "prompt": "normal:256,64", "output": "normal:128,32",
+                              "arrival": {"kind": "poisson", "rate": 2.0, "unit": "step"}}, "seed": 0},
+        "axes": [{"param": "num_gpu_blocks", "values": REPORT_BLOCKS}],
+    })
 
 
 @pytest.fixture
@@ -275,11 +270,7 @@ def replicas_report(user, monkeypatch):
     it draws the latency-against-replicas figure with the targets: at 4 requests/s one replica meets
     them, at 16 requests/s four do.
     """
-    from planner.models import Report
-    from planner.sweeps import services
-
-    monkeypatch.setattr(services, "sweep_enqueue", lambda sweep_id: None)
-    sweep = services.sweep_create(owner=user, definition={
+    return _grid_report_here(user, monkeypatch, {
         "name": "Replicas for two rates in the browser",
         "engine": {"num_gpu_blocks": 3000, "step_time_model": {"base_s": 0.01, "per_token_s": 4e-5}},
         "workload": {"spec": {"n": 80, "prompt": "normal:2000,200", "output": "normal:200,20",
@@ -287,9 +278,6 @@ def replicas_report(user, monkeypatch):
         "slo": {"ttft_s": 0.25, "itl_s": 0.05},
         "axes": [{"param": "rate", "values": [4.0, 16.0]}, {"param": "num_instances", "values": [1, 2, 4]}],
     })
-    for index in range(sweep.num_chunks):
-        assert services.chunk_run(sweep_id=sweep.pk, index=index) == "done"
-    return Report.objects.get(sweep=sweep)
 
 
 @pytest.fixture
@@ -330,37 +318,23 @@ def search_report(user, monkeypatch):
 @pytest.fixture
 def disaggregated_report(user, monkeypatch):
     """A sweep over the prefill and decode pools of an xPyD deployment (Llama 8B on H100s), run here: its report."""
-    from planner.models import Report
-    from planner.sweeps import services
-
-    monkeypatch.setattr(services, "sweep_enqueue", lambda sweep_id: None)
-    sweep = services.sweep_create(owner=user, definition={
+    return _grid_report_here(user, monkeypatch, {
         "name": "Prefill and decode pools", "model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb",
         "workload": {"spec": {"n": 30, "prompt": "normal:1024,128", "output": "normal:64,16",
                               "arrival": {"kind": "poisson", "rate": 10.0, "unit": "s"}}, "seed": 0},
         "disaggregated": {"routing": "least-loaded", "link_gbps": 25},
         "axes": [{"param": "prefill_instances", "values": [1, 2]}, {"param": "decode_instances", "values": [1, 2]}]})
-    for index in range(sweep.num_chunks):
-        assert services.chunk_run(sweep_id=sweep.pk, index=index) == "done"
-    return Report.objects.get(sweep=sweep)
 
 
 @pytest.fixture
 def speculative_report(user, monkeypatch):
     """A sweep over the speculative tokens of EAGLE (Llama 8B on an H100), run here: its report."""
-    from planner.models import Report
-    from planner.sweeps import services
-
-    monkeypatch.setattr(services, "sweep_enqueue", lambda sweep_id: None)
-    sweep = services.sweep_create(owner=user, definition={
+    return _grid_report_here(user, monkeypatch, {
         "name": "Speculative tokens", "model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb",
         "engine": {"speculative": {"method": "eagle", "num_speculative_tokens": 3, "acceptance_rate": 0.7}},
         "workload": {"spec": {"n": 30, "prompt": "normal:512,64", "output": "normal:128,16",
                               "arrival": {"kind": "poisson", "rate": 4.0, "unit": "s"}}, "seed": 0},
         "axes": [{"param": "num_speculative_tokens", "values": [0, 1, 3]}]})
-    for index in range(sweep.num_chunks):
-        assert services.chunk_run(sweep_id=sweep.pk, index=index) == "done"
-    return Report.objects.get(sweep=sweep)
 
 
 @pytest.fixture
