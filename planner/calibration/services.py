@@ -78,6 +78,11 @@ def create_calibration(owner, *, name: Any, model: Any, gpu: Any, text: Any, ten
     """
     from simulator.calibration import CalibrationError, fit, parse_measurement
 
+    # Form and multipart bodies reach here unchecked (JSON bodies are checked by the parser): PostgreSQL
+    # refuses NUL in text, which was a 500.
+    for field, value in (("name", name), ("model", model), ("gpu", gpu), ("format", file_format)):
+        if isinstance(value, str) and "\x00" in value:
+            raise ValidationError({field: ["must not contain NUL (\\u0000) characters"]})
     if not isinstance(name, str) or not name.strip() or len(name) > 120:
         raise ValidationError({"name": ["give a name of at most 120 characters"]})
     name = name.strip()
