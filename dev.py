@@ -3,7 +3,7 @@
 
     python3 dev.py run [--port 8000]  # venv + locked dependencies + migrations + catalog, then web and a worker
     python3 dev.py test [ARGS]        # venv + locked dev dependencies, then the whole test suite (pytest)
-    python3 dev.py lock [--check]     # regenerate requirements.lock and requirements-dev.lock (hashes), or check them
+    python3 dev.py lock [--check]     # regenerate the requirements*.lock files (hashes), or check them
 
 ``run`` writes ``local.env`` once (DEBUG=true and a generated SECRET_KEY); the settings read it, so
 ``.venv/bin/python manage.py ...`` works in any shell afterwards. Ctrl+C or SIGTERM stops the web
@@ -29,8 +29,11 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / "python"
 LOCAL_ENV = ROOT / "local.env"
-#: Lock file -> the requirements file it pins (``python3 dev.py lock`` writes both).
-LOCKS = {"requirements.lock": "requirements.txt", "requirements-dev.lock": "requirements-dev.txt"}
+#: Lock file -> the requirements file it pins (``python3 dev.py lock`` writes them all).
+LOCKS = {"requirements.lock": "requirements.txt", "requirements-dev.lock": "requirements-dev.txt",
+         "requirements-uv.lock": "requirements-uv.txt"}
+#: The installer's own lock: pip installs it (hashes checked), then uv installs the others.
+UV_LOCK = "requirements-uv.lock"
 INPUTS_LINE = "# inputs-sha256: "
 
 
@@ -38,7 +41,7 @@ INPUTS_LINE = "# inputs-sha256: "
 
 
 def inputs_digest() -> str:
-    """The digest of both requirements files, recorded in each lock file."""
+    """The digest of the requirements files, recorded in each lock file."""
     digest = hashlib.sha256()
     for name in sorted(set(LOCKS.values())):
         digest.update(name.encode() + b"\0" + (ROOT / name).read_bytes())
@@ -54,14 +57,34 @@ def ensure_venv(lock: str) -> None:
     if not PY.exists():
         print(f"creating the virtual environment in {VENV.name}/", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
-    print(f"installing {lock} into {VENV.name}/ (the first time takes a few minutes)", flush=True)
-    pip = [str(PY), "-m", "pip", "install", "--require-hashes", "--progress-bar", "on"]
-    subprocess.run([*pip, "-r", str(ROOT / lock)], check=True)
+    print(f"installing {lock} into {VENV.name}/ (the first time takes about a minute)", flush=True)
+    if uv_ready():
+        subprocess.run([str(BIN / "uv"), "pip", "install", "--python", str(PY), "--require-hashes",
+                        "--compile-bytecode", "-r", str(ROOT / lock)], check=True)
+    else:
+        pip_install(lock)
     stamp.write_text(want)
 
 
+def pip_install(lock: str) -> None:
+    subprocess.run([str(PY), "-m", "pip", "install", "--require-hashes", "--progress-bar", "on",
+                    "-r", str(ROOT / lock)], check=True)
+
+
+def uv_ready() -> bool:
+    """Install uv from its lock with pip, once; False (pip installs everything) where uv cannot be had."""
+    if (BIN / "uv").exists():
+        return True
+    try:
+        pip_install(UV_LOCK)
+    except subprocess.CalledProcessError:
+        print("uv could not be installed: pip installs the lock instead (slower)", file=sys.stderr, flush=True)
+        return False
+    return (BIN / "uv").exists()
+
+
 def lock(check: bool) -> int:
-    """Regenerate both lock files with pip-compile (hashes), or check that they are current."""
+    """Regenerate the lock files with pip-compile (hashes), or check that they are current."""
     if check:
         return check_locks()
     ensure_tool("piptools", "pip-tools>=7.4,<8")
@@ -94,7 +117,7 @@ def check_locks() -> int:
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     if problems:
-        print("the lock is stale: run 'python3 dev.py lock' and commit both lock files", file=sys.stderr)
+        print("the lock is stale: run 'python3 dev.py lock' and commit the lock files", file=sys.stderr)
         return 1
     print("lock files are current", flush=True)
     return 0
