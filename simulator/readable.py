@@ -11,9 +11,12 @@ from __future__ import annotations
 import math
 
 
-def figure(value: float) -> str:
-    """``7.613`` -> ``7.61``; ``212.4`` -> ``212``; ``1234.5`` -> ``1,234`` (3 significant digits below 1,000)."""
-    return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+def figure(value: float, digits: int = 3) -> str:
+    """``7.613`` -> ``7.61``; ``212.4`` -> ``212``; ``1234.5`` -> ``1,234`` (3 significant digits below 1,000;
+    ``digits`` more when asked: ``figure(500.4, 4)`` -> ``500.4``, ``figure(1234.5, 5)`` -> ``1,234.5``)."""
+    if abs(value) < 1000:
+        return f"{value:,.{digits}g}"
+    return f"{value:,.{max(0, digits - 4)}f}"
 
 
 def ms_figure(seconds: float) -> str:
@@ -21,6 +24,29 @@ def ms_figure(seconds: float) -> str:
     if not math.isfinite(seconds):
         return "never"
     return figure(seconds * 1000)
+
+
+def ms_target(seconds: float) -> str:
+    """A target as the person gave it, in milliseconds (up to 6 significant digits): ``0.01225`` -> ``12.25``."""
+    return f"{seconds * 1000:,.6g}"
+
+
+def ms_against(seconds: float, target_s: float) -> tuple[str, str]:
+    """A measured latency and its target as figures of milliseconds that compare as the values do.
+
+    Three significant digits by the rule above, more where three would make a miss look like a pass or
+    like its target (500.4 ms against 500 ms: ``("500.4", "500")``, not ``("500", "500")``).
+    """
+    target = ms_target(target_s)
+    if not math.isfinite(seconds):
+        return "never", target
+    value_ms, target_ms = seconds * 1000, float(target.replace(",", ""))
+    for digits in range(3, 9):
+        value = figure(value_ms, digits)
+        shown = float(value.replace(",", ""))
+        if (shown > target_ms) == (value_ms > target_ms) and (shown < target_ms) == (value_ms < target_ms):
+            break
+    return value, target
 
 
 def milliseconds(seconds: float) -> str:

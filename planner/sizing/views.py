@@ -7,11 +7,14 @@ form, call the services and pick the figures.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from django.http import QueryDict
 from django.shortcuts import render
+
+from simulator.readable import ms_against, ms_figure, ms_target
 
 from . import figures, services
 from .forms import CompareForm, ReplicasForm, SizingForm, default_compare_gpus
@@ -185,15 +188,16 @@ def _disaggregated_rows(form: ReplicasForm, owner) -> list[dict] | None:
 
 
 def _ms(seconds) -> str:
-    return "–" if seconds is None else f"{seconds * 1000:,.4g}"
+    """A table cell in milliseconds by the reports' rule (:mod:`simulator.readable`); "–" where there is none."""
+    return "–" if seconds is None else ms_figure(seconds)
 
 
 def replicas_answer(found: dict, form: ReplicasForm) -> dict:
     """What the replicas page shows: the answer in words, its cost and one table row per count tried."""
     pct = found["percentile"]
     targets = " and ".join(t for t in (
-        None if found["slo_ttft_s"] is None else f"TTFT {pct} ≤ {_ms(found['slo_ttft_s'])} ms",
-        None if found["slo_itl_s"] is None else f"ITL {pct} ≤ {_ms(found['slo_itl_s'])} ms") if t)
+        None if found["slo_ttft_s"] is None else f"TTFT {pct} ≤ {ms_target(found['slo_ttft_s'])} ms",
+        None if found["slo_itl_s"] is None else f"ITL {pct} ≤ {ms_target(found['slo_itl_s'])} ms") if t)
     gpu = form.gpu_options.rows[form.cleaned_data["gpu"]]
     per = found.get("gpus_per_replica") or form.cleaned_data["tensor_parallel_size"]
     rate = f"{form.cleaned_data['rate']:,.4g}"
@@ -225,10 +229,18 @@ def _why_not(found: dict) -> str:
     if last.get("dropped"):
         return "Requests are dropped as unservable: a prompt does not fit one replica's KV cache"
     n = last["num_instances"]
-    parts = [f"{name} {pct} is {_ms(last[key])} ms (target ≤ {_ms(found[slo])} ms)"
+    parts = [_against(f"{name} {pct}", last[key], found[slo])
              for name, key, slo in (("TTFT", "ttft_s", "slo_ttft_s"), ("ITL", "itl_s", "slo_itl_s"))
              if found.get(slo) is not None]
     return f"With {n} replica{'s' if n != 1 else ''}, " + " and ".join(parts)
+
+
+def _against(metric: str, seconds: float | None, target_s: float) -> str:
+    """``TTFT p90 is 500.4 ms (target ≤ 500 ms)``: digits enough that a miss never reads as its target."""
+    if seconds is None or not math.isfinite(seconds):
+        return f"{metric}: no request finished (target ≤ {ms_target(target_s)} ms)"
+    value, target = ms_against(seconds, target_s)
+    return f"{metric} is {value} ms (target ≤ {target} ms)"
 
 
 def latency_flattened(trials: list[dict], gain: float = 0.1) -> bool:
