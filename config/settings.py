@@ -16,7 +16,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import dj_database_url
-import plotly
 from django.core.exceptions import ImproperlyConfigured
 
 from .env import env_bool, env_int, env_list, env_str, load_env_file
@@ -125,11 +124,8 @@ try:  # collectstatic fills it; WhiteNoise warns "No directory at ..." on every 
     STATIC_ROOT.mkdir(exist_ok=True)
 except OSError:  # a read-only checkout: the finders serve the files all the same
     pass
-STATICFILES_DIRS = [
-    BASE_DIR / "static",
-    # Plotly's own JavaScript bundle, served locally (no CDN).
-    ("plotly", Path(plotly.__file__).resolve().parent / "package_data"),
-]
+# Plotly's JavaScript is served from here too (static/vendor/plotly: its cartesian bundle, no CDN).
+STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {

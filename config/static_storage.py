@@ -1,7 +1,7 @@
 """Static files storage: whitenoise's compressed manifest storage, not strict about the manifest.
 
-``collectstatic`` writes gzip copies and content-hashed names (cached for ever; Plotly's 4.8 MB goes out
-as about 1.4 MB). Without ``collectstatic`` (the tests, ``python3 dev.py run``) there is no manifest and
+``collectstatic`` writes gzip copies and content-hashed names (cached for ever; Plotly's 1.4 MB bundle goes out
+as about 0.48 MB). Without ``collectstatic`` (the tests, ``python3 dev.py run``) there is no manifest and
 no collected file to hash: names then stay as they are, served by whitenoise's finders.
 """
 

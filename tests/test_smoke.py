@@ -10,7 +10,9 @@ def test_home_page_renders(db, client):
 
 
 def test_plotly_javascript_is_served_from_static_files():
-    assert finders.find("plotly/plotly.min.js") is not None
+    from planner.templatetags.kvp import PLOTLY_JS
+
+    assert finders.find(PLOTLY_JS) is not None
 
 
 def test_healthz_reports_database_ok(db, client):

@@ -63,9 +63,12 @@ def to_json(body: dict, *, slug: str | None = None, title: str | None = None) ->
 
 @lru_cache(maxsize=1)
 def plotly_js() -> str:
-    import plotly
+    """Plotly's JavaScript as the pages load it (the vendored cartesian bundle), for inlining."""
+    from django.contrib.staticfiles import finders
 
-    return (Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js").read_text(encoding="utf-8")
+    from planner.templatetags.kvp import PLOTLY_JS
+
+    return Path(finders.find(PLOTLY_JS)).read_text(encoding="utf-8")
 
 
 def to_html(*, title: str, body: dict, figures: list[tuple[str, dict]], sentences: list[str]) -> str:

@@ -100,7 +100,7 @@ def _check(page, path: str, *, figures: bool) -> int:
                 expect(page.locator(f"#{fig_id} .main-svg").first).to_be_attached()
         else:
             expect(page.locator(".figure")).to_have_count(0)
-        loads_plotly = any(url.endswith("/plotly.min.js") for url in scripts)
+        loads_plotly = any(url.endswith("/plotly-cartesian.min.js") for url in scripts)
         assert loads_plotly == figures, f"{path}: Plotly loaded={loads_plotly}, page draws figures={figures}"
 
         assert page.evaluate(MISSING_DESCRIPTIONS) == [], f"{path}: aria-describedby names ids not in the page"

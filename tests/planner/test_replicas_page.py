@@ -34,7 +34,7 @@ def test_without_a_rate_the_form_is_prefilled_and_nothing_runs(client):
     assert re.search(r'<option value="llama-3-1-70b" selected>', html)
     assert re.search(r'name="tensor_parallel_size" value="4"', html)
     assert re.search(r'name="num_requests" value="300"', html)
-    assert "fig-replicas" not in html and "plotly.min.js" not in html
+    assert "fig-replicas" not in html and "plotly-cartesian.min.js" not in html
     assert r.context["nav"] == "replicas"
 
 

@@ -65,7 +65,7 @@ def test_standalone_html_works_offline(report):
     r = Client().get(f"/reports/{report.slug}/download.html")
     html = r.content.decode()
     assert r.status_code == 200 and "attachment" in r["Content-Disposition"]
-    assert "Plotly.newPlot" in html and len(html) > 1_000_000  # plotly.min.js is inlined
+    assert "Plotly.newPlot" in html and len(html) > 1_000_000  # Plotly (its cartesian bundle) is inlined
     assert "<script src=" not in html and "<link" not in html  # nothing fetched from the network
     # the points table reads like the report page's: human headers with their units
     assert '<th>Preemptions per request<span class="unit">events/request</span></th>' in html
