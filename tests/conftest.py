@@ -104,6 +104,13 @@ def _database_use(item) -> str:
 _catalog_flushed = [False]
 
 
+def pytest_fixture_post_finalizer(fixturedef, request):
+    """A transactional test flushed the database when its database fixture is torn down (not when it was skipped
+    before reaching it: then the test database may not even exist yet)."""
+    if fixturedef.argname == "_django_db_helper" and _database_use(request.node) == "transactional":
+        _catalog_flushed[0] = True
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item, nextitem):
     """Put the catalog back (its data migration's rows) after a transactional test flushed it.
@@ -113,8 +120,6 @@ def pytest_runtest_teardown(item, nextitem):
     xdist worker. They expect the migrated catalog: it is reloaded once, before the first of them.
     """
     yield
-    if _database_use(item) == "transactional":
-        _catalog_flushed[0] = True
     if _catalog_flushed[0] and nextitem is not None and _database_use(nextitem) == "db":
         from pytest_django.plugin import blocking_manager_key
 
