@@ -99,8 +99,9 @@ class RooflineCoefficients:
 
     Defaults: each from a measurement with a physical meaning (``docs/cost-model.md``
     names the source of every one: the H100 step-time table, published kernel
-    benchmarks, BLIS); the serving time per request was fitted on the 13 training
-    runs of the sim-to-real study (vLLM 0.15.1 on H100), with its leave-one-out error.
+    benchmarks, BLIS, the H100 sampler table); the serving time per request and the fixed
+    GPU time per layer were fitted on the 13 training runs of the sim-to-real study (vLLM
+    0.15.1 on H100), with their leave-one-out errors.
 
     Parameters
     ----------
@@ -114,9 +115,9 @@ class RooflineCoefficients:
     bandwidth_efficiency : float
         Fraction of peak HBM bandwidth the weight reads reach, in (0, 1].
     expert_bandwidth_efficiency : float
-        Fraction of peak HBM bandwidth the routed experts are read at (MoE models): the fused
-        MoE kernels gather each expert's slice for the few tokens routed to it, below the
-        dense GEMV's streaming rate.
+        Fraction of peak HBM bandwidth the routed experts are read at (MoE models); by default
+        the dense weights' rate (each layer's fixed time is charged separately, MoE layers
+        included). Small experts read by gathering kernels may stream slower.
     kv_bandwidth_efficiency : float
         Fraction of peak HBM bandwidth the KV cache reads and writes reach, in
         (0, 1]: decode attention streams long contiguous pages from every SM at
