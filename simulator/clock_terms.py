@@ -11,7 +11,7 @@ run one after another, so their times add; see ``docs/cost-model.md``)::
     moe       = max(experts_s * touched(T), expert_tok_s * T + expert_fixed_s)
     comm      = min(comm_fixed_s + comm_tok_s * T,                                  (T > 0)
                     comm_large_fixed_s + comm_large_tok_s * T)    (the second when given: NCCL for large messages)
-    fixed     = gpu_fixed_s                                                         (per busy step: kernel latencies)
+    fixed     = gpu_fixed_s + gpu_req_s * R                                         (per busy step: kernel latencies, sampling)
     cpu       = base_s + per_token_s * T + per_req_s * R
 
     step = gemm + attention + moe + comm + fixed + cpu       (0 when nothing is scheduled)
@@ -96,6 +96,7 @@ class StepCostTerms:
     comm_large_fixed_s: float = 0.0  # s per step, the large-message all-reduce path (0 and 0: none)
     comm_large_tok_s: float = 0.0  # s per scheduled token, the large-message path
     gpu_fixed_s: float = 0.0  # s per step on the GPU whatever its size (each layer's kernels' fixed latencies)
+    gpu_req_s: float = 0.0  # s per scheduled request on the GPU outside the GEMMs (sampling over the vocabulary)
     base_s: float = 0.0  # s per step (CPU: scheduling, input preparation, sampling, launches)
     per_token_s: float = 0.0  # s per scheduled token
     per_req_s: float = 0.0  # s per scheduled request (CPU)
@@ -170,7 +171,7 @@ class StepCostTerms:
             for w, cd in zip(self.windows, self.dec_sliding_s):
                 attn += cd * (D * min(mean_c, w))
         comm = self._comm(T) if T > 0 else 0.0
-        gpu = gemm + attn + moe + comm + self.gpu_fixed_s
+        gpu = gemm + attn + moe + comm + (self.gpu_fixed_s + self.gpu_req_s * R)
         if self.cpu_overlap:
             cpu = self.base_s + self.per_token_s * T + self.per_req_s * R
             return gpu if gpu > cpu else cpu
@@ -186,7 +187,7 @@ class StepCostTerms:
         gemm, moe = self._gemm_moe(n, n)
         dec, kv_write = self.dec_attn_s, self.kv_write_s * n
         comm = self._comm(n)
-        fixed = self.gpu_fixed_s
+        fixed = self.gpu_fixed_s + self.gpu_req_s * n
         base, per_token, per_req = self.base_s, self.per_token_s * n, self.per_req_s * n
         if self.cpu_overlap:
             cpu = base + per_token + per_req
@@ -220,7 +221,7 @@ class StepCostTerms:
                 attn = attn + cd * (n * np.minimum(mean_c, w))
         comm = self._comm(T) if T > 0 else 0.0
         # added in the order time() adds them, so that element j equals it to the last bit
-        gpu = gemm + attn + moe + comm + self.gpu_fixed_s
+        gpu = gemm + attn + moe + comm + (self.gpu_fixed_s + self.gpu_req_s * r)
         if self.cpu_overlap:
             return np.maximum(gpu, self.base_s + self.per_token_s * T + self.per_req_s * r)
         return gpu + self.base_s + self.per_token_s * T + self.per_req_s * r
@@ -252,6 +253,8 @@ class StepCostTerms:
         d = asdict(self)
         for k in _TUPLES:
             d[k] = list(d[k])
+        if not d["gpu_req_s"]:  # a row without a per-request GPU time writes as rows did before the field
+            del d["gpu_req_s"]
         return d
 
 
@@ -340,7 +343,7 @@ class BatchStepTime:
         has_large = (self._comm_large_tok_s > 0) | (self._comm_large_fixed_s > 0)
         comm = np.where(T > 0, np.where(has_large, np.minimum(comm, large), comm), 0.0)
         overhead = self._base_s + self._per_token_s * T + self._per_req_s * R
-        fixed = np.broadcast_to(self._gpu_fixed_s, (B,))
+        fixed = self._gpu_fixed_s + self._gpu_req_s * R
         gemm, attn, moe, comm, fixed, overhead = (np.where(busy, x, 0.0)
                                                   for x in (gemm, attn, moe, comm, fixed, overhead))
         gpu = gemm + attn + moe + comm + fixed

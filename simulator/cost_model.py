@@ -67,9 +67,28 @@ from simulator.weights import estimate_num_parameters, weights_bytes_per_gpu
 TERA = 1e12
 GIGA = 1e9
 
+#: The sampler's GPU time per path, ``(sampling_step_s, sampling_vocab_s, sampling_request_vocab_s)``:
+#: least squares over 8-64 requests and 32K-202K vocabularies of the times measured on one H100
+#: (``tests/data/latency/h100_sampler_offload_times.json``; ``docs/cost-model.md``). vLLM 0.15 picks the
+#: path from the request's sampling parameters, which default to the model's ``generation_config.json``.
+SAMPLER_PATHS = {
+    "greedy": (0.0178e-3, 0.0, 1.6e-12),  # temperature 0: an argmax
+    "temperature": (0.0377e-3, 0.246e-9, 1.51e-11),  # softmax and an exponential race, no top-k / top-p
+    "top_k_top_p": (0.1145e-3, 2.068e-9, 1.378e-10),  # + a full sort of each request's logits (the default)
+    "top_k_top_p_penalties": (0.1344e-3, 1.980e-9, 1.697e-10),  # + repetition penalty over prompt and output
+}
+
+
+def sampling_coefficients(path: str) -> dict[str, float]:
+    """The :class:`RooflineCoefficients` overrides of one sampler path of :data:`SAMPLER_PATHS`."""
+    if path not in SAMPLER_PATHS:
+        raise CostModelError(f"sampling: must be one of {', '.join(SAMPLER_PATHS)}, got {path!r}")
+    return dict(zip(("sampling_step_s", "sampling_vocab_s", "sampling_request_vocab_s"), SAMPLER_PATHS[path]))
+
 _FRACTIONS = ("mfu", "attention_efficiency", "bandwidth_efficiency", "expert_bandwidth_efficiency", "kv_bandwidth_efficiency",
               "interconnect_efficiency", "nccl_interconnect_efficiency")
-_SECONDS = ("allreduce_latency_s", "nccl_allreduce_latency_s", "layer_overhead_s", "kv_offload_copy_s", "step_overhead_s", "per_request_overhead_s", "per_token_overhead_s",
+_SECONDS = ("allreduce_latency_s", "nccl_allreduce_latency_s", "layer_overhead_s", "kv_offload_copy_s",
+            "sampling_step_s", "sampling_vocab_s", "sampling_request_vocab_s", "step_overhead_s", "per_request_overhead_s", "per_token_overhead_s",
             "serve_request_s", "serve_prompt_token_s", "serve_output_token_s")
 _COUNTS = ("gemm_half_tokens", "async_lag_steps", "host_link_gbps")
 
@@ -80,8 +99,9 @@ class RooflineCoefficients:
 
     Defaults: each from a measurement with a physical meaning (``docs/cost-model.md``
     names the source of every one: the H100 step-time table, published kernel
-    benchmarks, BLIS); the serving time per request was fitted on the 13 training
-    runs of the sim-to-real study (vLLM 0.15.1 on H100), with its leave-one-out error.
+    benchmarks, BLIS, the H100 sampler table); the serving time per request and the fixed
+    GPU time per layer were fitted on the 13 training runs of the sim-to-real study (vLLM
+    0.15.1 on H100), with their leave-one-out errors.
 
     Parameters
     ----------
@@ -95,9 +115,9 @@ class RooflineCoefficients:
     bandwidth_efficiency : float
         Fraction of peak HBM bandwidth the weight reads reach, in (0, 1].
     expert_bandwidth_efficiency : float
-        Fraction of peak HBM bandwidth the routed experts are read at (MoE models): the fused
-        MoE kernels gather each expert's slice for the few tokens routed to it, below the
-        dense GEMV's streaming rate.
+        Fraction of peak HBM bandwidth the routed experts are read at (MoE models); by default
+        the dense weights' rate (each layer's fixed time is charged separately, MoE layers
+        included). Small experts read by gathering kernels may stream slower.
     kv_bandwidth_efficiency : float
         Fraction of peak HBM bandwidth the KV cache reads and writes reach, in
         (0, 1]: decode attention streams long contiguous pages from every SM at
@@ -121,6 +141,13 @@ class RooflineCoefficients:
         layer's kernels (norms, rotary, KV-cache write, attention, activation, four
         GEMMs) pay a launch, ramp-up and tail latency even inside a CUDA graph. Paid by
         every step, whatever its size.  # s
+    sampling_step_s, sampling_vocab_s, sampling_request_vocab_s : float
+        GPU time of the sampler, outside the forward pass: ``sampling_step_s + sampling_vocab_s x V +
+        sampling_request_vocab_s x V x R`` a step for ``R`` scheduled requests over a ``V``-token
+        vocabulary. Defaults: vLLM 0.15's PyTorch top-k / top-p path (a full sort of each request's
+        logits), which every request of a model whose ``generation_config.json`` sets ``top_k`` or
+        ``top_p`` takes (vLLM applies those defaults to requests that do not set them);
+        :data:`SAMPLER_PATHS` holds the measured figures of the other paths.  # s
     kv_offload_copy_s : float
         With CPU KV offload (``from_specs(..., cpu_offload=True)``, vLLM's offloading
         connector): each KV block that fills is copied to host memory one layer's K or V
@@ -156,7 +183,7 @@ class RooflineCoefficients:
     gemm_half_tokens: float = 64.0
     attention_efficiency: float = 0.45
     bandwidth_efficiency: float = 0.84
-    expert_bandwidth_efficiency: float = 0.72
+    expert_bandwidth_efficiency: float = 0.84
     kv_bandwidth_efficiency: float = 0.90
     interconnect_efficiency: float = 0.12
     allreduce_latency_s: float = 8.5e-6
@@ -164,12 +191,15 @@ class RooflineCoefficients:
     nccl_allreduce_latency_s: float = 20e-6
     allreduces_per_layer: int = 2
     layer_overhead_s: float = 25e-6
+    sampling_step_s: float = 0.1145e-3
+    sampling_vocab_s: float = 2.068e-9
+    sampling_request_vocab_s: float = 1.378e-10
     kv_offload_copy_s: float = 13e-6
     host_link_gbps: float = 54.0
     step_overhead_s: float = 0.5e-3
     per_request_overhead_s: float = 15e-6
     per_token_overhead_s: float = 0.0
-    serve_request_s: float = 8.0e-3
+    serve_request_s: float = 7.0e-3
     serve_prompt_token_s: float = 1e-6
     serve_output_token_s: float = 0.0
     async_lag_steps: float = 1.0
@@ -501,7 +531,8 @@ class RooflineStepTime(_Single):
             dec_attn_s=max(kv_read_full_s, attn_full_s),
             dec_sliding_s=tuple(max(k, a) for k, a in zip(kv_sl, attn_sl)), kv_write_s=kv_all / kv_hbm + (_offload_per_token(model, co, kv_all, deployment.block_size) if cpu_offload else 0.0),
             comm_fixed_s=comm_fixed, comm_tok_s=comm_tok, comm_large_fixed_s=large_fixed, comm_large_tok_s=large_tok,
-            gpu_fixed_s=co.layer_overhead_s * model.num_layers,
+            gpu_fixed_s=co.layer_overhead_s * model.num_layers + co.sampling_step_s + co.sampling_vocab_s * model.vocab_size,
+            gpu_req_s=co.sampling_request_vocab_s * model.vocab_size,
             base_s=co.step_overhead_s,
             per_token_s=co.per_token_overhead_s, per_req_s=co.per_request_overhead_s,
             serve_request_s=co.serve_request_s, serve_prompt_token_s=co.serve_prompt_token_s,
@@ -608,4 +639,6 @@ __all__ = [
     "build_step_time_model",
     "COST_MODEL_KINDS",
     "parse_cost_model",
+    "SAMPLER_PATHS",
+    "sampling_coefficients",
 ]

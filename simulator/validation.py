@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from simulator.config import EngineConfig
-from simulator.cost_model import RooflineStepTime
+from simulator.cost_model import RooflineStepTime, sampling_coefficients
 from simulator.engine import simulate
 from simulator.hf_config import parse_hf_config
 from simulator.sizing import plan
@@ -101,7 +101,12 @@ def trace_csv(workload: dict[str, Any], max_requests: int | None = None, seed: i
 
 
 def build_run(exp: dict[str, Any], max_requests: int | None = None, coefficients: dict | None = None):
-    """``(Workload, EngineConfig)`` of one experiment with the roofline clock of ``coefficients``."""
+    """``(Workload, EngineConfig)`` of one experiment with the roofline clock of ``coefficients``.
+
+    The sampler's time is the run's own path (``sampling``: what the model's ``generation_config.json``
+    makes vLLM do for requests without sampling parameters, as inference-perf sends them); an explicit
+    ``sampling_*`` coefficient wins.
+    """
     model, gpu = _specs(exp)
     dep = DeploymentSpec(tensor_parallel_size=exp["tp"], gpu_memory_utilization=exp["gpu_memory_utilization"],
                          block_size=BLOCK_SIZE, max_model_len=exp["max_model_len"],
@@ -110,7 +115,8 @@ def build_run(exp: dict[str, Any], max_requests: int | None = None, coefficients
     size = plan(model, gpu, dep)
     if not size.fits:
         raise ValidationError(f"{exp['name']}: the deployment does not start ({size.reason})")
-    clock = RooflineStepTime.from_specs(model, gpu, coefficients=coefficients, deployment=dep,
+    co = {**sampling_coefficients(exp.get("sampling", "top_k_top_p")), **(coefficients or {})}
+    clock = RooflineStepTime.from_specs(model, gpu, coefficients=co, deployment=dep,
                                         cpu_offload=bool(exp.get("cpu_offload", False)))
     config = EngineConfig.from_dict({
         "num_gpu_blocks": int(size.num_gpu_blocks), "block_size": BLOCK_SIZE, "max_num_seqs": exp["max_num_seqs"],

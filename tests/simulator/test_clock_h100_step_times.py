@@ -25,7 +25,9 @@ def _points(name):
 
 def _clock(config):
     model = parse_hf_config(json.loads((DATA / "sizing" / "hf_configs" / config).read_text()))
-    return RooflineStepTime.from_specs(model, H100)
+    # the table replays the forward pass alone: no sampler time
+    return RooflineStepTime.from_specs(model, H100, coefficients={"sampling_step_s": 0.0, "sampling_vocab_s": 0.0,
+                                                                  "sampling_request_vocab_s": 0.0})
 
 
 def _predict(clock, p):
