@@ -9,7 +9,7 @@ from pathlib import Path
 
 import plotly
 
-from planner.templatetags.kvp import PLOTLY_JS
+from planner.plotly_assets import PLOTLY_JS
 
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLE = ROOT / "static" / PLOTLY_JS

@@ -10,7 +10,7 @@ def test_home_page_renders(db, client):
 
 
 def test_plotly_javascript_is_served_from_static_files():
-    from planner.templatetags.kvp import PLOTLY_JS
+    from planner.plotly_assets import PLOTLY_JS
 
     assert finders.find(PLOTLY_JS) is not None
 

@@ -69,6 +69,6 @@ def to_json(search) -> str:
 
 
 def to_html(search, context: dict) -> str:
-    from planner.sweeps.exports import plotly_js
+    from planner.plotly_assets import plotly_js
 
     return render_to_string("planner/search/standalone.html", {**context, "plotly_js": plotly_js()})

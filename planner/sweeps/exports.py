@@ -1,7 +1,7 @@
 """Report downloads: CSV (one row per point and metric), JSON (inputs and results), standalone HTML.
 
 Pure functions over a report body (``Report.snapshot``); the HTML file inlines
-Plotly's JavaScript from the installed ``plotly`` package, so it opens offline.
+Plotly's JavaScript (``planner.plotly_assets``: the vendored cartesian bundle), so it opens offline.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import csv
 import io
 import json
-from functools import lru_cache
-from pathlib import Path
+
+from planner.plotly_assets import plotly_js
 
 #: Units of the metrics, for the CSV's ``unit`` column and axis titles.
 METRIC_UNITS = {
@@ -59,16 +59,6 @@ def to_json(body: dict, *, slug: str | None = None, title: str | None = None) ->
     """The whole report: inputs (profiles and parameters as used), points with metrics, cliff, advice."""
     doc = {"report": {"slug": slug, "title": title}, **body}
     return json.dumps(doc, indent=1, sort_keys=False, allow_nan=False, default=str)
-
-
-@lru_cache(maxsize=1)
-def plotly_js() -> str:
-    """Plotly's JavaScript as the pages load it (the vendored cartesian bundle), for inlining."""
-    from django.contrib.staticfiles import finders
-
-    from planner.templatetags.kvp import PLOTLY_JS
-
-    return Path(finders.find(PLOTLY_JS)).read_text(encoding="utf-8")
 
 
 def to_html(*, title: str, body: dict, figures: list[tuple[str, dict]], sentences: list[str]) -> str:

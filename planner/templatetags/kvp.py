@@ -6,14 +6,13 @@ from django import template
 from django.templatetags.static import static
 from django.utils.html import format_html, json_script
 
+from planner.plotly_assets import PLOTLY_JS
 from planner.sweeps.views import points_table
 
 register = template.Library()
 
 #: Render-context key set by ``{% plotly_figure %}``; read by ``{% plotly_scripts %}`` at the end of base.html.
 _NEEDS_PLOTLY = "kvp_needs_plotly"
-#: Plotly's JavaScript (its cartesian bundle, static/vendor/plotly/README.md says where it comes from).
-PLOTLY_JS = "vendor/plotly/plotly-cartesian.min.js"
 DEFAULT_FIGURE_HEIGHT = 380  # px, when a figure's layout gives none
 
 

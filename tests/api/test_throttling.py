@@ -12,7 +12,18 @@ from rest_framework.throttling import SimpleRateThrottle
 
 from tests.cache_reset import reset_cache
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("_probe_urls")]
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("_probe_urls", "_mid_window")]
+
+
+@pytest.fixture
+def _mid_window(monkeypatch):
+    """The page and sign-in limits count in fixed windows (one minute): the clock is pinned mid-window, or
+    requests that straddle a boundary start a new count (four 200s where a 429 was due: failed once)."""
+    from types import SimpleNamespace
+
+    from planner.api import throttling
+
+    monkeypatch.setattr(throttling, "time", SimpleNamespace(time=lambda: 1_800_000_030.0))
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ def test_plotly_is_served_gzip_compressed_with_a_hashed_name(settings, tmp_path)
     call_command("collectstatic", "--no-input", "--verbosity", "0")
     from django.contrib.staticfiles.storage import staticfiles_storage
 
-    from planner.templatetags.kvp import PLOTLY_JS
+    from planner.plotly_assets import PLOTLY_JS
 
     url = staticfiles_storage.url(PLOTLY_JS)
     assert url != f"/static/{PLOTLY_JS}" and url.endswith(".js"), "a content-hashed, cacheable name"
