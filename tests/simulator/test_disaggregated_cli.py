@@ -116,9 +116,10 @@ def test_compare_splits_keeps_gpus_and_cost():
 def test_the_worked_example_claims_hold():
     """docs/disaggregated_serving.md's worked example (Llama 3.1 8B on four H100s, 20 requests/s, prompts
     normal(2048, 512), outputs normal(256, 64), 600 requests, seed 0): at equal GPUs and cost, aggregated
-    replicas have the lowest TTFT p90, 1P3D the lowest ITL p90 but more than four times the aggregated TTFT, 2P2D
-    within 20 % of the third prefill GPU's (3P1D), which has the highest ITL; every deployment serves every
-    request."""
+    replicas have the lowest TTFT p90, 1P3D the lowest ITL p90 but more than four times the aggregated TTFT;
+    a third prefill GPU (3P1D) leaves TTFT p90 within 10 % of 2P2D's either side (154 against 149 ms on the
+    sampler clock): it shortens the prefill side (arrival to handoff) but the single decode instance, which
+    has the highest ITL, admits later and takes longer steps; every deployment serves every request."""
     import json as _json
     from pathlib import Path
 
@@ -141,4 +142,11 @@ def test_the_worked_example_claims_hold():
     assert all(r.finished == 600 for r in (agg, p1, p2, p3))
     assert agg.ttft_p90_s < p2.ttft_p90_s < p1.ttft_p90_s and p1.ttft_p90_s > 4 * agg.ttft_p90_s
     assert p1.itl_p90_s < agg.itl_p90_s < p3.itl_p90_s
-    assert 0.8 * p2.ttft_p90_s <= p3.ttft_p90_s <= p2.ttft_p90_s and p1.prefill_utilisation > 1.8 * p2.prefill_utilisation
+    assert 0.9 * p2.ttft_p90_s <= p3.ttft_p90_s <= 1.1 * p2.ttft_p90_s
+    assert p1.prefill_utilisation > 1.8 * p2.prefill_utilisation
+    # why: the third prefill GPU shortens the prefill side, the single decode instance lengthens the rest
+    two, three = (DisaggregatedDeployment(Pool(cfg, x, "least-loaded"), Pool(cfg, 4 - x, "least-loaded"),
+                                          KvLink(50.0, 1e-4), kv_bytes_per_token=int(kvbpt)).run(wl) for x in (2, 3))
+    assert three.prefill_ttft["p90_s"] < two.prefill_ttft["p90_s"]
+    assert three.pools["decode"]["queueing_p90_s"] > two.pools["decode"]["queueing_p90_s"]
+    assert three.latency.itl.p50 > 1.5 * two.latency.itl.p50
