@@ -19,9 +19,21 @@ class StepClock:
         """Seconds of the schedule call just made (``lazy``: by :meth:`LazyDecoders._fast_schedule`,
         its batch in ``_lazy_batch``; else the general path's ``(e, ns, sampled)``), with the
         drafter's passes under speculative decoding."""
-        if self.spec_k and self.draft_terms is not None and e.size:
-            return self._target_seconds(lazy, e, ns, sampled, ntok, nreq) + self._draft_seconds(e, ns, sampled)
+        if self.spec_k and e.size:
+            extra = self._verify_sampler_seconds(e, ns, sampled)
+            if self.draft_terms is not None:
+                extra += self._draft_seconds(e, ns, sampled)
+            return self._target_seconds(lazy, e, ns, sampled, ntok, nreq) + extra
         return self._target_seconds(lazy, e, ns, sampled, ntok, nreq)
+
+    def _verify_sampler_seconds(self, e: np.ndarray, ns: np.ndarray, sampled: np.ndarray) -> float:
+        """The sampler's time for the draft positions a verification scores (vLLM's rejection sampler applies
+        the requests' top-k / top-p to the target's logits at every draft position, a row each, beside the
+        bonus token's row the target's clock already charges per request).  # s"""
+        if self.terms is None or not self.terms.gpu_req_s:
+            return 0.0
+        dec = ~self._prefill_mask(e, ns, sampled)
+        return self.terms.gpu_req_s * int((ns[dec] - 1).sum())
 
     def _draft_seconds(self, e: np.ndarray, ns: np.ndarray, sampled: np.ndarray) -> float:
         """The drafter's passes for the step just scheduled (:meth:`SpecDecoding._spec_seconds`)."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from simulator.clock_terms import StepCostTerms
-from simulator.cost_model import build_step_time_model
+from simulator.cost_model import build_step_time_model, sampling_coefficients
 from simulator.kv_layout import KVGroups, kv_bytes_per_token, resolve_kv_dtype
 from simulator.sizing import SizingResult, plan
 from simulator.specs import DTYPE_BYTES, DeploymentSpec, GpuSpec, ModelSpec, SpecError
@@ -161,7 +161,9 @@ def draft_step_terms(target: ModelSpec, spec: DraftSpec, gpu: GpuSpec, tp: int =
 
     A head reads the LM head it shares with the target (EAGLE, MTP) or its own smaller one (EAGLE-3)
     in every pass, so the pass is costed with that vocabulary. The CPU terms are zero: the draft
-    passes run inside the step the target's clock already charges. None for n-gram lookup.
+    passes run inside the step the target's clock already charges. A draft token is the argmax of the
+    drafter's logits (vLLM's proposers sample no draft), so its sampler is the ``greedy`` path whatever
+    the requests' sampling. None for n-gram lookup.
     """
     head, _ = head_spec(target, spec)
     if head is None:
@@ -169,6 +171,7 @@ def draft_step_terms(target: ModelSpec, spec: DraftSpec, gpu: GpuSpec, tp: int =
     if spec.method != "draft_model":
         vocab = (spec.draft_vocab_size or EAGLE3_DRAFT_VOCAB) if spec.method == "eagle3" else target.vocab_size
         head = replace(head, vocab_size=vocab, tie_word_embeddings=True)
+    coefficients = {**(coefficients or {}), **sampling_coefficients("greedy")}
     terms = build_step_time_model("roofline", model=head, gpu=gpu, tp=tp, coefficients=coefficients).terms
     return replace(terms, base_s=0.0, per_token_s=0.0, per_req_s=0.0, serve_request_s=0.0,
                    serve_prompt_token_s=0.0, serve_output_token_s=0.0)

@@ -22,7 +22,7 @@ import pytest
 
 from simulator._fast import FastEngine
 from simulator.config import ConfigError, EngineConfig
-from simulator.cost_model import build_step_time_model
+from simulator.cost_model import SAMPLER_PATHS, build_step_time_model, sampling_coefficients
 from simulator.engine import simulate
 from simulator.hf_config import parse_hf_config
 from simulator.specs import GpuSpec
@@ -171,6 +171,32 @@ def test_verification_is_charged_as_decode_and_the_drafter_as_passes():
     assert draft.time(0, 0, 3, 13, 1, 0) > 0 and terms.time(0, 0, 3, 13, 1, 0) > terms.time(0, 0, 1, 11, 1, 0)
     assert eng.log["time_s"][1] == pytest.approx(first)
     assert eng.log["time_s"][2] == pytest.approx(first + verify)
+
+
+def test_each_scored_draft_pays_the_targets_sampler_row():
+    """vLLM's rejection sampler applies the requests' top-k / top-p to the target's logits at every scored
+    draft position: a verification of 1 + 2 tokens pays two sampler rows beyond the bonus token's (which
+    the target's clock charges per request), the prefill's step none."""
+    terms = replace(build_step_time_model("linear").terms, base_s=0.0, tok_s=1e-3, dec_attn_s=1e-6, gpu_req_s=1e-4)
+    eng = FastEngine(one_request(10, 3), EngineConfig(cost_model=terms, speculative=spec(2, acceptance_rate=0.0)),
+                     record_steps=True)
+    eng.run_all()
+    first = terms.time(10, 55, 0, 0, 1, 10)
+    verify = terms.time(0, 0, 3, 13, 1, 0) + 2 * terms.gpu_req_s
+    assert eng.log["time_s"][1] == pytest.approx(first)
+    assert eng.log["time_s"][2] == pytest.approx(first + verify)
+
+
+def test_the_drafter_samples_by_argmax_whatever_the_requests_sampling():
+    """vLLM's proposers take each draft token as the argmax of the head's logits: the head's sampler is the
+    ``greedy`` path even where the target's requests sort their logits (top-k / top-p)."""
+    model, gpu = _llama8b_h100()
+    greedy = SAMPLER_PATHS["greedy"][2] * model.vocab_size
+    for co in (None, sampling_coefficients("top_k_top_p")):
+        head = draft_step_terms(model, DraftSpec("eagle", 3), gpu, coefficients=co)
+        assert head.gpu_req_s == pytest.approx(greedy)
+    target = build_step_time_model("roofline", model=model, gpu=gpu).terms
+    assert target.gpu_req_s > 50 * head.gpu_req_s  # the target's default path sorts
 
 
 def _llama8b_h100():
