@@ -313,7 +313,7 @@ class SimulationApi(APIView):
         except (ValueError, TypeError) as exc:  # ConfigError / WorkloadError: input the engine refuses
             raise ValidationError({"non_field_errors": [str(exc)]}) from None
         return Response({"metrics": result["metrics"], "totals": result["totals"], "series": result["series"],
-                         "config": p["config"], "meta": p["meta"]})
+                         "config": p["config"], "meta": p["meta"], "sampling": snapshot.get("sampling")})
 
 
 class ReplicasSerializer(DefinitionSerializer):

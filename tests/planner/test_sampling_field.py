@@ -1,0 +1,75 @@
+"""``deployment.sampling``: the sampler path the roofline clock charges (simulator.cost_model.SAMPLER_PATHS)."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
+
+from planner.sweeps.specs import DEFAULT_SAMPLING, clock_coefficients
+from simulator.cost_model import SAMPLER_PATHS, sampling_coefficients
+
+LLAMA_H100 = {"model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb"}
+WORKLOAD = {"spec": {"n": 120, "prompt": {"kind": "normal", "mean": 1000, "std": 200},
+                     "output": {"kind": "normal", "mean": 200, "std": 40},
+                     "arrival": {"kind": "poisson", "rate": 8, "unit": "s"}}, "seed": 0}
+
+
+@pytest.fixture
+def client(db):
+    c = APIClient()
+    c.force_authenticate(get_user_model().objects.create_user("sampler", password="pw-123456789"))
+    return c
+
+
+def _simulate(client, **deployment):
+    r = client.post("/api/simulations/", {**LLAMA_H100, "deployment": deployment, "workload": WORKLOAD},
+                    format="json")
+    assert r.status_code == 200, r.json()
+    return r.json()
+
+
+def test_greedy_requests_decode_faster_than_the_default_top_k_top_p(client):
+    default, greedy = _simulate(client), _simulate(client, sampling="greedy")
+    temperature = _simulate(client, sampling="temperature")
+    assert default["metrics"]["clock"] == greedy["metrics"]["clock"] == "cost_model"
+    assert (default["sampling"], greedy["sampling"], temperature["sampling"]) == (DEFAULT_SAMPLING, "greedy",
+                                                                                  "temperature")
+    itl = {name: r["metrics"]["itl_p50_s"] for name, r in
+           (("default", default), ("greedy", greedy), ("temperature", temperature))}
+    print("ITL p50 (s):", itl)
+    # The sort costs ~0.1 ms + ~0.14 ns x vocabulary x requests a step; greedy is an argmax.
+    assert itl["greedy"] < itl["temperature"] < itl["default"]
+    assert itl["default"] - itl["greedy"] > 0.1e-3
+
+
+def test_naming_the_default_changes_nothing(client):
+    default, named = _simulate(client), _simulate(client, sampling=DEFAULT_SAMPLING)
+    assert named["metrics"] == default["metrics"] and named["config"] == default["config"]
+
+
+@pytest.mark.parametrize("value", ["beam", 3, ""])
+def test_an_unknown_path_is_a_400_naming_the_field_and_the_choices(client, value):
+    r = client.post("/api/simulations/", {**LLAMA_H100, "deployment": {"sampling": value}, "workload": WORKLOAD},
+                    format="json")
+    assert r.status_code == 400
+    msg = r.json()["errors"]["deployment.sampling"][0]
+    assert all(path in msg for path in SAMPLER_PATHS), msg
+
+
+def test_sampling_without_a_model_and_gpu_is_refused(client):
+    r = client.post("/api/simulations/", {"deployment": {"sampling": "greedy"}, "engine": {"num_gpu_blocks": 300},
+                                          "workload": {"spec": {"n": 5}}}, format="json")
+    assert r.status_code == 400 and "deployment" in r.json()["errors"]
+
+
+def test_a_calibration_keeps_the_sampler_terms_it_fitted_and_takes_the_others_from_the_path():
+    calibration = {"mfu": 0.5, "sampling_step_s": 1e-3, "sampling_vocab_s": 2.068e-9, "sampling_request_vocab_s": 1e-10}
+    got = clock_coefficients("greedy", calibration, fitted=["mfu", "sampling_step_s"])
+    greedy = sampling_coefficients("greedy")
+    assert got["mfu"] == 0.5 and got["sampling_step_s"] == 1e-3  # fitted: the calibration's
+    assert got["sampling_vocab_s"] == greedy["sampling_vocab_s"]  # not fitted: the path's
+    assert got["sampling_request_vocab_s"] == greedy["sampling_request_vocab_s"]
+    assert clock_coefficients(DEFAULT_SAMPLING, calibration, ["mfu"]) is calibration
+    assert clock_coefficients(DEFAULT_SAMPLING, None) is None
+    assert clock_coefficients("greedy", None) == greedy
