@@ -13,7 +13,13 @@ from typing import Any
 from gpuprofiles.models import GpuProfile, ModelProfile
 from gpuprofiles.selectors import profile_find
 from planner.errors import FieldErrors
-from simulator.cost_model import SAMPLER_PATHS, CostModelError, RooflineStepTime, sampling_coefficients
+from simulator.cost_model import (
+    DEFAULT_SAMPLER_PATH,
+    SAMPLER_PATHS,
+    CostModelError,
+    RooflineStepTime,
+    sampling_coefficients,
+)
 from simulator.sizing import plan
 from simulator.specs import DeploymentSpec, GpuSpec, LayerSpec, ModelSpec, SpecError
 
@@ -90,18 +96,14 @@ def size_deployment(model_d: dict, gpu_d: dict, dep_d: dict, where: str, err: Fi
     return {k: d[k] for k in SIZING_FIELDS}
 
 
-#: The sampler path a request takes when the definition does not say (``simulator.cost_model.SAMPLER_PATHS``):
-#: vLLM applies a model's generation_config.json top-k / top-p to requests that set none.
-DEFAULT_SAMPLING = "top_k_top_p"
-
-
 def parse_sampling(value: Any, where: str, err: FieldErrors) -> str:
-    """The sampler path of ``value`` (absent: :data:`DEFAULT_SAMPLING`); an unknown one is an error at ``where``."""
+    """The sampler path of ``value`` (absent: ``DEFAULT_SAMPLER_PATH``, what vLLM does with a model whose
+    generation_config.json sets top-k / top-p); an unknown one is an error at ``where``."""
     if value is None:
-        return DEFAULT_SAMPLING
+        return DEFAULT_SAMPLER_PATH
     if not isinstance(value, str) or value not in SAMPLER_PATHS:
         err.add(where, f"must be one of {', '.join(SAMPLER_PATHS)}, got {value!r}")
-        return DEFAULT_SAMPLING
+        return DEFAULT_SAMPLER_PATH
     return value
 
 
@@ -112,7 +114,7 @@ def clock_coefficients(sampling: str, calibration: dict | None, fitted=()) -> di
     calibration fitted them (``fitted``: the names its fit moved); every other coefficient is the
     calibration's. The default path with no calibration gives None, the clock exactly as before.
     """
-    if sampling == DEFAULT_SAMPLING:
+    if sampling == DEFAULT_SAMPLER_PATH:
         return calibration
     path = {k: v for k, v in sampling_coefficients(sampling).items() if k not in set(fitted)}
     return {**(calibration or {}), **path}

@@ -6,8 +6,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
-from planner.sweeps.specs import DEFAULT_SAMPLING, clock_coefficients
-from simulator.cost_model import SAMPLER_PATHS, sampling_coefficients
+from planner.sweeps.specs import clock_coefficients
+from simulator.cost_model import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS, sampling_coefficients
 
 LLAMA_H100 = {"model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb"}
 WORKLOAD = {"spec": {"n": 120, "prompt": {"kind": "normal", "mean": 1000, "std": 200},
@@ -33,7 +33,7 @@ def test_greedy_requests_decode_faster_than_the_default_top_k_top_p(client):
     default, greedy = _simulate(client), _simulate(client, sampling="greedy")
     temperature = _simulate(client, sampling="temperature")
     assert default["metrics"]["clock"] == greedy["metrics"]["clock"] == "cost_model"
-    assert (default["sampling"], greedy["sampling"], temperature["sampling"]) == (DEFAULT_SAMPLING, "greedy",
+    assert (default["sampling"], greedy["sampling"], temperature["sampling"]) == (DEFAULT_SAMPLER_PATH, "greedy",
                                                                                   "temperature")
     itl = {name: r["metrics"]["itl_p50_s"] for name, r in
            (("default", default), ("greedy", greedy), ("temperature", temperature))}
@@ -44,7 +44,7 @@ def test_greedy_requests_decode_faster_than_the_default_top_k_top_p(client):
 
 
 def test_naming_the_default_changes_nothing(client):
-    default, named = _simulate(client), _simulate(client, sampling=DEFAULT_SAMPLING)
+    default, named = _simulate(client), _simulate(client, sampling=DEFAULT_SAMPLER_PATH)
     assert named["metrics"] == default["metrics"] and named["config"] == default["config"]
 
 
@@ -70,6 +70,26 @@ def test_a_calibration_keeps_the_sampler_terms_it_fitted_and_takes_the_others_fr
     assert got["mfu"] == 0.5 and got["sampling_step_s"] == 1e-3  # fitted: the calibration's
     assert got["sampling_vocab_s"] == greedy["sampling_vocab_s"]  # not fitted: the path's
     assert got["sampling_request_vocab_s"] == greedy["sampling_request_vocab_s"]
-    assert clock_coefficients(DEFAULT_SAMPLING, calibration, ["mfu"]) is calibration
-    assert clock_coefficients(DEFAULT_SAMPLING, None) is None
+    assert clock_coefficients(DEFAULT_SAMPLER_PATH, calibration, ["mfu"]) is calibration
+    assert clock_coefficients(DEFAULT_SAMPLER_PATH, None) is None
     assert clock_coefficients("greedy", None) == greedy
+
+
+def test_the_replicas_page_takes_the_path_and_says_which_one_it_assumed(client):
+    query = {**LLAMA_H100, "rate": "4", "num_requests": "60", "max_instances": "2"}
+    default = client.get("/replicas/", query)
+    greedy = client.get("/replicas/", {**query, "sampling": "greedy"})
+    assert default.status_code == greedy.status_code == 200
+    assert 'with <span id="replicas-sampling">top-k / top-p' in default.content.decode()
+    assert 'with <span id="replicas-sampling">greedy (temperature 0)</span> sampling' in greedy.content.decode()
+    itl = [float(r.context["answer"]["rows"][0]["itl"]) for r in (default, greedy)]
+    assert itl[1] < itl[0], itl
+
+
+def test_the_replicas_page_names_the_choices_for_an_unknown_path(client):
+    r = client.get("/replicas/", {**LLAMA_H100, "rate": "4", "sampling": "beam"})
+    assert r.status_code == 200 and r.context["answer"] is None
+    errors = r.context["form"].errors["sampling"]
+    assert all(path in errors[0] for path in SAMPLER_PATHS), errors
+    html = r.content.decode()
+    assert "How your requests sample: greedy (temperature 0)" in html
