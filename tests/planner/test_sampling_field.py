@@ -93,3 +93,30 @@ def test_the_replicas_page_names_the_choices_for_an_unknown_path(client):
     assert all(path in errors[0] for path in SAMPLER_PATHS), errors
     html = r.content.decode()
     assert "How your requests sample: greedy (temperature 0)" in html
+
+
+def _report_of(user, monkeypatch, sampling: str | None):
+    """A one-axis sweep of Llama 8B on an H100, its chunks run in this process (tests/browser/conftest.py's way)."""
+    from planner.models import Report
+    from planner.sweeps import services
+
+    monkeypatch.setattr(services, "sweep_enqueue", lambda sweep_id: None)
+    deployment = {} if sampling is None else {"sampling": sampling}
+    sweep = services.sweep_create(owner=user, definition={
+        "name": f"sampling {sampling}", **LLAMA_H100, "deployment": deployment, "workload": WORKLOAD,
+        "axes": [{"param": "max_num_seqs", "values": [32, 128]}]})
+    for index in range(sweep.num_chunks):
+        assert services.chunk_run(sweep_id=sweep.pk, index=index) == "done"
+    return Report.objects.get(sweep=sweep)
+
+
+def test_a_sweep_report_says_its_sampler_and_greedy_points_decode_faster(client, monkeypatch):
+    user = get_user_model().objects.get(username="sampler")
+    default, greedy = _report_of(user, monkeypatch, None), _report_of(user, monkeypatch, "greedy")
+    assert default.snapshot["inputs"]["sampling"] == DEFAULT_SAMPLER_PATH
+    assert greedy.snapshot["inputs"]["sampling"] == "greedy"
+    itl = [[p["metrics"]["itl_p50_s"] for p in r.snapshot["points"]] for r in (default, greedy)]
+    assert all(g < d for d, g in zip(*itl)), itl
+    client.force_login(user)
+    html = client.get(f"/reports/{greedy.slug}/").content.decode()
+    assert '<span id="report-sampling">greedy</span> sampling' in html
