@@ -120,3 +120,39 @@ def test_a_sweep_report_says_its_sampler_and_greedy_points_decode_faster(client,
     client.force_login(user)
     html = client.get(f"/reports/{greedy.slug}/").content.decode()
     assert '<span id="report-sampling">greedy</span> sampling' in html
+
+
+def test_the_schema_lists_the_sampler_paths(db):
+    response = APIClient().get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    components = response.json()["components"]["schemas"]
+    knobs = next(v for k, v in components.items() if k.startswith("DeploymentKnobs"))
+    sampling = knobs["properties"]["sampling"]
+    enum = sampling.get("enum") or components[sampling["allOf"][0]["$ref"].rsplit("/", 1)[1]]["enum"]
+    assert enum == list(SAMPLER_PATHS)
+
+
+def _search_itl(client, **space):
+    from planner import tasks
+    from planner.search.models import Search
+
+    body = {"model": "llama-3-1-8b", "workload": WORKLOAD,
+            "slo": {"targets": [{"metric": "itl", "percentile": "p90", "max_s": 0.05}]},
+            "space": {"gpus": ["h100-sxm5-80gb"], "tensor_parallel": [1], "max_replicas": 2, **space}}
+    r = client.post("/api/searches/", body, format="json")
+    assert r.status_code == 202, r.content
+    s = Search.objects.get(pk=r.json()["id"])
+    for index in range(s.num_chunks):
+        assert tasks.run_search_chunk(s.pk, index) == "done"
+    best = client.get(f"/api/searches/{s.pk}/").json()["result"]["best"]
+    trial = next(t for t in best["trials"] if t["num_instances"] == 1)
+    return trial["values"]["ITL p90"]
+
+
+def test_a_search_takes_the_path_in_its_space(client):
+    default, greedy = _search_itl(client), _search_itl(client, sampling="greedy")
+    print("search ITL p90 (s): default", default, "greedy", greedy)
+    assert greedy < default
+    r = client.post("/api/searches/", {"model": "llama-3-1-8b", "workload": WORKLOAD,
+                                       "slo": {"targets": [{"metric": "itl", "percentile": "p90", "max_s": 0.05}]},
+                                       "space": {"gpus": ["h100-sxm5-80gb"], "sampling": "beam"}}, format="json")
+    assert r.status_code == 400 and all(p in r.json()["errors"]["space.sampling"][0] for p in SAMPLER_PATHS)
