@@ -156,3 +156,29 @@ def test_a_search_takes_the_path_in_its_space(client):
                                        "slo": {"targets": [{"metric": "itl", "percentile": "p90", "max_s": 0.05}]},
                                        "space": {"gpus": ["h100-sxm5-80gb"], "sampling": "beam"}}, format="json")
     assert r.status_code == 400 and all(p in r.json()["errors"]["space.sampling"][0] for p in SAMPLER_PATHS)
+
+
+def test_with_a_calibration_the_path_moves_the_sampler_terms_the_fit_did_not(client):
+    """A stored calibration (the full coefficients, as a fit stores them) used with and without a path."""
+    from dataclasses import asdict
+
+    from gpuprofiles.models import GpuProfile, ModelProfile
+    from planner.calibration.models import CalibrationProfile
+    from simulator.cost_model import RooflineCoefficients
+
+    user = get_user_model().objects.get(username="sampler")
+    full = {**asdict(RooflineCoefficients()), "mfu": 0.5}
+    sampler = {k: full[k] for k in sampling_coefficients("greedy")}
+    rows = {"model": ModelProfile.objects.get(slug=LLAMA_H100["model"]), "gpu": GpuProfile.objects.get(slug=LLAMA_H100["gpu"])}
+    CalibrationProfile.objects.create(owner=user, name="mfu only", coefficients=full, fit={"fitted": {"mfu": 0.5}}, **rows)
+    CalibrationProfile.objects.create(owner=user, name="with sampler", coefficients=full,
+                                      fit={"fitted": {"mfu": 0.5, **sampler}}, **rows)
+
+    def itl(calibration, **deployment):
+        r = client.post("/api/simulations/", {**LLAMA_H100, "calibration": calibration, "deployment": deployment,
+                                              "workload": WORKLOAD}, format="json")
+        assert r.status_code == 200, r.json()
+        return r.json()["metrics"]["itl_p50_s"]
+
+    assert itl("mfu only", sampling="greedy") < itl("mfu only")  # the path's sampler terms apply
+    assert itl("with sampler", sampling="greedy") == itl("with sampler")  # the fitted ones win
