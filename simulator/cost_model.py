@@ -78,6 +78,9 @@ SAMPLER_PATHS = {
     "top_k_top_p_penalties": (0.1344e-3, 1.980e-9, 1.697e-10),  # + repetition penalty over prompt and output
 }
 
+#: The path :class:`RooflineCoefficients` defaults to: what a request that sets no sampling parameters takes.
+DEFAULT_SAMPLER_PATH = "top_k_top_p"
+
 
 def sampling_coefficients(path: str) -> dict[str, float]:
     """The :class:`RooflineCoefficients` overrides of one sampler path of :data:`SAMPLER_PATHS`."""
@@ -640,5 +643,6 @@ __all__ = [
     "COST_MODEL_KINDS",
     "parse_cost_model",
     "SAMPLER_PATHS",
+    "DEFAULT_SAMPLER_PATH",
     "sampling_coefficients",
 ]

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from simulator.config import EngineConfig
-from simulator.cost_model import CostModelError, RooflineStepTime
+from simulator.cost_model import CostModelError, RooflineStepTime, sampling_coefficients
 from simulator.metrics import request_latencies
 from simulator.search_space import Candidate, SearchSpace, Slo, format_seconds
 from simulator.serving import serving_offsets
@@ -123,7 +123,8 @@ def prepare_candidate(index: int, cand: Candidate, model: ModelSpec, space: Sear
     if not sizing.fits or sizing.num_gpu_blocks < 2:
         return Prepared(index, cand, None, _weights_words(sizing, cand), info)
     try:
-        terms = RooflineStepTime.from_specs(m, cand.gpu, deployment=dep).terms
+        terms = RooflineStepTime.from_specs(m, cand.gpu, coefficients=sampling_coefficients(space.sampling),
+                                            deployment=dep).terms
     except (CostModelError, ValueError) as exc:
         return Prepared(index, cand, None, f"no step-time model: {exc}", info)
     cfg = EngineConfig(num_gpu_blocks=sizing.num_gpu_blocks, block_size=sizing.block_size,

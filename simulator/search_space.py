@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from simulator.cost_model import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS
 from simulator.readable import milliseconds
 from simulator.routing import ClusterError, parse_routing
 from simulator.specs import KV_CACHE_DTYPES, GpuSpec, ModelSpec
@@ -203,6 +204,9 @@ class SearchSpace:
     gpu_memory_utilization : float
     max_model_len : int, optional
         Default: the workload's longest request rounded up to 256 tokens.  # tokens
+    sampling : str
+        The requests' sampler path (a key of :data:`simulator.cost_model.SAMPLER_PATHS`): the
+        sampler time every candidate's roofline clock charges a step.
     """
 
     gpus: tuple[GpuSpec, ...]
@@ -215,6 +219,7 @@ class SearchSpace:
     routing: str = "round-robin"
     gpu_memory_utilization: float = 0.9
     max_model_len: int | None = None
+    sampling: str = DEFAULT_SAMPLER_PATH
 
     def __post_init__(self) -> None:
         gpus = tuple(self.gpus) if hasattr(self.gpus, "__iter__") else ()
@@ -245,6 +250,8 @@ class SearchSpace:
         mml = self.max_model_len
         if mml is not None and (isinstance(mml, bool) or not isinstance(mml, int) or not 1 <= mml <= 10_000_000):
             raise SearchError(f"space.max_model_len: must be a whole number of tokens from 1 to 10,000,000, got {mml!r}")
+        if not isinstance(self.sampling, str) or self.sampling not in SAMPLER_PATHS:
+            raise SearchError(f"space.sampling: must be one of {', '.join(SAMPLER_PATHS)}, got {self.sampling!r}")
         n = self.size
         if n > MAX_CANDIDATES:
             raise SearchError(f"space: {n:,} replica shapes (GPUs x TP x PP x precisions x KV dtypes x max_num_seqs) "
@@ -267,7 +274,8 @@ class SearchSpace:
                 "pipeline_parallel": list(self.pipeline_parallel), "precisions": list(self.precisions),
                 "kv_cache_dtypes": list(self.kv_cache_dtypes), "max_num_seqs": list(self.max_num_seqs),
                 "max_replicas": self.max_replicas, "routing": self.routing,
-                "gpu_memory_utilization": self.gpu_memory_utilization, "max_model_len": self.max_model_len}
+                "gpu_memory_utilization": self.gpu_memory_utilization, "max_model_len": self.max_model_len,
+                "sampling": self.sampling}
 
 
 @dataclass(frozen=True)

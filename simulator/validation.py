@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from simulator.config import EngineConfig
-from simulator.cost_model import RooflineStepTime, sampling_coefficients
+from simulator.cost_model import DEFAULT_SAMPLER_PATH, RooflineStepTime, sampling_coefficients
 from simulator.engine import simulate
 from simulator.hf_config import parse_hf_config
 from simulator.sizing import plan
@@ -115,7 +115,7 @@ def build_run(exp: dict[str, Any], max_requests: int | None = None, coefficients
     size = plan(model, gpu, dep)
     if not size.fits:
         raise ValidationError(f"{exp['name']}: the deployment does not start ({size.reason})")
-    co = {**sampling_coefficients(exp.get("sampling", "top_k_top_p")), **(coefficients or {})}
+    co = {**sampling_coefficients(exp.get("sampling", DEFAULT_SAMPLER_PATH)), **(coefficients or {})}
     clock = RooflineStepTime.from_specs(model, gpu, coefficients=co, deployment=dep,
                                         cpu_offload=bool(exp.get("cpu_offload", False)))
     config = EngineConfig.from_dict({

@@ -34,6 +34,7 @@ from planner.sweeps import exports, pricing, selectors, services
 from planner.sweeps.bounded import run_bounded
 from planner.sweeps.runner import build_workload, simulate_points
 from simulator.budget import OverBudget
+from simulator.cost_model import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS
 
 EXAMPLE_DEFINITION = {
     "name": "Llama 3.1 8B on one H100: KV cliff",
@@ -60,6 +61,16 @@ EXAMPLE_DISAGGREGATED_SWEEP = {
 }
 
 
+class DeploymentKnobsSerializer(serializers.Serializer):
+    """A definition's deployment: DeploymentSpec fields (tensor_parallel_size, gpu_memory_utilization, ...) and
+    the sampler path the roofline clock charges."""  # schema only: planner.sweeps.definition checks the body
+
+    sampling = serializers.ChoiceField(
+        choices=list(SAMPLER_PATHS), required=False,
+        help_text=f"How the requests sample, for the roofline clock's sampler time (default {DEFAULT_SAMPLER_PATH}: "
+                  "vLLM's default for models whose generation_config sets top-k/top-p; greedy is temperature 0)")
+
+
 class DefinitionSerializer(serializers.Serializer):
     """A sweep definition (see docs/sweeps.md). Unknown fields are refused."""
 
@@ -67,7 +78,9 @@ class DefinitionSerializer(serializers.Serializer):
     mode = serializers.ChoiceField(choices=["grid", "cliff"], required=False)
     model = serializers.JSONField(required=False, help_text="catalog slug, id of your profile, or inline spec")
     gpu = serializers.JSONField(required=False, help_text="catalog slug, id of your profile, or inline spec")
-    deployment = serializers.JSONField(required=False)
+    deployment = DeploymentKnobsSerializer(
+        required=False, help_text='deployment knobs (DeploymentSpec fields), e.g. {"tensor_parallel_size": 2, '
+                                  '"sampling": "greedy"}; need a model and a GPU')
     engine = serializers.JSONField(
         required=False, help_text='engine knobs (EngineConfig fields), e.g. {"max_num_seqs": 256, "speculative": '
                                   '{"method": "eagle", "num_speculative_tokens": 3, "acceptance_rate": 0.7}} '
@@ -149,6 +162,7 @@ EXAMPLE_SIMULATION = {
     "series": {"step": [0, 100, 200], "kv_usage": [0.0, 0.31, 0.48], "running": [0, 12, 19], "waiting": [0, 0, 2]},
     "config": {"num_gpu_blocks": 2000, "block_size": 16, "max_num_seqs": 256},
     "meta": {},
+    "sampling": None,
 }
 
 
@@ -284,7 +298,9 @@ class SimulationApi(APIView):
         responses=inline_serializer("SimulationResult", {
             "metrics": serializers.DictField(), "totals": serializers.DictField(),
             "series": serializers.DictField(allow_null=True), "config": serializers.DictField(),
-            "meta": serializers.DictField()}),
+            "meta": serializers.DictField(),
+            "sampling": serializers.CharField(allow_null=True, help_text="sampler path the roofline clock assumed "
+                                                                           "(null without a roofline clock)")}),
         examples=[OpenApiExample("Engine only", request_only=True, value={
             "engine": {"num_gpu_blocks": 2000},
             "workload": {"spec": {"n": 200, "arrival": "poisson:4"}, "seed": 0}}),
@@ -313,7 +329,7 @@ class SimulationApi(APIView):
         except (ValueError, TypeError) as exc:  # ConfigError / WorkloadError: input the engine refuses
             raise ValidationError({"non_field_errors": [str(exc)]}) from None
         return Response({"metrics": result["metrics"], "totals": result["totals"], "series": result["series"],
-                         "config": p["config"], "meta": p["meta"]})
+                         "config": p["config"], "meta": p["meta"], "sampling": snapshot.get("sampling")})
 
 
 class ReplicasSerializer(DefinitionSerializer):
@@ -337,7 +353,9 @@ class ReplicasApi(APIView):
         responses=inline_serializer("ReplicasResult", {
             "num_instances": serializers.IntegerField(allow_null=True), "percentile": serializers.CharField(),
             "trials": serializers.ListField(child=serializers.DictField()), "reason": serializers.CharField(),
-            "num_gpu_blocks": serializers.IntegerField(), "cost_per_hour": serializers.FloatField(allow_null=True)}),
+            "num_gpu_blocks": serializers.IntegerField(), "cost_per_hour": serializers.FloatField(allow_null=True),
+            "sampling": serializers.CharField(allow_null=True, help_text="sampler path the roofline clock assumed "
+                                                                           "(null without a roofline clock)")}),
         examples=[OpenApiExample("Llama 3.1 8B on H100 at 20 requests/s", request_only=True, value={
             "model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb",
             "workload": {"spec": {"n": 400, "arrival": {"kind": "poisson", "rate": 20, "unit": "s"}}, "seed": 0},
@@ -347,7 +365,7 @@ class ReplicasApi(APIView):
                                           "reason": "2 instances meet the SLOs; 1 does not", "trials": [],
                                           "requests": 400, "rate_per_s": 20, "num_gpu_blocks": 28276,
                                           "gpus_per_replica": 1, "cost_per_hour": None,
-                                          "clock": "cost_model"})],
+                                          "clock": "cost_model", "sampling": "top_k_top_p"})],
     )
     def post(self, request):
         from planner.sweeps.replicas import find_replicas

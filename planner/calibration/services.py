@@ -115,9 +115,9 @@ def create_calibration(owner, *, name: Any, model: Any, gpu: Any, text: Any, ten
             measurement=meas.to_dict(), coefficients=result.coefficients, fit=result.to_dict())
 
 
-def coefficients_for(owner, ref: Any) -> dict | None:
-    """The fitted coefficients of the owner's calibration ``ref`` (id or name), or None if there is none."""
+def calibration_for(owner, ref: Any) -> tuple[dict, list[str]] | None:
+    """``(coefficients, names the fit moved)`` of the owner's calibration ``ref`` (id or name), or None."""
     qs = CalibrationProfile.objects.filter(owner=owner) if getattr(owner, "is_authenticated", False) else \
         CalibrationProfile.objects.none()
     row = qs.filter(pk=int(ref)).first() if str(ref).isdigit() else qs.filter(name=str(ref)).first()
-    return None if row is None else dict(row.coefficients)
+    return None if row is None else (dict(row.coefficients), sorted((row.fit or {}).get("fitted") or {}))

@@ -25,6 +25,7 @@ from planner.search import disaggregated as sdis
 from planner.search import exports, selectors, services
 from planner.search.models import Search
 from planner.sweeps import definition as defn
+from simulator.cost_model import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS
 
 EXAMPLE_SEARCH = {
     "name": "Llama 3.1 8B at 20 requests/s",
@@ -59,7 +60,9 @@ class SearchDefinitionSerializer(serializers.Serializer):
     slo = serializers.JSONField(help_text='{"targets": [{"metric": "ttft", "percentile": "p90", "max_s": 0.5}], '
                                 '"min_goodput": 0.9}')
     space = serializers.JSONField(required=False, help_text="GPUs, TP/PP, precisions, KV dtypes, max_num_seqs, "
-                                  "max_replicas (default: every priced catalog GPU, TP 1-8, bf16)")
+                                  "max_replicas (default: every priced catalog GPU, TP 1-8, bf16); sampling: the "
+                                  f"requests' sampler path, one of {', '.join(SAMPLER_PATHS)} (default "
+                                  f"{DEFAULT_SAMPLER_PATH})")
     disaggregated = serializers.JSONField(
         required=False, help_text="optional: true or {\"link_gbps\": 50 (GB/s per decode instance, > 0), "
         "\"link_latency_s\": 0.0001 (0 to 10), \"routing\": both pools' router (default space.routing), "

@@ -34,7 +34,7 @@ from simulator.search_space import SearchError, SearchSpace, Slo
 #: Fields of a definition and of its space.
 FIELDS = {"name", "model", "workload", "slo", "space", "disaggregated"}
 SPACE_FIELDS = {"gpus", "tensor_parallel", "pipeline_parallel", "precisions", "kv_cache_dtypes", "max_num_seqs",
-                "max_replicas", "routing", "gpu_memory_utilization", "max_model_len"}
+                "max_replicas", "routing", "gpu_memory_utilization", "max_model_len", "sampling"}
 
 
 def max_requests() -> int:

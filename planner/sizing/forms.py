@@ -17,6 +17,7 @@ from django import forms
 from django.http import QueryDict
 
 from planner.errors import field_and_message
+from simulator.cost_model import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS
 from simulator.specs import KV_CACHE_DTYPES, SpecError
 from simulator.speculative import MAX_SPECULATIVE_TOKENS
 from simulator.speculative_sizing import DraftSpec
@@ -36,6 +37,11 @@ _KV_LABELS = {"auto": "auto — the activation dtype", "fp32": "fp32 (4 bytes)",
               "fp16": "fp16 (2 bytes)", "fp8": "fp8 (1 byte)", "int8": "int8 (1 byte)",
               "int4": "int4 (0.5 byte + scales)", "fp4": "fp4 (0.5 byte + scales)", "nvfp4": "nvfp4 (0.5 byte + scales)"}
 KV_DTYPE_CHOICES = [(k, _KV_LABELS.get(k, k)) for k in KV_CACHE_DTYPES]
+_SAMPLING_LABELS = {"greedy": "greedy (temperature 0)", "temperature": "temperature only",
+                    "top_k_top_p": "top-k / top-p (vLLM's default for most instruct models)",
+                    "top_k_top_p_penalties": "top-k / top-p with repetition penalty"}
+#: The sampler paths of the roofline clock (``simulator.cost_model.SAMPLER_PATHS``), in words.
+SAMPLING_CHOICES = [(k, _SAMPLING_LABELS.get(k, k)) for k in SAMPLER_PATHS]
 BLOCK_SIZE_CHOICES = [(b, f"{b} tokens") for b in (8, 16, 32, 64, 128)]
 
 DEFAULT_LENGTHS = "lognormal:2048,1536"
@@ -338,6 +344,7 @@ SPEC_METHOD_CHOICES = [("", "off"), ("eagle", "EAGLE head"), ("eagle3", "EAGLE-3
 #: What an empty replicas form stands for (model and GPU come from the catalog: Llama 3.1 8B on one H100).
 REPLICAS_DEFAULTS: dict[str, str] = {
     "tensor_parallel_size": "1",
+    "sampling": DEFAULT_SAMPLER_PATH,
     "rate": "20",
     "num_requests": "300",
     "prompt_mean": "2000",
@@ -374,6 +381,11 @@ class ReplicasForm(forms.Form):
         label="GPUs per replica (TP)", min_value=1, max_value=LIMITS["tensor_parallel_size"],
         help_text="Tensor parallel size of one replica, in GPUs; must divide the attention heads.",
         widget=forms.NumberInput(attrs=_NUMBER))
+    sampling = forms.ChoiceField(
+        label="Sampling", choices=SAMPLING_CHOICES,
+        error_messages={"invalid_choice": f"%(value)s is not a sampler path: choose one of {', '.join(SAMPLER_PATHS)}."},
+        help_text="How your requests sample: greedy (temperature 0), temperature only, top-k/top-p (vLLM's default "
+                  "for models whose generation_config sets them), top-k/top-p with repetition penalty.")
     rate = forms.FloatField(
         label="Request rate (requests/s)", min_value=0.001, max_value=100_000,
         error_messages={"min_value": "Must be more than 0 requests per second (at least 0.001)."},
@@ -453,7 +465,7 @@ class ReplicasForm(forms.Form):
 
     #: Fields shown under "Workload", "Routing" and "Targets" (the rest are the deployment).
     GROUPS = {
-        "deployment": ("model", "gpu", "tensor_parallel_size"),
+        "deployment": ("model", "gpu", "tensor_parallel_size", "sampling"),
         "speculative": ("speculative_method", "num_speculative_tokens", "acceptance_rate"),
         "workload": ("rate", "num_requests", "prompt_mean", "prompt_std", "output_mean", "output_std",
                      "prefix_length", "prefix_fraction"),
@@ -464,6 +476,7 @@ class ReplicasForm(forms.Form):
     #: find_replicas' error paths -> form field (first match by prefix wins; the rest go to the form).
     ERROR_FIELDS = (
         ("model", "model"), ("gpu", "gpu"), ("deployment.tensor_parallel_size", "tensor_parallel_size"),
+        ("deployment.sampling", "sampling"),
         ("workload.spec.arrival", "rate"), ("workload.spec.n", "num_requests"),
         ("workload.spec.prompt", "prompt_mean"), ("workload.spec.output", "output_mean"),
         ("workload.spec.prefixes", "prefix_length"), ("slo.ttft_s", "ttft_ms"), ("slo.itl_s", "itl_ms"),
@@ -590,7 +603,7 @@ class ReplicasForm(forms.Form):
             slo["itl_s"] = c["itl_ms"] / 1000
         out = {
             "model": c["model"], "gpu": c["gpu"],
-            "deployment": {"tensor_parallel_size": c["tensor_parallel_size"]},
+            "deployment": {"tensor_parallel_size": c["tensor_parallel_size"], "sampling": c["sampling"]},
             "workload": {"spec": spec, "seed": 0},
             "slo": slo,
             "cluster": {"routing": self.routing_policy()},

@@ -49,7 +49,15 @@ from planner.sweeps.sections import (
     parse_slo,
     parse_workload,
 )
-from planner.sweeps.specs import deployment_spec, resolve_profile, roofline_note, roofline_terms, size_deployment
+from planner.sweeps.specs import (
+    clock_coefficients,
+    deployment_spec,
+    parse_sampling,
+    resolve_profile,
+    roofline_note,
+    roofline_terms,
+    size_deployment,
+)
 from planner.sweeps.speculative import axis_needs
 from simulator.config import ConfigError, EngineConfig
 
@@ -127,11 +135,12 @@ def _parts(raw: dict, owner, err: FieldErrors) -> dict:
         gpu = resolve_profile("gpu", raw["gpu"], owner, "gpu", err)
     if (raw.get("model") is None) != (raw.get("gpu") is None):
         err.add("gpu" if raw.get("gpu") is None else "model", "give both a model and a GPU, or neither")
-    coefficients = parse_calibration(raw.get("calibration"), owner, err)
     deployment = raw.get("deployment") or {}
     if not isinstance(deployment, dict):
         err.add("deployment", "must be an object of deployment knobs")
         deployment = {}
+    sampling = parse_sampling(deployment.get("sampling"), "deployment.sampling", err)
+    coefficients = clock_coefficients(sampling, *(parse_calibration(raw.get("calibration"), owner, err) or (None,)))
     engine_raw = raw.get("engine") or {}
     if not isinstance(engine_raw, dict):
         err.add("engine", "must be an object of engine knobs")
@@ -139,7 +148,7 @@ def _parts(raw: dict, owner, err: FieldErrors) -> dict:
     for where, knobs in (("engine", engine_raw), ("deployment", deployment)):
         if "block_size" in knobs and block_size_problem(knobs["block_size"]):
             err.add(f"{where}.block_size", block_size_problem(knobs["block_size"]))
-    return {"model": model, "gpu": gpu, "coefficients": coefficients, "deployment": deployment,
+    return {"model": model, "gpu": gpu, "coefficients": coefficients, "sampling": sampling, "deployment": deployment,
             "engine_raw": engine_raw, "workload": parse_workload(raw.get("workload", {}), err),
             "cluster": parse_cluster(raw.get("cluster"), err),
             "disaggregated": disagg.parse(raw.get("disaggregated"), err.add), "slo": parse_slo(raw.get("slo"), err)}
@@ -207,12 +216,13 @@ def _snapshot(parts: dict, axes: list[dict], cliff: dict | None, owner, err: Fie
     model, gpu, coefficients, engine_raw = parts["model"], parts["gpu"], parts["coefficients"], parts["engine_raw"]
     dep_fields, sizing = _base_deployment(parts, err)
     base_engine = dict(engine_raw)
-    clock_note = None
+    clock_note = sampling = None
     if sizing is not None:
         for k in ("num_gpu_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens"):
             base_engine.setdefault(k, sizing[k])
         base_engine.setdefault("kv_bytes_per_block", int(sizing["bytes_per_block_per_gpu"]))
         if "cost_model" not in engine_raw and "step_time_model" not in engine_raw:
+            sampling = parts["sampling"]
             terms = roofline_terms(model["spec"], gpu["spec"], dep_fields, coefficients)
             if terms is not None:
                 base_engine["cost_model"] = terms
@@ -240,6 +250,7 @@ def _snapshot(parts: dict, axes: list[dict], cliff: dict | None, owner, err: Fie
         "slo": parts["slo"],
         "clock_note": clock_note,
         "coefficients": coefficients,
+        "sampling": sampling,
     }
 
 
@@ -252,7 +263,7 @@ def _base_deployment(parts: dict, err: FieldErrors) -> tuple[dict, dict | None]:
             err.raise_if_any()
         return {}, None
     try:
-        dep = deployment_spec(deployment)
+        dep = deployment_spec({k: v for k, v in deployment.items() if k != "sampling"})  # sampling: the clock's
     except (ValueError, TypeError) as exc:
         err.add_from("deployment", exc)
         err.raise_if_any()

@@ -86,6 +86,7 @@ def find_replicas(raw: Any, *, owner) -> dict:
         "cost_per_hour": (price * found.num_instances) if (price and found.num_instances) else None,
         "clock": "cost_model" if config.cost_model is not None else "step_time_model",
         "clock_note": p["meta"].get("clock_note"),
+        "sampling": snapshot.get("sampling"),
     }
 
 

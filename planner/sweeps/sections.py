@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from planner.calibration.services import coefficients_for
+from planner.calibration.services import calibration_for
 from planner.errors import FieldErrors
 from planner.sweeps.axes import AXES
 from planner.sweeps.cliff import max_evaluations
@@ -193,11 +193,12 @@ def parse_slo(raw: Any, err: FieldErrors) -> dict | None:
     return None if err.errors else out
 
 
-def parse_calibration(ref: Any, owner, err: FieldErrors) -> dict | None:
-    """The roofline coefficients of the owner's calibration ``ref`` (``planner.calibration``), or None."""
+def parse_calibration(ref: Any, owner, err: FieldErrors) -> tuple[dict, list[str]] | None:
+    """``(roofline coefficients, names its fit moved)`` of the owner's calibration ``ref`` (``planner.calibration``),
+    or None."""
     if ref is None:
         return None
-    coefficients = coefficients_for(owner, ref)
-    if coefficients is None:
+    found = calibration_for(owner, ref)
+    if found is None:
         err.add("calibration", f"no calibration {ref!r} among yours (see /api/calibrations/)")
-    return coefficients
+    return found

@@ -13,7 +13,13 @@ from typing import Any
 from gpuprofiles.models import GpuProfile, ModelProfile
 from gpuprofiles.selectors import profile_find
 from planner.errors import FieldErrors
-from simulator.cost_model import CostModelError, RooflineStepTime
+from simulator.cost_model import (
+    DEFAULT_SAMPLER_PATH,
+    SAMPLER_PATHS,
+    CostModelError,
+    RooflineStepTime,
+    sampling_coefficients,
+)
 from simulator.sizing import plan
 from simulator.specs import DeploymentSpec, GpuSpec, LayerSpec, ModelSpec, SpecError
 
@@ -88,6 +94,30 @@ def size_deployment(model_d: dict, gpu_d: dict, dep_d: dict, where: str, err: Fi
         return None
     d = res.to_dict()
     return {k: d[k] for k in SIZING_FIELDS}
+
+
+def parse_sampling(value: Any, where: str, err: FieldErrors) -> str:
+    """The sampler path of ``value`` (absent: ``DEFAULT_SAMPLER_PATH``, what vLLM does with a model whose
+    generation_config.json sets top-k / top-p); an unknown one is an error at ``where``."""
+    if value is None:
+        return DEFAULT_SAMPLER_PATH
+    if not isinstance(value, str) or value not in SAMPLER_PATHS:
+        err.add(where, f"must be one of {', '.join(SAMPLER_PATHS)}, got {value!r}")
+        return DEFAULT_SAMPLER_PATH
+    return value
+
+
+def clock_coefficients(sampling: str, calibration: dict | None, fitted=()) -> dict | None:
+    """The roofline coefficients of a sampler path and a calibration's (None: every default).
+
+    How they combine: the path's three sampler coefficients are applied unless the
+    calibration fitted them (``fitted``: the names its fit moved); every other coefficient is the
+    calibration's. The default path with no calibration gives None, the clock exactly as before.
+    """
+    if sampling == DEFAULT_SAMPLER_PATH:
+        return calibration
+    path = {k: v for k, v in sampling_coefficients(sampling).items() if k not in set(fitted)}
+    return {**(calibration or {}), **path}
 
 
 def roofline_terms(model_d: dict, gpu_d: dict, dep_d: dict, coefficients: dict | None = None) -> dict | None:
