@@ -17,6 +17,7 @@ from django import forms
 from django.http import QueryDict
 
 from planner.errors import field_and_message
+from planner.sampling_words import SAMPLING_CHOICES
 from simulator.cost_model import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS
 from simulator.specs import KV_CACHE_DTYPES, SpecError
 from simulator.speculative import MAX_SPECULATIVE_TOKENS
@@ -37,11 +38,6 @@ _KV_LABELS = {"auto": "auto — the activation dtype", "fp32": "fp32 (4 bytes)",
               "fp16": "fp16 (2 bytes)", "fp8": "fp8 (1 byte)", "int8": "int8 (1 byte)",
               "int4": "int4 (0.5 byte + scales)", "fp4": "fp4 (0.5 byte + scales)", "nvfp4": "nvfp4 (0.5 byte + scales)"}
 KV_DTYPE_CHOICES = [(k, _KV_LABELS.get(k, k)) for k in KV_CACHE_DTYPES]
-_SAMPLING_LABELS = {"greedy": "greedy (temperature 0)", "temperature": "temperature only",
-                    "top_k_top_p": "top-k / top-p (vLLM's default for most instruct models)",
-                    "top_k_top_p_penalties": "top-k / top-p with repetition penalty"}
-#: The sampler paths of the roofline clock (``simulator.cost_model.SAMPLER_PATHS``), in words.
-SAMPLING_CHOICES = [(k, _SAMPLING_LABELS.get(k, k)) for k in SAMPLER_PATHS]
 BLOCK_SIZE_CHOICES = [(b, f"{b} tokens") for b in (8, 16, 32, 64, 128)]
 
 DEFAULT_LENGTHS = "lognormal:2048,1536"

@@ -14,10 +14,11 @@ from urllib.parse import urlencode
 from django.http import QueryDict
 from django.shortcuts import render
 
+from planner.sampling_words import sampling_words
 from simulator.readable import ms_against, ms_figure, ms_target
 
 from . import figures, services
-from .forms import SAMPLING_CHOICES, CompareForm, ReplicasForm, SizingForm, default_compare_gpus
+from .forms import CompareForm, ReplicasForm, SizingForm, default_compare_gpus
 
 
 def home(request):
@@ -216,7 +217,7 @@ def replicas_answer(found: dict, form: ReplicasForm) -> dict:
             "gpu_name": gpu.name, "rows": rows, "any_not_served": any(r["dropped"] for r in rows), "requests": found["requests"], "routing": found["routing"],
             "num_gpu_blocks": found["num_gpu_blocks"], "clock": found["clock"],
             "advice": found.get("advice", []), "clock_note": found.get("clock_note"),
-            "sampling": dict(SAMPLING_CHOICES).get(found.get("sampling")),
+            "sampling": sampling_words(found.get("sampling")),
             "flattened": latency_flattened(found["trials"]), "why": _why_not(found),
             "speculative": form.speculative()}
 

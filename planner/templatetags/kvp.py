@@ -7,6 +7,7 @@ from django.templatetags.static import static
 from django.utils.html import format_html, json_script
 
 from planner.plotly_assets import PLOTLY_JS
+from planner.sampling_words import sampling_words
 from planner.sweeps.views import points_table
 
 register = template.Library()
@@ -71,6 +72,12 @@ def report_points_table(body: dict) -> dict:
     """
     unit = ((body.get("inputs") or {}).get("workload") or {}).get("arrival_unit", "step")
     return points_table(body, unit)
+
+
+@register.filter(name="sampling_words")
+def sampling_words_filter(path) -> str:
+    """A sampler path in words (:func:`planner.sampling_words.sampling_words`): 'top_k_top_p' -> 'top-k / top-p'."""
+    return sampling_words(path)
 
 
 @register.filter

@@ -119,7 +119,7 @@ def test_a_sweep_report_says_its_sampler_and_greedy_points_decode_faster(client,
     assert all(g < d for d, g in zip(*itl)), itl
     client.force_login(user)
     html = client.get(f"/reports/{greedy.slug}/").content.decode()
-    assert '<span id="report-sampling">greedy</span> sampling' in html
+    assert '<span id="report-sampling">greedy (temperature 0)</span> sampling' in html  # in words, as the form says it
 
 
 def test_the_schema_lists_the_sampler_paths(db):
