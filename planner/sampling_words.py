@@ -5,7 +5,7 @@ from __future__ import annotations
 from simulator.cost_model import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS
 
 _WORDS = {"greedy": "greedy (temperature 0)", "temperature": "temperature only", "top_k_top_p": "top-k / top-p",
-          "top_k_top_p_penalties": "top-k / top-p with repetition penalty"}
+          "top_k_top_p_penalties": "top-k / top-p + repetition penalty"}
 
 
 def sampling_words(path: str | None) -> str:
@@ -14,5 +14,5 @@ def sampling_words(path: str | None) -> str:
 
 
 #: The select's choices: every path in words, the default marked.
-SAMPLING_CHOICES = [(k, sampling_words(k) + (" (vLLM's default for most instruct models)"
-                                             if k == DEFAULT_SAMPLER_PATH else "")) for k in SAMPLER_PATHS]
+SAMPLING_CHOICES = [(k, sampling_words(k) + (" (default)" if k == DEFAULT_SAMPLER_PATH else ""))
+                    for k in SAMPLER_PATHS]
