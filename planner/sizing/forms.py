@@ -17,8 +17,8 @@ from django import forms
 from django.http import QueryDict
 
 from planner.errors import field_and_message
-from planner.sampling_words import SAMPLING_CHOICES
-from simulator.cost_model import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS
+from planner.sampling_words import sampling_field
+from simulator.cost_model import DEFAULT_SAMPLER_PATH
 from simulator.specs import KV_CACHE_DTYPES, SpecError
 from simulator.speculative import MAX_SPECULATIVE_TOKENS
 from simulator.speculative_sizing import DraftSpec
@@ -377,11 +377,7 @@ class ReplicasForm(forms.Form):
         label="GPUs per replica (TP)", min_value=1, max_value=LIMITS["tensor_parallel_size"],
         help_text="Tensor parallel size of one replica, in GPUs; must divide the attention heads.",
         widget=forms.NumberInput(attrs=_NUMBER))
-    sampling = forms.ChoiceField(
-        label="Sampling", choices=SAMPLING_CHOICES,
-        error_messages={"invalid_choice": f"%(value)s is not a sampler path: choose one of {', '.join(SAMPLER_PATHS)}."},
-        help_text="How your requests sample: greedy (temperature 0), temperature only, top-k/top-p (vLLM's default "
-                  "for models whose generation_config sets them), top-k/top-p with repetition penalty.")
+    sampling = sampling_field()
     rate = forms.FloatField(
         label="Request rate (requests/s)", min_value=0.001, max_value=100_000,
         error_messages={"min_value": "Must be more than 0 requests per second (at least 0.001)."},

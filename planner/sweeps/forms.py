@@ -8,6 +8,7 @@ from django import forms
 
 from gpuprofiles.models import GpuProfile, ModelProfile
 from gpuprofiles.selectors import visible_profiles
+from planner.sampling_words import sampling_field
 from planner.sizing.forms import gpu_choice_label
 from planner.sizing.selectors import DEFAULT_GPU_PREFIXES, DEFAULT_MODEL_NAMES
 from planner.sweeps import disaggregated as disagg
@@ -15,6 +16,7 @@ from planner.sweeps.axes import AXES, LATER_AXES
 from planner.sweeps.labels import axis_title, metric_title
 from planner.sweeps.limits import MAX_SWEEP_INSTANCES
 from planner.sweeps.sections import CLIFF_METRICS
+from simulator.cost_model import DEFAULT_SAMPLER_PATH
 from simulator.generators import parse_arrival
 from simulator.workload import WorkloadError
 
@@ -93,6 +95,7 @@ class SweepForm(forms.Form):
         min_value=0.05, max_value=1.0, initial=0.9, label="GPU memory utilization",
         help_text="Fraction of each GPU's memory vLLM may use, 0.05 to 1 (vLLM default 0.9).",
         widget=forms.NumberInput(attrs={"step": "0.01"}))
+    sampling = sampling_field(required=False)
     block_size = forms.IntegerField(min_value=1, max_value=4096, initial=16, label="Block size (tokens)",
                                     help_text="Tokens per KV block (vLLM default 16).")
     num_gpu_blocks = forms.IntegerField(
@@ -224,6 +227,7 @@ class SweepForm(forms.Form):
         ("engine.max_num_seqs", "max_num_seqs"), ("engine.max_num_batched_tokens", "max_num_batched_tokens"),
         ("engine.block_size", "block_size"), ("deployment.gpu_memory_utilization", "gpu_memory_utilization"),
         ("deployment.tensor_parallel_size", "tensor_parallel_size"), ("deployment.block_size", "block_size"),
+        ("deployment.sampling", "sampling"),
         ("axes[0]", "axis1_values"), ("axes[1]", "axis2_values"), ("axes", "axis1_values"),
         ("cliff.lo", "cliff_lo"), ("cliff.hi", "cliff_hi"), ("cliff.resolution", "cliff_resolution"),
         ("cliff.threshold", "cliff_threshold"), ("cliff.param", "cliff_param"), ("cliff", "cliff_lo"),
@@ -284,6 +288,8 @@ class SweepForm(forms.Form):
             definition["deployment"] = {"tensor_parallel_size": d.get("tensor_parallel_size") or 1,
                                         "gpu_memory_utilization": d.get("gpu_memory_utilization") or 0.9,
                                         "block_size": d.get("block_size") or 16}
+            if d.get("sampling") and d["sampling"] != DEFAULT_SAMPLER_PATH:
+                definition["deployment"]["sampling"] = d["sampling"]
         engine = {"block_size": d.get("block_size") or 16,
                   "enable_prefix_caching": bool(d.get("enable_prefix_caching"))}
         for k in ("num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens"):
@@ -390,7 +396,8 @@ class SweepForm(forms.Form):
         return out
 
     GROUPS = {
-        "scenario": ("name", "mode", "model", "gpu", "tensor_parallel_size", "gpu_memory_utilization", "block_size",
+        "scenario": ("name", "mode", "model", "gpu", "tensor_parallel_size", "gpu_memory_utilization", "sampling",
+                     "block_size",
                      "num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens", "enable_prefix_caching",
                      "speculative_method", "num_speculative_tokens", "acceptance_rate"),
         "workload": ("n", "prompt", "output", "arrival", "arrival_unit", "prefix_length", "prefix_fraction", "seed",

@@ -183,3 +183,17 @@ def test_a_report_runs_again_as_a_new_sweep_of_the_signed_in_user(client, monkey
     assert again.owner.username == "pat" and again.total_points == 2 and again.name == "first (again)"
     assert Client().post(f"/reports/{report.slug}/run-again/").status_code == 302  # signed out: to sign in
     assert Sweep.objects.count() == 2
+
+
+def test_the_form_takes_the_requests_sampler_path(client):
+    """The sweep form's "Sampling" select reaches the definition (``deployment.sampling``) and the snapshot the
+    points are timed with; a value that is no path is an error on that field, and no sweep is made."""
+    base = {**REPLICAS_FORM, "name": "greedy from the form", "axis1_param": "max_num_seqs", "axis1_values": "8, 16",
+            "slo_ttft_ms": "", "slo_itl_ms": "", "cluster_routing": ""}
+    r = client.post("/sweeps/new/", {**base, "sampling": "greedy"})
+    assert r.status_code == 302, r.content.decode()[:3000]
+    sweep = Sweep.objects.get(name="greedy from the form")
+    assert sweep.definition["deployment"]["sampling"] == "greedy" and sweep.snapshot["sampling"] == "greedy"
+    r = client.post("/sweeps/new/", {**base, "name": "no such path", "sampling": "beam"})
+    assert r.status_code == 200 and not Sweep.objects.filter(name="no such path").exists()
+    assert "beam is not a sampler path" in r.content.decode()
