@@ -206,6 +206,7 @@ def test_search_page_takes_a_shared_prefix_pp_kv_dtype_and_router(client, django
     search = Search.objects.get(owner__username="kim")
     space = build_space(search.snapshot)
     assert space.kv_cache_dtypes == ("fp8",) and space.routing == "least-loaded" and space.pipeline_parallel == (1,)
+    assert space.sampling == "top_k_top_p"  # the select left at its default
     wl = build_workload(search.snapshot)
     assert wl.n == 40 and int((wl.prefix_id >= 0).sum()) == 20 and int(wl.prompt_len.min()) > 300
 
@@ -225,3 +226,24 @@ def test_a_user_past_the_search_quota_gets_a_429_in_words_and_others_are_not_hel
     assert other.post("/api/searches/", _body(), format="json").status_code == 202
     Search.objects.filter(owner__username="sam").update(status=Search.Status.CANCELLED)
     assert client.post("/api/searches/", _body(), format="json").status_code == 202
+
+
+def test_search_page_takes_the_requests_sampler_path(client, django_user_model):
+    """The page's Sampling select reaches the search's space (``space.sampling``); a value that is no path is an
+    error on that field and no search is made."""
+    from django.test import Client
+
+    from planner.search.definition import build_space
+
+    web = Client()
+    web.force_login(django_user_model.objects.create_user("sampling-pat", password="pw-sam-12345"))
+    assert 'name="sampling"' in web.get("/searches/").content.decode()
+    form = {"model": "llama-3-1-8b", "gpus": ["l40s"], "rate": "10", "duration_s": "3", "prompt_mean": "1024",
+            "prompt_std": "256", "output_mean": "128", "output_std": "32", "ttft_ms": "500", "ttft_pct": "p90",
+            "itl_pct": "p90", "e2e_pct": "p90", "tensor_parallel": "1", "precisions": ["bf16"], "max_num_seqs": "256",
+            "max_replicas": "2"}
+    bad = web.post("/searches/", {**form, "sampling": "beam"})
+    assert bad.status_code == 200 and "beam is not a sampler path" in bad.content.decode()
+    assert not Search.objects.filter(owner__username="sampling-pat").exists()
+    assert web.post("/searches/", {**form, "sampling": "greedy"}).status_code == 302
+    assert build_space(Search.objects.get(owner__username="sampling-pat").snapshot).sampling == "greedy"
