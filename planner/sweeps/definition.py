@@ -140,7 +140,8 @@ def _parts(raw: dict, owner, err: FieldErrors) -> dict:
         err.add("deployment", "must be an object of deployment knobs")
         deployment = {}
     sampling = parse_sampling(deployment.get("sampling"), "deployment.sampling", err)
-    coefficients = clock_coefficients(sampling, *(parse_calibration(raw.get("calibration"), owner, err) or (None,)))
+    calibration, fitted = parse_calibration(raw.get("calibration"), owner, err) or (None, ())
+    coefficients = clock_coefficients(sampling, calibration, fitted)
     engine_raw = raw.get("engine") or {}
     if not isinstance(engine_raw, dict):
         err.add("engine", "must be an object of engine knobs")
