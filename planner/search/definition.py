@@ -65,8 +65,11 @@ def _gpus(raw: Any, owner, err) -> list[dict]:
     return [g for i, r in enumerate(refs) if (g := specs.resolve_profile("gpu", r, owner, f"space.gpus[{i}]", err))]
 
 
-def validate(raw: Any, *, owner) -> tuple[dict, dict]:
-    """``(normalized definition, snapshot)``; raises DefinitionError with messages per field."""
+def validate(raw: Any, *, owner) -> tuple[dict, dict, dict[int, list[float]]]:
+    """``(normalized definition, snapshot, shape prices)``; raises DefinitionError with messages per field.
+
+    The shape prices (``{candidate index: [least cost per hour, seconds of one simulation]}``,
+    :class:`planner.search.pricing.SearchPrice`) come from the check that the search fits the limits."""
     err = FieldErrors()
     if not isinstance(raw, dict):
         raise defn.DefinitionError({"non_field_errors": ["must be a JSON object"]})
@@ -109,13 +112,13 @@ def validate(raw: Any, *, owner) -> tuple[dict, dict]:
     inputs = build_inputs(snapshot)
     _check_runnable(snapshot, inputs, err)
     err.raise_if_any()
-    _check_price(inputs, err, dis)
+    shapes = _check_price(inputs, err, dis)
     err.raise_if_any()
     norm = {"name": name, "model": raw["model"], "workload": raw["workload"], "slo": slo.to_dict(),
             "space": {**space_raw}}
     if dis is not None:
         norm["disaggregated"] = raw["disaggregated"]
-    return norm, snapshot
+    return norm, snapshot, shapes
 
 
 def _check_space(gpus: list[dict], space: dict, err) -> None:
@@ -139,14 +142,15 @@ def _check_runnable(snapshot: dict, inputs: tuple, err) -> None:
         err.add(field, f"the longest request ({longest:,} tokens) is longer than max_model_len ({mml:,} tokens)")
 
 
-def _check_price(inputs: tuple, err, dis: dict | None = None) -> None:
+def _check_price(inputs: tuple, err, dis: dict | None = None) -> dict[int, list[float]]:
     """The heaviest shape of the search, and its xPyD stage, must fit the limits of one chunk
-    (``planner/search/pricing.py``)."""
+    (``planner/search/pricing.py``): the shapes' prices, or ``{}`` with the error added."""
     splits = None if dis is None else sdis.splits_priced(dis, inputs[2].max_replicas)
     try:
-        check_search(*inputs, splits=splits)
+        return check_search(*inputs, splits=splits).shapes
     except OverBudget as exc:
         err.add(exc.field, str(exc))
+        return {}
 
 
 def build_space(snapshot: dict) -> SearchSpace:

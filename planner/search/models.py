@@ -57,7 +57,7 @@ class SearchChunk(models.Model):
     status = models.CharField(max_length=10, default="pending")
     candidates = models.JSONField()  # indices into the space's candidates
     #: ``[least cost per hour, estimated seconds of one simulation]`` of each shape of the chunk that will be
-    #: simulated (``planner/search/pricing.shape_prices``), for the time left while the search runs.
+    #: simulated (``planner/search/pricing.SearchPrice.shapes``), for the time left while the search runs.
     shapes = models.JSONField(default=list, blank=True)
     #: The best answer's cost per hour (USD) known when the chunk started: its dearer shapes were skipped.
     cost_bound = models.FloatField(null=True, blank=True)

@@ -9,27 +9,36 @@ simulation call (``KVP_RUN_MAX_BYTES``); otherwise the search is refused with a 
 limit and the estimate. A search with ``disaggregated`` adds a last stage, the prefill/decode splits of
 the answer (``planner/search/disaggregated.py``): priced for the largest answer (``space.max_replicas``
 replicas of the heaviest shape), each split as one run of its instances, one after another, it must fit
-the same limits (field ``disaggregated``). No ORM here: a snapshot in, a :class:`simulator.budget.Price` out.
+the same limits (field ``disaggregated``). No ORM here: a snapshot in, a :class:`SearchPrice` out (also each shape's
+price, from which a running search's time left is estimated).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 from planner.sweeps.pricing import chunk_max_seconds, run_max_bytes
 from simulator import budget
 from simulator.budget import OverBudget, Price, WorkloadSize
 from simulator.search_eval import default_max_model_len, prepare_candidate
 
-__all__ = ["OverBudget", "heaviest_shape", "check_search", "shape_prices"]
+__all__ = ["OverBudget", "SearchPrice", "price_search", "check_search"]
 
 
-def _priced(workload, model, space, slo):
-    """``(index, prepared shape, workload size)`` of every shape that sizes and can meet the SLO."""
-    size = WorkloadSize.of(workload)
-    max_model_len = space.max_model_len or default_max_model_len(workload, model)
-    for i, cand in enumerate(space.candidates()):
-        prepared = prepare_candidate(i, cand, model, space, max_model_len, workload, slo)
-        if prepared.config is not None:
-            yield i, prepared, size
+@dataclass(frozen=True)
+class SearchPrice:
+    """What pricing a search finds in one pass over its shapes."""
+
+    #: The most memory of one simulation and the most time of one shape's replicas search.
+    heaviest: Price
+    #: The same of the xPyD stage over the splits asked (``Price()`` without).
+    stage: Price
+    #: ``{candidate index: [least cost per hour, estimated seconds of one simulation]}`` of every shape that
+    #: will be simulated: what a running search's time left is estimated from
+    #: (:func:`planner.search.selectors.time_left`). The least cost is the shape's fewest replicas that could
+    #: meet the SLO times the price of one: a shape whose least cost is not below the best answer found is
+    #: skipped without a simulation.
+    shapes: dict[int, list[float]] = field(default_factory=dict)
 
 
 def _max(a: Price, b: Price) -> Price:
@@ -42,33 +51,28 @@ def _splits_price(size: WorkloadSize, config, splits: list[tuple[int, int]]) -> 
     return Price(max((p.memory_bytes for p in runs), default=0), sum(p.seconds for p in runs))
 
 
-def heaviest_shape(workload, model, space, slo, splits: list[tuple[int, int]] | None = None) -> tuple[Price, Price]:
-    """The most memory of one simulation and the most time of one shape's replicas search, over the shapes
-    that size and can meet the SLO (rejected shapes are never simulated); then the same of the xPyD stage
-    over ``splits`` (``Price()`` without)."""
-    search, stage = Price(), Price()
-    for _, prepared, size in _priced(workload, model, space, slo):
-        search = _max(search, budget.price_replicas_search(size, prepared.config, space.max_replicas))
+def price_search(workload, model, space, slo, splits: list[tuple[int, int]] | None = None) -> SearchPrice:
+    """Price every shape that sizes and can meet the SLO (rejected shapes are never simulated), once."""
+    size = WorkloadSize.of(workload)
+    max_model_len = space.max_model_len or default_max_model_len(workload, model)
+    heaviest, stage, shapes = Price(), Price(), {}
+    for i, cand in enumerate(space.candidates()):
+        p = prepare_candidate(i, cand, model, space, max_model_len, workload, slo)
+        if p.config is None:
+            continue
+        heaviest = _max(heaviest, budget.price_replicas_search(size, p.config, space.max_replicas))
         if splits:
-            stage = _max(stage, _splits_price(size, prepared.config, splits))
-    return search, stage
+            stage = _max(stage, _splits_price(size, p.config, splits))
+        shapes[i] = [round(p.min_replicas * p.candidate.price_per_replica, 6),
+                     round(budget.price_run(size, p.config).seconds, 4)]
+    return SearchPrice(heaviest, stage, shapes)
 
 
-def shape_prices(workload, model, space, slo) -> dict[int, list[float]]:
-    """``{candidate index: [least cost per hour, estimated seconds of one simulation]}`` of every shape
-    that will be simulated: what a running search's time left is estimated from
-    (:func:`planner.search.selectors.time_left`). The least cost is its fewest replicas that could meet
-    the SLO times the price of one: a shape whose least cost is not below the best answer found is
-    skipped without a simulation."""
-    return {i: [round(p.min_replicas * p.candidate.price_per_replica, 6),
-                round(budget.price_run(size, p.config).seconds, 4)]
-            for i, p, size in _priced(workload, model, space, slo)}
-
-
-def check_search(workload, model, space, slo, splits: list[tuple[int, int]] | None = None) -> Price:
-    """Raise :class:`OverBudget` (field ``workload``) when the heaviest shape is over a limit, or (field
-    ``disaggregated``) when the xPyD stage over ``splits`` is."""
-    price, stage = heaviest_shape(workload, model, space, slo, splits)
+def check_search(workload, model, space, slo, splits: list[tuple[int, int]] | None = None) -> SearchPrice:
+    """The search's price (:func:`price_search`); raise :class:`OverBudget` (field ``workload``) when the
+    heaviest shape is over a limit, or (field ``disaggregated``) when the xPyD stage over ``splits`` is."""
+    priced = price_search(workload, model, space, slo, splits)
+    price, stage = priced.heaviest, priced.stage
     budget.check(price, max_bytes=run_max_bytes(), max_seconds=chunk_max_seconds(),
                  what="One deployment shape of this search", field="workload",
                  advice="use fewer or shorter requests, or a smaller space.max_replicas")
@@ -77,4 +81,4 @@ def check_search(workload, model, space, slo, splits: list[tuple[int, int]] | No
                      what=f"The prefill/decode stage ({len(splits)} splits of up to {space.max_replicas} instances)",
                      field="disaggregated", advice="restrict disaggregated.prefill_instances or decode_instances, "
                      "use fewer or shorter requests, or a smaller space.max_replicas")
-    return price
+    return priced

@@ -33,7 +33,6 @@ from planner.heartbeat import MAX_CHUNK_ATTEMPTS, Heartbeat, gave_up_message, is
 from planner.search import definition as sdefn
 from planner.search.disaggregated import run_stage
 from planner.search.models import Search, SearchChunk
-from planner.search.pricing import shape_prices
 from planner.sweeps.services import PROGRESS_INTERVAL_S, QuotaExceeded, _queue
 
 logger = logging.getLogger(__name__)
@@ -41,15 +40,13 @@ logger = logging.getLogger(__name__)
 
 def search_create(*, owner, definition: Any) -> Search:
     """Validate, store the search and its chunks (one per GPU type), enqueue after commit."""
-    norm, snapshot = sdefn.validate(definition, owner=owner)
+    norm, snapshot, prices = sdefn.validate(definition, owner=owner)
     _check_quota(owner)
-    inputs = sdefn.build_inputs(snapshot)
-    space = inputs[2]
+    space = sdefn.build_space(snapshot)
     cands = space.candidates()
     groups = [[i for i, c in enumerate(cands) if c.gpu.name == g.name] for g in space.gpus]
     if snapshot.get("disaggregated") is not None:
         groups.append([])  # the xPyD stage, last
-    prices = shape_prices(*inputs)
     with transaction.atomic():
         search = Search.objects.create(owner=owner, name=norm["name"] or _default_name(snapshot),
                                        definition=norm, snapshot=snapshot, total_candidates=len(cands),
