@@ -105,10 +105,14 @@ def _answer_ratio(chunks: list[dict]) -> float | None:
     """How much dearer than its least cost a finished chunk's answer came out (the least such ratio over the
     finished chunks with an answer), to foresee the answers of the chunks still to run; None before one is
     known. The least, not a mean: a later chunk's answer only counts when it is the cheapest so far."""
-    ratios = [float(c["best_cost"]) / min(least for least, _ in c["shapes"]) for c in chunks
-              if c["status"] == "done" and c["best_cost"] is not None and c["shapes"]
-              and min(least for least, _ in c["shapes"]) > 0]
-    return min(ratios, default=None)
+    leasts = [(float(c["best_cost"]), _least(c["shapes"])) for c in chunks
+              if c["status"] == "done" and c["best_cost"] is not None and c["shapes"]]
+    return min((best / least for best, least in leasts if least > 0), default=None)
+
+
+def _least(shapes: list) -> float:
+    """The least cost per hour of a chunk's shapes (``[least cost, seconds]`` each)."""
+    return min(least for least, _ in shapes)
 
 
 def time_left(chunks: list[dict], *, elapsed: float, fraction: float) -> float | None:
@@ -141,6 +145,6 @@ def time_left(chunks: list[dict], *, elapsed: float, fraction: float) -> float |
         if c["status"] == "pending":
             left += scale * chunk_cost(c["shapes"], best)
         if ratio is not None and c["shapes"]:
-            foreseen = ratio * min(least for least, _ in c["shapes"])
+            foreseen = ratio * _least(c["shapes"])
             best = foreseen if best is None else min(best, foreseen)
     return left / max(1, len(running))
