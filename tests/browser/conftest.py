@@ -25,6 +25,7 @@ import pytest
 # live server share it (PostgreSQL's test database is shared anyway).
 from tests.budget import FULL
 from tests.integration.conftest import sender_on_redis, worker_factory  # noqa: F401
+from tests.search_definitions import two_gpu_search, xpyd_search
 
 pytestmark = pytest.mark.browser
 
@@ -303,13 +304,7 @@ def search_report(user, monkeypatch):
     from planner.search import services
 
     monkeypatch.setattr(services, "search_enqueue", lambda search_id: None)
-    search = services.search_create(owner=user, definition={
-        "model": "llama-3-1-8b",
-        "workload": {"spec": {"n": 24, "prompt": "normal:1024,256", "output": "normal:128,32",
-                              "arrival": {"kind": "poisson", "rate": 10, "unit": "s"}}, "seed": 0},
-        "slo": {"targets": [{"metric": "ttft", "percentile": "p90", "max_s": 0.5}]},
-        "space": {"gpus": ["h100-sxm5-80gb", "l40s"], "tensor_parallel": [1], "precisions": ["bf16", "fp8"],
-                  "max_replicas": 2}})
+    search = services.search_create(owner=user, definition=two_gpu_search())
     search = services.search_run_here(search=search)
     assert search.status == search.Status.DONE, search.error
     return search
@@ -344,12 +339,7 @@ def queued_search(user, monkeypatch):
 
     monkeypatch.setattr(services, "search_enqueue", lambda search_id: None)
     return services.search_create(owner=user, definition={
-        "name": "A search waiting for a worker", "model": "llama-3-1-8b",
-        "workload": {"spec": {"n": 24, "prompt": "normal:1024,256", "output": "normal:128,32",
-                              "arrival": {"kind": "poisson", "rate": 10, "unit": "s"}}, "seed": 0},
-        "slo": {"targets": [{"metric": "ttft", "percentile": "p90", "max_s": 0.5}]},
-        "space": {"gpus": ["h100-sxm5-80gb", "l40s"], "tensor_parallel": [1], "precisions": ["bf16"],
-                  "max_replicas": 2}})
+        **two_gpu_search(precisions=["bf16"]), "name": "A search waiting for a worker"})
 
 
 @pytest.fixture
@@ -358,15 +348,7 @@ def xpyd_search_report(user, monkeypatch):
     from planner.search import services
 
     monkeypatch.setattr(services, "search_enqueue", lambda search_id: None)
-    search = services.search_create(owner=user, definition={
-        "name": "Aggregated or xPyD", "model": "llama-3-1-8b",
-        "workload": {"spec": {"n": 40, "prompt": "normal:2048,256", "output": "normal:64,16",
-                              "arrival": {"kind": "poisson", "rate": 16, "unit": "s"}}, "seed": 0},
-        "slo": {"targets": [{"metric": "ttft", "percentile": "p90", "max_s": 0.4},
-                            {"metric": "itl", "percentile": "p90", "max_s": 0.013}]},
-        "space": {"gpus": ["h100-sxm5-80gb"], "tensor_parallel": [1], "precisions": ["bf16"], "max_replicas": 4,
-                  "routing": "least-loaded"},
-        "disaggregated": {"link_gbps": 50, "link_latency_s": 0.0001}})
+    search = services.search_create(owner=user, definition=xpyd_search(name="Aggregated or xPyD"))
     search = services.search_run_here(search=search)
     assert search.status == search.Status.DONE and search.result.get("disaggregated"), search.error
     return search

@@ -14,6 +14,7 @@ from rest_framework.test import APIClient
 
 from planner import tasks
 from planner.search.models import Search
+from tests.search_definitions import xpyd_search
 
 pytestmark = pytest.mark.django_db
 
@@ -25,20 +26,10 @@ def client(django_user_model):
     return c
 
 
-def _body(**extra):
-    """40 requests at 16/s of 2,048-token prompts on H100s: the answer needs 2 or more replicas."""
-    return {"model": "llama-3-1-8b",
-            "workload": {"spec": {"n": 40, "prompt": "normal:2048,256", "output": "normal:64,16",
-                                  "arrival": {"kind": "poisson", "rate": 16, "unit": "s"}}, "seed": 0},
-            "slo": {"targets": [{"metric": "ttft", "percentile": "p90", "max_s": 0.4},
-                                {"metric": "itl", "percentile": "p90", "max_s": 0.013}]},
-            "space": {"gpus": ["h100-sxm5-80gb"], "tensor_parallel": [1], "precisions": ["bf16"],
-                      "max_replicas": 4, "routing": "least-loaded"},
-            "disaggregated": {"link_gbps": 50, "link_latency_s": 0.0001}, **extra}
 
 
 def test_the_xpyd_stage_runs_last_and_adds_the_comparison(client):
-    r = client.post("/api/searches/", _body(), format="json")
+    r = client.post("/api/searches/", xpyd_search(), format="json")
     assert r.status_code == 202, r.content
     out = r.json()
     assert len(out["progress"]["chunks"]) == 2  # one GPU type, then the xPyD stage
@@ -68,7 +59,7 @@ def test_the_xpyd_stage_runs_last_and_adds_the_comparison(client):
 
 
 def test_pool_size_filters_and_router_reach_the_stage(client):
-    body = _body(disaggregated={"prefill_instances": [1], "routing": "round-robin"})
+    body = xpyd_search(disaggregated={"prefill_instances": [1], "routing": "round-robin"})
     s = Search.objects.get(pk=client.post("/api/searches/", body, format="json").json()["id"])
     for i in range(s.num_chunks):
         assert tasks.run_search_chunk(s.pk, i) == "done"
@@ -77,7 +68,7 @@ def test_pool_size_filters_and_router_reach_the_stage(client):
 
 
 def test_without_the_object_there_is_no_stage(client):
-    body = _body()
+    body = xpyd_search()
     del body["disaggregated"]
     out = client.post("/api/searches/", body, format="json").json()
     assert len(out["progress"]["chunks"]) == 1
@@ -101,14 +92,14 @@ def test_without_the_object_there_is_no_stage(client):
     ("yes", "disaggregated"),
 ])
 def test_bad_fields_are_400s_naming_them(client, dis, field):
-    r = client.post("/api/searches/", _body(disaggregated=dis), format="json")
+    r = client.post("/api/searches/", xpyd_search(disaggregated=dis), format="json")
     assert r.status_code == 400, r.content
     assert field in r.json()["errors"], r.json()
     assert Search.objects.count() == 0
 
 
 def test_one_replica_at_most_has_no_split_and_is_a_400(client):
-    body = _body()
+    body = xpyd_search()
     body["space"]["max_replicas"] = 1
     r = client.post("/api/searches/", body, format="json")
     assert r.status_code == 400 and "space.max_replicas of 2 or more" in r.json()["errors"]["disaggregated"][0]
@@ -117,7 +108,7 @@ def test_one_replica_at_most_has_no_split_and_is_a_400(client):
 def test_the_stage_is_priced_before_queueing(client, settings):
     """The replicas search alone fits one chunk's time; with 64 replicas' splits the stage does not."""
     settings.KVP_CHUNK_MAX_SECONDS = 2
-    body = _body()
+    body = xpyd_search()
     body["space"]["max_replicas"] = 64
     del body["disaggregated"]
     assert client.post("/api/searches/", body, format="json").status_code == 202

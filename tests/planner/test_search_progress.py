@@ -10,6 +10,7 @@ from django.test import Client
 from django.utils import timezone
 
 from planner.search.selectors import UNBOUNDED_TRIALS, chunk_cost, time_left
+from tests.search_definitions import two_gpu_search
 
 
 def _chunk(index, status, shapes, *, bound=None, best=None, took=None, ran=None):
@@ -73,13 +74,7 @@ def test_search_progress_counts_the_bars_own_shapes(django_user_model, monkeypat
     load_catalog(GpuProfile, ModelProfile)
     monkeypatch.setattr(services, "search_enqueue", lambda search_id: None)
     owner = django_user_model.objects.create_user("pro", password="pw-123456789")
-    search = services.search_create(owner=owner, definition={
-        "model": "llama-3-1-8b",
-        "workload": {"spec": {"n": 24, "prompt": "normal:1024,256", "output": "normal:128,32",
-                              "arrival": {"kind": "poisson", "rate": 10, "unit": "s"}}, "seed": 0},
-        "slo": {"targets": [{"metric": "ttft", "percentile": "p90", "max_s": 0.5}]},
-        "space": {"gpus": ["h100-sxm5-80gb", "l40s"], "tensor_parallel": [1], "precisions": ["bf16", "fp8"],
-                  "max_replicas": 2}})
+    search = services.search_create(owner=owner, definition=two_gpu_search())
     chunks = list(search.chunks.order_by("index"))
     assert [len(c.shapes) for c in chunks] == [2, 2] and all(s[0] > 0 and s[1] > 0 for c in chunks for s in c.shapes)
     p = selectors.search_progress(search=search)

@@ -21,6 +21,7 @@ from planner import tasks
 from planner.search.models import Search
 from planner.sweeps.views import _cell
 from simulator.search_space import format_seconds
+from tests.search_definitions import xpyd_search
 
 
 def test_latency_messages_stay_in_ms_above_a_second():
@@ -62,15 +63,7 @@ def _xpyd_search(django_user_model) -> Search:
     """A finished search with ``disaggregated`` (its answer and the answer's xPyD splits)."""
     client = APIClient()
     client.force_authenticate(django_user_model.objects.create_user("units", password="pw-units-12345"))
-    body = {"model": "llama-3-1-8b",
-            "workload": {"spec": {"n": 40, "prompt": "normal:2048,256", "output": "normal:64,16",
-                                  "arrival": {"kind": "poisson", "rate": 16, "unit": "s"}}, "seed": 0},
-            "slo": {"targets": [{"metric": "ttft", "percentile": "p90", "max_s": 0.4},
-                                {"metric": "itl", "percentile": "p90", "max_s": 0.013}]},
-            "space": {"gpus": ["h100-sxm5-80gb"], "tensor_parallel": [1], "precisions": ["bf16"],
-                      "max_replicas": 4, "routing": "least-loaded"},
-            "disaggregated": {"link_gbps": 50, "link_latency_s": 0.0001}}
-    s = Search.objects.get(pk=client.post("/api/searches/", body, format="json").json()["id"])
+    s = Search.objects.get(pk=client.post("/api/searches/", xpyd_search(), format="json").json()["id"])
     for i in range(s.num_chunks):
         assert tasks.run_search_chunk(s.pk, i) == "done"
     s.refresh_from_db()
