@@ -80,13 +80,15 @@ SAMPLER_PATHS = {
 
 #: The path :class:`RooflineCoefficients` defaults to: what a request that sets no sampling parameters takes.
 DEFAULT_SAMPLER_PATH = "top_k_top_p"
+#: The :class:`RooflineCoefficients` fields a path sets, in the order of :data:`SAMPLER_PATHS`' tuples.
+_SAMPLER_FIELDS = ("sampling_step_s", "sampling_vocab_s", "sampling_request_vocab_s")
 
 
 def sampling_coefficients(path: str) -> dict[str, float]:
     """The :class:`RooflineCoefficients` overrides of one sampler path of :data:`SAMPLER_PATHS`."""
     if path not in SAMPLER_PATHS:
         raise CostModelError(f"sampling: must be one of {', '.join(SAMPLER_PATHS)}, got {path!r}")
-    return dict(zip(("sampling_step_s", "sampling_vocab_s", "sampling_request_vocab_s"), SAMPLER_PATHS[path]))
+    return dict(zip(_SAMPLER_FIELDS, SAMPLER_PATHS[path]))
 
 _FRACTIONS = ("mfu", "attention_efficiency", "bandwidth_efficiency", "expert_bandwidth_efficiency", "kv_bandwidth_efficiency",
               "interconnect_efficiency", "nccl_interconnect_efficiency")
@@ -194,9 +196,9 @@ class RooflineCoefficients:
     nccl_allreduce_latency_s: float = 20e-6
     allreduces_per_layer: int = 2
     layer_overhead_s: float = 25e-6
-    sampling_step_s: float = 0.1145e-3
-    sampling_vocab_s: float = 2.068e-9
-    sampling_request_vocab_s: float = 1.378e-10
+    sampling_step_s: float = SAMPLER_PATHS[DEFAULT_SAMPLER_PATH][0]
+    sampling_vocab_s: float = SAMPLER_PATHS[DEFAULT_SAMPLER_PATH][1]
+    sampling_request_vocab_s: float = SAMPLER_PATHS[DEFAULT_SAMPLER_PATH][2]
     kv_offload_copy_s: float = 13e-6
     host_link_gbps: float = 54.0
     step_overhead_s: float = 0.5e-3
