@@ -40,6 +40,7 @@ from django.utils.text import slugify
 
 from gpuprofiles.convert import spec_columns
 from simulator.hf_config import parse_hf_config
+from simulator.sampling import generation_defaults
 from simulator.specs import DRIVER_RESERVED_GIB
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -242,6 +243,13 @@ def load_config(filename: str) -> dict:
         return json.load(fh)
 
 
+def generation_fields(hf_id: str) -> dict | None:
+    """The sampling fields of the repository's ``generation_config.json`` where the simulator ships them
+    (``simulator/data/generation_configs.json``); None when not known (the clock then times the default path)."""
+    entry = generation_defaults(hf_id)
+    return None if entry is None else entry["fields"]
+
+
 def _first_word(text: str) -> str:
     return (text or "").strip().split(" ")[0].strip(",;")
 
@@ -319,7 +327,8 @@ def model_defaults(row: dict[str, str]) -> tuple[str, dict[str, Any]]:
     filename = MODEL_CONFIG_FILES.get(row["name"])
     hf = load_config(filename) if filename else None
     spec = parse_hf_config(hf if hf is not None else derived_config(row), name=row["name"],
-                           num_parameters=num_parameters, num_active_parameters=num_active)
+                           num_parameters=num_parameters, num_active_parameters=num_active,
+                           generation_config=generation_fields(row["hf_id"]))
     unverified = set(MODEL_UNVERIFIED.get(slug, ()))
     for field, column in (("sliding_window", "sliding_window"), ("weights_dtype", "torch_dtype"),
                           ("max_position_embeddings", "max_position_embeddings")):
@@ -356,7 +365,7 @@ def extra_model_defaults(extra: dict[str, str]) -> tuple[str, dict[str, Any]]:
     """(slug, field values) of a catalog model known only from its verbatim config."""
     hf = load_config(extra["config"])
     quant = load_config(extra["quant"]) if extra.get("quant") else None
-    spec = parse_hf_config(hf, name=extra["name"], quant_config=quant)
+    spec = parse_hf_config(hf, name=extra["name"], quant_config=quant, generation_config=generation_fields(extra["hf_id"]))
     values: dict[str, Any] = dict(
         name=extra["name"], hf_id=extra["hf_id"], model_type=str(hf.get("model_type", "")),
         params_note="estimated from config.json (simulator.sizing.estimate_num_parameters)",
@@ -384,7 +393,7 @@ def quantized_model_defaults(entry: dict[str, Any]) -> tuple[str, dict[str, Any]
     hf = {**load_config(entry["base"]), "quantization_config": entry["quantization_config"]}
     if entry.get("torch_dtype"):
         hf["torch_dtype"] = entry["torch_dtype"]
-    spec = parse_hf_config(hf, name=entry["name"])
+    spec = parse_hf_config(hf, name=entry["name"], generation_config=generation_fields(entry["hf_id"]))
     values: dict[str, Any] = dict(
         name=entry["name"], hf_id=entry["hf_id"], model_type=str(hf.get("model_type", "")),
         params_note="estimated from config.json (simulator.sizing.estimate_num_parameters)",

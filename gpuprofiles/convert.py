@@ -38,6 +38,7 @@ def spec_columns(spec: ModelSpec) -> dict[str, Any]:
     out["quant_bits"] = spec.quant_bits
     out["quant_group_size"] = spec.quant_group_size
     out["quant_ignore"] = list(spec.quant_ignore)
+    out["sampling"] = spec.sampling or ""
     out["layers"] = [layer_to_dict(lay) for lay in spec.layers]
     kinds = [lay.kind for lay in spec.layer_specs]
     out["num_full_layers"] = kinds.count("full")
@@ -58,6 +59,7 @@ def spec_from_columns(name: str, columns: dict[str, Any]) -> ModelSpec:
     kwargs["quant_bits"] = columns.get("quant_bits")
     kwargs["quant_group_size"] = columns.get("quant_group_size")
     kwargs["quant_ignore"] = tuple(columns.get("quant_ignore") or ())
+    kwargs["sampling"] = columns.get("sampling") or None
     return ModelSpec(name=name, **kwargs)
 
 

@@ -22,6 +22,7 @@ from django.db import models
 from django.urls import reverse
 
 from gpuprofiles.convert import QUANT_COLUMNS, SPEC_FIELDS, interconnect_gbps, spec_columns, spec_from_columns
+from simulator.sampling import SAMPLER_PATHS
 from simulator.specs import GpuSpec, ModelSpec
 
 
@@ -184,6 +185,10 @@ class ModelProfile(Profile):
         null=True, blank=True, help_text="Source's figure: global (full-attention) layers only, bytes per token.")
     kv_bytes_per_token_fp8 = models.BigIntegerField(
         null=True, blank=True, help_text="Source's figure: FP8 KV, bytes per token.")
+    sampling = models.CharField(
+        max_length=32, blank=True, choices=[(k, k) for k in SAMPLER_PATHS],
+        help_text="Sampler path of requests that set no sampling parameters (its generation_config.json); "
+                  "blank = not known.")
     hf_config = models.JSONField(null=True, blank=True, help_text="Verbatim config.json.")
     hf_quant_config = models.JSONField(null=True, blank=True, help_text="Verbatim hf_quant_config.json.")
 
@@ -198,7 +203,8 @@ class ModelProfile(Profile):
 
     def to_spec(self) -> ModelSpec:
         """This model as the simulator's :class:`~simulator.specs.ModelSpec` (validated)."""
-        return spec_from_columns(self.name, {f: getattr(self, f) for f in (*SPEC_FIELDS, *QUANT_COLUMNS, "layers")})
+        return spec_from_columns(self.name, {f: getattr(self, f) for f in (*SPEC_FIELDS, *QUANT_COLUMNS, "layers",
+                                                                           "sampling")})
 
     def set_from_spec(self, spec: ModelSpec) -> None:
         """Copy a validated spec into the columns (layer counts and sliding window included)."""

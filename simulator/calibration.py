@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from simulator.config import EngineConfig
-from simulator.cost_model import RooflineCoefficients, RooflineStepTime
+from simulator.cost_model import RooflineStepTime, model_coefficients
 from simulator.engine import simulate
 from simulator.sizing import plan
 from simulator.traces import parse_trace
@@ -317,7 +317,7 @@ def fit(meas: Measurement, model, gpu, deployment, *, fit_params: tuple[str, ...
               "max_num_seqs": size.max_num_seqs, "max_num_batched_tokens": size.max_num_batched_tokens,
               "enable_prefix_caching": True, "enable_chunked_prefill": True}
     workload = replay_workload(meas, request_rate, max_requests)
-    base = {**RooflineCoefficients().to_dict(), **(start or {})}
+    base = model_coefficients(model, start)
     target = {"ttft_s": meas.mean_ttft_s, "itl_s": meas.mean_itl_s, "e2e_s": meas.mean_e2e_s}
     lo = np.array([FIT_BOUNDS[p][0] for p in fit_params])
     hi = np.array([FIT_BOUNDS[p][1] for p in fit_params])

@@ -53,6 +53,7 @@ from simulator.config_base import ConfigError, StepTimeModel
 from simulator.hf_config import parse_hf_config
 from simulator.kv_layout import check_parallelism, kv_bytes_per_token, resolve_kv_dtype
 from simulator.memory_model import compute_dtype
+from simulator.sampling import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS
 from simulator.specs import (
     DTYPE_BYTES,
     LAYER_FULL,
@@ -67,20 +68,8 @@ from simulator.weights import estimate_num_parameters, weights_bytes_per_gpu
 TERA = 1e12
 GIGA = 1e9
 
-#: The sampler's GPU time per path, ``(sampling_step_s, sampling_vocab_s, sampling_request_vocab_s)``:
-#: least squares over 8-64 requests and 32K-202K vocabularies of the times measured on one H100
-#: (``tests/data/latency/h100_sampler_offload_times.json``; ``docs/cost-model.md``). vLLM 0.15 picks the
-#: path from the request's sampling parameters, which default to the model's ``generation_config.json``.
-SAMPLER_PATHS = {
-    "greedy": (0.0178e-3, 0.0, 1.6e-12),  # temperature 0: an argmax
-    "temperature": (0.0377e-3, 0.246e-9, 1.51e-11),  # softmax and an exponential race, no top-k / top-p
-    "top_k_top_p": (0.1145e-3, 2.068e-9, 1.378e-10),  # + a full sort of each request's logits (the default)
-    "top_k_top_p_penalties": (0.1344e-3, 1.980e-9, 1.697e-10),  # + repetition penalty over prompt and output
-}
-
-#: The path :class:`RooflineCoefficients` defaults to: what a request that sets no sampling parameters takes.
-DEFAULT_SAMPLER_PATH = "top_k_top_p"
-#: The :class:`RooflineCoefficients` fields a path sets, in the order of :data:`SAMPLER_PATHS`' tuples.
+#: The :class:`RooflineCoefficients` fields a path of :data:`~simulator.sampling.SAMPLER_PATHS` sets, in the order
+#: of its tuples.
 _SAMPLER_FIELDS = ("sampling_step_s", "sampling_vocab_s", "sampling_request_vocab_s")
 
 
@@ -89,6 +78,15 @@ def sampling_coefficients(path: str) -> dict[str, float]:
     if path not in SAMPLER_PATHS:
         raise CostModelError(f"sampling: must be one of {', '.join(SAMPLER_PATHS)}, got {path!r}")
     return dict(zip(_SAMPLER_FIELDS, SAMPLER_PATHS[path]))
+
+
+def model_coefficients(model: ModelSpec, overrides: dict | None = None) -> dict[str, Any]:
+    """The default coefficients for ``model`` as a dict: :class:`RooflineCoefficients` with the sampler of the
+    path its requests take unless they choose one (``model.sampling``, from its ``generation_config.json``;
+    :data:`DEFAULT_SAMPLER_PATH` when not known), then ``overrides``."""
+    return {**RooflineCoefficients().to_dict(), **sampling_coefficients(model.sampling or DEFAULT_SAMPLER_PATH),
+            **(overrides or {})}
+
 
 _FRACTIONS = ("mfu", "attention_efficiency", "bandwidth_efficiency", "expert_bandwidth_efficiency", "kv_bandwidth_efficiency",
               "interconnect_efficiency", "nccl_interconnect_efficiency")
@@ -372,10 +370,8 @@ def _roofline_inputs(model: ModelSpec, gpu: GpuSpec, tp: int, coefficients: Roof
         raise CostModelError("model: a ModelSpec is required for the roofline model")
     if not isinstance(gpu, GpuSpec):
         raise CostModelError("gpu: a GpuSpec is required for the roofline model")
-    if coefficients is None:
-        coefficients = RooflineCoefficients()
-    elif isinstance(coefficients, dict):
-        coefficients = RooflineCoefficients.from_dict(coefficients)
+    if coefficients is None or isinstance(coefficients, dict):
+        coefficients = RooflineCoefficients.from_dict(model_coefficients(model, coefficients))
     if not isinstance(coefficients, RooflineCoefficients):
         raise CostModelError("coefficients: must be RooflineCoefficients or a dict of them")
     if deployment is None:
@@ -485,7 +481,9 @@ class RooflineStepTime(_Single):
         tp : int
             Tensor-parallel degree (ignored when ``deployment`` is given).
         coefficients : RooflineCoefficients or dict, optional
-            Defaults: :class:`RooflineCoefficients()`.
+            Defaults: :class:`RooflineCoefficients()`, with the sampler of the model's own path
+            (``model.sampling``, from its ``generation_config.json``) unless the dict sets the
+            ``sampling_*`` fields; a :class:`RooflineCoefficients` is taken as it is.
         deployment : DeploymentSpec, optional
             For ``dtype`` / ``kv_cache_dtype``; default bf16-style ``auto``.
         cpu_offload : bool
@@ -647,4 +645,5 @@ __all__ = [
     "SAMPLER_PATHS",
     "DEFAULT_SAMPLER_PATH",
     "sampling_coefficients",
+    "model_coefficients",
 ]

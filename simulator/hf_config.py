@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from simulator.quantization import METHOD_ALIASES, check_group_size, scheme_for
+from simulator.sampling import model_sampler_path, sampler_path
 from simulator.specs import (
     DTYPE_BYTES,
     LAYER_FULL,
@@ -282,7 +283,8 @@ def _shared_experts(cfg: dict, model_type: str, inter: int, n_experts: int) -> t
 
 
 def parse_hf_config(config: dict, *, name: str | None = None, quant_config: dict | None = None,
-                    num_parameters: int | None = None, num_active_parameters: int | None = None) -> ModelSpec:
+                    num_parameters: int | None = None, num_active_parameters: int | None = None,
+                    generation_config: dict | None = None) -> ModelSpec:
     """Build a :class:`ModelSpec` from a Hugging Face ``config.json``.
 
     Parameters
@@ -296,6 +298,10 @@ def parse_hf_config(config: dict, *, name: str | None = None, quant_config: dict
     num_parameters, num_active_parameters : int, optional
         Known parameter counts; estimated from the config by :func:`simulator.weights.estimate_num_parameters`
         when omitted.
+    generation_config : dict, optional
+        The model's ``generation_config.json``: its sampling fields give ``ModelSpec.sampling``
+        (:func:`simulator.sampling.sampler_path`). Without it, a model known by ``name`` or by the config's
+        ``_name_or_path`` gets its shipped defaults (:func:`simulator.sampling.generation_defaults`).
 
     Returns
     -------
@@ -324,6 +330,7 @@ def parse_hf_config(config: dict, *, name: str | None = None, quant_config: dict
     vocab = _int(cfg, ("vocab_size", "padded_vocab_size"), required=True, lo=1)
     max_pos = _int(cfg, ("max_position_embeddings", "n_positions", "seq_length"), default=None, lo=1)
 
+    sampling = _sampling(generation_config, name, outer.get("_name_or_path"))
     if name is None:
         archs = outer.get("architectures") or []
         name = str(outer.get("_name_or_path") or (archs[0] if archs else "") or model_type or "model")
@@ -343,9 +350,22 @@ def parse_hf_config(config: dict, *, name: str | None = None, quant_config: dict
         weights_dtype=weights_dtype,
         max_position_embeddings=max_pos,
         mm_tokens_per_item=_mm_tokens_per_item(outer),
+        sampling=sampling,
         **quant,
     )
     return _model_spec(kwargs, num_parameters, num_active_parameters)
+
+
+def _sampling(generation_config: dict | None, *names: str | None) -> str | None:
+    """The sampler path of a given ``generation_config.json``, else of the first known name; None if neither."""
+    if generation_config is not None:
+        if not isinstance(generation_config, dict):
+            raise SpecError("generation_config: must be a JSON object")
+        try:
+            return sampler_path(generation_config)
+        except ValueError as exc:
+            raise SpecError(f"generation_config.{exc}") from None
+    return next((path for path in map(model_sampler_path, names) if path), None)
 
 
 def _text_config(config: dict) -> tuple[dict, dict, str]:

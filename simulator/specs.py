@@ -22,6 +22,8 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from simulator.sampling import SAMPLER_PATHS
+
 GIB = 2**30  # bytes
 MIB = 2**20  # bytes
 
@@ -249,6 +251,11 @@ class ModelSpec:
         encoder cache.  # tokens
     max_position_embeddings : int, optional
         Longest context the model supports (vLLM's default ``max_model_len``).
+    sampling : str, optional
+        The sampler path (a key of :data:`simulator.sampling.SAMPLER_PATHS`) that vLLM gives this model's
+        requests when they set no sampling parameters: the one its ``generation_config.json`` asks for
+        (:func:`simulator.sampling.sampler_path`). None: not known; the clock then times
+        :data:`simulator.sampling.DEFAULT_SAMPLER_PATH`.
     """
 
     name: str
@@ -285,6 +292,7 @@ class ModelSpec:
     quant_scheme: str | None = None
     quant_ignore: tuple[str, ...] = ()
     mm_tokens_per_item: int | None = None
+    sampling: str | None = None
 
     def __post_init__(self) -> None:
         # checked in this order: the first problem found is the one reported
@@ -294,6 +302,8 @@ class ModelSpec:
         self._check_layers()
         self._check_parameters()
         self._check_quantization()
+        if self.sampling is not None and self.sampling not in SAMPLER_PATHS:
+            raise SpecError(f"sampling: must be one of {', '.join(SAMPLER_PATHS)}, got {self.sampling!r}")
 
     def _check_shape(self) -> None:
         """Name, layers, hidden size, heads; ``head_dim`` derived when absent."""
