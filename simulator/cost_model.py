@@ -612,7 +612,7 @@ def parse_cost_model(value: Any):
                 raise ConfigError(f"cost_model.{bad[0]}: unknown field for the linear model")
             return build_step_time_model("linear", linear=StepTimeModel(**data)).terms
         if kind == "roofline":
-            bad = sorted(set(data) - {"model", "gpu", "tp", "coefficients"})
+            bad = sorted(set(data) - {"model", "generation_config", "gpu", "tp", "coefficients"})
             if bad:
                 raise ConfigError(f"cost_model.{bad[0]}: unknown field for the roofline model")
             if not isinstance(data.get("model"), dict):
@@ -620,7 +620,7 @@ def parse_cost_model(value: Any):
             if not isinstance(data.get("gpu"), dict):
                 raise ConfigError("cost_model.gpu: an object with name, memory_gib, bandwidth_tbps, bf16_tflops ... is required")
             try:
-                model = parse_hf_config(data["model"])
+                model = parse_hf_config(data["model"], generation_config=data.get("generation_config"))
                 gpu = GpuSpec(**data["gpu"])
             except (SpecError, TypeError, ValueError) as exc:
                 raise ConfigError(f"cost_model: {exc}") from exc

@@ -158,6 +158,19 @@ def test_cost_model_from_config_json_kinds():
     assert again == roof
 
 
+def test_a_roofline_config_times_the_sampler_its_generation_config_asks_for():
+    def decode_s(**extra):  # a decode step of 32 requests at 1K context
+        cfg = EngineConfig.from_dict({"cost_model": {"kind": "roofline", "model": LLAMA_8B_JSON, "gpu": H100, **extra}})
+        return cfg.cost_model.time(0, 0, 32, 32 * 1024, 32)
+
+    unknown, plain = decode_s(), decode_s(generation_config={})
+    sorting = decode_s(generation_config={"temperature": 0.6, "top_p": 0.9})
+    assert sorting == pytest.approx(unknown)  # a model not known: the default top-k / top-p path
+    assert unknown - plain == pytest.approx(0.8e-3, abs=0.05e-3)  # no sort of 32 x 128K logits
+    assert decode_s(generation_config={}, coefficients={"sampling_vocab_s": 2.068e-9, "sampling_step_s": 1.145e-4,
+                                                        "sampling_request_vocab_s": 1.378e-10}) == pytest.approx(unknown)
+
+
 @pytest.mark.parametrize("bad, msg", [
     ({"kind": "quantum"}, "cost_model.kind"),
     ({"kind": "linear", "base_s": -1}, "base_s"),
@@ -166,6 +179,10 @@ def test_cost_model_from_config_json_kinds():
     ({"kind": "roofline", "model": LLAMA_8B_JSON}, "cost_model.gpu"),
     ({"kind": "roofline", "model": LLAMA_8B_JSON, "gpu": {"name": "X"}}, "memory_gib"),
     ({"kind": "roofline", "model": LLAMA_8B_JSON, "gpu": H100, "coefficients": {"mfu": 3}}, "mfu"),
+    ({"kind": "roofline", "model": LLAMA_8B_JSON, "gpu": H100, "generation_config": {"top_p": "0.9"}},
+     "cost_model: generation_config.top_p"),
+    ({"kind": "roofline", "model": LLAMA_8B_JSON, "gpu": H100, "generation_config": "greedy"},
+     "cost_model: generation_config: must be a JSON object"),
     ({"kind": "terms", "tok_s": "fast"}, "cost_model.tok_s"),
     ([1, 2], "cost_model"),
 ])
