@@ -4,7 +4,7 @@ A request that sets no sampling parameters takes its model's own path (vLLM appl
 ``generation_config.json``: ``ModelSpec.sampling``); a definition may choose one instead
 (``deployment.sampling``, ``space.sampling``). :func:`timed_path` decides which path the roofline clock
 times and why (``source``: ``chosen``, ``model`` or ``default``), and :func:`sampling_sentence` says it:
-``"top-k / top-p sampling (Mixtral 8x7B's generation_config.json)"``.
+``"top-k / top-p sampling (<model name>'s generation_config.json)"``.
 """
 
 from __future__ import annotations

@@ -54,8 +54,8 @@ def test_the_timed_path_and_its_words():
     assert timed_path(None, "temperature") == ("temperature", "model")
     assert timed_path("greedy", "temperature") == ("greedy", "chosen")
     assert timed_path(None, None) == (DEFAULT_SAMPLER_PATH, "default")
-    assert sampling_sentence("top_k_top_p", "model", "Mixtral 8x7B") == \
-        "top-k / top-p sampling (Mixtral 8x7B's generation_config.json)"
+    assert sampling_sentence("top_k_top_p", "model", "Own Model 7B") == \
+        "top-k / top-p sampling (Own Model 7B's generation_config.json)"
     assert sampling_sentence("temperature", "chosen") == "temperature-only sampling (chosen)"
     assert sampling_sentence("top_k_top_p", "default") == UNKNOWN_WORDS
     assert sampling_sentence("greedy", None) == "greedy decoding (temperature 0)"  # stored before sources were
