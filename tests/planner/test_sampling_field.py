@@ -302,11 +302,17 @@ def test_with_a_calibration_the_path_moves_the_sampler_terms_the_fit_did_not(cli
     CalibrationProfile.objects.create(owner=user, name="with sampler", coefficients=full,
                                       fit={"fitted": {"mfu": 0.5, **sampler}}, **rows)
 
+    temperature = _own_llama("temperature")
+
     def itl(calibration, **deployment):
-        r = client.post("/api/simulations/", {**LLAMA_H100, "calibration": calibration, "deployment": deployment,
+        r = client.post("/api/simulations/", {"model": temperature["model"], "gpu": temperature["gpu"],
+                                              "calibration": calibration, "deployment": deployment,
                                               "workload": WORKLOAD}, format="json")
         assert r.status_code == 200, r.json()
         return r.json()["metrics"]["itl_p50_s"]
 
-    assert itl("mfu only", sampling="greedy") < itl("mfu only")  # the path's sampler terms apply
-    assert itl("with sampler", sampling="greedy") == itl("with sampler")  # the fitted ones win
+    # no path chosen: the model's own for the sampler terms the fit did not move (not the calibration's stored ones)
+    assert itl("mfu only") == itl("mfu only", sampling="temperature") < itl("mfu only", sampling="top_k_top_p")
+    assert itl("mfu only", sampling="greedy") < itl("mfu only")  # a chosen path's sampler terms apply
+    assert itl("with sampler", sampling="greedy") == itl("with sampler") == itl("with sampler",
+                                                                                sampling="temperature")  # fitted win
