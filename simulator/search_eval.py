@@ -123,8 +123,8 @@ def prepare_candidate(index: int, cand: Candidate, model: ModelSpec, space: Sear
     if not sizing.fits or sizing.num_gpu_blocks < 2:
         return Prepared(index, cand, None, _weights_words(sizing, cand), info)
     try:
-        terms = RooflineStepTime.from_specs(m, cand.gpu, coefficients=sampling_coefficients(space.sampling),
-                                            deployment=dep).terms
+        sampler = None if space.sampling is None else sampling_coefficients(space.sampling)  # None: the model's own
+        terms = RooflineStepTime.from_specs(m, cand.gpu, coefficients=sampler, deployment=dep).terms
     except (CostModelError, ValueError) as exc:
         return Prepared(index, cand, None, f"no step-time model: {exc}", info)
     cfg = EngineConfig(num_gpu_blocks=sizing.num_gpu_blocks, block_size=sizing.block_size,

@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from simulator.cost_model import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS
+from simulator.cost_model import SAMPLER_PATHS
 from simulator.readable import milliseconds
 from simulator.routing import ClusterError, parse_routing
 from simulator.specs import KV_CACHE_DTYPES, GpuSpec, ModelSpec
@@ -204,9 +204,11 @@ class SearchSpace:
     gpu_memory_utilization : float
     max_model_len : int, optional
         Default: the workload's longest request rounded up to 256 tokens.  # tokens
-    sampling : str
+    sampling : str, optional
         The requests' sampler path (a key of :data:`simulator.cost_model.SAMPLER_PATHS`): the
-        sampler time every candidate's roofline clock charges a step.
+        sampler time every candidate's roofline clock charges a step. None (the default): each model's
+        own (``ModelSpec.sampling``, from its ``generation_config.json``; :data:`simulator.sampling.DEFAULT_SAMPLER_PATH`
+        when not known).
     """
 
     gpus: tuple[GpuSpec, ...]
@@ -219,7 +221,7 @@ class SearchSpace:
     routing: str = "round-robin"
     gpu_memory_utilization: float = 0.9
     max_model_len: int | None = None
-    sampling: str = DEFAULT_SAMPLER_PATH
+    sampling: str | None = None
 
     def __post_init__(self) -> None:
         gpus = tuple(self.gpus) if hasattr(self.gpus, "__iter__") else ()
@@ -250,7 +252,7 @@ class SearchSpace:
         mml = self.max_model_len
         if mml is not None and (isinstance(mml, bool) or not isinstance(mml, int) or not 1 <= mml <= 10_000_000):
             raise SearchError(f"space.max_model_len: must be a whole number of tokens from 1 to 10,000,000, got {mml!r}")
-        if not isinstance(self.sampling, str) or self.sampling not in SAMPLER_PATHS:
+        if self.sampling is not None and (not isinstance(self.sampling, str) or self.sampling not in SAMPLER_PATHS):
             raise SearchError(f"space.sampling: must be one of {', '.join(SAMPLER_PATHS)}, got {self.sampling!r}")
         n = self.size
         if n > MAX_CANDIDATES:

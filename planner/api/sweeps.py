@@ -28,6 +28,7 @@ from rest_framework.views import APIView
 from config.parsers import CheckedJSONParser
 from planner.api.errors import input_error_as_api_exception
 from planner.models import Report, Sweep
+from planner.sampling_words import SOURCES, sampling_answer
 from planner.sweeps import definition as defn
 from planner.sweeps import disaggregated as disagg
 from planner.sweeps import exports, pricing, selectors, services
@@ -66,9 +67,22 @@ class DeploymentKnobsSerializer(serializers.Serializer):
     the sampler path the roofline clock charges."""  # schema only: planner.sweeps.definition checks the body
 
     sampling = serializers.ChoiceField(
-        choices=list(SAMPLER_PATHS), required=False,
-        help_text=f"How the requests sample, for the roofline clock's sampler time (default {DEFAULT_SAMPLER_PATH}: "
-                  "vLLM's default for models whose generation_config sets top-k/top-p; greedy is temperature 0)")
+        choices=list(SAMPLER_PATHS), required=False, allow_null=True,
+        help_text="How the requests sample, for the roofline clock's sampler time. Absent or null (the default): "
+                  "the model's own path, what vLLM applies from its generation_config.json "
+                  f"({DEFAULT_SAMPLER_PATH} when the planner does not know it); greedy is temperature 0")
+
+
+#: The sampler fields of an answer (:func:`planner.sampling_words.sampling_answer`), for the schema.
+SAMPLING_FIELDS = {
+    "sampling": serializers.CharField(allow_null=True, help_text="sampler path the roofline clock timed "
+                                                                   "(null without a roofline clock)"),
+    "sampling_source": serializers.ChoiceField(
+        choices=list(SOURCES), allow_null=True,
+        help_text="where that path came from: chosen (deployment.sampling), model (its generation_config.json) "
+                  "or default (the model's sampling defaults are not known)"),
+    "sampling_words": serializers.CharField(help_text="the path and where it came from, in words"),
+}
 
 
 class DefinitionSerializer(serializers.Serializer):
@@ -163,6 +177,8 @@ EXAMPLE_SIMULATION = {
     "config": {"num_gpu_blocks": 2000, "block_size": 16, "max_num_seqs": 256},
     "meta": {},
     "sampling": None,
+    "sampling_source": None,
+    "sampling_words": "",
 }
 
 
@@ -299,8 +315,7 @@ class SimulationApi(APIView):
             "metrics": serializers.DictField(), "totals": serializers.DictField(),
             "series": serializers.DictField(allow_null=True), "config": serializers.DictField(),
             "meta": serializers.DictField(),
-            "sampling": serializers.CharField(allow_null=True, help_text="sampler path the roofline clock assumed "
-                                                                           "(null without a roofline clock)")}),
+            **SAMPLING_FIELDS}),
         examples=[OpenApiExample("Engine only", request_only=True, value={
             "engine": {"num_gpu_blocks": 2000},
             "workload": {"spec": {"n": 200, "arrival": "poisson:4"}, "seed": 0}}),
@@ -329,7 +344,7 @@ class SimulationApi(APIView):
         except (ValueError, TypeError) as exc:  # ConfigError / WorkloadError: input the engine refuses
             raise ValidationError({"non_field_errors": [str(exc)]}) from None
         return Response({"metrics": result["metrics"], "totals": result["totals"], "series": result["series"],
-                         "config": p["config"], "meta": p["meta"], "sampling": snapshot.get("sampling")})
+                         "config": p["config"], "meta": p["meta"], **sampling_answer(snapshot)})
 
 
 class ReplicasSerializer(DefinitionSerializer):
@@ -354,8 +369,7 @@ class ReplicasApi(APIView):
             "num_instances": serializers.IntegerField(allow_null=True), "percentile": serializers.CharField(),
             "trials": serializers.ListField(child=serializers.DictField()), "reason": serializers.CharField(),
             "num_gpu_blocks": serializers.IntegerField(), "cost_per_hour": serializers.FloatField(allow_null=True),
-            "sampling": serializers.CharField(allow_null=True, help_text="sampler path the roofline clock assumed "
-                                                                           "(null without a roofline clock)")}),
+            **SAMPLING_FIELDS}),
         examples=[OpenApiExample("Llama 3.1 8B on H100 at 20 requests/s", request_only=True, value={
             "model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb",
             "workload": {"spec": {"n": 400, "arrival": {"kind": "poisson", "rate": 20, "unit": "s"}}, "seed": 0},
@@ -365,7 +379,10 @@ class ReplicasApi(APIView):
                                           "reason": "2 instances meet the SLOs; 1 does not", "trials": [],
                                           "requests": 400, "rate_per_s": 20, "num_gpu_blocks": 28276,
                                           "gpus_per_replica": 1, "cost_per_hour": None,
-                                          "clock": "cost_model", "sampling": "top_k_top_p"})],
+                                          "clock": "cost_model", "sampling": "top_k_top_p",
+                                          "sampling_source": "default",
+                                          "sampling_words": "top-k / top-p sampling (the planner's default: "
+                                                            "this model's sampling defaults are not known)"})],
     )
     def post(self, request):
         from planner.sweeps.replicas import find_replicas
@@ -430,7 +447,8 @@ class ReportDetailApi(APIView):
             resp["Content-Disposition"] = f'attachment; filename="report-{report.slug}.json"'
             return resp
         return Response({"report": {"slug": report.slug, "title": report.title, "created_at": report.created_at},
-                         **report.snapshot})
+                         **report.snapshot,
+                         "sampling_words": sampling_answer(report.snapshot.get("inputs"))["sampling_words"]})
 
     @extend_schema(summary="Delete your report", responses={204: None})
     def delete(self, request, slug: str):

@@ -21,6 +21,7 @@ from rest_framework.views import APIView
 
 from config.parsers import CheckedJSONParser
 from planner.api.sweeps import QuotaExceededApi
+from planner.sampling_words import sampling_answer
 from planner.search import disaggregated as sdis
 from planner.search import exports, selectors, services
 from planner.search.models import Search
@@ -61,8 +62,9 @@ class SearchDefinitionSerializer(serializers.Serializer):
                                 '"min_goodput": 0.9}')
     space = serializers.JSONField(required=False, help_text="GPUs, TP/PP, precisions, KV dtypes, max_num_seqs, "
                                   "max_replicas (default: every priced catalog GPU, TP 1-8, bf16); sampling: the "
-                                  f"requests' sampler path, one of {', '.join(SAMPLER_PATHS)} (default "
-                                  f"{DEFAULT_SAMPLER_PATH})")
+                                  f"requests' sampler path, one of {', '.join(SAMPLER_PATHS)} (absent or null, the "
+                                  "default: the model's own, from its generation_config.json; "
+                                  f"{DEFAULT_SAMPLER_PATH} when the planner does not know it)")
     disaggregated = serializers.JSONField(
         required=False, help_text="optional: true or {\"link_gbps\": 50 (GB/s per decode instance, > 0), "
         "\"link_latency_s\": 0.0001 (0 to 10), \"routing\": both pools' router (default space.routing), "
@@ -78,7 +80,7 @@ def search_out(search: Search, request, *, result: bool = True) -> dict:
     out = {"id": search.pk, "name": search.name, "status": search.status, "created_at": search.created_at,
            "finished_at": search.finished_at, "url": request.build_absolute_uri(f"/api/searches/{search.pk}/"),
            "report_url": request.build_absolute_uri(f"/searches/r/{search.slug}/") if done else None,
-           "progress": selectors.search_progress(search=search)}
+           "progress": selectors.search_progress(search=search), **sampling_answer(search.snapshot)}
     if result:
         out["result"] = search.result if done else None
     return out

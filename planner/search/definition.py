@@ -23,6 +23,7 @@ from typing import Any
 from django.conf import settings
 
 from planner.errors import FieldErrors, field_and_message
+from planner.sampling_words import timed_path
 from planner.search import disaggregated as sdis
 from planner.search.pricing import OverBudget, check_search
 from planner.sweeps import definition as defn
@@ -107,6 +108,9 @@ def validate(raw: Any, *, owner) -> tuple[dict, dict, dict[int, list[float]]]:
                      add=err.add)
     err.raise_if_any()
     snapshot = {"model": model, "gpus": gpus, "workload": workload, "slo": slo.to_dict(), "space": space}
+    if model is not None:  # the sampler path every shape's clock times, and why (planner.sampling_words)
+        snapshot["sampling"], snapshot["sampling_source"] = timed_path(space.get("sampling"),
+                                                                       model["spec"].get("sampling"))
     if dis is not None:
         snapshot["disaggregated"] = dis
     inputs = build_inputs(snapshot)

@@ -9,6 +9,8 @@ import json
 
 from django.template.loader import render_to_string
 
+from planner.sampling_words import sampling_answer
+
 CSV_COLUMNS = ("candidate", "status", "gpu", "tensor_parallel", "pipeline_parallel", "precision", "kv_cache_dtype",
                "max_num_seqs", "replicas", "cost_per_hour_usd", "cost_per_million_output_tokens_usd", "meets",
                "goodput_share", "output_tokens_per_s", "reason")
@@ -64,7 +66,8 @@ def _num(v) -> str:
 def to_json(search) -> str:
     return json.dumps({"report": {"slug": search.slug, "title": search.name,
                                   "created_at": search.created_at.isoformat()},
-                       "definition": search.definition, "inputs": search.snapshot, "result": search.result},
+                       "definition": search.definition, "inputs": search.snapshot, "result": search.result,
+                       "sampling_words": sampling_answer(search.snapshot)["sampling_words"]},
                       indent=1)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from django import forms
 
 from planner.sampling_words import sampling_field
-from simulator.cost_model import DEFAULT_SAMPLER_PATH
 from simulator.routing import POLICIES
 from simulator.search_space import PRECISIONS
 
@@ -59,7 +58,7 @@ class SearchForm(forms.Form):
                                                 initial=["auto"])
     max_num_seqs = forms.CharField(label="max_num_seqs values", initial="256")
     max_replicas = forms.IntegerField(label="Most replicas", min_value=1, max_value=64, initial=16)
-    sampling = sampling_field(required=False)
+    sampling = sampling_field()
     routing = forms.ChoiceField(label="Router", choices=[(p, p) for p in POLICIES], initial="round-robin",
                                 required=False,
                                 help_text="how requests are spread over the replicas")
@@ -147,7 +146,7 @@ class SearchForm(forms.Form):
                       "kv_cache_dtypes": d.get("kv_cache_dtypes") or ["auto"], "max_num_seqs": d["max_num_seqs"],
                       "max_replicas": d["max_replicas"], "routing": d.get("routing") or "round-robin"},
         }
-        if d.get("sampling") and d["sampling"] != DEFAULT_SAMPLER_PATH:
+        if d.get("sampling"):  # empty: each model's own path
             out["space"]["sampling"] = d["sampling"]
         dis = self._disaggregated()
         if dis is not None:

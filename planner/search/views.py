@@ -9,6 +9,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from planner.sampling_words import sampling_answer
 from planner.search import exports, selectors, services
 from planner.search.figures import build_pareto_figure
 from planner.search.forms import SearchForm
@@ -58,7 +59,8 @@ def report_context(search: Search) -> dict:
                                                     for lab in labels],
                          "why": o["reason"] if t is None else ("; ".join(t["misses"]) or o["reason"])})
     return {"search": search, "result": res, "best": res["best"], "labels": labels, "rows": rows,
-            "figure": build_pareto_figure(res), "title": search.name, **_xpyd_context(res, labels)}
+            "figure": build_pareto_figure(res), "title": search.name,
+            "sampling_words": sampling_answer(search.snapshot)["sampling_words"], **_xpyd_context(res, labels)}
 
 
 def _xpyd_context(res: dict, labels: list[str]) -> dict:

@@ -18,7 +18,6 @@ from django.http import QueryDict
 
 from planner.errors import field_and_message
 from planner.sampling_words import sampling_field
-from simulator.cost_model import DEFAULT_SAMPLER_PATH
 from simulator.specs import KV_CACHE_DTYPES, SpecError
 from simulator.speculative import MAX_SPECULATIVE_TOKENS
 from simulator.speculative_sizing import DraftSpec
@@ -340,7 +339,7 @@ SPEC_METHOD_CHOICES = [("", "off"), ("eagle", "EAGLE head"), ("eagle3", "EAGLE-3
 #: What an empty replicas form stands for (model and GPU come from the catalog: Llama 3.1 8B on one H100).
 REPLICAS_DEFAULTS: dict[str, str] = {
     "tensor_parallel_size": "1",
-    "sampling": DEFAULT_SAMPLER_PATH,
+    "sampling": "",
     "rate": "20",
     "num_requests": "300",
     "prompt_mean": "2000",
@@ -595,7 +594,8 @@ class ReplicasForm(forms.Form):
             slo["itl_s"] = c["itl_ms"] / 1000
         out = {
             "model": c["model"], "gpu": c["gpu"],
-            "deployment": {"tensor_parallel_size": c["tensor_parallel_size"], "sampling": c["sampling"]},
+            "deployment": {"tensor_parallel_size": c["tensor_parallel_size"],
+                           **({"sampling": c["sampling"]} if c.get("sampling") else {})},
             "workload": {"spec": spec, "seed": 0},
             "slo": slo,
             "cluster": {"routing": self.routing_policy()},

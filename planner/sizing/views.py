@@ -14,7 +14,6 @@ from urllib.parse import urlencode
 from django.http import QueryDict
 from django.shortcuts import render
 
-from planner.sampling_words import sampling_words
 from simulator.readable import ms_against, ms_figure, ms_target
 
 from . import figures, services
@@ -217,7 +216,7 @@ def replicas_answer(found: dict, form: ReplicasForm) -> dict:
             "gpu_name": gpu.name, "rows": rows, "any_not_served": any(r["dropped"] for r in rows), "requests": found["requests"], "routing": found["routing"],
             "num_gpu_blocks": found["num_gpu_blocks"], "clock": found["clock"],
             "advice": found.get("advice", []), "clock_note": found.get("clock_note"),
-            "sampling": sampling_words(found.get("sampling")),
+            "sampling": found.get("sampling_words"),
             "flattened": latency_flattened(found["trials"]), "why": _why_not(found),
             "speculative": form.speculative()}
 

@@ -37,6 +37,7 @@ from typing import Any
 
 from planner.api.validation import block_size_problem
 from planner.errors import FieldErrors, InputError
+from planner.sampling_words import timed_path
 from planner.sweeps import disaggregated as disagg
 from planner.sweeps.axes import AXES, axis_values
 from planner.sweeps.limits import max_points, max_work
@@ -217,13 +218,13 @@ def _snapshot(parts: dict, axes: list[dict], cliff: dict | None, owner, err: Fie
     model, gpu, coefficients, engine_raw = parts["model"], parts["gpu"], parts["coefficients"], parts["engine_raw"]
     dep_fields, sizing = _base_deployment(parts, err)
     base_engine = dict(engine_raw)
-    clock_note = sampling = None
+    clock_note = sampling = sampling_source = None
     if sizing is not None:
         for k in ("num_gpu_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens"):
             base_engine.setdefault(k, sizing[k])
         base_engine.setdefault("kv_bytes_per_block", int(sizing["bytes_per_block_per_gpu"]))
         if "cost_model" not in engine_raw and "step_time_model" not in engine_raw:
-            sampling = parts["sampling"]
+            sampling, sampling_source = timed_path(parts["sampling"], model["spec"].get("sampling"))
             terms = roofline_terms(model["spec"], gpu["spec"], dep_fields, coefficients)
             if terms is not None:
                 base_engine["cost_model"] = terms
@@ -252,6 +253,7 @@ def _snapshot(parts: dict, axes: list[dict], cliff: dict | None, owner, err: Fie
         "clock_note": clock_note,
         "coefficients": coefficients,
         "sampling": sampling,
+        "sampling_source": sampling_source,
     }
 
 

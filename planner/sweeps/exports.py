@@ -11,6 +11,7 @@ import io
 import json
 
 from planner.plotly_assets import plotly_js
+from planner.sampling_words import sampling_answer
 
 #: Units of the metrics, for the CSV's ``unit`` column and axis titles.
 METRIC_UNITS = {
@@ -56,8 +57,10 @@ def to_csv(body: dict) -> str:
 
 
 def to_json(body: dict, *, slug: str | None = None, title: str | None = None) -> str:
-    """The whole report: inputs (profiles and parameters as used), points with metrics, cliff, advice."""
-    doc = {"report": {"slug": slug, "title": title}, **body}
+    """The whole report: inputs (profiles and parameters as used), points with metrics, cliff, advice, and the
+    sampler path the clock timed in words (``sampling_words``)."""
+    doc = {"report": {"slug": slug, "title": title}, **body,
+           "sampling_words": sampling_answer(body.get("inputs"))["sampling_words"]}
     return json.dumps(doc, indent=1, sort_keys=False, allow_nan=False, default=str)
 
 

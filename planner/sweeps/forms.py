@@ -16,7 +16,6 @@ from planner.sweeps.axes import AXES, LATER_AXES
 from planner.sweeps.labels import axis_title, metric_title
 from planner.sweeps.limits import MAX_SWEEP_INSTANCES
 from planner.sweeps.sections import CLIFF_METRICS
-from simulator.cost_model import DEFAULT_SAMPLER_PATH
 from simulator.generators import parse_arrival
 from simulator.workload import WorkloadError
 
@@ -95,7 +94,7 @@ class SweepForm(forms.Form):
         min_value=0.05, max_value=1.0, initial=0.9, label="GPU memory utilization",
         help_text="Fraction of each GPU's memory vLLM may use, 0.05 to 1 (vLLM default 0.9).",
         widget=forms.NumberInput(attrs={"step": "0.01"}))
-    sampling = sampling_field(required=False)
+    sampling = sampling_field()
     block_size = forms.IntegerField(min_value=1, max_value=4096, initial=16, label="Block size (tokens)",
                                     help_text="Tokens per KV block (vLLM default 16).")
     num_gpu_blocks = forms.IntegerField(
@@ -288,7 +287,7 @@ class SweepForm(forms.Form):
             definition["deployment"] = {"tensor_parallel_size": d.get("tensor_parallel_size") or 1,
                                         "gpu_memory_utilization": d.get("gpu_memory_utilization") or 0.9,
                                         "block_size": d.get("block_size") or 16}
-            if d.get("sampling") and d["sampling"] != DEFAULT_SAMPLER_PATH:
+            if d.get("sampling"):  # empty: each model's own path
                 definition["deployment"]["sampling"] = d["sampling"]
         engine = {"block_size": d.get("block_size") or 16,
                   "enable_prefix_caching": bool(d.get("enable_prefix_caching"))}

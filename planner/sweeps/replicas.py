@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from planner.sampling_words import sampling_answer
 from planner.sweeps import definition as defn
 from planner.sweeps import pricing
 from planner.sweeps.bounded import run_bounded
@@ -86,7 +87,7 @@ def find_replicas(raw: Any, *, owner) -> dict:
         "cost_per_hour": (price * found.num_instances) if (price and found.num_instances) else None,
         "clock": "cost_model" if config.cost_model is not None else "step_time_model",
         "clock_note": p["meta"].get("clock_note"),
-        "sampling": snapshot.get("sampling"),
+        **sampling_answer(snapshot),
     }
 
 

@@ -96,27 +96,35 @@ def size_deployment(model_d: dict, gpu_d: dict, dep_d: dict, where: str, err: Fi
     return {k: d[k] for k in SIZING_FIELDS}
 
 
-def parse_sampling(value: Any, where: str, err: FieldErrors) -> str:
-    """The sampler path of ``value`` (absent: ``DEFAULT_SAMPLER_PATH``, what vLLM does with a model whose
-    generation_config.json sets top-k / top-p); an unknown one is an error at ``where``."""
+def parse_sampling(value: Any, where: str, err: FieldErrors) -> str | None:
+    """The sampler path chosen by ``value``; None (absent or null) = none chosen, each model's own path
+    (``ModelSpec.sampling``, its generation_config.json). An unknown one is an error at ``where``."""
     if value is None:
-        return DEFAULT_SAMPLER_PATH
+        return None
     if not isinstance(value, str) or value not in SAMPLER_PATHS:
         err.add(where, f"must be one of {', '.join(SAMPLER_PATHS)}, got {value!r}")
-        return DEFAULT_SAMPLER_PATH
+        return None
     return value
 
 
-def clock_coefficients(sampling: str, calibration: dict | None, fitted=()) -> dict | None:
-    """The roofline coefficients of a sampler path and a calibration's (None: every default).
+#: The roofline coefficients a sampler path sets.
+SAMPLER_FIELDS = frozenset(sampling_coefficients(DEFAULT_SAMPLER_PATH))
 
-    How they combine: the path's three sampler coefficients are applied unless the
-    calibration fitted them (``fitted``: the names its fit moved); every other coefficient is the
-    calibration's. The default path with no calibration gives None, the clock exactly as before.
+
+def clock_coefficients(sampling: str | None, calibration: dict | None, fitted=()) -> dict | None:
+    """The roofline coefficients of a chosen sampler path and a calibration's (None: every default).
+
+    How they combine: the calibration's sampler terms that its fit moved (``fitted``: the names) win;
+    the others come from the chosen path, or, with none chosen (``sampling`` None), from the model's own
+    (left out here, so :meth:`RooflineStepTime.from_specs` applies ``model.sampling``). Every other
+    coefficient is the calibration's. No path and no calibration gives None, the model's own clock.
     """
-    if sampling == DEFAULT_SAMPLER_PATH:
-        return calibration
-    path = {k: v for k, v in sampling_coefficients(sampling).items() if k not in set(fitted)}
+    fitted = set(fitted)
+    if sampling is None:
+        if calibration is None:
+            return None
+        return {k: v for k, v in calibration.items() if k not in SAMPLER_FIELDS or k in fitted}
+    path = {k: v for k, v in sampling_coefficients(sampling).items() if k not in fitted}
     return {**(calibration or {}), **path}
 
 

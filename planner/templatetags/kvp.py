@@ -7,7 +7,7 @@ from django.templatetags.static import static
 from django.utils.html import format_html, json_script
 
 from planner.plotly_assets import PLOTLY_JS
-from planner.sampling_words import sampling_words
+from planner.sampling_words import sampling_answer
 from planner.sweeps.views import points_table
 
 register = template.Library()
@@ -74,10 +74,11 @@ def report_points_table(body: dict) -> dict:
     return points_table(body, unit)
 
 
-@register.filter(name="sampling_words")
-def sampling_words_filter(path) -> str:
-    """A sampler path in words (:func:`planner.sampling_words.sampling_words`): 'top_k_top_p' -> 'top-k / top-p'."""
-    return sampling_words(path)
+@register.filter
+def sampling_timed(snapshot) -> str:
+    """The sampler path a snapshot's clock timed and why, in words (:func:`planner.sampling_words.sampling_answer`):
+    'top-k / top-p sampling (chosen)'; '' without one."""
+    return sampling_answer(snapshot if isinstance(snapshot, dict) else None)["sampling_words"]
 
 
 @register.filter

@@ -206,7 +206,7 @@ def test_search_page_takes_a_shared_prefix_pp_kv_dtype_and_router(client, django
     search = Search.objects.get(owner__username="kim")
     space = build_space(search.snapshot)
     assert space.kv_cache_dtypes == ("fp8",) and space.routing == "least-loaded" and space.pipeline_parallel == (1,)
-    assert space.sampling == "top_k_top_p"  # the select left at its default
+    assert space.sampling is None  # the select left at its default: the model's own path
     wl = build_workload(search.snapshot)
     assert wl.n == 40 and int((wl.prefix_id >= 0).sum()) == 20 and int(wl.prompt_len.min()) > 300
 

@@ -194,6 +194,11 @@ def test_the_form_takes_the_requests_sampler_path(client):
     assert r.status_code == 302, r.content.decode()[:3000]
     sweep = Sweep.objects.get(name="greedy from the form")
     assert sweep.definition["deployment"]["sampling"] == "greedy" and sweep.snapshot["sampling"] == "greedy"
+    r = client.post("/sweeps/new/", {**base, "name": "the model's own", "sampling": ""})
+    assert r.status_code == 302, r.content.decode()[:3000]
+    sweep = Sweep.objects.get(name="the model's own")
+    assert "sampling" not in sweep.definition["deployment"]  # the select's default: each model's own path
+    assert sweep.snapshot["sampling_source"] in ("model", "default")
     r = client.post("/sweeps/new/", {**base, "name": "no such path", "sampling": "beam"})
     assert r.status_code == 200 and not Sweep.objects.filter(name="no such path").exists()
     assert "beam is not a sampler path" in r.content.decode()

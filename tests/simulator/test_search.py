@@ -295,3 +295,26 @@ def test_round_robin_replicas_run_as_plain_engines_with_the_same_verdict(prefixe
             assert via_engines == via_cluster
             compared += 1
     assert compared >= 6
+
+
+def test_with_no_path_in_the_space_each_model_is_timed_by_its_own_sampler():
+    """``space.sampling`` None (the default): each candidate's clock times its model's own path
+    (``ModelSpec.sampling``; top_k_top_p when not known); a path in the space wins over it."""
+    from dataclasses import replace
+
+    from simulator.search_eval import prepare_candidate
+
+    wl, slo = _workload(), Slo((SloTarget("itl", "p90", 0.05),))
+    space = SearchSpace((H100,), tensor_parallel=(1,), max_num_seqs=(16,), max_replicas=2)
+    assert space.sampling is None and space.to_dict()["sampling"] is None
+    cand = space.candidates()[0]
+
+    def terms(model, sp):
+        return prepare_candidate(0, cand, model, sp, 4096, wl, slo).config.cost_model.to_dict()
+
+    greedy, temperature = replace(LLAMA_8B, sampling="greedy"), replace(LLAMA_8B, sampling="temperature")
+    unknown = replace(LLAMA_8B, sampling=None)
+    for model, path in ((greedy, "greedy"), (temperature, "temperature"), (unknown, "top_k_top_p")):
+        assert terms(model, space) == terms(LLAMA_8B, replace(space, sampling=path)), path
+    assert terms(greedy, space) != terms(temperature, space)
+    assert terms(greedy, replace(space, sampling="temperature")) == terms(temperature, space)  # the space's wins
