@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from . import selectors, services
-from .display import detail_rows, with_kv_figures
+from .display import default_sampling_words, detail_rows, with_kv_figures
 from .forms import ConfigImportForm, GpuFilterForm, GpuProfileForm, ModelFilterForm, ModelProfileForm
 
 NAV = "catalog"
@@ -68,6 +68,7 @@ def model_detail(request, slug):
     return render(request, "gpuprofiles/model_detail.html", {
         "nav": NAV, "profile": profile, "can_edit": profile.can_edit(request.user),
         "layer_kinds": _layer_summary(profile), "rows": detail_rows(profile, MODEL_ROWS),
+        "default_sampling": default_sampling_words(profile),
     })
 
 
