@@ -98,7 +98,8 @@ def model_import(request):
         try:
             profile = services.model_profile_import(
                 owner=request.user, config=form.cleaned_data["config"], name=form.cleaned_data.get("name"),
-                num_parameters=form.cleaned_data.get("num_parameters"))
+                num_parameters=form.cleaned_data.get("num_parameters"),
+                generation_config=form.cleaned_data.get("generation_config"))
         except ValidationError as exc:
             _attach(form, exc, default_field=form.cleaned_data.get("config_field", "config_text"))
         else:
