@@ -34,4 +34,5 @@ def test_random_generation_configs_get_201_or_400(db, generation_config):
                     format="json")
     assert r.status_code in (201, 400), r.content
     if r.status_code == 400:
-        assert list(r.json()["errors"]) == ["generation_config"]
+        # on the field, or on a path inside it (the parser's "generation_config.temperature" for a NUL)
+        assert all(k.split(".")[0] == "generation_config" for k in r.json()["errors"]), r.json()
