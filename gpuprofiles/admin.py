@@ -19,5 +19,5 @@ class ModelProfileAdmin(admin.ModelAdmin):
                     "num_parameters", "is_catalog", "owner")
     list_filter = ("is_catalog", "attention", "model_type")
     search_fields = ("name", "slug", "hf_id", "sources")
-    readonly_fields = ("created_at", "updated_at", "source_row", "hf_config", "hf_quant_config")
+    readonly_fields = ("created_at", "updated_at", "source_row", "hf_config", "hf_quant_config", "hf_generation_config")
     prepopulated_fields = {"slug": ("name",)}

@@ -70,8 +70,10 @@ MODEL_EXAMPLE = {
     "params_note": "computed from config", "sliding_window": None, "layer_pattern": "32 x full", "layers": [],
     "num_full_layers": 32, "num_sliding_layers": 0, "num_linear_layers": 0, "max_position_embeddings": 131072,
     "weights_dtype": "bf16", "quantization": "", "checkpoint_quant_text": "", "kv_bytes_per_token_bf16": 131072,
-    "kv_bytes_per_token_bf16_global": 131072, "kv_bytes_per_token_fp8": 65536,
+    "kv_bytes_per_token_bf16_global": 131072, "kv_bytes_per_token_fp8": 65536, "sampling": "top_k_top_p",
 }
+#: The verbatim files of a detail answer, none (a row entered field by field).
+NO_CONFIGS = {"hf_config": None, "hf_quant_config": None, "hf_generation_config": None}
 MODEL_INPUT_EXAMPLE = {"name": "Tiny GQA", "num_layers": 16, "hidden_size": 2048, "num_attention_heads": 32,
                        "num_kv_heads": 8, "head_dim": 64, "intermediate_size": 8192, "vocab_size": 128256,
                        "num_parameters": 1235814400, "max_position_embeddings": 131072}
@@ -83,13 +85,15 @@ MODEL_OWN_EXAMPLE = {**MODEL_EXAMPLE, "slug": MODEL_OWN_SLUG, "name": "Tiny GQA"
                      "num_parameters": 1235814400, "num_active_parameters": None, "layer_pattern": "",
                      "num_full_layers": 16, "attention_note": "", "params_note": "",
                      "kv_bytes_per_token_bf16": None, "kv_bytes_per_token_bf16_global": None,
-                     "kv_bytes_per_token_fp8": None}
+                     "kv_bytes_per_token_fp8": None, "sampling": ""}
 IMPORT_EXAMPLE = {
     "name": "My Llama", "num_parameters": 8030261248,
     "config": {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
                "intermediate_size": 14336, "num_attention_heads": 32, "num_hidden_layers": 32,
                "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 131072,
                "torch_dtype": "bfloat16", "tie_word_embeddings": False},
+    "generation_config": {"bos_token_id": 128000, "do_sample": True, "eos_token_id": 128001, "temperature": 0.6,
+                          "top_p": 0.9, "transformers_version": "4.43.0.dev0"},
 }
 
 
@@ -251,7 +255,7 @@ class ModelListApi(_CatalogApi):
         request=ModelInputSerializer,
         responses={201: ModelDetailOutputSerializer, 400: ERR_400_MODEL, 401: ERR_401},
         examples=[OpenApiExample("A small GQA model", value=MODEL_INPUT_EXAMPLE, request_only=True),
-                  OpenApiExample("Created", value={**MODEL_OWN_EXAMPLE, "hf_config": None, "hf_quant_config": None},
+                  OpenApiExample("Created", value={**MODEL_OWN_EXAMPLE, **NO_CONFIGS},
                                  response_only=True, status_codes=["201"])],
     )
     def post(self, request):
@@ -274,7 +278,8 @@ class ModelImportApi(_CatalogApi):
                                                     "is_catalog": False, "owner": "alice",
                                                     "num_parameters": 8030261248,
                                                     "sources": "config.json imported by the user",
-                                                    "hf_config": IMPORT_EXAMPLE["config"], "hf_quant_config": None},
+                                                    "hf_config": IMPORT_EXAMPLE["config"], "hf_quant_config": None,
+                                                    "hf_generation_config": IMPORT_EXAMPLE["generation_config"]},
                                  response_only=True, status_codes=["201"])],
     )
     def post(self, request):
@@ -285,7 +290,7 @@ class ModelImportApi(_CatalogApi):
         data = _validate(ModelImportSerializer, request.data)
         profile = _call(services.model_profile_import, owner=request.user, config=data["config"],
                         name=data.get("name"), num_parameters=data.get("num_parameters"),
-                        quant_config=data.get("quant_config"))
+                        quant_config=data.get("quant_config"), generation_config=data.get("generation_config"))
         return Response(ModelDetailOutputSerializer(profile).data, status=status.HTTP_201_CREATED)
 
 
@@ -294,8 +299,9 @@ class ModelDetailApi(_CatalogApi):
 
     @extend_schema(operation_id="models_retrieve", tags=["catalog"], summary="One model by slug (with its config)",
                    responses={200: ModelDetailOutputSerializer, 404: ERR_404},
-                   examples=[OpenApiExample("Llama 3.1 8B", value={**MODEL_EXAMPLE, "hf_config": {"...": "..."},
-                                                                    "hf_quant_config": None}, response_only=True)])
+                   examples=[OpenApiExample("Llama 3.1 8B", value={**MODEL_EXAMPLE, **NO_CONFIGS,
+                                                                    "hf_config": {"...": "..."}},
+                                            response_only=True)])
     def get(self, request, slug):
         profile = selectors.model_profile_get(slug=slug, user=request.user)
         return Response(ModelDetailOutputSerializer(profile).data)
@@ -307,7 +313,7 @@ class ModelDetailApi(_CatalogApi):
                    404: ERR_404},
         examples=[OpenApiExample("Parameter count", value={"num_parameters": 1300000000}, request_only=True),
                   OpenApiExample("Updated", value={**MODEL_OWN_EXAMPLE, "num_parameters": 1300000000,
-                                                   "hf_config": None, "hf_quant_config": None},
+                                                   **NO_CONFIGS},
                                  response_only=True)],
     )
     def patch(self, request, slug):
@@ -335,7 +341,7 @@ class ModelCopyApi(_CatalogApi):
                    request=None, responses={201: ModelDetailOutputSerializer, 401: ERR_401, 404: ERR_404},
                    examples=[OpenApiExample("No body", value={}, request_only=True),
                              OpenApiExample("Copied", value={**MODEL_OWN_EXAMPLE, "name": "Llama 3.1 8B (copy)",
-                                                             "hf_config": None, "hf_quant_config": None},
+                                                             **NO_CONFIGS},
                                             response_only=True, status_codes=["201"])])
     def post(self, request, slug):
         profile = selectors.model_profile_get(slug=slug, user=request.user)

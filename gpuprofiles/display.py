@@ -6,10 +6,15 @@ model (MLA ranks of a GQA model, expert sizes of a dense one). The pages never s
 a bare dash for them: a figure that can be computed from the config is computed
 (the sizing page's own rule, :func:`simulator.sizing.kv_bytes_per_token`) and said
 to be computed; a value that does not apply says why.
+
+A model's default sampling (the sampler path its requests take when they set no
+sampling parameters) is said in words with where it comes from, by
+:func:`default_sampling_words`: the one place for those words.
 """
 
 from __future__ import annotations
 
+from simulator.sampling import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS, SAMPLING_KEYS, generation_defaults, sampler_path
 from simulator.sizing import kv_bytes_per_token
 from simulator.specs import LAYER_FULL
 
@@ -93,3 +98,68 @@ def detail_rows(profile, spec_rows) -> list[dict]:
                      "unverified": profile.field_unverified(field), "cell": cell,
                      "note": note or ("" if cell or profile.is_catalog else profile.sources)})
     return rows
+
+
+# --------------------------------------------------------------------------
+# default sampling
+# --------------------------------------------------------------------------
+
+#: Each sampler path (:data:`simulator.sampling.SAMPLER_PATHS`) in words (the planner's forms say the same).
+SAMPLING_WORDS = {"greedy": "greedy (temperature 0)", "temperature": "temperature only",
+                  "top_k_top_p": "top-k / top-p", "top_k_top_p_penalties": "top-k / top-p + repetition penalty"}
+
+#: The blank choice of a model's default sampling: not known, timed as the planner's default path.
+SAMPLING_UNKNOWN = f"not known (timed as {SAMPLING_WORDS[DEFAULT_SAMPLER_PATH]})"
+
+#: The edit form's and the API's choices: blank (not known) and every path in words.
+MODEL_SAMPLING_CHOICES = [("", SAMPLING_UNKNOWN), *((k, SAMPLING_WORDS[k]) for k in SAMPLER_PATHS)]
+
+
+def sampling_words(path: str | None) -> str:
+    """``"top_k_top_p"`` -> ``"top-k / top-p"``; an unknown or empty path unchanged."""
+    return SAMPLING_WORDS.get(path, path or "")
+
+
+def sampling_fields_text(fields: dict) -> str:
+    """What a generation_config sets for the sampler, in its own keys: ``"sets temperature 0.6, top_p 0.9"``,
+    or ``"sets no sampling fields"``."""
+    parts = [f"{key} {_number_text(fields[key])}" for key in SAMPLING_KEYS if fields.get(key) is not None]
+    return "sets " + ", ".join(parts) if parts else "sets no sampling fields"
+
+
+def _number_text(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _path_of(fields) -> str | None:
+    """The sampler path of a generation_config's fields; None when they do not give one."""
+    try:
+        return sampler_path(fields) if isinstance(fields, dict) else None
+    except ValueError:
+        return None
+
+
+def default_sampling_words(profile) -> str:
+    """A model profile's default sampling in words, and why.
+
+    * blank: ``"not known — timed as top-k / top-p, the planner's default"``;
+    * the generation_config.json its owner imported gives the path: ``"… — from the generation_config you
+      imported (it sets …)"``;
+    * the shipped generation defaults of its Hugging Face id or name give it (catalog rows, their copies, an
+      import recognised by name): ``"… — its generation_config.json sets … (source: …; not verified against the
+      owner's file)"``;
+    * otherwise (a user's own row): ``"… — set by you"``.
+    """
+    path = profile.sampling
+    if not path:
+        return f"not known — timed as {SAMPLING_WORDS[DEFAULT_SAMPLER_PATH]}, the planner's default"
+    words = sampling_words(path)
+    imported = profile.hf_generation_config
+    if not profile.is_catalog and imported is not None and _path_of(imported) == path:
+        return f"{words} — from the generation_config you imported (it {sampling_fields_text(imported)})"
+    entry = generation_defaults(profile.hf_id) or generation_defaults(profile.name)
+    if entry is not None and _path_of(entry["fields"]) == path:
+        checked = "read from the owner's file" if entry.get("verified") else "not verified against the owner's file"
+        return (f"{words} — its generation_config.json {sampling_fields_text(entry['fields'])} "
+                f"(source: {entry['source']}; {checked})")
+    return words if profile.is_catalog else f"{words} — set by you"

@@ -12,6 +12,7 @@ from django import forms
 
 from config.json_input import loads_checked
 
+from .display import MODEL_SAMPLING_CHOICES, SAMPLING_UNKNOWN
 from .models import ATTENTION_CHOICES
 from .services import MAX_CONFIG_BYTES
 
@@ -68,6 +69,31 @@ class ConfigImportForm(forms.Form):
     num_parameters = forms.IntegerField(
         required=False, min_value=1, label="Parameters (total)",
         help_text="Total parameter count, e.g. 70553706496; estimated from the config when empty.")
+    generation_config = forms.CharField(
+        required=False, label="generation_config.json (optional)",
+        widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false"}),
+        help_text="The model's generation_config.json: its temperature, top_k, top_p, min_p and repetition_penalty "
+                  "give the sampling vLLM applies to requests that set none. Empty: known models get their "
+                  f"shipped defaults, others '{SAMPLING_UNKNOWN}'. At most {MAX_CONFIG_BYTES // 2**20} MiB.")
+
+    def clean_generation_config(self) -> dict | None:
+        """The pasted generation_config.json as a JSON object; None when left empty."""
+        text = self.cleaned_data.get("generation_config") or ""
+        if not text.strip():
+            return None
+        if len(text.encode("utf-8")) > MAX_CONFIG_BYTES:
+            raise forms.ValidationError(f"The text is larger than the limit of {MAX_CONFIG_BYTES:,} bytes (1 MiB).")
+        try:
+            value = loads_checked(text)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(
+                f"Not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.") from None
+        except ValueError as exc:
+            raise forms.ValidationError(f"Not accepted: {exc}.") from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError("generation_config.json must hold a JSON object ({...}), not a "
+                                        f"{type(value).__name__}.")
+        return value
 
     def clean(self):
         data = super().clean()
@@ -151,3 +177,10 @@ class ModelProfileForm(forms.Form):
         choices=[("", "none"), *((q, q) for q in ("fp8", "int8", "awq", "gptq", "int4", "mxfp4", "nvfp4", "fp4",
                                                   "compressed-tensors", "bitsandbytes"))],
         help_text="The weights' format; the KV cache stays in the activation dtype unless you pick an fp8 KV cache.")
+    sampling = forms.ChoiceField(
+        required=False, label="Default sampling", choices=MODEL_SAMPLING_CHOICES,
+        error_messages={"invalid_choice": "%(value)s is not a sampler path: choose one of "
+                                          + ", ".join(f"{k} ({w})" for k, w in MODEL_SAMPLING_CHOICES if k)
+                                          + ", or leave it blank (not known)."},
+        help_text="The sampler path vLLM gives requests that set no sampling parameters (the model's "
+                  "generation_config.json); not known is timed as top-k / top-p.")

@@ -191,6 +191,8 @@ class ModelProfile(Profile):
                   "blank = not known.")
     hf_config = models.JSONField(null=True, blank=True, help_text="Verbatim config.json.")
     hf_quant_config = models.JSONField(null=True, blank=True, help_text="Verbatim hf_quant_config.json.")
+    hf_generation_config = models.JSONField(
+        null=True, blank=True, help_text="Verbatim generation_config.json, when the user imported one.")
 
     class Meta(Profile.Meta):
         verbose_name = "model profile"

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from simulator.sampling import SAMPLER_PATHS
+
 from .models import ATTENTION_CHOICES, GpuProfile, ModelProfile
+
+#: The API's words for a model's default sampling (output and input alike).
+SAMPLING_HELP = ("Default sampling: the sampler path vLLM gives requests that set no sampling parameters (the "
+                 "model's generation_config.json): " + ", ".join(SAMPLER_PATHS) + "; \"\" (empty) when not "
+                 "known (the planner then times top_k_top_p).")
 
 _COMMON = ("slug", "name", "is_catalog", "owner", "sources", "verification", "unverified", "unverified_fields",
            "url")
@@ -29,6 +36,7 @@ class GpuOutputSerializer(_ProfileOutput):
 
 
 class ModelOutputSerializer(_ProfileOutput):
+    sampling = serializers.ChoiceField(choices=["", *SAMPLER_PATHS], read_only=True, help_text=SAMPLING_HELP)
     quantization_label = serializers.CharField(read_only=True, help_text="The weights' quantization with its "
                                                "scheme and group size, e.g. 'awq w4a16, group 128', or "
                                                "'none (bf16)'.")
@@ -44,12 +52,12 @@ class ModelOutputSerializer(_ProfileOutput):
                   "num_linear_layers", "max_position_embeddings", "weights_dtype", "quantization",
                   "quant_scheme", "quant_bits", "quant_group_size", "quant_ignore", "quantization_label",
                   "checkpoint_quant_text", "kv_bytes_per_token_bf16", "kv_bytes_per_token_bf16_global",
-                  "kv_bytes_per_token_fp8")
+                  "kv_bytes_per_token_fp8", "sampling")
 
 
 class ModelDetailOutputSerializer(ModelOutputSerializer):
     class Meta(ModelOutputSerializer.Meta):
-        fields = (*ModelOutputSerializer.Meta.fields, "hf_config", "hf_quant_config")
+        fields = (*ModelOutputSerializer.Meta.fields, "hf_config", "hf_quant_config", "hf_generation_config")
 
 
 class GpuInputSerializer(serializers.Serializer):
@@ -97,6 +105,11 @@ class ModelInputSerializer(serializers.Serializer):
     quantization = serializers.ChoiceField(
         choices=["", "fp8", "int8", "awq", "gptq", "int4", "mxfp4", "nvfp4", "fp4", "compressed-tensors",
                  "bitsandbytes"], required=False, allow_null=True, allow_blank=True)
+    sampling = serializers.ChoiceField(
+        choices=["", *SAMPLER_PATHS], required=False, allow_null=True, allow_blank=True,
+        help_text=SAMPLING_HELP + " null or \"\" sets it to not known.",
+        error_messages={"invalid_choice": f"\"{{input}}\" is not a sampler path: choose one of "
+                                          f"{', '.join(SAMPLER_PATHS)}, or \"\" (not known)."})
 
 
 
@@ -107,6 +120,11 @@ class ModelImportSerializer(serializers.Serializer):
                                               help_text="Total parameters; estimated from the config when absent.")
     quant_config = serializers.JSONField(required=False, allow_null=True,
                                          help_text="Optional ModelOpt hf_quant_config.json (NVIDIA FP8/FP4).")
+    generation_config = serializers.JSONField(
+        required=False, allow_null=True,
+        help_text="Optional generation_config.json, as a JSON object: its temperature, top_k, top_p, min_p and "
+                  "repetition_penalty give the default sampling (kept verbatim in hf_generation_config). Absent: "
+                  "a model known by name or by the config's _name_or_path gets its shipped defaults.")
 
 
 class GpuFilterSerializer(serializers.Serializer):

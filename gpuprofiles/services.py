@@ -15,6 +15,7 @@ catalog slug or a name.
 
 from __future__ import annotations
 
+import json
 import secrets
 from typing import Any
 
@@ -40,7 +41,11 @@ GPU_EDITABLE = ("name", "vendor", "memory_gib", "memory_mib", "bandwidth_tbps", 
 MODEL_EDITABLE = ("name", "num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "head_dim",
                   "intermediate_size", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
                   "vocab_size", "tie_word_embeddings", "num_parameters", "num_active_parameters",
-                  "kv_lora_rank", "qk_rope_head_dim", "max_position_embeddings", "weights_dtype", "quantization")
+                  "kv_lora_rank", "qk_rope_head_dim", "max_position_embeddings", "weights_dtype", "quantization",
+                  "sampling")
+
+#: Model fields whose "none" is stored as "" (a form's or the API's None clears them).
+_BLANK_FOR_NONE = ("quantization", "sampling")
 
 
 #: Random bytes at the end of a private row's slug (hex: two characters each).
@@ -84,23 +89,31 @@ def _spec_error(exc: SpecError, prefix: str | None = None) -> ValidationError:
 
 @transaction.atomic
 def model_profile_import(*, owner, config: Any, name: str | None = None, num_parameters: int | None = None,
-                         quant_config: Any = None) -> ModelProfile:
+                         quant_config: Any = None, generation_config: Any = None) -> ModelProfile:
     """Create ``owner``'s model profile from a Hugging Face ``config.json`` (already parsed JSON).
 
-    Errors name the field: ``{"config": ["num_key_value_heads: 7 does not divide ..."]}``.
+    ``generation_config``, the model's ``generation_config.json``, gives the default sampling (kept verbatim);
+    without it a model known by name or by the config's ``_name_or_path`` gets its shipped defaults.
+    Errors name the field: ``{"config": ["num_key_value_heads: 7 does not divide ..."]}``,
+    ``{"generation_config": ["generation_config.top_p: must be a number, got 'x'"]}``.
     """
     if not isinstance(config, dict):
         raise ValidationError({"config": ["must be a JSON object (the contents of config.json)"]})
     if quant_config is not None and not isinstance(quant_config, dict):
         raise ValidationError({"quant_config": ["must be a JSON object (hf_quant_config.json)"]})
+    if generation_config is not None and not isinstance(generation_config, dict):
+        raise ValidationError({"generation_config": ["must be a JSON object (generation_config.json)"]})
+    for field, value in (("config", config), ("quant_config", quant_config), ("generation_config", generation_config)):
+        _check_finite(field, value)
     if num_parameters is not None and (isinstance(num_parameters, bool) or not isinstance(num_parameters, int)
                                        or num_parameters < 1):
         raise ValidationError({"num_parameters": ["must be a whole number >= 1"]})
     name = (name or "").strip() or None
     try:
-        spec = parse_hf_config(config, name=name, quant_config=quant_config, num_parameters=num_parameters)
+        spec = parse_hf_config(config, name=name, quant_config=quant_config, num_parameters=num_parameters,
+                               generation_config=generation_config)
     except SpecError as exc:
-        raise _spec_error(exc, "config") from None
+        raise _spec_error(exc, "generation_config" if str(exc).startswith("generation_config") else "config") from None
     except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
         # A structurally odd config (a list where a number belongs...): still a field error, never a 500.
         raise ValidationError({"config": [f"cannot read this config.json: {exc}"]}) from None
@@ -110,13 +123,22 @@ def model_profile_import(*, owner, config: Any, name: str | None = None, num_par
         hf_id=str(config.get("_name_or_path") or "")[:200] if not str(config.get("_name_or_path") or "").startswith("/")
         else "",
         model_type=str(config.get("model_type") or "")[:60],
-        hf_config=config, hf_quant_config=quant_config,
+        hf_config=config, hf_quant_config=quant_config, hf_generation_config=generation_config,
         sources="config.json imported by the user",
         params_note="given by the user" if num_parameters else "estimated from config.json",
     )
     profile.set_from_spec(spec)
     profile.save()
     return profile
+
+
+def _check_finite(field: str, value: Any) -> None:
+    """Refuse a number JSON cannot hold (``1e999`` parses as infinity): it would be stored verbatim, and
+    PostgreSQL's jsonb refuses it (a 500)."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except ValueError:
+        raise ValidationError({field: ["holds a number too large for JSON (e.g. 1e999): write a finite one"]}) from None
 
 
 def _create_own(model_cls, apply, *, owner, data: dict[str, Any]):
@@ -153,7 +175,7 @@ def _model_apply(profile: ModelProfile, data: dict[str, Any]) -> None:
     if unknown:
         raise ValidationError({k: ["cannot be set on a model profile"] for k in sorted(unknown)})
     for field, value in data.items():
-        setattr(profile, field, "" if field == "quantization" and value is None else value)
+        setattr(profile, field, "" if field in _BLANK_FOR_NONE and value is None else value)
     if not (profile.name or "").strip():
         raise ValidationError({"name": ["is required"]})
     if profile.layers and len(profile.layers) != profile.num_layers:

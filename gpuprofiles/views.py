@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from . import selectors, services
-from .display import detail_rows, with_kv_figures
+from .display import default_sampling_words, detail_rows, with_kv_figures
 from .forms import ConfigImportForm, GpuFilterForm, GpuProfileForm, ModelFilterForm, ModelProfileForm
 
 NAV = "catalog"
@@ -68,6 +68,7 @@ def model_detail(request, slug):
     return render(request, "gpuprofiles/model_detail.html", {
         "nav": NAV, "profile": profile, "can_edit": profile.can_edit(request.user),
         "layer_kinds": _layer_summary(profile), "rows": detail_rows(profile, MODEL_ROWS),
+        "default_sampling": default_sampling_words(profile),
     })
 
 
@@ -97,7 +98,8 @@ def model_import(request):
         try:
             profile = services.model_profile_import(
                 owner=request.user, config=form.cleaned_data["config"], name=form.cleaned_data.get("name"),
-                num_parameters=form.cleaned_data.get("num_parameters"))
+                num_parameters=form.cleaned_data.get("num_parameters"),
+                generation_config=form.cleaned_data.get("generation_config"))
         except ValidationError as exc:
             _attach(form, exc, default_field=form.cleaned_data.get("config_field", "config_text"))
         else:

@@ -1,4 +1,4 @@
-"""Whatever JSON a client sends as a config, the import answers 201 or 400, never a 500."""
+"""Whatever JSON a client sends as a config or a generation_config, the import answers 201 or 400, never a 500."""
 
 from django.urls import reverse
 from hypothesis import HealthCheck, given, settings
@@ -22,3 +22,17 @@ def test_random_configs_get_201_or_400(db, changes):
     assert r.status_code in (201, 400), r.content
     if r.status_code == 400:
         assert r.json()["errors"]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(generation_config=st.dictionaries(st.sampled_from(["temperature", "top_k", "top_p", "min_p",
+                                                          "repetition_penalty", "do_sample", "eos_token_id"]),
+                                         JSON, max_size=4) | JSON)
+def test_random_generation_configs_get_201_or_400(db, generation_config):
+    client = api_client(make_user())
+    r = client.post(reverse("api-model-import"), {"config": MINIMAL_CONFIG, "generation_config": generation_config},
+                    format="json")
+    assert r.status_code in (201, 400), r.content
+    if r.status_code == 400:
+        # on the field, or on a path inside it (the parser's "generation_config.temperature" for a NUL)
+        assert all(k.split(".")[0] == "generation_config" for k in r.json()["errors"]), r.json()
