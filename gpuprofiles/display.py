@@ -14,7 +14,15 @@ sampling parameters) is said in words with where it comes from, by
 
 from __future__ import annotations
 
-from simulator.sampling import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS, SAMPLING_KEYS, generation_defaults, sampler_path
+from simulator.sampling import (
+    DEFAULT_SAMPLER_PATH,
+    PATH_WORDS,
+    SAMPLER_PATHS,
+    SAMPLING_KEYS,
+    generation_defaults,
+    path_words,
+    sampler_path,
+)
 from simulator.sizing import kv_bytes_per_token
 from simulator.specs import LAYER_FULL
 
@@ -104,20 +112,11 @@ def detail_rows(profile, spec_rows) -> list[dict]:
 # default sampling
 # --------------------------------------------------------------------------
 
-#: Each sampler path (:data:`simulator.sampling.SAMPLER_PATHS`) in words (the planner's forms say the same).
-SAMPLING_WORDS = {"greedy": "greedy (temperature 0)", "temperature": "temperature only",
-                  "top_k_top_p": "top-k / top-p", "top_k_top_p_penalties": "top-k / top-p + repetition penalty"}
-
 #: The blank choice of a model's default sampling: not known, timed as the planner's default path.
-SAMPLING_UNKNOWN = f"not known (timed as {SAMPLING_WORDS[DEFAULT_SAMPLER_PATH]})"
+SAMPLING_UNKNOWN = f"not known (timed as {PATH_WORDS[DEFAULT_SAMPLER_PATH]})"
 
 #: The edit form's and the API's choices: blank (not known) and every path in words.
-MODEL_SAMPLING_CHOICES = [("", SAMPLING_UNKNOWN), *((k, SAMPLING_WORDS[k]) for k in SAMPLER_PATHS)]
-
-
-def sampling_words(path: str | None) -> str:
-    """``"top_k_top_p"`` -> ``"top-k / top-p"``; an unknown or empty path unchanged."""
-    return SAMPLING_WORDS.get(path, path or "")
+MODEL_SAMPLING_CHOICES = [("", SAMPLING_UNKNOWN), *((k, PATH_WORDS[k]) for k in SAMPLER_PATHS)]
 
 
 def sampling_fields_text(fields: dict) -> str:
@@ -152,8 +151,8 @@ def default_sampling_words(profile) -> str:
     """
     path = profile.sampling
     if not path:
-        return f"not known — timed as {SAMPLING_WORDS[DEFAULT_SAMPLER_PATH]}, the planner's default"
-    words = sampling_words(path)
+        return f"not known — timed as {PATH_WORDS[DEFAULT_SAMPLER_PATH]}, the planner's default"
+    words = path_words(path)
     imported = profile.hf_generation_config
     if not profile.is_catalog and imported is not None and _path_of(imported) == path:
         return f"{words} — from the generation_config you imported (it {sampling_fields_text(imported)})"

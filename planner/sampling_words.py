@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from django import forms
 
-from simulator.cost_model import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS
+from simulator.sampling import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS
+from simulator.sampling import path_words as sampling_words
 
-_WORDS = {"greedy": "greedy (temperature 0)", "temperature": "temperature only", "top_k_top_p": "top-k / top-p",
-          "top_k_top_p_penalties": "top-k / top-p + repetition penalty"}
 #: Each path as the noun of a sentence.
 _NOUNS = {"greedy": "greedy decoding (temperature 0)", "temperature": "temperature-only sampling",
           "top_k_top_p": "top-k / top-p sampling",
@@ -23,11 +22,6 @@ _NOUNS = {"greedy": "greedy decoding (temperature 0)", "temperature": "temperatu
 SOURCES = ("chosen", "model", "default")
 #: The select's first choice: no path chosen, each model's own.
 MODEL_DEFAULTS_LABEL = "The model's defaults (its generation_config.json)"
-
-
-def sampling_words(path: str | None) -> str:
-    """``"top_k_top_p"`` -> ``"top-k / top-p"``; an unknown or empty path unchanged."""
-    return _WORDS.get(path, path or "")
 
 
 def timed_path(chosen: str | None, model_sampling: str | None) -> tuple[str, str]:

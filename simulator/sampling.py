@@ -31,6 +31,10 @@ SAMPLER_PATHS = {
     "top_k_top_p_penalties": (0.1344e-3, 1.980e-9, 1.697e-10),  # + repetition penalty over prompt and output
 }
 
+#: Each path in a few words, for forms, pages and answers.
+PATH_WORDS = {"greedy": "greedy (temperature 0)", "temperature": "temperature only", "top_k_top_p": "top-k / top-p",
+              "top_k_top_p_penalties": "top-k / top-p + repetition penalty"}
+
 #: The path of a model whose sampling defaults are not known: top-k / top-p, what most instruct models'
 #: ``generation_config.json`` asks for (and the dearer of the two common paths, so a plan errs slow).
 DEFAULT_SAMPLER_PATH = "top_k_top_p"
@@ -61,6 +65,11 @@ def sampler_path(fields: dict) -> str:
     if not sorts:
         return "temperature"
     return "top_k_top_p_penalties" if penalty is not None and abs(penalty - 1.0) > _EPS else "top_k_top_p"
+
+
+def path_words(path: str | None) -> str:
+    """``"top_k_top_p"`` -> ``"top-k / top-p"``; an unknown or empty path unchanged."""
+    return PATH_WORDS.get(path, path or "")
 
 
 def _number(fields: dict, key: str) -> float | None:
@@ -102,5 +111,5 @@ def model_sampler_path(name: str | None) -> str | None:
     return None if entry is None else sampler_path(entry["fields"])
 
 
-__all__ = ["SAMPLER_PATHS", "DEFAULT_SAMPLER_PATH", "SAMPLING_KEYS", "sampler_path", "generation_defaults",
+__all__ = ["SAMPLER_PATHS", "PATH_WORDS", "path_words", "DEFAULT_SAMPLER_PATH", "SAMPLING_KEYS", "sampler_path", "generation_defaults",
            "model_sampler_path"]

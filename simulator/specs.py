@@ -179,19 +179,22 @@ class LayerSpec:
         if self.kind == LAYER_SLIDING:
             if self.window is None:
                 raise SpecError("layers.window: a sliding-window layer needs a window in tokens")
-            _whole_named(self.window, "layers.window", 1)
+            _whole_named(self.window, "layers.window", 1, 100_000_000)
         elif self.window is not None:
-            _whole_named(self.window, "layers.window", 1)
-        _whole_named(self.state_bytes, "layers.state_bytes", 0)
+            _whole_named(self.window, "layers.window", 1, 100_000_000)
+        _whole_named(self.state_bytes, "layers.state_bytes", 0, 2**40)
         if self.num_kv_heads is not None:
-            _whole_named(self.num_kv_heads, "layers.num_kv_heads", 1)
+            _whole_named(self.num_kv_heads, "layers.num_kv_heads", 1, 100_000)
         if self.head_dim is not None:
-            _whole_named(self.head_dim, "layers.head_dim", 1)
+            _whole_named(self.head_dim, "layers.head_dim", 1, 100_000)
 
 
-def _whole_named(v: Any, name: str, lo: int) -> None:
+def _whole_named(v: Any, name: str, lo: int, hi: int) -> None:
+    """A whole number in ``[lo, hi]`` (the upper bounds keep absurd configs out of 64-bit database columns)."""
     if isinstance(v, bool) or not isinstance(v, int) or v < lo:
         raise SpecError(f"{name}: must be a whole number >= {lo}, got {v!r}")
+    if v > hi:
+        raise SpecError(f"{name}: {v:,} is more than the limit of {hi:,}")
 
 
 @dataclass(frozen=True)

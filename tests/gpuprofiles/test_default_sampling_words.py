@@ -3,18 +3,18 @@
 import pytest
 from django.urls import reverse
 
-from gpuprofiles.display import SAMPLING_WORDS, default_sampling_words, sampling_fields_text
+from gpuprofiles.display import MODEL_SAMPLING_CHOICES, default_sampling_words, sampling_fields_text
 from gpuprofiles.models import ModelProfile
 from gpuprofiles.services import model_profile_import
-from planner.sampling_words import sampling_words as planner_sampling_words
-from simulator.sampling import SAMPLER_PATHS
+from planner.sampling_words import SAMPLING_CHOICES
+from simulator.sampling import PATH_WORDS, SAMPLER_PATHS
 
 from .factories import MINIMAL_CONFIG, make_model
 
 
-def test_every_path_has_the_planners_words():
-    assert set(SAMPLING_WORDS) == set(SAMPLER_PATHS)
-    assert all(SAMPLING_WORDS[k] == planner_sampling_words(k) for k in SAMPLER_PATHS)
+def test_every_path_has_words_and_both_selects_say_the_same():
+    assert set(PATH_WORDS) == set(SAMPLER_PATHS)
+    assert MODEL_SAMPLING_CHOICES[1:] == SAMPLING_CHOICES[1:] == [(k, PATH_WORDS[k]) for k in SAMPLER_PATHS]
 
 
 def test_fields_in_the_files_own_keys():

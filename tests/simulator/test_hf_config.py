@@ -102,3 +102,12 @@ def test_other_inconsistencies():
         parse_hf_config({k: v for k, v in ds.items() if k != "qk_rope_head_dim"})
     with pytest.raises(SpecError, match="^config"):
         parse_hf_config([1, 2])
+
+
+@pytest.mark.parametrize("window", [100_000_001, 2**63])
+def test_an_absurd_sliding_window_is_refused_with_its_limit(window):
+    cfg = {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336,
+           "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000,
+           "sliding_window": float(window)}
+    with pytest.raises(SpecError, match="window: .* is more than the limit of 100,000,000"):
+        parse_hf_config(cfg)
