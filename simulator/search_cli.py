@@ -14,15 +14,23 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 from simulator.cli_values import read_json
+from simulator.sampling import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS, path_words
 from simulator.search_space import SearchError, SearchSpace, Slo, format_seconds, parse_slo_target
 
 
 def add_search_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Options of the ``search`` subcommand."""
     p.add_argument("--model", required=True, metavar="CONFIG_JSON", help="the model's Hugging Face config.json")
+    p.add_argument("--generation-config", metavar="FILE",
+                   help="the model's generation_config.json: its sampling fields pick the sampler path the clock times "
+                        "(default: the generation_config.json beside --model, else the shipped defaults of a model its "
+                        f"config names in _name_or_path, else {DEFAULT_SAMPLER_PATH})")
+    p.add_argument("--sampling", choices=list(SAMPLER_PATHS), metavar="PATH",
+                   help=f"the requests' sampler path instead of the model's own: {', '.join(SAMPLER_PATHS)}")
     p.add_argument("--gpus", required=True, metavar="FILE",
                    help="JSON list of GPUs: {name, memory_gib, bandwidth_tbps, bf16_tflops, fp8_tflops, "
                         "interconnect_gbps, price_per_hour} (examples/search_gpus.json)")
@@ -105,21 +113,27 @@ def run_search_command(args: argparse.Namespace, *, load_workload_file) -> str:
     from simulator.search import search_deployments
 
     try:
-        model = parse_hf_config(read_json(args.model, "--model", SearchError))
+        config = read_json(args.model, "--model", SearchError)
+        beside = Path(args.model).with_name("generation_config.json")  # a Hugging Face snapshot keeps both
+        generation_file = args.generation_config or (str(beside) if beside.is_file() else None)
+        generation = read_json(generation_file, "--generation-config", SearchError) if generation_file else None
+        model = parse_hf_config(config, generation_config=generation)
     except SearchError:
         raise
     except ValueError as exc:
-        raise SearchError(f"--model: {exc}") from None
+        option = "--generation-config" if str(exc).startswith("generation_config") else "--model"
+        raise SearchError(f"{option}: {exc}") from None
     slo = Slo(tuple(parse_slo_target(t) for t in args.slo), args.min_goodput)
     space = SearchSpace(_gpus(args.gpus), tensor_parallel=_ints(args.tp, "--tp"),
                         pipeline_parallel=_ints(args.pp, "--pp"), precisions=_words(args.precision),
                         kv_cache_dtypes=_words(args.kv_dtype), max_num_seqs=_ints(args.max_num_seqs, "--max-num-seqs"),
-                        max_replicas=args.max_replicas, routing=args.routing)
+                        max_replicas=args.max_replicas, routing=args.routing, sampling=args.sampling)
     workload = _workload(args, load_workload_file)
     result = search_deployments(workload, model, space, slo)
     alt = _disaggregated(args, result, workload, model, space, slo) if args.disaggregated else None
     if args.summary:
-        return summary_text(result) + (disaggregated_text(alt) if args.disaggregated else "")
+        return (summary_text(result) + sampler_line(model, args.sampling)
+                + (disaggregated_text(alt) if args.disaggregated else ""))
     out = result.to_dict()
     if args.disaggregated:
         out["disaggregated"] = alt
@@ -170,4 +184,15 @@ def summary_text(result) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["add_search_arguments", "run_search_command", "summary_text"]
+def sampler_line(model, chosen: str | None) -> str:
+    """Which sampler path every candidate's clock timed, and why."""
+    if chosen:
+        why = "--sampling"
+    elif model.sampling:
+        why = "the model's generation_config.json"
+    else:
+        why = "the default: the model's sampling defaults are not known; --generation-config or --sampling to say"
+    return f"sampler: {path_words(chosen or model.sampling or DEFAULT_SAMPLER_PATH)} ({why})\n"
+
+
+__all__ = ["add_search_arguments", "run_search_command", "summary_text", "sampler_line"]

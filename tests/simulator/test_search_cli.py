@@ -43,3 +43,40 @@ def test_bad_options_print_one_error_line(capsys, extra, message):
     assert main(BASE + extra) == 2
     err = capsys.readouterr().err
     assert err.startswith(message) and err.count("\n") == 1
+
+
+def _answer_itl_p90(capsys, *extra) -> float:
+    """ITL p90 of the answer under a target every shape meets (so the answer is the cheapest shape each time)."""
+    assert main(BASE + ["--slo", "itl:p90:1", *extra]) == 0
+    best = json.loads(capsys.readouterr().out)["best"]
+    assert best["candidate"]["label"].startswith("1x L4 (TP 1)")  # the cheapest GPU
+    return best["candidate"]["label"], best["trials"][-1]["values"]["ITL p90"]
+
+
+def test_the_generation_config_picks_the_sampler_and_sampling_overrides_it(capsys, tmp_path):
+    plain = tmp_path / "generation_config.json"
+    plain.write_text('{"bos_token_id": 1, "eos_token_id": 2}')  # no sampling fields: temperature only, no sort
+    unknown = _answer_itl_p90(capsys)  # a config file names no model: the default top-k / top-p
+    own = _answer_itl_p90(capsys, "--generation-config", str(plain))
+    chosen = _answer_itl_p90(capsys, "--generation-config", str(plain), "--sampling", "top_k_top_p")
+    assert own[0] == unknown[0] == chosen[0] and own[1] < unknown[1] == chosen[1]
+    assert main(BASE + ["--slo", "itl:p90:0.05", "--generation-config", str(plain), "--summary"]) == 0
+    assert "sampler: temperature only (the model's generation_config.json)" in capsys.readouterr().out
+    assert main(BASE + ["--slo", "itl:p90:0.05", "--summary"]) == 0
+    assert "sampler: top-k / top-p (the default: the model's sampling defaults are not known" in capsys.readouterr().out
+
+
+def test_a_bad_generation_config_is_one_error_line(capsys, tmp_path):
+    bad = tmp_path / "generation_config.json"
+    bad.write_text('{"top_p": "high"}')
+    assert main(BASE + ["--slo", "itl:p90:0.05", "--generation-config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --generation-config: generation_config.top_p: must be a number") and err.count("\n") == 1
+
+
+def test_a_generation_config_beside_the_config_is_read(capsys, tmp_path):
+    (tmp_path / "config.json").write_text(Path(MODEL).read_text())  # a Hugging Face snapshot: both files together
+    (tmp_path / "generation_config.json").write_text('{"temperature": 0.0}')
+    args = ["search", "--model", str(tmp_path / "config.json"), *BASE[3:], "--slo", "itl:p90:1", "--summary"]
+    assert main(args) == 0
+    assert "sampler: greedy (temperature 0) (the model's generation_config.json)" in capsys.readouterr().out
