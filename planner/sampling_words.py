@@ -11,25 +11,32 @@ from __future__ import annotations
 
 from django import forms
 
+from simulator.cost_model import sampling_coefficients
 from simulator.sampling import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS
 from simulator.sampling import path_words as sampling_words
 
 #: Each path as the noun of a sentence.
-_NOUNS = {"greedy": "greedy decoding (temperature 0)", "temperature": "temperature-only sampling",
+_NOUNS = {"greedy": "greedy decoding", "temperature": "temperature-only sampling",
           "top_k_top_p": "top-k / top-p sampling",
           "top_k_top_p_penalties": "top-k / top-p sampling with a repetition penalty"}
+#: The roofline coefficients a sampler path sets.
+SAMPLER_FIELDS = frozenset(sampling_coefficients(DEFAULT_SAMPLER_PATH))
 #: Where the timed path came from.
-SOURCES = ("chosen", "model", "default")
+SOURCES = ("chosen", "model", "default", "calibration")
 #: The select's first choice: no path chosen, each model's own.
 MODEL_DEFAULTS_LABEL = "The model's defaults (its generation_config.json)"
 
 
-def timed_path(chosen: str | None, model_sampling: str | None) -> tuple[str, str]:
+def timed_path(chosen: str | None, model_sampling: str | None, fitted=()) -> tuple[str, str]:
     """``(path, source)``: the path the roofline clock times and where it came from.
 
-    A chosen path wins (``"chosen"``); without one, the model's own (``"model"``: its
-    ``generation_config.json``); when that is not known, :data:`DEFAULT_SAMPLER_PATH` (``"default"``).
+    A calibration whose fit moved a sampler term (``fitted``: the names it moved) times its fitted terms
+    (``"calibration"``; the path is the one they started from); else a chosen path wins (``"chosen"``);
+    without one, the model's own (``"model"``: its ``generation_config.json``); when that is not known,
+    :data:`DEFAULT_SAMPLER_PATH` (``"default"``).
     """
+    if SAMPLER_FIELDS & set(fitted):
+        return chosen or model_sampling or DEFAULT_SAMPLER_PATH, "calibration"
     if chosen:
         return chosen, "chosen"
     if model_sampling:
@@ -46,7 +53,8 @@ def sampling_sentence(path: str | None, source: str | None, model_name: str | No
     noun = _NOUNS.get(path, path)
     why = {"chosen": "chosen",
            "model": f"{model_name or 'the model'}'s generation_config.json",
-           "default": "the planner's default: this model's sampling defaults are not known"}.get(source or "")
+           "default": "the planner's default: this model's sampling defaults are not known",
+           "calibration": "its time fitted by the calibration"}.get(source or "")
     return f"{noun} ({why})" if why else noun
 
 

@@ -79,8 +79,9 @@ SAMPLING_FIELDS = {
                                                                    "(null without a roofline clock)"),
     "sampling_source": serializers.ChoiceField(
         choices=list(SOURCES), allow_null=True,
-        help_text="where that path came from: chosen (deployment.sampling), model (its generation_config.json) "
-                  "or default (the model's sampling defaults are not known)"),
+        help_text="where that path came from: chosen (deployment.sampling), model (its generation_config.json), "
+                  "default (the model's sampling defaults are not known) or calibration (its fit moved the "
+                  "sampler's time; the path is the one the fit started from)"),
     "sampling_words": serializers.CharField(help_text="the path and where it came from, in words"),
 }
 

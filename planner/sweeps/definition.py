@@ -150,7 +150,8 @@ def _parts(raw: dict, owner, err: FieldErrors) -> dict:
     for where, knobs in (("engine", engine_raw), ("deployment", deployment)):
         if "block_size" in knobs and block_size_problem(knobs["block_size"]):
             err.add(f"{where}.block_size", block_size_problem(knobs["block_size"]))
-    return {"model": model, "gpu": gpu, "coefficients": coefficients, "sampling": sampling, "deployment": deployment,
+    return {"model": model, "gpu": gpu, "coefficients": coefficients, "sampling": sampling, "fitted": fitted,
+            "deployment": deployment,
             "engine_raw": engine_raw, "workload": parse_workload(raw.get("workload", {}), err),
             "cluster": parse_cluster(raw.get("cluster"), err),
             "disaggregated": disagg.parse(raw.get("disaggregated"), err.add), "slo": parse_slo(raw.get("slo"), err)}
@@ -224,7 +225,7 @@ def _snapshot(parts: dict, axes: list[dict], cliff: dict | None, owner, err: Fie
             base_engine.setdefault(k, sizing[k])
         base_engine.setdefault("kv_bytes_per_block", int(sizing["bytes_per_block_per_gpu"]))
         if "cost_model" not in engine_raw and "step_time_model" not in engine_raw:
-            sampling, sampling_source = timed_path(parts["sampling"], model["spec"].get("sampling"))
+            sampling, sampling_source = timed_path(parts["sampling"], model["spec"].get("sampling"), parts["fitted"])
             terms = roofline_terms(model["spec"], gpu["spec"], dep_fields, coefficients)
             if terms is not None:
                 base_engine["cost_model"] = terms

@@ -13,8 +13,8 @@ from typing import Any
 from gpuprofiles.models import GpuProfile, ModelProfile
 from gpuprofiles.selectors import profile_find
 from planner.errors import FieldErrors
+from planner.sampling_words import SAMPLER_FIELDS
 from simulator.cost_model import (
-    DEFAULT_SAMPLER_PATH,
     SAMPLER_PATHS,
     CostModelError,
     RooflineStepTime,
@@ -105,10 +105,6 @@ def parse_sampling(value: Any, where: str, err: FieldErrors) -> str | None:
         err.add(where, f"must be one of {', '.join(SAMPLER_PATHS)}, got {value!r}")
         return None
     return value
-
-
-#: The roofline coefficients a sampler path sets.
-SAMPLER_FIELDS = frozenset(sampling_coefficients(DEFAULT_SAMPLER_PATH))
 
 
 def clock_coefficients(sampling: str | None, calibration: dict | None, fitted=()) -> dict | None:

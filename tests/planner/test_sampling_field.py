@@ -58,7 +58,7 @@ def test_the_timed_path_and_its_words():
         "top-k / top-p sampling (Own Model 7B's generation_config.json)"
     assert sampling_sentence("temperature", "chosen") == "temperature-only sampling (chosen)"
     assert sampling_sentence("top_k_top_p", "default") == UNKNOWN_WORDS
-    assert sampling_sentence("greedy", None) == "greedy decoding (temperature 0)"  # stored before sources were
+    assert sampling_sentence("greedy", None) == "greedy decoding"  # stored before sources were
     assert sampling_sentence(None, None) == ""
 
 
@@ -151,7 +151,7 @@ def test_the_replicas_page_takes_the_path_and_says_which_one_it_assumed(client):
     assert own.context["form"]["sampling"].value() in ("", None)  # the select's default: the model's own
     assert (f'with <span id="replicas-sampling">temperature-only sampling ({temperature["name"]}&#x27;s '
             'generation_config.json)</span>') in own.content.decode()
-    assert 'with <span id="replicas-sampling">greedy decoding (temperature 0) (chosen)</span>' in \
+    assert 'with <span id="replicas-sampling">greedy decoding (chosen)</span>' in \
         greedy.content.decode()
     itl = [float(r.context["answer"]["rows"][0]["itl"]) for r in (own, greedy)]
     assert itl[1] < itl[0], itl
@@ -205,7 +205,7 @@ def test_a_sweep_report_says_its_sampler_and_greedy_points_decode_faster(client,
     html = client.get(f"/reports/{own.slug}/").content.decode()
     assert f'with <span id="report-sampling">{words.replace(chr(39), "&#x27;")}</span>' in html
     html = client.get(f"/reports/{greedy.slug}/").content.decode()
-    assert '<span id="report-sampling">greedy decoding (temperature 0) (chosen)</span>' in html
+    assert '<span id="report-sampling">greedy decoding (chosen)</span>' in html
     assert json.loads(client.get(f"/reports/{own.slug}/download.json").content)["sampling_words"] == words
     assert client.get(f"/api/reports/{own.slug}/").json()["sampling_words"] == words
     standalone = client.get(f"/reports/{own.slug}/download.html").content.decode()
@@ -220,10 +220,10 @@ def test_a_report_stored_before_the_source_was_kept_still_renders(client, monkey
     client.force_login(user)
     r = client.get(f"/reports/{report.slug}/")
     assert r.status_code == 200
-    assert '<span id="report-sampling">greedy decoding (temperature 0)</span>' in r.content.decode()
+    assert '<span id="report-sampling">greedy decoding</span>' in r.content.decode()
     for fmt in ("json", "html", "csv"):
         assert client.get(f"/reports/{report.slug}/download.{fmt}").status_code == 200
-    assert client.get(f"/api/reports/{report.slug}/").json()["sampling_words"] == "greedy decoding (temperature 0)"
+    assert client.get(f"/api/reports/{report.slug}/").json()["sampling_words"] == "greedy decoding"
 
 
 def test_the_schema_lists_the_sampler_paths_and_the_default(db):
@@ -304,15 +304,23 @@ def test_with_a_calibration_the_path_moves_the_sampler_terms_the_fit_did_not(cli
 
     temperature = _own_llama("temperature")
 
-    def itl(calibration, **deployment):
+    def answer(calibration, **deployment):
         r = client.post("/api/simulations/", {"model": temperature["model"], "gpu": temperature["gpu"],
                                               "calibration": calibration, "deployment": deployment,
                                               "workload": WORKLOAD}, format="json")
         assert r.status_code == 200, r.json()
-        return r.json()["metrics"]["itl_p50_s"]
+        return r.json()
+
+    def itl(calibration, **deployment):
+        return answer(calibration, **deployment)["metrics"]["itl_p50_s"]
 
     # no path chosen: the model's own for the sampler terms the fit did not move (not the calibration's stored ones)
     assert itl("mfu only") == itl("mfu only", sampling="temperature") < itl("mfu only", sampling="top_k_top_p")
     assert itl("mfu only", sampling="greedy") < itl("mfu only")  # a chosen path's sampler terms apply
     assert itl("with sampler", sampling="greedy") == itl("with sampler") == itl("with sampler",
                                                                                 sampling="temperature")  # fitted win
+    # the answer says so: the fitted sampler time, not the chosen path's
+    fitted = answer("with sampler", sampling="greedy")
+    assert (fitted["sampling"], fitted["sampling_source"]) == ("greedy", "calibration")
+    assert fitted["sampling_words"] == "greedy decoding (its time fitted by the calibration)"
+    assert answer("mfu only", sampling="greedy")["sampling_source"] == "chosen"
