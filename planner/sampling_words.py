@@ -24,7 +24,7 @@ SAMPLER_FIELDS = frozenset(sampling_coefficients(DEFAULT_SAMPLER_PATH))
 #: Where the timed path came from.
 SOURCES = ("chosen", "model", "default", "calibration")
 #: The select's first choice: no path chosen, each model's own.
-MODEL_DEFAULTS_LABEL = "The model's defaults (its generation_config.json)"
+MODEL_DEFAULTS_LABEL = "The model's defaults"
 
 
 def timed_path(chosen: str | None, model_sampling: str | None, fitted=()) -> tuple[str, str]:
