@@ -381,9 +381,9 @@ class ReplicasApi(APIView):
                                           "requests": 400, "rate_per_s": 20, "num_gpu_blocks": 28276,
                                           "gpus_per_replica": 1, "cost_per_hour": None,
                                           "clock": "cost_model", "sampling": "top_k_top_p",
-                                          "sampling_source": "default",
-                                          "sampling_words": "top-k / top-p sampling (the planner's default: "
-                                                            "this model's sampling defaults are not known)"})],
+                                          "sampling_source": "model",
+                                          "sampling_words": "top-k / top-p sampling (Llama 3.1 8B's "
+                                                            "generation_config.json)"})],
     )
     def post(self, request):
         from planner.sweeps.replicas import find_replicas
