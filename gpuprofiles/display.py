@@ -19,9 +19,9 @@ from simulator.sampling import (
     PATH_WORDS,
     SAMPLER_PATHS,
     SAMPLING_KEYS,
+    generation_config_path,
     generation_defaults,
     path_words,
-    sampler_path,
 )
 from simulator.sizing import kv_bytes_per_token
 from simulator.specs import LAYER_FULL
@@ -133,7 +133,7 @@ def _number_text(value) -> str:
 def _path_of(fields) -> str | None:
     """The sampler path of a generation_config's fields; None when they do not give one."""
     try:
-        return sampler_path(fields) if isinstance(fields, dict) else None
+        return generation_config_path(fields) if isinstance(fields, dict) else None
     except ValueError:
         return None
 

@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from simulator.quantization import METHOD_ALIASES, check_group_size, scheme_for
-from simulator.sampling import model_sampler_path, sampler_path
+from simulator.sampling import generation_config_path, model_sampler_path
 from simulator.specs import (
     DTYPE_BYTES,
     LAYER_FULL,
@@ -300,7 +300,7 @@ def parse_hf_config(config: dict, *, name: str | None = None, quant_config: dict
         when omitted.
     generation_config : dict, optional
         The model's ``generation_config.json``: its sampling fields give ``ModelSpec.sampling``
-        (:func:`simulator.sampling.sampler_path`). Without it, a model known by ``name`` or by the config's
+        (:func:`simulator.sampling.generation_config_path`). Without it, a model known by ``name`` or by the config's
         ``_name_or_path`` gets its shipped defaults (:func:`simulator.sampling.generation_defaults`).
 
     Returns
@@ -362,7 +362,7 @@ def _sampling(generation_config: dict | None, *names: str | None) -> str | None:
         if not isinstance(generation_config, dict):
             raise SpecError("generation_config: must be a JSON object")
         try:
-            return sampler_path(generation_config)
+            return generation_config_path(generation_config)
         except ValueError as exc:
             raise SpecError(f"generation_config.{exc}") from None
     return next((path for path in map(model_sampler_path, names) if path), None)

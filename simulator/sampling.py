@@ -7,7 +7,8 @@ none gets the model's own: vLLM's ``--generation-config auto`` (the default) app
 ``top_k``, ``top_p``, ``min_p`` and ``repetition_penalty`` of the model's ``generation_config.json``.
 
 * :data:`SAMPLER_PATHS` - each path's GPU time, fitted to times measured on one H100.
-* :func:`sampler_path` - the path a set of sampling parameters takes.
+* :func:`sampler_path` - the path a set of sampling parameters takes; :func:`generation_config_path` - the path a
+  model's ``generation_config.json`` gives its requests.
 * :func:`generation_defaults` - the sampling fields of a known model's ``generation_config.json``
   (shipped in ``simulator/data/generation_configs.json``, each with its source), by Hugging Face id or by
   the catalog name of the same checkpoint.
@@ -42,6 +43,11 @@ DEFAULT_SAMPLER_PATH = "top_k_top_p"
 #: The ``generation_config.json`` keys vLLM 0.15 applies to requests that set no sampling parameters.
 SAMPLING_KEYS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty")
 
+#: transformers' ``GenerationConfig()`` defaults of those keys: vLLM reads a generation_config.json through
+#: ``GenerationConfig.to_diff_dict()``, which drops a value equal to its default (a file's ``"top_k": 50`` asks for
+#: nothing).
+_TRANSFORMERS_DEFAULTS = {"temperature": 1.0, "top_k": 50, "top_p": 1.0, "repetition_penalty": 1.0}
+
 #: vLLM's ``_SAMPLING_EPS``: a temperature below it is greedy.
 _EPS = 1e-5
 
@@ -65,6 +71,16 @@ def sampler_path(fields: dict) -> str:
     if not sorts:
         return "temperature"
     return "top_k_top_p_penalties" if penalty is not None and abs(penalty - 1.0) > _EPS else "top_k_top_p"
+
+
+def generation_config_path(generation_config: dict) -> str:
+    """The path vLLM 0.15 gives requests that set no sampling parameters, from the model's generation_config.json:
+    :func:`sampler_path` of the fields it applies (those of :data:`SAMPLING_KEYS` that differ from transformers'
+    defaults)."""
+    applied = {key: value for key, value in generation_config.items()
+               if key in SAMPLING_KEYS and not (key in _TRANSFORMERS_DEFAULTS and value == _TRANSFORMERS_DEFAULTS[key]
+                                                and not isinstance(value, bool))}
+    return sampler_path(applied)
 
 
 def path_words(path: str | None) -> str:
@@ -108,8 +124,9 @@ def generation_defaults(name: str | None) -> dict | None:
 def model_sampler_path(name: str | None) -> str | None:
     """The sampler path a known model's requests take when they set no sampling parameters; None if unknown."""
     entry = generation_defaults(name)
-    return None if entry is None else sampler_path(entry["fields"])
+    return None if entry is None else generation_config_path(entry["fields"])
 
 
-__all__ = ["SAMPLER_PATHS", "PATH_WORDS", "path_words", "DEFAULT_SAMPLER_PATH", "SAMPLING_KEYS", "sampler_path", "generation_defaults",
+__all__ = ["SAMPLER_PATHS", "PATH_WORDS", "path_words", "DEFAULT_SAMPLER_PATH", "SAMPLING_KEYS", "sampler_path",
+           "generation_config_path", "generation_defaults",
            "model_sampler_path"]

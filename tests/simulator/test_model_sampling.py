@@ -18,6 +18,7 @@ from simulator.sampling import (
     DEFAULT_SAMPLER_PATH,
     GENERATION_CONFIGS,
     SAMPLER_PATHS,
+    generation_config_path,
     generation_defaults,
     model_sampler_path,
     sampler_path,
@@ -47,6 +48,17 @@ LLAMA_8B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidde
 ])
 def test_the_path_follows_vllms_rule(fields, path):
     assert sampler_path(fields) == path
+
+
+@pytest.mark.parametrize(("generation_config", "path"), [
+    ({"top_k": 50}, "temperature"),  # transformers' default top_k: to_diff_dict() drops it, vLLM applies nothing
+    ({"top_k": 50, "top_p": 0.9}, "top_k_top_p"),
+    ({"temperature": 1.0, "top_p": 1.0, "repetition_penalty": 1.0}, "temperature"),
+    ({"temperature": 0.6, "top_p": 0.9, "do_sample": False}, "top_k_top_p"),  # do_sample is not read
+    ({"bos_token_id": 1, "eos_token_id": 2}, "temperature"),
+])
+def test_a_generation_config_gives_what_vllm_applies_of_it(generation_config, path):
+    assert generation_config_path(generation_config) == path
 
 
 @pytest.mark.parametrize(("fields", "message"), [
