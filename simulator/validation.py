@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from simulator.config import EngineConfig
-from simulator.cost_model import DEFAULT_SAMPLER_PATH, RooflineStepTime, sampling_coefficients
+from simulator.cost_model import RooflineStepTime
 from simulator.engine import simulate
 from simulator.hf_config import parse_hf_config
 from simulator.sizing import plan
@@ -103,9 +103,9 @@ def trace_csv(workload: dict[str, Any], max_requests: int | None = None, seed: i
 def build_run(exp: dict[str, Any], max_requests: int | None = None, coefficients: dict | None = None):
     """``(Workload, EngineConfig)`` of one experiment with the roofline clock of ``coefficients``.
 
-    The sampler's time is the run's own path (``sampling``: what the model's ``generation_config.json``
-    makes vLLM do for requests without sampling parameters, as inference-perf sends them); an explicit
-    ``sampling_*`` coefficient wins.
+    The sampler's time is the model's own path (``ModelSpec.sampling``, from the shipped defaults of its
+    ``generation_config.json``: what vLLM does for requests without sampling parameters, as inference-perf
+    sends them); an explicit ``sampling_*`` coefficient wins.
     """
     model, gpu = _specs(exp)
     dep = DeploymentSpec(tensor_parallel_size=exp["tp"], gpu_memory_utilization=exp["gpu_memory_utilization"],
@@ -115,8 +115,7 @@ def build_run(exp: dict[str, Any], max_requests: int | None = None, coefficients
     size = plan(model, gpu, dep)
     if not size.fits:
         raise ValidationError(f"{exp['name']}: the deployment does not start ({size.reason})")
-    co = {**sampling_coefficients(exp.get("sampling", DEFAULT_SAMPLER_PATH)), **(coefficients or {})}
-    clock = RooflineStepTime.from_specs(model, gpu, coefficients=co, deployment=dep,
+    clock = RooflineStepTime.from_specs(model, gpu, coefficients=coefficients, deployment=dep,
                                         cpu_offload=bool(exp.get("cpu_offload", False)))
     config = EngineConfig.from_dict({
         "num_gpu_blocks": int(size.num_gpu_blocks), "block_size": BLOCK_SIZE, "max_num_seqs": exp["max_num_seqs"],

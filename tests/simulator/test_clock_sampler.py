@@ -82,7 +82,8 @@ def test_a_row_without_a_per_request_gpu_time_writes_as_before():
 
 
 def test_each_training_run_samples_the_way_its_models_generation_config_makes_vllm_sample():
-    paths = {e["model"].split("/")[-1]: e["sampling"] for e in load_experiments()}
+    paths = {e["model"].split("/")[-1]: parse_hf_config(e["model_config"], name=e["model"]).sampling
+             for e in load_experiments()}
     assert set(paths.values()) <= set(SAMPLER_PATHS)
     # Qwen2.5-7B-Instruct: top_k 20, top_p 0.8, repetition_penalty 1.05; Llama 2 / 3.1 / 4: top_p 0.9;
     # Mistral-Nemo-Instruct-2407 and Yi-34B set none (temperature 1.0, no sort)

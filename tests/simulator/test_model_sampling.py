@@ -24,7 +24,7 @@ from simulator.sampling import (
     sampler_path,
 )
 from simulator.specs import GpuSpec, ModelSpec, SpecError
-from simulator.validation import load_experiments
+from simulator.validation import build_run, load_experiments
 
 ROOT = Path(__file__).resolve().parents[2]
 H100 = GpuSpec(name="H100 SXM5 80GB", memory_mib=81559, bandwidth_tbps=3.35, bf16_tflops=989, interconnect_gbps=900)
@@ -100,10 +100,12 @@ def test_every_catalog_name_finds_the_entry_of_its_own_repository():
     assert known >= len(rows) - 2  # every catalog checkpoint but Gemma 4 has its defaults
 
 
-def test_each_training_run_takes_the_path_its_model_gives():
-    """validate times each training run with its recorded path: the same one the table gives its model."""
+def test_validate_times_each_training_run_with_the_path_its_model_gives():
     for exp in load_experiments():
-        assert model_sampler_path(exp["model"]) == exp["sampling"], exp["name"]
+        path = model_sampler_path(exp["model"])
+        vocab = parse_hf_config(exp["model_config"]).vocab_size
+        _, config = build_run(exp, max_requests=10)
+        assert config.cost_model.gpu_req_s == pytest.approx(SAMPLER_PATHS[path][2] * vocab), exp["name"]
 
 
 def test_parse_hf_config_reads_a_given_generation_config_first_then_the_name_then_name_or_path():
