@@ -11,16 +11,14 @@ from __future__ import annotations
 
 from django import forms
 
-from simulator.cost_model import sampling_coefficients
-from simulator.sampling import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS
+from simulator.sampling import SAMPLER_FIELDS, SAMPLER_PATHS
 from simulator.sampling import path_words as sampling_words
+from simulator.sampling import timed_path as model_or_chosen_path
 
 #: Each path as the noun of a sentence.
 _NOUNS = {"greedy": "greedy decoding", "temperature": "temperature-only sampling",
           "top_k_top_p": "top-k / top-p sampling",
           "top_k_top_p_penalties": "top-k / top-p sampling with a repetition penalty"}
-#: The roofline coefficients a sampler path sets.
-SAMPLER_FIELDS = frozenset(sampling_coefficients(DEFAULT_SAMPLER_PATH))
 #: Where the timed path came from.
 SOURCES = ("chosen", "model", "default", "calibration")
 #: The select's first choice: no path chosen, each model's own.
@@ -31,17 +29,11 @@ def timed_path(chosen: str | None, model_sampling: str | None, fitted=()) -> tup
     """``(path, source)``: the path the roofline clock times and where it came from.
 
     A calibration whose fit moved a sampler term (``fitted``: the names it moved) times its fitted terms
-    (``"calibration"``; the path is the one they started from); else a chosen path wins (``"chosen"``);
-    without one, the model's own (``"model"``: its ``generation_config.json``); when that is not known,
-    :data:`DEFAULT_SAMPLER_PATH` (``"default"``).
+    (``"calibration"``; the path is the one they started from); else :func:`simulator.sampling.timed_path`
+    (``"chosen"``, ``"model"`` or ``"default"``).
     """
-    if SAMPLER_FIELDS & set(fitted):
-        return chosen or model_sampling or DEFAULT_SAMPLER_PATH, "calibration"
-    if chosen:
-        return chosen, "chosen"
-    if model_sampling:
-        return model_sampling, "model"
-    return DEFAULT_SAMPLER_PATH, "default"
+    path, source = model_or_chosen_path(chosen, model_sampling)
+    return (path, "calibration") if set(SAMPLER_FIELDS) & set(fitted) else (path, source)
 
 
 def sampling_sentence(path: str | None, source: str | None, model_name: str | None = None) -> str:

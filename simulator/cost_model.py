@@ -53,7 +53,7 @@ from simulator.config_base import ConfigError, StepTimeModel
 from simulator.hf_config import parse_hf_config
 from simulator.kv_layout import check_parallelism, kv_bytes_per_token, resolve_kv_dtype
 from simulator.memory_model import compute_dtype
-from simulator.sampling import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS
+from simulator.sampling import DEFAULT_SAMPLER_PATH, SAMPLER_FIELDS, SAMPLER_PATHS
 from simulator.specs import (
     DTYPE_BYTES,
     LAYER_FULL,
@@ -68,16 +68,13 @@ from simulator.weights import estimate_num_parameters, weights_bytes_per_gpu
 TERA = 1e12
 GIGA = 1e9
 
-#: The :class:`RooflineCoefficients` fields a path of :data:`~simulator.sampling.SAMPLER_PATHS` sets, in the order
-#: of its tuples.
-_SAMPLER_FIELDS = ("sampling_step_s", "sampling_vocab_s", "sampling_request_vocab_s")
 
 
 def sampling_coefficients(path: str) -> dict[str, float]:
     """The :class:`RooflineCoefficients` overrides of one sampler path of :data:`SAMPLER_PATHS`."""
     if path not in SAMPLER_PATHS:
         raise CostModelError(f"sampling: must be one of {', '.join(SAMPLER_PATHS)}, got {path!r}")
-    return dict(zip(_SAMPLER_FIELDS, SAMPLER_PATHS[path]))
+    return dict(zip(SAMPLER_FIELDS, SAMPLER_PATHS[path]))
 
 
 def model_coefficients(model: ModelSpec, overrides: dict | None = None) -> dict[str, Any]:

@@ -32,6 +32,9 @@ SAMPLER_PATHS = {
     "top_k_top_p_penalties": (0.1344e-3, 1.980e-9, 1.697e-10),  # + repetition penalty over prompt and output
 }
 
+#: The :class:`~simulator.cost_model.RooflineCoefficients` fields a path sets, in the order of its tuple above.
+SAMPLER_FIELDS = ("sampling_step_s", "sampling_vocab_s", "sampling_request_vocab_s")
+
 #: Each path in a few words, for forms, pages and answers.
 PATH_WORDS = {"greedy": "greedy (temperature 0)", "temperature": "temperature only", "top_k_top_p": "top-k / top-p",
               "top_k_top_p_penalties": "top-k / top-p + repetition penalty"}
@@ -83,6 +86,17 @@ def generation_config_path(generation_config: dict) -> str:
     return sampler_path(applied)
 
 
+def timed_path(chosen: str | None, model_sampling: str | None) -> tuple[str, str]:
+    """``(path, source)``: the path a clock times and why. A chosen path wins (``"chosen"``); without one the
+    model's own (``"model"``: its ``generation_config.json``); when that is not known, :data:`DEFAULT_SAMPLER_PATH`
+    (``"default"``)."""
+    if chosen:
+        return chosen, "chosen"
+    if model_sampling:
+        return model_sampling, "model"
+    return DEFAULT_SAMPLER_PATH, "default"
+
+
 def path_words(path: str | None) -> str:
     """``"top_k_top_p"`` -> ``"top-k / top-p"``; an unknown or empty path unchanged."""
     return PATH_WORDS.get(path, path or "")
@@ -127,6 +141,6 @@ def model_sampler_path(name: str | None) -> str | None:
     return None if entry is None else generation_config_path(entry["fields"])
 
 
-__all__ = ["SAMPLER_PATHS", "PATH_WORDS", "path_words", "DEFAULT_SAMPLER_PATH", "SAMPLING_KEYS", "sampler_path",
+__all__ = ["SAMPLER_PATHS", "SAMPLER_FIELDS", "PATH_WORDS", "path_words", "timed_path", "DEFAULT_SAMPLER_PATH", "SAMPLING_KEYS", "sampler_path",
            "generation_config_path", "generation_defaults",
            "model_sampler_path"]

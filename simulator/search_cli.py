@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.cli_values import read_json
-from simulator.sampling import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS, path_words
+from simulator.sampling import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS, path_words, timed_path
 from simulator.search_space import SearchError, SearchSpace, Slo, format_seconds, parse_slo_target
 
 
@@ -186,13 +186,11 @@ def summary_text(result) -> str:
 
 def sampler_line(model, chosen: str | None) -> str:
     """Which sampler path every candidate's clock timed, and why."""
-    if chosen:
-        why = "--sampling"
-    elif model.sampling:
-        why = "the model's generation_config.json"
-    else:
-        why = "the default: the model's sampling defaults are not known; --generation-config or --sampling to say"
-    return f"sampler: {path_words(chosen or model.sampling or DEFAULT_SAMPLER_PATH)} ({why})\n"
+    path, source = timed_path(chosen, model.sampling)
+    why = {"chosen": "--sampling", "model": "the model's generation_config.json",
+           "default": "the default: the model's sampling defaults are not known; --generation-config or --sampling "
+                      "to say"}[source]
+    return f"sampler: {path_words(path)} ({why})\n"
 
 
 __all__ = ["add_search_arguments", "run_search_command", "summary_text", "sampler_line"]

@@ -13,13 +13,13 @@ from typing import Any
 from gpuprofiles.models import GpuProfile, ModelProfile
 from gpuprofiles.selectors import profile_find
 from planner.errors import FieldErrors
-from planner.sampling_words import SAMPLER_FIELDS
 from simulator.cost_model import (
     SAMPLER_PATHS,
     CostModelError,
     RooflineStepTime,
     sampling_coefficients,
 )
+from simulator.sampling import SAMPLER_FIELDS
 from simulator.sizing import plan
 from simulator.specs import DeploymentSpec, GpuSpec, LayerSpec, ModelSpec, SpecError
 
