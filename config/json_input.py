@@ -1,15 +1,17 @@
-"""Checked JSON input: nesting depth, NUL characters and lone surrogates refused with the field's path.
+"""Checked JSON input: nesting depth, NUL characters, lone surrogates and infinite numbers refused with the field's path.
 
-Three kinds of valid JSON used to end in a 500 further down the stack:
+Four kinds of JSON used to end in a 500 further down the stack:
 
 - nesting a thousand levels deep (a 6 KB body): recursive validators and
   serializers hit Python's recursion limit (``RecursionError``);
 - a NUL character in a string: PostgreSQL refuses it in text (``DataError``);
 - a lone UTF-16 surrogate (``"\\ud800"``): it cannot be encoded as UTF-8
-  (``UnicodeEncodeError`` when stored or rendered).
+  (``UnicodeEncodeError`` when stored or rendered);
+- a number too large for a double (``1e999``): Python reads it as infinity, which
+  PostgreSQL's jsonb refuses (``DataError``) when the value is stored verbatim.
 
 :func:`check_json` walks a parsed value once, without recursion, and refuses all
-three with the path of the field (``workload.spec.prompt``, ``axes[0].values``);
+four with the path of the field (``workload.spec.prompt``, ``axes[0].values``);
 :func:`loads_checked` parses and checks text. Used by the API's parser
 (``config.parsers``) and by pages that take pasted JSON (``gpuprofiles.forms``);
 it lives in ``config`` so that both layers may import it.
@@ -18,6 +20,7 @@ it lives in ``config`` so that both layers may import it.
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -50,7 +53,8 @@ def _child_path(path: str, key: Any) -> str:
 
 
 def check_json(value: Any, *, max_depth: int = MAX_JSON_DEPTH) -> None:
-    """Raise :class:`JsonInputError` for nesting deeper than ``max_depth``, NUL characters or lone surrogates."""
+    """Raise :class:`JsonInputError` for nesting deeper than ``max_depth``, NUL characters, lone surrogates or a
+    number that is not finite."""
     stack: list[tuple[Any, int, str]] = [(value, 0, "")]
     while stack:
         item, depth, path = stack.pop()
@@ -59,6 +63,8 @@ def check_json(value: Any, *, max_depth: int = MAX_JSON_DEPTH) -> None:
             if problem:
                 raise JsonInputError(path, problem)
             continue
+        if isinstance(item, float) and not math.isfinite(item):
+            raise JsonInputError(path, "holds a number too large for JSON (e.g. 1e999): write a finite one")
         if not isinstance(item, (dict, list)):
             continue
         if depth >= max_depth:

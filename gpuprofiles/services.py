@@ -15,7 +15,6 @@ catalog slug or a name.
 
 from __future__ import annotations
 
-import json
 import secrets
 from typing import Any
 
@@ -103,8 +102,6 @@ def model_profile_import(*, owner, config: Any, name: str | None = None, num_par
         raise ValidationError({"quant_config": ["must be a JSON object (hf_quant_config.json)"]})
     if generation_config is not None and not isinstance(generation_config, dict):
         raise ValidationError({"generation_config": ["must be a JSON object (generation_config.json)"]})
-    for field, value in (("config", config), ("quant_config", quant_config), ("generation_config", generation_config)):
-        _check_finite(field, value)
     if num_parameters is not None and (isinstance(num_parameters, bool) or not isinstance(num_parameters, int)
                                        or num_parameters < 1):
         raise ValidationError({"num_parameters": ["must be a whole number >= 1"]})
@@ -130,15 +127,6 @@ def model_profile_import(*, owner, config: Any, name: str | None = None, num_par
     profile.set_from_spec(spec)
     profile.save()
     return profile
-
-
-def _check_finite(field: str, value: Any) -> None:
-    """Refuse a number JSON cannot hold (``1e999`` parses as infinity): it would be stored verbatim, and
-    PostgreSQL's jsonb refuses it (a 500)."""
-    try:
-        json.dumps(value, allow_nan=False)
-    except ValueError:
-        raise ValidationError({field: ["holds a number too large for JSON (e.g. 1e999): write a finite one"]}) from None
 
 
 def _create_own(model_cls, apply, *, owner, data: dict[str, Any]):

@@ -188,6 +188,18 @@ def test_a_lone_surrogate_is_400_naming_the_field(token_client, url):
     assert "surrogate" in errors["name"][0]
 
 
+@pytest.mark.parametrize(("url", "body", "field"), [
+    ("/api/sweeps/", '{"name": "x", "engine": {"num_gpu_blocks": 1e999}}', "engine.num_gpu_blocks"),
+    ("/api/models/import/", '{"config": {"rope_theta": 1e999}}', "config.rope_theta"),
+    ("/api/models/import/", '{"config": {}, "generation_config": {"temperature": 1e999}}',
+     "generation_config.temperature"),
+])
+def test_a_number_too_large_for_a_double_is_400_naming_the_field(token_client, url, body, field):
+    """``1e999`` is valid JSON text that Python reads as infinity; stored verbatim, PostgreSQL's jsonb refuses it."""
+    errors = assert_error_shape(token_client.post(url, body, content_type="application/json"), 400)
+    assert "too large for JSON (e.g. 1e999)" in errors[field][0], errors
+
+
 def test_a_surrogate_pair_is_ordinary_text(token_client):
     response = token_client.post("/api/_probe/", '{"name": "\\ud83d\\ude00"}', content_type="application/json")
     assert response.status_code == 201 and response.json()["data"]["name"] == "\U0001F600"
