@@ -83,17 +83,7 @@ class ConfigImportForm(forms.Form):
             return None
         if len(text.encode("utf-8")) > MAX_CONFIG_BYTES:
             raise forms.ValidationError(f"The text is larger than the limit of {MAX_CONFIG_BYTES:,} bytes (1 MiB).")
-        try:
-            value = loads_checked(text)
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(
-                f"Not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.") from None
-        except ValueError as exc:
-            raise forms.ValidationError(f"Not accepted: {exc}.") from None
-        if not isinstance(value, dict):
-            raise forms.ValidationError("generation_config.json must hold a JSON object ({...}), not a "
-                                        f"{type(value).__name__}.")
-        return value
+        return json_object(text, "generation_config.json")
 
     def clean(self):
         data = super().clean()
@@ -121,20 +111,26 @@ class ConfigImportForm(forms.Form):
             self.add_error("config_text", "Paste a config.json or upload one.")
             return data
         try:
-            config = loads_checked(text)  # also refuses deep nesting, NUL characters and lone surrogates
-        except json.JSONDecodeError as exc:
-            self.add_error(field, f"Not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.")
+            data["config"] = json_object(text, "config.json")
+        except forms.ValidationError as exc:
+            self.add_error(field, exc)
             return data
-        except ValueError as exc:
-            self.add_error(field, f"Not accepted: {exc}.")
-            return data
-        if not isinstance(config, dict):
-            self.add_error(field, "config.json must hold a JSON object ({...}), not a "
-                                  f"{type(config).__name__}.")
-            return data
-        data["config"] = config
         data["config_field"] = field
         return data
+
+
+def json_object(text: str, what: str) -> dict:
+    """``text`` parsed as a JSON object (deep nesting, NUL characters, lone surrogates and infinite numbers refused:
+    :func:`config.json_input.loads_checked`); a ValidationError saying what is wrong with ``what`` otherwise."""
+    try:
+        value = loads_checked(text)
+    except json.JSONDecodeError as exc:
+        raise forms.ValidationError(f"Not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.") from None
+    except ValueError as exc:
+        raise forms.ValidationError(f"Not accepted: {exc}.") from None
+    if not isinstance(value, dict):
+        raise forms.ValidationError(f"{what} must hold a JSON object ({{...}}), not a {type(value).__name__}.")
+    return value
 
 
 class GpuProfileForm(forms.Form):
