@@ -3,13 +3,13 @@
     python bench/bench_cluster.py [--instances N ...] [--sweep] [--processes P] [--repeat K]
 
 Seed 000's scenario (``docs/cluster.md``): Llama 3.1 8B on one H100 SXM5 per
-instance (vLLM defaults from ``simulator.sizing.plan``, roofline clock), 500
+instance (vLLM defaults from ``simulator.sizing.closed_form.plan``, roofline clock), 500
 requests at 100 requests/s, one 2,048-token prefix per tenant (16 tenants).
 
 * default: one cluster per (instance count, policy), wall and CPU seconds;
   ``--instances`` sets the counts (default 4 and 64);
 * ``--sweep``: instance counts 1, 2, 4, 8, 16 x the five policies below as one
-  ``simulate`` batch of :class:`simulator.cluster.Deployment` items, with
+  ``simulate`` batch of :class:`simulator.cluster.replicas.Deployment` items, with
   ``--processes P`` worker processes (0: one per CPU).
 """
 
@@ -25,13 +25,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from simulator.base import DeploymentSpec, GpuSpec  # noqa: E402
+from simulator.batch import simulate  # noqa: E402
 from simulator.cluster import Deployment, simulate_cluster  # noqa: E402
-from simulator.config import EngineConfig  # noqa: E402
-from simulator.engine import simulate  # noqa: E402
-from simulator.generators import ArrivalProcess, PrefixGroup, WorkloadSpec, generate_workload  # noqa: E402
-from simulator.hf_config import parse_hf_config  # noqa: E402
-from simulator.sizing import plan  # noqa: E402
-from simulator.specs import DeploymentSpec, GpuSpec  # noqa: E402
+from simulator.engine import EngineConfig  # noqa: E402
+from simulator.sizing import parse_hf_config, plan  # noqa: E402
+from simulator.workload import ArrivalProcess, PrefixGroup, WorkloadSpec, generate_workload  # noqa: E402
 
 HF = ROOT / "tests" / "data" / "sizing" / "hf_configs" / "meta-llama--Meta-Llama-3.1-8B_config.json"
 H100 = dict(name="H100 SXM5 80GB", memory_mib=81559, bandwidth_tbps=3.35, bf16_tflops=989, fp8_tflops=1979,

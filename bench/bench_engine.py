@@ -42,10 +42,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from simulator.config import EngineConfig  # noqa: E402
-from simulator.engine import simulate  # noqa: E402
-from simulator.oracle_io import load_json, read_workload  # noqa: E402
-from simulator.workload import Workload  # noqa: E402
+from simulator.batch import simulate  # noqa: E402
+from simulator.engine import EngineConfig  # noqa: E402
+from simulator.workload import (  # noqa: E402
+    Workload,
+    load_json,
+    read_workload,
+)
 
 
 def normal_workload(n: int, rate: float, seed: int = 0) -> Workload:

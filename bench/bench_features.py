@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.bench_engine import normal_workload  # noqa: E402
-from simulator.config import EngineConfig  # noqa: E402
-from simulator.engine import simulate  # noqa: E402
+from simulator.batch import simulate  # noqa: E402
+from simulator.engine import EngineConfig  # noqa: E402
 from simulator.workload import Workload  # noqa: E402
 
 HF = ROOT / "tests" / "data" / "sizing" / "hf_configs" / "meta-llama--Meta-Llama-3.1-8B_config.json"

@@ -3,12 +3,12 @@
     python bench/bench_plan_api.py [--n 2000]
 
 Runs the whole Django stack in process (middleware, DRF parsing and
-validation, the catalog lookups, :func:`simulator.sizing.plan`, JSON
+validation, the catalog lookups, :func:`simulator.sizing.closed_form.plan`, JSON
 rendering) with Django's test client against a throw-away SQLite database
 migrated with the catalog, with production settings (no local.env). Throttling
 is disabled, and so is the log line of each expected 400. Prints, for
 each request body: requests per second, and p50 / p99 latency in ms, plus
-``simulator.sizing.plan`` alone for comparison.
+``simulator.sizing.closed_form.plan`` alone for comparison.
 """
 
 from __future__ import annotations
@@ -77,8 +77,8 @@ def run(body: dict, n: int) -> list[float]:
 
 def bench_plan_alone(n: int) -> list[float]:
     from gpuprofiles.models import GpuProfile, ModelProfile
+    from simulator.base import DeploymentSpec
     from simulator.sizing import plan
-    from simulator.specs import DeploymentSpec
 
     model = ModelProfile.objects.get(slug="llama-3-1-8b").to_spec()
     gpu = GpuProfile.objects.get(slug="h100-sxm5-80gb").to_spec()
@@ -115,7 +115,7 @@ def main() -> None:
         print("|---|---:|---:|---:|---:|")
         for label, body in BODIES.items():
             report(label, run(body, args.n))
-        report("simulator.sizing.plan alone (no HTTP)", bench_plan_alone(args.n))
+        report("simulator.sizing.closed_form.plan alone (no HTTP)", bench_plan_alone(args.n))
 
 
 if __name__ == "__main__":

@@ -21,11 +21,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from simulator.generators import WorkloadSpec, generate_workload  # noqa: E402
-from simulator.hf_config import parse_hf_config  # noqa: E402
-from simulator.search import search_deployments  # noqa: E402
-from simulator.search_space import SearchSpace, Slo, SloTarget  # noqa: E402
-from simulator.specs import GpuSpec  # noqa: E402
+from simulator.base import GpuSpec  # noqa: E402
+from simulator.search import (  # noqa: E402
+    SearchSpace,
+    Slo,
+    SloTarget,
+    search_deployments,
+)
+from simulator.sizing import parse_hf_config  # noqa: E402
+from simulator.workload import WorkloadSpec, generate_workload  # noqa: E402
 
 
 def main() -> None:

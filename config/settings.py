@@ -202,7 +202,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # A pool process whose resident memory grew past this (KiB) is replaced after its task.
 CELERY_WORKER_MAX_MEMORY_PER_CHILD = env_int("CELERY_WORKER_MAX_MEMORY_PER_CHILD", 2 * 1024 * 1024)
 
-# Resource guards (issue 23; planner/sweeps/pricing.py, simulator/budget.py, docs/operations.md).
+# Resource guards (issue 23; planner/sweeps/pricing.py, simulator/batch/budget.py, docs/operations.md).
 KVP_WORKER_MAX_BYTES = env_int("KVP_WORKER_MAX_BYTES", 6 * 2**30)  # address space of a pool process / sync run
 KVP_RUN_MAX_BYTES = env_int("KVP_RUN_MAX_BYTES", 2 * 2**30)  # estimated memory of one simulation call
 KVP_SYNC_MAX_SECONDS = env_int("KVP_SYNC_MAX_SECONDS", 10)  # estimated time of a run inside a web request

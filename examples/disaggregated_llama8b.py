@@ -19,11 +19,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from simulator.disaggregated import DisaggregatedDeployment, KvLink, Pool  # noqa: E402
-from simulator.disaggregated_compare import compare_splits, engine_config_for  # noqa: E402
-from simulator.generators import ArrivalProcess, WorkloadSpec, generate_workload  # noqa: E402
-from simulator.hf_config import parse_hf_config  # noqa: E402
-from simulator.specs import GpuSpec  # noqa: E402
+from simulator.base import GpuSpec  # noqa: E402
+from simulator.cluster import DisaggregatedDeployment, KvLink, Pool, compare_splits, engine_config_for  # noqa: E402  # noqa: E402
+from simulator.sizing import parse_hf_config  # noqa: E402
+from simulator.workload import ArrivalProcess, WorkloadSpec, generate_workload  # noqa: E402
 
 MODEL = ROOT / "gpuprofiles" / "data" / "hf_configs" / "meta-llama--Meta-Llama-3.1-8B_config.json"
 H100 = GpuSpec(name="H100 SXM5 80GB", memory_gib=79.18, bandwidth_tbps=3.35, bf16_tflops=989, fp8_tflops=1979,

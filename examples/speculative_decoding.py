@@ -20,12 +20,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # (run as a script from anywhere, as bench/ does)
 
-from simulator.config import EngineConfig  # noqa: E402
-from simulator.cost_model import build_step_time_model  # noqa: E402
-from simulator.engine import simulate  # noqa: E402
-from simulator.hf_config import parse_hf_config  # noqa: E402
-from simulator.specs import DeploymentSpec, GpuSpec  # noqa: E402
-from simulator.speculative_sizing import DraftSpec, draft_step_terms, plan_with_draft  # noqa: E402
+from simulator.base import DeploymentSpec, GpuSpec  # noqa: E402
+from simulator.batch import simulate  # noqa: E402
+from simulator.clock import build_step_time_model  # noqa: E402
+from simulator.engine import EngineConfig  # noqa: E402
+from simulator.sizing import parse_hf_config  # noqa: E402
+from simulator.speculative import DraftSpec, draft_step_terms, plan_with_draft  # noqa: E402
 from simulator.workload import Workload  # noqa: E402
 
 CONFIG = ROOT / "gpuprofiles/data/hf_configs/meta-llama--Meta-Llama-3.1-8B_config.json"

@@ -18,7 +18,7 @@ The CSV cells are written by people and are messy: ``"~835 (unverified)"``,
   T4), else the nominal size, and is then marked estimated.
 
 Model rows with a verbatim ``config.json`` in ``data/hf_configs/`` are parsed
-from it with :func:`simulator.hf_config.parse_hf_config` (parameter counts from
+from it with :func:`simulator.sizing.hf_config.parse_hf_config` (parameter counts from
 the CSV); the others from a minimal config derived from their CSV cells, so the
 family rules (Gemma's sliding layers, Qwen3-Next and Jamba linear layers) live
 in one place. Every row keeps its CSV cells verbatim in ``source_row``.
@@ -39,9 +39,8 @@ from typing import Any
 from django.utils.text import slugify
 
 from gpuprofiles.convert import spec_columns
-from simulator.hf_config import parse_hf_config
-from simulator.sampling import generation_defaults
-from simulator.specs import DRIVER_RESERVED_GIB
+from simulator.base import DRIVER_RESERVED_GIB, generation_defaults
+from simulator.sizing import parse_hf_config
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -368,7 +367,7 @@ def extra_model_defaults(extra: dict[str, str]) -> tuple[str, dict[str, Any]]:
     spec = parse_hf_config(hf, name=extra["name"], quant_config=quant, generation_config=generation_fields(extra["hf_id"]))
     values: dict[str, Any] = dict(
         name=extra["name"], hf_id=extra["hf_id"], model_type=str(hf.get("model_type", "")),
-        params_note="estimated from config.json (simulator.sizing.estimate_num_parameters)",
+        params_note="estimated from config.json (simulator.sizing.closed_form.estimate_num_parameters)",
         sources=f"{extra['hf_id']} config.json (verbatim copy in gpuprofiles/data/hf_configs/{extra['config']})",
         verification="dims from the verbatim config.json; parameter counts estimated",
         unverified_fields=["num_parameters", "num_active_parameters"],
@@ -396,7 +395,7 @@ def quantized_model_defaults(entry: dict[str, Any]) -> tuple[str, dict[str, Any]
     spec = parse_hf_config(hf, name=entry["name"], generation_config=generation_fields(entry["hf_id"]))
     values: dict[str, Any] = dict(
         name=entry["name"], hf_id=entry["hf_id"], model_type=str(hf.get("model_type", "")),
-        params_note="estimated from config.json (simulator.sizing.estimate_num_parameters)",
+        params_note="estimated from config.json (simulator.sizing.closed_form.estimate_num_parameters)",
         sources=f"{entry['source']}; dims from the base model's config.json "
                 f"(gpuprofiles/data/hf_configs/{entry['base']})",
         verification="quantization_config transcribed from the checkpoint's page, not re-checked (unverified)",

@@ -1,10 +1,10 @@
-"""Pure conversion between :class:`simulator.specs.ModelSpec` and ``ModelProfile`` column values."""
+"""Pure conversion between :class:`simulator.base.specs.ModelSpec` and ``ModelProfile`` column values."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from simulator.specs import LayerSpec, ModelSpec
+from simulator.base import LayerSpec, ModelSpec
 
 #: ModelSpec fields stored one-to-one in ModelProfile columns of the same name.
 SPEC_FIELDS = (

@@ -4,7 +4,7 @@ A catalog row or an imported ``config.json`` leaves some values empty: a figure 
 source did not publish (KV bytes per token), or a value that does not apply to this
 model (MLA ranks of a GQA model, expert sizes of a dense one). The pages never show
 a bare dash for them: a figure that can be computed from the config is computed
-(the sizing page's own rule, :func:`simulator.sizing.kv_bytes_per_token`) and said
+(the sizing page's own rule, :func:`simulator.sizing.closed_form.kv_bytes_per_token`) and said
 to be computed; a value that does not apply says why.
 
 A model's default sampling (the sampler path its requests take when they set no
@@ -14,8 +14,9 @@ sampling parameters) is said in words with where it comes from, by
 
 from __future__ import annotations
 
-from simulator.sampling import (
+from simulator.base import (
     DEFAULT_SAMPLER_PATH,
+    LAYER_FULL,
     PATH_WORDS,
     SAMPLER_PATHS,
     SAMPLING_KEYS,
@@ -24,7 +25,6 @@ from simulator.sampling import (
     path_words,
 )
 from simulator.sizing import kv_bytes_per_token
-from simulator.specs import LAYER_FULL
 
 #: Source columns of the KV figures, computed when the source gives none: (dtype, full-attention layers only).
 _KV_FIGURES = {"kv_bytes_per_token_bf16": ("bf16", False), "kv_bytes_per_token_bf16_global": ("bf16", True),

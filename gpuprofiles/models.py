@@ -1,7 +1,7 @@
 """Catalog rows: GPUs and models, curated (``is_catalog``) or owned by a user.
 
 Each row converts to the simulator's plain spec objects with ``to_spec()``
-(:class:`simulator.specs.GpuSpec`, :class:`simulator.specs.ModelSpec`); the
+(:class:`simulator.base.specs.GpuSpec`, :class:`simulator.base.specs.ModelSpec`); the
 planner never reads these columns directly.
 
 Ownership: catalog rows have ``owner=None`` and ``is_catalog=True`` and are
@@ -22,8 +22,7 @@ from django.db import models
 from django.urls import reverse
 
 from gpuprofiles.convert import QUANT_COLUMNS, SPEC_FIELDS, interconnect_gbps, spec_columns, spec_from_columns
-from simulator.sampling import SAMPLER_PATHS
-from simulator.specs import GpuSpec, ModelSpec
+from simulator.base import SAMPLER_PATHS, GpuSpec, ModelSpec
 
 
 class Profile(models.Model):
@@ -106,7 +105,7 @@ class GpuProfile(Profile):
         return reverse("gpuprofiles:gpu-detail", kwargs={"slug": self.slug})
 
     def to_spec(self) -> GpuSpec:
-        """This GPU as the simulator's :class:`~simulator.specs.GpuSpec`."""
+        """This GPU as the simulator's :class:`~simulator.base.specs.GpuSpec`."""
         return GpuSpec(
             name=self.name,
             memory_gib=self.memory_gib,
@@ -125,7 +124,7 @@ ATTENTION_CHOICES = [("MHA", "MHA"), ("GQA", "GQA"), ("MQA", "MQA"), ("MLA", "ML
 
 
 class ModelProfile(Profile):
-    """A decoder-only model; the columns mirror :class:`simulator.specs.ModelSpec`.
+    """A decoder-only model; the columns mirror :class:`simulator.base.specs.ModelSpec`.
 
     ``layers`` holds the per-layer kinds (``[]`` = every layer full
     attention), e.g. ``{"kind": "sliding", "window": 4096}``; the counts
@@ -204,7 +203,7 @@ class ModelProfile(Profile):
         return reverse("gpuprofiles:model-detail", kwargs={"slug": self.slug})
 
     def to_spec(self) -> ModelSpec:
-        """This model as the simulator's :class:`~simulator.specs.ModelSpec` (validated)."""
+        """This model as the simulator's :class:`~simulator.base.specs.ModelSpec` (validated)."""
         return spec_from_columns(self.name, {f: getattr(self, f) for f in (*SPEC_FIELDS, *QUANT_COLUMNS, "layers",
                                                                            "sampling")})
 
@@ -225,7 +224,7 @@ class ModelProfile(Profile):
     @property
     def quantization_label(self) -> str:
         """``"awq w4a16, group 128"`` or ``"none (bf16)"``: what the catalog shows beside the dtype."""
-        from simulator.quantization import describe
+        from simulator.sizing import describe
 
         try:
             return describe(self.to_spec())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from simulator.sampling import SAMPLER_PATHS
+from simulator.base import SAMPLER_PATHS
 
 from .models import ATTENTION_CHOICES, GpuProfile, ModelProfile
 

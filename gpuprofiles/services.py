@@ -23,8 +23,8 @@ from django.db import transaction
 from django.http import Http404
 from django.utils.text import slugify
 
-from simulator.hf_config import parse_hf_config
-from simulator.specs import GpuSpec, SpecError
+from simulator.base import GpuSpec, SpecError
+from simulator.sizing import parse_hf_config
 
 from .convert import spec_columns
 from .models import GpuProfile, ModelProfile

@@ -4,7 +4,7 @@ A :class:`Sweep` is a user's request to simulate one base scenario over one or
 two axes (a grid) or to find a cliff by bisection. At creation every point is
 resolved into a plain engine configuration and a workload variant, stored in
 :class:`SweepChunk` rows: a chunk is the unit of work a Celery worker runs as
-ONE batched ``simulator.engine.simulate`` call. Chunk results are written once,
+ONE batched ``simulator.batch.runner.simulate`` call. Chunk results are written once,
 keyed by ``(sweep, index)``, so a chunk re-run after a worker crash replaces
 nothing twice.
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from django import forms
 
-from simulator.sampling import SAMPLER_FIELDS, SAMPLER_PATHS
-from simulator.sampling import path_words as sampling_words
-from simulator.sampling import timed_path as model_or_chosen_path
+from simulator.base import SAMPLER_FIELDS, SAMPLER_PATHS
+from simulator.base import path_words as sampling_words
+from simulator.base import timed_path as model_or_chosen_path
 
 #: Each path as the noun of a sentence.
 _NOUNS = {"greedy": "greedy decoding", "temperature": "temperature-only sampling",
@@ -29,7 +29,7 @@ def timed_path(chosen: str | None, model_sampling: str | None, fitted=()) -> tup
     """``(path, source)``: the path the roofline clock times and where it came from.
 
     A calibration whose fit moved a sampler term (``fitted``: the names it moved) times its fitted terms
-    (``"calibration"``; the path is the one they started from); else :func:`simulator.sampling.timed_path`
+    (``"calibration"``; the path is the one they started from); else :func:`simulator.base.sampling.timed_path`
     (``"chosen"``, ``"model"`` or ``"default"``).
     """
     path, source = model_or_chosen_path(chosen, model_sampling)

@@ -1,4 +1,4 @@
-"""``python -m simulator``: see :mod:`simulator.cli`."""
+"""``python -m simulator``: see :mod:`simulator.cli.commands`."""
 
 from simulator.cli import main
 

@@ -233,7 +233,7 @@ def inline_commands() -> list[tuple[str, str]]:
 def _options_of(words: list[str]) -> tuple[str, set[str]]:
     """(what the command is, the options its parser knows), in process (no subprocess for help)."""
     if words[:2] == ["-m", "simulator"]:
-        from simulator.cli import build_parser
+        from simulator.cli.commands import build_parser
 
         sub = build_parser()._subparsers._group_actions[0].choices  # noqa: SLF001
         assert len(words) > 2 and words[2] in sub, f"no simulator command {words[2:3]}"

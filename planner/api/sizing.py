@@ -24,10 +24,9 @@ from rest_framework.views import APIView
 from planner.api.validation import VLLM_BLOCK_SIZES, block_size_problem
 from planner.errors import InputError, field_and_message
 from planner.sizing import selectors, services
-from simulator.hf_config import parse_hf_config
-from simulator.specs import DTYPE_BYTES, KV_CACHE_DTYPES, GpuSpec, SpecError
-from simulator.speculative import MAX_SPECULATIVE_TOKENS, METHODS
-from simulator.speculative_sizing import DraftSpec
+from simulator.base import DTYPE_BYTES, KV_CACHE_DTYPES, GpuSpec, SpecError
+from simulator.sizing import parse_hf_config
+from simulator.speculative import MAX_SPECULATIVE_TOKENS, METHODS, DraftSpec
 
 LIMITS = services.LIMITS
 MAX_CONFIG_KEYS = 2000  # keys in an inline config.json, all levels together

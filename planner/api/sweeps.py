@@ -34,8 +34,8 @@ from planner.sweeps import disaggregated as disagg
 from planner.sweeps import exports, pricing, selectors, services
 from planner.sweeps.bounded import run_bounded
 from planner.sweeps.runner import build_workload, simulate_points
-from simulator.budget import OverBudget
-from simulator.cost_model import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS
+from simulator.batch import OverBudget
+from simulator.clock.cost_model import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS
 
 EXAMPLE_DEFINITION = {
     "name": "Llama 3.1 8B on one H100: KV cliff",

@@ -33,7 +33,7 @@ def _profile(kind: str, ref: Any, owner):
 
 
 def _deployment(tp: Any, knobs: dict[str, Any]):
-    from simulator.specs import DeploymentSpec
+    from simulator.base import DeploymentSpec
 
     if isinstance(tp, bool) or not isinstance(tp, int) or not 1 <= tp <= 64:
         raise ValidationError({"tensor_parallel_size": ["must be a whole number from 1 to 64"]})

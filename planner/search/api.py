@@ -26,7 +26,7 @@ from planner.search import disaggregated as sdis
 from planner.search import exports, selectors, services
 from planner.search.models import Search
 from planner.sweeps import definition as defn
-from simulator.cost_model import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS
+from simulator.clock.cost_model import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS
 
 EXAMPLE_SEARCH = {
     "name": "Llama 3.1 8B at 20 requests/s",

@@ -29,8 +29,7 @@ from planner.search.pricing import OverBudget, check_search
 from planner.sweeps import definition as defn
 from planner.sweeps import specs
 from planner.sweeps.sections import parse_workload
-from simulator.search_eval import default_max_model_len
-from simulator.search_space import SearchError, SearchSpace, Slo
+from simulator.search import SearchError, SearchSpace, Slo, default_max_model_len
 
 #: Fields of a definition and of its space.
 FIELDS = {"name", "model", "workload", "slo", "space", "disaggregated"}
@@ -170,6 +169,6 @@ def build_workload(snapshot: dict):
 
 
 def build_inputs(snapshot: dict):
-    """``(workload, model, space, slo)`` for :func:`simulator.search.search_deployments`."""
+    """``(workload, model, space, slo)`` for :func:`simulator.search.deployments.search_deployments`."""
     return (build_workload(snapshot), specs.model_spec(snapshot["model"]["spec"]), build_space(snapshot),
             Slo.from_dict(snapshot["slo"]))

@@ -4,7 +4,7 @@ A search definition may carry ``"disaggregated": {"link_gbps": 50, "link_latency
 "routing": "least-loaded", "prefill_instances": [1, 2], "decode_instances": [2, 3]}`` (every field
 optional; ``true`` takes the defaults). Once the cheapest aggregated answer (N replicas of one shape)
 is known, a last stage of the search simulates the splits of N and of N - 1 instances of that shape
-into x prefill and y decode instances (:func:`simulator.search_disaggregated.xpyd_alternatives`),
+into x prefill and y decode instances (:func:`simulator.search.disaggregated.xpyd_alternatives`),
 judged against the same SLO, and says which wins at equal GPUs and cost. ``prefill_instances`` and
 ``decode_instances`` restrict the pool sizes tried. This module validates the object (every bad field
 named), prices the stage and runs it. No ORM.
@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from planner.sweeps.disaggregated import _number
-from simulator.routing import ClusterError, parse_routing
+from simulator.cluster import ClusterError, parse_routing
 
 FIELDS = ("link_gbps", "link_latency_s", "routing", "prefill_instances", "decode_instances")
 DEFAULTS = {"link_gbps": 50.0, "link_latency_s": 1e-4, "routing": None, "prefill_instances": None,
@@ -85,7 +85,7 @@ def parse(raw: Any, *, max_replicas: int, add) -> dict | None:
 def splits_priced(dis: dict, max_replicas: int) -> list[tuple[int, int]]:
     """The heaviest list of splits the stage may try: over the answers of 2 to ``max_replicas`` replicas,
     the one with the most instances simulated in all."""
-    from simulator.search_disaggregated import split_counts
+    from simulator.search import split_counts
 
     lists = [split_counts(n, dis.get("prefill_instances"), dis.get("decode_instances"))
              for n in range(2, max_replicas + 1)]
@@ -96,9 +96,8 @@ def run_stage(result: dict, dis: dict, workload, model, space, slo) -> dict | No
     """The xPyD splits of a finished search's answer (``result``: ``SearchResult.to_dict()``)."""
     from types import SimpleNamespace
 
-    from simulator.disaggregated import KvLink
-    from simulator.search import Outcome
-    from simulator.search_disaggregated import xpyd_alternatives
+    from simulator.cluster import KvLink
+    from simulator.search import Outcome, xpyd_alternatives
 
     best = None if result.get("best") is None else Outcome.from_dict(result["best"])
     return xpyd_alternatives(SimpleNamespace(best=best), workload, model, space, slo,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from simulator.search_space import SLO_METRIC_LABELS
+from simulator.search import SLO_METRIC_LABELS
 
 PARETO_HEIGHT = 460  # px
 

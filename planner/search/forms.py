@@ -5,8 +5,8 @@ from __future__ import annotations
 from django import forms
 
 from planner.sampling_words import sampling_field
-from simulator.routing import POLICIES
-from simulator.search_space import PRECISIONS
+from simulator.cluster import POLICIES
+from simulator.search import PRECISIONS
 
 PERCENTILES = [("p50", "p50"), ("p90", "p90"), ("p99", "p99")]
 

@@ -27,7 +27,7 @@ class Search(models.Model):
     snapshot = models.JSONField()
     total_candidates = models.PositiveIntegerField()
     num_chunks = models.PositiveIntegerField(default=0)
-    #: ``simulator.search.SearchResult.to_dict()`` of all chunks gathered, once done.
+    #: ``simulator.search.deployments.SearchResult.to_dict()`` of all chunks gathered, once done.
     result = models.JSONField(null=True, blank=True)
     slug = models.CharField(max_length=32, unique=True, default=new_report_slug, editable=False)
     error = models.TextField(blank=True)

@@ -1,9 +1,9 @@
 """Price a deployment search before it is queued (issue 23: every run priced before it runs).
 
 A search simulates, shape after shape, replica counts of each deployment shape that survives sizing and
-the latency floors (``simulator/search.py``); how many it simulates depends on its pruning, which cannot
+the latency floors (``simulator/search/deployments.py``); how many it simulates depends on its pruning, which cannot
 be known before it runs. What can be priced is each shape's worst case: its whole replicas search up to
-``space.max_replicas`` (:func:`simulator.budget.price_replicas_search`). The heaviest shape must fit one
+``space.max_replicas`` (:func:`simulator.batch.budget.price_replicas_search`). The heaviest shape must fit one
 chunk's time limit (``KVP_CHUNK_MAX_SECONDS``) and its largest simulation the memory limit of one
 simulation call (``KVP_RUN_MAX_BYTES``); otherwise the search is refused with a 400 that states the
 limit and the estimate. A search with ``disaggregated`` adds a last stage, the prefill/decode splits of
@@ -18,9 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from planner.sweeps.pricing import chunk_max_seconds, run_max_bytes
-from simulator import budget
-from simulator.budget import OverBudget, Price, WorkloadSize
-from simulator.search_eval import default_max_model_len, prepare_candidate
+from simulator.batch import OverBudget, Price, WorkloadSize, budget
+from simulator.search import default_max_model_len, prepare_candidate
 
 __all__ = ["OverBudget", "SearchPrice", "price_search", "check_search"]
 

@@ -6,7 +6,7 @@ with fixed task ids; a chunk task re-fetches its row, returns at once when it
 is done, writes progress at most twice a second (and notices a cancelled
 search there), stores its result keyed by ``(search, index)`` under a lock on
 the search row, and the last chunk to finish gathers the answer
-(:func:`simulator.search.merge_results`). A chunk holds the candidates of one
+(:func:`simulator.search.deployments.merge_results`). A chunk holds the candidates of one
 GPU type, so different GPU types run on different workers in parallel.
 
 A search with ``disaggregated`` has one more chunk, the last, with no candidates: the *xPyD stage*
@@ -186,8 +186,7 @@ def _best_so_far(search_id: int) -> float | None:
 def chunk_store(*, search_id: int, index: int, result: dict) -> None:
     """Write a chunk's result (keyed by ``(search, index)``); the last one gathers the answer (and, with an
     xPyD stage, sends it: the search finishes when the stage does)."""
-    from simulator.search import merge_results
-    from simulator.search_space import Slo
+    from simulator.search import Slo, merge_results
 
     with transaction.atomic():
         search = Search.objects.select_for_update().get(pk=search_id)

@@ -18,9 +18,8 @@ from django.http import QueryDict
 
 from planner.errors import field_and_message
 from planner.sampling_words import sampling_field
-from simulator.specs import KV_CACHE_DTYPES, SpecError
-from simulator.speculative import MAX_SPECULATIVE_TOKENS
-from simulator.speculative_sizing import DraftSpec
+from simulator.base import KV_CACHE_DTYPES, SpecError
+from simulator.speculative import MAX_SPECULATIVE_TOKENS, DraftSpec
 
 from . import selectors
 from .services import LIMITS

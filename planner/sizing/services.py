@@ -1,12 +1,12 @@
 """Sizing services: turn validated knobs into a plan, a summary and figure data.
 
-The numbers come from :mod:`simulator.sizing`; this module only
+The numbers come from :mod:`simulator.sizing.closed_form`; this module only
 
-* builds the :class:`~simulator.specs.DeploymentSpec` from the knobs of a form or
+* builds the :class:`~simulator.base.specs.DeploymentSpec` from the knobs of a form or
   an API call (applying a pasted vLLM log as calibration),
 * checks what the simulator leaves to its callers (``max_model_len`` beyond the
   model's positions, calibration figures larger than the GPU),
-* turns every :class:`~simulator.specs.SpecError` into a message attached to
+* turns every :class:`~simulator.base.specs.SpecError` into a message attached to
   the field the user typed (:class:`PlanInputError`), never a traceback,
 * writes the plain-language summary and the series the figures draw.
 
@@ -25,11 +25,11 @@ from typing import Any
 import numpy as np
 
 from planner.errors import InputError
-from simulator import quantization, sizing
-from simulator.distributions import parse_distribution
-from simulator.specs import GIB, DeploymentSpec, GpuSpec, ModelSpec, SpecError
-from simulator.speculative_sizing import plan_with_draft
-from simulator.workload import WorkloadError
+from simulator.base import GIB, DeploymentSpec, GpuSpec, ModelSpec, SpecError
+from simulator.sizing import closed_form as sizing
+from simulator.sizing import quantization
+from simulator.speculative import plan_with_draft
+from simulator.workload import WorkloadError, parse_distribution
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ class PlanOutcome:
 
     Attributes
     ----------
-    result : simulator.sizing.SizingResult
+    result : simulator.sizing.closed_form.SizingResult
     model, gpu : ModelSpec, GpuSpec
     deployment : DeploymentSpec
         As planned (calibration applied).
@@ -313,7 +313,7 @@ def plan_deployment(*, model: ModelSpec, gpu: GpuSpec, knobs: dict[str, Any]) ->
         Any of :data:`KNOB_FIELDS` (``None`` or absent = vLLM's default), plus
         ``num_gpus`` (a multiple of TP x PP; the rest are replicas) and
         ``vllm_log`` (pasted start-up lines used as calibration) and ``speculative`` (a
-        :class:`simulator.speculative_sizing.DraftSpec`: the drafter's memory is taken out).
+        :class:`simulator.speculative.memory.DraftSpec`: the drafter's memory is taken out).
 
     Returns
     -------
@@ -420,7 +420,7 @@ def fragmentation(outcome: PlanOutcome, *, lengths: str) -> sizing.Fragmentation
     """Paged allocation vs naive pre-allocation at ``max_model_len`` for a length distribution.
 
     ``lengths`` is a distribution string (``lognormal:2048,1536``; see
-    :mod:`simulator.distributions`), sampled :data:`FRAGMENTATION_SAMPLES`
+    :mod:`simulator.workload.distributions`), sampled :data:`FRAGMENTATION_SAMPLES`
     times with a fixed seed, each length clipped to ``max_model_len``.
     Raises :class:`PlanInputError` on the ``lengths`` field.
     """

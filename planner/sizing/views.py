@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 from django.http import QueryDict
 from django.shortcuts import render
 
-from simulator.readable import ms_against, ms_figure, ms_target
+from simulator.base import ms_against, ms_figure, ms_target
 
 from . import figures, services
 from .forms import CompareForm, ReplicasForm, SizingForm, default_compare_gpus
@@ -188,7 +188,7 @@ def _disaggregated_rows(form: ReplicasForm, owner) -> list[dict] | None:
 
 
 def _ms(seconds) -> str:
-    """A table cell in milliseconds by the reports' rule (:mod:`simulator.readable`); "–" where there is none."""
+    """A table cell in milliseconds by the reports' rule (:mod:`simulator.base.readable`); "–" where there is none."""
     return "–" if seconds is None else ms_figure(seconds)
 
 

@@ -13,7 +13,7 @@ from planner.errors import FieldErrors
 from planner.sweeps import disaggregated as disagg
 from planner.sweeps.limits import MAX_SWEEP_INSTANCES, max_points
 from planner.sweeps.speculative import axis_problem
-from simulator.routing import ClusterError, parse_routing
+from simulator.cluster import ClusterError, parse_routing
 
 #: Axis parameters, what they change and their value type.
 AXES: dict[str, dict[str, Any]] = {

@@ -7,7 +7,7 @@ that the web process kills after ``KVP_SYNC_HARD_SECONDS`` (well inside
 gunicorn's 60 s worker timeout) and whose address space is capped at
 ``KVP_WORKER_MAX_BYTES`` (an allocation past it is a ``MemoryError`` in the
 child, never the host's out-of-memory killer). Either way the caller gets
-:class:`simulator.budget.OverBudget` with the limit in its message, which the
+:class:`simulator.batch.budget.OverBudget` with the limit in its message, which the
 views answer as a 400 (API) or a form error (page).
 
 The child touches no database connection and leaves through ``os._exit`` (what
@@ -25,7 +25,7 @@ from typing import Any
 
 from django.conf import settings
 
-from simulator.budget import OverBudget, format_bytes
+from simulator.batch import OverBudget, format_bytes
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ A definition (JSON, from the form or ``POST /api/sweeps/``)::
 Without a model and a GPU the scenario is engine-only: ``engine.num_gpu_blocks``
 must be given and the axes that need sizing (utilization, GPU type/count) are
 refused. With them, each point's ``num_gpu_blocks`` comes from
-:func:`simulator.sizing.plan` exactly as vLLM sizes its cache at start-up.
+:func:`simulator.sizing.closed_form.plan` exactly as vLLM sizes its cache at start-up.
 
 The parts live by topic: :mod:`planner.sweeps.axes` (what may vary),
 :mod:`planner.sweeps.sections` (workload, cliff, cluster, SLO, calibration),
@@ -60,7 +60,7 @@ from planner.sweeps.specs import (
     size_deployment,
 )
 from planner.sweeps.speculative import axis_needs
-from simulator.config import ConfigError, EngineConfig
+from simulator.engine.config import ConfigError, EngineConfig
 
 #: Invalid definition: the planner's one input-error type (:class:`planner.errors.InputError`).
 DefinitionError = InputError

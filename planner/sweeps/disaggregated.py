@@ -5,7 +5,7 @@ A definition may carry ``"disaggregated": {"prefill_instances": 1, "decode_insta
 xPyD deployment of the point's engine (both pools the same GPU and TP) instead of one engine or
 replicas; sweeps may vary ``prefill_instances`` and ``decode_instances`` as axes. This module
 validates that object (each bad field named), builds a point's
-:class:`simulator.disaggregated.DisaggregatedDeployment` and shapes its result for the sweep
+:class:`simulator.cluster.disaggregated.DisaggregatedDeployment` and shapes its result for the sweep
 metrics. No ORM.
 """
 
@@ -15,8 +15,8 @@ import math
 from typing import Any
 
 from planner.errors import FieldErrors
-from simulator.config import EngineConfig
-from simulator.routing import ClusterError, parse_routing
+from simulator.cluster import ClusterError, parse_routing
+from simulator.engine import EngineConfig
 
 #: Most instances in one pool of a point.
 MAX_POOL_INSTANCES = 64
@@ -185,7 +185,7 @@ def point_meta(dis: dict, params: dict, price_per_instance: float | None, gpus_p
 def deployment(cfg: EngineConfig, dis: dict, prefill_engine: dict | None = None):
     """The point's :class:`DisaggregatedDeployment`: the decode pool ``cfg``, the prefill pool its own
     engine (``prefill_engine``, from :func:`with_prefill_engine`) or ``cfg``."""
-    from simulator.disaggregated import DisaggregatedDeployment, KvLink, Pool
+    from simulator.cluster import DisaggregatedDeployment, KvLink, Pool
 
     g = int(dis.get("gpus_per_instance") or 1)
     pre = EngineConfig.from_dict(prefill_engine) if prefill_engine else cfg
@@ -201,7 +201,7 @@ def as_point_result(res):
     Totals: the decode pool's, with preemptions and drops of both pools, the whole run's duration, and
     the transfer and per-pool figures the metrics add (:func:`extra_metrics`).
     """
-    from simulator.results import SimResult
+    from simulator.engine import SimResult
 
     totals = dict(res.decode.totals)
     for k in ("preemptions", "dropped_unservable", "finished", "unfinished", "duration_s"):

@@ -13,7 +13,7 @@ from typing import Any
 from planner.sweeps import definition as defn
 from planner.sweeps import pricing
 from planner.sweeps.runner import build_workload, simulate_points
-from simulator.budget import OverBudget
+from simulator.batch import OverBudget
 
 #: Row figures copied from a point's metrics.
 FIGURES = ("finished", "ttft_p50_s", "ttft_p90_s", "itl_p90_s", "e2e_p99_s", "throughput_tok_s", "transfer_p90_s",

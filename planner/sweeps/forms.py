@@ -16,8 +16,7 @@ from planner.sweeps.axes import AXES, LATER_AXES
 from planner.sweeps.labels import axis_title, metric_title
 from planner.sweeps.limits import MAX_SWEEP_INSTANCES
 from planner.sweeps.sections import CLIFF_METRICS
-from simulator.generators import parse_arrival
-from simulator.workload import WorkloadError
+from simulator.workload import WorkloadError, parse_arrival
 
 #: The knobs a sweep can vary, as a person reads them, with units ("Max running requests (max_num_seqs)").
 _AXIS_CHOICE_LABELS = {"rate": "Request rate (requests per arrival unit)",

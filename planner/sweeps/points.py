@@ -25,7 +25,7 @@ from planner.sweeps.specs import (
     size_deployment,
 )
 from planner.sweeps.speculative import point_speculative
-from simulator.config import ConfigError, EngineConfig
+from simulator.engine.config import ConfigError, EngineConfig
 
 
 def workload_for(snapshot: dict, params: dict) -> dict:

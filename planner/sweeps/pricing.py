@@ -1,9 +1,9 @@
-"""Price simulations, sweep chunks and replicas searches before they run (``simulator.budget``).
+"""Price simulations, sweep chunks and replicas searches before they run (``simulator.batch.budget``).
 
 Every entry point that simulates asks here first: ``/api/simulations/`` (runs in
 the web process), ``/api/sweeps/`` and the sweep form (chunks run on workers),
 ``/api/replicas/`` and ``/replicas/``. A run over a limit is refused with
-:class:`simulator.budget.OverBudget`, whose message states the limit and the
+:class:`simulator.batch.budget.OverBudget`, whose message states the limit and the
 estimate; the callers turn it into a 400 naming the field.
 
 Limits (settings, each overridable from the environment in ``config/settings.py``):
@@ -25,9 +25,8 @@ from django.conf import settings
 from planner.sweeps.points import resolve_point
 from planner.sweeps.runner import build_workload
 from planner.sweeps.sections import cliff_budget
-from simulator import budget
-from simulator.budget import OverBudget, Price, WorkloadSize
-from simulator.config import EngineConfig
+from simulator.batch import OverBudget, Price, WorkloadSize, budget
+from simulator.engine import EngineConfig
 
 __all__ = ["OverBudget", "Price", "point_prices", "check_sync", "split_chunks", "check_points"]
 

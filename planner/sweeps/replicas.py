@@ -3,7 +3,7 @@
 Input is a one-simulation definition (model + GPU or engine, a generated
 workload with arrivals in seconds) plus ``slo`` and optionally ``cluster``
 (routing, router delay) and ``max_instances``; the answer comes from
-:func:`simulator.cluster.smallest_replicas` on the sized engine (its roofline
+:func:`simulator.cluster.replicas.smallest_replicas` on the sized engine (its roofline
 clock when the definition names a model and a GPU). No ORM beyond the
 catalog lookups of :func:`planner.sweeps.definition.validate`. The search runs in the
 web request: it is priced first (refused over ``KVP_SYNC_MAX_SECONDS`` or
@@ -19,7 +19,7 @@ from planner.sampling_words import sampling_answer
 from planner.sweeps import definition as defn
 from planner.sweeps import pricing
 from planner.sweeps.bounded import run_bounded
-from simulator.budget import OverBudget, WorkloadSize
+from simulator.batch import OverBudget, WorkloadSize
 
 #: Most instances the search may try, and most requests it may simulate per try.
 MAX_REPLICAS = 64
@@ -38,8 +38,8 @@ def _search(wl, config, slo: dict, cl: dict, max_n: int):
 def find_replicas(raw: Any, *, owner) -> dict:
     """Validate and answer; raises :class:`planner.sweeps.definition.DefinitionError` with field messages."""
     from planner.sweeps.runner import build_workload
-    from simulator.config import EngineConfig
-    from simulator.routing import ClusterError
+    from simulator.cluster import ClusterError
+    from simulator.engine import EngineConfig
 
     if not isinstance(raw, dict):
         raise defn.DefinitionError({"non_field_errors": ["must be a JSON object"]})

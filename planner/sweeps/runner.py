@@ -21,9 +21,8 @@ import numpy as np
 
 from planner.sweeps import disaggregated as disagg
 from planner.sweeps.speculative import spec_metrics
-from simulator.config import EngineConfig
-from simulator.generators import WorkloadSpec, generate_workload
-from simulator.workload import Workload
+from simulator.engine import EngineConfig
+from simulator.workload import Workload, WorkloadSpec, generate_workload
 
 #: Points kept per time series for the "over time" figure.
 SERIES_POINTS = 120
@@ -34,7 +33,7 @@ def build_workload(variant: dict, trace_text: str | None = None, trace_format: s
     if variant["source"] == "spec":
         wl = generate_workload(WorkloadSpec.from_dict(variant["spec"]), seed=int(variant.get("seed", 0)))
     else:
-        from simulator.traces import parse_trace
+        from simulator.workload import parse_trace
 
         wl = parse_trace(trace_text or "", fmt=trace_format, name="trace")
     return scale_lengths(wl, float(variant.get("prompt_scale", 1.0)), float(variant.get("output_scale", 1.0)))
@@ -73,7 +72,7 @@ def simulate_points(wl: Workload, points: list[dict], *, record_steps: bool = Tr
 
     Returns one ``{"index", "params", "meta", "metrics", "totals", "series"}`` per point.
     """
-    from simulator.engine import simulate
+    from simulator.batch import simulate
 
     configs = [EngineConfig.from_dict(p["config"]) for p in points]
     results = _disaggregated_results(wl, points, configs)  # None where the point is not disaggregated
@@ -131,7 +130,7 @@ def _item(wl: Workload, cfg: EngineConfig, cluster: dict | None):
 def _as_point_result(res):
     """A cluster point's result shaped like a SimResult for :func:`summarize` (others as they are)."""
     from simulator.cluster import ClusterResult
-    from simulator.results import SimResult
+    from simulator.engine import SimResult
 
     if not isinstance(res, ClusterResult):
         return res
@@ -168,7 +167,7 @@ def _pct(a: np.ndarray | None, q: float) -> float | None:
 def summarize(res, wl: Workload, cfg: EngineConfig, meta: dict) -> dict:
     """The metrics the pages, advice and exports use (units in the names).
 
-    ``res`` is a :class:`simulator.results.SimResult` (columnar per-request arrays).
+    ``res`` is a :class:`simulator.engine.results.SimResult` (columnar per-request arrays).
     TTFT in steps is ``first_token_step - arrival_step`` for step arrivals; TTFT
     and end-to-end latency in seconds exist for arrivals in seconds (the engine's
     clock). Throughput in tokens/s needs seconds: the simulated duration for

@@ -15,10 +15,8 @@ from planner.errors import FieldErrors
 from planner.sweeps.axes import AXES
 from planner.sweeps.cliff import max_evaluations
 from planner.sweeps.limits import MAX_SWEEP_INSTANCES, MAX_TRACE_CHARS, max_requests
-from simulator.generators import WorkloadSpec
-from simulator.routing import ClusterError, parse_routing
-from simulator.traces import parse_trace
-from simulator.workload import WorkloadError
+from simulator.cluster import ClusterError, parse_routing
+from simulator.workload import WorkloadError, WorkloadSpec, parse_trace
 
 CLIFF_METRICS = {"preemptions_per_request": "preemptions per request", "ttft_p99_steps": "TTFT p99 (steps)"}
 

@@ -13,15 +13,14 @@ from typing import Any
 from gpuprofiles.models import GpuProfile, ModelProfile
 from gpuprofiles.selectors import profile_find
 from planner.errors import FieldErrors
-from simulator.cost_model import (
+from simulator.base import SAMPLER_FIELDS, DeploymentSpec, GpuSpec, LayerSpec, ModelSpec, SpecError
+from simulator.clock.cost_model import (
     SAMPLER_PATHS,
     CostModelError,
     RooflineStepTime,
     sampling_coefficients,
 )
-from simulator.sampling import SAMPLER_FIELDS
 from simulator.sizing import plan
-from simulator.specs import DeploymentSpec, GpuSpec, LayerSpec, ModelSpec, SpecError
 
 #: What a sweep keeps of a sizing result.
 SIZING_FIELDS = ("num_gpu_blocks", "kv_cache_tokens", "block_size", "max_num_seqs", "max_num_batched_tokens",

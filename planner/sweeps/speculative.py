@@ -3,7 +3,7 @@
 A point's ``engine.speculative`` is the base definition's with the axis values put in (an
 ``acceptance_rate`` value replaces whatever acceptance model the base gives). With a model and a
 GPU, a point that speculates with a head (EAGLE, EAGLE-3, MTP) is sized with the head's weights and
-KV taken out of the budget (:func:`simulator.speculative_sizing.plan_with_draft`) and its drafter
+KV taken out of the budget (:func:`simulator.speculative.memory.plan_with_draft`) and its drafter
 passes timed by the head's roofline, unless the definition gives ``num_gpu_blocks`` or
 ``speculative.draft_cost_model`` itself. A ``draft_model`` drafter in a sweep needs both given
 (the sweep has no second model to size).
@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from simulator.specs import DeploymentSpec, GpuSpec, ModelSpec, SpecError
-from simulator.speculative import MAX_SPECULATIVE_TOKENS
-from simulator.speculative_sizing import DraftSpec, draft_step_terms, plan_with_draft
+from simulator.base import DeploymentSpec, GpuSpec, ModelSpec, SpecError
+from simulator.speculative import MAX_SPECULATIVE_TOKENS, DraftSpec, draft_step_terms, plan_with_draft
 
 #: ``() -> (model, gpu, deployment)`` specs of a point that has all three, else None.
 Specs = Callable[[], tuple[ModelSpec, GpuSpec, DeploymentSpec]] | None

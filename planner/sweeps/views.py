@@ -25,7 +25,7 @@ from planner.sweeps.figures import (
 )
 from planner.sweeps.forms import SweepForm
 from planner.sweeps.labels import display_value
-from simulator.readable import figure
+from simulator.base import figure
 
 
 @login_required

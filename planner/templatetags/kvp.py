@@ -127,8 +127,8 @@ def per_price(amount, price) -> str:
 @register.filter
 def ms(seconds) -> str:
     """Seconds as a figure of milliseconds, as the search's messages print them (one rule:
-    :func:`simulator.readable.ms_figure`): 0.0076 -> '7.6'; 1.2345 -> '1,234'; non-numbers unchanged."""
-    from simulator.readable import ms_figure
+    :func:`simulator.base.readable.ms_figure`): 0.0076 -> '7.6'; 1.2345 -> '1,234'; non-numbers unchanged."""
+    from simulator.base import ms_figure
 
     try:
         return ms_figure(float(seconds))

@@ -7,7 +7,7 @@ from gpuprofiles.display import MODEL_SAMPLING_CHOICES, default_sampling_words, 
 from gpuprofiles.models import ModelProfile
 from gpuprofiles.services import model_profile_import
 from planner.sampling_words import SAMPLING_CHOICES
-from simulator.sampling import PATH_WORDS, SAMPLER_PATHS
+from simulator.base.sampling import PATH_WORDS, SAMPLER_PATHS
 
 from .factories import MINIMAL_CONFIG, make_model
 

@@ -9,9 +9,9 @@ from dataclasses import replace
 
 from gpuprofiles.models import GpuProfile, ModelProfile
 from planner.sweeps.specs import roofline_note, roofline_terms
-from simulator.cost_model import RooflineStepTime
-from simulator.sizing import check_parallelism, plan
-from simulator.specs import DeploymentSpec
+from simulator.base.specs import DeploymentSpec
+from simulator.clock.cost_model import RooflineStepTime
+from simulator.sizing.closed_form import check_parallelism, plan
 
 
 def test_every_catalog_gpu_has_a_gpu_to_gpu_bandwidth(db):

@@ -3,8 +3,8 @@
 import pytest
 
 from gpuprofiles.models import GpuProfile, ModelProfile
-from simulator.sizing import kv_bytes_per_token
-from simulator.specs import GpuSpec, ModelSpec
+from simulator.base.specs import GpuSpec, ModelSpec
+from simulator.sizing.closed_form import kv_bytes_per_token
 
 # models.csv columns kv_bytes_per_token_bf16_all_attn_layers, kv_bytes_per_token_bf16_global_layers_only and
 # kv_bytes_per_token_fp8_full, copied per row (slug: (bf16 all attention layers, bf16 global only, fp8)).

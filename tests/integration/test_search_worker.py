@@ -14,7 +14,7 @@ from gpuprofiles.models import GpuProfile, ModelProfile
 from planner.search import definition as sdefn
 from planner.search import selectors, services
 from planner.search.models import Search
-from simulator.search import search_deployments
+from simulator.search.deployments import search_deployments
 
 from .conftest import wait_for
 

@@ -1,7 +1,7 @@
 """Disaggregated prefill/decode through the API: ``"disaggregated"`` in /api/simulations/ and sweep axes.
 
 Proved: a simulation with a ``disaggregated`` object answers with the xPyD run's figures (the same as
-:mod:`simulator.disaggregated` on the point's engine), priced for all its instances; a sweep definition
+:mod:`simulator.cluster.disaggregated` on the point's engine), priced for all its instances; a sweep definition
 varies ``prefill_instances`` and ``decode_instances`` as axes; bad input is a 400 naming the field.
 """
 
@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 from planner.sweeps import definition as defn
 from planner.sweeps import disaggregated as disagg
 from planner.sweeps.runner import build_workload
-from simulator.config import EngineConfig
+from simulator.engine.config import EngineConfig
 
 pytestmark = pytest.mark.django_db
 

@@ -15,7 +15,7 @@ import pytest
 from planner.sizing import figures as sizing_figures
 from planner.sizing import services
 from planner.sweeps import figures as sweep_figures
-from simulator.specs import GpuSpec
+from simulator.base.specs import GpuSpec
 from tests.planner.test_sizing_services import H100, LLAMA_8B, plan
 from tests.planner.test_sweep_figures import POINTS, REPLICA_POINTS, TIER_POINTS, pt
 

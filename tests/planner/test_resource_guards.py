@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 from planner.models import Sweep
 from planner.sweeps import services
 from planner.sweeps.bounded import run_bounded
-from simulator.budget import OverBudget
+from simulator.batch.budget import OverBudget
 
 pytestmark = pytest.mark.django_db
 

@@ -1,5 +1,5 @@
 """``deployment.sampling`` / ``space.sampling``: the sampler path the roofline clock charges
-(simulator.cost_model.SAMPLER_PATHS). None chosen = each model's own (``ModelProfile.sampling``, from its
+(simulator.clock.cost_model.SAMPLER_PATHS). None chosen = each model's own (``ModelProfile.sampling``, from its
 generation_config.json; top_k_top_p when not known), and every answer says which path it timed and why."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from planner.sampling_words import sampling_sentence, timed_path
 from planner.sweeps.specs import clock_coefficients
-from simulator.cost_model import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS, sampling_coefficients
+from simulator.clock.cost_model import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS, sampling_coefficients
 
 LLAMA_H100 = {"model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb"}
 WORKLOAD = {"spec": {"n": 120, "prompt": {"kind": "normal", "mean": 1000, "std": 200},
@@ -292,7 +292,7 @@ def test_with_a_calibration_the_path_moves_the_sampler_terms_the_fit_did_not(cli
 
     from gpuprofiles.models import GpuProfile, ModelProfile
     from planner.calibration.models import CalibrationProfile
-    from simulator.cost_model import RooflineCoefficients
+    from simulator.clock.cost_model import RooflineCoefficients
 
     user = get_user_model().objects.get(username="sampler")
     full = {**asdict(RooflineCoefficients()), "mfu": 0.5}

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from planner.search.figures import build_pareto_figure
-from simulator.search import search_deployments
-from simulator.search_space import SearchSpace, Slo, SloTarget
+from simulator.search.deployments import search_deployments
+from simulator.search.space import SearchSpace, Slo, SloTarget
 from tests.simulator.test_search import H100, L4, L40S, LLAMA_8B, _workload
 
 

@@ -3,7 +3,7 @@ its messages as in its tables, and a figure in a sentence printed as the table b
 
 Before: the search's messages switched to seconds above 1 s ("1.23 s") while the table was in ms, and the
 xPyD verdict said "7.6 ms" where its table showed "8" (two roundings of one value). Now both go through
-``simulator.readable`` (the sweeps' table cells use the same rule).
+``simulator.base.readable`` (the sweeps' table cells use the same rule).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from rest_framework.test import APIClient
 from planner import tasks
 from planner.search.models import Search
 from planner.sweeps.views import _cell
-from simulator.search_space import format_seconds
+from simulator.search.space import format_seconds
 from tests.search_definitions import xpyd_search
 
 

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from planner.sizing import figures, services
-from simulator.sizing import paged_vs_naive
-from simulator.specs import GpuSpec, ModelSpec
+from simulator.base.specs import GpuSpec, ModelSpec
+from simulator.sizing.closed_form import paged_vs_naive
 
 LLAMA_8B = ModelSpec(name="Llama 3.1 8B", num_layers=32, hidden_size=4096, num_attention_heads=32, num_kv_heads=8,
                      vocab_size=128256, intermediate_size=14336, max_position_embeddings=131072,

@@ -6,7 +6,7 @@ import pytest
 
 from planner.sweeps import definition as defn
 from planner.sweeps.runner import build_workload, simulate_points
-from simulator.config import EngineConfig
+from simulator.engine.config import EngineConfig
 
 # Llama 3.1 8B: 131,072 KV bytes per token x 16-token blocks
 BPB = 16 * 131_072

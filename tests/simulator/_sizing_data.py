@@ -8,8 +8,8 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-from simulator.hf_config import parse_hf_config
-from simulator.specs import ModelSpec
+from simulator.base.specs import ModelSpec
+from simulator.sizing.hf_config import parse_hf_config
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sizing"
 

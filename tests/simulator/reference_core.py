@@ -40,9 +40,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simulator.config import EngineConfig
-from simulator.tiers import TierChain
-from simulator.workload import Workload
+from simulator.engine.config import EngineConfig
+from simulator.engine.tiers import TierChain
+from simulator.workload.requests import Workload
 from tests.simulator.reference_blocks import BlockPool
 
 WAITING, RUNNING, PREEMPTED, FINISHED, DROPPED = 0, 1, 2, 3, 4
@@ -159,7 +159,7 @@ class EngineSim:
         """A CPU KV tier (``cpu_tier``): every block evicted from the GPU is demoted into it, and a
         waiting request whose prefix continues there after its GPU hits loads those blocks first.
 
-        The tier store is :class:`simulator.tiers.TierChain` (checked on its own against an ordered
+        The tier store is :class:`simulator.engine.tiers.TierChain` (checked on its own against an ordered
         dict in ``test_tiers.py``), without its shortcuts; this kernel's keys are mapped to dense ids.
         """
         cfg = self.cfg

@@ -4,7 +4,7 @@
 following vLLM 0.33.0's v1 scheduler step for step) and
 :mod:`tests.simulator.reference_blocks` (``BlockPool``, vLLM's block pool
 with real block ids, an ordered free queue and a hash table) are the slow,
-obviously-correct engine the fast kernel (:mod:`simulator._fast`) replaced.
+obviously-correct engine the fast kernel (:mod:`simulator.engine.core`) replaced.
 :class:`ScalarEngine` runs it (every step through the plain ``schedule()`` /
 ``update_from_output()`` path: the reference has no shortcut) and checks the block-pool invariant after
 every schedule call. The
@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from simulator.results import assemble_result
+from simulator.engine.results import assemble_result
 from tests.simulator.reference_core import EngineSim
 
 

@@ -15,12 +15,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from simulator._fast import FastEngine
-from simulator.config import EngineConfig
-from simulator.cost_model import StepCostTerms
-from simulator.engine import simulate
-from simulator.results import assemble_result
-from simulator.workload import Workload
+from simulator.batch.runner import simulate
+from simulator.clock.cost_model import StepCostTerms
+from simulator.engine.config import EngineConfig
+from simulator.engine.core import FastEngine
+from simulator.engine.results import assemble_result
+from simulator.workload.requests import Workload
 
 
 def random_workload(rng: np.random.Generator, n: int) -> Workload:

@@ -1,13 +1,13 @@
-"""Which accelerators a run takes (simulator/accelerators.py): each says the runs it supports."""
+"""Which accelerators a run takes (simulator/engine/accelerators.py): each says the runs it supports."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from simulator._fast import FastEngine
-from simulator.accelerators import ACCELERATORS, RunFacts, choose
-from simulator.config import EngineConfig
-from simulator.workload import Workload
+from simulator.engine.accelerators import ACCELERATORS, RunFacts, choose
+from simulator.engine.config import EngineConfig
+from simulator.engine.core import FastEngine
+from simulator.workload.requests import Workload
 
 ALL = frozenset(a.name for a in ACCELERATORS)
 

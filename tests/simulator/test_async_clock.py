@@ -1,4 +1,4 @@
-"""What vLLM's asynchronous scheduling does to the clock (simulator/clock_terms.py, simulator/serving.py).
+"""What vLLM's asynchronous scheduling does to the clock (simulator/clock/terms.py, simulator/engine/serving.py).
 
 vLLM 0.15's engine core (``EngineCore.step_with_batch_queue``) schedules step k+1 as soon as step k is
 launched: the step's CPU work runs under the GPU's (a step lasts the longer of the two), and a request
@@ -15,15 +15,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator._fast import FastEngine
-from simulator.clock_terms import StepCostTerms, overlapped
-from simulator.config import EngineConfig
-from simulator.cost_model import RooflineCoefficients, RooflineStepTime
-from simulator.engine import simulate
-from simulator.hf_config import parse_hf_config
-from simulator.serving import async_lag
-from simulator.specs import GpuSpec
-from simulator.workload import Workload
+from simulator.base.specs import GpuSpec
+from simulator.batch.runner import simulate
+from simulator.clock.cost_model import RooflineCoefficients, RooflineStepTime
+from simulator.clock.terms import StepCostTerms, overlapped
+from simulator.engine.config import EngineConfig
+from simulator.engine.core import FastEngine
+from simulator.engine.serving import async_lag
+from simulator.sizing.hf_config import parse_hf_config
+from simulator.workload.requests import Workload
 
 CONFIGS = Path(__file__).resolve().parents[1] / "data" / "sizing" / "hf_configs"
 # gpus.csv: H100 SXM5 80GB (3.35 TB/s, 989 bf16 dense TFLOPS, NVLink4 900 GB/s total)
@@ -118,7 +118,7 @@ def test_kv_reads_stream_at_the_kv_bandwidth_efficiency():
 def test_llama4_counts_its_shared_expert():
     """Llama 4 Scout: 17B active of 109B (16 experts, top-1, one shared expert per MoE layer; the config has
     no key for the shared expert). Config from simulator/data/latency_trainval (inference-sim/inference-sim)."""
-    from simulator.sizing import estimate_num_parameters
+    from simulator.sizing.closed_form import estimate_num_parameters
 
     data = Path(__file__).resolve().parents[2] / "simulator" / "data" / "latency_trainval" / "experiments.json"
     exp = next(e for e in json.loads(data.read_text()) if "scout" in e["name"])

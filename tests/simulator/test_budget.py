@@ -1,4 +1,4 @@
-"""simulator.budget: a run's memory and time priced from its inputs, before it runs (issue 23)."""
+"""simulator.batch.budget: a run's memory and time priced from its inputs, before it runs (issue 23)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import tracemalloc
 
 import pytest
 
-from simulator.budget import OverBudget, Price, WorkloadSize, check, price_replicas_search, price_run
-from simulator.config import EngineConfig
-from simulator.engine import simulate
-from simulator.generators import WorkloadSpec, generate_workload
+from simulator.batch.budget import OverBudget, Price, WorkloadSize, check, price_replicas_search, price_run
+from simulator.batch.runner import simulate
+from simulator.engine.config import EngineConfig
+from simulator.workload.generators import WorkloadSpec, generate_workload
 
 
 def _wl(n, prompt, output):
@@ -77,7 +77,7 @@ def test_check_states_both_limits_and_passes_within_them():
 
 
 def test_the_command_line_refuses_a_run_past_its_memory_limit(tmp_path, capsys):
-    from simulator.cli import main
+    from simulator.cli.commands import main
 
     wl = tmp_path / "w.json"
     cfg = tmp_path / "c.json"

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from simulator.calibration import (
+from simulator.base.specs import DeploymentSpec
+from simulator.calibration.fit import (
     CalibrationError,
     Measurement,
     fit,
@@ -13,8 +14,7 @@ from simulator.calibration import (
     parse_request_csv,
     parse_vllm_bench,
 )
-from simulator.specs import DeploymentSpec
-from simulator.validation import _specs, load_experiments
+from simulator.calibration.validation import _specs, load_experiments
 
 BENCH = {"model_id": "Qwen/Qwen2.5-7B-Instruct", "completed": 200, "request_rate": 4.0, "mean_ttft_ms": 30.0,
          "mean_itl_ms": 7.0, "mean_e2el_ms": 1780.0, "total_input_tokens": 200 * 750, "total_output_tokens": 200 * 250}
@@ -85,9 +85,9 @@ def _qwen():
 
 
 def test_fit_recovers_the_coefficients_a_simulated_measurement_was_made_with():
-    from simulator.calibration import _predict, replay_workload
-    from simulator.cost_model import RooflineCoefficients
-    from simulator.sizing import plan
+    from simulator.calibration.fit import _predict, replay_workload
+    from simulator.clock.cost_model import RooflineCoefficients
+    from simulator.sizing.closed_form import plan
 
     model, gpu = _qwen()
     dep = DeploymentSpec(max_num_batched_tokens=2048, max_num_seqs=128, max_model_len=4096)

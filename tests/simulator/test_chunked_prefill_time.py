@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator.config import EngineConfig
-from simulator.engine import simulate
-from simulator.workload import Workload
+from simulator.batch.runner import simulate
+from simulator.engine.config import EngineConfig
+from simulator.workload.requests import Workload
 
 CONFIGS = Path(__file__).resolve().parents[1] / "data" / "sizing" / "hf_configs"
 LLAMA_8B = json.loads((CONFIGS / "meta-llama--Meta-Llama-3.1-8B_config.json").read_text())

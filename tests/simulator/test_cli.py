@@ -3,14 +3,13 @@
 import json
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from simulator import cli
-from simulator.results import REQUEST_FIELDS, SimResult
+from simulator.cli import commands as cli
+from simulator.engine.results import REQUEST_FIELDS, SimResult
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "workloads"
@@ -164,15 +163,15 @@ def fake_engine(monkeypatch):
         return [fake_result(c, workload.n) for c in configs]
 
     def load_workload(data):
-        from simulator.workload import Workload
+        from simulator.workload.requests import Workload
         reqs = data["requests"]
         return Workload(prompt_len=np.array([r["prompt_len"] for r in reqs]),
                         output_len=np.array([r["max_tokens"] for r in reqs]),
                         arrival=np.array([r.get("arrival_step", 0) for r in reqs]),
                         ids=tuple(r["id"] for r in reqs))
 
-    monkeypatch.setitem(sys.modules, "simulator.engine", types.SimpleNamespace(simulate=simulate, MAX_PROCESSES=64))
-    monkeypatch.setitem(sys.modules, "simulator.oracle_io", types.SimpleNamespace(load_workload=load_workload))
+    monkeypatch.setattr("simulator.batch.simulate", simulate)
+    monkeypatch.setattr("simulator.workload.oracle_io.load_workload", load_workload)
     return calls
 
 
@@ -228,7 +227,7 @@ def test_internal_errors_are_one_line_with_status_1(monkeypatch, capsys):
     def boom(workload, configs, **kw):
         raise RuntimeError("kaput\nsecond line")
 
-    monkeypatch.setitem(sys.modules, "simulator.engine", types.SimpleNamespace(simulate=boom))
+    monkeypatch.setattr("simulator.batch.simulate", boom)
     assert cli.main(["run", "--workload", str(DATA / "chat.csv"), "--config", str(DATA / "tiny_config.json")]) == 1
     err = "".join(line for line in capsys.readouterr().err.splitlines(True) if not line.startswith("note: "))
     assert err.count("\n") == 1 and err.startswith("error: internal error (RuntimeError: kaput second line)")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator import cli
+from simulator.cli import commands as cli
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "workloads"

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from simulator.cost_model import CostModelError, RooflineCoefficients, RooflineStepTime
-from simulator.hf_config import parse_hf_config
-from simulator.specs import DeploymentSpec, GpuSpec
-from simulator.validation import build_run, load_experiments
+from simulator.base.specs import DeploymentSpec, GpuSpec
+from simulator.calibration.validation import build_run, load_experiments
+from simulator.clock.cost_model import CostModelError, RooflineCoefficients, RooflineStepTime
+from simulator.sizing.hf_config import parse_hf_config
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 H100 = GpuSpec(name="H100 SXM5 80GB", memory_mib=81559, bandwidth_tbps=3.35, bf16_tflops=989, interconnect_gbps=900)

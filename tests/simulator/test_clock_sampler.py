@@ -1,4 +1,4 @@
-"""The sampler's GPU time (simulator/cost_model.py ``SAMPLER_PATHS``), against sampling times measured on one H100
+"""The sampler's GPU time (simulator/clock/cost_model.py ``SAMPLER_PATHS``), against sampling times measured on one H100
 (tests/data/latency/README.md, h100_sampler_offload_times.json).
 
 vLLM 0.15 applies the model's ``generation_config.json`` defaults to requests that set no sampling parameters
@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from simulator.clock_terms import StepCostTerms
-from simulator.cost_model import SAMPLER_PATHS, CostModelError, RooflineStepTime, sampling_coefficients
-from simulator.hf_config import parse_hf_config
-from simulator.specs import GpuSpec
-from simulator.validation import load_experiments
+from simulator.base.specs import GpuSpec
+from simulator.calibration.validation import load_experiments
+from simulator.clock.cost_model import SAMPLER_PATHS, CostModelError, RooflineStepTime, sampling_coefficients
+from simulator.clock.terms import StepCostTerms
+from simulator.sizing.hf_config import parse_hf_config
 
 DATA = json.loads((Path(__file__).resolve().parents[1] / "data" / "latency" / "h100_sampler_offload_times.json")
                   .read_text())["sampler"]

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator.cost_model import SAMPLER_PATHS, RooflineCoefficients, RooflineStepTime
-from simulator.hf_config import parse_hf_config
-from simulator.specs import GpuSpec
+from simulator.base.specs import GpuSpec
+from simulator.clock.cost_model import SAMPLER_PATHS, RooflineCoefficients, RooflineStepTime
+from simulator.sizing.hf_config import parse_hf_config
 
 DATA = json.loads((Path(__file__).resolve().parents[1] / "data" / "latency" / "h100_tp1_shapes_step_times.json")
                   .read_text())

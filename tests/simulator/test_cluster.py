@@ -1,4 +1,4 @@
-"""Replicas and routing (``simulator.cluster``, ``simulator.routing``, ``python -m simulator cluster``).
+"""Replicas and routing (``simulator.cluster.replicas``, ``simulator.cluster.routing``, ``python -m simulator cluster``).
 
 What is proved here:
 
@@ -27,16 +27,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator import cli
-from simulator.cluster import ClusterError, simulate_cluster, smallest_replicas
-from simulator.config import EngineConfig
-from simulator.engine import simulate
-from simulator.generators import ArrivalProcess, PrefixGroup, WorkloadSpec, generate_workload
-from simulator.hf_config import parse_hf_config
-from simulator.routing import RoutingPolicy, parse_routing
-from simulator.sizing import plan
-from simulator.specs import DeploymentSpec, GpuSpec
-from simulator.workload import Workload
+from simulator.base.specs import DeploymentSpec, GpuSpec
+from simulator.batch.runner import simulate
+from simulator.cli import commands as cli
+from simulator.cluster.replicas import ClusterError, simulate_cluster, smallest_replicas
+from simulator.cluster.routing import RoutingPolicy, parse_routing
+from simulator.engine.config import EngineConfig
+from simulator.sizing.closed_form import plan
+from simulator.sizing.hf_config import parse_hf_config
+from simulator.workload.generators import ArrivalProcess, PrefixGroup, WorkloadSpec, generate_workload
+from simulator.workload.requests import Workload
 
 ROOT = Path(__file__).resolve().parents[2]
 LLAMA_8B = ROOT / "tests" / "data" / "sizing" / "hf_configs" / "meta-llama--Meta-Llama-3.1-8B_config.json"

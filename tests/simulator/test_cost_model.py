@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator.config import StepTimeModel
-from simulator.cost_model import (
+from simulator.base.specs import GpuSpec
+from simulator.clock.cost_model import (
     BatchStepTime,
     CostModelError,
     LinearStepTime,
@@ -15,8 +15,8 @@ from simulator.cost_model import (
     RooflineStepTime,
     build_step_time_model,
 )
-from simulator.hf_config import parse_hf_config
-from simulator.specs import GpuSpec
+from simulator.engine.config import StepTimeModel
+from simulator.sizing.hf_config import parse_hf_config
 
 CONFIGS = Path(__file__).resolve().parents[1] / "data" / "sizing" / "hf_configs"
 

@@ -1,4 +1,4 @@
-"""Disaggregated prefill and decode (``simulator.disaggregated``).
+"""Disaggregated prefill and decode (``simulator.cluster.disaggregated``).
 
 What is proved here:
 
@@ -26,9 +26,8 @@ import math
 import numpy as np
 import pytest
 
-from simulator.cluster import simulate_cluster
-from simulator.config import EngineConfig, StepTimeModel
-from simulator.disaggregated import (
+from simulator.batch.runner import simulate
+from simulator.cluster.disaggregated import (
     DisaggError,
     DisaggregatedDeployment,
     KvLink,
@@ -36,9 +35,10 @@ from simulator.disaggregated import (
     deployment_from_dict,
     simulate_disaggregated,
 )
-from simulator.engine import simulate
-from simulator.generators import ArrivalProcess, PrefixGroup, WorkloadSpec, generate_workload
-from simulator.workload import Workload
+from simulator.cluster.replicas import simulate_cluster
+from simulator.engine.config import EngineConfig, StepTimeModel
+from simulator.workload.generators import ArrivalProcess, PrefixGroup, WorkloadSpec, generate_workload
+from simulator.workload.requests import Workload
 
 B, T, R = 0.004, 2e-5, 1e-4  # the linear clock: base s, s per token, s per request
 CFG = EngineConfig(num_gpu_blocks=2000, block_size=16, max_num_seqs=64, max_num_batched_tokens=2048,

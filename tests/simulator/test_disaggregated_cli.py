@@ -14,12 +14,12 @@ import math
 
 import pytest
 
-from simulator import cli
-from simulator.cluster import simulate_cluster
-from simulator.config import EngineConfig, StepTimeModel
-from simulator.disaggregated import DisaggError, DisaggregatedDeployment, KvLink, Pool, deployment_from_dict
-from simulator.disaggregated_compare import compare_splits
-from simulator.generators import ArrivalProcess, WorkloadSpec, generate_workload
+from simulator.cli import commands as cli
+from simulator.cluster.compare import compare_splits
+from simulator.cluster.disaggregated import DisaggError, DisaggregatedDeployment, KvLink, Pool, deployment_from_dict
+from simulator.cluster.replicas import simulate_cluster
+from simulator.engine.config import EngineConfig, StepTimeModel
+from simulator.workload.generators import ArrivalProcess, WorkloadSpec, generate_workload
 
 CFG = {"num_gpu_blocks": 600, "max_num_seqs": 32, "max_num_batched_tokens": 1024,
        "step_time_model": {"base_s": 0.004, "per_token_s": 2e-5, "per_req_s": 1e-4}}
@@ -123,9 +123,9 @@ def test_the_worked_example_claims_hold():
     import json as _json
     from pathlib import Path
 
-    from simulator.disaggregated_compare import engine_config_for
-    from simulator.hf_config import parse_hf_config
-    from simulator.specs import GpuSpec
+    from simulator.base.specs import GpuSpec
+    from simulator.cluster.compare import engine_config_for
+    from simulator.sizing.hf_config import parse_hf_config
 
     root = Path(__file__).resolve().parents[2]
     model = parse_hf_config(_json.loads(

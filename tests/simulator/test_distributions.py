@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from simulator.distributions import (
+from simulator.workload.distributions import (
     Constant,
     Empirical,
     LogNormal,
@@ -13,7 +13,7 @@ from simulator.distributions import (
     distribution_from_dict,
     parse_distribution,
 )
-from simulator.workload import WorkloadError
+from simulator.workload.requests import WorkloadError
 
 N = 200_000
 

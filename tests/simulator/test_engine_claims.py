@@ -20,10 +20,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.config import EngineConfig
-from simulator.distributions import Normal, ParetoLogNormal
-from simulator.engine import simulate
-from simulator.workload import Workload
+from simulator.batch.runner import simulate
+from simulator.engine.config import EngineConfig
+from simulator.workload.distributions import Normal, ParetoLogNormal
+from simulator.workload.requests import Workload
 
 B = 16
 PLN = ParetoLogNormal(max=2048)

@@ -14,14 +14,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator._fast import FastEngine
-from simulator.config import ConfigError, EngineConfig, StepTimeModel
-from simulator.cost_model import BatchStepTime, RooflineStepTime, StepCostTerms
-from simulator.engine import simulate
-from simulator.hf_config import parse_hf_config
-from simulator.serving import serving_offsets
-from simulator.specs import GpuSpec
-from simulator.workload import Workload
+from simulator.base.specs import GpuSpec
+from simulator.batch.runner import simulate
+from simulator.clock.cost_model import BatchStepTime, RooflineStepTime, StepCostTerms
+from simulator.engine.config import ConfigError, EngineConfig, StepTimeModel
+from simulator.engine.core import FastEngine
+from simulator.engine.serving import serving_offsets
+from simulator.sizing.hf_config import parse_hf_config
+from simulator.workload.requests import Workload
 
 CONFIGS = Path(__file__).resolve().parents[1] / "data" / "sizing" / "hf_configs"
 LLAMA_8B_JSON = json.loads((CONFIGS / "meta-llama--Meta-Llama-3.1-8B_config.json").read_text())

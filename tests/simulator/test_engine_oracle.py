@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from simulator.config import EngineConfig
-from simulator.engine import simulate
-from simulator.oracle_io import load_json, read_workload
+from simulator.batch.runner import simulate
+from simulator.engine.config import EngineConfig
+from simulator.workload.oracle_io import load_json, read_workload
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "oracle"
 CASES = sorted(p.name[: -len(".json.gz")] for p in (DATA / "runs").glob("*.json.gz"))

@@ -6,9 +6,9 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simulator.config import EngineConfig
-from simulator.engine import simulate
-from simulator.workload import Workload
+from simulator.batch.runner import simulate
+from simulator.engine.config import EngineConfig
+from simulator.workload.requests import Workload
 from tests.simulator.scalar_reference import ScalarEngine, simulate_scalar
 
 
@@ -210,8 +210,8 @@ def assert_lazy_path_changes_nothing(wl: Workload, config: EngineConfig) -> int:
     """Run ``config`` with the engine's shortcuts (lazy decoders among them) and without
     (``accelerate=False``); assert equal results (step series included). Returns the schedule
     calls the lazy path took."""
-    from simulator._fast import FastEngine
-    from simulator.results import assemble_result
+    from simulator.engine.core import FastEngine
+    from simulator.engine.results import assemble_result
 
     out, fast = [], []
     for accelerate in (True, False):
@@ -251,9 +251,9 @@ def test_lazy_windows_change_nothing_and_are_used():
     """Several lazy steps made at once (``FastEngine._lazy_window``) == the general path one step at a
     time (``accelerate=False``), step series and clock to the last bit included: linear and roofline
     clocks, arrivals in steps and seconds, a CPU tier. And windows do happen on these runs."""
-    from simulator._fast import FastEngine
-    from simulator.cost_model import StepCostTerms
-    from simulator.results import assemble_result
+    from simulator.clock.cost_model import StepCostTerms
+    from simulator.engine.core import FastEngine
+    from simulator.engine.results import assemble_result
     from tests.simulator.test_engine_cost_model import H100, LLAMA_8B_JSON
 
     roof = EngineConfig.from_dict({"cost_model": {"kind": "roofline", "model": LLAMA_8B_JSON, "gpu": H100}}).cost_model

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.config import EngineConfig, StepTimeModel
-from simulator.cost_model import BatchStepTime, LinearStepTime
-from simulator.engine import simulate
-from simulator.workload import Workload
+from simulator.batch.runner import simulate
+from simulator.clock.cost_model import BatchStepTime, LinearStepTime
+from simulator.engine.config import EngineConfig, StepTimeModel
+from simulator.workload.requests import Workload
 
 
 def _workload(unit: str = "s") -> Workload:
@@ -62,7 +62,7 @@ def test_step_terms_add_up_to_the_totals():
 
 
 def test_lazy_decoders_give_the_same_terms_as_the_general_path():
-    from simulator._fast import FastEngine
+    from simulator.engine.core import FastEngine
 
     wl = _workload("step")
     cfg = CFGS[0]

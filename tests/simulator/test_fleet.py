@@ -1,4 +1,4 @@
-"""Instances along an axis (``simulator.fleet``) and deployments in a simulation batch.
+"""Instances along an axis (``simulator.cluster.fleet``) and deployments in a simulation batch.
 
 What is proved here:
 
@@ -20,14 +20,14 @@ import json
 import numpy as np
 import pytest
 
-from simulator._fast import WorkloadPrep
-from simulator.cluster import ClusterError, Deployment, simulate_cluster
-from simulator.config import EngineConfig
-from simulator.engine import simulate
-from simulator.fleet import Fleet
-from simulator.generators import ArrivalProcess, PrefixGroup, WorkloadSpec, generate_workload
-from simulator.routing import Router, parse_routing
-from simulator.workload import Workload
+from simulator.batch.runner import simulate
+from simulator.cluster.fleet import Fleet
+from simulator.cluster.replicas import ClusterError, Deployment, simulate_cluster
+from simulator.cluster.routing import Router, parse_routing
+from simulator.engine.config import EngineConfig
+from simulator.engine.core import WorkloadPrep
+from simulator.workload.generators import ArrivalProcess, PrefixGroup, WorkloadSpec, generate_workload
+from simulator.workload.requests import Workload
 
 SMALL = EngineConfig(num_gpu_blocks=120, max_num_seqs=16, max_num_batched_tokens=256)
 
@@ -149,13 +149,13 @@ def test_a_batch_rejects_what_a_deployment_cannot_run_before_running_anything():
         simulate(steps, [SMALL, Deployment(SMALL, 2, "prefix-affinity", router_delay_s=0.5)])
     with pytest.raises(ValueError, match="step_time, step_cost: not supported"):
         simulate(steps, [SMALL, Deployment(SMALL, 2)], step_time=[None, None])
-    with pytest.raises(Exception, match=r"configs\[1\]: must be an EngineConfig or a simulator.cluster.Deployment"):
+    with pytest.raises(Exception, match=r"configs\[1\]: must be an EngineConfig or a simulator.cluster.replicas.Deployment"):
         simulate(steps, [SMALL, "four replicas"])
     assert Deployment(SMALL, 2, " least-loaded ").routing == "least-loaded"  # canonical policy string
 
 
 def test_a_cluster_too_large_for_its_cache_tables_is_refused_before_anything_runs(monkeypatch):
-    import simulator.cluster as cluster
+    import simulator.cluster.replicas as cluster
 
     wl = _wl(n=100)
     nkeys = WorkloadPrep(wl).keys(SMALL.block_size).num_keys

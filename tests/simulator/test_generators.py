@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from simulator.distributions import Constant, Normal, Uniform, parse_distribution
-from simulator.generators import (
+from simulator.workload.distributions import Constant, Normal, Uniform, parse_distribution
+from simulator.workload.generators import (
     ArrivalProcess,
     PrefixGroup,
     TurnSpec,
@@ -14,7 +14,7 @@ from simulator.generators import (
     generate_workload,
     parse_arrival,
 )
-from simulator.workload import WorkloadError
+from simulator.workload.requests import WorkloadError
 
 
 def gen(seed=0, **kw):

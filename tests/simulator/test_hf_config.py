@@ -6,8 +6,8 @@ import copy
 
 import pytest
 
-from simulator.hf_config import parse_hf_config
-from simulator.specs import SpecError
+from simulator.base.specs import SpecError
+from simulator.sizing.hf_config import parse_hf_config
 from tests.simulator._sizing_data import DATA, hf_config, load_json
 
 CONFIGS = sorted(p.name for p in (DATA / "hf_configs").glob("*_config.json") if "hf_quant" not in p.name)

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from simulator.metrics import MetricsError, Percentiles, request_latencies, summarize_latency
+from simulator.engine.metrics import MetricsError, Percentiles, request_latencies, summarize_latency
 
 NAN = float("nan")
 

@@ -1,4 +1,4 @@
-"""The sampler path a model's requests take when they set none (simulator/sampling.py, ModelSpec.sampling).
+"""The sampler path a model's requests take when they set none (simulator/base/sampling.py, ModelSpec.sampling).
 
 vLLM 0.15 applies the temperature / top_k / top_p / min_p / repetition_penalty of a model's
 ``generation_config.json`` to every request that sets no sampling parameters, and the path they select costs
@@ -12,9 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.cost_model import RooflineCoefficients, RooflineStepTime, model_coefficients, sampling_coefficients
-from simulator.hf_config import parse_hf_config
-from simulator.sampling import (
+from simulator.base.sampling import (
     DEFAULT_SAMPLER_PATH,
     GENERATION_CONFIGS,
     SAMPLER_PATHS,
@@ -23,8 +21,10 @@ from simulator.sampling import (
     model_sampler_path,
     sampler_path,
 )
-from simulator.specs import GpuSpec, ModelSpec, SpecError
-from simulator.validation import build_run, load_experiments
+from simulator.base.specs import GpuSpec, ModelSpec, SpecError
+from simulator.calibration.validation import build_run, load_experiments
+from simulator.clock.cost_model import RooflineCoefficients, RooflineStepTime, model_coefficients, sampling_coefficients
+from simulator.sizing.hf_config import parse_hf_config
 
 ROOT = Path(__file__).resolve().parents[2]
 H100 = GpuSpec(name="H100 SXM5 80GB", memory_mib=81559, bandwidth_tbps=3.35, bf16_tflops=989, interconnect_gbps=900)

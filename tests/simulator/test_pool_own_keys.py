@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator._pool import FastPool
+from simulator.engine.pool import FastPool
 
 from .reference_blocks import BlockPool
 

@@ -12,7 +12,7 @@ FORBIDDEN = ("django", "celery", "rest_framework", "plotly", "kombu", "gpuprofil
 
 def test_simulator_modules_import_no_web_framework():
     names = sorted(m.name for m in pkgutil.walk_packages(simulator.__path__, "simulator."))
-    assert "simulator.config" in names and "simulator.workload" in names
+    assert "simulator.engine.config" in names and "simulator.workload.requests" in names
     code = (
         "import importlib, sys\n"
         f"for name in {names!r}:\n"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.config import ConfigError, EngineConfig
-from simulator.engine import simulate
-from simulator.workload import Workload
+from simulator.batch.runner import simulate
+from simulator.engine.config import ConfigError, EngineConfig
+from simulator.workload.requests import Workload
 
 
 def _sequential(prompts, prefix_ids, prefix_lens, gap=200, out=4):

@@ -1,11 +1,11 @@
-"""Numbers as the pages print them (``simulator.readable``): a measured latency beside its target never
+"""Numbers as the pages print them (``simulator.base.readable``): a measured latency beside its target never
 reads as meeting it when it misses, nor as its target when it differs."""
 
 from __future__ import annotations
 
 import pytest
 
-from simulator.readable import figure, ms_against, ms_figure, ms_target
+from simulator.base.readable import figure, ms_against, ms_figure, ms_target
 
 
 @pytest.mark.parametrize(("value", "digits", "text"), [

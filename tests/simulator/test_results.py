@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator.config import EngineConfig
-from simulator.engine import simulate
-from simulator.results import REQUEST_FIELDS, SimResult, jsonable
-from simulator.traces import read_trace
-from simulator.workload import Workload
+from simulator.batch.runner import simulate
+from simulator.engine.config import EngineConfig
+from simulator.engine.results import REQUEST_FIELDS, SimResult, jsonable
+from simulator.workload.requests import Workload
+from simulator.workload.traces import read_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "workloads"
 

@@ -1,4 +1,4 @@
-"""Deployment search (simulator/search.py): equals brute force, meets its SLO, prunes with reasons.
+"""Deployment search (simulator/search/deployments.py): equals brute force, meets its SLO, prunes with reasons.
 
 The model is Llama 3.1 8B from the catalog's verbatim config.json
 (``gpuprofiles/data/hf_configs``, shipped with the product); the GPUs are
@@ -17,13 +17,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.cluster import simulate_cluster
-from simulator.generators import WorkloadSpec, generate_workload
-from simulator.hf_config import parse_hf_config
-from simulator.search import SearchError, search_deployments
-from simulator.search_eval import judge, latency_floors
-from simulator.search_space import SearchSpace, Slo, SloTarget, parse_slo_target
-from simulator.specs import GpuSpec
+from simulator.base.specs import GpuSpec
+from simulator.cluster.replicas import simulate_cluster
+from simulator.search.deployments import SearchError, search_deployments
+from simulator.search.evaluate import judge, latency_floors
+from simulator.search.space import SearchSpace, Slo, SloTarget, parse_slo_target
+from simulator.sizing.hf_config import parse_hf_config
+from simulator.workload.generators import WorkloadSpec, generate_workload
 
 CONFIGS = Path(__file__).resolve().parents[2] / "gpuprofiles" / "data" / "hf_configs"
 LLAMA_8B = parse_hf_config(json.loads((CONFIGS / "meta-llama--Meta-Llama-3.1-8B_config.json").read_text()),
@@ -71,7 +71,7 @@ def test_answer_meets_the_slo_in_a_confirming_run():
     best = res.best
     assert best is not None
     cand = SMALL.candidates()[best.index]
-    from simulator.search_eval import default_max_model_len, prepare_candidate
+    from simulator.search.evaluate import default_max_model_len, prepare_candidate
 
     prep = prepare_candidate(best.index, cand, LLAMA_8B, SMALL, default_max_model_len(wl, LLAMA_8B), wl, slo)
     again = simulate_cluster(wl, prep.config, best.replicas, routing=SMALL.routing)
@@ -127,7 +127,7 @@ def test_latency_floor_rejects_without_simulating():
     (o,) = res.outcomes
     assert o.status == "rejected" and res.num_simulations == 0
     assert o.reason.startswith("cannot meet the SLO with any number of replicas: ITL p50 is at least")
-    from simulator.search_eval import prepare_candidate
+    from simulator.search.evaluate import prepare_candidate
 
     floors = latency_floors(wl, prepare_candidate(0, space.candidates()[0], LLAMA_8B,
                                                   SearchSpace((L4,), tensor_parallel=(1,)), 4096, wl,
@@ -145,7 +145,7 @@ def test_precision_changes_memory_and_step_time():
     by = {o.candidate["precision"]: o for o in res.outcomes}
     assert by["bf16"].sizing["weights_gib"] > by["fp8"].sizing["weights_gib"] > by["int4"].sizing["weights_gib"]
     assert by["bf16"].sizing["kv_cache_tokens"] < by["fp8"].sizing["kv_cache_tokens"] < by["int4"].sizing["kv_cache_tokens"]
-    from simulator.search_eval import prepare_candidate
+    from simulator.search.evaluate import prepare_candidate
 
     terms = {c.precision: prepare_candidate(i, c, LLAMA_8B, space, 4096, wl, Slo((SloTarget("e2e", "p99", 600.0),)))
              .config.cost_model for i, c in enumerate(space.candidates())}
@@ -183,7 +183,7 @@ def test_step_arrivals_and_overlong_requests_are_refused():
 
 
 def test_screening_on_leading_requests_keeps_the_answer_and_is_sound():
-    from simulator.search_eval import SCREEN_SHARES, leading_requests, screen_miss
+    from simulator.search.evaluate import SCREEN_SHARES, leading_requests, screen_miss
 
     wl = _workload(n=160, rate=200, seed=1)
     slo = Slo((SloTarget("ttft", "p90", 0.3), SloTarget("e2e", "p99", 6.0)))
@@ -195,7 +195,7 @@ def test_screening_on_leading_requests_keeps_the_answer_and_is_sound():
     reasons = [m for o in screened.outcomes for t in o.trials for m in t.misses if "of the first 20 requests" in m]
     assert any("wait longer behind them" in m for m in reasons), "the eighth's backlog should reject some deployment"
     # soundness: every deployment a screening run rejects misses the SLO in the whole run
-    from simulator.search_eval import default_max_model_len, prepare_candidate
+    from simulator.search.evaluate import default_max_model_len, prepare_candidate
 
     rejected = 0
     for i, cand in enumerate(space.candidates()):
@@ -221,8 +221,8 @@ def test_first_tokens_come_in_arrival_order_on_each_instance(seed, rate, blocks,
     (engine time, serving time taken off) no earlier than any request that arrived before it there."""
     from dataclasses import replace
 
-    from simulator.search_eval import default_max_model_len, prepare_candidate
-    from simulator.serving import serving_offsets
+    from simulator.engine.serving import serving_offsets
+    from simulator.search.evaluate import default_max_model_len, prepare_candidate
 
     spec = {"n": 120, "prompt": "uniform:16,1500", "output": "uniform:1,200",
             "arrival": {"kind": "poisson", "rate": rate, "unit": "s"}}
@@ -247,7 +247,7 @@ def test_first_tokens_come_in_arrival_order_on_each_instance(seed, rate, blocks,
 
 
 def test_processes_split_gpu_types_and_give_the_same_answer():
-    from simulator.search import gpu_groups
+    from simulator.search.deployments import gpu_groups
 
     wl = _workload(n=30)
     slo = Slo((SloTarget("ttft", "p90", 0.3), SloTarget("itl", "p90", 0.05)))
@@ -273,8 +273,8 @@ def test_a_cost_bound_from_another_chunk_prunes_without_losing_ties():
 def test_round_robin_replicas_run_as_plain_engines_with_the_same_verdict(prefixes):
     """Round-robin makes replicas independent: the search runs each as the plain engine over its share
     of the requests (search._Replicas) and judges exactly what the cluster simulation gives."""
-    from simulator.search import _Run
-    from simulator.search_eval import prepare_candidate
+    from simulator.search.deployments import _Run
+    from simulator.search.evaluate import prepare_candidate
 
     spec = {"n": 60, "prompt": "normal:1024,256", "output": "normal:128,32",
             "arrival": {"kind": "poisson", "rate": 30, "unit": "s"}}
@@ -302,7 +302,7 @@ def test_with_no_path_in_the_space_each_model_is_timed_by_its_own_sampler():
     (``ModelSpec.sampling``; top_k_top_p when not known); a path in the space wins over it."""
     from dataclasses import replace
 
-    from simulator.search_eval import prepare_candidate
+    from simulator.search.evaluate import prepare_candidate
 
     wl, slo = _workload(), Slo((SloTarget("itl", "p90", 0.05),))
     space = SearchSpace((H100,), tensor_parallel=(1,), max_num_seqs=(16,), max_replicas=2)

@@ -1,4 +1,4 @@
-"""``python -m simulator search`` (simulator/search_cli.py): the answer as JSON or words, errors as one line."""
+"""``python -m simulator search`` (simulator/cli/search.py): the answer as JSON or words, errors as one line."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.cli import main
+from simulator.cli.commands import main
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = str(ROOT / "gpuprofiles" / "data" / "hf_configs" / "meta-llama--Meta-Llama-3.1-8B_config.json")

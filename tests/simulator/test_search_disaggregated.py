@@ -1,4 +1,4 @@
-"""xPyD splits of the deployment search's answer (``simulator.search_disaggregated``, ``search --disaggregated``).
+"""xPyD splits of the deployment search's answer (``simulator.search.disaggregated``, ``search --disaggregated``).
 
 Proved: for an answer of N replicas, every split of N and of N - 1 instances is simulated and judged;
 a split's cost is its instances times the shape's price (the N splits cost what the answer costs);
@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from simulator import cli
-from simulator.disaggregated import DisaggregatedDeployment, KvLink, Pool
-from simulator.generators import ArrivalProcess, WorkloadSpec, generate_workload
-from simulator.hf_config import parse_hf_config
-from simulator.search import search_deployments
-from simulator.search_disaggregated import split_counts, verdict, xpyd_alternatives
-from simulator.search_eval import default_max_model_len, prepare_candidate
-from simulator.search_space import SearchSpace, Slo, SloTarget
-from simulator.specs import GpuSpec
+from simulator.base.specs import GpuSpec
+from simulator.cli import commands as cli
+from simulator.cluster.disaggregated import DisaggregatedDeployment, KvLink, Pool
+from simulator.search.deployments import search_deployments
+from simulator.search.disaggregated import split_counts, verdict, xpyd_alternatives
+from simulator.search.evaluate import default_max_model_len, prepare_candidate
+from simulator.search.space import SearchSpace, Slo, SloTarget
+from simulator.sizing.hf_config import parse_hf_config
+from simulator.workload.generators import ArrivalProcess, WorkloadSpec, generate_workload
 
 ROOT = Path(__file__).resolve().parents[2]
 LLAMA_8B = ROOT / "tests" / "data" / "sizing" / "hf_configs" / "meta-llama--Meta-Llama-3.1-8B_config.json"

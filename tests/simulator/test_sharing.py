@@ -1,4 +1,4 @@
-"""Configurations that share a schedule (simulator/sharing.py) give exactly their own results.
+"""Configurations that share a schedule (simulator/batch/sharing.py) give exactly their own results.
 
 A batch runs one leader per schedule and derives the configurations its run
 covers (other KV block counts, caps above its peak of running requests). Every
@@ -11,11 +11,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import simulator.engine as engine_module
-from simulator.config import EngineConfig
-from simulator.cost_model import StepCostTerms
-from simulator.engine import simulate
-from simulator.workload import Workload
+import simulator.batch.runner as engine_module
+from simulator.batch.runner import simulate
+from simulator.clock.cost_model import StepCostTerms
+from simulator.engine.config import EngineConfig
+from simulator.workload.requests import Workload
 from tests.budget import seeds
 
 
@@ -185,9 +185,9 @@ def test_worker_processes_give_the_same_results():
 def test_a_leader_covers_other_block_counts_only_where_its_checks_end_the_same_way():
     """Long prompts, short outputs: admissions wait for blocks without preempting anything. A leader
     whose admissions failed must not cover a larger pool, where they would have fitted."""
-    from simulator._fast import FastEngine
-    from simulator.results import assemble_result
-    from simulator.sharing import covers, shared_pool_factory
+    from simulator.batch.sharing import covers, shared_pool_factory
+    from simulator.engine.core import FastEngine
+    from simulator.engine.results import assemble_result
 
     rng = np.random.default_rng(11)
     wl = Workload(prompt_len=rng.integers(200, 400, 200), output_len=rng.integers(1, 8, 200),

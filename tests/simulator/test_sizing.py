@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from simulator.hf_config import parse_hf_config
-from simulator.sizing import (
+from simulator.base.specs import GIB, DeploymentSpec, GpuSpec, LayerSpec, ModelSpec, SpecError
+from simulator.sizing.closed_form import (
     activation_bytes,
     blocks_for_tokens,
     calibrate,
@@ -24,7 +24,7 @@ from simulator.sizing import (
     tier_blocks,
     weights_bytes_per_gpu,
 )
-from simulator.specs import GIB, DeploymentSpec, GpuSpec, LayerSpec, ModelSpec, SpecError
+from simulator.sizing.hf_config import parse_hf_config
 from tests.simulator._sizing_data import first_number, hf_config, load_json, model_rows
 
 SEEDS = load_json("seed_worked_numbers.json")

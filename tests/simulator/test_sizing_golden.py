@@ -6,8 +6,8 @@ import statistics
 
 import pytest
 
-from simulator.sizing import plan
-from simulator.specs import DeploymentSpec, GpuSpec
+from simulator.base.specs import DeploymentSpec, GpuSpec
+from simulator.sizing.closed_form import plan
 from tests.simulator._sizing_data import first_number, golden_knobs, golden_model, load_json, log_rows
 
 ROWS = log_rows()

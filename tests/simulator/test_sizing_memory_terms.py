@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.hf_config import parse_hf_config
-from simulator.sizing import encoder_cache_bytes, lora_bytes_per_gpu, plan, version_rules
-from simulator.specs import GIB, DeploymentSpec, GpuSpec, SpecError
+from simulator.base.specs import GIB, DeploymentSpec, GpuSpec, SpecError
+from simulator.sizing.closed_form import encoder_cache_bytes, lora_bytes_per_gpu, plan, version_rules
+from simulator.sizing.hf_config import parse_hf_config
 from tests.simulator._sizing_data import golden_knobs, golden_model, hf_config, load_json
 
 H100 = GpuSpec(name="H100", memory_gib=79.18)

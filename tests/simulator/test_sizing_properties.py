@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.sizing import blocks_for_tokens, kv_bytes_per_token, last_block_waste, plan
-from simulator.specs import DeploymentSpec, GpuSpec, ModelSpec
+from simulator.base.specs import DeploymentSpec, GpuSpec, ModelSpec
+from simulator.sizing.closed_form import blocks_for_tokens, kv_bytes_per_token, last_block_waste, plan
 
 KV_HEADS = st.sampled_from([1, 2, 4, 8, 16, 32])
 

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.hf_config import parse_hf_config
-from simulator.quantization import scheme_for
-from simulator.sizing import plan, weights_bytes_per_gpu
-from simulator.specs import GIB, DeploymentSpec, GpuSpec, ModelSpec, SpecError
+from simulator.base.specs import GIB, DeploymentSpec, GpuSpec, ModelSpec, SpecError
+from simulator.sizing.closed_form import plan, weights_bytes_per_gpu
+from simulator.sizing.hf_config import parse_hf_config
+from simulator.sizing.quantization import scheme_for
 from tests.simulator._sizing_data import first_number, golden_knobs, golden_model, hf_config, load_json, log_rows
 
 ROWS = log_rows()
@@ -184,10 +184,10 @@ def test_a_vision_towers_ignore_list_leaves_the_language_models_experts_quantize
     import json
     from pathlib import Path
 
-    from simulator import quantization
-    from simulator.hf_config import parse_hf_config
-    from simulator.sizing import weights_bytes_per_gpu
-    from simulator.specs import DeploymentSpec
+    from simulator.base.specs import DeploymentSpec
+    from simulator.sizing import quantization
+    from simulator.sizing.closed_form import weights_bytes_per_gpu
+    from simulator.sizing.hf_config import parse_hf_config
 
     data = Path(__file__).resolve().parents[2] / "simulator" / "data" / "latency_trainval" / "experiments.json"
     exp = next(e for e in json.loads(data.read_text()) if "scout" in e["name"])

@@ -1,4 +1,4 @@
-"""Speculative decoding in the engine (``simulator/speculative.py``, ``docs/speculative_decoding.md``).
+"""Speculative decoding in the engine (``simulator/speculative/drafting.py``, ``docs/speculative_decoding.md``).
 
 What is checked, against vLLM v1's rules (``vllm/v1/core/sched/scheduler.py``, ``kv_cache_manager.py``):
 
@@ -20,15 +20,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator._fast import FastEngine
-from simulator.config import ConfigError, EngineConfig
-from simulator.cost_model import SAMPLER_PATHS, build_step_time_model, sampling_coefficients
-from simulator.engine import simulate
-from simulator.hf_config import parse_hf_config
-from simulator.specs import GpuSpec
-from simulator.speculative import SpeculativeConfig, uniform_draws
-from simulator.speculative_sizing import DraftSpec, draft_step_terms
-from simulator.workload import Workload
+from simulator.base.specs import GpuSpec
+from simulator.batch.runner import simulate
+from simulator.clock.cost_model import SAMPLER_PATHS, build_step_time_model, sampling_coefficients
+from simulator.engine.config import ConfigError, EngineConfig
+from simulator.engine.core import FastEngine
+from simulator.sizing.hf_config import parse_hf_config
+from simulator.speculative.drafting import SpeculativeConfig, uniform_draws
+from simulator.speculative.memory import DraftSpec, draft_step_terms
+from simulator.workload.requests import Workload
 from tests.simulator.test_accelerate import random_config, random_workload
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -308,7 +308,7 @@ def test_config_round_trip():
 
 
 def test_cli_sweep_grid_over_k_and_acceptance(tmp_path, capsys):
-    from simulator import cli
+    from simulator.cli import commands as cli
 
     wl = tmp_path / "w.jsonl"
     wl.write_text("".join(json.dumps({"id": f"r{i}", "prompt_tokens": 30 + i, "output_tokens": 40, "arrival_step": i})

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator._fast import FastEngine
-from simulator.config import ConfigError, EngineConfig
-from simulator.engine import simulate
-from simulator.tiers import KvTier, LruKeys, TierChain
-from simulator.workload import Workload
+from simulator.batch.runner import simulate
+from simulator.engine.config import ConfigError, EngineConfig
+from simulator.engine.core import FastEngine
+from simulator.engine.tiers import KvTier, LruKeys, TierChain
+from simulator.workload.requests import Workload
 from tests.budget import seeds
 
 # Llama 3.1 8B: 131,072 KV bytes per token (docs/sizing.md), 16-token blocks
@@ -421,7 +421,7 @@ def test_own_keys_with_tiers_equal_the_hash_table_pool():
     """With own keys a tier run keeps no hash table for blocks in use (registrations, keys written when
     blocks enter the free queue); it must equal the same run on the general hash-table pool
     (``accelerate=False``), step series included, with loads, stalls and preemptions happening."""
-    from simulator.results import assemble_result
+    from simulator.engine.results import assemble_result
 
     seen = dict(preemptions=0, onboarded=0, stalls=0)
     for seed in seeds(range(8), local=[0, 3]):  # tests/budget.py; only case 3 stalls
@@ -447,7 +447,7 @@ def test_load_and_read_shortcuts_change_nothing():
     and, with synchronous scheduling, at admission; a match or an onboard whose answer is sure leaves
     the pending demotions pending; a flush of keys that cannot repeat skips the checks. Results and
     step series must be equal, and each shortcut must have been taken."""
-    from simulator.results import assemble_result
+    from simulator.engine.results import assemble_result
 
     taken = dict(kept=0, hit_run=0, sure=0, fresh=0)
     for seed in seeds(range(8), local=[2, 6]):  # tests/budget.py; both take every shortcut
@@ -494,7 +494,7 @@ def test_offload_threshold_runs_take_no_jumps():
     """``kv_offload_threshold`` offloads after every step, so a run must step one at a time: the same
     as with jumps switched off (a random stress found 280 of 400 such runs differing when jumps skipped
     the per-step offloads: block idle and lifetime means, offload time)."""
-    from simulator.results import assemble_result
+    from simulator.engine.results import assemble_result
 
     for seed in range(20):
         rng = np.random.default_rng(seed)

@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.distributions import Constant
-from simulator.generators import PrefixGroup, TurnSpec, WorkloadSpec, generate_workload, parse_arrival
-from simulator.traces import (
+from simulator.workload.distributions import Constant
+from simulator.workload.generators import PrefixGroup, TurnSpec, WorkloadSpec, generate_workload, parse_arrival
+from simulator.workload.requests import WorkloadError
+from simulator.workload.traces import (
     _columnwise,
     _parse_rows,
     apply_parents,
@@ -20,7 +21,6 @@ from simulator.traces import (
     workload_to_oracle_dict,
     write_oracle_json,
 )
-from simulator.workload import WorkloadError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "workloads"
 
@@ -110,7 +110,7 @@ def test_written_json_is_compact_and_parents_come_back():
     d = json.loads(text)
     assert [r["arrival_step"] for r in d["requests"]] == w.arrival.astype(int).tolist()
     # a reader that ignores "parent" plus apply_parents gives back the links
-    from simulator.workload import Workload
+    from simulator.workload.requests import Workload
     plain = Workload(prompt_len=w.prompt_len, output_len=w.output_len, arrival=w.arrival,
                      prefix_id=w.prefix_id, prefix_len=w.prefix_len, ids=w.ids, prefix_names=w.prefix_names)
     back = apply_parents(plain, d)
@@ -127,7 +127,7 @@ def test_apply_parents_rejects_a_forward_reference():
 
 
 def test_duplicate_ids_cannot_be_written():
-    from simulator.workload import Workload
+    from simulator.workload.requests import Workload
     w = Workload(prompt_len=np.array([5, 5]), output_len=np.array([1, 1]), arrival=np.zeros(2), ids=("x", "x"))
     with pytest.raises(WorkloadError, match="unique"):
         workload_to_oracle_dict(w)

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from simulator.cli import main
-from simulator.validation import build_run, load_experiments, medians, trace_csv, validate
+from simulator.calibration.validation import build_run, load_experiments, medians, trace_csv, validate
+from simulator.cli.commands import main
 
 # median MAPE (%) of `validate(max_requests=300)` with the default coefficients (measured when pinned: the sampler's
 # GPU time per run's generation_config path, the routed experts streamed at the dense rate 0.84, serving 7 ms; TTFT
@@ -60,7 +60,7 @@ def test_max_num_batched_tokens_changes_latency():
     # a smaller token budget splits prompts over more steps: each extra step pays its weights read and CPU
     # time again, so TTFT grows, and the decode steps riding with the chunks change ITL (a real run measured
     # 13 % more ITL at 1,024 than at 8,192; this clock moves ITL by well under 1 % here: docs/cost-model.md)
-    from simulator.engine import simulate
+    from simulator.batch.runner import simulate
 
     exp = next(e for e in load_experiments() if e["exp_id"] == 63)
     lat = {}

@@ -66,7 +66,7 @@ class Command(BaseCommand):
             raise CommandError(f"search {search.pk} {search.status}: {search.error or 'no answer'}")
         self.stdout.write(search.result["message"])
         if "disaggregated" in search.result:
-            from simulator.search_cli import disaggregated_text
+            from simulator.cli.search import disaggregated_text
 
             self.stdout.write(disaggregated_text(search.result["disaggregated"]).strip("\n"))
         self.stdout.write(f"report: /searches/r/{search.slug}/")

@@ -1,0 +1,649 @@
+"""Plain spec objects for closed-form sizing: a model, a GPU, a deployment.
+
+These are the inputs of :func:`simulator.sizing.closed_form.plan`. They are frozen
+dataclasses that validate on construction; every error is a
+:class:`SpecError` whose message starts with the offending field name, so a
+form or an API can attach it to that field::
+
+    SpecError("num_kv_heads: 7 does not divide num_attention_heads 32")
+
+The Django catalog (``gpuprofiles/``) converts its rows into these objects and
+:mod:`simulator.sizing.hf_config` builds a :class:`ModelSpec` from a Hugging Face
+``config.json``. Nothing here imports Django.
+
+Units: memory in GiB (2**30 bytes) unless a name says ``_mib`` (2**20 bytes) or
+``_bytes``; bandwidth in TB/s (10**12 bytes/s); interconnect in GB/s;
+compute in dense TFLOPS; price in USD per GPU-hour.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from simulator.base.sampling import SAMPLER_PATHS
+
+GIB = 2**30  # bytes
+MIB = 2**20  # bytes
+
+
+class SpecError(ValueError):
+    """A model, GPU or deployment spec that cannot be sized; the message names the field."""
+
+
+# --------------------------------------------------------------------------
+# dtypes
+# --------------------------------------------------------------------------
+
+#: Canonical dtype name -> bytes per element (before any scale overhead).
+DTYPE_BYTES: dict[str, float] = {
+    "fp32": 4.0,
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "fp8_e4m3": 1.0,
+    "fp8_e5m2": 1.0,
+    "int8": 1.0,
+    "int4": 0.5,
+    "fp4": 0.5,
+    "nvfp4": 0.5,
+    "mxfp4": 0.5,
+}
+
+_DTYPE_ALIASES: dict[str, str] = {
+    "float32": "fp32",
+    "float": "fp32",
+    "torch.float32": "fp32",
+    "bfloat16": "bf16",
+    "torch.bfloat16": "bf16",
+    "float16": "fp16",
+    "half": "fp16",
+    "torch.float16": "fp16",
+    "float8": "fp8",
+    "float8_e4m3fn": "fp8_e4m3",
+    "e4m3": "fp8_e4m3",
+    "fp8_e4m3fn": "fp8_e4m3",
+    "e5m2": "fp8_e5m2",
+    "float8_e5m2": "fp8_e5m2",
+    "uint8": "int8",
+    "w8a8": "int8",
+    "awq": "int4",
+    "gptq": "int4",
+    "w4a16": "int4",
+    "float4": "fp4",
+}
+
+#: KV cache dtypes a deployment may ask for ("auto" = the model's dtype).
+KV_CACHE_DTYPES = ("auto", "fp32", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2", "int8", "int4", "fp4", "nvfp4")
+
+#: Checkpoint quantization methods understood by the weights model (see simulator/sizing/quantization.py).
+QUANTIZATIONS = (None, "fp8", "int8", "awq", "gptq", "int4", "mxfp4", "nvfp4", "fp4", "compressed-tensors",
+                 "bitsandbytes")
+
+ATTENTION_KINDS = ("MHA", "GQA", "MQA", "MLA")
+
+LAYER_FULL = "full"
+LAYER_SLIDING = "sliding"
+LAYER_LINEAR = "linear"
+LAYER_KINDS = (LAYER_FULL, LAYER_SLIDING, LAYER_LINEAR)
+
+
+def normalize_dtype(value: Any, field_name: str, *, allow_auto: bool = False) -> str:
+    """Return the canonical dtype name (``"bf16"``, ``"fp8"``, ...) or raise :class:`SpecError`.
+
+    Parameters
+    ----------
+    value : str
+        Any common spelling: ``bfloat16``, ``torch.float16``, ``half``, ``fp8_e4m3``...
+    field_name : str
+        Named in the error message.
+    allow_auto : bool
+        Accept ``"auto"`` (returned as is).
+    """
+    if not isinstance(value, str) or not value.strip():
+        raise SpecError(f"{field_name}: must be a dtype name such as bf16, fp16, fp8")
+    v = value.strip().lower()
+    if allow_auto and v == "auto":
+        return "auto"
+    v = _DTYPE_ALIASES.get(v, v)
+    if v not in DTYPE_BYTES:
+        known = ", ".join(sorted(set(DTYPE_BYTES) | ({"auto"} if allow_auto else set())))
+        raise SpecError(f"{field_name}: unknown dtype {value!r} (known: {known})")
+    return v
+
+
+def _whole(obj: Any, name: str, lo: int, hi: int | None = None, *, optional: bool = False) -> None:
+    v = getattr(obj, name)
+    if v is None and optional:
+        return
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise SpecError(f"{name}: must be a whole number, got {v!r}")
+    if v < lo or (hi is not None and v > hi):
+        limit = f"between {lo:,} and {hi:,}" if hi is not None else f">= {lo:,}"
+        raise SpecError(f"{name}: must be {limit}, got {v:,}")
+
+
+def _number(obj: Any, name: str, *, lo: float = 0.0, lo_open: bool = False, hi: float | None = None,
+            optional: bool = True) -> None:
+    v = getattr(obj, name)
+    if v is None:
+        if optional:
+            return
+        raise SpecError(f"{name}: is required")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise SpecError(f"{name}: must be a finite number, got {v!r}")
+    if (v <= lo) if lo_open else (v < lo):
+        raise SpecError(f"{name}: must be {'>' if lo_open else '>='} {lo:g}, got {v:g}")
+    if hi is not None and v > hi:
+        raise SpecError(f"{name}: must be <= {hi:g}, got {v:g}")
+    object.__setattr__(obj, name, float(v))
+
+
+# --------------------------------------------------------------------------
+# model
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """One decoder layer as the KV cache sees it.
+
+    Parameters
+    ----------
+    kind : {"full", "sliding", "linear"}
+        ``full``: attention over the whole context (KV grows with tokens).
+        ``sliding``: attention over the last ``window`` tokens (vLLM keeps at
+        most ``window - 1 + max_num_batched_tokens`` tokens of it per request).
+        ``linear``: linear attention / Mamba / Gated DeltaNet: a fixed state per
+        request, no per-token KV.
+    window : int, optional
+        Sliding window in tokens; required for ``sliding``.
+    state_bytes : int
+        Fixed per-request state of a ``linear`` layer, whole layer (all TP
+        ranks together).  # bytes
+    num_kv_heads, head_dim : int, optional
+        Per-layer override of the model's KV heads / head size (Gemma 4's
+        global layers use 2 KV heads of 512).
+    """
+
+    kind: str = LAYER_FULL
+    window: int | None = None
+    state_bytes: int = 0
+    num_kv_heads: int | None = None
+    head_dim: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in LAYER_KINDS:
+            raise SpecError(f"layers.kind: must be one of {', '.join(LAYER_KINDS)}, got {self.kind!r}")
+        if self.kind == LAYER_SLIDING:
+            if self.window is None:
+                raise SpecError("layers.window: a sliding-window layer needs a window in tokens")
+            _whole_named(self.window, "layers.window", 1, 100_000_000)
+        elif self.window is not None:
+            _whole_named(self.window, "layers.window", 1, 100_000_000)
+        _whole_named(self.state_bytes, "layers.state_bytes", 0, 2**40)
+        if self.num_kv_heads is not None:
+            _whole_named(self.num_kv_heads, "layers.num_kv_heads", 1, 100_000)
+        if self.head_dim is not None:
+            _whole_named(self.head_dim, "layers.head_dim", 1, 100_000)
+
+
+def _whole_named(v: Any, name: str, lo: int, hi: int) -> None:
+    """A whole number in ``[lo, hi]`` (the upper bounds keep absurd configs out of 64-bit database columns)."""
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+        raise SpecError(f"{name}: must be a whole number >= {lo}, got {v!r}")
+    if v > hi:
+        raise SpecError(f"{name}: {v:,} is more than the limit of {hi:,}")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A decoder-only language model, as far as memory sizing needs it.
+
+    Parameters
+    ----------
+    name : str
+    num_layers : int
+        Decoder layers (``num_hidden_layers``).
+    hidden_size : int
+    num_attention_heads : int
+        Query heads.
+    num_kv_heads : int
+        KV heads of a full-attention layer (ignored for MLA, which caches one latent).
+    head_dim : int
+        Size of one attention head (``hidden_size / num_attention_heads`` unless the config says otherwise).
+    attention : {"MHA", "GQA", "MQA", "MLA"}
+        Derived from the heads when left empty.
+    kv_lora_rank, qk_rope_head_dim : int, optional
+        MLA only: the cached latent is ``kv_lora_rank + qk_rope_head_dim`` values per token per layer.
+    q_lora_rank, qk_nope_head_dim, v_head_dim : int, optional
+        MLA only, used to count parameters.
+    layers : tuple of LayerSpec
+        Per-layer kinds; empty means every layer is full attention.
+    vocab_size, intermediate_size : int
+    num_experts, num_experts_per_tok, moe_intermediate_size, num_shared_experts : int
+        Mixture of experts (0 = dense). ``moe_intermediate_size`` defaults to ``intermediate_size``.
+    shared_expert_intermediate_size : int, optional
+        Intermediate size of each shared expert (defaults to ``moe_intermediate_size``).
+    num_dense_layers : int
+        Layers with a dense FFN in an MoE model (DeepSeek ``first_k_dense_replace``).
+    gated_mlp : bool
+        SwiGLU-style MLP with gate, up and down projections (False: GPT-2 style up/down).
+    attention_bias : bool
+        q/k/v (and o) projections carry a bias (parameter count only).
+    tie_word_embeddings : bool
+    num_parameters, num_active_parameters : int, optional
+        Total and per-token active parameters; estimated from the config when absent.
+    weights_dtype : str
+        Dtype of the unquantized tensors (``torch_dtype``), e.g. ``bf16``.
+    quantization : str, optional
+        Checkpoint quantization: ``fp8``, ``int8``, ``awq``, ``gptq``, ``int4``, ``mxfp4`` (MoE experts only, as
+        in gpt-oss), ``nvfp4``, ``compressed-tensors``, ``bitsandbytes`` (details in
+        :mod:`simulator.sizing.quantization`).
+    quant_bits, quant_group_size : int, optional
+        Weight bits and weights per scale along the input dimension (``None`` = the method's default;
+        ``quant_group_size`` -1 = one scale per output channel).
+    quant_scheme : str, optional
+        Format within a method: ``w4a16``, ``w8a8-int8``, ``w8a8-fp8``, ``nvfp4``, ``nf4``, ``fp8-block``,
+        ``fp8-dynamic``, ``fp8-static``... (``None`` = the method's default).
+    quant_ignore : tuple of str
+        Modules the checkpoint leaves unquantized (``ignore`` / ``modules_to_not_convert``).
+    mm_tokens_per_item : int, optional
+        Multimodal models: embedding tokens of the largest image (from ``vision_config``); sizes vLLM's
+        encoder cache.  # tokens
+    max_position_embeddings : int, optional
+        Longest context the model supports (vLLM's default ``max_model_len``).
+    sampling : str, optional
+        The sampler path (a key of :data:`simulator.base.sampling.SAMPLER_PATHS`) that vLLM gives this model's
+        requests when they set no sampling parameters: the one its ``generation_config.json`` asks for
+        (:func:`simulator.base.sampling.sampler_path`). None: not known; the clock then times
+        :data:`simulator.base.sampling.DEFAULT_SAMPLER_PATH`.
+    """
+
+    name: str
+    num_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int | None = None
+    attention: str = ""
+    kv_lora_rank: int | None = None
+    qk_rope_head_dim: int | None = None
+    q_lora_rank: int | None = None
+    qk_nope_head_dim: int | None = None
+    v_head_dim: int | None = None
+    layers: tuple[LayerSpec, ...] = ()
+    vocab_size: int = 0
+    intermediate_size: int = 0
+    num_experts: int = 0
+    num_experts_per_tok: int = 0
+    moe_intermediate_size: int | None = None
+    num_shared_experts: int = 0
+    shared_expert_intermediate_size: int | None = None
+    num_dense_layers: int = 0
+    attention_bias: bool = False
+    gated_mlp: bool = True
+    tie_word_embeddings: bool = False
+    num_parameters: int | None = None
+    num_active_parameters: int | None = None
+    weights_dtype: str = "bf16"
+    quantization: str | None = None
+    max_position_embeddings: int | None = None
+    quant_bits: int | None = None
+    quant_group_size: int | None = None
+    quant_scheme: str | None = None
+    quant_ignore: tuple[str, ...] = ()
+    mm_tokens_per_item: int | None = None
+    sampling: str | None = None
+
+    def __post_init__(self) -> None:
+        # checked in this order: the first problem found is the one reported
+        self._check_shape()
+        self._check_attention()
+        self._check_sizes()
+        self._check_layers()
+        self._check_parameters()
+        self._check_quantization()
+        if self.sampling is not None and self.sampling not in SAMPLER_PATHS:
+            raise SpecError(f"sampling: must be one of {', '.join(SAMPLER_PATHS)}, got {self.sampling!r}")
+
+    def _check_shape(self) -> None:
+        """Name, layers, hidden size, heads; ``head_dim`` derived when absent."""
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise SpecError("name: must be a non-empty string")
+        _whole(self, "num_layers", 1, 100_000)
+        _whole(self, "hidden_size", 1, 10_000_000)
+        _whole(self, "num_attention_heads", 1, 100_000)
+        _whole(self, "num_kv_heads", 1, 100_000)
+        if self.head_dim is None:
+            if self.hidden_size % self.num_attention_heads:
+                raise SpecError(
+                    f"head_dim: not given and hidden_size {self.hidden_size} is not a multiple of "
+                    f"num_attention_heads {self.num_attention_heads}"
+                )
+            object.__setattr__(self, "head_dim", self.hidden_size // self.num_attention_heads)
+        _whole(self, "head_dim", 1, 100_000)
+
+    def _check_attention(self) -> None:
+        """The attention kind (derived from the heads when empty) and its own fields."""
+        attn = (self.attention or "").upper()
+        if not attn:
+            if self.kv_lora_rank:
+                attn = "MLA"
+            elif self.num_kv_heads == self.num_attention_heads:
+                attn = "MHA"
+            elif self.num_kv_heads == 1:
+                attn = "MQA"
+            else:
+                attn = "GQA"
+        if attn not in ATTENTION_KINDS:
+            raise SpecError(f"attention: must be one of {', '.join(ATTENTION_KINDS)}, got {self.attention!r}")
+        object.__setattr__(self, "attention", attn)
+        if attn == "MLA":
+            _whole(self, "kv_lora_rank", 1, 1_000_000)
+            _whole(self, "qk_rope_head_dim", 0, 1_000_000)
+        else:
+            if self.num_kv_heads > self.num_attention_heads:
+                raise SpecError(
+                    f"num_kv_heads: {self.num_kv_heads} is more than num_attention_heads {self.num_attention_heads}"
+                )
+            if self.num_attention_heads % self.num_kv_heads:
+                raise SpecError(
+                    f"num_kv_heads: {self.num_kv_heads} does not divide num_attention_heads {self.num_attention_heads}"
+                )
+
+    def _check_sizes(self) -> None:
+        """Optional MLA sizes, vocabulary, FFN and mixture-of-experts counts."""
+        for name in ("kv_lora_rank", "qk_rope_head_dim", "q_lora_rank", "qk_nope_head_dim", "v_head_dim",
+                     "max_position_embeddings", "moe_intermediate_size", "shared_expert_intermediate_size"):
+            _whole(self, name, 0, 100_000_000, optional=True)
+        _whole(self, "vocab_size", 0, 100_000_000)
+        _whole(self, "intermediate_size", 0, 100_000_000)
+        _whole(self, "num_experts", 0, 1_000_000)
+        _whole(self, "num_experts_per_tok", 0, 1_000_000)
+        _whole(self, "num_shared_experts", 0, 1_000_000)
+        _whole(self, "num_dense_layers", 0, self.num_layers)
+        if self.num_experts and not self.num_experts_per_tok:
+            raise SpecError("num_experts_per_tok: an MoE model needs the number of experts per token")
+        if self.num_experts_per_tok > max(self.num_experts, 0) and self.num_experts:
+            raise SpecError(
+                f"num_experts_per_tok: {self.num_experts_per_tok} is more than num_experts {self.num_experts}"
+            )
+
+    def _check_layers(self) -> None:
+        """Per-layer kinds: LayerSpec entries (or dicts), one per layer when given."""
+        layers = tuple(LayerSpec(**lay) if isinstance(lay, dict) else lay for lay in (self.layers or ()))
+        for lay in layers:
+            if not isinstance(lay, LayerSpec):
+                raise SpecError("layers: each entry must be a LayerSpec or an object with kind/window/state_bytes")
+        if layers and len(layers) != self.num_layers:
+            raise SpecError(f"layers: {len(layers)} layer kinds given for num_layers {self.num_layers}")
+        object.__setattr__(self, "layers", layers)
+
+    def _check_parameters(self) -> None:
+        """Boolean flags, parameter counts and the weights' dtype."""
+        for name in ("attention_bias", "tie_word_embeddings", "gated_mlp"):
+            if not isinstance(getattr(self, name), bool):
+                raise SpecError(f"{name}: must be true or false")
+        _whole(self, "num_parameters", 1, 10**15, optional=True)
+        _whole(self, "num_active_parameters", 1, 10**15, optional=True)
+        if self.num_parameters and self.num_active_parameters and self.num_active_parameters > self.num_parameters:
+            raise SpecError(
+                f"num_active_parameters: {self.num_active_parameters:,} is more than num_parameters "
+                f"{self.num_parameters:,}"
+            )
+        object.__setattr__(self, "weights_dtype", normalize_dtype(self.weights_dtype, "weights_dtype"))
+
+    def _check_quantization(self) -> None:
+        """Quantization method (aliases folded), bits, group size, ignored modules, multimodal tokens."""
+        q = self.quantization
+        if q is not None:
+            if not isinstance(q, str):
+                raise SpecError(f"quantization: must be one of {', '.join(x for x in QUANTIZATIONS if x)}")
+            q = q.strip().lower() or None
+            if q in ("fp8_e4m3", "e4m3", "float8", "modelopt", "compressed-tensors-fp8"):
+                q = "fp8"
+            if q is not None and q not in QUANTIZATIONS:
+                raise SpecError(f"quantization: unknown method {self.quantization!r} "
+                                f"(known: {', '.join(x for x in QUANTIZATIONS if x)})")
+            object.__setattr__(self, "quantization", q)
+        if self.quant_bits is not None:
+            _whole(self, "quant_bits", 1, 32)
+        if self.quant_group_size is not None and self.quant_group_size not in (-1, 0):
+            _whole(self, "quant_group_size", 1, 10_000_000)
+        object.__setattr__(self, "quant_ignore", tuple(str(x) for x in (self.quant_ignore or ())))
+        _whole(self, "mm_tokens_per_item", 1, 10_000_000, optional=True)
+
+    # -- derived views ------------------------------------------------------
+
+    @property
+    def layer_specs(self) -> tuple[LayerSpec, ...]:
+        """Per-layer specs, with the implicit all-full-attention default expanded."""
+        return self.layers or tuple(LayerSpec() for _ in range(self.num_layers))
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def is_hybrid(self) -> bool:
+        """True when layers are not all full attention (sliding window or linear layers present)."""
+        return any(lay.kind != LAYER_FULL for lay in self.layers)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------
+# GPU
+# --------------------------------------------------------------------------
+
+#: nvidia-smi total minus what torch/vLLM reports as total, observed 0.44-0.85 GiB
+#: (H100 79.65 vs 79.18, A100-80 80.00 vs 79.15, L40S 44.99 vs 44.42, T4 15.00 vs 14.56).
+DRIVER_RESERVED_GIB = 0.5  # GiB
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """One GPU model.
+
+    Parameters
+    ----------
+    name : str
+    memory_gib : float, optional
+        Total memory as torch / vLLM see it (``torch.cuda.mem_get_info()[1]``,
+        vLLM's ``total_gpu_memory``); this is what ``gpu_memory_utilization``
+        multiplies. When absent it is estimated as
+        ``memory_mib / 1024 - DRIVER_RESERVED_GIB`` and
+        ``memory_gib_estimated`` is set.  # GiB
+    memory_mib : float, optional
+        Total as ``nvidia-smi`` reports it.  # MiB
+    bandwidth_tbps : float, optional
+        HBM bandwidth.  # TB/s
+    bf16_tflops, fp8_tflops, fp4_tflops : float, optional
+        Dense tensor throughput.  # TFLOPS
+    interconnect_gbps : float, optional
+        GPU-to-GPU bandwidth per GPU.  # GB/s
+    price_per_hour : float, optional
+        Cloud price per GPU-hour.  # USD
+    """
+
+    name: str
+    memory_gib: float | None = None
+    memory_mib: float | None = None
+    bandwidth_tbps: float | None = None
+    bf16_tflops: float | None = None
+    fp8_tflops: float | None = None
+    fp4_tflops: float | None = None
+    interconnect_gbps: float | None = None
+    price_per_hour: float | None = None
+    memory_gib_estimated: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise SpecError("name: must be a non-empty string")
+        _number(self, "memory_mib", lo=0.0, lo_open=True, hi=100 * 1024 * 1024)
+        _number(self, "memory_gib", lo=0.0, lo_open=True, hi=100 * 1024)
+        if self.memory_gib is None:
+            if self.memory_mib is None:
+                raise SpecError("memory_gib: is required (or give memory_mib as nvidia-smi reports it)")
+            est = self.memory_mib / 1024 - DRIVER_RESERVED_GIB
+            if est <= 0:
+                raise SpecError(f"memory_mib: {self.memory_mib:g} MiB is too small")
+            object.__setattr__(self, "memory_gib", est)
+            object.__setattr__(self, "memory_gib_estimated", True)
+        for name in ("bandwidth_tbps", "bf16_tflops", "fp8_tflops", "fp4_tflops", "interconnect_gbps"):
+            _number(self, name, lo=0.0, lo_open=True)
+        _number(self, "price_per_hour", lo=0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------
+# deployment
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeploymentSpec:
+    """The vLLM knobs of one deployment, plus optional calibration overrides.
+
+    Parameters
+    ----------
+    tensor_parallel_size, pipeline_parallel_size : int
+        GPUs per deployment = TP x PP.
+    dtype : str
+        Weights / activation dtype; ``"auto"`` = the model's ``weights_dtype``.
+    kv_cache_dtype : str
+        ``"auto"`` = the model dtype (after ``dtype``); else fp32/bf16/fp16/fp8/int8/int4/fp4.
+    block_size : int
+        Tokens per KV block (vLLM default 16).  # tokens
+    gpu_memory_utilization : float
+        Fraction of total GPU memory vLLM may use, in (0, 1].
+    max_model_len : int, optional
+        Longest request; ``None`` = the model's ``max_position_embeddings``.  # tokens
+    max_num_batched_tokens : int, optional
+        Token budget per step, which also sizes the profiling run;
+        ``None`` = vLLM's online-serving default for the GPU (8192 on >= 70 GiB
+        GPUs other than A100, else 2048).  # tokens
+    max_num_seqs : int, optional
+        Running-request cap; sizes vLLM's dummy sampler run in profiling.
+        ``None`` = vLLM's default for the GPU (1024 on >= 70 GiB GPUs other
+        than A100, else 256).
+    vllm_version : str, optional
+        vLLM version the plan should imitate (``"0.10.1"``, ``"0.6"``...); it
+        selects the version rules (``simulator.sizing.memory_model.version_rules``,
+        ``docs/sizing.md``). ``None`` = the newest checked.
+    enforce_eager : bool
+        No CUDA graphs (the CUDA-graph term is then 0).
+    subtract_cudagraph : bool, optional
+        Subtract the CUDA-graph estimate from the KV budget (vLLM's
+        ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``); ``None`` (default): as the
+        chosen vLLM version does (subtracted since 0.21).
+    cpu_tier_gib, disk_tier_gib : float, optional
+        Offload tiers per deployment.  # GiB
+    weights_gib, available_kv_gib, activation_gib, non_torch_gib, cudagraph_gib : float, optional
+        Calibration: per-GPU figures from a vLLM log ("Model loading took X GiB",
+        "Available KV cache memory: Y GiB", ...) replacing the modelled terms.  # GiB
+        ``available_kv_gib`` may be negative (a start-up that failed).
+    max_loras : int
+        LoRA slots on the GPU (vLLM ``--max-loras``); 0 = LoRA off.
+    max_lora_rank : int
+        Largest adapter rank (vLLM ``--max-lora-rank``, default 16).
+    lora_target_modules : tuple of str
+        Projections that carry adapters (``q_proj`` ... ``down_proj``); empty = every linear layer vLLM wraps.
+    """
+
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    dtype: str = "auto"
+    kv_cache_dtype: str = "auto"
+    block_size: int = 16
+    gpu_memory_utilization: float = 0.9
+    max_model_len: int | None = None
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    vllm_version: str | None = None
+    enforce_eager: bool = False
+    subtract_cudagraph: bool | None = None
+    cpu_tier_gib: float | None = None
+    disk_tier_gib: float | None = None
+    weights_gib: float | None = None
+    available_kv_gib: float | None = None
+    activation_gib: float | None = None
+    non_torch_gib: float | None = None
+    cudagraph_gib: float | None = None
+    max_loras: int = 0
+    max_lora_rank: int = 16
+    lora_target_modules: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _whole(self, "max_loras", 0, 4096)
+        _whole(self, "max_lora_rank", 1, 4096)
+        if isinstance(self.lora_target_modules, str):
+            object.__setattr__(self, "lora_target_modules", (self.lora_target_modules,))
+        object.__setattr__(self, "lora_target_modules", tuple(self.lora_target_modules or ()))
+        _whole(self, "tensor_parallel_size", 1, 4096)
+        _whole(self, "pipeline_parallel_size", 1, 4096)
+        object.__setattr__(self, "dtype", normalize_dtype(self.dtype, "dtype", allow_auto=True))
+        kv = normalize_dtype(self.kv_cache_dtype, "kv_cache_dtype", allow_auto=True)
+        if kv not in KV_CACHE_DTYPES:
+            raise SpecError(f"kv_cache_dtype: {self.kv_cache_dtype!r} is not a KV cache dtype "
+                            f"(known: {', '.join(KV_CACHE_DTYPES)})")
+        object.__setattr__(self, "kv_cache_dtype", kv)
+        _whole(self, "block_size", 1, 4096)
+        g = self.gpu_memory_utilization
+        if isinstance(g, bool) or not isinstance(g, (int, float)) or not (0.0 < g <= 1.0):
+            raise SpecError(f"gpu_memory_utilization: must be a fraction in (0, 1], got {g!r}")
+        object.__setattr__(self, "gpu_memory_utilization", float(g))
+        _whole(self, "max_model_len", 1, 100_000_000, optional=True)
+        _whole(self, "max_num_batched_tokens", 1, 100_000_000, optional=True)
+        _whole(self, "max_num_seqs", 1, 1_000_000, optional=True)
+        if self.vllm_version is not None:
+            v = self.vllm_version
+            if not isinstance(v, str) or not v.strip() or not v.strip().lstrip("v")[:1].isdigit():
+                raise SpecError(f"vllm_version: must look like '0.11.0', got {v!r}")
+        for name in ("enforce_eager", "subtract_cudagraph"):
+            if not isinstance(getattr(self, name), bool) and not (name == "subtract_cudagraph" and
+                                                                  self.subtract_cudagraph is None):
+                raise SpecError(f"{name}: must be true or false")
+        for name in ("cpu_tier_gib", "disk_tier_gib", "weights_gib", "activation_gib", "non_torch_gib"):
+            _number(self, name, lo=0.0, hi=10**7)
+        # A failed start-up prints a negative "Available KV cache memory": the plan then says how much is short.
+        _number(self, "available_kv_gib", lo=-10**7, hi=10**7)
+        # vLLM has printed negative CUDA-graph figures (R36: -0.76 GiB), so allow them.
+        _number(self, "cudagraph_gib", lo=-10**7, hi=10**7)
+
+    @property
+    def num_gpus(self) -> int:
+        """GPUs per deployment (TP x PP)."""
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    def with_(self, **changes: Any) -> DeploymentSpec:
+        """A copy with some fields changed (validated again)."""
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+__all__ = [
+    "GIB",
+    "MIB",
+    "SpecError",
+    "DTYPE_BYTES",
+    "KV_CACHE_DTYPES",
+    "QUANTIZATIONS",
+    "ATTENTION_KINDS",
+    "LAYER_FULL",
+    "LAYER_SLIDING",
+    "LAYER_LINEAR",
+    "normalize_dtype",
+    "LayerSpec",
+    "ModelSpec",
+    "GpuSpec",
+    "DeploymentSpec",
+    "DRIVER_RESERVED_GIB",
+]

@@ -1,0 +1,196 @@
+"""``python -m simulator search``: the cheapest deployment meeting an SLO, from files and options.
+
+The model is a Hugging Face ``config.json``; the GPUs a JSON list of
+:class:`simulator.base.specs.GpuSpec` objects with ``price_per_hour`` (the
+catalog's priced GPUs are in ``examples/search_gpus.json``); the traffic a
+workload file or a Poisson rate with length distributions. Prints the
+:class:`simulator.search.deployments.SearchResult` as JSON (``--summary``: the answer in
+words and a table of every deployment tried). Input errors raise
+:class:`simulator.search.space.SearchError` naming the option.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from simulator.base import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS, path_words, timed_path
+from simulator.cli.values import read_json
+from simulator.search import SearchError, SearchSpace, Slo, format_seconds, parse_slo_target
+
+
+def add_search_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Options of the ``search`` subcommand."""
+    p.add_argument("--model", required=True, metavar="CONFIG_JSON", help="the model's Hugging Face config.json")
+    p.add_argument("--generation-config", metavar="FILE",
+                   help="the model's generation_config.json: its sampling fields pick the sampler path the clock times "
+                        "(default: the generation_config.json beside --model, else the shipped defaults of a model its "
+                        f"config names in _name_or_path, else {DEFAULT_SAMPLER_PATH})")
+    p.add_argument("--sampling", choices=list(SAMPLER_PATHS), metavar="PATH",
+                   help=f"the requests' sampler path instead of the model's own: {', '.join(SAMPLER_PATHS)}")
+    p.add_argument("--gpus", required=True, metavar="FILE",
+                   help="JSON list of GPUs: {name, memory_gib, bandwidth_tbps, bf16_tflops, fp8_tflops, "
+                        "interconnect_gbps, price_per_hour} (examples/search_gpus.json)")
+    p.add_argument("--workload", metavar="FILE", help="workload JSON or trace (else --rate and --duration)")
+    p.add_argument("--rate", type=float, metavar="REQ_PER_S", help="Poisson arrivals, requests per second")
+    p.add_argument("--duration", type=float, default=60.0, metavar="S", help="seconds of traffic (with --rate)")
+    p.add_argument("--prompt", default="normal:1024,256", metavar="DIST", help="prompt length distribution, tokens")
+    p.add_argument("--output", default="normal:256,64", metavar="DIST", help="output length distribution, tokens")
+    p.add_argument("--seed", type=int, default=0, help="workload seed")
+    p.add_argument("--slo", action="append", required=True, metavar="METRIC:PCT:SECONDS",
+                   help="a latency target, e.g. ttft:p90:0.5 or itl:p99:0.05 or e2e:p50:10 (repeatable)")
+    p.add_argument("--min-goodput", type=float, default=0.0, metavar="FRAC",
+                   help="least share of requests that must meet every target (0 to 1)")
+    p.add_argument("--tp", default="1,2,4,8", metavar="LIST", help="tensor-parallel degrees")
+    p.add_argument("--pp", default="1", metavar="LIST", help="pipeline-parallel degrees")
+    p.add_argument("--precision", default="bf16,fp8,int4", metavar="LIST", help="weight precisions: bf16, fp8, int4")
+    p.add_argument("--kv-dtype", default="auto", metavar="LIST", help="KV cache dtypes (auto, fp8, ...)")
+    p.add_argument("--max-num-seqs", default="256", metavar="LIST", help="running-request caps")
+    p.add_argument("--max-replicas", type=int, default=16, metavar="N", help="most replicas behind the router")
+    p.add_argument("--routing", default="round-robin", metavar="POLICY", help="router policy (docs/cluster.md)")
+    p.add_argument("--disaggregated", action="store_true",
+                   help="also simulate every prefill/decode split (xPyD) of the answer's replicas and of one fewer, "
+                        "judged against the same SLO (docs/disaggregated_serving.md)")
+    p.add_argument("--link-gbps", type=float, default=50.0, metavar="GBPS",
+                   help="with --disaggregated: KV link bandwidth per decode instance, GB/s (default 50)")
+    p.add_argument("--summary", action="store_true", help="print the answer in words and a table, not JSON")
+    p.add_argument("--out", "-o", metavar="FILE", help="write here instead of stdout")
+    return p
+
+
+def _ints(text: str, option: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise SearchError(f"{option}: {text!r} must be whole numbers separated by commas") from None
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def _gpus(path: str) -> tuple:
+    from simulator.base import GpuSpec
+
+    data = read_json(path, "--gpus", SearchError)
+    if not isinstance(data, list):
+        raise SearchError("--gpus: the file must hold a JSON list of GPU objects")
+    out = []
+    for i, g in enumerate(data):
+        try:
+            out.append(GpuSpec(**g))
+        except (TypeError, ValueError) as exc:
+            raise SearchError(f"--gpus: GPU {i + 1}: {exc}") from None
+    return tuple(out)
+
+
+def _workload(args: argparse.Namespace, load_workload_file):
+    from simulator.workload import WorkloadSpec, generate_workload
+
+    if args.workload:
+        return load_workload_file(args.workload)
+    if args.rate is None:
+        raise SearchError("--rate: give the traffic (--rate and --duration) or a --workload file")
+    if not (math.isfinite(args.rate) and args.rate > 0):
+        raise SearchError(f"--rate: must be more than 0 requests per second, got {args.rate:g}")
+    if not (math.isfinite(args.duration) and args.duration > 0):
+        raise SearchError(f"--duration: must be more than 0 seconds, got {args.duration:g}")
+    n = max(1, round(args.rate * args.duration))
+    try:
+        spec = WorkloadSpec.from_dict({"n": n, "prompt": args.prompt, "output": args.output,
+                                       "arrival": {"kind": "poisson", "rate": args.rate, "unit": "s"}})
+    except ValueError as exc:
+        raise SearchError(f"--rate: {exc}") from None
+    return generate_workload(spec, seed=args.seed)
+
+
+def run_search_command(args: argparse.Namespace, *, load_workload_file) -> str:
+    """Run the search the options describe; the text to print."""
+    from simulator.search import search_deployments
+    from simulator.sizing import parse_hf_config
+
+    try:
+        config = read_json(args.model, "--model", SearchError)
+        beside = Path(args.model).with_name("generation_config.json")  # a Hugging Face snapshot keeps both
+        generation_file = args.generation_config or (str(beside) if beside.is_file() else None)
+        generation = read_json(generation_file, "--generation-config", SearchError) if generation_file else None
+        model = parse_hf_config(config, generation_config=generation)
+    except SearchError:
+        raise
+    except ValueError as exc:
+        option = "--generation-config" if str(exc).startswith("generation_config") else "--model"
+        raise SearchError(f"{option}: {exc}") from None
+    slo = Slo(tuple(parse_slo_target(t) for t in args.slo), args.min_goodput)
+    space = SearchSpace(_gpus(args.gpus), tensor_parallel=_ints(args.tp, "--tp"),
+                        pipeline_parallel=_ints(args.pp, "--pp"), precisions=_words(args.precision),
+                        kv_cache_dtypes=_words(args.kv_dtype), max_num_seqs=_ints(args.max_num_seqs, "--max-num-seqs"),
+                        max_replicas=args.max_replicas, routing=args.routing, sampling=args.sampling)
+    workload = _workload(args, load_workload_file)
+    result = search_deployments(workload, model, space, slo)
+    alt = _disaggregated(args, result, workload, model, space, slo) if args.disaggregated else None
+    if args.summary:
+        return (summary_text(result) + sampler_line(model, args.sampling)
+                + (disaggregated_text(alt) if args.disaggregated else ""))
+    out = result.to_dict()
+    if args.disaggregated:
+        out["disaggregated"] = alt
+    return json.dumps(out, allow_nan=False, default=_nan)
+
+
+def _disaggregated(args: argparse.Namespace, result, workload, model, space, slo):
+    """The xPyD splits of the answer (:mod:`simulator.search.disaggregated`)."""
+    from simulator.cluster import DisaggError, KvLink
+    from simulator.search import xpyd_alternatives
+
+    try:
+        link = KvLink(args.link_gbps, 1e-4)
+    except DisaggError as exc:
+        raise SearchError("--link-gbps" + str(exc).removeprefix("link.bandwidth_gbps")) from None
+    return xpyd_alternatives(result, workload, model, space, slo, link=link)
+
+
+def disaggregated_text(alt) -> str:
+    """The splits in words: one line each, then the cheapest one meeting the SLO."""
+    if alt is None:
+        return "\nNo prefill/decode split to try: no answer, or a single replica.\n"
+    lines = ["", f"Prefill/decode splits of {alt['shape']} (aggregated: {alt['aggregated']['replicas']} "
+                 f"replicas at ${alt['aggregated']['cost_per_hour']:,.2f}/h):"]
+    for r in alt["splits"]:
+        figures = ", ".join(f"{k} {format_seconds(v)}" for k, v in r["values"].items() if v is not None)
+        verdict = "meets" if r["meets"] else "misses"
+        lines.append(f"{r['name']:6} {r['num_gpus']:3} GPUs ${r['cost_per_hour']:,.2f}/h  {verdict}: {figures}")
+    b = alt["best"]
+    lines.append(f"Cheapest split meeting the SLO: {b['name']} at ${b['cost_per_hour']:,.2f}/h" if b
+                 else "No split meets the SLO.")
+    v = alt["verdict"]
+    lines.append(f"Winner: {v['winner']}: {v['reason']}.")
+    return "\n".join(lines) + "\n"
+
+
+def _nan(v: Any) -> Any:
+    raise TypeError(f"not JSON: {type(v).__name__}")
+
+
+def summary_text(result) -> str:
+    """The answer in words, then one line per candidate (status, replicas, cost, reason)."""
+    lines = [result.message, f"{result.num_simulations} simulations in {result.elapsed_s:.1f} s", ""]
+    for o in result.outcomes:
+        cost = "" if o.cost_per_hour is None else f"${o.cost_per_hour:,.2f}/h"
+        reps = "" if o.replicas is None else f"x{o.replicas}"
+        lines.append(f"{o.status:9} {reps:4} {cost:>11}  {o.candidate['label']}: {o.reason}")
+    return "\n".join(lines) + "\n"
+
+
+def sampler_line(model, chosen: str | None) -> str:
+    """Which sampler path every candidate's clock timed, and why."""
+    path, source = timed_path(chosen, model.sampling)
+    why = {"chosen": "--sampling", "model": "the model's generation_config.json",
+           "default": "the default: the model's sampling defaults are not known; --generation-config or --sampling "
+                      "to say"}[source]
+    return f"sampler: {path_words(path)} ({why})\n"
+
+
+__all__ = ["add_search_arguments", "run_search_command", "summary_text", "sampler_line"]

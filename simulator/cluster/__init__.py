@@ -1,0 +1,22 @@
+"""Several engines: replicas behind a router, and disaggregated prefill and decode pools.
+
+:func:`simulate_cluster` / :class:`Deployment` (N replicas, :mod:`~simulator.cluster.routing`'s policies),
+the fleet that steps them together, :class:`DisaggregatedDeployment` (a prefill pool, a decode pool and the
+KV link between them) and :func:`compare_splits` (aggregated replicas against xPyD splits).
+
+May import: simulator.base, simulator.sizing, simulator.clock, simulator.workload, simulator.engine.
+"""
+
+from simulator.cluster.compare import compare_splits, engine_config_for
+from simulator.cluster.disaggregated import DisaggError, DisaggregatedDeployment, KvLink, Pool, deployment_from_dict
+from simulator.cluster.replicas import (
+    SUMMED_TOTALS,
+    ClusterResult,
+    Deployment,
+    LoadBalance,
+    simulate_cluster,
+    smallest_replicas,
+)
+from simulator.cluster.routing import POLICIES, ClusterError, parse_routing
+
+__all__ = ["ClusterError", "ClusterResult", "Deployment", "DisaggError", "DisaggregatedDeployment", "KvLink", "LoadBalance", "POLICIES", "Pool", "SUMMED_TOTALS", "compare_splits", "deployment_from_dict", "engine_config_for", "parse_routing", "simulate_cluster", "smallest_replicas"]

@@ -1,0 +1,488 @@
+"""The engine: vLLM 0.33.0's v1 scheduler over struct-of-arrays state, assembled from its parts.
+
+Same rules and the same results, bit for bit, as the scalar reference kernel
+(``tests/simulator/reference_core.py``, which the oracle cases pin to vLLM). The parts
+(``docs/simulator.md``, "Engine map"):
+
+* :mod:`simulator.engine.scheduler`: vLLM's rules (schedule the running queue, preempt, admit, finish);
+* :mod:`simulator.engine.pool`: the block pool (allocate, release, lookup, publish, ``can_allocate``;
+  it records the free-block margins :mod:`simulator.batch.sharing` needs), with the KV tiers
+  (:mod:`simulator.engine.tiers`) attached as where its evictions go, and :mod:`simulator.engine.tier_loads`
+  for loads at admission;
+* :mod:`simulator.engine.step_clock`: steps to seconds (linear model, cost model terms or a batched hook);
+* accelerators, all off with ``accelerate=False`` (results unchanged): lazy decoders
+  (:mod:`simulator.engine.lazy_decoders`), decode jumps and lazy windows (:mod:`simulator.engine.decode_jumps`),
+  own-key pool paths (:mod:`simulator.engine.pool`); :mod:`simulator.engine.accelerators` says which runs each
+  supports.
+
+This module holds the state (per-request numpy arrays; a request's block table is a slice of
+one flat array, ``btab[koff[r]:koff[r] + held[r]]``; the running queue an array of request
+indices in running order) and the loop that drives one schedule call after another
+(:meth:`FastEngine.advance`).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+import numpy as np
+
+from simulator.clock import overlapped
+from simulator.engine.accelerators import RunFacts, choose
+from simulator.engine.config import EngineConfig
+from simulator.engine.decode_jumps import DecodeJumps
+from simulator.engine.keyspace import KeySpace, WorkloadPrep, cdiv
+from simulator.engine.lazy_decoders import LazyDecoders
+from simulator.engine.pool import FastPool
+from simulator.engine.scheduler import DROPPED, FINISHED, PREEMPTED, RUNNING, WAITING, Scheduler
+from simulator.engine.step_clock import StepClock
+from simulator.engine.tier_loads import TierLoads
+from simulator.engine.tiers import TierChain
+from simulator.speculative import SpecDecoding
+from simulator.workload import Workload
+
+__all__ = ["DROPPED", "FINISHED", "PREEMPTED", "RUNNING", "WAITING", "FastEngine", "KeySpace",
+           "StepTimeFn", "WorkloadPrep", "cdiv"]
+
+StepTimeFn = Callable[[int, int], float]
+
+
+class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, StepClock):
+    """Simulate one :class:`EngineConfig` over one :class:`Workload` (array kernel).
+
+    Parameters
+    ----------
+    workload : Workload
+    config : EngineConfig
+    step_time : callable, optional
+        ``(num_scheduled_tokens, num_scheduled_reqs) -> seconds``; defaults to
+        the config's linear ``step_time_model``.
+    record_steps : bool
+    prep : WorkloadPrep, optional
+        Shared precomputation (batches).
+    pool_factory : callable, optional
+        ``(num_gpu_blocks, caching, num_keys) -> FastPool`` (a subclass: see
+        :mod:`simulator.batch.sharing`).
+    """
+
+    def __init__(self, workload: Workload, config: EngineConfig, *,
+                 step_time: StepTimeFn | None = None, record_steps: bool = False,
+                 prep: WorkloadPrep | None = None, step_cost=None, cost_index: int = 0,
+                 pool_factory: Callable[[int, bool, int], FastPool] | None = None,
+                 accelerate: bool = True) -> None:
+        self.wl = workload
+        self.cfg = cfg = config
+        self.prep = prep = prep or WorkloadPrep(workload)
+        # SGLang's RadixCache (prefix_cache="radix"): token granularity, the same memory in token slots
+        self.radix = cfg.prefix_cache == "radix"
+        self.B = 1 if self.radix else cfg.block_size
+        num_blocks = (cfg.num_gpu_blocks - 1) * cfg.block_size + 1 if self.radix else cfg.num_gpu_blocks
+        self.max_model_len = cfg.max_model_len or max(prep.longest + 16, cfg.max_num_batched_tokens)
+        # max_model_len can only bind when some context gets near it
+        self.max_model_len_binds = prep.longest + 4 >= self.max_model_len
+        self.caching = cfg.enable_prefix_caching
+        self.watermark_blocks = int(cfg.watermark * num_blocks)
+        self.async_mode = cfg.async_scheduling
+        self.time_mode = workload.arrival_unit == "s"
+        self.record_steps = record_steps
+        self._init_pool(num_blocks, pool_factory)
+        self._init_clock(step_time, step_cost, cost_index)
+        self._init_requests(record_steps)
+        self._init_spec()
+        self._init_shortcuts(accelerate)
+        self._init_lazy_state()
+
+    def _init_pool(self, num_blocks: int, pool_factory) -> None:
+        """The block pool over the workload's key space, and the KV tiers attached to it."""
+        cfg = self.cfg
+        sc = cfg.speculative  # (draft and lookahead slots beyond a request's context)
+        ks = self.prep.keys(self.B, sc.num_speculative_tokens + sc.num_lookahead_tokens if sc is not None else 0)
+        self.koff = ks.koff
+        self.keyarr = ks.keyarr
+        self.btab = np.zeros(ks.slots, np.int64)
+        self.pool = (pool_factory or FastPool)(num_blocks, self.caching, ks.num_keys if self.caching else 0)
+        self.pool.configure(cfg)
+        # Lower KV tiers (CPU, disk): GPU evictions are demoted, prefix hits onboarded.
+        tiers = [(nm, tc) for nm, tc in (("cpu", cfg.cpu_tier), ("disk", cfg.disk_tier)) if tc is not None]
+        bpb = cfg.kv_bytes_per_block
+        if bpb and self.radix:
+            bpb = max(bpb // cfg.block_size, 1)  # per token slot
+        self.tiers = TierChain(tiers, bpb, ks.num_keys) if tiers and self.caching else None
+        if self.tiers is not None:
+            self.pool.on_evict = self.tiers.demote
+        self.offload_at = (int(cfg.kv_offload_threshold * self.pool.usable)
+                           if self.tiers is not None and cfg.kv_offload_threshold is not None else None)
+        self.loading: dict[int, float] = {}  # request -> time its onboarded blocks are on the GPU
+        # After a load stall no request starts loads until this one (the head of the queue then)
+        # has finished: otherwise loads (its own or those of requests behind it) take the blocks
+        # it needs again, or preempt it once admitted, and the stall repeats for ever.
+        self._onboard_gate: int | None = None
+
+    def _init_clock(self, step_time, step_cost, cost_index: int) -> None:
+        """The cost model behind :class:`simulator.engine.step_clock.StepClock`."""
+        stm = self.cfg.step_time_model
+        self.step_time = step_time or (
+            lambda t, r: stm.base_s + stm.per_token_s * t + stm.per_req_s * r)
+        # Batched cost model hook (``BatchStepTime``-like): when set, each step's
+        # time is ``step_cost.step_time(prefill_tokens, prefill_attention_tokens,
+        # decode_tokens, decode_context_tokens, num_reqs)[cost_index]``.
+        self.step_cost = step_cost
+        self.cost_index = cost_index
+        # Per-configuration cost model (StepCostTerms, scalar evaluation) unless the hook is set.
+        # (async scheduling: a step's CPU time runs under the previous step's GPU work, simulator.clock.terms)
+        self.terms = overlapped(self.cfg.cost_model, self.async_mode) if step_cost is None else None
+        self.exec_step = 0
+        self.clock = 0.0
+
+    def _init_requests(self, record_steps: bool) -> None:
+        """Per-request arrays, the queues, the totals and the step series."""
+        wl, n = self.wl, self.wl.n
+        self.final_len = wl.prompt_len + wl.output_len
+        z = lambda: np.zeros(n, np.int64)  # noqa: E731
+        self.tok = wl.prompt_len.copy()      # prompt + output tokens received
+        self.comp = z()                      # computed tokens (incl. in flight)
+        self.placeholders = z()              # async output placeholders
+        self.inflight = z()
+        self.stale = z()
+        self.status = z()
+        self.held = z()                      # blocks held
+        self.ncached = z()                   # leading blocks published
+        self.npre = z()
+        self.tiered = np.zeros(n, bool)      # let its blocks go while waiting to hit them again
+        self.first_sched = np.full(n, -1, np.int64)
+        self.first_token = np.full(n, -1, np.int64)
+        self.finish = np.full(n, -1, np.int64)
+        self.first_token_t = np.full(n, np.nan)
+        self.finish_t = np.full(n, np.nan)
+        self.hit_first = np.full(n, -1, np.int64)
+        self.gone = np.zeros(n, bool)
+        self.run = np.zeros(max(min(self.cfg.max_num_seqs, n), 1) + 1, np.int64)
+        self.num_running = 0
+        self.waiting: deque[int] = deque()
+        self.admission_seq = [0] * n         # admission sequence number (running order)
+        self.next_admission_seq = 0
+        self.t = dict(
+            preemptions=0, finished=0, prefix_cache_queries=0, prefix_cache_hits=0,
+            prefix_cache_requests=0, preempted_prefix_cache_queries=0,
+            preempted_prefix_cache_hits=0, preempted_prefix_cache_requests=0,
+            peak_kv_blocks_used=0, peak_running=0, peak_waiting=0, num_steps=0,
+            num_schedule_calls=0, total_scheduled_tokens=0, total_prefill_tokens=0,
+            total_decode_tokens=0, dropped_unservable=0, recomputed_tokens=0,
+            requests_cut_short=0, kv_block_steps=0,
+        )
+        self.log: dict[str, list] | None = (
+            {k: [] for k in ("step", "time_s", "num_running", "num_waiting",
+                             "num_scheduled_tokens", "kv_blocks_used", "num_preempted")}
+            if record_steps else None)
+        self.unfinished = 0
+
+    def _init_shortcuts(self, accelerate: bool) -> None:
+        """The accelerators this run takes (:mod:`simulator.engine.accelerators`: those that support it; none with
+        ``accelerate=False``, same results, slower) and the state they keep."""
+        cfg = self.cfg
+        n = self.wl.n
+        self.accelerate = accelerate
+        self.accelerators = taken = choose(RunFacts(
+            config=cfg, own_keys=self.keyarr is None, has_parents=bool((self.wl.parent >= 0).any()),
+            max_model_len_binds=self.max_model_len_binds, has_tiers=self.tiers is not None,
+            batched_cost_hook=self.step_cost is not None), accelerate)
+        # what the shortcuts did (tests check each is taken; all 0 with accelerate=False)
+        self.shortcuts = dict(lazy_steps=0, window_steps=0, jumped_steps=0, kept_loads=0, hit_runs=0)
+        # Every content key is a request's own (no shared prefix, no parent): a block is then
+        # held by at most one request, and a request's keys are published only by it, in order
+        # (fast paths in _free, _publish_one), or loaded by it from a lower tier.
+        self.own_keys = "own_keys" in taken
+        # admission's early "the whole prompt cannot fit" check (_admit; with a tier, loads are tried first
+        # for a request whose keys a tier may hold: one that let its blocks go while waiting to hit them
+        # again, ``tiered``; with own keys nobody else's release puts its keys there)
+        self.full_isl_own = self.own_keys and cfg.scheduler_reserve_full_isl and self.tiers is None
+        self.full_isl_untiered = self.own_keys and cfg.scheduler_reserve_full_isl and self.tiers is not None
+        # release runs: per request, its GPU hits are the first this many keys' blocks still cached (-1:
+        # unknown), so _head_blocked may answer for a tiered head that has no room to load; and whether its
+        # last load started from its release run with synchronous scheduling: the blocks it then holds are
+        # its keys' only cached carriers (_keep_loaded)
+        release_runs = "release_runs" in taken
+        self.hit_run = np.full(n, -1, np.int64) if release_runs else None
+        self.load_from_run = np.zeros(n, bool) if release_runs else None
+        self.pool.track_refs = not self.own_keys
+        self.pool.accelerate = "sure_checks" in taken
+        self.pool.own_keys = self.own_keys and self.caching
+        if self.tiers is not None and self.own_keys:
+            # own keys: evictions are demoted in bulk, before the tiers are next read
+            self.pool.defer_evictions = True
+            self.pool.fkey = np.empty(self.pool.fifo.size, np.int64)
+            self.tiers.before_read = self.pool.deliver_evictions
+            # each key is demoted once at most until a request lets blocks go to hit them again
+            self.tiers.fresh = True
+        if self.tiers is not None:
+            self.tiers.accelerate = "sure_checks" in taken
+        # Lazy steady decoders (see simulator/engine/lazy_decoders.py): a running request whose prefill is done
+        # holds comp = lazy_base + lazy_step implicitly. Only the other running requests
+        # (``explicit_running``) are materialized. Without multi-turn parents nobody can look up a running
+        # decoder's newly full blocks (they are its own keys, and it is not waiting), so their publication
+        # waits until the decoder is materialized.
+        self.defer_pub = self.caching and not bool((self.wl.parent >= 0).any())
+        self.lazy_ok = "lazy_decoders" in taken
+        self.jumps_ok = "decode_jumps" in taken
+        self.windows_ok = "lazy_windows" in taken
+        self._retry_jump_at = 0
+        self._backoff = 1
+
+    def _init_lazy_state(self) -> None:
+        """Lazy decoders' state (see :mod:`simulator.engine.lazy_decoders`)."""
+        n = self.wl.n
+        self.lazy_active = False
+        self._lazy_retry_at = 0
+        self.is_lazy = np.zeros(n, bool)
+        self.lazy_base = np.zeros(n, np.int64)
+        self.slot_base = (self.koff[:n] * self.B).tolist()
+        self.lazy_step = 0
+        self.num_lazy = 0
+        self.lazy_base_sum = 0                # sum of la over the lazy decoders
+        # residue of -la -> {decoder: koff * B + la} in running order (see LazyDecoders._bucket_add)
+        self.buckets: dict[int, dict[int, int]] = {}
+        self.finishing_at: dict[int, list] = {}
+        self._finishing_heap: list[int] = []  # the keys of fin_at, and keys deleted since (see _first_finish)
+        self.explicit_running: list[int] = []
+        self._lazy_batch = None
+        self._lazy_in_flight = None  # async lazy mode: the step in flight (eq, sampled, tokens, step, t_end)
+        self._finishing: list[int] = []  # async lazy mode: decoders skipped this step, finished by its output
+
+    def _unservable(self, usable: int | None = None) -> np.ndarray:
+        """Requests that can never fit in ``usable`` blocks (default: this pool's), dropped on arrival."""
+        wl = self.wl
+        if usable is None:
+            usable = self.pool.usable
+        # (speculative decoding: the last verification holds k draft slots and the lookahead beyond)
+        ctx = np.minimum(wl.prompt_len + wl.output_len - 1 + self.spec_k + self.lookahead, self.max_model_len)
+        return (-(-ctx // self.B) > usable) | (wl.prompt_len >= self.max_model_len)
+
+    def run_all(self, progress: Callable[[float], None] | None = None) -> None:
+        """Drive the engine until every request finished or was dropped."""
+        self.start(progress)
+        self.advance()
+        self.close()
+
+    def start(self, progress: Callable[[float], None] | None = None, *, external: bool = False) -> None:
+        """Prepare a run. ``external``: requests arrive only through :meth:`submit` (a router's instance)."""
+        self._order = self.prep.order.tolist()
+        self._arr = self.prep.arrival_sorted.tolist()
+        self._drop = self._unservable()
+        self._num_requests = self.wl.n
+        self._pending = self._num_requests if external else 0
+        self._tick = 0
+        self._queue: deque = deque()  # the batch queue: steps scheduled, output not yet processed
+        self._depth = 2 if self.async_mode else 1  # its depth (async scheduling: one step in flight)
+        self._progress = progress
+        self._next_report = 0.05
+        self._done = False
+        self._external = external
+
+    @property
+    def now(self) -> float:
+        """The engine's time: seconds for arrivals in seconds, else schedule calls."""
+        return self.clock if self.time_mode else self._tick
+
+    @property
+    def busy(self) -> bool:
+        """Something is running, waiting or in flight."""
+        return bool(self.num_running or self.waiting or self._queue)
+
+    def submit(self, q: int) -> None:
+        """Request ``q`` arrives now (external mode): dropped if unservable, else queued."""
+        if self._drop[q]:
+            self.status[q] = DROPPED
+            self.t["dropped_unservable"] += 1
+        else:
+            self.waiting.append(q)
+
+    def close(self) -> None:
+        """Close the run: write lazy state back, finalize pool metrics, count unfinished requests."""
+        if self.lazy_active:
+            self._materialize()
+        self.pool.finalize_metrics()
+        status = self.status
+        self.unfinished = int(((status != FINISHED) & (status != DROPPED)).sum())
+
+    def advance(self, until: float | None = None) -> bool:
+        """Run schedule calls until the engine's time reaches ``until`` (None: until all work is done).
+
+        An idle engine waits (its time jumps to ``until``). Returns True when
+        the run is over (no work left and no arrival of its own to come, or
+        ``max_steps`` reached). One pass of the loop: arrivals join the waiting
+        queue; an idle engine waits for the next arrival; a decode-only stretch
+        is jumped (:meth:`DecodeJumps._try_jump`); else one schedule call
+        (:meth:`_schedule_call`), and the output of the oldest step in flight is
+        processed (:meth:`Scheduler.process`).
+        """
+        if self._done:
+            return True
+        stats = _StepTotals(self.t)
+        done = False
+        while True:
+            now = self.clock if self.time_mode else self._tick
+            if until is not None and now >= until:
+                break
+            if self._pending < self._num_requests and self._arr[self._pending] <= now:
+                self._take_arrivals(now)
+            has_req = bool(self.num_running or self.waiting)
+            if not has_req and not self._queue:
+                if self._pending >= self._num_requests:
+                    done = self._wait_until(until)
+                    break
+                self._wait_for_arrival(until)
+                continue
+            if self._tick >= self.cfg.max_steps:
+                done = True
+                break
+            if (self.jumps_ok and has_req and not self._queue and self.num_running
+                    and self.exec_step >= self._retry_jump_at and self._try_jump(until)):
+                continue
+            if has_req:
+                if self._schedule_call(until, stats):
+                    continue
+            elif not self._queue:
+                continue
+            self.process(*self._queue.pop())
+            if self._progress is not None:
+                self._report_progress()
+        stats.merge_into(self.t)
+        self._done = done
+        return done
+
+    def _take_arrivals(self, now: float) -> None:
+        """Requests arrived by ``now`` join the waiting queue (unservable ones are dropped)."""
+        order, arrival, drop = self._order, self._arr, self._drop
+        pending, n = self._pending, self._num_requests
+        while pending < n and arrival[pending] <= now:
+            q = order[pending]
+            pending += 1
+            if drop[q]:
+                self.status[q] = DROPPED
+                self.t["dropped_unservable"] += 1
+            else:
+                self.waiting.append(q)
+        self._pending = pending
+
+    def _next_arrival(self):
+        """The arrival time of the next request of the workload's own (None: none left)."""
+        return self._arr[self._pending] if self._pending < self._num_requests else None
+
+    def _wait_until(self, until) -> bool:
+        """Idle with nothing left to arrive: the time moves to ``until``; True (done) when None."""
+        if until is None:
+            return True
+        if self.time_mode:
+            self.clock = max(self.clock, float(until))
+        else:
+            self._tick = max(self._tick, int(until))
+        return False
+
+    def _wait_for_arrival(self, until) -> None:
+        """Idle: the time moves to the next arrival (or ``until``, if earlier)."""
+        nxt = self._next_arrival()
+        if until is not None and nxt > until:
+            nxt = until
+        if self.time_mode:
+            self.clock = max(self.clock, float(nxt))
+        else:
+            self._tick = max(self._tick, int(nxt))
+
+    def _report_progress(self) -> None:
+        n, t = self._num_requests, self.t
+        if self._progress is not None and n and t["finished"] / n >= self._next_report:
+            self._progress(min(1.0, (t["finished"] + t["dropped_unservable"]) / n))
+            self._next_report += 0.05
+
+    def _schedule_call(self, until, stats: _StepTotals) -> bool:
+        """One schedule call (or a lazy window of several); False when the output of the oldest step
+        in flight is due now (the general path's batch queue is full, or nothing is left to schedule)."""
+        res = None
+        if self.lazy_ok:
+            if not self.lazy_active and self.exec_step >= self._lazy_retry_at:
+                self._lazify()
+            if (self.windows_ok and not self.explicit_running and self._window_possible()
+                    and self._try_window(until, stats)):
+                return True
+            if self.lazy_active:
+                res = self._fast_schedule()
+                if res is None:
+                    self._materialize()
+                    self._lazy_retry_at = self.exec_step + 1
+        if res is None:
+            e, ns, sampled, npre = self.schedule()
+            ntok = int(ns.sum()) if ns.size else 0
+            n_prefill = int(ns[self._prefill_mask(e, ns, sampled)].sum()) if ntok else 0
+            nreq = int(e.size)
+        else:
+            e = ns = sampled = None
+            ntok, n_prefill, nreq, npre = res
+            self.shortcuts["lazy_steps"] += 1
+        step = self.exec_step
+        self._count_step(stats, ntok, n_prefill, npre)
+        self.clock += self._seconds_of_step(res is not None, e, ns, sampled, ntok, nreq)
+        if self.loading and ntok == 0 and not self.num_running:
+            self._wait_for_loads(until)
+        if self.offload_at is not None:
+            self._offload_early()
+        if res is not None:
+            self._process_lazy_step(step)
+            if self._progress is not None:
+                self._report_progress()
+            return True
+        self._queue.appendleft((e, ns, sampled, step, self.clock))
+        return len(self._queue) < self._depth and bool(ntok > 0 or self.num_running or self.waiting)
+
+    def _count_step(self, stats: _StepTotals, ntok: int, n_prefill: int, npre: int) -> None:
+        """Totals, peaks and the step series of the schedule call just made; the step counters move on."""
+        stats.calls += 1
+        if npre:
+            self.t["preemptions"] += npre
+        pool = self.pool
+        used = pool.usable - pool.top - pool.nfifo
+        if used > stats.peak_used:
+            stats.peak_used = used
+        nr, nw = self.num_running, len(self.waiting)
+        if nr > stats.peak_running:
+            stats.peak_running = nr
+        if nw > stats.peak_waiting:
+            stats.peak_waiting = nw
+        log = self.log
+        if log is not None and (ntok > 0 or npre > 0):
+            log["step"].append(self.exec_step)
+            log["time_s"].append(self.clock)
+            log["num_running"].append(nr)
+            log["num_waiting"].append(nw)
+            log["num_scheduled_tokens"].append(ntok)
+            log["kv_blocks_used"].append(used)
+            log["num_preempted"].append(npre)
+        if ntok > 0:
+            stats.steps += 1
+            stats.tokens += ntok
+            stats.prefill += n_prefill
+            stats.block_steps += used
+            self.exec_step += 1
+        self._tick += 1
+
+
+class _StepTotals:
+    """Additive totals and peaks of one :meth:`FastEngine.advance` call, merged into the totals at its end."""
+
+    __slots__ = ("calls", "steps", "tokens", "prefill", "block_steps", "peak_used", "peak_running", "peak_waiting")
+
+    def __init__(self, t: dict) -> None:
+        self.calls = self.steps = self.tokens = self.prefill = self.block_steps = 0
+        self.peak_used, self.peak_running, self.peak_waiting = (
+            t["peak_kv_blocks_used"], t["peak_running"], t["peak_waiting"])
+
+    def merge_into(self, t: dict) -> None:
+        t["peak_kv_blocks_used"] = max(t["peak_kv_blocks_used"], self.peak_used)
+        t["peak_running"] = max(t["peak_running"], self.peak_running)
+        t["peak_waiting"] = max(t["peak_waiting"], self.peak_waiting)
+        t["num_schedule_calls"] += self.calls
+        t["num_steps"] += self.steps
+        t["total_scheduled_tokens"] += self.tokens
+        t["total_prefill_tokens"] += self.prefill
+        t["total_decode_tokens"] += self.tokens - self.prefill
+        t["kv_block_steps"] += self.block_steps

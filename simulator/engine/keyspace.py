@@ -1,0 +1,78 @@
+"""Workload-derived state shared by every engine of a batch: content keys and arrival order.
+
+vLLM names a full KV block by a chain hash of its tokens; the engine uses integer content keys
+assigned up front (:class:`KeySpace`): a request's block ``j`` has slot ``koff[r] + j`` in the
+flat block table, and its key is that slot unless the block lies inside a shared prefix or
+a parent conversation (then the key of the same block there).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simulator.workload import Workload
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division for non-negative integers."""
+    return -(-a // b)
+
+
+class KeySpace:
+    """Integer content keys standing for vLLM's chained block hashes, for one block size.
+
+    Request ``r``'s block ``j`` has slot ``koff[r] + j`` in the flat block
+    table; its content key is that slot number, unless the block lies wholly
+    inside the prefix or parent context the request starts with: then it is
+    the key of the same block of the parent (recursively) or of the named
+    prefix (keys after all request slots). ``keyarr`` maps slot -> key and is
+    None when no request shares a full block (key == slot). ``extra``: tokens a
+    request may hold slots for beyond its context (speculative decoding's draft
+    and lookahead slots, :mod:`simulator.speculative.drafting`).  # tokens
+    """
+
+    def __init__(self, wl: Workload, B: int, extra: int = 0) -> None:
+        n = wl.n
+        ctx = wl.prompt_len + wl.output_len + extra
+        nblk = (ctx + 2 + B - 1) // B + 1
+        self.koff = np.zeros(n + 1, np.int64)
+        np.cumsum(nblk, out=self.koff[1:])
+        self.slots = int(self.koff[-1])
+        pb = (wl.prefix_len + B - 1) // B + 1
+        poff = self.slots + np.concatenate(([0], np.cumsum(pb)))
+        self.num_keys = int(poff[-1])
+        shared = wl.shared_len()
+        sb = shared // B
+        self.keyarr = None
+        if n and sb.max() > 0:
+            keyarr = np.arange(self.slots, dtype=np.int64)
+            koff = self.koff
+            par, pid = wl.parent, wl.prefix_id
+            for r in np.flatnonzero(sb > 0).tolist():
+                s = int(sb[r])
+                o = int(koff[r])
+                p = int(par[r])
+                if p >= 0:
+                    po = int(koff[p])
+                    keyarr[o:o + s] = keyarr[po:po + s]
+                else:
+                    keyarr[o:o + s] = np.arange(poff[pid[r]], poff[pid[r]] + s)
+            self.keyarr = keyarr
+
+
+class WorkloadPrep:
+    """Workload-derived arrays shared by every configuration of a batch."""
+
+    def __init__(self, wl: Workload) -> None:
+        self.wl = wl
+        self.order = np.argsort(wl.arrival, kind="stable")
+        self.arrival_sorted = wl.arrival[self.order]
+        self.longest = int((wl.prompt_len + wl.output_len).max()) if wl.n else 0
+        self._keys: dict[int, KeySpace] = {}
+
+    def keys(self, B: int, extra: int = 0) -> KeySpace:
+        """The key space of block size ``B`` (``extra`` slots beyond each context: see :class:`KeySpace`)."""
+        ks = self._keys.get((B, extra))
+        if ks is None:
+            ks = self._keys[(B, extra)] = KeySpace(self.wl, B, extra)
+        return ks

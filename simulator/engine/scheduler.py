@@ -1,0 +1,531 @@
+"""vLLM v1's scheduler rules (``Scheduler.schedule`` and ``update_from_output``), one call at a time.
+
+The rules, in the order vLLM applies them (``docs/simulator.md``, "Engine map"):
+
+1. **schedule the running queue** (:meth:`Scheduler.schedule`): in running order each request
+   gets the tokens it wants (capped by ``long_prefill_token_threshold``, ``max_model_len`` and
+   what is left of the token budget) and the blocks they need; a request whose blocks do not
+   fit preempts ``running[-1]`` (:meth:`Scheduler._preempt`) until it fits or is itself preempted;
+2. **admit** (:meth:`Scheduler._admit`), only if nothing was preempted: FCFS from the head of the
+   waiting queue, each request's prefix hits looked up, admitted while its blocks (and the whole
+   prompt with ``scheduler_reserve_full_isl``, plus the watermark) fit and budget is left;
+3. **update after schedule**: computed tokens advance (async: output placeholders);
+4. **finish** (:meth:`Scheduler.process`): sampled tokens are received, finished requests release
+   their blocks (:meth:`Scheduler._free`), full blocks are published to the prefix cache.
+
+Every comparison with the free blocks goes through the pool (``can_allocate``, or the inline
+margin record where a loop runs per step), which records the margins that shared schedules
+need (:mod:`simulator.batch.sharing`). This is a mixin of :class:`simulator.engine.core.FastEngine`: the
+state it reads is documented there.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simulator.engine.keyspace import cdiv
+
+WAITING, RUNNING, PREEMPTED, FINISHED, DROPPED = 0, 1, 2, 3, 4
+
+_acc = np.add.accumulate  # cumsum of a 1-D int64 array, without np.cumsum's dispatch
+_add = np.add.reduce
+_cnz = np.count_nonzero  # a numpy int: int() it before it reaches a result
+
+
+class Scheduler:
+    """vLLM v1's schedule / admit / preempt / finish rules over the engine's request arrays."""
+
+    def _publish(self, ids: np.ndarray, upto: np.ndarray) -> None:
+        """Publish each request's full blocks below ``upto`` tokens (``cache_blocks``), in order."""
+        full = upto // self.B
+        nc = self.ncached[ids]
+        g = (full > nc).nonzero()[0]
+        if not g.size:
+            return
+        if g.size < ids.size:
+            ids, full, nc = ids[g], full[g], nc[g]
+        cnt = full - nc
+        cs = _acc(cnt)
+        tot = cs.item(-1)
+        if tot == ids.size:  # one block each (decoders)
+            pos = self.koff[ids] + nc
+        else:
+            pos = np.repeat(self.koff[ids] + nc - (cs - cnt), cnt) + np.arange(tot)
+        if self.keyarr is None:
+            self.pool.publish(self.btab[pos], pos, True)  # own keys: distinct
+        else:
+            self.pool.publish(self.btab[pos], self.keyarr[pos])
+        self.ncached[ids] = full
+
+    def _publish_one(self, q: int, upto: int) -> None:
+        full = upto // self.B
+        nc = int(self.ncached[q])
+        if full <= nc:
+            return
+        o = int(self.koff[q])
+        if self.own_keys and not self.npre[q]:
+            # keys only this request publishes, in order, and it never lost its blocks
+            self.pool.publish_new(self.btab[o + nc:o + full], o + nc)
+        elif self.keyarr is None:
+            self.pool.publish(self.btab[o + nc:o + full], np.arange(o + nc, o + full), True)
+        else:
+            self.pool.publish(self.btab[o + nc:o + full], self.keyarr[o + nc:o + full], True)
+        self.ncached[q] = full
+
+    def _alloc_blocks(self, q: int, new: int) -> None:
+        h = int(self.held[q])
+        o = int(self.koff[q]) + h
+        self.btab[o:o + new] = self.pool.allocate(new, self.exec_step)
+        self.held[q] = h + new
+
+    def _free(self, q: int, keep_keys: bool = False) -> None:
+        """Release request ``q``'s blocks; ``keep_keys``: it may hit them again (preempted, or its
+        tier loads let go while it waits)."""
+        o = int(self.koff[q])
+        h = int(self.held[q])
+        if keep_keys:
+            self.tiered[q] = True
+            if self.tiers is not None:
+                self.tiers.fresh = False
+        nc = int(self.ncached[q])
+        if h:
+            if self.own_keys:
+                # nobody else can hold these blocks; the published ones lead
+                self.pool.release_own(self.btab[o:o + h], nc, o, keep_keys)
+            else:
+                self.pool.release(self.btab[o:o + h])
+        if keep_keys and self.hit_run is not None:
+            m = (int(self.tok[q]) - 1) // self.B
+            self.hit_run[q] = min(nc, m) if self.pool.one_release_run(o, nc, m) else -1
+        self.held[q] = 0
+        self.ncached[q] = 0
+
+    def _preempt(self, q: int) -> None:
+        self._free(q, keep_keys=True)
+        self.status[q] = PREEMPTED
+        self.comp[q] = 0
+        self.stale[q] = self.inflight[q]
+        self.placeholders[q] = 0
+        if self.spec_k:
+            self.spec[q] = 0
+        self.npre[q] += 1
+        self.waiting.appendleft(q)
+
+    def _allocate_running(self, q: int, n: int) -> bool:
+        """Blocks for ``n`` more tokens of running request ``q`` (False: they do not fit)."""
+        c = int(self.comp[q])
+        need = min(c + n + self.lookahead, self.max_model_len)
+        new = cdiv(need, self.B) - int(self.held[q])
+        if not self.pool.can_allocate(new):
+            return False
+        if new > 0:
+            self._alloc_blocks(q, new)
+        if self.caching:
+            self._publish_one(q, min(c + n, int(self.tok[q])))
+        return True
+
+    def schedule(self):
+        """One ``Scheduler.schedule()``: (ids, tokens, sampled) arrays in order, and preemptions.
+
+        The running queue first (:meth:`_schedule_running`), then admission if nothing was
+        preempted (:meth:`_admit`), then ``_update_after_schedule`` (:meth:`_after_schedule`).
+        """
+        cfg = self.cfg
+        budget = cfg.max_num_batched_tokens
+        thr = cfg.long_prefill_token_threshold if self.num_running + len(self.waiting) > 1 else 0
+        ids_l: list = []
+        n_l: list = []
+        npre = 0
+        if self.num_running:
+            budget, npre = self._schedule_running(budget, thr, ids_l, n_l)
+        if npre == 0 and self.waiting and budget > 0 and self.num_running < cfg.max_num_seqs:
+            budget = self._admit(budget, thr, ids_l, n_l)[0]
+        if not ids_l:
+            e = np.zeros(0, np.int64)
+            ns = e
+        elif len(ids_l) == 1:
+            e, ns = ids_l[0], n_l[0]
+        else:
+            e = np.concatenate(ids_l)
+            ns = np.concatenate(n_l)
+        return e, ns, self._after_schedule(e, ns), npre
+
+    def _after_schedule(self, e: np.ndarray, ns: np.ndarray) -> np.ndarray:
+        """``_update_after_schedule`` (+ AsyncScheduler placeholders): computed tokens advance; which
+        scheduled requests sample a token."""
+        if not e.size:
+            return np.zeros(0, bool)
+        comp, tok = self.comp, self.tok
+        comp[e] += ns
+        if self.spec_k:
+            self.spec[e] = 0  # drafts scheduled (or cut by the budget) are cleared
+        if self.async_mode:
+            self.inflight[e] += ns
+            sampled = comp[e] >= tok[e] + self.placeholders[e]
+            if self.spec_k:
+                self._spec_placeholders(e, sampled)
+            else:
+                self.placeholders[e[sampled]] += 1
+            return sampled
+        return comp[e] >= tok[e]
+
+    def _running_wants(self, run: np.ndarray, c: np.ndarray, t: np.ndarray, budget: int, thr: int) -> np.ndarray:
+        """Tokens each running request gets if blocks allow: what it wants, capped by the prefill
+        threshold, ``max_model_len`` and, by cumulative sum in running order, the budget."""
+        if self.async_mode:
+            p = self.placeholders[run]
+            n0 = t + p - c
+            if self.spec_k:
+                n0 += self.spec[run]  # the draft placeholders of its step in flight
+            n0[(p > 0) & (c + 2 - p >= self.final_len[run])] = 0  # its last token is in flight
+        else:
+            n0 = t - c
+            if self.spec_k:
+                n0 += self.spec[run]  # num_tokens_with_spec - num_computed_tokens
+        if thr:
+            np.minimum(n0, thr, out=n0)
+        if self.max_model_len_binds:
+            np.minimum(n0, self.max_model_len - c - 1, out=n0)
+        np.maximum(n0, 0, out=n0)
+        cs = _acc(n0)
+        if cs.item(-1) > budget:
+            k = int(cs.searchsorted(budget, "right"))
+            n0[k] = budget - (cs.item(k - 1) if k else 0)
+            n0[k + 1:] = 0
+        return n0
+
+    def _schedule_running(self, budget: int, thr: int, ids_l: list, n_l: list) -> tuple[int, int]:
+        """The running queue in running order: tokens and blocks; preemptions where blocks run out.
+
+        Array work up to the first request whose blocks do not fit (its blocks popped in one go,
+        as sequential pops would), then request by request (:meth:`_schedule_one_by_one`).
+        Returns the budget left and the number of preemptions.
+        """
+        B, pool, held = self.B, self.pool, self.held
+        R = self.num_running
+        run = self.run[:R].copy()
+        c = self.comp[run]
+        t = self.tok[run]
+        n0 = self._running_wants(run, c, t, budget, thr)
+        newc = c + n0
+        tgt = newc + self.lookahead if self.lookahead else newc  # allocate_slots' lookahead slots
+        if self.max_model_len_binds:
+            tgt = np.minimum(tgt, self.max_model_len)
+        h = held[run]
+        need = (tgt + (B - 1)) // B - h
+        np.maximum(need, 0, out=need)
+        cn = _acc(need)
+        free = pool.num_free()
+        f = R if cn.item(-1) <= free else int(cn.searchsorted(free, "right"))
+        if f:
+            pool.can_allocate(cn.item(f - 1), free)  # (passes: the margin of the f requests' checks)
+            ids, nn = run[:f], n0[:f]
+            tot = cn.item(f - 1)
+            if tot:
+                nd = need[:f]
+                blocks = pool.allocate(tot, self.exec_step)
+                pos = np.repeat(self.koff[ids] + h[:f] - (cn[:f] - nd), nd) + np.arange(tot)
+                self.btab[pos] = blocks
+                held[ids] = h[:f] + nd
+            sel = nn > 0
+            if _cnz(sel) < sel.size:
+                ids, nn = ids[sel], nn[sel]
+                tgt_pub = np.minimum(newc[:f][sel], t[:f][sel])
+            else:
+                tgt_pub = np.minimum(newc[:f], t[:f])
+            if self.caching and ids.size:
+                self._publish(ids, tgt_pub)
+            ids_l.append(ids)
+            n_l.append(nn)
+            budget -= int(nn.sum())
+        if f < R:
+            return self._schedule_one_by_one(f, budget, thr, ids_l, n_l)
+        return budget, 0
+
+    def _schedule_one_by_one(self, i: int, budget: int, thr: int, ids_l: list, n_l: list) -> tuple[int, int]:
+        """The running queue from request ``i`` on, one request at a time: one whose blocks do not fit
+        preempts ``running[-1]`` until it fits or is preempted itself (which ends the pass)."""
+        comp, tok, ph, final_len = self.comp, self.tok, self.placeholders, self.final_len
+        mml = self.max_model_len
+        npre = 0
+        while i < self.num_running and budget > 0:
+            q = int(self.run[i])
+            cq = int(comp[q])
+            pq = int(ph[q])
+            if pq > 0 and cq + 2 - pq >= int(final_len[q]):
+                i += 1
+                continue
+            n = int(tok[q]) + pq - cq
+            if self.spec_k:
+                n += int(self.spec[q])
+            if 0 < thr < n:
+                n = thr
+            n = min(n, budget, mml - cq - 1)
+            if n <= 0:
+                i += 1
+                continue
+            while not self._allocate_running(q, n):
+                self.num_running -= 1
+                victim = int(self.run[self.num_running])
+                self._preempt(victim)
+                npre += 1
+                if victim == q:
+                    return budget, npre
+            ids_l.append(np.array([q]))
+            n_l.append(np.array([n]))
+            budget -= n
+            i += 1
+        return budget, npre
+
+    def _admit(self, budget: int, thr: int, ids_l: list | None, n_l: list | None):
+        """vLLM's admission: FCFS from the head of the waiting queue while the token budget, the
+        running cap and the blocks allow. Requests in the middle of a recompute of tokens in flight
+        (``stale``) and those still loading from a tier are passed over (they keep their place).
+        Returns the budget left, the requests admitted and their tokens (also appended to
+        ``ids_l``, ``n_l`` unless None)."""
+        waiting = self.waiting
+        B = self.B
+        max_seqs = self.cfg.max_num_seqs
+        chunked = self.cfg.enable_chunked_prefill
+        skipped: list[int] = []
+        admitted: list[int] = []
+        ns: list[int] = []
+        while budget > 0 and waiting and self.num_running < max_seqs:
+            q = waiting[0]
+            kept = self._loads_done(q)  # blocks it keeps as its prefix hits (its loads are done)
+            if kept < 0:
+                skipped.append(waiting.popleft())
+                continue
+            num_tokens = int(self.tok[q])
+            capped = num_tokens if num_tokens < self.max_model_len else self.max_model_len
+            if self._whole_prompt_cannot_fit(q, capped):
+                break
+            nh, hit, loading = self._admission_hits(q, num_tokens, kept)
+            if loading:
+                skipped.append(waiting.popleft())
+                continue
+            n = num_tokens - nh * B
+            if 0 < thr < n:
+                n = thr
+            if not chunked and n > budget:
+                if self._drop_if_never_schedulable(q, kept, budget):
+                    continue
+                break
+            if n > budget:
+                n = budget
+            new = self._admission_blocks(nh, hit, kept, nh * B + n, capped)
+            if new < 0:
+                if kept:
+                    self._free(q, keep_keys=True)
+                break
+            self._admit_one(q, nh, hit, kept, new, n, num_tokens)
+            admitted.append(q)
+            ns.append(n)
+            budget -= n
+        if skipped:
+            waiting.extendleft(reversed(skipped))
+        if admitted and ids_l is not None:
+            ids_l.append(np.array(admitted, np.int64))
+            n_l.append(np.array(ns, np.int64))
+        return budget, admitted, ns
+
+    def _loads_done(self, q: int) -> int:
+        """Waiting request ``q``: -1 when admission passes it over (stale tokens in flight, or loads
+        not done), else the blocks it keeps as prefix hits (0 unless its loads just finished)."""
+        if self.stale[q] > 0:
+            return -1
+        if self.loading:
+            ready = self.loading.get(q)
+            if ready is not None:
+                if ready > self.clock:
+                    return -1
+                del self.loading[q]  # its blocks are on the GPU now: they are its prefix hits
+                return self._keep_loaded(q)
+        return 0
+
+    def _whole_prompt_cannot_fit(self, q: int, capped: int) -> bool:
+        """Accelerator (own keys): the full-ISL check fails whatever the prefix hits (with its own keys
+        a waiting request's hits are all free blocks, counted back as evictable)."""
+        if not (self.full_isl_own or (self.full_isl_untiered and not self.tiered[q])):
+            return False
+        pool = self.pool
+        need = -(-capped // self.B) + (self.watermark_blocks if self.num_running else 0)
+        return not pool.can_allocate(need) if need > pool.top + pool.nfifo else False
+
+    def _admission_hits(self, q: int, num_tokens: int, kept: int):
+        """Waiting request ``q``'s GPU prefix hits: ``(blocks, their ids or None, loading)``;
+        ``loading``: it started loading its prefix from a tier instead (it waits)."""
+        o = int(self.koff[q])
+        if kept:
+            return kept, self.btab[o:o + kept], False
+        m = (num_tokens - 1) // self.B
+        if not self.caching or m <= 0:
+            return 0, None, False
+        pool, keyarr = self.pool, self.keyarr
+        # (async: a step in flight at a preemption may publish one more of its blocks after the release)
+        hit_run = None if self.async_mode else self.hit_run
+        # its hits are known from its release on (see _head_blocked): what lookup_own gives
+        r = int(hit_run[q]) if hit_run is not None and self.tiered[q] else -1
+        nh, hit = 0, None
+        if pool.kblock[o if keyarr is None else int(keyarr[o])] >= 0:
+            if r >= 0:
+                self.shortcuts["hit_runs"] += 1
+                hit = pool.kblock[o:o + pool.run_left(o, r)].copy()
+            elif self.own_keys:
+                hit = pool.lookup_own(o, m)
+            else:
+                hit = pool.lookup(np.arange(o, o + m) if keyarr is None else keyarr[o:o + m])
+            nh = hit.size
+        g = self._onboard_gate
+        if g is not None and self.status[g] >= FINISHED:
+            g = self._onboard_gate = None
+        if (self.tiers is not None and nh < m and g is None and (self.tiered[q] or not self.own_keys)
+                and self._start_onboard(q, o, nh, m, hit)):
+            if hit_run is not None:
+                self.load_from_run[q] = r >= 0
+            return nh, hit, True
+        return nh, hit, False
+
+    def _drop_if_never_schedulable(self, q: int, kept: int, budget: int) -> bool:
+        """Without chunked prefill the head's uncached tokens exceed the budget left. If they exceed
+        the whole budget and nothing runs, nothing will free budget or cache more of its prompt: it
+        can never be scheduled. vLLM refuses such a config (max_num_batched_tokens < max_model_len
+        without chunked prefill); here it is dropped as unservable (True: admission goes on) instead
+        of blocking the queue (False: admission stops)."""
+        if kept:
+            self._free(q, keep_keys=True)
+        if self.num_running or budget != self.cfg.max_num_batched_tokens or self.loading:
+            return False
+        self.waiting.popleft()
+        self.status[q] = DROPPED
+        self.t["dropped_unservable"] += 1
+        if q == self._onboard_gate:
+            self._onboard_gate = None
+        return True
+
+    def _admission_blocks(self, nh: int, hit, kept: int, tokens: int, capped: int) -> int:
+        """Admission's block checks: the whole prompt (``scheduler_reserve_full_isl``) and the blocks
+        for ``tokens``, each with the evictable hits and the watermark. New blocks to allocate, or -1."""
+        pool, B = self.pool, self.B
+        wm = self.watermark_blocks if self.num_running else 0
+        if kept:  # counted as if let go: free and evictable
+            evictable = kept
+            free = pool.top + pool.nfifo + kept
+        else:
+            evictable = pool.num_free_of(hit) if nh else 0
+            free = pool.top + pool.nfifo
+        if self.cfg.scheduler_reserve_full_isl:
+            need_full = max(-(-capped // B) - nh, 0) + evictable
+            if not pool.can_allocate(need_full + wm, free):
+                return -1
+        new = max(-(-min(tokens, self.max_model_len) // B) - nh, 0)
+        if not pool.can_allocate(new + evictable + wm, free):
+            return -1
+        return new
+
+    def _admit_one(self, q: int, nh: int, hit, kept: int, new: int, n: int, num_tokens: int) -> None:
+        """Admit waiting request ``q`` with ``nh`` hit blocks, ``new`` new blocks and ``n`` tokens."""
+        pool, btab, B, t = self.pool, self.btab, self.B, self.t
+        h = nh * B
+        o = int(self.koff[q])
+        if kept:
+            pool.retouch(hit, self.exec_step)
+        elif nh:
+            pool.touch(hit, self.exec_step)
+            btab[o:o + nh] = hit
+        pre_q = self.npre[q] > 0
+        blocks = None
+        if new > 0:
+            blocks = pool.allocate(new, self.exec_step)
+            btab[o + nh:o + nh + new] = blocks
+        self.held[q] = nh + new
+        self.ncached[q] = nh
+        if self.caching:
+            full = (h + n if h + n < num_tokens else num_tokens) // B
+            if full > nh:
+                if self.own_keys and not pre_q:
+                    # its own keys, never published (see _publish_one); the blocks just allocated
+                    pool.publish_new(blocks[:full - nh], o + nh)
+                    self.ncached[q] = full
+                else:
+                    self._publish_one(q, full * B)
+            prefix = "preempted_prefix_cache_" if pre_q else "prefix_cache_"
+            t[prefix + "queries"] += num_tokens
+            t[prefix + "hits"] += h
+            t[prefix + "requests"] += 1
+        if pre_q:
+            t["recomputed_tokens"] += num_tokens - h
+        self.waiting.popleft()
+        self.run[self.num_running] = q
+        self.num_running += 1
+        self.admission_seq[q] = self.next_admission_seq
+        self.next_admission_seq += 1
+        if self.status[q] == WAITING:
+            self.first_sched[q] = self.exec_step
+            self.hit_first[q] = h
+        self.status[q] = RUNNING
+        self.comp[q] = h
+
+    def process(self, e: np.ndarray, ns: np.ndarray, sampled: np.ndarray,
+                step: int, t_end: float) -> None:
+        """One ``update_from_output()`` for a schedule call's batch."""
+        if not e.size:
+            return
+        status = self.status
+        if self.async_mode:
+            self.inflight[e] -= ns
+            st = self.stale[e] > 0
+            if _cnz(st):
+                self.stale[e[st]] -= ns[st]
+            act = sampled & (status[e] != FINISHED)
+            st = st[act]
+        else:
+            act = sampled
+        drafts = self._spec_inflight.popleft() if self.spec_k and self.async_mode else None
+        a = e[act]
+        if not a.size:
+            return
+        tok = self.tok
+        if self.spec_k:
+            gained = self._receive_verified(a, None if drafts is None else drafts[act],
+                                            None if drafts is None else ~st)
+        else:
+            tok[a] += 1
+        ft = a[self.first_token[a] < 0]
+        if ft.size:
+            self.first_token[ft] = step
+            self.first_token_t[ft] = t_end
+        stopped = tok[a] >= self.final_len[a]
+        if self.max_model_len_binds:
+            stopped |= tok[a] >= self.max_model_len
+        if self.async_mode:
+            ph = self.placeholders
+            had_ph = ph[a] > 0
+            before_running = status[a] == RUNNING
+            dec = ~st & had_ph
+            ph[a[dec]] -= gained[dec] if self.spec_k else 1
+            cc = a[dec & before_running]
+            if cc.size and self.caching:
+                self._publish(cc, self.comp[cc] - self.inflight[cc])
+        if self.spec_k and not self.async_mode:
+            self._spec_propose(a, stopped)
+        if _cnz(stopped):
+            fin = a[stopped]
+            self.finish[fin] = step
+            self.finish_t[fin] = t_end
+            self.t["requests_cut_short"] += int(_cnz(tok[fin] < self.final_len[fin]))
+            in_wait = []
+            for q in fin.tolist():
+                self._free(q)
+                if status[q] != RUNNING:
+                    in_wait.append(q)
+            self.gone[fin] = True
+            R = self.num_running
+            run = self.run[:R]
+            keep = run[~self.gone[run]]
+            self.num_running = keep.size
+            self.run[:keep.size] = keep
+            for q in in_wait:
+                self.waiting.remove(q)
+            status[fin] = FINISHED
+            self.t["finished"] += fin.size

@@ -1,0 +1,24 @@
+"""Deployment search: the cheapest deployment whose latency meets an SLO at a traffic.
+
+:class:`SearchSpace` and :class:`Slo` (:mod:`~simulator.search.space`), sizing and judging each candidate
+(:mod:`~simulator.search.evaluate`), the search itself (:func:`search_deployments`) and the xPyD splits of
+its answer (:func:`xpyd_alternatives`).
+
+May import: simulator.base, simulator.sizing, simulator.clock, simulator.speculative, simulator.workload, simulator.engine, simulator.cluster, simulator.batch.
+"""
+
+from simulator.search.deployments import Outcome, SearchCancelled, merge_results, search_deployments
+from simulator.search.disaggregated import split_counts, xpyd_alternatives
+from simulator.search.evaluate import default_max_model_len, prepare_candidate
+from simulator.search.space import (
+    PRECISIONS,
+    SLO_METRIC_LABELS,
+    SearchError,
+    SearchSpace,
+    Slo,
+    SloTarget,
+    format_seconds,
+    parse_slo_target,
+)
+
+__all__ = ["Outcome", "PRECISIONS", "SLO_METRIC_LABELS", "SearchCancelled", "SearchError", "SearchSpace", "Slo", "SloTarget", "default_max_model_len", "format_seconds", "merge_results", "parse_slo_target", "prepare_candidate", "search_deployments", "split_counts", "xpyd_alternatives"]

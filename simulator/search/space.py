@@ -1,0 +1,319 @@
+"""The inputs of a deployment search: the latency objective and the space of deployments.
+
+A *candidate* is one way to build a replica: a GPU type, tensor and pipeline
+parallel degrees, a weight precision, a KV cache dtype and a ``max_num_seqs``
+cap. The search (:mod:`simulator.search.deployments`) then chooses how many replicas of it
+sit behind a router. Everything here is a frozen dataclass that validates on
+construction and raises :class:`SearchError` naming the field.
+
+Weight precision is the checkpoint's quantization as
+:func:`simulator.sizing.closed_form.weights_bytes_per_gpu` and the roofline clock read it:
+``bf16`` (no quantization), ``fp8`` (W8A8: fp8 GEMMs on GPUs that list fp8
+TFLOPS) or ``int4`` (weight-only, computed in bf16). Smaller weights leave more
+memory for KV blocks; fp8 also shortens compute-bound steps.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from simulator.base import KV_CACHE_DTYPES, GpuSpec, ModelSpec, milliseconds
+from simulator.clock.cost_model import SAMPLER_PATHS
+from simulator.cluster import ClusterError, parse_routing
+
+#: Weight precision -> the ModelSpec ``quantization`` it deploys as.
+PRECISIONS: dict[str, str | None] = {"bf16": None, "fp8": "fp8", "int4": "int4"}
+#: Latencies an SLO target may bound.
+SLO_METRICS = ("ttft", "itl", "e2e")
+SLO_METRIC_LABELS = {"ttft": "TTFT", "itl": "ITL", "e2e": "E2E"}
+SLO_PERCENTILES = ("p50", "p90", "p99")
+#: Most replicas a search may put behind the router.
+MAX_SEARCH_REPLICAS = 256
+#: Most candidates (replica shapes) one search may enumerate.
+MAX_CANDIDATES = 2_000
+
+
+class SearchError(ValueError):
+    """Bad search input; the message starts with the field it is about."""
+
+
+def _whole_tuple(name: str, values: Any, lo: int, hi: int) -> tuple[int, ...]:
+    if isinstance(values, (int, str)) or not hasattr(values, "__iter__"):
+        raise SearchError(f"{name}: must be a list of whole numbers")
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            raise SearchError(f"{name}: each value must be a whole number from {lo} to {hi}, got {v!r}")
+        out.append(int(v))
+    if not out:
+        raise SearchError(f"{name}: give at least one value (the space is empty)")
+    return tuple(dict.fromkeys(out))
+
+
+def _choice_tuple(name: str, values: Any, allowed: tuple[str, ...]) -> tuple[str, ...]:
+    if isinstance(values, str) or not hasattr(values, "__iter__"):
+        raise SearchError(f"{name}: must be a list of {', '.join(allowed)}")
+    out = []
+    for v in values:
+        if v not in allowed:
+            raise SearchError(f"{name}: {v!r} is not one of {', '.join(allowed)}")
+        out.append(v)
+    if not out:
+        raise SearchError(f"{name}: give at least one value (the space is empty)")
+    return tuple(dict.fromkeys(out))
+
+
+@dataclass(frozen=True)
+class SloTarget:
+    """``metric`` at ``percentile`` over all requests must be at most ``max_s`` seconds.
+
+    ``itl`` is judged over every token gap (:attr:`LatencySummary.itl`); for
+    goodput a request meets it when its mean gap (TPOT) does.
+    """
+
+    metric: str
+    percentile: str
+    max_s: float  # s
+
+    def __post_init__(self) -> None:
+        if self.metric not in SLO_METRICS:
+            raise SearchError(f"slo.metric: must be one of {', '.join(SLO_METRICS)}, got {self.metric!r}")
+        if self.percentile not in SLO_PERCENTILES:
+            raise SearchError(f"slo.percentile: must be one of {', '.join(SLO_PERCENTILES)}, got {self.percentile!r}")
+        v = self.max_s
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 < v <= 86_400:
+            raise SearchError(f"slo.max_s: must be a number of seconds in (0, 86400], got {v!r}")
+        object.__setattr__(self, "max_s", float(v))
+
+    @property
+    def label(self) -> str:
+        """``TTFT p90``."""
+        return f"{SLO_METRIC_LABELS[self.metric]} {self.percentile}"
+
+    def describe(self) -> str:
+        """``TTFT p90 <= 500 ms``."""
+        return f"{self.label} <= {format_seconds(self.max_s)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"metric": self.metric, "percentile": self.percentile, "max_s": self.max_s}
+
+
+@dataclass(frozen=True)
+class Slo:
+    """Latency targets (all must hold) and the least share of requests that must meet them.
+
+    ``min_goodput`` in [0, 1]: the fraction of all requests that must finish
+    with TTFT, mean ITL and E2E within every target given for them (0 = not
+    checked). Every request must finish in any case (none dropped).
+    """
+
+    targets: tuple[SloTarget, ...]
+    min_goodput: float = 0.0
+
+    def __post_init__(self) -> None:
+        ts = tuple(t if isinstance(t, SloTarget) else SloTarget(**t) for t in self.targets)
+        if not ts:
+            raise SearchError("slo.targets: give at least one latency target (e.g. TTFT p90 <= 0.5 s)")
+        if len({(t.metric, t.percentile) for t in ts}) != len(ts):
+            raise SearchError("slo.targets: each metric and percentile at most once")
+        object.__setattr__(self, "targets", ts)
+        g = self.min_goodput
+        if isinstance(g, bool) or not isinstance(g, (int, float)) or not 0.0 <= g <= 1.0:
+            raise SearchError(f"slo.min_goodput: must be a fraction from 0 to 1, got {g!r}")
+        object.__setattr__(self, "min_goodput", float(g))
+
+    @property
+    def primary(self) -> SloTarget:
+        """The first target: the metric of the Pareto frontier."""
+        return self.targets[0]
+
+    def per_request_limits(self) -> dict[str, float]:
+        """The tightest bound per metric, applied to each request for goodput.  # s"""
+        out: dict[str, float] = {}
+        for t in self.targets:
+            out[t.metric] = min(out.get(t.metric, math.inf), t.max_s)
+        return out
+
+    def describe(self) -> str:
+        text = " and ".join(t.describe() for t in self.targets)
+        if self.min_goodput > 0:
+            text += f", with at least {self.min_goodput:.0%} of requests meeting them"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"targets": [t.to_dict() for t in self.targets], "min_goodput": self.min_goodput}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Slo:
+        if not isinstance(data, dict):
+            raise SearchError("slo: must be an object {\"targets\": [...], \"min_goodput\": ...}")
+        unknown = set(data) - {"targets", "min_goodput"}
+        if unknown:
+            raise SearchError(f"slo.{sorted(unknown)[0]}: unknown field")
+        targets = data.get("targets")
+        if not isinstance(targets, (list, tuple)):
+            raise SearchError("slo.targets: must be a list of {metric, percentile, max_s}")
+        parsed = []
+        for t in targets:
+            if not isinstance(t, dict) or set(t) - {"metric", "percentile", "max_s"}:
+                raise SearchError("slo.targets: each target is {\"metric\", \"percentile\", \"max_s\"}")
+            parsed.append(SloTarget(t.get("metric"), t.get("percentile", "p90"), t.get("max_s")))
+        return cls(tuple(parsed), data.get("min_goodput", 0.0))
+
+
+def parse_slo_target(text: str) -> SloTarget:
+    """``ttft:p90:0.5`` (seconds) -> :class:`SloTarget`."""
+    parts = text.strip().split(":")
+    if len(parts) != 3:
+        raise SearchError(f"slo: {text!r} must look like METRIC:PERCENTILE:SECONDS, e.g. ttft:p90:0.5")
+    try:
+        seconds = float(parts[2])
+    except ValueError:
+        raise SearchError(f"slo.max_s: {parts[2]!r} is not a number of seconds") from None
+    return SloTarget(parts[0].lower(), parts[1].lower(), seconds)
+
+
+def format_seconds(s: float) -> str:
+    """``0.212`` -> ``212 ms``; ``7.15`` -> ``7,150 ms``: always milliseconds (:mod:`simulator.base.readable`)."""
+    return milliseconds(s)
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """The deployments to consider.
+
+    Parameters
+    ----------
+    gpus : tuple of GpuSpec
+        GPU types; one without ``price_per_hour`` is rejected (no cost to compare).
+    tensor_parallel, pipeline_parallel : tuple of int
+        Degrees per replica (GPUs per replica = TP x PP).
+    precisions : tuple of {"bf16", "fp8", "int4"}
+        Weight precision.
+    kv_cache_dtypes : tuple of str
+        ``auto`` (the compute dtype) or a KV dtype such as ``fp8``.
+    max_num_seqs : tuple of int
+        Running-request caps.
+    max_replicas : int
+        Most replicas behind the router.
+    routing : str
+        Router policy (``docs/cluster.md``).
+    gpu_memory_utilization : float
+    max_model_len : int, optional
+        Default: the workload's longest request rounded up to 256 tokens.  # tokens
+    sampling : str, optional
+        The requests' sampler path (a key of :data:`simulator.clock.cost_model.SAMPLER_PATHS`): the
+        sampler time every candidate's roofline clock charges a step. None (the default): each model's
+        own (``ModelSpec.sampling``, from its ``generation_config.json``; :data:`simulator.base.sampling.DEFAULT_SAMPLER_PATH`
+        when not known).
+    """
+
+    gpus: tuple[GpuSpec, ...]
+    tensor_parallel: tuple[int, ...] = (1, 2, 4, 8)
+    pipeline_parallel: tuple[int, ...] = (1,)
+    precisions: tuple[str, ...] = ("bf16",)
+    kv_cache_dtypes: tuple[str, ...] = ("auto",)
+    max_num_seqs: tuple[int, ...] = (256,)
+    max_replicas: int = 16
+    routing: str = "round-robin"
+    gpu_memory_utilization: float = 0.9
+    max_model_len: int | None = None
+    sampling: str | None = None
+
+    def __post_init__(self) -> None:
+        gpus = tuple(self.gpus) if hasattr(self.gpus, "__iter__") else ()
+        if not gpus:
+            raise SearchError("space.gpus: give at least one GPU type (the space is empty)")
+        if any(not isinstance(g, GpuSpec) for g in gpus):
+            raise SearchError("space.gpus: must be GpuSpec objects")
+        if len({g.name for g in gpus}) != len(gpus):
+            raise SearchError("space.gpus: each GPU type at most once")
+        object.__setattr__(self, "gpus", gpus)
+        object.__setattr__(self, "tensor_parallel", _whole_tuple("space.tensor_parallel", self.tensor_parallel, 1, 64))
+        object.__setattr__(self, "pipeline_parallel",
+                           _whole_tuple("space.pipeline_parallel", self.pipeline_parallel, 1, 64))
+        object.__setattr__(self, "precisions", _choice_tuple("space.precisions", self.precisions, tuple(PRECISIONS)))
+        object.__setattr__(self, "kv_cache_dtypes",
+                           _choice_tuple("space.kv_cache_dtypes", self.kv_cache_dtypes, ("auto", *KV_CACHE_DTYPES)))
+        object.__setattr__(self, "max_num_seqs", _whole_tuple("space.max_num_seqs", self.max_num_seqs, 1, 65_536))
+        m = self.max_replicas
+        if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= MAX_SEARCH_REPLICAS:
+            raise SearchError(f"space.max_replicas: must be a whole number from 1 to {MAX_SEARCH_REPLICAS}, got {m!r}")
+        try:
+            object.__setattr__(self, "routing", str(parse_routing(self.routing)))
+        except (ClusterError, TypeError, AttributeError) as exc:
+            raise SearchError(f"space.routing: {str(exc).removeprefix('routing: ')}") from None
+        g = self.gpu_memory_utilization
+        if isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 < g <= 1:
+            raise SearchError(f"space.gpu_memory_utilization: must be a fraction in (0, 1], got {g!r}")
+        mml = self.max_model_len
+        if mml is not None and (isinstance(mml, bool) or not isinstance(mml, int) or not 1 <= mml <= 10_000_000):
+            raise SearchError(f"space.max_model_len: must be a whole number of tokens from 1 to 10,000,000, got {mml!r}")
+        if self.sampling is not None and (not isinstance(self.sampling, str) or self.sampling not in SAMPLER_PATHS):
+            raise SearchError(f"space.sampling: must be one of {', '.join(SAMPLER_PATHS)}, got {self.sampling!r}")
+        n = self.size
+        if n > MAX_CANDIDATES:
+            raise SearchError(f"space: {n:,} replica shapes (GPUs x TP x PP x precisions x KV dtypes x max_num_seqs) "
+                              f"is more than the {MAX_CANDIDATES:,} a search may hold")
+
+    @property
+    def size(self) -> int:
+        """Number of candidates (before sizing)."""
+        return (len(self.gpus) * len(self.tensor_parallel) * len(self.pipeline_parallel) * len(self.precisions)
+                * len(self.kv_cache_dtypes) * len(self.max_num_seqs))
+
+    def candidates(self) -> list[Candidate]:
+        """Every replica shape, in a fixed order (GPU, TP, PP, precision, KV dtype, max_num_seqs)."""
+        return [Candidate(g, tp, pp, prec, kv, mns)
+                for g in self.gpus for tp in self.tensor_parallel for pp in self.pipeline_parallel
+                for prec in self.precisions for kv in self.kv_cache_dtypes for mns in self.max_num_seqs]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"gpus": [g.to_dict() for g in self.gpus], "tensor_parallel": list(self.tensor_parallel),
+                "pipeline_parallel": list(self.pipeline_parallel), "precisions": list(self.precisions),
+                "kv_cache_dtypes": list(self.kv_cache_dtypes), "max_num_seqs": list(self.max_num_seqs),
+                "max_replicas": self.max_replicas, "routing": self.routing,
+                "gpu_memory_utilization": self.gpu_memory_utilization, "max_model_len": self.max_model_len,
+                "sampling": self.sampling}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One replica shape (the search picks how many replicas of it)."""
+
+    gpu: GpuSpec
+    tensor_parallel: int
+    pipeline_parallel: int
+    precision: str
+    kv_cache_dtype: str
+    max_num_seqs: int
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tensor_parallel * self.pipeline_parallel
+
+    @property
+    def price_per_replica(self) -> float | None:
+        """USD per hour of one replica, or None without a GPU price.  # USD/h"""
+        p = self.gpu.price_per_hour
+        return None if p is None else p * self.gpus_per_replica
+
+    def model_for(self, model: ModelSpec) -> ModelSpec:
+        """``model`` with this candidate's weight precision."""
+        return replace(model, quantization=PRECISIONS[self.precision])
+
+    @property
+    def label(self) -> str:
+        """``2x H100 SXM5 80GB (TP 2), fp8 weights, KV auto, max_num_seqs 256``."""
+        par = f"TP {self.tensor_parallel}" + (f", PP {self.pipeline_parallel}" if self.pipeline_parallel > 1 else "")
+        return (f"{self.gpus_per_replica}x {self.gpu.name} ({par}), {self.precision} weights, "
+                f"KV {self.kv_cache_dtype}, max_num_seqs {self.max_num_seqs}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"gpu": self.gpu.name, "tensor_parallel": self.tensor_parallel,
+                "pipeline_parallel": self.pipeline_parallel, "precision": self.precision,
+                "kv_cache_dtype": self.kv_cache_dtype, "max_num_seqs": self.max_num_seqs,
+                "gpus_per_replica": self.gpus_per_replica, "price_per_replica": self.price_per_replica,
+                "label": self.label}

@@ -1,0 +1,291 @@
+"""First-principles memory of vLLM's start-up profiling, besides the weights and the KV cache.
+
+vLLM (v1 ``gpu_worker.determine_available_memory``) loads the weights, runs one
+dummy forward of ``max_num_batched_tokens`` tokens and one dummy sampler run,
+and takes off the budget: the activation peak (:func:`activation_bytes`), the
+memory torch does not see (:func:`non_torch_bytes`: CUDA context, NCCL
+buffers), from vLLM 0.21 its CUDA-graph estimate (:data:`CUDAGRAPH_GIB`,
+:func:`cudagraph_subtracted`), the LoRA slots (:func:`lora_bytes_per_gpu`) and a
+multimodal model's encoder cache (:func:`encoder_cache_bytes`). What changes
+with the vLLM version is in :class:`VersionRules`. Each term's source is in
+``docs/sizing.md`` ("First-principles memory", "Version rules").
+
+Pure: no Django. Units: ``# bytes`` unless a name ends in ``_gib``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from simulator.base import DTYPE_BYTES, GIB, DeploymentSpec, GpuSpec, ModelSpec, SpecError
+
+#: Dtypes a model computes in (vLLM's ``--dtype``); every other dtype is a storage format.
+ACTIVATION_DTYPES = ("fp32", "bf16", "fp16")
+
+
+def compute_dtype(model: ModelSpec, deployment: DeploymentSpec) -> str:
+    """The activation dtype vLLM runs the model in.
+
+    ``deployment.dtype`` when it is bf16 / fp16 / fp32; for ``auto`` or a
+    storage type (``int4``, ``fp8``... the weights' format, not vLLM's
+    ``--dtype``), the checkpoint's 16-bit dtype, bf16 for fp32 or quantized
+    checkpoints, as vLLM does. Never a sub-16-bit type: activations (and so
+    the ``auto`` KV cache) stay bf16/fp16 whatever the weights are stored in.
+    """
+    if deployment.dtype in ACTIVATION_DTYPES:
+        return deployment.dtype
+    d = model.weights_dtype
+    return d if d in ("bf16", "fp16") else "bf16"
+
+
+
+#: Bytes per (sequence x vocabulary) entry of vLLM's dummy sampler run at
+#: profiling, by vLLM version; fitted on the start-up logs in docs/sizing.md.
+SAMPLER_BYTES_PER_LOGIT = {
+    "v0": 38.5,  # V0 engine (<= 0.6): dummy top-k/top-p sampling, full sort (R01, R16, R18)
+    "0.7-0.10": 12.0,  # V1 0.7 - 0.10: dummy sampler without top-k/top-p (R30, R32, R35)
+    "0.11": 38.5,  # V1 0.11: top-k/top-p in the dummy run (llm-d H100 logs, R42)
+    "recent": 5.0,  # V1 >= 0.12, with the CUDA-graph estimate subtracted from 0.21 (R13 on 0.27.1, R19 / R21 on 0.28.0)
+}
+#: Non-torch memory (CUDA context not counted by torch, cuBLAS workspaces), one GPU.
+NON_TORCH_GIB = 0.13  # GiB
+#: Extra non-torch memory with more than one GPU (NCCL buffers, custom all-reduce).
+NON_TORCH_MULTI_GPU_GIB = 0.42  # GiB
+#: CUDA-graph memory estimate when it is subtracted (median of the logs: 0.39-1.88 GiB, some negative).
+CUDAGRAPH_GIB = 0.5  # GiB
+#: Hidden-size-wide buffers alive at the forward peak (residual, hidden states, layer output).
+FORWARD_HIDDEN_COPIES = 3
+
+
+#: The newest vLLM these rules were checked against (the default when no version is given).
+NEWEST_VLLM = "0.28"
+#: First vLLM release that subtracts its CUDA-graph memory estimate before sizing the KV cache by default
+#: (its start-up log: "CUDA graph memory profiling is enabled (default since v0.21.0)"; the estimate came in
+#: vLLM PR #30515, off by default, and ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0`` turns it off again).
+CUDAGRAPH_SUBTRACTED_SINCE = (0, 21)
+
+
+def _version_tuple(version: str | None) -> tuple[int, int]:
+    if version is None:
+        return tuple(int(x) for x in NEWEST_VLLM.split("."))  # type: ignore[return-value]
+    nums = re.findall(r"\d+", version)
+    return (int(nums[0]) if nums else 0, int(nums[1]) if len(nums) > 1 else 0)
+
+
+def _version_key(version: str | None) -> str:
+    major, minor = _version_tuple(version)
+    if major > 0 or minor >= 12:
+        return "recent"
+    if minor == 11:
+        return "0.11"
+    if minor >= 7:
+        return "0.7-0.10"
+    return "v0"
+
+
+@dataclass(frozen=True)
+class VersionRules:
+    """What changes with the vLLM version (docs/sizing.md, "Version rules").
+
+    Attributes
+    ----------
+    version : str
+        The version the rules are for (``NEWEST_VLLM`` when none was given).
+    sampler_key : str
+        Row of :data:`SAMPLER_BYTES_PER_LOGIT`.
+    cudagraph_subtracted : bool
+        The CUDA-graph estimate comes off the KV budget before sizing (>= 0.21 by default).
+    hybrid_tokens_rule : str
+        ``"blocks_per_group"`` (<= 0.10: "GPU KV cache size" = blocks // groups x block_size) or
+        ``"concurrency_x_len"`` (>= 0.11: int(max concurrency x max_model_len)) for hybrid models.
+    """
+
+    version: str
+    sampler_key: str
+    cudagraph_subtracted: bool
+    hybrid_tokens_rule: str
+
+    @property
+    def summary(self) -> str:
+        cg = "CUDA-graph memory subtracted before sizing" if self.cudagraph_subtracted else \
+            "CUDA-graph memory not subtracted"
+        tok = "hybrid KV size = blocks / groups x block_size" if self.hybrid_tokens_rule == "blocks_per_group" \
+            else "hybrid KV size = max concurrency x max_model_len"
+        return f"vLLM {self.version} rules: sampler profile '{self.sampler_key}', {cg}, {tok}"
+
+
+def cudagraph_subtracted(deployment: DeploymentSpec) -> bool:
+    """Whether the CUDA-graph estimate comes off the KV budget: ``subtract_cudagraph`` when given, else the
+    vLLM version's default (:data:`CUDAGRAPH_SUBTRACTED_SINCE`)."""
+    if deployment.subtract_cudagraph is not None:
+        return deployment.subtract_cudagraph
+    return version_rules(deployment.vllm_version).cudagraph_subtracted
+
+
+def version_rules(version: str | None) -> VersionRules:
+    """The :class:`VersionRules` of a vLLM version (``None`` = the newest, :data:`NEWEST_VLLM`)."""
+    vt = _version_tuple(version)
+    return VersionRules(
+        version=(version or NEWEST_VLLM).strip().lstrip("v"),
+        sampler_key=_version_key(version),
+        cudagraph_subtracted=vt >= CUDAGRAPH_SUBTRACTED_SINCE,
+        hybrid_tokens_rule="blocks_per_group" if vt < (0, 11) else "concurrency_x_len",
+    )
+
+
+def default_batch_knobs(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec) -> tuple[int, int, int]:
+    """``(max_model_len, max_num_batched_tokens, max_num_seqs)`` with vLLM's defaults filled in.
+
+    vLLM's online-serving defaults: 8192 tokens / 1024 sequences on GPUs with
+    >= 70 GiB other than A100, else 2048 / 256. The V0 engine (``vllm_version``
+    < 0.7) without chunked prefill batches ``max(max_model_len, 2048)`` tokens.
+    """
+    mml = deployment.max_model_len or model.max_position_embeddings
+    if mml is None:
+        raise SpecError("max_model_len: required (the model gives no max_position_embeddings)")
+    big = gpu.memory_gib >= 70 and "a100" not in gpu.name.lower()
+    v0 = _version_key(deployment.vllm_version) == "v0"
+    if deployment.max_num_batched_tokens is not None:
+        mnbt = deployment.max_num_batched_tokens
+    elif v0:
+        mnbt = max(mml, 2048)
+    else:
+        mnbt = 8192 if big else 2048
+    seqs = deployment.max_num_seqs or (1024 if big and not v0 else 256)
+    return mml, mnbt, seqs
+
+
+def activation_bytes(model: ModelSpec, deployment: DeploymentSpec, max_num_batched_tokens: int,
+                     max_num_seqs: int) -> float:
+    """Peak activation of vLLM's profiling run on one GPU.  # bytes
+
+    ``max(forward, sampler)`` where
+
+    * ``forward = T x a x (3 x hidden + mlp_width)`` with ``T =
+      max_num_batched_tokens``, ``a`` the compute dtype's bytes and
+      ``mlp_width`` the widest per-rank intermediate of one layer
+      (``3 x I / tp`` for a gated MLP; ``top_k x (3 x I_expert / tp + hidden)``
+      plus shared experts for MoE, the fused-MoE caches);
+    * ``sampler = min(max_num_seqs, T) x vocab x b`` with ``b`` bytes per
+      logit fitted per vLLM version (:data:`SAMPLER_BYTES_PER_LOGIT`).
+    """
+    tp = deployment.tensor_parallel_size
+    a = DTYPE_BYTES[compute_dtype(model, deployment)]
+    H = model.hidden_size
+    mats = 3 if model.gated_mlp else 2
+    widths = [mats * model.intermediate_size / tp] if (not model.is_moe or model.num_dense_layers) else []
+    if model.is_moe:
+        ie = model.moe_intermediate_size or model.intermediate_size
+        w = model.num_experts_per_tok * (mats * ie / tp + H)
+        si = model.shared_expert_intermediate_size or ie
+        w += model.num_shared_experts * mats * si / tp
+        widths.append(w)
+    attn_w = (model.num_attention_heads * 2 + 2 * model.num_kv_heads) * model.head_dim / tp
+    widths.append(attn_w)
+    T = max_num_batched_tokens
+    forward = T * a * (FORWARD_HIDDEN_COPIES * H + max(widths))
+    b = SAMPLER_BYTES_PER_LOGIT[_version_key(deployment.vllm_version)]
+    sampler = min(max_num_seqs, T) * model.vocab_size * b
+    return float(max(forward, sampler))
+
+
+def non_torch_bytes(deployment: DeploymentSpec) -> float:
+    """Non-torch memory on one GPU: ``NON_TORCH_GIB`` plus ``NON_TORCH_MULTI_GPU_GIB`` with more than one GPU.  # bytes"""
+    gib = NON_TORCH_GIB + (NON_TORCH_MULTI_GPU_GIB if deployment.num_gpus > 1 else 0.0)
+    return gib * GIB
+
+
+def lora_bytes_per_gpu(model: ModelSpec, deployment: DeploymentSpec) -> float:
+    """Memory of vLLM's LoRA slots on one GPU.  # bytes
+
+    vLLM allocates stacked A/B buffers for ``max_loras`` adapters of rank
+    ``max_lora_rank`` on every wrapped projection, in the activation dtype:
+    column-parallel layers (q/k/v, gate/up) ``r x (in + out / tp)``,
+    row-parallel (o, down) ``r x (in / tp + out)``. MoE experts are not counted.
+    """
+    if not deployment.max_loras:
+        return 0.0
+    tp, r, H = deployment.tensor_parallel_size, deployment.max_lora_rank, model.hidden_size
+    q_out = model.num_attention_heads * model.head_dim
+    kv_out = max(1, model.num_kv_heads) * model.head_dim
+    inter = model.intermediate_size if (not model.is_moe or model.num_dense_layers) else 0
+    shapes = {"q_proj": (H, q_out, "col"), "k_proj": (H, kv_out, "col"), "v_proj": (H, kv_out, "col"),
+              "o_proj": (q_out, H, "row"), "gate_proj": (H, inter, "col"), "up_proj": (H, inter, "col"),
+              "down_proj": (inter, H, "row")}
+    targets = deployment.lora_target_modules or tuple(shapes)
+    unknown = [t for t in targets if t not in shapes]
+    if unknown:
+        raise SpecError(f"lora_target_modules: unknown module {unknown[0]!r} (known: {', '.join(shapes)})")
+    per_layer = 0.0
+    for name in targets:
+        i, o, kind = shapes[name]
+        per_layer += r * (i + o / tp) if kind == "col" else r * (i / tp + o)
+    layers = -(-model.num_layers // deployment.pipeline_parallel_size)  # the fullest pipeline stage
+    return per_layer * layers * deployment.max_loras * DTYPE_BYTES[compute_dtype(model, deployment)]
+
+
+def encoder_cache_bytes(model: ModelSpec, deployment: DeploymentSpec, max_num_batched_tokens: int) -> float:
+    """A multimodal model's encoder cache on one GPU.  # bytes
+
+    vLLM sizes the encoder cache at ``max(max_num_batched_tokens, tokens of the
+    largest image)`` embeddings and fills it with dummy images in the
+    profiling run: ``budget x hidden_size x activation bytes`` (0 for text-only models).
+    """
+    if not model.mm_tokens_per_item:
+        return 0.0
+    budget = max(max_num_batched_tokens, model.mm_tokens_per_item)
+    return float(budget * model.hidden_size * DTYPE_BYTES[compute_dtype(model, deployment)])
+
+
+@dataclass(frozen=True)
+class Overheads:
+    """Everything vLLM takes off the budget besides the weights, one GPU (see :func:`overheads`).  # bytes"""
+
+    activation: float
+    non_torch: float
+    cudagraph: float
+    cudagraph_subtracted: float
+    lora: float
+    encoder: float
+
+    @property
+    def subtracted(self) -> float:
+        return self.activation + self.non_torch + self.cudagraph_subtracted + self.lora + self.encoder
+
+
+def overheads(model: ModelSpec, deployment: DeploymentSpec, rules: VersionRules, mnbt: int,
+               seqs: int) -> Overheads:
+    """Everything vLLM takes off the budget besides the weights, per GPU.  # bytes"""
+    act = deployment.activation_gib * GIB if deployment.activation_gib is not None else \
+        activation_bytes(model, deployment, mnbt, seqs)
+    nt = deployment.non_torch_gib * GIB if deployment.non_torch_gib is not None else non_torch_bytes(deployment)
+    if deployment.cudagraph_gib is not None:
+        cg = deployment.cudagraph_gib * GIB
+    else:
+        cg = 0.0 if deployment.enforce_eager else CUDAGRAPH_GIB * GIB
+    sub = cudagraph_subtracted(deployment)
+    return Overheads(act, nt, cg, cg if sub else 0.0, lora_bytes_per_gpu(model, deployment),
+                      encoder_cache_bytes(model, deployment, mnbt))
+
+
+__all__ = [
+    "ACTIVATION_DTYPES",
+    "CUDAGRAPH_GIB",
+    "CUDAGRAPH_SUBTRACTED_SINCE",
+    "NEWEST_VLLM",
+    "NON_TORCH_GIB",
+    "NON_TORCH_MULTI_GPU_GIB",
+    "SAMPLER_BYTES_PER_LOGIT",
+    "Overheads",
+    "VersionRules",
+    "activation_bytes",
+    "compute_dtype",
+    "cudagraph_subtracted",
+    "default_batch_knobs",
+    "encoder_cache_bytes",
+    "lora_bytes_per_gpu",
+    "non_torch_bytes",
+    "overheads",
+    "version_rules",
+]

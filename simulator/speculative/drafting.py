@@ -1,0 +1,351 @@
+"""Speculative decoding: vLLM v1's draft tokens, their verification and the acceptance model.
+
+What vLLM does (``vllm/v1/core/sched/scheduler.py``, ``kv_cache_manager.py``; ``docs/speculative_decoding.md``):
+
+* after a step that sampled a token for a request (it is not a prefill chunk), the proposer gives
+  it ``k = num_speculative_tokens`` draft tokens (``update_draft_token_ids``); its
+  ``num_tokens_with_spec`` is then ``num_tokens + k``;
+* the next schedule call gives a running request ``num_tokens_with_spec - num_computed_tokens``
+  tokens (``1 + k`` for a decoder), capped by the token budget and ``max_model_len - 1 -
+  num_computed_tokens`` as any request; its drafts are cleared once it is scheduled;
+* ``allocate_slots`` holds ``num_lookahead_tokens`` more slots than the tokens scheduled for a
+  running request: ``k`` for EAGLE, EAGLE-3, MTP and a draft model (their proposer writes the
+  drafts' KV), 0 for n-gram lookup; none at admission (``num_computed_tokens == 0``);
+* only verified tokens are published to the prefix cache (capped at ``num_tokens``);
+* ``update_from_output``: of ``d`` drafts scored, ``a`` are accepted and ``a + 1`` tokens come out
+  (the bonus or correction token), trimmed at the request's stop; ``num_computed_tokens`` goes
+  back by the ``d - a`` rejected tokens. Their slots stay allocated: the request keeps its blocks
+  and the next ``allocate_slots`` needs fewer new ones;
+* a preempted request loses its drafts;
+* under async scheduling (``AsyncScheduler``) the drafts are placeholders: after scheduling a
+  request that samples with ``d`` drafts, its output placeholders grow by ``1 + d`` and it holds
+  ``k`` draft placeholders for the next step (the worker fills them; ``update_draft_token_ids`` is
+  not called), so the next step schedules ``1 + k`` before this one's output is known; running
+  requests left out of a step drop theirs; the output takes the rejected drafts off both
+  ``num_computed_tokens`` and the placeholders (where above 0, not for a stale output), then the
+  appended tokens off the placeholders.
+
+The acceptance model gives the number of accepted drafts ``A`` in ``0..k`` of a verification;
+with fewer drafts scored (``d < k``, the budget or ``max_model_len`` cut them) ``min(A, d)`` are
+accepted. ``A`` is drawn from a counter-based hash of ``(seed, request, output tokens so far)``:
+deterministic under the seed, independent of the schedule (two KV sizes see the same draws).
+
+This is a mixin of :class:`simulator.engine.core.FastEngine` (synchronous and asynchronous scheduling) plus the
+configuration (:class:`SpeculativeConfig`) and the result totals (:func:`spec_totals`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+#: vLLM's speculative methods; those whose proposer writes KV for the drafts hold lookahead slots.
+METHODS = ("eagle", "eagle3", "mtp", "draft_model", "ngram")
+LOOKAHEAD_METHODS = ("eagle", "eagle3", "mtp", "draft_model")
+#: Most draft tokens per step accepted as input (vLLM suggests 1 to 5; beyond 16 nothing is gained).
+MAX_SPECULATIVE_TOKENS = 16
+_FIELDS = ("method", "num_speculative_tokens", "acceptance_rate", "position_acceptance_rates",
+           "acceptance_length_probs", "seed", "draft_cost_model")
+
+
+class SpeculativeError(ValueError):
+    """A speculative decoding setting that cannot be simulated; the message names the field."""
+
+
+def method_and_k_problem(method: Any, k: Any) -> str | None:
+    """What is wrong with a method and ``num_speculative_tokens`` (``"speculative.FIELD: ..."``), or None."""
+    if method not in METHODS:
+        return f"speculative.method: must be one of {', '.join(METHODS)}, got {method!r}"
+    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= MAX_SPECULATIVE_TOKENS:
+        return f"speculative.num_speculative_tokens: must be a whole number from 0 to {MAX_SPECULATIVE_TOKENS}, got {k!r}"
+    return None
+
+
+def _fraction(v: Any, name: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0.0 <= v <= 1.0:
+        raise SpeculativeError(f"{name}: must be a number in [0, 1], got {v!r}")
+    return float(v)
+
+
+def _fractions(v: Any, name: str, length: int, what: str) -> tuple[float, ...]:
+    if not isinstance(v, (list, tuple)) or len(v) != length:
+        raise SpeculativeError(f"{name}: must be a list of {length} numbers ({what})")
+    return tuple(_fraction(x, f"{name}[{i}]") for i, x in enumerate(v))
+
+
+class Drafting:
+    """What ``method`` and ``num_speculative_tokens`` imply (the engine's and the sizing's configurations)."""
+
+    method: str
+    num_speculative_tokens: int
+
+    @property
+    def enabled(self) -> bool:
+        return self.num_speculative_tokens > 0
+
+    @property
+    def num_lookahead_tokens(self) -> int:
+        """vLLM's ``num_lookahead_tokens``: KV slots held beyond the tokens scheduled."""
+        return self.num_speculative_tokens if self.method in LOOKAHEAD_METHODS else 0
+
+
+@dataclass(frozen=True)
+class SpeculativeConfig(Drafting):
+    """Speculative decoding of one engine configuration.
+
+    Parameters
+    ----------
+    method : {"eagle", "eagle3", "mtp", "draft_model", "ngram"}
+        vLLM's ``speculative_config.method``; all but ``ngram`` hold ``k`` lookahead KV slots.
+    num_speculative_tokens : int
+        ``k``, draft tokens per decoding request per step (0 = off: the engine as without it).
+    acceptance_rate : float, optional
+        ``alpha``: the probability that a draft is accepted when the drafts before it were
+        (``P(A >= i) = alpha ** i``). Give this, or one of the two below.
+    position_acceptance_rates : list of k floats, optional
+        vLLM's "per-position acceptance rate" metric: the fraction of verifications in which
+        draft ``i`` was accepted (``P(A >= i)``), non-increasing.
+    acceptance_length_probs : list of k + 1 floats, optional
+        A measured distribution of accepted drafts: ``P(A = 0), ..., P(A = k)``, summing to 1.
+    seed : int
+        Seed of the acceptance draws.
+    draft_cost_model : StepCostTerms, optional
+        The drafter's step time (in a configuration object, any ``cost_model`` form: see
+        :meth:`from_dict`). Each step charges one
+        drafter pass over the step's tokens and ``k - 1`` passes of one token per drafting request.
+        None: the drafts cost no time (n-gram lookup runs on the CPU).
+    """
+
+    method: str = "eagle"
+    num_speculative_tokens: int = 0
+    acceptance_rate: float | None = None
+    position_acceptance_rates: tuple[float, ...] | None = None
+    acceptance_length_probs: tuple[float, ...] | None = None
+    seed: int = 0
+    draft_cost_model: Any = None
+
+    def __post_init__(self) -> None:
+        p = "speculative."
+        problem = method_and_k_problem(self.method, self.num_speculative_tokens)
+        if problem:
+            raise SpeculativeError(problem)
+        s = self.seed
+        if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < 2**63:
+            raise SpeculativeError(f"{p}seed: must be a whole number >= 0, got {s!r}")
+        self._check_acceptance()
+        if self.draft_cost_model is not None:
+            if self.method == "ngram":
+                raise SpeculativeError(f"{p}draft_cost_model: n-gram lookup runs no draft model")
+            if not callable(getattr(self.draft_cost_model, "time", None)):
+                raise SpeculativeError(f"{p}draft_cost_model: must be a cost model (StepCostTerms)")
+
+    def _check_acceptance(self) -> None:
+        p, k = "speculative.", self.num_speculative_tokens
+        given = [n for n in ("acceptance_rate", "position_acceptance_rates", "acceptance_length_probs")
+                 if getattr(self, n) is not None]
+        if len(given) > 1:
+            raise SpeculativeError(f"{p}{given[1]}: give one acceptance model, not {' and '.join(given)}")
+        if not given:
+            if k:
+                raise SpeculativeError(f"{p}acceptance_rate: required with num_speculative_tokens > 0 (or give "
+                                       "position_acceptance_rates or acceptance_length_probs)")
+            return
+        if self.acceptance_rate is not None:
+            object.__setattr__(self, "acceptance_rate", _fraction(self.acceptance_rate, f"{p}acceptance_rate"))
+        elif self.position_acceptance_rates is not None:
+            r = _fractions(self.position_acceptance_rates, f"{p}position_acceptance_rates", k,
+                           "one per draft position")
+            if any(b > a for a, b in zip(r, r[1:])):
+                raise SpeculativeError(f"{p}position_acceptance_rates: must not increase (a draft is accepted "
+                                       "only when the drafts before it were)")
+            object.__setattr__(self, "position_acceptance_rates", r)
+        else:
+            q = _fractions(self.acceptance_length_probs, f"{p}acceptance_length_probs", k + 1,
+                           "P(0 accepted) ... P(k accepted)")
+            if abs(sum(q) - 1.0) > 1e-6:
+                raise SpeculativeError(f"{p}acceptance_length_probs: must sum to 1, got {sum(q):.6g}")
+            object.__setattr__(self, "acceptance_length_probs", q)
+
+    def survival(self) -> np.ndarray:
+        """``P(A >= i)`` for ``i = 1..k``, shape ``(k,)``, non-increasing."""
+        k = self.num_speculative_tokens
+        if self.acceptance_rate is not None:
+            return self.acceptance_rate ** np.arange(1, k + 1, dtype=np.float64)
+        if self.position_acceptance_rates is not None:
+            return np.array(self.position_acceptance_rates, np.float64)
+        q = np.array(self.acceptance_length_probs or (1.0,), np.float64)
+        return np.clip(1.0 - np.cumsum(q)[:-1], 0.0, 1.0)
+
+    def expected_tokens_per_step(self) -> float:
+        """Expected tokens a decoding request gains per verification: ``1 + sum_i P(A >= i)``."""
+        return 1.0 + float(self.survival().sum())
+
+    @classmethod
+    def from_dict(cls, data: Any, parse_cost_model: Callable[[Any], Any] | None = None) -> SpeculativeConfig:
+        """From a JSON object of the fields above; unknown keys name themselves. ``parse_cost_model``
+        turns a ``draft_cost_model`` object into a cost model (:func:`simulator.engine.config.parse_cost_model`;
+        its errors are re-raised naming ``speculative.draft_cost_model``)."""
+        if isinstance(data, cls):
+            return data
+        if not isinstance(data, dict):
+            raise SpeculativeError("speculative: must be an object with method, num_speculative_tokens and "
+                                   "an acceptance model")
+        bad = sorted(set(data) - set(_FIELDS))
+        if bad:
+            raise SpeculativeError(f"speculative.{bad[0]}: unknown field (known: {', '.join(_FIELDS)})")
+        dcm = data.get("draft_cost_model")
+        if dcm is not None and parse_cost_model is not None and not callable(getattr(dcm, "time", None)):
+            try:
+                data = {**data, "draft_cost_model": parse_cost_model(dcm)}
+            except ValueError as exc:
+                raise SpeculativeError(f"speculative.draft_{exc}") from exc
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for n in ("position_acceptance_rates", "acceptance_length_probs"):
+            if d[n] is not None:
+                d[n] = list(d[n])
+        if self.draft_cost_model is not None:
+            d["draft_cost_model"] = {"kind": "terms", **self.draft_cost_model.to_dict()}
+        return d
+
+
+_M1, _M2, _M3 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
+def uniform_draws(seed: int, req: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """Uniforms in [0, 1) from a splitmix64 hash of ``(seed, req, pos)``, shape of ``req``."""
+    with np.errstate(over="ignore"):
+        x = (np.uint64(seed) * _M1 + req.astype(np.uint64) * _M2 + pos.astype(np.uint64) * _M3 + _M1)
+        x = (x ^ (x >> np.uint64(30))) * _M2
+        x = (x ^ (x >> np.uint64(27))) * _M3
+        x = x ^ (x >> np.uint64(31))
+    return (x >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
+
+
+class SpecDecoding:
+    """Draft tokens, verification and acceptance (mixin of ``FastEngine``; module docstring)."""
+
+    def _init_spec(self) -> None:
+        """Speculative state: ``spec_k`` (0 = off), the lookahead slots, each request's drafts."""
+        sc = self.cfg.speculative
+        self.spec_k = sc.num_speculative_tokens if sc is not None else 0
+        self.lookahead = sc.num_lookahead_tokens if self.spec_k else 0
+        if not self.spec_k:
+            return
+        self.spec = np.zeros(self.wl.n, np.int64)  # draft tokens each request holds
+        # async scheduling: the drafts each step in flight scheduled, per request of its batch, oldest first
+        self._spec_inflight: deque[np.ndarray] = deque()
+        self._survival = sc.survival()
+        self._spec_seed = sc.seed
+        self.draft_terms = sc.draft_cost_model
+        self.spec_stats = {"num_drafts": 0, "num_draft_tokens": 0, "num_accepted_tokens": 0,
+                           "accepted_per_pos": np.zeros(self.spec_k, np.int64)}
+
+    def _spec_accept(self, a: np.ndarray, d: np.ndarray | None = None, keep: np.ndarray | None = None) -> np.ndarray:
+        """Sampled requests ``a`` (before their tokens are added): tokens each gains this step.
+
+        ``d`` drafts were scored (sync: ``comp - tok``; async: what the step scheduled); the accepted
+        ones keep their KV, the rejected ones are taken off ``comp`` (``num_computed_tokens -=
+        num_rejected``), under async scheduling also off the output placeholders, each where it is
+        above 0 and only for the requests ``keep`` marks (an output that is not stale).
+        """
+        if d is None:
+            d = self.comp[a] - self.tok[a]
+        gain = np.ones(a.size, np.int64)
+        v = d > 0
+        if not v.any():
+            return gain
+        q, dv = a[v], d[v]
+        u = uniform_draws(self._spec_seed, q, self.tok[q] - self.wl.prompt_len[q])
+        acc = np.minimum((u[:, None] < self._survival[None, :]).sum(axis=1), dv)
+        if keep is None:
+            self.comp[q] -= dv - acc
+        else:
+            self._roll_back_async(q[keep[v]], (dv - acc)[keep[v]])
+        gain[v] += acc
+        st = self.spec_stats
+        st["num_drafts"] += int(q.size)
+        st["num_draft_tokens"] += int(dv.sum())
+        st["num_accepted_tokens"] += int(acc.sum())
+        st["accepted_per_pos"] += np.bincount(acc, minlength=self.spec_k + 1)[::-1].cumsum()[::-1][1:]
+        return gain
+
+    def _roll_back_async(self, q: np.ndarray, rejected: np.ndarray) -> None:
+        """Async scheduling: the rejected drafts come off ``comp`` and the placeholders, each where above 0."""
+        for arr in (self.comp, self.placeholders):
+            pos = arr[q] > 0
+            arr[q[pos]] -= rejected[pos]
+
+    def _receive_verified(self, a: np.ndarray, d: np.ndarray | None = None,
+                          keep: np.ndarray | None = None) -> np.ndarray:
+        """``_update_request_with_output``: each sampled request appends its accepted drafts and one more
+        token, trimmed at its stop (its output length, or ``max_model_len``). Returns the tokens each
+        appended (``d``, ``keep``: :meth:`_spec_accept`)."""
+        old = self.tok[a]
+        new = old + self._spec_accept(a, d, keep)
+        np.minimum(new, self.final_len[a], out=new)
+        if self.max_model_len_binds:
+            np.minimum(new, self.max_model_len, out=new)
+        self.tok[a] = new
+        return new - old
+
+    def _spec_placeholders(self, e: np.ndarray, sampled: np.ndarray) -> None:
+        """vLLM's ``AsyncScheduler._update_after_schedule`` with drafts: a scheduled request that samples
+        (not a prompt chunk) gets ``1 + d`` output placeholders for its ``d`` drafts scheduled and ``k``
+        draft placeholders for its next step (the worker fills them: no ``update_draft_token_ids``);
+        running requests left out of this step drop theirs. Records ``d`` for :meth:`process`."""
+        ph, s = self.placeholders, e[sampled]
+        d = np.zeros(e.size, np.int64)
+        d[sampled] = self.comp[s] - self.tok[s] - ph[s]  # (0 for a prompt's last chunk)
+        ph[s] += 1 + d[sampled]
+        self.spec[self.run[:self.num_running]] = 0
+        self.spec[s] = self.spec_k
+        self._spec_inflight.append(d)
+
+    def _spec_propose(self, a: np.ndarray, stopped: np.ndarray) -> None:
+        """The proposer: ``k`` drafts for each request that sampled and goes on."""
+        self.spec[a[~stopped]] = self.spec_k
+
+    def _spec_seconds(self, P: int, A: int, D: int, C: int, R: int, PK: int, drafting: int, ctx: int) -> float:
+        """The drafter's passes in a step: one over the step's tokens, ``k - 1`` of one token for each of
+        the ``drafting`` requests (their context ``ctx``, growing a token a pass).  # s"""
+        dt = self.draft_terms
+        if dt is None or P + D <= 0:
+            return 0.0
+        s = dt.time(P, A, D, C, R, PK)
+        for j in range(1, self.spec_k if drafting else 1):
+            s += dt.time(0, 0, drafting, ctx + j * drafting, drafting, 0)
+        return s
+
+
+def spec_totals(sim) -> dict[str, Any]:
+    """Result totals of a run with speculative decoding (empty without).
+
+    ``spec_acceptance_rate`` = accepted / scored drafts (vLLM's "draft acceptance rate");
+    ``spec_mean_acceptance_length`` = 1 + accepted / verifications (tokens a verified request
+    gains per step, vLLM's "mean acceptance length"); ``spec_position_acceptance_rates``;
+    ``output_tokens_per_step`` = output tokens / engine steps.
+    """
+    st = getattr(sim, "spec_stats", None)
+    if not getattr(sim, "spec_k", 0) or st is None:
+        return {}
+    n, dt, acc = st["num_drafts"], st["num_draft_tokens"], st["num_accepted_tokens"]
+    out_tokens = int((sim.tok - sim.wl.prompt_len).sum())
+    steps = sim.t["num_steps"]
+    return {
+        "spec_num_speculative_tokens": sim.spec_k,
+        "spec_num_drafts": n,
+        "spec_num_draft_tokens": dt,
+        "spec_num_accepted_tokens": acc,
+        "spec_acceptance_rate": acc / dt if dt else 0.0,
+        "spec_mean_acceptance_length": 1.0 + acc / n if n else 0.0,
+        "spec_position_acceptance_rates": [int(x) / n if n else 0.0 for x in st["accepted_per_pos"]],
+        "output_tokens_per_step": out_tokens / steps if steps else 0.0,
+    }

@@ -1,0 +1,475 @@
+"""Synthetic workloads: a :class:`WorkloadSpec` and a seeded generator.
+
+A :class:`WorkloadSpec` says how many requests arrive, when (burst, Poisson,
+bursty gamma or periodic arrivals, in engine steps or seconds), how long their
+prompts and outputs are (:mod:`simulator.workload.distributions`), which share a system
+prompt (prefix groups) and whether requests form multi-turn conversations.
+:func:`generate_workload` turns a spec and a seed into a
+:class:`~simulator.workload.requests.Workload`; the same spec and seed always give the
+same workload (``numpy.random.default_rng(seed)``, no global state).
+
+Generation order (fixed, so results are reproducible): turns per
+conversation, first-turn prompt lengths, output lengths, arrival gaps, prefix
+assignment, follow-up user tokens, think times.
+
+Multi-turn model: a conversation's first turn is an ordinary request (it may
+start with a shared prefix). Turn ``k+1`` re-sends the whole context of turn
+``k`` (its prompt and its generated output) plus ``user_tokens`` new tokens,
+so its prompt is ``prompt_k + output_k + user_tokens`` and its ``parent`` is
+turn ``k``. A static workload cannot wait for the engine to finish a turn, so
+turn ``k+1`` arrives at ``arrival_k + output_k * per_token + think``: with
+arrivals in steps ``per_token`` is one step (a turn cannot finish sooner than
+one step per output token); in seconds it is ``seconds_per_output_token``.
+``think`` is exponential with mean ``think_time`` (arrival units).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Literal
+
+import numpy as np
+
+from simulator.workload.distributions import (
+    MAX_TOKENS,
+    Constant,
+    LengthDistribution,
+    Normal,
+    _Base,
+    distribution_from_dict,
+    parse_distribution,
+)
+from simulator.workload.requests import MAX_REQUESTS, Workload, WorkloadError
+
+#: Most distinct shared prefixes.
+MAX_PREFIXES = 10_000
+#: Longest time span of arrivals, in steps or seconds (a guard against typos).
+MAX_ARRIVAL = 1e12
+
+ArrivalKind = Literal["burst", "poisson", "gamma", "periodic"]
+
+
+def _num(name: str, v: Any, lo: float, hi: float, *, lo_open: bool = False) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise WorkloadError(f"{name}: must be a number, got {v!r}")
+    x = float(v)
+    if not math.isfinite(x) or x < lo or (lo_open and x == lo) or x > hi:
+        rng_txt = f"{'>' if lo_open else '>='} {lo:g} and <= {hi:g}"
+        raise WorkloadError(f"{name}: must be {rng_txt}, got {v!r}")
+    return x
+
+
+def _int(name: str, v: Any, lo: int, hi: int) -> int:
+    x = _num(name, v, lo, hi)
+    if x != int(x):
+        raise WorkloadError(f"{name}: must be a whole number, got {v!r}")
+    return int(x)
+
+
+def _check_keys(name: str, data: Any, allowed: set[str]) -> dict:
+    if not isinstance(data, dict):
+        raise WorkloadError(f"{name}: must be an object")
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        where = f"{name}.{unknown[0]}" if name else unknown[0]
+        raise WorkloadError(f"{where}: unknown field (known: {', '.join(sorted(allowed))})")
+    return data
+
+
+@dataclass(frozen=True)
+class ArrivalProcess:
+    """When requests (or conversations) arrive.
+
+    Parameters
+    ----------
+    kind : {"burst", "poisson", "gamma", "periodic"}
+        ``burst``: all at time 0. ``poisson``: exponential gaps with mean
+        ``1 / rate``. ``gamma``: gamma gaps with mean ``1 / rate`` and
+        coefficient of variation ``cv`` (> 1 bursty, < 1 regular, 1 = Poisson).
+        ``periodic``: one every ``interval``, the first at 0.
+    rate : float
+        Requests per unit (per step or per second), for poisson and gamma.
+    cv : float
+        Coefficient of variation of the gaps (std / mean), for gamma.
+    interval : float
+        Units between arrivals, for periodic (0.5 = two per step).
+    unit : {"step", "s"}
+        ``step``: arrival times are engine-step indices (the continuous time is
+        floored, as the oracle's generator does). ``s``: seconds, rounded to
+        the microsecond.
+
+    Poisson and gamma arrivals start after one gap (the first request does not
+    arrive at exactly 0).
+    """
+
+    kind: ArrivalKind = "burst"
+    rate: float = 1.0  # requests per unit
+    cv: float = 1.0
+    interval: float = 1.0  # units
+    unit: Literal["step", "s"] = "step"
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("burst", "poisson", "gamma", "periodic"):
+            raise WorkloadError(f"arrival.kind: must be burst, poisson, gamma or periodic, got {self.kind!r}")
+        if self.unit not in ("step", "s"):
+            raise WorkloadError(f"arrival.unit: must be 'step' or 's', got {self.unit!r}")
+        object.__setattr__(self, "rate", _num("arrival.rate", self.rate, 0, 1e9, lo_open=True))
+        object.__setattr__(self, "cv", _num("arrival.cv", self.cv, 0, 100, lo_open=True))
+        object.__setattr__(self, "interval", _num("arrival.interval", self.interval, 0, 1e9))
+
+    def times(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """Continuous arrival times, shape (n,), non-decreasing, in ``unit``."""
+        if self.kind == "burst":
+            return np.zeros(n)
+        if self.kind == "periodic":
+            return np.arange(n, dtype=np.float64) * self.interval
+        if self.kind == "poisson":
+            gaps = rng.exponential(1.0 / self.rate, n)
+        else:
+            shape = 1.0 / self.cv**2
+            gaps = rng.gamma(shape, 1.0 / (self.rate * shape), n)
+        return np.cumsum(gaps)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"kind", "rate", "cv", "interval", "unit"}`` (all keys, always)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def to_string(self) -> str:
+        """Short form accepted by :func:`parse_arrival` (the unit is separate)."""
+        return {
+            "burst": "burst",
+            "poisson": f"poisson:{self.rate:g}",
+            "gamma": f"gamma:{self.rate:g},{self.cv:g}",
+            "periodic": f"every:{self.interval:g}",
+        }[self.kind]
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ArrivalProcess:
+        if isinstance(data, str):
+            return parse_arrival(data)
+        d = _check_keys("arrival", data, {f.name for f in fields(cls)})
+        return cls(**d)
+
+
+def parse_arrival(text: str, unit: str | None = None) -> ArrivalProcess:
+    """Parse ``burst``, ``poisson:RATE``, ``gamma:RATE,CV``, ``every:K``.
+
+    Also accepted, as the oracle's generator writes them: ``uniform:K`` (= every
+    K) and ``poisson-time:RATE`` (Poisson in seconds). ``unit`` ("step" or
+    "s") overrides the default unit ("step", or "s" for poisson-time).
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise WorkloadError("arrival: expected e.g. 'burst', 'poisson:4', 'gamma:4,2' or 'every:2'")
+    kind, _, rest = text.strip().partition(":")
+    kind = kind.lower()
+    try:
+        args = [float(x) for x in rest.split(",")] if rest.strip() else []
+    except ValueError:
+        raise WorkloadError(f"arrival: arguments must be numbers in {text!r}") from None
+    default_unit = "s" if kind == "poisson-time" else "step"
+    u = unit or default_unit
+    want = {"burst": 0, "poisson": 1, "poisson-time": 1, "gamma": 2, "every": 1, "periodic": 1, "uniform": 1}
+    if kind not in want:
+        raise WorkloadError(f"arrival: unknown process {kind!r} (known: burst, poisson:RATE, gamma:RATE,CV, every:K)")
+    if len(args) != want[kind]:
+        raise WorkloadError(f"arrival: {kind} takes {want[kind]} number(s), got {len(args)} in {text!r}")
+    if kind == "burst":
+        return ArrivalProcess("burst", unit=u)
+    if kind in ("poisson", "poisson-time"):
+        return ArrivalProcess("poisson", rate=args[0], unit=u)
+    if kind == "gamma":
+        return ArrivalProcess("gamma", rate=args[0], cv=args[1], unit=u)
+    return ArrivalProcess("periodic", interval=args[0], unit=u)
+
+
+@dataclass(frozen=True)
+class PrefixGroup:
+    """A shared system prompt: ``count`` distinct prefixes of ``length`` tokens.
+
+    A fraction ``fraction`` of requests (exactly ``round(fraction * n)``,
+    chosen at random; of conversations when turns are on) starts with one of
+    this group's prefixes, picked uniformly.
+    """
+
+    length: int = 512  # tokens
+    fraction: float = 1.0
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "length", _int("prefixes.length", self.length, 1, MAX_TOKENS))
+        object.__setattr__(self, "fraction", _num("prefixes.fraction", self.fraction, 0, 1))
+        object.__setattr__(self, "count", _int("prefixes.count", self.count, 1, MAX_PREFIXES))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"length": self.length, "fraction": self.fraction, "count": self.count}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> PrefixGroup:
+        return cls(**_check_keys("prefixes[]", data, {"length", "fraction", "count"}))
+
+
+@dataclass(frozen=True)
+class TurnSpec:
+    """Multi-turn conversations (see the module docstring).
+
+    Parameters
+    ----------
+    turns : LengthDistribution
+        Turns per conversation (>= 1), e.g. ``const:3`` or ``uniform:1,6``.
+    user_tokens : LengthDistribution
+        New user tokens appended by each follow-up turn, tokens.
+    think_time : float
+        Mean of the exponential think time between a turn's earliest possible
+        end and the next turn's arrival, in arrival units (steps or seconds).
+    seconds_per_output_token : float
+        Seconds a turn needs per output token before the user can answer,
+        used when arrivals are in seconds (default 0.025 s, the oracle's
+        default step time). Ignored in step units (one step per token).
+    """
+
+    turns: LengthDistribution = field(default_factory=lambda: Constant(3, name="turns.turns"))
+    user_tokens: LengthDistribution = field(default_factory=lambda: Normal(128.0, 32.0, name="turns.user_tokens"))
+    think_time: float = 10.0
+    seconds_per_output_token: float = 0.025
+
+    def __post_init__(self) -> None:
+        for name in ("turns", "user_tokens"):
+            d = getattr(self, name)
+            if not isinstance(d, _Base):
+                object.__setattr__(self, name, distribution_from_dict(d, name=f"turns.{name}"))
+        if self.turns.max > 100_000:
+            object.__setattr__(self, "turns", replace(self.turns, max=100_000))
+        object.__setattr__(self, "think_time", _num("turns.think_time", self.think_time, 0, 1e9))
+        object.__setattr__(self, "seconds_per_output_token",
+                           _num("turns.seconds_per_output_token", self.seconds_per_output_token, 0, 3600))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"turns": self.turns.to_dict(), "user_tokens": self.user_tokens.to_dict(),
+                "think_time": self.think_time, "seconds_per_output_token": self.seconds_per_output_token}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> TurnSpec:
+        d = dict(_check_keys("turns", data, {f.name for f in fields(cls)}))
+        for name in ("turns", "user_tokens"):
+            if name in d:
+                d[name] = distribution_from_dict(d[name], name=f"turns.{name}")
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """Everything that defines a synthetic workload (the seed is separate).
+
+    Parameters
+    ----------
+    n : int
+        Number of requests (all turns counted), 1 to 1,000,000.
+    prompt : LengthDistribution
+        Prompt length in tokens (of first turns), before any shared prefix.
+    output : LengthDistribution
+        Output length in tokens (every request generates exactly this many).
+    arrival : ArrivalProcess
+        Arrival times of requests (of conversations when turns are on).
+    prefixes : tuple of PrefixGroup
+        Shared system prompts; fractions must sum to at most 1.
+    prefix_mode : {"prepend", "include"}
+        ``prepend``: the prefix is added in front of the sampled prompt (the
+        prompt grows by its length). ``include``: the sampled length is the
+        total, the prefix replacing its head (at least one unique token is
+        kept), as the oracle generator's ``--prefix-mode``.
+    turns : TurnSpec or None
+        Multi-turn conversations, or None for independent requests.
+
+    ``to_dict()`` gives ``{"n", "prompt", "output", "arrival", "prefixes",
+    "prefix_mode", "turns"}`` with distributions as ``{"kind", ...}`` dicts;
+    :meth:`from_dict` is its inverse and also takes distribution strings.
+    """
+
+    n: int = 200
+    prompt: LengthDistribution = field(default_factory=lambda: Normal(512.0, 128.0, name="prompt"))
+    output: LengthDistribution = field(default_factory=lambda: Normal(256.0, 64.0, name="output"))
+    arrival: ArrivalProcess = field(default_factory=ArrivalProcess)
+    prefixes: tuple[PrefixGroup, ...] = ()
+    prefix_mode: Literal["prepend", "include"] = "prepend"
+    turns: TurnSpec | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "n", _int("n", self.n, 1, MAX_REQUESTS))
+        for name in ("prompt", "output"):
+            d = getattr(self, name)
+            if not isinstance(d, _Base):
+                object.__setattr__(self, name, distribution_from_dict(d, name=name))
+        if not isinstance(self.arrival, ArrivalProcess):
+            object.__setattr__(self, "arrival", ArrivalProcess.from_dict(self.arrival))
+        groups = tuple(g if isinstance(g, PrefixGroup) else PrefixGroup.from_dict(g) for g in self.prefixes)
+        object.__setattr__(self, "prefixes", groups)
+        if sum(g.fraction for g in groups) > 1 + 1e-9:
+            raise WorkloadError("prefixes.fraction: the fractions of all prefix groups must add up to at most 1")
+        if sum(g.count for g in groups) > MAX_PREFIXES:
+            raise WorkloadError(f"prefixes.count: at most {MAX_PREFIXES:,} shared prefixes in all")
+        if self.prefix_mode not in ("prepend", "include"):
+            raise WorkloadError(f"prefix_mode: must be 'prepend' or 'include', got {self.prefix_mode!r}")
+        if self.turns is not None and not isinstance(self.turns, TurnSpec):
+            object.__setattr__(self, "turns", TurnSpec.from_dict(self.turns))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict (see the class docstring)."""
+        return {
+            "n": self.n,
+            "prompt": self.prompt.to_dict(),
+            "output": self.output.to_dict(),
+            "arrival": self.arrival.to_dict(),
+            "prefixes": [g.to_dict() for g in self.prefixes],
+            "prefix_mode": self.prefix_mode,
+            "turns": None if self.turns is None else self.turns.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> WorkloadSpec:
+        """Inverse of :meth:`to_dict`; unknown keys raise :class:`WorkloadError`."""
+        d = dict(_check_keys("", data, {f.name for f in fields(cls)}))
+        for name in ("prompt", "output"):
+            if name in d:
+                d[name] = distribution_from_dict(d[name], name=name)
+        if "arrival" in d:
+            d["arrival"] = ArrivalProcess.from_dict(d["arrival"])
+        if "prefixes" in d:
+            if not isinstance(d["prefixes"], (list, tuple)):
+                raise WorkloadError("prefixes: must be a list of {length, fraction, count}")
+            d["prefixes"] = tuple(PrefixGroup.from_dict(g) for g in d["prefixes"])
+        if d.get("turns") is not None:
+            d["turns"] = TurnSpec.from_dict(d["turns"])
+        return cls(**d)
+
+
+def _assign_prefixes(rng: np.random.Generator, groups: tuple[PrefixGroup, ...], m: int):
+    """Prefix id per item (shape (m,), -1 = none) and the prefix length table."""
+    prefix_len = np.repeat([g.length for g in groups], [g.count for g in groups]).astype(np.int64)
+    pid = np.full(m, -1, np.int64)
+    if not groups:
+        return pid, prefix_len
+    order = rng.permutation(m)
+    start, offset = 0, 0
+    for g in groups:
+        k = min(int(round(g.fraction * m)), m - start)
+        chosen = order[start:start + k]
+        pid[chosen] = offset + rng.integers(0, g.count, k)
+        start += k
+        offset += g.count
+    return pid, prefix_len
+
+
+def _segment_cumsum(values: np.ndarray, starts: np.ndarray, seg: np.ndarray) -> np.ndarray:
+    """Cumulative sum restarting at each segment start (``seg`` = segment index)."""
+    cs = np.cumsum(values)
+    base = np.concatenate([[0], cs])[starts]  # sum before each segment
+    return cs - base[seg]
+
+
+def generate_workload(spec: WorkloadSpec, seed: int = 0) -> Workload:
+    """Draw a workload from ``spec`` with ``numpy.random.default_rng(seed)``.
+
+    Parameters
+    ----------
+    spec : WorkloadSpec
+    seed : int
+        Non-negative seed; the same spec and seed give the same workload.
+
+    Returns
+    -------
+    Workload
+        Requests in arrival order (ties: conversation, then turn order), with
+        ``prefix_id``/``prefix_len`` for shared prefixes (named ``p0``,
+        ``p1``, ...) and ``parent`` for follow-up turns. Ids are ``"0"``,
+        ``"1"``, ... or ``"c<conversation>t<turn>"`` with turns.
+
+    Raises
+    ------
+    WorkloadError
+        A prompt would exceed 10,000,000 tokens (long prefixes or very long
+        conversations) or arrivals would exceed 1e12 units.
+    """
+    if not isinstance(spec, WorkloadSpec):
+        raise WorkloadError("spec: expected a WorkloadSpec")
+    seed = _int("seed", seed, 0, 2**63 - 1)
+    rng = np.random.default_rng(seed)
+    n = spec.n
+    unit = spec.arrival.unit
+
+    # 1. conversation structure (conversation-major order)
+    if spec.turns is not None:
+        counts = spec.turns.turns.sample(rng, n)  # each >= 1, so their sum reaches n
+        total = np.cumsum(counts)
+        c = int(np.searchsorted(total, n)) + 1
+        counts = counts[:c].copy()
+        counts[-1] -= int(total[c - 1] - n)
+    else:
+        c, counts = n, np.ones(n, np.int64)
+    conv = np.repeat(np.arange(c), counts)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    turn = np.arange(n) - starts[conv]
+
+    # 2-5. lengths, arrivals, prefixes
+    first_prompt = spec.prompt.sample(rng, c)
+    output = spec.output.sample(rng, n)
+    conv_start = spec.arrival.times(rng, c)
+    pid_conv, prefix_len = _assign_prefixes(rng, spec.prefixes, c)
+    if prefix_len.size:
+        plen = np.where(pid_conv >= 0, prefix_len[np.maximum(pid_conv, 0)], 0)
+        if spec.prefix_mode == "prepend":
+            first_prompt = first_prompt + plen
+        else:
+            first_prompt = np.where(pid_conv >= 0, np.maximum(first_prompt, plen + 1), first_prompt)
+
+    # 6-7. follow-up turns: prompt and arrival grow along the conversation
+    prompt = first_prompt[conv].astype(np.int64)
+    arrival = conv_start[conv].astype(np.float64)
+    parent = np.full(n, -1, np.int64)
+    if spec.turns is not None:
+        user = spec.turns.user_tokens.sample(rng, n)
+        mean_think = spec.turns.think_time
+        think = rng.exponential(mean_think, n) if mean_think > 0 else np.zeros(n)
+        follow = turn > 0
+        prev = np.maximum(np.arange(n) - 1, 0)
+        per_token = 1.0 if unit == "step" else spec.turns.seconds_per_output_token
+        inc = np.where(follow, output[prev] + user, prompt)
+        prompt = _segment_cumsum(inc, starts, conv)
+        gap = np.where(follow, output[prev] * per_token + think, arrival)
+        arrival = _segment_cumsum(gap, starts, conv)
+        parent = np.where(follow, np.arange(n) - 1, -1)
+    if prompt.max() > MAX_TOKENS:
+        what = "conversation context" if spec.turns is not None else "prompt with its shared prefix"
+        raise WorkloadError(f"prompt: a {what} reaches {int(prompt.max()):,} tokens, above the {MAX_TOKENS:,}-token limit")
+    if arrival.max() > MAX_ARRIVAL:
+        raise WorkloadError(f"arrival: arrivals reach {arrival.max():.3g} {unit}, above the {MAX_ARRIVAL:g} limit")
+    arrival = np.floor(arrival) if unit == "step" else np.round(arrival, 6)
+
+    pid = np.where(turn == 0, pid_conv[conv], -1)
+    if spec.turns is None:
+        ids = None
+        order = np.arange(n)
+    else:
+        ids = np.array([f"c{a}t{b}" for a, b in zip(conv.tolist(), turn.tolist())], dtype=object)
+        order = np.argsort(arrival, kind="stable")
+        inverse = np.empty(n, np.int64)
+        inverse[order] = np.arange(n)
+        parent = np.where(parent >= 0, inverse[np.maximum(parent, 0)], -1)[order]
+        ids = tuple(ids[order].tolist())
+    return Workload(
+        prompt_len=prompt[order],
+        output_len=output[order],
+        arrival=arrival[order],
+        arrival_unit=unit,
+        prefix_id=pid[order],
+        prefix_len=prefix_len,
+        parent=parent if spec.turns is not None else None,
+        ids=ids,
+        prefix_names=tuple(f"p{i}" for i in range(prefix_len.size)),
+    )
+
+
+__all__ = [
+    "MAX_REQUESTS", "ArrivalProcess", "parse_arrival", "PrefixGroup", "TurnSpec", "WorkloadSpec",
+    "generate_workload", "parse_distribution",
+]
