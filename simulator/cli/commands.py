@@ -12,7 +12,8 @@
 
 Every input problem (missing or unreadable file, invalid JSON, unknown field,
 impossible value) prints one line 'error: ...' to stderr and exits with
-status 2; an unexpected internal failure prints one line and exits with 1.
+status 2; an unexpected internal failure prints one line and exits with 1. A run that stops at its
+step limit (max_steps) with requests unfinished prints a warning and exits with 3.
 Long runs show a progress bar on stderr when it is a terminal; every default
 a run assumes for what its configuration leaves out is printed there too.
 """
@@ -36,10 +37,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from simulator.cli.traces import add_trace_arguments, read_trace_file
 from simulator.cli.values import whole_numbers
 from simulator.engine import jsonable
 from simulator.engine.config import ConfigError, EngineConfig, StepTimeModel
-from simulator.workload import Workload, WorkloadError, apply_parents, read_trace, trace_format, write_oracle_json
+from simulator.workload import (
+    TraceReport,
+    Workload,
+    WorkloadError,
+    apply_parents,
+    read_trace,
+    trace_format,
+    write_oracle_json,
+)
 
 if TYPE_CHECKING:  # the workload generator is imported by the one command that uses it
     from simulator.workload import PrefixGroup, WorkloadSpec
@@ -78,8 +88,23 @@ def _read_json(path: str, what: str) -> Any:
         raise CliError(f"{what} file {path!r}: invalid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
 
 
-def load_workload_file(path: str) -> Workload:
-    """A Workload from an oracle workload JSON, or a CSV/JSONL trace."""
+def load_workload_file(path: str, args: argparse.Namespace | None = None,
+                       max_model_len: int | None = None) -> Workload:
+    """A Workload from a public trace (:mod:`simulator.cli.traces`), an oracle workload JSON, or the planner's
+    own CSV/JSONL trace."""
+    return load_workload(path, args, max_model_len)[0]
+
+
+def load_workload(path: str, args: argparse.Namespace | None = None,
+                  max_model_len: int | None = None) -> tuple[Workload, TraceReport | None]:
+    """:func:`load_workload_file` with the public trace's report (None for the other kinds of file)."""
+    public = read_trace_file(path, args, max_model_len, CliError)
+    if public is not None:
+        return public
+    return _load_own_workload(path), None
+
+
+def _load_own_workload(path: str) -> Workload:
     if trace_format(path) is not None:
         try:
             return read_trace(path)
@@ -91,7 +116,7 @@ def load_workload_file(path: str) -> Workload:
     plain = data
     if isinstance(data, dict) and isinstance(data.get("requests"), list):
         # our multi-turn extension: the oracle reader need not know "parent"
-        plain = dict(data, requests=[{k: v for k, v in r.items() if k != "parent"} if isinstance(r, dict) else r
+        plain = dict(data, requests=[{k: v for k, v in r.items() if k not in ("parent", "parent_len")} if isinstance(r, dict) else r
                                      for r in data["requests"]])
     try:
         workload = oracle_io.load_workload(plain)
@@ -191,7 +216,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     data = load_config_file(args.config)
     config = _config(data, f"config file {args.config!r}")
-    workload = load_workload_file(args.workload)
+    workload, trace = load_workload(args.workload, args, config.max_model_len)
     _check_memory(price_run(WorkloadSize.of(workload), config), args, "This run")
     from simulator.batch import simulate
 
@@ -200,13 +225,28 @@ def cmd_run(args: argparse.Namespace) -> int:
                           progress=progress)[0]
     _note_defaults(data, f"config file {args.config!r}")  # after the run: an input error stays one line
     if args.indent is None:
-        _emit(result.to_json(steps=bool(args.steps)), args.output, end="\n")  # no copy of a long text
-        return 0
+        text = result.to_json(steps=bool(args.steps))  # no copy of a long text but for the trace's report
+        if trace is not None:
+            text = '{"trace":' + json.dumps(trace.to_dict(), separators=(",", ":")) + "," + text[1:]
+        _emit(text, args.output, end="\n")
+        return _limit_status(result.totals, "run")
     d = dict(result.to_dict())
     if not args.steps:
         d.pop("steps", None)
+    if trace is not None:
+        d = {"trace": trace.to_dict(), **d}
     _emit(_dump(d, args.indent), args.output)
-    return 0
+    return _limit_status(result.totals, "run")
+
+
+def _limit_status(totals: dict[str, Any], what: str) -> int:
+    """0, or 3 with a warning on stderr when the run stopped at its step limit with requests unfinished."""
+    left = int(totals.get("unfinished", 0) or 0)
+    if not left:
+        return 0
+    sys.stderr.write(f"warning: the {what} stopped at its step limit (max_steps) with {left:,} requests unfinished: "
+                     f"its latencies leave them out; raise max_steps in the config (exit status 3)\n")
+    return 3
 
 
 # --------------------------------------------------------------------------- sweep
@@ -293,7 +333,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     keys = [k for k, _ in grid]
     points = [dict(zip(keys, combo)) for combo in itertools.product(*(v for _, v in grid))]
     configs = [_config(_apply(base, p), "--grid " + ", ".join(f"{k}={v}" for k, v in p.items())) for p in points]
-    workload = load_workload_file(args.workload)
+    workload, trace = load_workload(args.workload, args, _common_max_model_len(configs))
     from simulator.batch import WorkloadSize, price_configs
 
     _check_memory(price_configs(WorkloadSize.of(workload), configs), args, f"This sweep of {len(configs)} points")
@@ -316,8 +356,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             w.writerow({k: ("" if f.get(k) is None else f.get(k)) for k in header})
         _emit(buf.getvalue(), args.output)
     else:
-        _emit(_dump({"grid": dict(grid), "points": rows}, args.indent), args.output)
-    return 0
+        out = {"grid": dict(grid), "points": rows}
+        _emit(_dump({"trace": trace.to_dict(), **out} if trace is not None else out, args.indent), args.output)
+    return max(_limit_status(r.totals, "sweep point") for r in results)
+
+
+def _common_max_model_len(configs: Sequence[EngineConfig]) -> int | None:
+    """The max_model_len every configuration shares (a trace is cut to it), else None."""
+    lens = {c.max_model_len for c in configs}
+    return lens.pop() if len(lens) == 1 else None
 
 
 # --------------------------------------------------------------------------- workload
@@ -424,7 +471,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         raise CliError("cluster: give --instances N (or N1,N2,...), or --find-replicas with SLOs")
     data = load_config_file(args.config)
     config = _config(data, f"config file {args.config!r}")
-    workload = load_workload_file(args.workload)
+    workload, trace = load_workload(args.workload, args, config.max_model_len)
     from simulator.batch import WorkloadSize, price_batch, price_replicas_search, price_run
 
     size = WorkloadSize.of(workload)
@@ -454,7 +501,8 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         msg = str(exc)
         field, sep, rest = msg.partition(":")
         raise CliError(f"{_CLUSTER_OPTIONS[field]}{sep}{rest}" if field in _CLUSTER_OPTIONS else msg) from None
-    _emit(_dump(points[0] if len(points) == 1 else {"points": points}, args.indent), args.output)
+    out = points[0] if len(points) == 1 else {"points": points}
+    _emit(_dump({"trace": trace.to_dict(), **out} if trace is not None else out, args.indent), args.output)
     return 0
 
 
@@ -518,6 +566,7 @@ def _add_run_parser(sub) -> None:
                      help="downsample the step series to at most N points (with --steps)")
     run.add_argument("--output", "-o", metavar="FILE", help="write the JSON here instead of stdout")
     run.add_argument("--indent", type=int, metavar="N", help="pretty-print JSON with N spaces")
+    add_trace_arguments(run)
     run.set_defaults(func=cmd_run)
 
 
@@ -543,6 +592,7 @@ def _add_sweep_parser(sub) -> None:
     sw.add_argument("--csv", action="store_true", help="print a CSV table (parameters, then totals) instead of JSON")
     sw.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
     sw.add_argument("--indent", type=int, metavar="N", help="pretty-print JSON with N spaces")
+    add_trace_arguments(sw)
     sw.set_defaults(func=cmd_sweep)
 
 
@@ -645,6 +695,7 @@ def _add_cluster_parser(sub) -> None:
                     help="add every request's columns (with its instance) and each instance's request indices")
     cl.add_argument("--output", "-o", metavar="FILE", help="write the JSON here instead of stdout")
     cl.add_argument("--indent", type=int, metavar="N", help="pretty-print JSON with N spaces")
+    add_trace_arguments(cl)
     cl.set_defaults(func=cmd_cluster)
 
 
@@ -700,7 +751,7 @@ def _add_validate(sub) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit status (0 ok, 2 bad input, 1 internal error)."""
+    """Entry point; returns the exit status (0 ok, 2 bad input, 1 internal error, 3 step limit reached)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -9,9 +9,11 @@ Sharing model
 -------------
 The prompt of request ``r`` is, in order:
 
-1. if ``parent[r] >= 0``: the whole context of request ``parent[r]``
-   (its prompt followed by its ``output_len`` generated tokens), which the
-   parent must have *before* it in the arrays; otherwise
+1. if ``parent[r] >= 0``: the context of request ``parent[r]`` (its prompt
+   followed by its ``output_len`` generated tokens), which the parent must
+   have *before* it in the arrays: all of it (a conversation's next turn), or
+   its first ``parent_len[r]`` tokens where that is given (a trace whose
+   requests share leading blocks, as Mooncake's ``hash_ids`` say); otherwise
 2. if ``prefix_id[r] >= 0``: the ``prefix_len[prefix_id[r]]`` tokens of
    that shared prefix;
 3. then unique tokens up to ``prompt_len[r]``.
@@ -97,8 +99,12 @@ class Workload:
     prefix_len : ndarray of int64, shape (num_prefixes,)
         Length of each named shared prefix, in tokens.
     parent : ndarray of int64, shape (n,)
-        Index of an earlier request whose full context (prompt + output)
-        starts this request's prompt (multi-turn conversations), or -1.
+        Index of an earlier request whose context (prompt + output) starts
+        this request's prompt (multi-turn conversations), or -1.
+    parent_len : ndarray of int64, shape (n,), optional
+        How many leading tokens of the parent's context start this prompt:
+        -1 (the default) for all of it, else 1 to the parent's context length
+        (and at most this prompt). Ignored where ``parent`` is -1.
     ids : tuple of str, length n
         External request ids (the oracle's ``id``), for per-request output.
     prefix_names : tuple of str, length num_prefixes
@@ -114,6 +120,7 @@ class Workload:
     parent: np.ndarray | None = None
     ids: tuple[str, ...] | None = None
     prefix_names: tuple[str, ...] | None = None
+    parent_len: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = int(np.asarray(self.prompt_len).shape[0]) if np.ndim(self.prompt_len) == 1 else -1
@@ -136,6 +143,16 @@ class Workload:
         par = _int_column("parent", self.parent, n, -1)
         if n and np.any((par < -1) | (par >= np.arange(n))):
             raise WorkloadError("parent: must be -1 or the index of an earlier request")
+        plen_par = _int_column("parent_len", self.parent_len, n, -1)
+        if n and np.any(plen_par != -1):
+            ctx = prompt + output
+            given = (plen_par != -1) & (par >= 0)
+            bad = given & ((plen_par < 1) | (plen_par > ctx[np.maximum(par, 0)]))
+            if bad.any():
+                r = int(np.flatnonzero(bad)[0])
+                raise WorkloadError(f"parent_len: request {r} shares {plen_par[r]} tokens of request {par[r]}, "
+                                    f"whose context is {ctx[par[r]]} tokens (give 1 to {ctx[par[r]]}, or -1 for all)")
+            plen_par = np.where(par >= 0, plen_par, -1)
 
         object.__setattr__(self, "prompt_len", prompt)
         object.__setattr__(self, "output_len", output)
@@ -143,6 +160,8 @@ class Workload:
         object.__setattr__(self, "prefix_len", plen)
         object.__setattr__(self, "prefix_id", pid)
         object.__setattr__(self, "parent", par)
+        plen_par.setflags(write=False)
+        object.__setattr__(self, "parent_len", plen_par)
         shared = self.shared_len()
         if n and np.any(shared > prompt):
             bad = int(np.flatnonzero(shared > prompt)[0])
@@ -188,5 +207,7 @@ class Workload:
         if has_parent.any():
             ctx = self.prompt_len + self.output_len
             shared = shared.copy()
-            shared[has_parent] = ctx[self.parent[has_parent]]
+            whole = ctx[self.parent[has_parent]]
+            part = self.parent_len[has_parent]
+            shared[has_parent] = np.where(part >= 0, part, whole)
         return shared.astype(np.int64)

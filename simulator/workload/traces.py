@@ -31,9 +31,11 @@ Writing oracle JSON
 in the oracle's compact form (``prefixes`` with token ids, ``requests`` with
 ``id``, ``arrival_step`` or ``arrival_time``, ``max_tokens``, ``prompt_len``
 and ``prefix``), which ``tools/vllm_oracle/run_oracle.py`` reads as it is.
-Follow-up turns of conversations carry an extra ``"parent": <id>`` key: a
-KV Planner extension that the oracle ignores (it would treat such a prompt as
-unique tokens, so the oracle cannot reproduce cross-turn cache hits).
+Follow-up turns of conversations carry an extra ``"parent": <id>`` key (and
+``"parent_len"``: how many of the parent's tokens start the prompt, where it is
+not the parent's whole context): a KV Planner extension that the oracle ignores
+(it would treat such a prompt as unique tokens, so the oracle cannot reproduce
+cross-turn cache hits).
 """
 
 from __future__ import annotations
@@ -469,6 +471,8 @@ def workload_to_oracle_dict(workload: Workload, *, seed: int = 0, meta: dict | N
         par = int(workload.parent[i])
         if par >= 0:
             r["parent"] = workload.ids[par]
+            if workload.parent_len[i] >= 0:
+                r["parent_len"] = int(workload.parent_len[i])
         elif workload.prefix_id[i] >= 0:
             r["prefix"] = workload.prefix_names[int(workload.prefix_id[i])]
         requests.append(r)
@@ -507,16 +511,20 @@ def apply_parents(workload: Workload, data: dict[str, Any]) -> Workload:
         return workload
     index = {rid: i for i, rid in enumerate(workload.ids)}
     parent = np.full(workload.n, -1, np.int64)
+    parent_len = np.full(workload.n, -1, np.int64)
     for i, r in enumerate(reqs):
         if isinstance(r, dict) and r.get("parent") is not None:
             p = index.get(str(r["parent"]))
             if p is None or p >= i:
                 raise WorkloadError(f"requests[{i}].parent: {r['parent']!r} is not the id of an earlier request")
             parent[i] = p
+            if r.get("parent_len") is not None:
+                parent_len[i] = _whole(r["parent_len"], f"requests[{i}].parent_len", 1, MAX_TOKENS)
     return Workload(
         prompt_len=workload.prompt_len, output_len=workload.output_len, arrival=workload.arrival,
         arrival_unit=workload.arrival_unit, prefix_id=np.where(parent >= 0, -1, workload.prefix_id),
         prefix_len=workload.prefix_len, parent=parent, ids=workload.ids, prefix_names=workload.prefix_names,
+        parent_len=parent_len,
     )
 
 
