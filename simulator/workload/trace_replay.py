@@ -2,7 +2,7 @@
 turned into the engine's, and a :class:`TraceReport` of everything done.
 
 Prefix sharing (Mooncake ``hash_ids``): two requests share exactly the leading blocks whose ids are
-equal. A trie over the id sequences finds, for each request, the earlier request with the longest
+equal. A trie over the id sequences finds, for each request, the first earlier request with the longest
 common run of leading ids; the request then starts with that many blocks of the earlier one's prompt
 (:attr:`Workload.parent` / :attr:`Workload.parent_len`, in tokens: blocks x ``block_size``, at most
 either prompt). Because equal leading ids mean equal leading content, any earlier request with that
@@ -113,59 +113,58 @@ def _add_copies(table: TraceTable, scale: float, rng: np.random.Generator) -> No
         raise WorkloadError(f"trace rate_scale: {int(counts.sum()):,} requests, more than {MAX_REQUESTS:,}")
     idx = np.repeat(np.arange(table.n), counts)
     first = np.r_[True, idx[1:] != idx[:-1]]  # the original of each run of copies
-    if table.hash_ids is not None:
-        _, run = prefix_parents(table.hash_ids)
-        fresh = -1  # the copies' own blocks get ids below 0 (a trace's ids are >= 0)
-        ids = []
-        for i, orig in zip(idx.tolist(), first.tolist()):
-            h = table.hash_ids[i]
-            if not orig:
-                k = int(run[i])
-                h = np.concatenate([h[:k], np.arange(fresh, fresh - (len(h) - k), -1, dtype=np.int64)])
-                fresh -= len(h) - k
-            ids.append(h)
-        table.hash_ids = ids
-    table.arrival, table.prompt, table.output, table.lines = (
-        table.arrival[idx], table.prompt[idx], table.output[idx], table.lines[idx])
-    if table.measured is not None:
-        table.measured = {k: v[idx] for k, v in table.measured.items()}
+    run = prefix_parents(table.hash_ids, table.hash_lens)[1] if table.hash_ids is not None else None
+    table.rows(idx)
+    if run is not None:
+        # a copy keeps the original's shared leading ids; the rest become ids of its own (below 0: a
+        # trace's ids are >= 0)
+        lens = table.hash_lens
+        place = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)  # position in its row
+        own = np.repeat(~first, lens) & (place >= np.repeat(run[idx], lens))
+        table.hash_ids = table.hash_ids.copy()
+        table.hash_ids[own] = -1 - np.arange(int(own.sum()), dtype=np.int64)
     table.notes.append(f"rate_scale {scale:g}: {int((~first).sum()):,} copies added beside the trace's "
                        f"{int(first.sum()):,} requests")
 
 
-def prefix_parents(hash_ids: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """For each request, the latest earlier request sharing the longest run of leading block ids, and that run.
+def prefix_parents(hash_ids: np.ndarray, hash_lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each request, the first earlier request sharing its longest run of leading block ids, and that run.
+
+    ``hash_ids`` holds every request's ids one after another (``hash_lens[r]`` of them for request ``r``).
+    Each position is one level of a trie: the node of a request's first ``j + 1`` ids is numbered by
+    (its node at ``j``, its id ``j``), all requests at once; the request shares ``j + 1`` blocks when an
+    earlier request reached the same node.
 
     Returns
     -------
     parent : ndarray of int64, shape (n,)
-        -1 where no earlier request shares the first block.
+        The first request that reached the request's deepest shared node; -1 where no earlier request
+        shares the first block.
     run : ndarray of int64, shape (n,)
         Shared leading blocks (0 where ``parent`` is -1).
     """
-    n = len(hash_ids)
+    n = hash_lens.size
     parent = np.full(n, -1, np.int64)
     run = np.zeros(n, np.int64)
-    children: dict[tuple[int, int], int] = {}  # (node, block id) -> node; node 0 is the root
-    owner = [-1]  # node -> latest request whose chain passes through it
-    for r, ids in enumerate(hash_ids):
-        node, depth = 0, 0
-        for h in ids.tolist():
-            nxt = children.get((node, h))
-            if nxt is None:
-                break
-            node, depth = nxt, depth + 1
-        if depth:
-            parent[r], run[r] = owner[node], depth
-        node = 0
-        for h in ids.tolist():
-            nxt = children.get((node, h))
-            if nxt is None:
-                nxt = children[(node, h)] = len(owner)
-                owner.append(r)
-            else:
-                owner[nxt] = r
-            node = nxt
+    if hash_ids.size == 0:
+        return parent, run
+    dense = np.unique(hash_ids, return_inverse=True)[1].astype(np.int64)  # ids as 0 .. distinct - 1
+    base = int(dense.max()) + 1
+    starts = np.concatenate(([0], np.cumsum(hash_lens)))[:-1]
+    order = np.argsort(-hash_lens, kind="stable")  # longest first: the requests at level j are a prefix
+    desc = -hash_lens[order]
+    node = np.zeros(n, np.int64)
+    numbered = 1
+    for j in range(int(hash_lens.max())):
+        at = order[:np.searchsorted(desc, -j, side="left")]  # requests with more than j ids
+        keys, inv = np.unique(node[at] * base + dense[starts[at] + j], return_inverse=True)
+        first = np.full(keys.size, n, np.int64)
+        np.minimum.at(first, inv, at)
+        node[at] = numbered + inv
+        numbered += keys.size
+        seen = first[inv] < at
+        parent[at[seen]] = first[inv][seen]
+        run[at[seen]] = j + 1
     return parent, run
 
 
@@ -175,7 +174,7 @@ def table_workload(table: TraceTable, block_size: int) -> tuple[Workload, int]:
     parent = parent_len = None
     shared = 0
     if table.hash_ids is not None:
-        parent, run = prefix_parents(table.hash_ids)
+        parent, run = prefix_parents(table.hash_ids, table.hash_lens)
         has = parent >= 0
         tokens = np.where(has, np.minimum(run * block_size,
                                           np.minimum(table.prompt, table.prompt[np.maximum(parent, 0)])), -1)

@@ -243,3 +243,13 @@ def test_options_that_leave_nothing_or_make_no_sense_say_so():
             TraceOptions(**bad)
     with pytest.raises(WorkloadError, match="apply to the public formats"):
         read_any_trace("arrival_time,prompt_tokens,output_tokens\n0,3,4\n", "csv", options=TraceOptions(speedup=2))
+
+
+def test_the_published_layout_read_at_once_equals_the_line_by_line_reader():
+    rows = mooncake_rows()
+    compact = "\n".join(json.dumps(r, separators=(",", ":")) for r in rows) + "\n"  # not the published layout
+    fast, fast_report = read_public_trace(text(MOONCAKE), options=TraceOptions(max_model_len=50_000))
+    slow, slow_report = read_public_trace(compact, options=TraceOptions(max_model_len=50_000))
+    for column in ("prompt_len", "output_len", "arrival", "parent", "parent_len"):
+        assert getattr(fast, column).tolist() == getattr(slow, column).tolist(), column
+    assert fast.ids == slow.ids and fast_report.to_dict() == slow_report.to_dict()
