@@ -41,6 +41,7 @@ from simulator.cli.traces import add_trace_arguments, read_trace_file
 from simulator.cli.values import whole_numbers
 from simulator.engine import jsonable
 from simulator.engine.config import ConfigError, EngineConfig, StepTimeModel
+from simulator.engine.windows import time_windows
 from simulator.workload import (
     TraceReport,
     Workload,
@@ -56,6 +57,8 @@ if TYPE_CHECKING:  # the workload generator is imported by the one command that 
 
 #: Most grid points one sweep may hold.
 MAX_SWEEP_POINTS = 4096
+#: Step series points ``run --windows`` records to measure queues per window.
+WINDOW_STEP_POINTS = 200_000
 
 
 class CliError(Exception):
@@ -220,22 +223,31 @@ def cmd_run(args: argparse.Namespace) -> int:
     _check_memory(price_run(WorkloadSize.of(workload), config), args, "This run")
     from simulator.batch import simulate
 
+    if args.windows is not None and workload.arrival_unit != "s":
+        raise CliError("--windows: the workload's arrivals must be in seconds")
+    points = args.max_step_points or (WINDOW_STEP_POINTS if args.windows else None)
     with _progress(f"simulating {workload.n:,} requests") as progress:
-        result = simulate(workload, [config], record_steps=bool(args.steps), max_step_points=args.max_step_points,
+        result = simulate(workload, [config], record_steps=bool(args.steps or args.windows), max_step_points=points,
                           progress=progress)[0]
     _note_defaults(data, f"config file {args.config!r}")  # after the run: an input error stays one line
+    head = {}
+    if trace is not None:
+        head["trace"] = trace.to_dict()
+    if args.windows is not None:
+        try:
+            head["windows"] = time_windows(result, args.windows)
+        except ValueError as exc:
+            raise CliError("--" + str(exc)) from None
     if args.indent is None:
-        text = result.to_json(steps=bool(args.steps))  # no copy of a long text but for the trace's report
-        if trace is not None:
-            text = '{"trace":' + json.dumps(trace.to_dict(), separators=(",", ":")) + "," + text[1:]
+        text = result.to_json(steps=bool(args.steps))  # no copy of a long text but for the heads
+        if head:
+            text = json.dumps(jsonable(head), separators=(",", ":"))[:-1] + "," + text[1:]
         _emit(text, args.output, end="\n")
         return _limit_status(result.totals, "run")
     d = dict(result.to_dict())
     if not args.steps:
         d.pop("steps", None)
-    if trace is not None:
-        d = {"trace": trace.to_dict(), **d}
-    _emit(_dump(d, args.indent), args.output)
+    _emit(_dump({**head, **d}, args.indent), args.output)
     return _limit_status(result.totals, "run")
 
 
@@ -564,6 +576,9 @@ def _add_run_parser(sub) -> None:
     run.add_argument("--steps", action="store_true", help="add the per-step time series (\"steps\")")
     run.add_argument("--max-step-points", type=int, metavar="N",
                      help="downsample the step series to at most N points (with --steps)")
+    run.add_argument("--windows", type=float, metavar="SECONDS",
+                     help="add \"windows\": latency percentiles, throughput and queue per SECONDS of the run "
+                          "(arrivals in seconds; docs/traffic.md)")
     run.add_argument("--output", "-o", metavar="FILE", help="write the JSON here instead of stdout")
     run.add_argument("--indent", type=int, metavar="N", help="pretty-print JSON with N spaces")
     add_trace_arguments(run)

@@ -47,7 +47,9 @@ MAX_PREFIXES = 10_000
 #: Longest time span of arrivals, in steps or seconds (a guard against typos).
 MAX_ARRIVAL = 1e12
 
-ArrivalKind = Literal["burst", "poisson", "gamma", "periodic"]
+ArrivalKind = Literal["burst", "poisson", "gamma", "periodic", "piecewise"]
+#: Most segments of a piecewise rate (a week of hourly rates is 168).
+MAX_SEGMENTS = 10_000
 
 
 def _num(name: str, v: Any, lo: float, hi: float, *, lo_open: bool = False) -> float:
@@ -83,17 +85,25 @@ class ArrivalProcess:
 
     Parameters
     ----------
-    kind : {"burst", "poisson", "gamma", "periodic"}
+    kind : {"burst", "poisson", "gamma", "periodic", "piecewise"}
         ``burst``: all at time 0. ``poisson``: exponential gaps with mean
         ``1 / rate``. ``gamma``: gamma gaps with mean ``1 / rate`` and
         coefficient of variation ``cv`` (> 1 bursty, < 1 regular, 1 = Poisson).
-        ``periodic``: one every ``interval``, the first at 0.
+        ``periodic``: one every ``interval``, the first at 0. ``piecewise``: a
+        Poisson process whose rate changes over time, ``segments[i][0]``
+        requests per unit for ``segments[i][1]`` units one after another
+        (stages, a day of hourly rates, bursts): the ``n`` requests are spread
+        over the segments in proportion to rate x duration, each at a uniform
+        time within its segment (a Poisson process given its count).
     rate : float
         Requests per unit (per step or per second), for poisson and gamma.
     cv : float
         Coefficient of variation of the gaps (std / mean), for gamma.
     interval : float
         Units between arrivals, for periodic (0.5 = two per step).
+    segments : tuple of (rate, duration) pairs
+        For piecewise: requests per unit and units, each rate >= 0, each
+        duration > 0, at least one rate > 0.
     unit : {"step", "s"}
         ``step``: arrival times are engine-step indices (the continuous time is
         floored, as the oracle's generator does). ``s``: seconds, rounded to
@@ -108,10 +118,12 @@ class ArrivalProcess:
     cv: float = 1.0
     interval: float = 1.0  # units
     unit: Literal["step", "s"] = "step"
+    segments: tuple[tuple[float, float], ...] = ()  # (requests per unit, units)
 
     def __post_init__(self) -> None:
-        if self.kind not in ("burst", "poisson", "gamma", "periodic"):
-            raise WorkloadError(f"arrival.kind: must be burst, poisson, gamma or periodic, got {self.kind!r}")
+        if self.kind not in ("burst", "poisson", "gamma", "periodic", "piecewise"):
+            raise WorkloadError(f"arrival.kind: must be burst, poisson, gamma, periodic or piecewise, got {self.kind!r}")
+        object.__setattr__(self, "segments", _segments(self.segments, self.kind == "piecewise"))
         if self.unit not in ("step", "s"):
             raise WorkloadError(f"arrival.unit: must be 'step' or 's', got {self.unit!r}")
         object.__setattr__(self, "rate", _num("arrival.rate", self.rate, 0, 1e9, lo_open=True))
@@ -124,6 +136,8 @@ class ArrivalProcess:
             return np.zeros(n)
         if self.kind == "periodic":
             return np.arange(n, dtype=np.float64) * self.interval
+        if self.kind == "piecewise":
+            return self._piecewise_times(rng, n)
         if self.kind == "poisson":
             gaps = rng.exponential(1.0 / self.rate, n)
         else:
@@ -131,12 +145,28 @@ class ArrivalProcess:
             gaps = rng.gamma(shape, 1.0 / (self.rate * shape), n)
         return np.cumsum(gaps)
 
+    def _piecewise_times(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        rates = np.array([r for r, _ in self.segments])
+        spans = np.array([d for _, d in self.segments])
+        starts = np.concatenate(([0.0], np.cumsum(spans)))[:-1]
+        seg = rng.choice(len(spans), size=n, p=rates * spans / (rates * spans).sum())
+        return np.sort(starts[seg] + rng.random(n) * spans[seg])
+
+    def expected_requests(self) -> float | None:
+        """Requests the piecewise rate gives on average (sum of rate x duration); None for other kinds."""
+        return float(sum(r * d for r, d in self.segments)) if self.kind == "piecewise" else None
+
     def to_dict(self) -> dict[str, Any]:
-        """``{"kind", "rate", "cv", "interval", "unit"}`` (all keys, always)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """``{"kind", "rate", "cv", "interval", "unit"}`` (all keys, always), plus ``segments`` when piecewise."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "segments"}
+        if self.kind == "piecewise":
+            out["segments"] = [list(s) for s in self.segments]
+        return out
 
     def to_string(self) -> str:
         """Short form accepted by :func:`parse_arrival` (the unit is separate)."""
+        if self.kind == "piecewise":
+            return "stages:" + ",".join(f"{r:g}x{d:g}" for r, d in self.segments)
         return {
             "burst": "burst",
             "poisson": f"poisson:{self.rate:g}",
@@ -152,17 +182,72 @@ class ArrivalProcess:
         return cls(**d)
 
 
+def _segments(raw: Any, needed: bool) -> tuple[tuple[float, float], ...]:
+    """The checked (rate, duration) pairs of a piecewise rate; () when not ``needed`` and not given."""
+    if not needed:
+        if raw:
+            raise WorkloadError("arrival.segments: only a piecewise arrival takes segments")
+        return ()
+    if not isinstance(raw, (list, tuple)) or not 1 <= len(raw) <= MAX_SEGMENTS:
+        raise WorkloadError(f"arrival.segments: give 1 to {MAX_SEGMENTS:,} [rate, duration] pairs")
+    out = []
+    for i, pair in enumerate(raw):
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise WorkloadError(f"arrival.segments[{i}]: expected [rate, duration], got {pair!r}")
+        out.append((_num(f"arrival.segments[{i}] rate", pair[0], 0, 1e9),
+                    _num(f"arrival.segments[{i}] duration", pair[1], 0, MAX_ARRIVAL, lo_open=True)))
+    if not any(r > 0 for r, _ in out):
+        raise WorkloadError("arrival.segments: at least one segment needs a rate above 0")
+    if sum(d for _, d in out) > MAX_ARRIVAL:
+        raise WorkloadError(f"arrival.segments: {sum(d for _, d in out):.3g} units in all, above {MAX_ARRIVAL:g}")
+    return tuple(out)
+
+
+def _stages(kind: str, rest: str, text: str) -> list[tuple[float, float]]:
+    """``stages:R1xD1,R2xD2,...``, ``hourly:R0,...,R23`` (3600 s each) or ``bursts:BASE,PEAK,LEN,EVERY,TOTAL``."""
+    try:
+        if kind == "stages":
+            pairs = [part.lower().split("x") for part in rest.split(",")]
+            if any(len(p) != 2 for p in pairs):
+                raise ValueError
+            return [(float(r), float(d)) for r, d in pairs]
+        nums = [float(x) for x in rest.split(",")]
+    except ValueError:
+        raise WorkloadError(f"arrival: {kind} expects {_STAGE_FORMS[kind]}, got {text!r}") from None
+    if kind == "hourly":
+        return [(r / 3600.0, 3600.0) for r in nums]
+    if len(nums) != 5 or not 0 < nums[2] < nums[3] or nums[4] <= 0:
+        raise WorkloadError(f"arrival: bursts expects {_STAGE_FORMS[kind]} (0 < LEN < EVERY), got {text!r}")
+    base, peak, length, every, total = nums
+    full, rest_s = divmod(total, every)
+    segments = [(peak, length), (base, every - length)] * int(full)
+    if rest_s:
+        segments += [(peak, min(length, rest_s))] + ([(base, rest_s - length)] if rest_s > length else [])
+    return segments
+
+
+_STAGE_FORMS = {"stages": "RATExDURATION,... (e.g. stages:5x600,10x600)",
+                "hourly": "24 hourly rates in requests per hour (hourly:R0,R1,...)",
+                "bursts": "BASE,PEAK,LEN,EVERY,TOTAL (rates per unit, LEN of each burst every EVERY, TOTAL units)"}
+
+
 def parse_arrival(text: str, unit: str | None = None) -> ArrivalProcess:
-    """Parse ``burst``, ``poisson:RATE``, ``gamma:RATE,CV``, ``every:K``.
+    """Parse ``burst``, ``poisson:RATE``, ``gamma:RATE,CV``, ``every:K`` and the rates that change over time:
+    ``stages:R1xD1,R2xD2,...`` (rate R1 for D1 units, then R2 for D2 ...), ``hourly:R0,R1,...`` (requests per
+    hour, one rate an hour; seconds) and ``bursts:BASE,PEAK,LEN,EVERY,TOTAL`` (BASE, with a PEAK burst of LEN
+    units every EVERY units, for TOTAL units).
 
     Also accepted, as the oracle's generator writes them: ``uniform:K`` (= every
     K) and ``poisson-time:RATE`` (Poisson in seconds). ``unit`` ("step" or
-    "s") overrides the default unit ("step", or "s" for poisson-time).
+    "s") overrides the default unit ("step", or "s" for poisson-time and hourly).
     """
     if not isinstance(text, str) or not text.strip():
         raise WorkloadError("arrival: expected e.g. 'burst', 'poisson:4', 'gamma:4,2' or 'every:2'")
     kind, _, rest = text.strip().partition(":")
     kind = kind.lower()
+    if kind in _STAGE_FORMS:
+        u = unit or ("s" if kind == "hourly" else "step")
+        return ArrivalProcess("piecewise", unit=u, segments=tuple(_stages(kind, rest, text)))
     try:
         args = [float(x) for x in rest.split(",")] if rest.strip() else []
     except ValueError:
@@ -171,7 +256,8 @@ def parse_arrival(text: str, unit: str | None = None) -> ArrivalProcess:
     u = unit or default_unit
     want = {"burst": 0, "poisson": 1, "poisson-time": 1, "gamma": 2, "every": 1, "periodic": 1, "uniform": 1}
     if kind not in want:
-        raise WorkloadError(f"arrival: unknown process {kind!r} (known: burst, poisson:RATE, gamma:RATE,CV, every:K)")
+        raise WorkloadError(f"arrival: unknown process {kind!r} (known: burst, poisson:RATE, gamma:RATE,CV, every:K, "
+                            f"stages:RxD,..., hourly:R0,..., bursts:BASE,PEAK,LEN,EVERY,TOTAL)")
     if len(args) != want[kind]:
         raise WorkloadError(f"arrival: {kind} takes {want[kind]} number(s), got {len(args)} in {text!r}")
     if kind == "burst":
