@@ -223,26 +223,29 @@ def _where(name: str, line: int, col: str | None = None, kind: str = "column") -
     return f"{name} line {line}" + (f", {kind} {col}" if col else "")
 
 
-def _whole(value: Any, where: str, lo: int = 0, hi: int = MAX_TOKENS) -> int:
+def _number(value: Any, where: str, what: str) -> float:
+    """``value`` (a JSON number or a CSV cell) as a finite float; the error says ``what`` was expected."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise WorkloadError(f"{where}: expected a whole number of tokens, got {value!r}")
+        raise WorkloadError(f"{where}: expected {what}, got {value!r}")
     try:
         x = float(value)
     except ValueError:
-        raise WorkloadError(f"{where}: expected a whole number of tokens, got {value!r}") from None
-    if not math.isfinite(x) or x != round(x) or not lo <= x <= hi:
+        raise WorkloadError(f"{where}: expected {what}, got {value!r}") from None
+    if not math.isfinite(x):
+        raise WorkloadError(f"{where}: expected {what}, got {value!r}")
+    return x
+
+
+def _whole(value: Any, where: str, lo: int = 0, hi: int = MAX_TOKENS) -> int:
+    x = _number(value, where, "a whole number of tokens")
+    if x != round(x) or not lo <= x <= hi:
         raise WorkloadError(f"{where}: expected a whole number from {lo:,} to {hi:,}, got {value!r}")
     return int(x)
 
 
 def _time(value: Any, where: str, unit: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise WorkloadError(f"{where}: expected a time in {unit}, got {value!r}")
-    try:
-        x = float(value)
-    except ValueError:
-        raise WorkloadError(f"{where}: expected a time in {unit}, got {value!r}") from None
-    if not math.isfinite(x) or x < 0:
+    x = _number(value, where, f"a time in {unit}")
+    if x < 0:
         raise WorkloadError(f"{where}: must be a finite time >= 0 {unit}, got {value!r}")
     return x
 
