@@ -86,6 +86,10 @@ AIC_MODELS = {"Llama 3.1 8B": "meta-llama/Meta-Llama-3.1-8B", "Llama 3.1 70B": "
               "Qwen3 30B-A3B": "Qwen/Qwen3-30B-A3B", "DeepSeek-V3": "deepseek-ai/DeepSeek-V3"}
 
 
+#: The cross-check's MoE models (summarised on their own; the dense Llama rows are pooled per GPU and precision).
+MOE_MODELS = ("Qwen3 30B-A3B", "DeepSeek-V3")
+
+
 def _models() -> dict[str, dict]:
     return json.loads(MODELS_FILE.read_text())["models"]
 
@@ -155,6 +159,9 @@ def reference_steps(live: bool | None = None) -> tuple[str, dict[CrossCase, dict
     None) or asked for, else the shipped table."""
     if live is None:
         live = _live_available()
+    elif live and not _live_available():
+        raise ValueError("--reference live: the optional aiconfigurator-core package is not installed "
+                         "(pip install aiconfigurator-core), or use the shipped table (--reference shipped)")
     if live:
         out: dict[CrossCase, dict[str, float] | str] = {}
         for case in CASES:
@@ -173,11 +180,15 @@ def reference_steps(live: bool | None = None) -> tuple[str, dict[CrossCase, dict
 
 @dataclass
 class GroupRatio:
-    group: str
+    case: CrossCase
     phase: str  # decode / prefill
     median: float
     worst: float
     points: int
+
+    @property
+    def group(self) -> str:
+        return self.case.group
 
 
 def cross_check(live: bool | None = None) -> tuple[str, list[GroupRatio], list[tuple[str, str]]]:
@@ -194,7 +205,7 @@ def cross_check(live: bool | None = None) -> tuple[str, list[GroupRatio], list[t
             ratios = [ours[k] / v for k, v in steps.items() if k.startswith(phase) and k in ours and v > 0]
             if ratios:
                 worst = max(ratios, key=lambda r: abs(r - 1.0))
-                rows.append(GroupRatio(case.group, phase, statistics.median(ratios), worst, len(ratios)))
+                rows.append(GroupRatio(case, phase, statistics.median(ratios), worst, len(ratios)))
     return source, rows, skipped
 
 
@@ -202,9 +213,8 @@ def summary(rows: list[GroupRatio]) -> dict[str, tuple[float, float, int]]:
     """Per GPU x precision (and per MoE model): median |ratio - 1| (%), worst |ratio - 1| (%), groups."""
     buckets: dict[str, list[GroupRatio]] = {}
     for r in rows:
-        model, gpu = r.group.split(" H")[0], r.group.split()[-3]
-        precision = r.group.split()[-1]
-        key = f"{model} {gpu}" if model.startswith(("DeepSeek", "Qwen3 30B")) else f"dense {gpu} {precision}"
+        c = r.case
+        key = f"{c.model} {c.gpu} {c.precision}" if c.model in MOE_MODELS else f"dense {c.gpu} {c.precision}"
         buckets.setdefault(key, []).append(r)
     out = {}
     for key, rs in buckets.items():
