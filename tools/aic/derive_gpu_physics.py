@@ -24,9 +24,8 @@ import statistics
 import sys
 from pathlib import Path
 
-import pandas as pd
-
 import aiconfigurator_core
+import pandas as pd
 
 ROOT = Path(aiconfigurator_core.__file__).resolve().parent / "systems" / "data"
 VERSION = "aiconfigurator-core 0.12.0"
