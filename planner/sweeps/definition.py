@@ -229,8 +229,7 @@ def _snapshot(parts: dict, axes: list[dict], cliff: dict | None, owner, err: Fie
             terms = roofline_terms(model["spec"], gpu["spec"], dep_fields, coefficients)
             if terms is not None:
                 base_engine["cost_model"] = terms
-            else:
-                clock_note = roofline_note(model["spec"], gpu["spec"], dep_fields, coefficients)
+            clock_note = roofline_note(model["spec"], gpu["spec"], dep_fields, coefficients)  # (also: unmeasured GPU)
     base_engine.setdefault("num_gpu_blocks", 2 if sizing is None else base_engine.get("num_gpu_blocks"))
     try:
         engine = EngineConfig.from_dict(base_engine)
