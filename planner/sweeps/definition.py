@@ -61,6 +61,7 @@ from planner.sweeps.specs import (
 )
 from planner.sweeps.speculative import axis_needs
 from simulator.engine.config import ConfigError, EngineConfig
+from simulator.sizing import default_async_scheduling
 
 #: Invalid definition: the planner's one input-error type (:class:`planner.errors.InputError`).
 DefinitionError = InputError
@@ -224,6 +225,9 @@ def _snapshot(parts: dict, axes: list[dict], cliff: dict | None, owner, err: Fie
         for k in ("num_gpu_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens"):
             base_engine.setdefault(k, sizing[k])
         base_engine.setdefault("kv_bytes_per_block", int(sizing["bytes_per_block_per_gpu"]))
+        # vLLM's default scheduler for the deployment's version (async since 0.14); engine.async_scheduling false
+        # times the synchronous one
+        base_engine.setdefault("async_scheduling", default_async_scheduling((dep_fields or {}).get("vllm_version")))
         if "cost_model" not in engine_raw and "step_time_model" not in engine_raw:
             sampling, sampling_source = timed_path(parts["sampling"], model["spec"].get("sampling"), parts["fitted"])
             terms = roofline_terms(model["spec"], gpu["spec"], dep_fields, coefficients)
