@@ -381,8 +381,8 @@ def _gemm_format(model: ModelSpec, dtype: str) -> str:
     """``"block_fp8"``, ``"fp8"``, ``"int8"``, ``"fp4"``, ``"int4"`` (weight-only 4-bit: computes in bf16)
     or ``"bf16"``: the kind of GEMM the model's weights run through in vLLM."""
     q, scheme = model.quantization, model.quant_scheme
-    if q == "fp8":
-        return "block_fp8" if scheme in (None, "fp8-block") else "fp8"
+    if q == "fp8":  # (no scheme: vLLM's online --quantization fp8, per-tensor dynamic)
+        return "block_fp8" if scheme == "fp8-block" else "fp8"
     if q == "compressed-tensors" and scheme in _W8A8_FP8:
         return "fp8"
     if q == "int8" or (q == "compressed-tensors" and scheme == "w8a8-int8"):
