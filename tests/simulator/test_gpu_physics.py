@@ -134,3 +134,26 @@ def test_the_clock_side_of_the_cross_check_leaves_the_sampler_out():
     steps = clock_case_steps(case)
     full = RooflineStepTime.from_specs(LLAMA_8B, H100)
     assert steps["decode b1 c1024"] < full.decode_step_time(1, 1025) * 1e3 - 0.3  # 0.4 ms sampler, 0.5 ms CPU
+
+
+def test_vllms_default_scheduler_follows_the_version_rules_and_sync_is_one_option_away():
+    from simulator.cluster.compare import engine_config_for
+    from simulator.search import SearchSpace
+    from simulator.search.evaluate import prepare_candidate
+    from simulator.search.space import Slo, SloTarget
+    from simulator.sizing import default_async_scheduling
+    from simulator.workload import WorkloadSpec, generate_workload
+
+    assert default_async_scheduling(None) and default_async_scheduling("0.14.0") and default_async_scheduling("0.15.1")
+    assert not default_async_scheduling("0.13.2") and not default_async_scheduling(None, False)
+    wl = generate_workload(WorkloadSpec.from_dict({"n": 10, "prompt": "uniform:16,64", "output": "uniform:4,8",
+                                                   "arrival": {"kind": "poisson", "rate": 5, "unit": "s"}}), seed=0)
+    slo = Slo((SloTarget("ttft", "p90", 10.0),))
+    priced = GpuSpec(**{**H100.to_dict(), "price_per_hour": 3.0})
+    for chosen, want in ((None, True), (False, False)):
+        space = SearchSpace((priced,), tensor_parallel=(1,), async_scheduling=chosen)
+        cfg = prepare_candidate(0, space.candidates()[0], LLAMA_8B, space, 4096, wl, slo).config
+        assert cfg.async_scheduling is want
+    assert engine_config_for(LLAMA_8B, H100, max_model_len=4096)[0].async_scheduling
+    with pytest.raises(ValueError, match="space.async_scheduling"):
+        SearchSpace((priced,), async_scheduling="yes")
