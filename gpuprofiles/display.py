@@ -162,3 +162,17 @@ def default_sampling_words(profile) -> str:
         return (f"{words} — its generation_config.json {sampling_fields_text(entry['fields'])} "
                 f"(source: {entry['source']}; {checked})")
     return words if profile.is_catalog else f"{words} — set by you"
+
+
+def clock_physics(profile) -> dict:
+    """What the step clock times a GPU profile with (issue 30): ``measured`` (bool), ``note`` (the source, or
+    "timed from data-sheet peaks; not checked against a measurement"), ``figures`` and ``sources`` (by name:
+    the profile's own figures, else the shipped measurements of a catalog GPU of the same name)."""
+    from simulator.clock import gpu_physics
+
+    try:
+        phys = gpu_physics(profile.to_spec())
+    except ValueError:  # (a row whose values no longer make a spec: nothing to say about its clock)
+        return {"measured": False, "note": "", "figures": {}, "sources": {}}
+    return {"measured": phys.measured, "note": phys.note, "figures": dict(phys.coefficients),
+            "sources": dict(phys.sources)}

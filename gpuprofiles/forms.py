@@ -133,6 +133,34 @@ def json_object(text: str, what: str) -> dict:
     return value
 
 
+class MeasuredFiguresField(forms.CharField):
+    """A JSON object of the clock's measured figures (``GpuSpec.measured``), checked as the API checks it."""
+
+    widget = forms.Textarea(attrs={"rows": 4, "spellcheck": "false"})
+
+    def prepare_value(self, value):
+        if isinstance(value, dict):
+            return json.dumps(value, indent=1) if value else ""
+        return value
+
+    def to_python(self, value):
+        from simulator.base import SpecError, check_measured
+
+        text = (super().to_python(value) or "").strip()
+        if not text:
+            return {}
+        try:
+            data = loads_checked(text)
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        if not isinstance(data, dict):
+            raise forms.ValidationError('must be a JSON object such as {"bandwidth_efficiency": 0.71}')
+        try:
+            return dict(check_measured(data))
+        except SpecError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+
 class GpuProfileForm(forms.Form):
     name = forms.CharField(max_length=200)
     vendor = forms.CharField(max_length=40, required=False)
@@ -146,6 +174,14 @@ class GpuProfileForm(forms.Form):
     fp8_tflops = forms.FloatField(min_value=0.001, required=False, label="FP8 dense (TFLOPS)")
     fp4_tflops = forms.FloatField(min_value=0.001, required=False, label="FP4 dense (TFLOPS)")
     price_per_hour = forms.FloatField(min_value=0, required=False, label="Price (USD per GPU-hour)")
+    measured = MeasuredFiguresField(
+        required=False, max_length=20_000, label="Measured clock figures (JSON, optional)",
+        help_text='What you measured on this GPU, e.g. {"bandwidth_efficiency": 0.71, "mfu": 0.74}: efficiencies '
+                  "as fractions of the peaks above (0 to 1), *_s fixed times in seconds, sampler_scale the "
+                  "sampler's time over an H100's. Empty: a catalog GPU of the same name keeps its shipped "
+                  "measurements; any other is timed from its data-sheet peaks, and the answers say so.")
+    measured_source = forms.CharField(required=False, max_length=2000, label="Source of the measured figures",
+                                      help_text="A benchmark, a profile run, a paper.")
 
 
 class ModelProfileForm(forms.Form):

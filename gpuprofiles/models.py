@@ -96,6 +96,13 @@ class GpuProfile(Profile):
     price_per_hour = models.FloatField(null=True, blank=True,
                                        help_text="Cloud price per GPU-hour, USD (lowest listed).")
     price_text = models.TextField(blank=True, help_text="Every listed price with its source.")
+    measured = models.JSONField(
+        default=dict, blank=True,
+        help_text="The clock's figures measured on this GPU (simulator.base.GPU_MEASURED_FIELDS: achieved "
+                  "bandwidth and GEMM / attention efficiencies as fractions of peak, fixed times in seconds, the "
+                  "sampler's time over the H100's). Empty: the shipped measurements of a GPU of the same name, "
+                  "else the data-sheet peaks (and every answer says so).")
+    measured_source = models.TextField(blank=True, help_text="Where the measured figures come from.")
 
     class Meta(Profile.Meta):
         verbose_name = "GPU profile"
@@ -117,6 +124,8 @@ class GpuProfile(Profile):
             interconnect_gbps=interconnect_gbps(self.interconnect, self.pcie),
             price_per_hour=self.price_per_hour,
             memory_gib_estimated=self.memory_gib_estimated,
+            measured=self.measured or None,
+            measured_source=self.measured_source or "",
         )
 
 

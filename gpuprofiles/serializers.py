@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from simulator.base import SAMPLER_PATHS
+from simulator.base import GPU_MEASURED_FIELDS, SAMPLER_PATHS
 
+from .display import clock_physics
 from .models import ATTENTION_CHOICES, GpuProfile, ModelProfile
 
 #: The API's words for a model's default sampling (output and input alike).
@@ -32,7 +33,16 @@ class GpuOutputSerializer(_ProfileOutput):
         model = GpuProfile
         fields = (*_COMMON, "vendor", "memory_nominal", "memory_type", "memory_mib", "memory_gib",
                   "memory_gib_estimated", "bandwidth_tbps", "bf16_tflops", "fp8_tflops", "fp4_tflops",
-                  "interconnect", "pcie", "tdp_w", "price_per_hour", "price_text")
+                  "interconnect", "pcie", "tdp_w", "price_per_hour", "price_text", "measured", "measured_source",
+                  "clock_physics")
+
+    clock_physics = serializers.SerializerMethodField(
+        help_text="What the step clock times this GPU with: measured (true when its figures come from a "
+                  "measurement), note (their source, or 'timed from data-sheet peaks; not checked against a "
+                  "measurement'), figures (name: value) and sources (name: where it comes from).")
+
+    def get_clock_physics(self, obj) -> dict:
+        return clock_physics(obj)
 
 
 class ModelOutputSerializer(_ProfileOutput):
@@ -75,6 +85,15 @@ class GpuInputSerializer(serializers.Serializer):
     fp4_tflops = serializers.FloatField(min_value=0.001, required=False, allow_null=True, help_text="Dense.")
     price_per_hour = serializers.FloatField(min_value=0, required=False, allow_null=True,
                                             help_text="USD per GPU-hour.")
+    measured = serializers.DictField(
+        child=serializers.FloatField(), required=False, allow_null=True,
+        help_text="The clock's figures measured on this GPU, e.g. {\"bandwidth_efficiency\": 0.71, "
+                  "\"mfu\": 0.74}: efficiencies as fractions in (0, 1] of the peaks above, *_s fixed times in "
+                  "seconds, sampler_scale the sampler's time over the H100's (names: "
+                  + ", ".join(GPU_MEASURED_FIELDS) + "). Empty or null: the shipped measurements of a catalog "
+                  "GPU of the same name, else the data-sheet peaks, said in every answer.")
+    measured_source = serializers.CharField(max_length=2000, required=False, allow_blank=True, allow_null=True,
+                                            help_text="Where the measured figures come from.")
 
 
 

@@ -34,7 +34,7 @@ MAX_CONFIG_BYTES = 1 * 2**20
 
 #: Fields a user may set on a GPU profile.
 GPU_EDITABLE = ("name", "vendor", "memory_gib", "memory_mib", "bandwidth_tbps", "bf16_tflops", "fp8_tflops",
-                "fp4_tflops", "price_per_hour")
+                "fp4_tflops", "price_per_hour", "measured", "measured_source")
 
 #: Fields a user may set on a model profile (the rest come from the imported config).
 MODEL_EDITABLE = ("name", "num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "head_dim",
@@ -188,17 +188,21 @@ def _gpu_apply(profile: GpuProfile, data: dict[str, Any]) -> None:
     if unknown:
         raise ValidationError({k: ["cannot be set on a GPU profile"] for k in sorted(unknown)})
     for field, value in data.items():
-        setattr(profile, field, value if value is not None or field not in ("name", "vendor") else "")
+        if value is None and field == "measured":
+            value = {}
+        setattr(profile, field, value if value is not None or field not in ("name", "vendor", "measured_source") else "")
     if not (profile.name or "").strip():
         raise ValidationError({"name": ["is required"]})
     if profile.memory_gib is None:
         raise ValidationError({"memory_gib": ["is required (total memory as torch / vLLM see it, GiB)"]})
     profile.memory_gib_estimated = False
     try:
-        GpuSpec(**{f: getattr(profile, f) for f in ("name", "memory_gib", "memory_mib", "bandwidth_tbps",
-                                                    "bf16_tflops", "fp8_tflops", "fp4_tflops", "price_per_hour")})
+        spec = GpuSpec(**{f: getattr(profile, f) for f in ("name", "memory_gib", "memory_mib", "bandwidth_tbps",
+                                                           "bf16_tflops", "fp8_tflops", "fp4_tflops", "price_per_hour",
+                                                           "measured", "measured_source")})
     except SpecError as exc:
         raise _spec_error(exc) from None
+    profile.measured = spec.measured_figures  # (numbers as floats, names sorted)
 
 
 @transaction.atomic

@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from . import selectors, services
-from .display import default_sampling_words, detail_rows, with_kv_figures
+from .display import clock_physics, default_sampling_words, detail_rows, with_kv_figures
 from .forms import ConfigImportForm, GpuFilterForm, GpuProfileForm, ModelFilterForm, ModelProfileForm
 
 NAV = "catalog"
@@ -76,7 +76,7 @@ def gpu_detail(request, slug):
     profile = selectors.gpu_profile_get(slug=slug, user=request.user)
     return render(request, "gpuprofiles/gpu_detail.html", {
         "nav": NAV, "profile": profile, "can_edit": profile.can_edit(request.user),
-        "rows": detail_rows(profile, GPU_ROWS),
+        "rows": detail_rows(profile, GPU_ROWS), "clock_physics": clock_physics(profile),
     })
 
 

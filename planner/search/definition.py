@@ -34,7 +34,8 @@ from simulator.search import SearchError, SearchSpace, Slo, default_max_model_le
 #: Fields of a definition and of its space.
 FIELDS = {"name", "model", "workload", "slo", "space", "disaggregated"}
 SPACE_FIELDS = {"gpus", "tensor_parallel", "pipeline_parallel", "precisions", "kv_cache_dtypes", "max_num_seqs",
-                "max_replicas", "routing", "gpu_memory_utilization", "max_model_len", "sampling"}
+                "max_replicas", "routing", "gpu_memory_utilization", "max_model_len", "sampling",
+                "async_scheduling"}
 
 
 def max_requests() -> int:

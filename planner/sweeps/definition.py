@@ -61,6 +61,7 @@ from planner.sweeps.specs import (
 )
 from planner.sweeps.speculative import axis_needs
 from simulator.engine.config import ConfigError, EngineConfig
+from simulator.sizing import default_async_scheduling
 
 #: Invalid definition: the planner's one input-error type (:class:`planner.errors.InputError`).
 DefinitionError = InputError
@@ -224,13 +225,15 @@ def _snapshot(parts: dict, axes: list[dict], cliff: dict | None, owner, err: Fie
         for k in ("num_gpu_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens"):
             base_engine.setdefault(k, sizing[k])
         base_engine.setdefault("kv_bytes_per_block", int(sizing["bytes_per_block_per_gpu"]))
+        # vLLM's default scheduler for the deployment's version (async since 0.14); engine.async_scheduling false
+        # times the synchronous one
+        base_engine.setdefault("async_scheduling", default_async_scheduling((dep_fields or {}).get("vllm_version")))
         if "cost_model" not in engine_raw and "step_time_model" not in engine_raw:
             sampling, sampling_source = timed_path(parts["sampling"], model["spec"].get("sampling"), parts["fitted"])
             terms = roofline_terms(model["spec"], gpu["spec"], dep_fields, coefficients)
             if terms is not None:
                 base_engine["cost_model"] = terms
-            else:
-                clock_note = roofline_note(model["spec"], gpu["spec"], dep_fields, coefficients)
+            clock_note = roofline_note(model["spec"], gpu["spec"], dep_fields, coefficients)  # (also: unmeasured GPU)
     base_engine.setdefault("num_gpu_blocks", 2 if sizing is None else base_engine.get("num_gpu_blocks"))
     try:
         engine = EngineConfig.from_dict(base_engine)

@@ -140,11 +140,15 @@ def roofline_terms(model_d: dict, gpu_d: dict, dep_d: dict, coefficients: dict |
 
 
 def roofline_note(model_d: dict, gpu_d: dict, dep_d: dict, coefficients: dict | None = None) -> str | None:
-    """Why :func:`roofline_terms` gives no clock (shown to the user as ``clock_note``), or None."""
+    """What the user must know about the clock (shown as ``clock_note``), or None: why :func:`roofline_terms`
+    gives none, or that the GPU's efficiencies were never measured (issue 30: "timed from data-sheet peaks; not
+    checked against a measurement")."""
     try:
-        RooflineStepTime.from_specs(model_spec(model_d), gpu_spec(gpu_d), coefficients=coefficients,
-                                    deployment=deployment_spec(dep_d))
+        clock = RooflineStepTime.from_specs(model_spec(model_d), gpu_spec(gpu_d), coefficients=coefficients,
+                                            deployment=deployment_spec(dep_d))
     except (CostModelError, ValueError, TypeError) as exc:
         return (f"no roofline clock for this model on this GPU ({exc}); steps are timed by the linear "
                 "step_time_model instead")
+    if clock.physics is not None and not clock.physics.measured:
+        return f"{clock.gpu.name}: {clock.physics_note}"
     return None

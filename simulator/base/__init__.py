@@ -28,6 +28,7 @@ from simulator.base.specs import (
     DRIVER_RESERVED_GIB,
     DTYPE_BYTES,
     GIB,
+    GPU_MEASURED_FIELDS,
     KV_CACHE_DTYPES,
     LAYER_FULL,
     LAYER_LINEAR,
@@ -37,7 +38,8 @@ from simulator.base.specs import (
     LayerSpec,
     ModelSpec,
     SpecError,
+    check_measured,
     normalize_dtype,
 )
 
-__all__ = ["ConfigError", "DEFAULT_SAMPLER_PATH", "DRIVER_RESERVED_GIB", "DTYPE_BYTES", "DeploymentSpec", "GIB", "GpuSpec", "KV_CACHE_DTYPES", "LAYER_FULL", "LAYER_LINEAR", "LAYER_SLIDING", "LayerSpec", "ModelSpec", "PATH_WORDS", "SAMPLER_FIELDS", "SAMPLER_PATHS", "SAMPLING_KEYS", "SpecError", "StepTimeModel", "figure", "generation_config_path", "generation_defaults", "milliseconds", "model_sampler_path", "ms_against", "ms_figure", "ms_target", "normalize_dtype", "path_words", "timed_path", "unknown_field"]
+__all__ = ["ConfigError", "DEFAULT_SAMPLER_PATH", "DRIVER_RESERVED_GIB", "DTYPE_BYTES", "DeploymentSpec", "GIB", "GPU_MEASURED_FIELDS", "GpuSpec", "KV_CACHE_DTYPES", "LAYER_FULL", "LAYER_LINEAR", "LAYER_SLIDING", "LayerSpec", "ModelSpec", "PATH_WORDS", "SAMPLER_FIELDS", "SAMPLER_PATHS", "SAMPLING_KEYS", "SpecError", "StepTimeModel", "check_measured", "figure", "generation_config_path", "generation_defaults", "milliseconds", "model_sampler_path", "ms_against", "ms_figure", "ms_target", "normalize_dtype", "path_words", "timed_path", "unknown_field"]

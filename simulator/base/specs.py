@@ -467,6 +467,15 @@ class GpuSpec:
         GPU-to-GPU bandwidth per GPU.  # GB/s
     price_per_hour : float, optional
         Cloud price per GPU-hour.  # USD
+    measured : dict, optional
+        The clock's figures measured on this GPU (:data:`GPU_MEASURED_FIELDS`: achieved bandwidths and
+        GEMM / attention efficiencies as fractions of the peaks above, fixed kernel times in seconds,
+        the sampler's time as a multiple of the H100's), e.g. ``{"bandwidth_efficiency": 0.71}``. They
+        replace the shipped measurements of a GPU of the same name (``simulator/data/gpu_physics.json``);
+        a GPU with neither is timed from its data-sheet peaks and every answer says so. Stored as sorted
+        ``(name, value)`` pairs; :attr:`measured_figures` gives the dict.
+    measured_source : str
+        Where ``measured`` comes from (a benchmark, a profile run), shown beside the answers.
     """
 
     name: str
@@ -479,10 +488,15 @@ class GpuSpec:
     interconnect_gbps: float | None = None
     price_per_hour: float | None = None
     memory_gib_estimated: bool = False
+    measured: Any = ()
+    measured_source: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
             raise SpecError("name: must be a non-empty string")
+        object.__setattr__(self, "measured", check_measured(self.measured))
+        if not isinstance(self.measured_source, str) or len(self.measured_source) > 2000:
+            raise SpecError("measured_source: must be a text of at most 2,000 characters")
         _number(self, "memory_mib", lo=0.0, lo_open=True, hi=100 * 1024 * 1024)
         _number(self, "memory_gib", lo=0.0, lo_open=True, hi=100 * 1024)
         if self.memory_gib is None:
@@ -497,8 +511,77 @@ class GpuSpec:
             _number(self, name, lo=0.0, lo_open=True)
         _number(self, "price_per_hour", lo=0.0)
 
+    @property
+    def measured_figures(self) -> dict[str, float]:
+        """``measured`` as a dict (empty when the GPU carries no measurement of its own)."""
+        return dict(self.measured)
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d["measured"] = dict(self.measured)
+        if not d["measured"] and not d["measured_source"]:  # a GPU without measurements writes as before
+            del d["measured"], d["measured_source"]
+        return d
+
+
+#: The figures a GPU profile may carry for the clock (``GpuSpec.measured``) and their kind: ``fraction`` in
+#: (0, 1] of the GPU's peak, ``seconds`` (finite, >= 0, at most 1 s), ``scale`` (a multiple of the H100's,
+#: in (0, 100]), ``tokens`` (in [0, 100000]). The names are the clock's coefficients (``simulator.clock.cost_model.RooflineCoefficients``).
+GPU_MEASURED_FIELDS = {
+    "bandwidth_efficiency": "fraction",  # dense weights streamed by decode GEMVs, of peak HBM bandwidth
+    "kv_bandwidth_efficiency": "fraction",  # KV cache read by decode attention, of peak HBM bandwidth
+    "mfu": "fraction",  # large (prefill) bf16 GEMMs, of the bf16 peak
+    "attention_efficiency": "fraction",  # prefill attention FLOPs, of the bf16 peak
+    "expert_bandwidth_efficiency": "fraction",  # routed experts streamed by fused-MoE kernels
+    "expert_mfu": "fraction",  # grouped expert GEMMs at thousands of tokens, of the peak of their dtype
+    "expert_half_tokens": "tokens",  # tokens per expert at which they reach half of expert_mfu
+    "fp8_mfu": "fraction",  # fp8 (per-tensor / per-channel) GEMMs, of the fp8 peak
+    "fp8_bandwidth_efficiency": "fraction",  # fp8 weights streamed by decode GEMVs
+    "block_fp8_mfu": "fraction",  # block-scaled fp8 GEMMs (DeepSeek-style 128 x 128 scales), of the fp8 peak
+    "block_fp8_bandwidth_efficiency": "fraction",
+    "int8_mfu": "fraction",  # W8A8 int8 GEMMs, of the fp8 / int8 peak
+    "fp4_mfu": "fraction",  # nvfp4 GEMMs, of the fp4 peak
+    "fp4_bandwidth_efficiency": "fraction",
+    "int4_bandwidth_efficiency": "fraction",  # weight-only int4 (AWQ / GPTQ, Marlin) decode GEMVs
+    "mla_attention_efficiency": "fraction",  # absorbed MLA decode attention FLOPs, of the bf16 peak
+    "interconnect_efficiency": "fraction",  # decode-sized all-reduces, of the link's bandwidth a direction
+    "nccl_interconnect_efficiency": "fraction",  # large all-reduces (NCCL's ring)
+    "layer_overhead_s": "seconds",  # fixed GPU time per decoder layer per step
+    "moe_expert_overhead_s": "seconds",  # fixed fused-MoE time per local expert per MoE layer per step
+    "mla_layer_overhead_s": "seconds",  # fixed MLA-module time per MLA layer per step
+    "allreduce_latency_s": "seconds",  # one small all-reduce (vLLM's custom kernel)
+    "nccl_allreduce_latency_s": "seconds",  # one all-reduce through NCCL
+    "sampler_scale": "scale",  # the sampler's time over the H100's
+}
+
+
+def check_measured(value: Any) -> tuple[tuple[str, float], ...]:
+    """``GpuSpec.measured`` checked and as sorted ``(name, value)`` pairs; a :class:`SpecError` naming
+    ``measured.<field>`` for an unknown name or an absurd value (0, above 1 for a fraction, NaN, infinite)."""
+    if value is None:
+        return ()
+    items = value.items() if isinstance(value, dict) else value
+    try:
+        pairs = [(k, v) for k, v in items]
+    except (TypeError, ValueError):
+        raise SpecError("measured: must be an object of measured figures (name: value)") from None
+    out = {}
+    for key, v in pairs:
+        kind = GPU_MEASURED_FIELDS.get(key) if isinstance(key, str) else None
+        if kind is None:
+            raise SpecError(f"measured.{key}: unknown measured figure (known: {', '.join(GPU_MEASURED_FIELDS)})")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise SpecError(f"measured.{key}: must be a finite number, got {v!r}")
+        if kind == "fraction" and not 0.0 < v <= 1.0:
+            raise SpecError(f"measured.{key}: must be a fraction of the peak in (0, 1], got {v:g}")
+        if kind == "seconds" and not 0.0 <= v <= 1.0:
+            raise SpecError(f"measured.{key}: must be a number of seconds in [0, 1], got {v:g}")
+        if kind == "tokens" and not 0.0 <= v <= 1e5:
+            raise SpecError(f"measured.{key}: must be a number of tokens in [0, 100000], got {v:g}")
+        if kind == "scale" and not 0.0 < v <= 100.0:
+            raise SpecError(f"measured.{key}: must be a multiple of the H100's time in (0, 100], got {v:g}")
+        out[key] = float(v)
+    return tuple(sorted(out.items()))
 
 
 # --------------------------------------------------------------------------

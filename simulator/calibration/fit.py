@@ -317,7 +317,7 @@ def fit(meas: Measurement, model, gpu, deployment, *, fit_params: tuple[str, ...
               "max_num_seqs": size.max_num_seqs, "max_num_batched_tokens": size.max_num_batched_tokens,
               "enable_prefix_caching": True, "enable_chunked_prefill": True}
     workload = replay_workload(meas, request_rate, max_requests)
-    base = model_coefficients(model, start)
+    base = model_coefficients(model, start, gpu, deployment.tensor_parallel_size)  # (the GPU's measured physics too)
     target = {"ttft_s": meas.mean_ttft_s, "itl_s": meas.mean_itl_s, "e2e_s": meas.mean_e2e_s}
     lo = np.array([FIT_BOUNDS[p][0] for p in fit_params])
     hi = np.array([FIT_BOUNDS[p][1] for p in fit_params])

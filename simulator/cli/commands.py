@@ -741,6 +741,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
     """Score the roofline clock on the sim-to-real study's 13 training runs (docs/cost-model.md)."""
     from simulator.calibration import format_table, validate
 
+    if args.against:
+        from simulator.calibration.crosscheck import cross_check, format_cross_check
+
+        live = {"auto": None, "live": True, "shipped": False}[args.reference]
+        try:
+            text = format_cross_check(*cross_check(live))
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+        _emit(text, args.output, end="\n")
+        return 0
     if args.max_requests is not None and args.max_requests < 13:
         raise CliError(f"--max-requests: must be at least 13, got {args.max_requests}")
     coefficients = _read_json(args.coefficients, "coefficients") if args.coefficients else None
@@ -762,6 +772,13 @@ def _add_validate(sub) -> None:
                                                            "of the defaults (RooflineCoefficients fields)")
     va.add_argument("--processes", type=int, default=1, metavar="P", help="worker processes (0: one per CPU)")
     va.add_argument("--output", "-o", metavar="FILE", help="write the table here instead of stdout")
+    va.add_argument("--against", choices=("aiconfigurator",),
+                    help="instead of the real runs, compare the clock's forward pass step by step with NVIDIA "
+                         "AIConfigurator's measured operators (models x GPUs x TP x precisions; median and worst "
+                         "ratio per group)")
+    va.add_argument("--reference", choices=("auto", "live", "shipped"), default="auto",
+                    help="with --against: query the installed aiconfigurator-core package (live), use the table "
+                         "shipped in simulator/data/aic_steps.json (shipped), or live when installed (auto)")
     va.set_defaults(func=cmd_validate)
 
 

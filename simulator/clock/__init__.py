@@ -16,6 +16,7 @@ from simulator.clock.cost_model import (
     parse_cost_model,
     sampling_coefficients,
 )
+from simulator.clock.physics import UNMEASURED_NOTE, GpuPhysics, gpu_physics, measured_gpu_names
 from simulator.clock.terms import StepCostTerms, overlapped
 
-__all__ = ["CostModelError", "RooflineStepTime", "StepCostTerms", "build_step_time_model", "model_coefficients", "overlapped", "parse_cost_model", "sampling_coefficients"]
+__all__ = ["UNMEASURED_NOTE", "CostModelError", "GpuPhysics", "RooflineStepTime", "gpu_physics", "measured_gpu_names", "StepCostTerms", "build_step_time_model", "model_coefficients", "overlapped", "parse_cost_model", "sampling_coefficients"]

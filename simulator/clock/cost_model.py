@@ -62,6 +62,7 @@ from simulator.base import (
     SpecError,
     StepTimeModel,
 )
+from simulator.clock.physics import GpuPhysics, gpu_physics
 from simulator.clock.terms import BatchStepTime, CostModelError, StepCostTerms, _arr, _known_fields
 from simulator.sizing import (
     check_parallelism,
@@ -85,17 +86,25 @@ def sampling_coefficients(path: str) -> dict[str, float]:
     return dict(zip(SAMPLER_FIELDS, SAMPLER_PATHS[path]))
 
 
-def model_coefficients(model: ModelSpec, overrides: dict | None = None) -> dict[str, Any]:
-    """The default coefficients for ``model`` as a dict: :class:`RooflineCoefficients` with the sampler of the
-    path its requests take unless they choose one (``model.sampling``, from its ``generation_config.json``;
-    :data:`DEFAULT_SAMPLER_PATH` when not known), then ``overrides``."""
-    return {**RooflineCoefficients().to_dict(), **sampling_coefficients(model.sampling or DEFAULT_SAMPLER_PATH),
-            **(overrides or {})}
+def model_coefficients(model: ModelSpec, overrides: dict | None = None, gpu: GpuSpec | None = None,
+                       tp: int = 1) -> dict[str, Any]:
+    """The default coefficients for ``model`` (on ``gpu`` at ``tp``) as a dict: :class:`RooflineCoefficients`,
+    then the GPU's measured physics (:func:`simulator.clock.physics.gpu_physics`; none without ``gpu``), then the
+    sampler of the path its requests take unless they choose one (``model.sampling``, from its
+    ``generation_config.json``; :data:`DEFAULT_SAMPLER_PATH` when not known), then ``overrides``."""
+    physics = gpu_physics(gpu, tp).coefficients if gpu is not None else {}
+    return {**RooflineCoefficients().to_dict(), **physics,
+            **sampling_coefficients(model.sampling or DEFAULT_SAMPLER_PATH), **(overrides or {})}
 
 
 _FRACTIONS = ("mfu", "attention_efficiency", "bandwidth_efficiency", "expert_bandwidth_efficiency", "kv_bandwidth_efficiency",
               "interconnect_efficiency", "nccl_interconnect_efficiency")
-_SECONDS = ("allreduce_latency_s", "nccl_allreduce_latency_s", "layer_overhead_s", "kv_offload_copy_s",
+#: Fractions that may be None: the figure of the wider type (or of the dense GEMMs) then stands in.
+_OPTIONAL_FRACTIONS = ("fp8_mfu", "fp8_bandwidth_efficiency", "block_fp8_mfu", "block_fp8_bandwidth_efficiency",
+                       "int8_mfu", "fp4_mfu", "fp4_bandwidth_efficiency", "int4_bandwidth_efficiency", "expert_mfu",
+                       "mla_attention_efficiency")
+_SECONDS = ("allreduce_latency_s", "nccl_allreduce_latency_s", "layer_overhead_s", "moe_expert_overhead_s",
+            "mla_layer_overhead_s", "kv_offload_copy_s",
             "sampling_step_s", "sampling_vocab_s", "sampling_request_vocab_s", "step_overhead_s", "per_request_overhead_s", "per_token_overhead_s",
             "serve_request_s", "serve_prompt_token_s", "serve_output_token_s")
 _COUNTS = ("gemm_half_tokens", "async_lag_steps", "host_link_gbps")
@@ -185,6 +194,30 @@ class RooflineCoefficients:
         step k starts, so a request arriving during step k joins step k+2.  # steps
     activation_bytes : float, optional
         Bytes per activation element all-reduced; ``None`` = the compute dtype's.  # bytes
+    fp8_mfu, block_fp8_mfu, int8_mfu, fp4_mfu : float, optional
+        Fraction of the fp8 (fp4) peak that large GEMMs of that format reach (``block_fp8``: 128 x 128
+        block-scaled fp8, as DeepSeek-V3 ships); ``None`` = ``mfu`` (the next wider format's figure first).
+    fp8_bandwidth_efficiency, block_fp8_bandwidth_efficiency, fp4_bandwidth_efficiency, int4_bandwidth_efficiency : float, optional
+        Fraction of peak HBM bandwidth decode GEMVs of such weights stream at (``int4``: weight-only
+        AWQ / GPTQ kernels); ``None`` = ``bandwidth_efficiency``.
+    expert_mfu : float, optional
+        Fraction of peak the grouped expert GEMMs of a fused-MoE layer reach at thousands of tokens (many
+        small experts run far below a dense GEMM); ``None`` = ``mfu``.
+    expert_half_tokens : float, optional
+        Tokens per expert (``T x top_k / E``) at which the grouped expert GEMMs reach half of ``expert_mfu``:
+        their time is ``expert_tok_s x (T + expert_half_tokens x E / top_k)``, still linear in ``T``; ``None`` =
+        ``gemm_half_tokens`` over the step's tokens (the dense GEMMs' curve).  # tokens
+    moe_expert_overhead_s : float
+        Fixed time of a fused-MoE layer per local expert per step (routing, the token-to-expert alignment,
+        the grouped kernels' launch and tail), whatever the tokens.  # s
+    mla_attention_efficiency : float, optional
+        Fraction of dense FLOPS the absorbed MLA decode kernel (FlashMLA, FlashAttention-MLA, Triton MLA)
+        reaches; ``None`` = ``attention_efficiency``.
+    mla_layer_overhead_s : float
+        Fixed time of an MLA attention module per layer per step beyond ``layer_overhead_s`` (its extra
+        projections, norms, rope and latent cache write).  # s
+    sampler_scale : float
+        The sampler's seconds on this GPU over the H100's the ``sampling_*`` fields hold.
     """
 
     mfu: float = 0.70
@@ -212,6 +245,20 @@ class RooflineCoefficients:
     serve_output_token_s: float = 0.0
     async_lag_steps: float = 1.0
     activation_bytes: float | None = None
+    fp8_mfu: float | None = None
+    fp8_bandwidth_efficiency: float | None = None
+    block_fp8_mfu: float | None = None
+    block_fp8_bandwidth_efficiency: float | None = None
+    int8_mfu: float | None = None
+    fp4_mfu: float | None = None
+    fp4_bandwidth_efficiency: float | None = None
+    int4_bandwidth_efficiency: float | None = None
+    expert_mfu: float | None = None
+    expert_half_tokens: float | None = None
+    moe_expert_overhead_s: float = 0.0
+    mla_attention_efficiency: float | None = None
+    mla_layer_overhead_s: float = 0.0
+    sampler_scale: float = 1.0
 
     def __post_init__(self) -> None:
         for name in _FRACTIONS:
@@ -219,6 +266,22 @@ class RooflineCoefficients:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0.0 < v <= 1.0):
                 raise CostModelError(f"{name}: must be a fraction in (0, 1], got {v!r}")
             object.__setattr__(self, name, float(v))
+        for name in _OPTIONAL_FRACTIONS:
+            v = getattr(self, name)
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0.0 < v <= 1.0):
+                raise CostModelError(f"{name}: must be a fraction in (0, 1] or null, got {v!r}")
+            object.__setattr__(self, name, float(v))
+        h = self.expert_half_tokens
+        if h is not None:
+            if isinstance(h, bool) or not isinstance(h, (int, float)) or not math.isfinite(h) or not 0.0 <= h <= 1e5:
+                raise CostModelError(f"expert_half_tokens: must be a number of tokens in [0, 100000] or null, got {h!r}")
+            object.__setattr__(self, "expert_half_tokens", float(h))
+        s = self.sampler_scale
+        if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s) or not 0.0 < s <= 100.0:
+            raise CostModelError(f"sampler_scale: must be a multiple of the H100's sampler time in (0, 100], got {s!r}")
+        object.__setattr__(self, "sampler_scale", float(s))
         for name in (*_SECONDS, *_COUNTS):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
@@ -309,26 +372,64 @@ class LinearStepTime(_Single):
                              per_req_s=self.linear.per_req_s)
 
 
-def _flops_dtype(model: ModelSpec, gpu: GpuSpec, dtype: str) -> tuple[str, float]:
-    """Which dense TFLOPS the matmuls run at, and that figure.  # TFLOPS
+#: Quantization formats (``ModelSpec.quantization`` / ``quant_scheme``) whose GEMMs run in a narrow type, by
+#: the peak they run at: W8A8 fp8 (per tensor or channel), block-scaled fp8, W8A8 int8, nvfp4.
+_W8A8_FP8 = ("fp8-static", "fp8-dynamic", "w8a8-fp8")
 
-    fp8 / int8 (W8A8) checkpoints use the fp8 figure, nvfp4 / fp4 the fp4
-    figure, falling back to the next wider type the GPU lists; weight-only
-    int4 (AWQ / GPTQ / mxfp4) computes in the activation dtype (bf16).
+
+def _gemm_format(model: ModelSpec, dtype: str) -> str:
+    """``"block_fp8"``, ``"fp8"``, ``"int8"``, ``"fp4"``, ``"int4"`` (weight-only 4-bit: computes in bf16)
+    or ``"bf16"``: the kind of GEMM the model's weights run through in vLLM."""
+    q, scheme = model.quantization, model.quant_scheme
+    if q == "fp8":  # (no scheme: vLLM's online --quantization fp8, per-tensor dynamic)
+        return "block_fp8" if scheme == "fp8-block" else "fp8"
+    if q == "compressed-tensors" and scheme in _W8A8_FP8:
+        return "fp8"
+    if q == "int8" or (q == "compressed-tensors" and scheme == "w8a8-int8"):
+        return "int8"
+    if q in ("nvfp4", "fp4") or (q == "compressed-tensors" and scheme == "nvfp4"):
+        return "fp4"
+    if q in ("awq", "gptq", "int4", "compressed-tensors") and (model.quant_bits or 4) == 4:
+        return "int4"
+    if q is None and dtype in ("fp8", "fp8_e4m3", "fp8_e5m2"):
+        return "fp8"
+    return "bf16"
+
+
+#: Per GEMM kind: the peaks to try (narrowest first), then the efficiency fields (FLOPs, weight streaming) to try.
+_FORMAT_RATES = {
+    "block_fp8": (("fp8", "bf16"), ("block_fp8_mfu", "fp8_mfu"), ("block_fp8_bandwidth_efficiency", "fp8_bandwidth_efficiency")),
+    "fp8": (("fp8", "bf16"), ("fp8_mfu",), ("fp8_bandwidth_efficiency",)),
+    "int8": (("fp8", "bf16"), ("int8_mfu", "fp8_mfu"), ("fp8_bandwidth_efficiency",)),
+    "fp4": (("fp4", "fp8", "bf16"), ("fp4_mfu",), ("fp4_bandwidth_efficiency",)),
+    "int4": (("bf16",), (), ("int4_bandwidth_efficiency",)),
+    "bf16": (("bf16",), (), ()),
+}
+
+
+def _flops_dtype(model: ModelSpec, gpu: GpuSpec, dtype: str,
+                 co: RooflineCoefficients | None = None) -> tuple[str, float, float, float]:
+    """Which dense TFLOPS the matmuls run at, that figure, and the GEMMs' FLOP and weight-streaming efficiencies.
+
+    fp8 / int8 (W8A8) checkpoints use the fp8 figure, nvfp4 / fp4 the fp4 figure, falling back to the next
+    wider type the GPU lists; weight-only int4 (AWQ / GPTQ / mxfp4) computes in the activation dtype (bf16). A
+    format computed at its own peak takes that format's measured efficiencies (``fp8_mfu`` ...; ``None``:
+    ``mfu`` / ``bandwidth_efficiency``); on a GPU without the format's peak (fp8 on an A100: vLLM's weight-only
+    Marlin kernels) the bf16 ones.
     """
-    q = model.quantization
-    order = ["bf16"]
-    if q in ("fp8", "int8"):
-        order = ["fp8", "bf16"]
-    elif q in ("nvfp4", "fp4"):
-        order = ["fp4", "fp8", "bf16"]
-    elif q is None and dtype in ("fp8", "fp8_e4m3", "fp8_e5m2"):
-        order = ["fp8", "bf16"]
-    for name in order:
+    co = co or RooflineCoefficients()
+    kind = _gemm_format(model, dtype)
+    peaks, mfus, bws = _FORMAT_RATES[kind]
+    for name in (*peaks, "bf16"):
         v = getattr(gpu, f"{name}_tflops")
         if v:
-            return name, float(v)
-    raise CostModelError(f"gpu.bf16_tflops: {gpu.name} has no dense TFLOPS figure; the roofline needs one")
+            break
+    else:
+        raise CostModelError(f"gpu.bf16_tflops: {gpu.name} has no dense TFLOPS figure; the roofline needs one")
+    narrow = name != "bf16" or kind == "int4"  # (weight-only int4 streams its own way whatever the peak)
+    mfu = next((getattr(co, f) for f in mfus if getattr(co, f) is not None), None) if name != "bf16" else None
+    bw = next((getattr(co, f) for f in bws if getattr(co, f) is not None), None) if narrow else None
+    return name, float(v), mfu or co.mfu, bw or co.bandwidth_efficiency
 
 
 def _attention_per_token(model: ModelSpec, kvdt: str, tp: int) -> tuple[float, float, dict[int, list[float]]]:
@@ -368,22 +469,67 @@ def _experts(model: ModelSpec, total_w: float) -> tuple[float, float, float]:
     return total_w * frac, 1.0 - model.num_experts_per_tok / model.num_experts, flops
 
 
+def _expert_padding(model: ModelSpec, co: RooflineCoefficients, expert_tok_s: float) -> dict[str, float]:
+    """The grouped expert GEMMs' fixed part: with ``expert_half_tokens`` (``h`` tokens per expert), each touched
+    expert runs as if it had ``h`` more tokens (``expert_tok_s x h x E / top_k`` when every expert is touched,
+    times the fraction touched: ``expert_pad_s``); without it, the dense GEMMs' ``gemm_half_tokens`` over the
+    step (``expert_fixed_s``, as before the field).  # s"""
+    if co.expert_half_tokens is None or not model.is_moe:
+        return {"expert_fixed_s": expert_tok_s * co.gemm_half_tokens}
+    return {"expert_pad_s": expert_tok_s * co.expert_half_tokens * model.num_experts / model.num_experts_per_tok}
+
+
+def _fixed_gpu_seconds(model: ModelSpec, co: RooflineCoefficients) -> float:
+    """GPU seconds of every busy step whatever its size: each layer's kernel latencies, the fused-MoE layers'
+    fixed time per local expert, the MLA modules' own fixed time, and the sampler's fixed and per-vocabulary
+    parts (at this GPU's ``sampler_scale``).  # s"""
+    fixed = co.layer_overhead_s * model.num_layers
+    if model.is_moe and co.moe_expert_overhead_s:
+        fixed += co.moe_expert_overhead_s * model.num_experts * (model.num_layers - model.num_dense_layers)
+    if model.attention == "MLA" and co.mla_layer_overhead_s:
+        fixed += co.mla_layer_overhead_s * sum(1 for lay in model.layer_specs if lay.kind in (LAYER_FULL, LAYER_SLIDING))
+    return fixed + (co.sampling_step_s + co.sampling_vocab_s * model.vocab_size) * co.sampler_scale
+
+
+def _mla_terms(model: ModelSpec, tp: int, peak: float, co: RooflineCoefficients, gemm_flops: float) -> tuple[float, float]:
+    """MLA attention as vLLM runs it (DeepSeek-V2 / V3, Kimi), seconds per context token: ``(decode, prefill read)``.
+
+    Decode takes the absorbed path: the query is projected into the latent space, so attention runs over the
+    cached latent itself, ``2 h (kv_lora + rope)`` FLOP for QK and ``2 h kv_lora`` for AV per context token
+    and layer, at ``mla_attention_efficiency`` of peak (FlashMLA / FlashAttention-MLA on Hopper reach about
+    half, Triton MLA on an L40S a twentieth). Prefill takes the non-absorbed path: the cached latent of the
+    whole context is up-projected to keys and values (``kv_b_proj``: ``2 kv_lora h (nope + v)`` FLOP a context
+    token and layer, at the dense GEMMs' rate) before flash attention. Both ``(0, 0)`` for other models.  # s
+    """
+    if model.attention != "MLA" or not model.kv_lora_rank:
+        return 0.0, 0.0
+    h = model.num_attention_heads / tp
+    lora, rope = model.kv_lora_rank, model.qk_rope_head_dim or 0
+    nope, v = model.qk_nope_head_dim or 0, model.v_head_dim or model.qk_nope_head_dim or 0
+    layers = sum(1 for lay in model.layer_specs if lay.kind in (LAYER_FULL, LAYER_SLIDING)) or model.num_layers
+    decode = layers * (2.0 * h * (lora + rope) + 2.0 * h * lora)
+    read = layers * 2.0 * lora * h * (nope + v)
+    return decode / (peak * (co.mla_attention_efficiency or co.attention_efficiency)), read / gemm_flops
+
+
 def _roofline_inputs(model: ModelSpec, gpu: GpuSpec, tp: int, coefficients: RooflineCoefficients | dict | None,
-                     deployment: DeploymentSpec | None) -> tuple[RooflineCoefficients, DeploymentSpec]:
-    """Checked inputs of :meth:`RooflineStepTime.from_specs`: the coefficients and the deployment (``tp`` in it)."""
+                     deployment: DeploymentSpec | None) -> tuple[RooflineCoefficients, DeploymentSpec, GpuPhysics]:
+    """Checked inputs of :meth:`RooflineStepTime.from_specs`: the coefficients, the deployment (``tp`` in it) and
+    the GPU's measured physics (applied beneath the given coefficients when those are a dict or None)."""
     if not isinstance(model, ModelSpec):
         raise CostModelError("model: a ModelSpec is required for the roofline model")
     if not isinstance(gpu, GpuSpec):
         raise CostModelError("gpu: a GpuSpec is required for the roofline model")
-    if coefficients is None or isinstance(coefficients, dict):
-        coefficients = RooflineCoefficients.from_dict(model_coefficients(model, coefficients))
-    if not isinstance(coefficients, RooflineCoefficients):
-        raise CostModelError("coefficients: must be RooflineCoefficients or a dict of them")
     if deployment is None:
         if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
             raise CostModelError(f"tp: must be a whole number >= 1, got {tp!r}")
         deployment = DeploymentSpec(tensor_parallel_size=tp)
     tp = deployment.tensor_parallel_size
+    physics = gpu_physics(gpu, tp)
+    if coefficients is None or isinstance(coefficients, dict):
+        coefficients = RooflineCoefficients.from_dict(model_coefficients(model, coefficients, gpu, tp))
+    if not isinstance(coefficients, RooflineCoefficients):
+        raise CostModelError("coefficients: must be RooflineCoefficients or a dict of them")
     if deployment.pipeline_parallel_size != 1:
         raise CostModelError("pipeline_parallel_size: the roofline models tensor parallelism only")
     check_parallelism(model, tp)
@@ -391,7 +537,7 @@ def _roofline_inputs(model: ModelSpec, gpu: GpuSpec, tp: int, coefficients: Roof
         raise CostModelError(f"gpu.bandwidth_tbps: {gpu.name} has no HBM bandwidth; the roofline needs one")
     if tp > 1 and not gpu.interconnect_gbps:
         raise CostModelError(f"gpu.interconnect_gbps: {gpu.name} has no GPU-to-GPU bandwidth; needed for tp > 1")
-    return coefficients, deployment
+    return coefficients, deployment, physics
 
 
 def _offload_per_token(model: ModelSpec, co: RooflineCoefficients, kv_bytes: float, block_size: int) -> float:
@@ -456,6 +602,9 @@ class RooflineStepTime(_Single):
         Per GPU, full-attention layers.  # bytes
     peak_flops, hbm_bytes_per_s, link_bytes_per_s : float
         Per GPU.  # FLOP/s, bytes/s
+    physics : GpuPhysics
+        The GPU's measured coefficients and their source (:func:`simulator.clock.physics.gpu_physics`);
+        ``physics_note`` says it in words.
     """
 
     model: ModelSpec
@@ -473,6 +622,13 @@ class RooflineStepTime(_Single):
     peak_flops: float
     hbm_bytes_per_s: float
     link_bytes_per_s: float
+    physics: GpuPhysics | None = None
+
+    @property
+    def physics_note(self) -> str:
+        """Where this GPU's efficiencies come from, for an answer (``"timed from data-sheet peaks; not checked
+        against a measurement"`` when nothing was measured on it)."""
+        return (self.physics or GpuPhysics()).note
 
     @classmethod
     def from_specs(cls, model: ModelSpec, gpu: GpuSpec, tp: int = 1,
@@ -496,11 +652,11 @@ class RooflineStepTime(_Single):
             offloading): each new token's KV costs its share of the per-layer copies
             (:func:`_offload_per_token`) on top of the HBM write.
         """
-        co, deployment = _roofline_inputs(model, gpu, tp, coefficients, deployment)
+        co, deployment, physics = _roofline_inputs(model, gpu, tp, coefficients, deployment)
         tp = deployment.tensor_parallel_size
         cdt = compute_dtype(model, deployment)
         kvdt = resolve_kv_dtype(model, deployment)
-        flops_dtype, tflops = _flops_dtype(model, gpu, deployment.dtype if deployment.dtype != "auto" else cdt)
+        flops_dtype, tflops, mfu, bw_eff = _flops_dtype(model, gpu, deployment.dtype if deployment.dtype != "auto" else cdt, co)
         peak = tflops * TERA  # FLOP/s per GPU
         hbm = gpu.bandwidth_tbps * TERA  # bytes/s per GPU
         # interconnect_gbps is the total (both directions) per GPU, as data sheets quote NVLink
@@ -518,13 +674,13 @@ class RooflineStepTime(_Single):
         w_read -= experts_bytes
         dense_flops = max(body_flops - expert_flops, 0.0)
 
-        eff_flops = peak * co.mfu  # FLOP/s
+        eff_flops = peak * mfu  # FLOP/s
         attn_flops = peak * co.attention_efficiency  # FLOP/s
-        eff_hbm = hbm * co.bandwidth_efficiency  # bytes/s, weight reads
         kv_hbm = hbm * co.kv_bandwidth_efficiency  # bytes/s, KV reads and writes
         tok_s = dense_flops / tp / eff_flops
-        expert_tok_s = expert_flops / tp / eff_flops
+        expert_tok_s = expert_flops / tp / (peak * (co.expert_mfu or co.mfu) * (mfu / co.mfu))
         attn_full_s = full_attn / tp / attn_flops
+        mla_decode_s, mla_read_s = _mla_terms(model, tp, peak, co, eff_flops)
         kv_read_full_s = kv_full / kv_hbm
         attn_sl = tuple(sliding[w][0] / tp / attn_flops for w in windows)
         kv_sl = tuple(sliding[w][1] / kv_hbm for w in windows)
@@ -533,14 +689,13 @@ class RooflineStepTime(_Single):
         terms = StepCostTerms(
             tok_s=tok_s, gemm_fixed_s=tok_s * co.gemm_half_tokens, req_s=head_flops / tp / eff_flops,
             attn_full_s=attn_full_s, attn_sliding_s=attn_sl, windows=windows,
-            weights_s=max(w_read, 0.0) / eff_hbm, experts_s=experts_bytes / (hbm * co.expert_bandwidth_efficiency), expert_keep=keep,
-            expert_tok_s=expert_tok_s, expert_fixed_s=expert_tok_s * co.gemm_half_tokens,
-            kv_read_full_s=kv_read_full_s, kv_read_sliding_s=kv_sl,
-            dec_attn_s=max(kv_read_full_s, attn_full_s),
+            weights_s=max(w_read, 0.0) / (hbm * bw_eff), experts_s=experts_bytes / (hbm * co.expert_bandwidth_efficiency), expert_keep=keep,
+            expert_tok_s=expert_tok_s, **_expert_padding(model, co, expert_tok_s),
+            kv_read_full_s=max(kv_read_full_s, mla_read_s), kv_read_sliding_s=kv_sl,
+            dec_attn_s=max(kv_read_full_s, mla_decode_s or attn_full_s),
             dec_sliding_s=tuple(max(k, a) for k, a in zip(kv_sl, attn_sl)), kv_write_s=kv_all / kv_hbm + (_offload_per_token(model, co, kv_all, deployment.block_size) if cpu_offload else 0.0),
             comm_fixed_s=comm_fixed, comm_tok_s=comm_tok, comm_large_fixed_s=large_fixed, comm_large_tok_s=large_tok,
-            gpu_fixed_s=co.layer_overhead_s * model.num_layers + co.sampling_step_s + co.sampling_vocab_s * model.vocab_size,
-            gpu_req_s=co.sampling_request_vocab_s * model.vocab_size,
+            gpu_fixed_s=_fixed_gpu_seconds(model, co), gpu_req_s=co.sampling_request_vocab_s * co.sampler_scale * model.vocab_size,
             base_s=co.step_overhead_s,
             per_token_s=co.per_token_overhead_s, per_req_s=co.per_request_overhead_s,
             serve_request_s=co.serve_request_s, serve_prompt_token_s=co.serve_prompt_token_s,
@@ -550,7 +705,7 @@ class RooflineStepTime(_Single):
                    body_flops_per_token=body_flops, lm_head_flops_per_request=head_flops,
                    attn_flops_per_context_token=full_attn, weights_bytes=max(w_read, 0.0),
                    experts_bytes=experts_bytes, kv_bytes_per_token_full=kv_full, flops_dtype=flops_dtype,
-                   peak_flops=peak, hbm_bytes_per_s=hbm, link_bytes_per_s=link)
+                   peak_flops=peak, hbm_bytes_per_s=hbm, link_bytes_per_s=link, physics=physics)
 
     def prefill_time(self, tokens: int, start: int = 0) -> float:
         """Seconds of one step that prefills ``tokens`` prompt tokens of one request after ``start`` cached ones.  # s"""

@@ -8,7 +8,7 @@ run one after another, so their times add; see ``docs/cost-model.md``)::
     attention = max(attn_full_s * A (+ sliding), kv_read_full_s * PK (+ sliding))    prefill part
               + dec_attn_s * C (+ sliding)                                          decode part (KV read)
               + kv_write_s * T
-    moe       = max(experts_s * touched(T), expert_tok_s * T + expert_fixed_s)
+    moe       = max(experts_s * touched(T), expert_tok_s * T + expert_fixed_s + expert_pad_s * touched(T))
     comm      = min(comm_fixed_s + comm_tok_s * T,                                  (T > 0)
                     comm_large_fixed_s + comm_large_tok_s * T)    (the second when given: NCCL for large messages)
     fixed     = gpu_fixed_s + gpu_req_s * R                                         (per busy step: kernel latencies, sampling)
@@ -86,6 +86,7 @@ class StepCostTerms:
     expert_keep: float = 1.0  # 1 - experts_per_token / num_experts
     expert_tok_s: float = 0.0  # s per token (routed-expert GEMMs at full efficiency)
     expert_fixed_s: float = 0.0  # s per step (expert_tok_s x the half-efficiency token count)
+    expert_pad_s: float = 0.0  # s per step x the fraction of experts touched (grouped GEMMs' padding per expert)
     kv_read_full_s: float = 0.0  # s per KV token read by prefill, full layers
     kv_read_sliding_s: tuple[float, ...] = ()  # s per KV token read, per window
     dec_attn_s: float = 0.0  # s per decode context token, full layers (KV read or attention FLOPs)
@@ -128,6 +129,8 @@ class StepCostTerms:
         if self.experts_s:
             moe = self.experts_s * (1.0 - self.expert_keep ** T)
             flops = self.expert_tok_s * T + self.expert_fixed_s
+            if self.expert_pad_s:
+                flops += self.expert_pad_s * (1.0 - self.expert_keep ** T)
             if flops > moe:
                 moe = flops
         return gemm, moe
@@ -253,8 +256,9 @@ class StepCostTerms:
         d = asdict(self)
         for k in _TUPLES:
             d[k] = list(d[k])
-        if not d["gpu_req_s"]:  # a row without a per-request GPU time writes as rows did before the field
-            del d["gpu_req_s"]
+        for name in ("gpu_req_s", "expert_pad_s"):  # a row without them writes as rows did before the fields
+            if not d[name]:
+                del d[name]
         return d
 
 
@@ -336,8 +340,8 @@ class BatchStepTime:
         attn = np.where(P > 0, np.maximum(flops, kv), 0.0) + self._dec_attn_s * C + self._kv_write_s * T
         attn = attn + np.sum(self._dec_sl * (D[:, None] * np.minimum(mean_c[:, None], win)), axis=1)
         touched = 1.0 - np.power(self._expert_keep, T)
-        moe = np.where(self._experts_s > 0, np.maximum(self._experts_s * touched,
-                                                       self._expert_tok_s * T + self._expert_fixed_s), 0.0)
+        moe = np.where(self._experts_s > 0, np.maximum(self._experts_s * touched, self._expert_tok_s * T
+                                                       + self._expert_fixed_s + self._expert_pad_s * touched), 0.0)
         comm = self._comm_fixed_s + self._comm_tok_s * T
         large = self._comm_large_fixed_s + self._comm_large_tok_s * T
         has_large = (self._comm_large_tok_s > 0) | (self._comm_large_fixed_s > 0)

@@ -37,7 +37,7 @@ def engine_config_for(model: ModelSpec, gpu: GpuSpec, *, max_model_len: int, tp:
         The model does not fit, or has no roofline (the message names ``gpu``).
     """
     from simulator.clock import CostModelError, RooflineStepTime
-    from simulator.sizing import plan
+    from simulator.sizing import default_async_scheduling, plan
 
     kw = {} if max_num_seqs is None else {"max_num_seqs": max_num_seqs}
     dep = DeploymentSpec(tensor_parallel_size=tp, kv_cache_dtype=kv_cache_dtype, max_model_len=max_model_len,
@@ -52,7 +52,8 @@ def engine_config_for(model: ModelSpec, gpu: GpuSpec, *, max_model_len: int, tp:
     cfg = EngineConfig(num_gpu_blocks=sizing.num_gpu_blocks, block_size=sizing.block_size,
                        max_num_seqs=sizing.max_num_seqs, max_num_batched_tokens=sizing.max_num_batched_tokens,
                        max_model_len=max_model_len, cost_model=terms,
-                       kv_bytes_per_block=int(sizing.bytes_per_block_per_gpu))
+                       kv_bytes_per_block=int(sizing.bytes_per_block_per_gpu),
+                       async_scheduling=default_async_scheduling(dep.vllm_version))
     return cfg, float(sizing.kv_bytes_per_token)
 
 

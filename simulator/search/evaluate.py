@@ -23,7 +23,7 @@ from simulator.base import DeploymentSpec, ModelSpec
 from simulator.clock import CostModelError, RooflineStepTime, sampling_coefficients
 from simulator.engine import EngineConfig, request_latencies, serving_offsets
 from simulator.search.space import Candidate, SearchSpace, Slo, format_seconds
-from simulator.sizing import plan
+from simulator.sizing import default_async_scheduling, plan
 from simulator.workload import Workload
 
 
@@ -128,7 +128,8 @@ def prepare_candidate(index: int, cand: Candidate, model: ModelSpec, space: Sear
     cfg = EngineConfig(num_gpu_blocks=sizing.num_gpu_blocks, block_size=sizing.block_size,
                        max_num_seqs=sizing.max_num_seqs, max_num_batched_tokens=sizing.max_num_batched_tokens,
                        max_model_len=max_model_len, cost_model=terms,
-                       kv_bytes_per_block=int(sizing.bytes_per_block_per_gpu))
+                       kv_bytes_per_block=int(sizing.bytes_per_block_per_gpu),
+                       async_scheduling=default_async_scheduling(dep.vllm_version, space.async_scheduling))
     floor_miss = slo_floor_miss(workload, terms, slo)
     if floor_miss:
         return Prepared(index, cand, None, f"cannot meet the SLO with any number of replicas: {floor_miss}", info)

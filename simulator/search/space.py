@@ -208,6 +208,9 @@ class SearchSpace:
         sampler time every candidate's roofline clock charges a step. None (the default): each model's
         own (``ModelSpec.sampling``, from its ``generation_config.json``; :data:`simulator.base.sampling.DEFAULT_SAMPLER_PATH`
         when not known).
+    async_scheduling : bool, optional
+        Time the candidates with vLLM's asynchronous scheduler (True) or the synchronous one (False); None (the
+        default): vLLM's default, asynchronous since 0.14 (:func:`simulator.sizing.default_async_scheduling`).
     """
 
     gpus: tuple[GpuSpec, ...]
@@ -221,6 +224,7 @@ class SearchSpace:
     gpu_memory_utilization: float = 0.9
     max_model_len: int | None = None
     sampling: str | None = None
+    async_scheduling: bool | None = None
 
     def __post_init__(self) -> None:
         gpus = tuple(self.gpus) if hasattr(self.gpus, "__iter__") else ()
@@ -253,6 +257,9 @@ class SearchSpace:
             raise SearchError(f"space.max_model_len: must be a whole number of tokens from 1 to 10,000,000, got {mml!r}")
         if self.sampling is not None and (not isinstance(self.sampling, str) or self.sampling not in SAMPLER_PATHS):
             raise SearchError(f"space.sampling: must be one of {', '.join(SAMPLER_PATHS)}, got {self.sampling!r}")
+        if self.async_scheduling is not None and not isinstance(self.async_scheduling, bool):
+            raise SearchError(f"space.async_scheduling: must be true, false or null (vLLM's default), "
+                              f"got {self.async_scheduling!r}")
         n = self.size
         if n > MAX_CANDIDATES:
             raise SearchError(f"space: {n:,} replica shapes (GPUs x TP x PP x precisions x KV dtypes x max_num_seqs) "
@@ -276,7 +283,8 @@ class SearchSpace:
                 "kv_cache_dtypes": list(self.kv_cache_dtypes), "max_num_seqs": list(self.max_num_seqs),
                 "max_replicas": self.max_replicas, "routing": self.routing,
                 "gpu_memory_utilization": self.gpu_memory_utilization, "max_model_len": self.max_model_len,
-                "sampling": self.sampling}
+                "sampling": self.sampling,
+                **({} if self.async_scheduling is None else {"async_scheduling": self.async_scheduling})}
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,10 @@ NEWEST_VLLM = "0.28"
 #: (its start-up log: "CUDA graph memory profiling is enabled (default since v0.21.0)"; the estimate came in
 #: vLLM PR #30515, off by default, and ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0`` turns it off again).
 CUDAGRAPH_SUBTRACTED_SINCE = (0, 21)
+#: First vLLM release whose engine schedules asynchronously by default (``--async-scheduling`` on: the engine core
+#: keeps two steps in flight, ``EngineCore.step_with_batch_queue``; the sim-to-real study's vLLM 0.15.1 runs are
+#: async). Read by the search, the sweeps and the replicas through :func:`default_async_scheduling` (issue 30).
+ASYNC_SCHEDULING_SINCE = (0, 14)
 
 
 def _version_tuple(version: str | None) -> tuple[int, int]:
@@ -99,12 +103,15 @@ class VersionRules:
     hybrid_tokens_rule : str
         ``"blocks_per_group"`` (<= 0.10: "GPU KV cache size" = blocks // groups x block_size) or
         ``"concurrency_x_len"`` (>= 0.11: int(max concurrency x max_model_len)) for hybrid models.
+    async_scheduling : bool
+        The engine schedules asynchronously by default (>= 0.14, :data:`ASYNC_SCHEDULING_SINCE`).
     """
 
     version: str
     sampler_key: str
     cudagraph_subtracted: bool
     hybrid_tokens_rule: str
+    async_scheduling: bool = True
 
     @property
     def summary(self) -> str:
@@ -131,7 +138,16 @@ def version_rules(version: str | None) -> VersionRules:
         sampler_key=_version_key(version),
         cudagraph_subtracted=vt >= CUDAGRAPH_SUBTRACTED_SINCE,
         hybrid_tokens_rule="blocks_per_group" if vt < (0, 11) else "concurrency_x_len",
+        async_scheduling=vt >= ASYNC_SCHEDULING_SINCE,
     )
+
+
+def default_async_scheduling(version: str | None, chosen: bool | None = None) -> bool:
+    """Whether a deployment of vLLM ``version`` (None: the newest) schedules asynchronously: ``chosen`` when
+    given (the synchronous scheduler one option away), else the version's default (:data:`ASYNC_SCHEDULING_SINCE`)."""
+    if chosen is not None:
+        return bool(chosen)
+    return version_rules(version).async_scheduling
 
 
 def default_batch_knobs(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec) -> tuple[int, int, int]:

@@ -58,4 +58,8 @@ def test_a_gpu_without_a_link_at_tp_2_is_told_why_it_has_no_roofline():
     assert roofline_terms(model, gpu, dep) is None
     note = roofline_note(model, gpu, dep)
     assert "interconnect_gbps" in note and "linear step_time_model" in note
-    assert roofline_note(model, gpu, DeploymentSpec().to_dict()) is None
+    # at TP 1 it has a roofline, but nothing measured on this card: the note says so (issue 30)
+    assert roofline_note(model, gpu, DeploymentSpec().to_dict()) == (
+        "lab card: timed from data-sheet peaks; not checked against a measurement")
+    measured = {**gpu, "measured": {"bandwidth_efficiency": 0.7}, "measured_source": "our bench"}
+    assert roofline_note(model, measured, DeploymentSpec().to_dict()) is None
