@@ -7,8 +7,10 @@ import math
 from django import forms as dj_forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from planner.models import Sweep
@@ -321,9 +323,24 @@ def report_rerun(request, slug: str):
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def report_delete(request, slug: str):
+    """GET: the confirmation page (what deleting loses: the shared link too); POST, from its button: delete.
+
+    Only the owner sees either (others: 403)."""
     report = selectors.report_get(slug=slug)
-    services.report_delete(report=report, user=request.user)  # PermissionDenied -> 403 for others
-    messages.info(request, "Report deleted.")
+    if report.owner_id != request.user.pk:
+        raise PermissionDenied("Only the owner can delete this report.")
+    if request.method == "GET":
+        return render(request, "confirm.html", {
+            "nav": "reports", "title": f"Delete {report.title}?", "heading": f"Delete the report “{report.title}”?",
+            "consequences": [
+                f"Its {len(report.snapshot.get('points') or [])} simulated points, charts and downloads go.",
+                "Its link stops working for everyone you shared it with.",
+                "The sweep it came from stays in your sweeps list." if report.sweep_id else
+                "Its sweep is gone already, so it cannot be made again from there.",
+            ],
+            "action": request.path, "button": "Delete the report", "back": reverse("sweeps:report", args=[slug])})
+    services.report_delete(report=report, user=request.user)
+    messages.info(request, f"Report “{report.title}” deleted.")
     return redirect("sweeps:report-list")

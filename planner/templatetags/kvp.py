@@ -32,6 +32,10 @@ def plotly_figure(context, fig: dict, fig_id: str, title: str = "") -> str:
     Plotly draws), and says what it shows when JavaScript is off (base.html's
     ``no-js`` class; the text is hidden as soon as scripts run). Using the tag
     marks the page as one that needs Plotly's JavaScript (``{% plotly_scripts %}``).
+
+    The box is a ``role="figure"`` named by the title, not ``role="img"``: Plotly puts its toolbar's
+    buttons inside it, and an image may not hold controls (axe's ``nested-interactive``); ``figures.js``
+    hides the drawn SVG from screen readers (its tick labels read as noise; the numbers are in the tables).
     """
     _root(context)[_NEEDS_PLOTLY] = True
     data_id = f"fig-{fig_id}-data"
@@ -40,7 +44,7 @@ def plotly_figure(context, fig: dict, fig_id: str, title: str = "") -> str:
     except (AttributeError, TypeError, ValueError):
         height = DEFAULT_FIGURE_HEIGHT
     return format_html(
-        '<div class="figure" id="fig-{}" data-figure="{}" role="img" aria-label="{}" style="height: {}px">'
+        '<div class="figure" id="fig-{}" data-figure="{}" role="figure" aria-label="{}" style="height: {}px">'
         '<p class="figure-fallback">Chart: {} (needs JavaScript; the numbers are in the tables).</p>'
         "</div>{}",
         fig_id,
