@@ -69,6 +69,42 @@ def plotly_scripts(context) -> str:
 
 
 @register.simple_tag
+def form_sections(form, basic=(), exclude=()) -> dict:
+    """A form's fields split for a short first screen: ``{"basic", "more", "set", "wrong", "open"}``.
+
+    ``basic``: the bound fields named in ``basic``, in that order; ``more``: the others but ``exclude``
+    (shown behind a "More options" disclosure); ``set``: the labels of those ``more`` fields whose value is not
+    their default (``form.defaults()`` where the form has one, else the field's initial; empty counts as unset);
+    ``wrong``: the labels of those with errors; ``open``: whether the disclosure starts open (something in it
+    is set or wrong, so no value and no error is ever hidden behind a closed "More options").
+    """
+    defaults = {}
+    if hasattr(type(form), "defaults"):
+        try:
+            defaults = type(form).defaults(model_default=None, gpu_default=None)
+        except TypeError:
+            defaults = {}
+    out = {"basic": [], "more": [], "set": [], "wrong": []}
+    for field in form:
+        if field.name in exclude:
+            continue
+        if field.name in basic:
+            out["basic"].append(field)
+            continue
+        out["more"].append(field)
+        if field.errors:
+            out["wrong"].append(field.label)
+        value = field.value()
+        default = defaults.get(field.name, form.fields[field.name].initial)
+        if value not in (None, "", [], False) and str(value) != str(default if default is not None else ""):
+            out["set"].append(field.label)
+    order = {name: i for i, name in enumerate(basic)}
+    out["basic"].sort(key=lambda f: order[f.name])
+    out["open"] = bool(out["set"] or out["wrong"])
+    return out
+
+
+@register.simple_tag
 def report_points_table(body: dict) -> dict:
     """The points table of a report body as the report page shows it (human headers with units).
 
