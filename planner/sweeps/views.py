@@ -13,6 +13,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from planner.calibration import fields as calibration_fields
 from planner.models import Sweep
 from planner.sweeps import definition as defn
 from planner.sweeps import exports, selectors, services
@@ -40,10 +41,11 @@ def sweep_list(request):
 @require_http_methods(["GET", "POST"])
 def sweep_new(request):
     form = SweepForm(request.POST or None, request.FILES or None, user=request.user)
+    calibration_fields.attach(form, request.user)
     if request.method == "POST":
         form.is_valid()
         # Every problem at once: the fields' own checks, then the definition's (for the fields still clean).
-        definition = form.to_definition()
+        definition = calibration_fields.into(form.to_definition(), form)
         try:
             if form.errors:
                 defn.validate(definition, owner=request.user)
@@ -176,10 +178,21 @@ def report_detail(request, slug: str):
         "advice": body.get("advice") or [],
         "table": points_table(body, arrival_unit), "axes": axes, "cliff_titles": cliff_titles,
         "is_owner": request.user.is_authenticated and request.user.pk == report.owner_id,
+        "calibration": _calibration_words(report),
         "inputs": body.get("inputs", {}),
         "slo_ms": {k: f"{v * 1000:,.4g}" for k, v in ((k.removesuffix("_s"), v) for k, v in (
             inputs.get("slo") or {}).items() if k.endswith("_s")) if v is not None},
     })
+
+
+def _calibration_words(report) -> str | None:
+    """The calibration whose coefficients timed the report (its name while it exists; else its number)."""
+    ref = (report.snapshot.get("definition") or {}).get("calibration")
+    if ref is None:
+        return None
+    if str(ref).isdigit():
+        return calibration_fields.name_of(report.owner, int(ref)) or f"#{ref} (since deleted)"
+    return str(ref)
 
 
 def report_download(request, slug: str, fmt: str):
