@@ -204,3 +204,33 @@ def test_report_tables_show_more_than_three_columns_on_a_phone(browser, live_ser
         _assert_clean(page, problems)
     finally:
         context.close()
+
+
+def test_a_table_too_wide_for_a_phone_scrolls_by_keyboard_with_a_hint(browser, live_server, catalog, user,
+                                                                      replicas_report):
+    """Issue 33 items 1 and 7: a wide table's box could not be scrolled by keyboard and gave no cue (4 of 10
+    columns in view); now Tab reaches the box, the arrow keys scroll it, and a hint says how many columns."""
+    context, page, problems = _new_page(browser, live_server, viewport=PHONE)
+    try:
+        page.goto(f"/reports/{replicas_report.slug}/")
+        wrap = page.locator(".table-wrap.scrolls").filter(has=page.locator("table.points")).first
+        expect(wrap).to_have_attribute("tabindex", "0")
+        expect(wrap).to_have_attribute("aria-label", "Points (scrolls sideways)")
+        columns = page.locator("table.points thead th").count()
+        hint = wrap.locator("xpath=preceding-sibling::p[1]")
+        expect(hint).to_have_text(f"All {columns} columns: scroll the table sideways →")
+        for _ in range(40):  # by keyboard alone: Tab until the box has the focus
+            page.keyboard.press("Tab")
+            if page.evaluate("document.activeElement.classList.contains('scrolls')"):
+                break
+        else:
+            raise AssertionError("Tab never reaches the table's box")
+        ring = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
+        assert ring != "none", "the focused box shows a ring"
+        assert wrap.evaluate("e => e.scrollLeft") == 0
+        page.keyboard.press("ArrowRight")
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function("document.activeElement.scrollLeft > 0")
+        _assert_clean(page, problems)
+    finally:
+        context.close()
