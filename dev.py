@@ -233,8 +233,41 @@ def run(port: int, install: bool) -> int:
 PARALLEL = ["-n", "2", "--dist", "loadgroup"]
 
 
+#: What the browser tests inject into pages (axe-core), pinned by tests/browser/package-lock.json.
+BROWSER_JS = ROOT / "tests" / "browser"
+
+
+def ensure_browser_js() -> None:
+    """Install tests/browser's npm packages (axe-core) with ``npm ci`` when missing or not the locked version.
+
+    Without npm nothing is installed: the accessibility checks then skip, or fail under
+    ``KVP_REQUIRE_REAL_PARTS=1`` (CI), saying how to install it.
+    """
+    import json
+    import shutil
+
+    lock = json.loads((BROWSER_JS / "package-lock.json").read_text())
+    wanted = {name.removeprefix("node_modules/"): meta["version"]
+              for name, meta in lock.get("packages", {}).items() if name.startswith("node_modules/")}
+    have = {}
+    for name in wanted:
+        installed = BROWSER_JS / "node_modules" / name / "package.json"
+        if installed.exists():
+            have[name] = json.loads(installed.read_text()).get("version")
+    if have == wanted:
+        return
+    npm = shutil.which("npm")
+    if npm is None:
+        print("note: npm not found, so axe-core (tests/browser/package.json) is not installed: the accessibility "
+              "checks will skip", file=sys.stderr, flush=True)
+        return
+    print("installing tests/browser's npm packages (axe-core) with npm ci", flush=True)
+    subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=BROWSER_JS, check=True)
+
+
 def test(args: list[str]) -> int:
     ensure_venv("requirements-dev.lock")
+    ensure_browser_js()
     serial = any(a == "-n" or a.startswith(("-n", "--numprocesses")) or a == "no:xdist" for a in args)
     # A quick local run checks every page in the browser but writes no screenshots (CI's full budget does;
     # docs/browser-tests.md has the command that writes them).

@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods
 
 from planner.api import throttling
 
@@ -92,9 +92,22 @@ def account(request):
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def token_revoke(request, token_id: int):
-    """Revoke one of the user's tokens; another user's token id changes nothing."""
+    """GET: the confirmation page (scripts using the token are refused from then on); POST, from its button:
+    revoke one of the user's tokens. Another user's token id changes nothing."""
+    if request.method == "GET":
+        token = api_token_list(user=request.user).filter(pk=token_id).first()
+        if token is None:
+            messages.error(request, "No such token (already revoked?).")
+            return redirect("account")
+        return render(request, "confirm.html", {
+            "title": f"Revoke {token.name}?", "heading": f"Revoke the API token “{token.name}”?",
+            "consequences": [f"Every script or machine sending the token that starts with {token.prefix}… is refused "
+                             "from its next request.",
+                             "A new token can be created at any time, but it is a different token: each script "
+                             "must be given it again."],
+            "action": request.path, "button": "Revoke the token", "back": reverse("account")})
     if not api_token_revoke(user=request.user, token_id=token_id):
         messages.error(request, "No such token (already revoked?).")
         return redirect("account")

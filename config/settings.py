@@ -57,9 +57,16 @@ INSTALLED_APPS = [
     "planner.calibration",  # app label "calibration": clock coefficients fitted on a user's measurements
 ]
 
+# GZip for HTML and JSON (a 52.7 KB sizing page travels as about 9 KB). It sits after WhiteNoise, which answers
+# static files itself (pre-compressed at collectstatic, immutable-cached) before this runs. BREACH, the attack
+# on compressed pages that reflect input beside a secret, is covered: Django masks the CSRF token anew in every
+# response and pads every gzip body with random bytes (Django 4.2+); the one secret a page shows, a new API
+# token, is new on each response that carries it and is sent no-store; session ids travel in cookies only.
+# docs/operations.md, "Compression".
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.middleware.gzip.GZipMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

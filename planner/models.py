@@ -106,6 +106,10 @@ class Report(models.Model):
     #: ``[[id, title, figure dict], ...]`` built once from ``snapshot`` (the report never changes,
     #: so neither do its figures); the page then only serializes them.
     figures = models.JSONField(null=True, blank=True, editable=False)
+    #: ``{"version", "cliff", "operating_point", "replicas", "saturation", "headline"}``: what the report
+    #: concludes, computed once at creation (``planner.sweeps.findings``); the advice, figures, page and downloads
+    #: read it. Null for a report made before it existed: computed from ``snapshot`` when first read, then stored.
+    findings = models.JSONField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -9,7 +9,8 @@
      "space": {"gpus": ["h100-sxm5-80gb", "l40s"],                  # default: every catalog GPU with a price
                "tensor_parallel": [1, 2, 4, 8], "precisions": ["bf16", "fp8", "int4"],
                "kv_cache_dtypes": ["auto"], "max_num_seqs": [64, 256], "max_replicas": 16},
-     "disaggregated": {"link_gbps": 50, "link_latency_s": 0.0001}}    # optional: xPyD splits of the answer
+     "disaggregated": {"link_gbps": 50, "link_latency_s": 0.0001},   # optional: xPyD splits of the answer
+     "calibration": 3}                                               # optional: one of your calibrations
 
 Every error is collected under its field path (``space.gpus[1]``, ``slo.max_s``,
 ``workload.spec.arrival.rate``) and raised as one
@@ -22,6 +23,7 @@ from typing import Any
 
 from django.conf import settings
 
+from planner.calibration.fields import calibration_on
 from planner.errors import FieldErrors, field_and_message
 from planner.sampling_words import timed_path
 from planner.search import disaggregated as sdis
@@ -32,7 +34,7 @@ from planner.sweeps.sections import parse_workload
 from simulator.search import SearchError, SearchSpace, Slo, default_max_model_len
 
 #: Fields of a definition and of its space.
-FIELDS = {"name", "model", "workload", "slo", "space", "disaggregated"}
+FIELDS = {"name", "model", "workload", "slo", "space", "disaggregated", "calibration"}
 SPACE_FIELDS = {"gpus", "tensor_parallel", "pipeline_parallel", "precisions", "kv_cache_dtypes", "max_num_seqs",
                 "max_replicas", "routing", "gpu_memory_utilization", "max_model_len", "sampling",
                 "async_scheduling"}
@@ -106,8 +108,11 @@ def validate(raw: Any, *, owner) -> tuple[dict, dict, dict[int, list[float]]]:
     _check_space(gpus, space, err)
     dis = sdis.parse(raw.get("disaggregated"), max_replicas=space.get("max_replicas", SearchSpace.max_replicas),
                      add=err.add)
+    calibration = _calibration(raw.get("calibration"), owner, gpus, err)
     err.raise_if_any()
     snapshot = {"model": model, "gpus": gpus, "workload": workload, "slo": slo.to_dict(), "space": space}
+    if calibration is not None:
+        snapshot["calibration"] = calibration
     if model is not None:  # the sampler path every shape's clock times, and why (planner.sampling_words)
         snapshot["sampling"], snapshot["sampling_source"] = timed_path(space.get("sampling"),
                                                                        model["spec"].get("sampling"))
@@ -122,7 +127,24 @@ def validate(raw: Any, *, owner) -> tuple[dict, dict, dict[int, list[float]]]:
             "space": {**space_raw}}
     if dis is not None:
         norm["disaggregated"] = raw["disaggregated"]
+    if calibration is not None:
+        norm["calibration"] = raw["calibration"]
     return norm, snapshot, shapes
+
+
+def _calibration(ref: Any, owner, gpus: list[dict], err) -> dict | None:
+    """The owner's calibration ``ref`` for the shapes on the GPU it was fitted on (one of the space's GPUs)."""
+    if ref is None:
+        return None
+    found = calibration_on(owner, ref)
+    if found is None:
+        err.add("calibration", f"no calibration {ref!r} among yours (see /calibrations/)")
+        return None
+    if found["gpu"] not in {g["spec"]["name"] for g in gpus}:
+        err.add("calibration", f"the calibration {found['name']!r} was fitted on {found['gpu']}, which this search "
+                               "does not consider: add that GPU to the GPUs to consider, or choose no calibration")
+        return None
+    return found
 
 
 def _check_space(gpus: list[dict], space: dict, err) -> None:
@@ -158,8 +180,15 @@ def _check_price(inputs: tuple, err, dis: dict | None = None) -> dict[int, list[
 
 
 def build_space(snapshot: dict) -> SearchSpace:
+    """The snapshot's space; a calibration's coefficients (its sampler terms merged with the chosen path's, as
+    for a sweep: :func:`planner.sweeps.specs.clock_coefficients`) time the shapes on the GPU it was fitted on."""
     gpus = tuple(specs.gpu_spec(g["spec"]) for g in snapshot["gpus"])
-    return SearchSpace(gpus, **{k: (tuple(v) if isinstance(v, list) else v) for k, v in snapshot["space"].items()})
+    space = {k: (tuple(v) if isinstance(v, list) else v) for k, v in snapshot["space"].items()}
+    cal = snapshot.get("calibration")
+    if cal:
+        space["coefficients_by_gpu"] = {cal["gpu"]: specs.clock_coefficients(space.get("sampling"), cal["coefficients"],
+                                                                             cal["fitted"])}
+    return SearchSpace(gpus, **space)
 
 
 def build_workload(snapshot: dict):

@@ -9,6 +9,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from planner.calibration import fields as calibration_fields
 from planner.sampling_words import sampling_answer
 from planner.search import exports, selectors, services
 from planner.search.figures import build_pareto_figure
@@ -21,11 +22,17 @@ from planner.sweeps import definition as defn
 @require_http_methods(["GET", "POST"])
 def search_new(request):
     form = SearchForm(request.POST or None, user=request.user)
+    calibration_fields.attach(form, request.user)
     if request.method == "POST" and form.is_valid():
         try:
-            search = services.search_create(owner=request.user, definition=form.to_definition())
+            search = services.search_create(owner=request.user,
+                                            definition=calibration_fields.into(form.to_definition(), form))
         except defn.DefinitionError as exc:
-            form.add_definition_errors(exc.errors)
+            errors = dict(exc.errors)
+            for message in errors.pop("calibration", []):  # the select's own error, at the select
+                form.add_error("calibration" if "calibration" in form.fields else None,
+                               message[:1].upper() + message[1:] + ".")
+            form.add_definition_errors(errors)
         else:
             return redirect("search:detail", search_id=search.pk)
     searches = selectors.search_list(owner=request.user)[:20]

@@ -143,6 +143,11 @@ class SizingForm(forms.Form):
 
     #: Fields shown under "Calibration" (the rest are the deployment).
     calibration_fields = ("vllm_log", "weights_gib", "available_kv_gib")
+    #: The dozen inputs most people change, on the form's first screen; the others sit behind "More options"
+    #: (``templates/planner/sizing_form.html``, ``{% form_sections %}``), open whenever one of them is set or wrong.
+    basic_fields = ("model", "gpu", "num_gpus", "tensor_parallel_size", "pipeline_parallel_size", "dtype",
+                    "quantization", "kv_cache_dtype", "gpu_memory_utilization", "max_model_len",
+                    "max_num_batched_tokens", "block_size")
 
     def __init__(self, data=None, *, user=None, **kwargs):
         self.user = user
@@ -256,6 +261,8 @@ SPECULATIVE_FIELDS = {"speculative.method": "speculative_method",
 
 class CompareForm(SizingForm):
     """The same model and knobs on 2 to 4 GPUs."""
+
+    basic_fields = ("model", "gpus", *SizingForm.basic_fields[2:])
 
     gpus = forms.MultipleChoiceField(
         label="GPUs to compare", widget=forms.CheckboxSelectMultiple,

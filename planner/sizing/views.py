@@ -14,6 +14,7 @@ from urllib.parse import urlencode
 from django.http import QueryDict
 from django.shortcuts import render
 
+from planner.calibration import fields as calibration_fields
 from simulator.base import ms_against, ms_figure, ms_target
 
 from . import figures, services
@@ -147,15 +148,17 @@ def replicas(request):
     from planner.sweeps.replicas import find_replicas
 
     form, submitted = ReplicasForm.from_query(request.GET, user=request.user)
+    calibration_fields.attach(form, request.user)
     ctx = {"nav": "replicas", "form": form, "answer": None, "submitted": submitted}
     if submitted and form.is_valid():
         owner = request.user if request.user.is_authenticated else None
         try:
-            found = find_replicas(form.to_request(), owner=owner)
+            found = find_replicas(calibration_fields.into(form.to_request(), form), owner=owner)
         except DefinitionError as exc:
             form.add_definition_errors(exc.errors)
         else:
             answer = replicas_answer(found, form)
+            answer["calibration"] = calibration_fields.name_of(request.user, calibration_fields.chosen(form))
             ctx["answer"] = answer
             ctx["disaggregated"] = _disaggregated_rows(form, owner)
             points = [{"params": {"num_instances": t["num_instances"]},
@@ -177,7 +180,7 @@ def _disaggregated_rows(form: ReplicasForm, owner) -> list[dict] | None:
     if dis is None:
         return None
     try:
-        rows = compare(form.to_request(), dis, owner=owner)
+        rows = compare(calibration_fields.into(form.to_request(), form), dis, owner=owner)
     except DefinitionError as exc:
         form.add_definition_errors(exc.errors)
         return None

@@ -12,12 +12,17 @@ Profiling Guide", *Interpreting Results* and *Tune Based on Results*):
 * requests dropped as unservable -> the cache cannot hold one request;
 * served request rate under 80% of the offered rate -> overloaded, the queue grows without bound;
 * prefix-affinity routing with one instance taking over half the requests -> lopsided;
-* the cheapest point per output token *that meets the latency targets* (or that none does).
+* points where the deployment is saturated (throughput flat, the queue growing: :mod:`planner.sweeps.saturation`),
+  and where its capacity lies;
+* the cheapest point per output token *that meets the latency targets* (or that none does), never a saturated
+  one: a saturated deployment's cost per token is the sweep's lowest because it cannot keep up.
 
 Advice that does not apply is left out: no low-sharing remark when the workload
 shares nothing, no "raise max_num_seqs" when running requests never reached the cap.
 
-Pure functions over the report body (``inputs`` + ``points``), no ORM.
+Pure functions over the report body (``inputs`` + ``points``), no ORM. :func:`advise` takes the report's
+findings (cliff, operating point, replicas, saturation) when the caller has computed them already
+(:mod:`planner.sweeps.findings`, once per report), and computes what it is not given.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from dataclasses import asdict, dataclass
 
 from planner.sweeps.cliff import grid_knee
 from planner.sweeps.labels import value_text
+from planner.sweeps.saturation import detect_saturation, saturated_indices
+from simulator.base import ms_target
 
 #: Preemptions per request above which the sweep counts a point as "past the cliff".
 PREEMPTION_LIMIT = 0.02
@@ -143,15 +150,26 @@ def operating_point(body: dict) -> dict | None:
     return min(pts, key=distance)
 
 
-def advise(body: dict) -> list[Advice]:
-    """Recommendations for a report body; an empty list when nothing stands out."""
+_UNSET = object()
+
+
+def advise(body: dict, *, cliff=_UNSET, op=_UNSET, replicas=_UNSET, saturation=_UNSET) -> list[Advice]:
+    """Recommendations for a report body; an empty list when nothing stands out.
+
+    ``cliff`` (:func:`detect_cliff`), ``op`` (:func:`operating_point`), ``replicas`` (:func:`replicas_for_rate`)
+    and ``saturation`` (:func:`planner.sweeps.saturation.detect_saturation`): the report's findings when the
+    caller has them; each one not given is computed here.
+    """
     out: list[Advice] = []
     pts = body.get("points") or []
     if not pts:
         return out
     inputs = body.get("inputs", {})
     engine = inputs.get("engine", {})
-    op = operating_point(body)
+    op = operating_point(body) if op is _UNSET else op
+    cliff = detect_cliff(body) if cliff is _UNSET else cliff
+    replicas = replicas_for_rate(body) if replicas is _UNSET else replicas
+    saturation = detect_saturation(body) if saturation is _UNSET else saturation
     m = op["metrics"]
     arrival_unit = (inputs.get("workload") or {}).get("arrival_unit", "step")
     label = params_text(op["params"], arrival_unit)
@@ -171,7 +189,7 @@ def advise(body: dict) -> list[Advice]:
                           {"mean_kv_usage": mean_u, "preemptions_per_request": ppr,
                            "preemptions": m.get("preemptions")}))
 
-    out.extend(_cliff_advice(body, inputs, engine))
+    out.extend(_cliff_advice(cliff, inputs, engine))
     hit = m.get("prefix_cache_hit_rate")
     pc_on = op["params"].get("enable_prefix_caching", engine.get("enable_prefix_caching", True))
     if hit is not None and hit > 0.5:
@@ -194,7 +212,7 @@ def advise(body: dict) -> list[Advice]:
                           f"{_fmt_int(worst['metrics']['num_gpu_blocks'])} blocks: their whole context never "
                           f"fits in the KV cache. Add blocks or lower max_model_len.",
                           {"dropped_unservable": dropped, "num_gpu_blocks": worst["metrics"]["num_gpu_blocks"]}))
-    for rep in replicas_for_rate(body):
+    for rep in replicas:
         if rep["num_instances"] is None:
             out.append(Advice("replicas", "warning",
                               f"{rep['where']}no replica count in this sweep (up to {rep['max_tried']}) meets "
@@ -217,16 +235,46 @@ def advise(body: dict) -> list[Advice]:
                           f"Add about {over['offered'] / over['served']:.1f}x the capacity (replicas or GPUs).",
                           over))
     out.extend(affinity_warnings(pts, arrival_unit))
-    cheapest = cheapest_advice(pts, inputs.get("slo"), arrival_unit)
+    saturated = saturation_advice(saturation, arrival_unit)
+    if saturated:
+        out.append(saturated)
+    cheapest = cheapest_advice(pts, inputs.get("slo"), arrival_unit, saturated=saturated_indices(saturation))
     if cheapest:
         out.append(cheapest)
     return out
 
 
-def _cliff_advice(body: dict, inputs: dict, engine: dict) -> list[Advice]:
+def saturation_advice(saturation: dict | None, arrival_unit: str) -> Advice | None:
+    """The points where the deployment is saturated, the evidence, and where its capacity lies."""
+    points = (saturation or {}).get("points") or []
+    if not points:
+        return None
+    unit = "requests/s" if arrival_unit == "s" else "requests/step"
+    if all(set(p["params"]) == {"rate"} for p in points):  # a rate axis alone: "request rates of 32 and 128 ..."
+        rates = [f"{p['params']['rate']:,.4g}" for p in points]
+        where = (f"a request rate of {rates[0]}" if len(rates) == 1 else
+                 f"request rates of {', '.join(rates[:-1])} and {rates[-1]}") + f" {unit}"
+    else:
+        names = [params_text(p["params"], arrival_unit) for p in points]
+        where = names[0] if len(names) == 1 else "; ".join(names[:-1]) + " and " + names[-1]
+    first = next((p for p in points if p["why"][0] != "more traffic than a rate already saturated"), points[0])
+    text = (f"The deployment is saturated at {where}: {first['why'][0]}"
+            f"{'; ' + first['why'][1] if len(first['why']) > 1 else ''}. More traffic there only lengthens the "
+            "queue, so those points' cost per token is not one this deployment can serve at a usable latency.")
+    for cap in (saturation or {}).get("capacity") or []:
+        at = params_text(cap["params"], arrival_unit)
+        at = f" (at {at})" if at else ""
+        if cap["below"] is None:
+            text += f" It is saturated already at the lowest rate swept, {cap['above']:,.4g} {unit}{at}."
+        else:
+            text += f" Its capacity lies between {cap['below']:,.4g} and {cap['above']:,.4g} {unit}{at}."
+    return Advice("saturated", "warning", text, {"points": [p["index"] for p in points],
+                                                 "capacity": (saturation or {}).get("capacity") or []})
+
+
+def _cliff_advice(cliff: dict | None, inputs: dict, engine: dict) -> list[Advice]:
     """The deployment below the KV cliff, or within 20 % above it."""
     out: list[Advice] = []
-    cliff = detect_cliff(body)
     if cliff and cliff["param"] == "num_gpu_blocks":
         base = (inputs.get("sizing") or {}).get("num_gpu_blocks") or engine.get("num_gpu_blocks")
         if base and base < cliff["x"]:
@@ -334,14 +382,19 @@ def slo_words(slo: dict) -> str:
     pct = slo.get("percentile", "p90")
     parts = []
     if slo.get("ttft_s") is not None:
-        parts.append(f"TTFT {pct} ≤ {slo['ttft_s'] * 1000:,.4g} ms")
+        parts.append(f"TTFT {pct} ≤ {ms_target(slo['ttft_s'])} ms")
     if slo.get("itl_s") is not None:
-        parts.append(f"ITL {pct} ≤ {slo['itl_s'] * 1000:,.4g} ms")
+        parts.append(f"ITL {pct} ≤ {ms_target(slo['itl_s'])} ms")
     return " and ".join(parts)
 
 
-def cheapest_advice(pts: list[dict], slo: dict | None, arrival_unit: str) -> Advice | None:
-    """The cheapest point per output token that meets the latency targets (or that none does)."""
+def cheapest_advice(pts: list[dict], slo: dict | None, arrival_unit: str, *,
+                    saturated: set[int] | frozenset[int] = frozenset()) -> Advice | None:
+    """The cheapest point per output token that meets the latency targets (or that none does).
+
+    A ``saturated`` point (its index) is never the one recommended: it looks cheapest because its GPUs are busy
+    all the time while its queue grows. When it would have been, the advice says so.
+    """
     priced = [p for p in pts if p["metrics"].get("cost_per_m_output_tokens")]
     if len(priced) < 2:
         return None
@@ -353,29 +406,42 @@ def cheapest_advice(pts: list[dict], slo: dict | None, arrival_unit: str) -> Adv
         lbl = params_text(p["params"], arrival_unit)
         return lbl[:1].upper() + lbl[1:]
 
+    keeping_up = [p for p in priced if p["index"] not in saturated]
+    cheapest_of_all = min(priced, key=cost)
+    not_that = ""
+    if cheapest_of_all["index"] in saturated:
+        not_that = (f" {name(cheapest_of_all)} looks cheaper (${cost(cheapest_of_all):,.2f} per million output "
+                    "tokens) but the deployment is saturated there, so it is not recommended.")
+    if not keeping_up:
+        return Advice("cheapest", "warning",
+                      f"Every priced point is saturated, so no cheapest point is recommended: the lowest cost per "
+                      f"token here (${cost(cheapest_of_all):,.2f} per million output tokens, {name(cheapest_of_all)}) "
+                      "is that of a deployment that cannot keep up. Add replicas or GPUs, or sweep lower rates.",
+                      {"meets": None, "saturated": True, "cost_per_m_output_tokens": cost(cheapest_of_all)})
     if slo and (slo.get("ttft_s") is not None or slo.get("itl_s") is not None):
-        ok = [p for p in priced if meets_slo(p["metrics"], slo)]
+        ok = [p for p in keeping_up if meets_slo(p["metrics"], slo)]
         words = slo_words(slo)
         if not ok:
-            cheap = min(priced, key=cost)
+            cheap = min(keeping_up, key=cost)
             return Advice("cheapest", "warning",
-                          f"No point in this sweep meets {words}. The cheapest point, {name(cheap)} at "
+                          f"No point in this sweep meets {words}. The cheapest point that keeps up, {name(cheap)} at "
                           f"${cost(cheap):,.2f} per million output tokens, misses it; add replicas or GPUs "
-                          "to the sweep or relax the targets.",
+                          f"to the sweep or relax the targets.{not_that}",
                           {"meets": False, "cost_per_m_output_tokens": cost(cheap)})
         best = min(ok, key=cost)
         return Advice("cheapest", "info",
                       f"Cheapest point that meets {words}: {name(best)} at ${cost(best):,.2f} per million output "
                       f"tokens (${best['metrics']['cost_per_hour']:,.2f}/h); {len(priced) - len(ok)} of "
-                      f"{len(priced)} priced points miss the targets.",
+                      f"{len(priced)} priced points miss the targets or are saturated.{not_that}",
                       {"meets": True, "cost_per_m_output_tokens": cost(best),
                        "cost_per_hour": best["metrics"]["cost_per_hour"]})
-    best, worst = min(priced, key=cost), max(priced, key=cost)
+    best, worst = min(keeping_up, key=cost), max(priced, key=cost)
+    among = " among the points that keep up" if saturated else ""
     return Advice("cheapest", "info",
-                  f"Cheapest per output token: {name(best)} at ${cost(best):,.2f} per million output tokens "
+                  f"Cheapest per output token{among}: {name(best)} at ${cost(best):,.2f} per million output tokens "
                   f"(${best['metrics']['cost_per_hour']:,.2f}/h), against ${cost(worst):,.2f} for the dearest "
-                  "point. No latency target was given, so this says nothing about latency: add one (slo) to "
-                  "name the cheapest point that meets it.",
+                  f"point.{not_that} No latency target was given, so this says nothing about latency: add one "
+                  "(slo) to name the cheapest point that meets it.",
                   {"meets": None, "cost_per_m_output_tokens": cost(best), "cost_per_hour": best["metrics"]["cost_per_hour"]})
 
 

@@ -56,11 +56,14 @@ def to_csv(body: dict) -> str:
     return buf.getvalue()
 
 
-def to_json(body: dict, *, slug: str | None = None, title: str | None = None) -> str:
-    """The whole report: inputs (profiles and parameters as used), points with metrics, cliff, advice, and the
-    sampler path the clock timed in words (``sampling_words``)."""
+def to_json(body: dict, *, slug: str | None = None, title: str | None = None, findings: dict | None = None) -> str:
+    """The whole report: inputs (profiles and parameters as used), points with metrics, cliff, advice, the
+    sampler path the clock timed in words (``sampling_words``) and, when given, the report's findings
+    (``planner.sweeps.findings``: cliff, operating point, replicas, saturation, headline)."""
     doc = {"report": {"slug": slug, "title": title}, **body,
            "sampling_words": sampling_answer(body.get("inputs"))["sampling_words"]}
+    if findings is not None:
+        doc["findings"] = findings
     return json.dumps(doc, indent=1, sort_keys=False, allow_nan=False, default=str)
 
 

@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from planner.axis_titles import fit_axis_titles
-from planner.sweeps.advice import detect_cliff, operating_point, replicas_for_rate
+from planner.sweeps.findings import operating_point_of, report_findings
 from planner.sweeps.labels import (  # noqa: F401 - also read as figures.<name> by pages and tests
     AXIS_LABELS,
     METRIC_LABELS,
@@ -419,18 +419,22 @@ def build_cliff_search_figure(history: list[list[float]], *, param: str, metric:
     return _plain(fig)
 
 
-def report_figures(body: dict, *, point_index: int | None = None) -> list[tuple[str, str, dict]]:
+def report_figures(body: dict, *, findings: dict | None = None,
+                   point_index: int | None = None) -> list[tuple[str, str, dict]]:
     """The figures a report shows, as ``(id, title, figure)``; which ones depends on the axes.
 
-    ``point_index`` picks the point of the over-time figure (default: the operating point).
+    ``findings``: the report's (:mod:`planner.sweeps.findings`: its cliff, operating point and replicas),
+    computed here when not given. ``point_index`` picks the point of the over-time figure (default: the
+    operating point).
     """
     inputs = body.get("inputs", {})
     points = body.get("points") or []
     if not points:
         return []
+    findings = findings or report_findings(body)
     unit = (inputs.get("workload") or {}).get("arrival_unit", "step")
     figs: list[tuple[str, str, dict]] = []
-    cliff = detect_cliff(body)
+    cliff = findings["cliff"]
     cliff_mark = None
     if cliff:
         cliff_mark = {"x": cliff["x"], "text": "cliff"}
@@ -447,7 +451,7 @@ def report_figures(body: dict, *, point_index: int | None = None) -> list[tuple[
     slo = inputs.get("slo") or {}
     pct = slo.get("percentile", "p90")
     if "num_instances" in axes and any(p["metrics"].get(f"ttft_{pct}_s") is not None for p in points):
-        answers = [r["num_instances"] for r in replicas_for_rate(body)]
+        answers = [r["num_instances"] for r in findings["replicas"]]
         figs.append(("replicas", "Latency against replicas", build_replicas_figure(
             points, slo=slo, percentile=pct, answer=answers[0] if len(answers) == 1 else None,
             arrival_unit=unit)))
@@ -479,7 +483,7 @@ def report_figures(body: dict, *, point_index: int | None = None) -> list[tuple[
     chosen = None
     if point_index is not None:
         chosen = next((p for p in points if p["index"] == point_index), None)
-    chosen = chosen or operating_point(body)
+    chosen = chosen or operating_point_of(body, findings)
     if chosen and chosen.get("series"):
         figs.append(("timeline", "Over time", build_timeseries_figure(chosen)))
     return figs

@@ -6,7 +6,10 @@ value reads the same everywhere: "Request rate 4 requests/s", "2,400 KV blocks".
 
 from __future__ import annotations
 
+import math
+
 from planner.sweeps.axes import AXES
+from simulator.base import figure
 
 #: Axis names as a person reads them, with units (the definition's own labels are the knob names).
 AXIS_LABELS = {
@@ -92,3 +95,19 @@ def value_text(param: str, value, arrival_unit: str = "step") -> str:
             return f"{label} {num}x"
         return f"{label} {num}" if unit in ("", "fraction") else f"{label} {num} {unit}"
     return f"{label} {value}"
+
+
+def cell_text(value, *, percent: bool = False) -> str:
+    """A value for reading in a table cell or a sentence: thousands separators, 3 significant digits below
+    1,000, fractions as % (``percent``), booleans as on/off, "–" for none."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "–"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, str):
+        return value
+    if percent:
+        return f"{value * 100:,.1f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return figure(value)

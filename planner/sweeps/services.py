@@ -428,7 +428,7 @@ def _revoke(task_ids: list[str]) -> None:
 
 def report_create(*, sweep: Sweep) -> Report:
     """The report of a finished sweep: a self-contained snapshot (idempotent per sweep)."""
-    from planner.sweeps.advice import advise
+    from planner.sweeps.findings import advice_from, report_findings
     from planner.sweeps.selectors import sweep_points
 
     existing = Report.objects.filter(sweep=sweep).first()
@@ -448,19 +448,21 @@ def report_create(*, sweep: Sweep) -> Report:
         "points": points,
         "cliff_result": snap.get("cliff_result"),
     }
-    body["advice"] = [a.to_dict() for a in advise(body)]
+    findings = report_findings(body)  # cliff, operating point, replicas, saturation, headline: once
+    body["advice"] = advice_from(body, findings)
     report = Report.objects.create(owner=sweep.owner, sweep=sweep, title=sweep.name[:200] or f"Sweep {sweep.pk}",
-                                   snapshot=body)
+                                   snapshot=body, findings=findings)
     report_figures_cached(report)
     return report
 
 
 def report_figures_cached(report: Report) -> list:
-    """The report's figures, built once and stored (reports are immutable)."""
+    """The report's figures, built once from its findings and stored (reports are immutable)."""
     from planner.sweeps.figures import report_figures
+    from planner.sweeps.findings import findings_of
 
     if report.figures is None:
-        report.figures = [list(f) for f in report_figures(report.snapshot)]
+        report.figures = [list(f) for f in report_figures(report.snapshot, findings=findings_of(report))]
         Report.objects.filter(pk=report.pk).update(figures=report.figures)
     return report.figures
 

@@ -7,14 +7,16 @@ import math
 from django import forms as dj_forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from planner.calibration import fields as calibration_fields
 from planner.models import Sweep
 from planner.sweeps import definition as defn
 from planner.sweeps import exports, selectors, services
-from planner.sweeps.advice import cliff_sentence, detect_cliff
 from planner.sweeps.figures import (
     METRIC_LABELS,
     axis_label,
@@ -23,9 +25,10 @@ from planner.sweeps.figures import (
     metric_title,
     report_figures,
 )
+from planner.sweeps.findings import findings_of
 from planner.sweeps.forms import SweepForm
+from planner.sweeps.labels import cell_text as _cell
 from planner.sweeps.labels import display_value
-from simulator.base import figure
 
 
 @login_required
@@ -38,10 +41,11 @@ def sweep_list(request):
 @require_http_methods(["GET", "POST"])
 def sweep_new(request):
     form = SweepForm(request.POST or None, request.FILES or None, user=request.user)
+    calibration_fields.attach(form, request.user)
     if request.method == "POST":
         form.is_valid()
         # Every problem at once: the fields' own checks, then the definition's (for the fields still clean).
-        definition = form.to_definition()
+        definition = calibration_fields.into(form.to_definition(), form)
         try:
             if form.errors:
                 defn.validate(definition, owner=request.user)
@@ -123,21 +127,6 @@ TABLE_METRICS = ("preemptions_per_request", "ttft_p50_steps", "ttft_p99_steps", 
 _PERCENT = {"mean_kv_usage", "peak_kv_usage", "prefix_cache_hit_rate"}  # fractions shown as %
 
 
-def _cell(value, *, percent: bool = False) -> str:
-    """A table cell for reading: thousands separators, 3 significant digits below 1,000, fractions as %."""
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "–"
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if isinstance(value, str):
-        return value
-    if percent:
-        return f"{value * 100:,.1f}"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return figure(value)
-
-
 def points_table(body: dict, arrival_unit: str = "step") -> dict:
     """The report page's table: a column per swept knob and per metric, each ``{"label", "unit"}``.
 
@@ -166,92 +155,6 @@ def points_table(body: dict, arrival_unit: str = "step") -> dict:
     return {"header": header, "rows": rows}
 
 
-#: A deployment this many times the cliff's KV blocks (or below this share of the cliff's rate) is safe.
-SAFE_MARGIN = 1.2
-
-
-def _range_text(param: str, lo, hi, arrival_unit: str) -> str:
-    _, unit = axis_label(param, arrival_unit)
-    return f"{_cell(lo)} and {_cell(hi)} {unit}".rstrip()
-
-
-def _search_headline(body: dict, arrival_unit: str) -> dict | None:
-    """What a cliff search that found no crossing means, in words (``None`` when it found one)."""
-    c = (body.get("inputs") or {}).get("cliff") or {}
-    cr = body.get("cliff_result") or {}
-    if not c or cr.get("status") not in ("all_good", "all_bad"):
-        return None
-    metric = metric_title(c["metric"]).split(" (")[0]
-    metric = metric[:1].lower() + metric[1:] if metric[1:2].islower() else metric
-    between = _range_text(c["param"], c["lo"], c["hi"], arrival_unit)
-    n = cr.get("evaluations") or len(cr.get("history") or [])
-    if cr["status"] == "all_good":
-        return {"level": "good", "text": (
-            f"No cliff between {between}: {metric} stays within the limit ({cr['limit']:,.3g}) even at the "
-            f"hard end of the range, so the search stopped after {n} simulations. The cliff, if any, lies "
-            "outside this range.")}
-    return {"level": "bad", "text": (
-        f"Past the limit across the whole range: {metric} is above {cr['limit']:,.3g} even at the easy end "
-        f"of {between} ({n} simulations). The cliff lies outside this range.")}
-
-
-def _deployment_x(inputs: dict, param: str):
-    """The deployment's own value of the cliff's parameter: its KV blocks as sized, or its request rate."""
-    if param == "num_gpu_blocks":
-        return (inputs.get("sizing") or {}).get("num_gpu_blocks")
-    if param == "rate":
-        spec = (inputs.get("workload") or {}).get("spec") or {}
-        return (spec.get("arrival") or {}).get("rate")
-    return None
-
-
-def cliff_headline(body: dict, arrival_unit: str = "step") -> dict | None:
-    """The report's headline about the cliff: ``{"text", "level"}``, level ``good``, ``warn`` or ``bad``.
-
-    Red only when the deployment is at or past the cliff; a deployment well clear of it is ``good``
-    and says by how much; a search or a grid that found no cliff says so instead of nothing.
-    """
-    searched = _search_headline(body, arrival_unit)
-    if searched:
-        return searched
-    cliff = detect_cliff(body)
-    sentence = cliff_sentence(body, cliff)
-    if not cliff or not sentence:
-        return _grid_headline(body)
-    x, mine = cliff["x"], _deployment_x(body.get("inputs") or {}, cliff["param"])
-    if mine is None or not x:
-        return {"level": "warn", "text": sentence}
-    if cliff["param"] == "num_gpu_blocks":
-        ratio = mine / x
-        if ratio >= SAFE_MARGIN:
-            return {"level": "good", "text": f"{sentence} That is {ratio:,.1f}× the cliff: safe for this workload."}
-        if ratio >= 1:
-            return {"level": "warn", "text": f"{sentence} Only {100 * (ratio - 1):.0f}% above the cliff."}
-        return {"level": "bad", "text": f"{sentence} Your deployment is below the cliff."}
-    ratio = x / mine
-    unit = "requests/s" if arrival_unit == "s" else "requests/step"
-    if ratio >= SAFE_MARGIN:
-        return {"level": "good", "text": f"{sentence} Your workload's {_cell(mine)} {unit} is {ratio:,.1f}× "
-                                         "below it: safe."}
-    return {"level": "bad" if ratio < 1 else "warn",
-            "text": f"{sentence} Your workload's {_cell(mine)} {unit} is at or near it."}
-
-
-def _grid_headline(body: dict) -> dict | None:
-    """A one-axis KV-blocks or rate grid with no crossing: say the whole range is clear."""
-    from planner.sweeps.advice import PREEMPTION_LIMIT
-
-    axes = (body.get("inputs") or {}).get("axes") or []
-    if len(axes) != 1 or axes[0]["param"] not in ("num_gpu_blocks", "gpu_memory_utilization", "rate"):
-        return None
-    vals = [p["metrics"].get("preemptions_per_request") for p in body.get("points") or []]
-    vals = [v for v in vals if v is not None]
-    if len(vals) < 2 or any(v > PREEMPTION_LIMIT for v in vals):
-        return None
-    return {"level": "good", "text": f"No preemption cliff in the swept range: preemptions per request stay at "
-                                     f"or under {PREEMPTION_LIMIT:g} at every point."}
-
-
 def report_detail(request, slug: str):
     report = selectors.report_get(slug=slug)
     body = report.snapshot
@@ -264,7 +167,7 @@ def report_detail(request, slug: str):
                 ["timeline", "Over time", build_timeseries_figure(chosen)]]
     inputs = body.get("inputs", {})
     arrival_unit = (inputs.get("workload") or {}).get("arrival_unit", "step")
-    headline = cliff_headline(body, arrival_unit)
+    headline = findings_of(report)["headline"]
     axes = [{"title": axis_title(a["param"], arrival_unit),
              "values": ", ".join(_cell(v) for v in a.get("values") or [])} for a in inputs.get("axes") or []]
     cliff = inputs.get("cliff")
@@ -275,10 +178,21 @@ def report_detail(request, slug: str):
         "advice": body.get("advice") or [],
         "table": points_table(body, arrival_unit), "axes": axes, "cliff_titles": cliff_titles,
         "is_owner": request.user.is_authenticated and request.user.pk == report.owner_id,
+        "calibration": _calibration_words(report),
         "inputs": body.get("inputs", {}),
         "slo_ms": {k: f"{v * 1000:,.4g}" for k, v in ((k.removesuffix("_s"), v) for k, v in (
             inputs.get("slo") or {}).items() if k.endswith("_s")) if v is not None},
     })
+
+
+def _calibration_words(report) -> str | None:
+    """The calibration whose coefficients timed the report (its name while it exists; else its number)."""
+    ref = (report.snapshot.get("definition") or {}).get("calibration")
+    if ref is None:
+        return None
+    if str(ref).isdigit():
+        return calibration_fields.name_of(report.owner, int(ref)) or f"#{ref} (since deleted)"
+    return str(ref)
 
 
 def report_download(request, slug: str, fmt: str):
@@ -287,11 +201,10 @@ def report_download(request, slug: str, fmt: str):
     if fmt == "csv":
         resp = HttpResponse(exports.to_csv(body), content_type="text/csv; charset=utf-8")
     elif fmt == "json":
-        resp = HttpResponse(exports.to_json(body, slug=report.slug, title=report.title),
+        resp = HttpResponse(exports.to_json(body, slug=report.slug, title=report.title, findings=findings_of(report)),
                             content_type="application/json")
     else:
-        unit = ((body.get("inputs") or {}).get("workload") or {}).get("arrival_unit", "step")
-        sentence = (cliff_headline(body, unit) or {}).get("text")
+        sentence = (findings_of(report)["headline"] or {}).get("text")
         html = exports.to_html(title=report.title, body=body,
                                figures=[(t, f) for _, t, f in services.report_figures_cached(report)],
                                sentences=[sentence] if sentence else [])
@@ -321,9 +234,24 @@ def report_rerun(request, slug: str):
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def report_delete(request, slug: str):
+    """GET: the confirmation page (what deleting loses: the shared link too); POST, from its button: delete.
+
+    Only the owner sees either (others: 403)."""
     report = selectors.report_get(slug=slug)
-    services.report_delete(report=report, user=request.user)  # PermissionDenied -> 403 for others
-    messages.info(request, "Report deleted.")
+    if report.owner_id != request.user.pk:
+        raise PermissionDenied("Only the owner can delete this report.")
+    if request.method == "GET":
+        return render(request, "confirm.html", {
+            "nav": "reports", "title": f"Delete {report.title}?", "heading": f"Delete the report “{report.title}”?",
+            "consequences": [
+                f"Its {len(report.snapshot.get('points') or [])} simulated points, charts and downloads go.",
+                "Its link stops working for everyone you shared it with.",
+                "The sweep it came from stays in your sweeps list." if report.sweep_id else
+                "Its sweep is gone already, so it cannot be made again from there.",
+            ],
+            "action": request.path, "button": "Delete the report", "back": reverse("sweeps:report", args=[slug])})
+    services.report_delete(report=report, user=request.user)
+    messages.info(request, f"Report “{report.title}” deleted.")
     return redirect("sweeps:report-list")

@@ -32,6 +32,10 @@ def plotly_figure(context, fig: dict, fig_id: str, title: str = "") -> str:
     Plotly draws), and says what it shows when JavaScript is off (base.html's
     ``no-js`` class; the text is hidden as soon as scripts run). Using the tag
     marks the page as one that needs Plotly's JavaScript (``{% plotly_scripts %}``).
+
+    The box is a ``role="figure"`` named by the title, not ``role="img"``: Plotly puts its toolbar's
+    buttons inside it, and an image may not hold controls (axe's ``nested-interactive``); ``figures.js``
+    hides the drawn SVG from screen readers (its tick labels read as noise; the numbers are in the tables).
     """
     _root(context)[_NEEDS_PLOTLY] = True
     data_id = f"fig-{fig_id}-data"
@@ -40,7 +44,7 @@ def plotly_figure(context, fig: dict, fig_id: str, title: str = "") -> str:
     except (AttributeError, TypeError, ValueError):
         height = DEFAULT_FIGURE_HEIGHT
     return format_html(
-        '<div class="figure" id="fig-{}" data-figure="{}" role="img" aria-label="{}" style="height: {}px">'
+        '<div class="figure" id="fig-{}" data-figure="{}" role="figure" aria-label="{}" style="height: {}px">'
         '<p class="figure-fallback">Chart: {} (needs JavaScript; the numbers are in the tables).</p>'
         "</div>{}",
         fig_id,
@@ -62,6 +66,42 @@ def plotly_scripts(context) -> str:
         static(PLOTLY_JS),
         static("js/figures.js"),
     )
+
+
+@register.simple_tag
+def form_sections(form, basic=(), exclude=()) -> dict:
+    """A form's fields split for a short first screen: ``{"basic", "more", "set", "wrong", "open"}``.
+
+    ``basic``: the bound fields named in ``basic``, in that order; ``more``: the others but ``exclude``
+    (shown behind a "More options" disclosure); ``set``: the labels of those ``more`` fields whose value is not
+    their default (``form.defaults()`` where the form has one, else the field's initial; empty counts as unset);
+    ``wrong``: the labels of those with errors; ``open``: whether the disclosure starts open (something in it
+    is set or wrong, so no value and no error is ever hidden behind a closed "More options").
+    """
+    defaults = {}
+    if hasattr(type(form), "defaults"):
+        try:
+            defaults = type(form).defaults(model_default=None, gpu_default=None)
+        except TypeError:
+            defaults = {}
+    out = {"basic": [], "more": [], "set": [], "wrong": []}
+    for field in form:
+        if field.name in exclude:
+            continue
+        if field.name in basic:
+            out["basic"].append(field)
+            continue
+        out["more"].append(field)
+        if field.errors:
+            out["wrong"].append(field.label)
+        value = field.value()
+        default = defaults.get(field.name, form.fields[field.name].initial)
+        if value not in (None, "", [], False) and str(value) != str(default if default is not None else ""):
+            out["set"].append(field.label)
+    order = {name: i for i, name in enumerate(basic)}
+    out["basic"].sort(key=lambda f: order[f.name])
+    out["open"] = bool(out["set"] or out["wrong"])
+    return out
 
 
 @register.simple_tag

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from simulator.base import DeploymentSpec, ModelSpec
-from simulator.clock import CostModelError, RooflineStepTime, sampling_coefficients
+from simulator.clock import CostModelError, RooflineStepTime
 from simulator.engine import EngineConfig, request_latencies, serving_offsets
 from simulator.search.space import Candidate, SearchSpace, Slo, format_seconds
 from simulator.sizing import default_async_scheduling, plan
@@ -121,8 +121,8 @@ def prepare_candidate(index: int, cand: Candidate, model: ModelSpec, space: Sear
     if not sizing.fits or sizing.num_gpu_blocks < 2:
         return Prepared(index, cand, None, _weights_words(sizing, cand), info)
     try:
-        sampler = None if space.sampling is None else sampling_coefficients(space.sampling)  # None: the model's own
-        terms = RooflineStepTime.from_specs(m, cand.gpu, coefficients=sampler, deployment=dep).terms
+        coefficients = space.coefficients_for(cand.gpu)  # None: the model's own path, every default
+        terms = RooflineStepTime.from_specs(m, cand.gpu, coefficients=coefficients, deployment=dep).terms
     except (CostModelError, ValueError) as exc:
         return Prepared(index, cand, None, f"no step-time model: {exc}", info)
     cfg = EngineConfig(num_gpu_blocks=sizing.num_gpu_blocks, block_size=sizing.block_size,

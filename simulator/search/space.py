@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from simulator.base import KV_CACHE_DTYPES, GpuSpec, ModelSpec, milliseconds
+from simulator.clock import sampling_coefficients
 from simulator.clock.cost_model import SAMPLER_PATHS
 from simulator.cluster import ClusterError, parse_routing
 
@@ -211,6 +212,10 @@ class SearchSpace:
     async_scheduling : bool, optional
         Time the candidates with vLLM's asynchronous scheduler (True) or the synchronous one (False); None (the
         default): vLLM's default, asynchronous since 0.14 (:func:`simulator.sizing.default_async_scheduling`).
+    coefficients_by_gpu : dict, optional
+        GPU name -> roofline coefficients (:class:`simulator.clock.RooflineCoefficients` fields) that time the
+        shapes on that GPU instead of the defaults and ``sampling``'s terms: a calibration fitted on that GPU
+        (the planner merges its sampler terms). Shapes on the other GPUs keep the defaults.
     """
 
     gpus: tuple[GpuSpec, ...]
@@ -225,6 +230,7 @@ class SearchSpace:
     max_model_len: int | None = None
     sampling: str | None = None
     async_scheduling: bool | None = None
+    coefficients_by_gpu: dict[str, dict[str, float]] | None = None
 
     def __post_init__(self) -> None:
         gpus = tuple(self.gpus) if hasattr(self.gpus, "__iter__") else ()
@@ -260,6 +266,10 @@ class SearchSpace:
         if self.async_scheduling is not None and not isinstance(self.async_scheduling, bool):
             raise SearchError(f"space.async_scheduling: must be true, false or null (vLLM's default), "
                               f"got {self.async_scheduling!r}")
+        by_gpu = self.coefficients_by_gpu
+        if by_gpu is not None and (not isinstance(by_gpu, dict) or not set(by_gpu) <= {g.name for g in gpus}
+                                   or not all(isinstance(c, dict) for c in by_gpu.values())):
+            raise SearchError("space.coefficients_by_gpu: must map GPU names of space.gpus to coefficient objects")
         n = self.size
         if n > MAX_CANDIDATES:
             raise SearchError(f"space: {n:,} replica shapes (GPUs x TP x PP x precisions x KV dtypes x max_num_seqs) "
@@ -284,7 +294,15 @@ class SearchSpace:
                 "max_replicas": self.max_replicas, "routing": self.routing,
                 "gpu_memory_utilization": self.gpu_memory_utilization, "max_model_len": self.max_model_len,
                 "sampling": self.sampling,
-                **({} if self.async_scheduling is None else {"async_scheduling": self.async_scheduling})}
+                **({} if self.async_scheduling is None else {"async_scheduling": self.async_scheduling}),
+                **({} if self.coefficients_by_gpu is None else {"coefficients_by_gpu": self.coefficients_by_gpu})}
+
+    def coefficients_for(self, gpu: GpuSpec) -> dict[str, float] | None:
+        """The roofline coefficients that time shapes on ``gpu``: ``coefficients_by_gpu``'s for it, else the
+        ``sampling`` path's terms (None: every default, the model's own path)."""
+        if self.coefficients_by_gpu and gpu.name in self.coefficients_by_gpu:
+            return dict(self.coefficients_by_gpu[gpu.name])
+        return None if self.sampling is None else sampling_coefficients(self.sampling)
 
 
 @dataclass(frozen=True)

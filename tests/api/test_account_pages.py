@@ -94,11 +94,15 @@ def test_revoke_removes_my_token(client, user):
     assert not ApiToken.objects.filter(pk=token.pk).exists()
 
 
-def test_revoke_is_post_only(client, user):
+def test_revoke_asks_first_and_revokes_only_from_the_confirmation(client, user):
+    """Issue 33 item 4: the account page's "Revoke…" opens a confirmation (GET changes nothing); its button posts."""
     token, _ = api_token_create(user=user, name="old")
     client.force_login(user)
-    assert client.get(reverse("token-revoke", args=[token.pk])).status_code == 405
+    page = client.get(reverse("token-revoke", args=[token.pk]))
+    assert page.status_code == 200 and "Revoke the API token “old”?" in page.content.decode()
+    assert f'action="{reverse("token-revoke", args=[token.pk])}"' in page.content.decode()
     assert ApiToken.objects.filter(pk=token.pk).exists()
+    assert 'method="post" action="/accounts/tokens/' not in client.get(reverse("account")).content.decode()
 
 
 def test_cannot_revoke_someone_elses_token(client, user, other_user):

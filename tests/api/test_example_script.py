@@ -8,6 +8,7 @@ played by the script's own waits: each ``time.sleep`` runs one pending chunk thr
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -47,7 +48,10 @@ class DjangoAdapter(BaseAdapter):
         response = requests.Response()
         response.status_code = dj.status_code
         response.headers = CaseInsensitiveDict(dict(dj.items()))
-        response._content = b"".join(dj.streaming_content) if dj.streaming else dj.content
+        content = b"".join(dj.streaming_content) if dj.streaming else dj.content
+        if dj.get("Content-Encoding") == "gzip":  # as urllib3 does for requests: the app compresses (GZipMiddleware)
+            content = gzip.decompress(content)
+        response._content = content
         response.url, response.request = request.url, request
         return response
 

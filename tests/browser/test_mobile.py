@@ -1,6 +1,9 @@
-"""Every main page at a desktop's 1400 px and a phone's 390 px: screenshots for review, and on the phone
-no value cut, no sideways scroll, a compact menu, no chart toolbar over titles, the answer on the first
-screen after asking.
+"""Every page of the app at a desktop's 1400 px and a phone's 390 px: screenshots for review; at both widths
+no serious or critical axe-core violation (``tests/browser/axe.py``) and no value outside its visible box,
+no table wider than its box unless it truly cannot fit and then scrolls by keyboard with a hint, no number
+split over two lines, no chart title cut and no chart text under 4.5:1 (``tests/browser/layout.py``); on the
+phone no sideways scroll, a compact menu that shows every link, no chart toolbar over titles, the answer on
+the first screen after asking.
 
 Screenshots go to ``artifacts/screenshots/<page>-1400.png`` and ``<page>-390.png`` (see docs/browser-tests.md).
 """
@@ -11,7 +14,9 @@ import re
 
 from playwright.sync_api import expect
 
+from tests.browser.axe import axe_source, axe_violations
 from tests.browser.conftest import SCREENSHOTS, _assert_clean, _new_page, screenshots_wanted, session_cookie
+from tests.browser.layout import layout_problems
 
 DESKTOP = {"width": 1400, "height": 900}
 PHONE = {"width": 390, "height": 844}
@@ -46,11 +51,23 @@ def _pages(reports: dict) -> dict[str, str]:
         "catalog-model": f"/catalog/models/{llama}/", "catalog-gpu": f"/catalog/gpus/{h100}/",
         "import": "/catalog/models/import/", "gpu-new": "/catalog/gpus/new/", "mine": "/catalog/mine/",
         "account": "/accounts/", "api-docs": "/api/docs/",
+        # pages with errors, and the confirmations destructive actions ask for
+        "sizing-error": "/?gpu_memory_utilization=2&tensor_parallel_size=3&max_model_len=-5",
+        "replicas-error": "/replicas/?rate=-1&ttft_ms=0&num_requests=5",
+        "report-delete": f"/reports/{reports['report'].slug}/delete/",
+        "token-revoke": f"/accounts/tokens/{reports['token'].pk}/revoke/",
     }
 
 
 #: The pages seen signed out (a shared report is opened by people without an account).
 SIGNED_OUT = {"sign-in": "/accounts/login/", "sign-up": "/accounts/signup/"}
+
+#: The tables that truly cannot fit a phone (one row of up to a dozen figures per simulated point, per GPU
+#: compared, per catalog entry): they scroll inside their box, by keyboard too, with a hint. Every other table
+#: fits its box at 390 px, and every table fits at 1400 px.
+SCROLL_ON_A_PHONE = {"Points", "Every replica count simulated", "Disaggregated against aggregated, same GPUs",
+                     "Every deployment tried", "Aggregated against disaggregated prefill/decode", "GPU comparison",
+                     "Models", "GPUs"}
 
 
 _CUT = """() => {
@@ -91,7 +108,18 @@ def _check_words(page, name: str) -> None:
     assert not found, f"{name}: {found}"
 
 
+def _check_layout_and_axe(page, name: str, viewport: dict, axe: str) -> list[str]:
+    """What a person would find cut, split or unreachable on this page, and axe's serious or critical findings."""
+    found, scrolling = layout_problems(page)
+    allowed = SCROLL_ON_A_PHONE if viewport is PHONE else set()
+    found += [f"table “{t}” does not fit its box at {viewport['width']} px" for t in scrolling if t not in allowed]
+    found += [f"axe: {v}" for v in axe_violations(page, axe)]
+    return [f"{name} at {viewport['width']} px: {f}" for f in found]
+
+
 def _shoot(browser, live_server, pages: dict[str, str], cookies: list) -> None:
+    axe = axe_source()
+    failures: list[str] = []
     for viewport in (DESKTOP, PHONE):
         context, page, problems = _new_page(browser, live_server, cookies=cookies, viewport=viewport)
         try:
@@ -107,18 +135,24 @@ def _shoot(browser, live_server, pages: dict[str, str], cookies: list) -> None:
                     _check_phone(page, name)
                 else:
                     _check_words(page, name)
+                failures += _check_layout_and_axe(page, name, viewport, axe)
             _assert_clean(page, problems)
         finally:
             context.close()
+    assert not failures, "\n".join(failures)
 
 
 def test_every_page_at_both_widths(browser, live_server, catalog, user, finished_report, replicas_report,
                                    cliff_report, disaggregated_report, speculative_report, search_report,
                                    xpyd_search_report, queued_search):
+    from accounts.services import api_token_create
+
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    token, _ = api_token_create(user=user, name="notebook")
     pages = _pages({"report": finished_report, "replicas": replicas_report, "cliff": cliff_report,
                     "disaggregated": disaggregated_report, "speculative": speculative_report,
-                    "search": search_report, "xpyd_search": xpyd_search_report, "queued_search": queued_search})
+                    "search": search_report, "xpyd_search": xpyd_search_report, "queued_search": queued_search,
+                    "token": token})
     _shoot(browser, live_server, pages, [session_cookie(live_server, user)])
     _shoot(browser, live_server, {**SIGNED_OUT, "report-signed-out": pages["report"],
                                   "search-report-signed-out": pages["search-report"]}, [])
@@ -167,6 +201,36 @@ def test_report_tables_show_more_than_three_columns_on_a_phone(browser, live_ser
             colours = page.evaluate("""() => [...document.querySelectorAll('table.points tr.chosen')].map(tr =>
                 [...new Set([...tr.children].map(c => getComputedStyle(c).backgroundColor))])""")
             assert all(len(c) == 1 for c in colours), f"{path}: a chosen row in two colours: {colours}"
+        _assert_clean(page, problems)
+    finally:
+        context.close()
+
+
+def test_a_table_too_wide_for_a_phone_scrolls_by_keyboard_with_a_hint(browser, live_server, catalog, user,
+                                                                      replicas_report):
+    """Issue 33 items 1 and 7: a wide table's box could not be scrolled by keyboard and gave no cue (4 of 10
+    columns in view); now Tab reaches the box, the arrow keys scroll it, and a hint says how many columns."""
+    context, page, problems = _new_page(browser, live_server, viewport=PHONE)
+    try:
+        page.goto(f"/reports/{replicas_report.slug}/")
+        wrap = page.locator(".table-wrap.scrolls").filter(has=page.locator("table.points")).first
+        expect(wrap).to_have_attribute("tabindex", "0")
+        expect(wrap).to_have_attribute("aria-label", "Points (scrolls sideways)")
+        columns = page.locator("table.points thead th").count()
+        hint = wrap.locator("xpath=preceding-sibling::p[1]")
+        expect(hint).to_have_text(f"All {columns} columns: scroll the table sideways →")
+        for _ in range(40):  # by keyboard alone: Tab until the box has the focus
+            page.keyboard.press("Tab")
+            if page.evaluate("document.activeElement.classList.contains('scrolls')"):
+                break
+        else:
+            raise AssertionError("Tab never reaches the table's box")
+        ring = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
+        assert ring != "none", "the focused box shows a ring"
+        assert wrap.evaluate("e => e.scrollLeft") == 0
+        page.keyboard.press("ArrowRight")
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function("document.activeElement.scrollLeft > 0")
         _assert_clean(page, problems)
     finally:
         context.close()

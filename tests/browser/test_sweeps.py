@@ -106,7 +106,7 @@ def test_kv_blocks_sweep_runs_and_shows_the_cliff(signed_in_page, report_url, sc
     # The owner finds it again from the navigation: their reports, their sweeps.
     nav = page.get_by_role("navigation", name="Main")
     nav.get_by_role("link", name="Reports").click()
-    expect(page.get_by_role("link", name="KV cliff in the browser")).to_be_visible()
+    expect(page.get_by_role("link", name="KV cliff in the browser", exact=True)).to_be_visible()
     expect(page.locator("table code")).to_contain_text(report_url)
     screenshot(page, "reports")
     nav.get_by_role("link", name="Sweeps").click()
