@@ -551,7 +551,25 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cluster_parser(sub)
     _add_search_parser(sub)
     _add_validate(sub)
+    from simulator.cli.day import add_day_parser
+
+    add_day_parser(sub, add_trace_arguments)
+    sub.choices["day"].set_defaults(func=cmd_day)
     return p
+
+
+def cmd_day(args: argparse.Namespace) -> int:
+    """``day``: a day of traffic against an autoscaling policy (simulator/cli/day.py, docs/autoscaling.md)."""
+    from simulator.cli.day import run_day
+
+    data = load_config_file(args.config)
+    config = _config(data, f"config file {args.config!r}")
+    workload, trace = load_workload(args.workload, args, config.max_model_len)
+    out = run_day(args, workload, config, CliError)
+    if trace is not None:
+        out["trace"] = trace.to_dict()
+    _emit(_dump(out, args.indent), args.output)
+    return 0
 
 
 def _add_memory_cap(parser: argparse.ArgumentParser) -> None:
