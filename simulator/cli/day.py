@@ -16,7 +16,7 @@ from typing import Any
 
 from simulator.autoscale import ColdStart, policy_from_dict, rate_curve
 from simulator.base import ConfigError
-from simulator.day import ROUTINGS, answer_day, simulate_day
+from simulator.day import ROUTINGS, answer_day, simulate_day, simulate_day_in_chunks
 
 
 def _json_arg(text: str, what: str, error: type[Exception]) -> Any:
@@ -59,6 +59,11 @@ def add_day_parser(sub, add_trace_arguments) -> None:
     day.add_argument("--price-per-gpu-hour", type=float, default=1.0, metavar="USD", help="price of a GPU-hour")
     day.add_argument("--slo-ttft-s", type=float, metavar="S", help="TTFT target for attainment, seconds")
     day.add_argument("--slo-tpot-s", type=float, metavar="S", help="TPOT target for attainment, seconds")
+    day.add_argument("--chunk-s", type=float, metavar="S",
+                     help="simulate the day in chunks of S seconds, each with --overlap-s either side (bounded "
+                          "memory; a whole number of the policy's syncs; default: one run)")
+    day.add_argument("--overlap-s", type=float, default=600.0, metavar="S",
+                     help="warm-up and cool-down of each chunk, seconds (default 600)")
     day.add_argument("--output", "-o", metavar="FILE", help="write the JSON here instead of stdout")
     day.add_argument("--indent", type=int, metavar="N", help="pretty-print JSON with N spaces")
     add_trace_arguments(day)
@@ -91,10 +96,15 @@ def build_policy(data: dict[str, Any], arrival, cold_s: float):
 def run_day(args: argparse.Namespace, workload, config, error: type[Exception]) -> dict[str, Any]:
     cold = cold_start_seconds(args, error)
     policy = build_policy(_json_arg(args.policy, "--policy", error), workload.arrival, cold)
-    res = simulate_day(workload, config, policy, cold_start_s=cold, routing=args.routing)
+    if args.chunk_s is None:
+        res = simulate_day(workload, config, policy, cold_start_s=cold, routing=args.routing)
+    else:
+        res = simulate_day_in_chunks(workload, config, policy, chunk_s=args.chunk_s, overlap_s=args.overlap_s,
+                                     cold_start_s=cold, routing=args.routing)
     ans = answer_day(res, gpus_per_replica=args.gpus_per_replica, price_per_gpu_hour=args.price_per_gpu_hour,
                      slo_ttft_s=args.slo_ttft_s, slo_tpot_s=args.slo_tpot_s)
     return {"policy": res.policy, "routing": res.routing, "cold_start_s": res.cold_start_s, "end_s": res.end_s,
+            "chunks": None if args.chunk_s is None else {"chunk_s": args.chunk_s, "overlap_s": args.overlap_s},
             "answer": ans.to_dict(), "pods": [p.to_dict() for p in res.pods],
             "fleet": {k: v.tolist() for k, v in res.replicas_over_time().items()}}
 

@@ -118,7 +118,7 @@ def answer_day(result: DayResult, *, gpus_per_replica: int = 1, price_per_gpu_ho
     hours = _hours(result, lat, ok, gpus)
     return DayAnswer(gpu_hours=gpu_h, cost=gpu_h * price, peak_replicas=peak, fixed_peak_gpu_hours=fixed_h,
                      fixed_peak_cost=fixed_h * price, attainment=float(ok.mean()) if n else 1.0, requests=n,
-                     unfinished=int((~lat.completed).sum()), replicas_started=len(result.pods), hours=tuple(hours),
+                     unfinished=int((~lat.completed).sum()), replicas_started=result.started, hours=tuple(hours),
                      slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s)
 
 

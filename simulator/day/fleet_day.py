@@ -52,7 +52,7 @@ ROUTINGS = ("least-loaded", "round-robin")
 ENGINE_BYTES_PER_REQUEST = 600
 #: Most memory the live replicas' engines may take together.
 MAX_ENGINE_BYTES = 6 * 1024 ** 3
-_STATUS = np.array(["waiting", "running", "waiting", "finished", "dropped_unservable"])
+STATUS_NAMES = np.array(["waiting", "running", "waiting", "finished", "dropped_unservable"])
 
 
 @dataclass
@@ -104,6 +104,7 @@ class DayResult:
     cold_start_s: float
     sync_s: float
     end_s: float
+    started: int  # replicas asked for during the run (those ready at its start included)
 
     def replicas_over_time(self) -> dict[str, np.ndarray]:
         """The samples as columns (``time_s``, ``ready``, ...), shape (syncs,)."""
@@ -114,7 +115,7 @@ class DayResult:
         return float(sum(p.billed_s(self.end_s) for p in self.pods))
 
 
-def _check(workload: Workload, config: EngineConfig, policy: Policy, cold_start_s: float, routing: str) -> None:
+def check_day_input(workload: Workload, config: EngineConfig, policy: Policy, cold_start_s: float, routing: str) -> None:
     if not isinstance(workload, Workload) or workload.arrival_unit != "s":
         raise ConfigError("workload: a day needs arrivals in seconds")
     if not isinstance(config, EngineConfig):
@@ -324,16 +325,28 @@ def simulate_day(workload: Workload, config: EngineConfig, policy: Policy, *, co
     ``cold_start_s``: seconds from asking for a replica to its first request
     (:meth:`simulator.autoscale.ColdStart.seconds`). Raises :class:`ConfigError` naming the field.
     """
-    _check(workload, config, policy, cold_start_s, routing)
+    check_day_input(workload, config, policy, cold_start_s, routing)
+    run = run_fleet(workload, config, policy, cold_start_s, routing, prep=prep, progress=progress)
+    return result_of(run, workload)
+
+
+def run_fleet(workload: Workload, config: EngineConfig, policy: Policy, cold_start_s: float, routing: str, *,
+              prep: WorkloadPrep | None = None, progress: Callable[[float], None] | None = None,
+              start_s: float = 0.0, start_pods: list[float] | None = None,
+              script: dict[float, int] | None = None) -> _DayRun:
+    """The run itself, from ``start_s`` (a multiple of the policy's sync) with replicas ready at ``start_pods``
+    (default: ``policy.start()`` replicas ready at once); at the syncs in ``script`` the fleet takes the
+    recorded count instead of the policy's (which still observes). Every replica is drained at the end."""
     prep = prep or WorkloadPrep(workload)
     run = _DayRun(workload, config, policy, cold_start_s, routing, prep)
-    for _ in range(policy.start()):
-        run._start_pod(0.0, 0.0)
+    for ready_s in ([start_s] * policy.start() if start_pods is None else start_pods):
+        run._start_pod(start_s, ready_s)
     order, arr = prep.order.tolist(), prep.arrival_sorted.tolist()
     n, p, sync = workload.n, 0, float(policy.sync_s)
+    first = round(start_s / sync) + 1
     last_sync = math.ceil((arr[-1] if arr else 0.0) / sync) + 2 * math.ceil(86_400 / sync)
     step = max(1, n // 100)
-    for s in range(1, last_sync + 1):
+    for s in range(first, last_sync + 1):
         t_sync = s * sync
         while p < n and arr[p] < t_sync:
             run.flush_queue(arr[p])
@@ -344,6 +357,8 @@ def simulate_day(workload: Workload, config: EngineConfig, policy: Policy, *, co
         run.flush_queue(t_sync)
         obs = run.observe(t_sync)
         desired = run.decider.decide(obs)
+        if script is not None and t_sync in script:
+            desired = script[t_sync]
         run.scale(t_sync, desired)
         run.flush_queue(t_sync)
         run.sample(t_sync, obs, desired)
@@ -354,10 +369,10 @@ def simulate_day(workload: Workload, config: EngineConfig, policy: Policy, *, co
                           "the last arrival)")
     for i in list(run.engines):
         run._retire(i, math.inf, drain=True)
-    return _result(run, workload)
+    return run
 
 
-def _result(run: _DayRun, wl: Workload) -> DayResult:
+def result_of(run: _DayRun, wl: Workload) -> DayResult:
     c = run.cols
     fin = c["finish_time_s"]
     end_s = float(max(np.nanmax(fin) if np.isfinite(fin).any() else 0.0, float(wl.arrival.max(initial=0.0))))
@@ -367,10 +382,10 @@ def _result(run: _DayRun, wl: Workload) -> DayResult:
         if pod.stop_s is not None and not math.isfinite(pod.stop_s):
             pod.stop_s = None
     requests = {"arrival": wl.arrival, "prompt_len": wl.prompt_len, "max_tokens": wl.output_len,
-                **{k: v for k, v in c.items() if k != "status"}, "status": tuple(_STATUS[c["status"]].tolist())}
+                **{k: v for k, v in c.items() if k != "status"}, "status": tuple(STATUS_NAMES[c["status"]].tolist())}
     return DayResult(requests=requests, pods=tuple(run.pods), samples=tuple(run.samples),
                      policy=run.policy.to_dict(), routing=run.routing, cold_start_s=run.cold,
-                     sync_s=float(run.policy.sync_s), end_s=end_s)
+                     sync_s=float(run.policy.sync_s), end_s=end_s, started=len(run.pods))
 
 
 __all__ = ["ENGINE_BYTES_PER_REQUEST", "MAX_ENGINE_BYTES", "MAX_PODS", "METRIC_WINDOW_S", "ROUTINGS", "DayResult",

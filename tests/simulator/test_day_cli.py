@@ -51,6 +51,18 @@ def test_an_oracle_gets_the_workload_s_own_rates_and_a_lead_of_cold_start_plus_s
     assert out["policy"]["lead_s"] == pytest.approx(75.0) and len(out["policy"]["rates"]) >= 5
 
 
+def test_in_chunks_the_answer_is_the_one_run_s_within_two_percent(capsys, config):
+    argv = ["day", "--workload", AZURE, "--config", config, "--trace-speedup", "3", "--cold-start-s", "30",
+            "--policy", '{"kind": "hpa", "metric": "running", "target": 16, "max_replicas": 4}']
+    code, whole, err = run(capsys, *argv)
+    assert code == 0, err
+    code, chunked, err = run(capsys, *argv, "--chunk-s", "45", "--overlap-s", "15")
+    assert code == 0, err
+    assert chunked["chunks"] == {"chunk_s": 45.0, "overlap_s": 15.0} and whole["chunks"] is None
+    assert chunked["answer"]["gpu_hours"] == pytest.approx(whole["answer"]["gpu_hours"], rel=0.02)
+    assert chunked["answer"]["requests"] == whole["answer"]["requests"]
+
+
 @pytest.mark.parametrize(("argv", "words"), [
     (["--policy", '{"kind": "hpa", "min_replicas": 4, "max_replicas": 2}'], "policy.max_replicas: 2 is below"),
     (["--policy", '{"kind": "autoscale"}'], "policy.kind: must be one of"),
@@ -58,6 +70,7 @@ def test_an_oracle_gets_the_workload_s_own_rates_and_a_lead_of_cold_start_plus_s
     (["--policy", '{"kind": "fixed"}', "--cold-start-s", "-5"], "cold_start_s: must be 0 to 86,400"),
     (["--policy", '{"kind": "fixed"}', "--cold-start", '{"warmup_s": 3}'], "cold_start.warmup_s: unknown field"),
     (["--policy", '{"kind": "fixed"}', "--price-per-gpu-hour", "0"], "price_per_gpu_hour: must be a number > 0"),
+    (["--policy", '{"kind": "fixed"}', "--chunk-s", "50"], "chunk_s: must be a whole number of the policy's syncs"),
 ])
 def test_bad_input_is_one_line_and_exit_status_2(capsys, config, argv, words):
     code, out, err = run(capsys, "day", "--workload", AZURE, "--config", config, *argv)

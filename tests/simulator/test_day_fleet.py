@@ -7,6 +7,7 @@ request after its stop, billed until its last request ends).
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -15,7 +16,7 @@ import pytest
 from simulator.autoscale import FixedPolicy, HpaPolicy, OraclePolicy, ScheduledPolicy, rate_curve
 from simulator.base import ConfigError
 from simulator.cluster import simulate_cluster
-from simulator.day import answer_day, simulate_day
+from simulator.day import Handover, answer_day, chunk_plans, simulate_chunk, simulate_day, simulate_day_in_chunks
 from simulator.day.fleet_day import MAX_ENGINE_BYTES
 from simulator.engine import EngineConfig
 from simulator.workload import WorkloadSpec, generate_workload, parse_arrival
@@ -135,3 +136,57 @@ def test_answer_bad_prices_name_the_field():
         answer_day(day, price_per_gpu_hour=-1)
     with pytest.raises(ConfigError, match="slo_tpot_s"):
         answer_day(day, slo_tpot_s=0)
+
+
+# --------------------------------------------------------------------------- in chunks
+
+BURSTY = "stages:3x300,30x240,3x300"
+
+
+def test_one_chunk_longer_than_the_run_is_the_run_itself():
+    wl = workload(4000, BURSTY)
+    policy = HpaPolicy(metric="running", target=24, max_replicas=6)
+    whole = simulate_day(wl, CONFIG, policy, cold_start_s=45.0)
+    one = simulate_day_in_chunks(wl, CONFIG, policy, chunk_s=7200, overlap_s=600, cold_start_s=45.0)
+    for col in ("first_token_time_s", "finish_time_s", "pod"):
+        assert np.array_equal(one.requests[col], whole.requests[col], equal_nan=True), col
+    assert [p.to_dict() for p in one.pods] == [p.to_dict() for p in whole.pods]
+    assert one.samples == whole.samples and one.started == whole.started
+
+
+def test_chunks_with_an_overlap_give_the_day_s_answer_within_two_percent():
+    wl = workload(9000, BURSTY)
+    policy = HpaPolicy(metric="running", target=24, max_replicas=8)
+    whole = answer_day(simulate_day(wl, CONFIG, policy, cold_start_s=45.0), slo_ttft_s=1.0, slo_tpot_s=0.04)
+    res = simulate_day_in_chunks(wl, CONFIG, policy, chunk_s=600, overlap_s=300, cold_start_s=45.0)
+    chunked = answer_day(res, slo_ttft_s=1.0, slo_tpot_s=0.04)
+    assert whole.peak_replicas >= 3, "the day should make the policy scale"
+    assert chunked.gpu_hours == pytest.approx(whole.gpu_hours, rel=0.02)
+    assert chunked.attainment == pytest.approx(whole.attainment, abs=0.01)
+    assert chunked.requests == whole.requests and chunked.unfinished == 0
+    t = [s.time_s for s in res.samples]
+    assert t == sorted(t) and len(set(t)) == len(t)  # each sync reported by exactly one chunk
+    assert sorted(p.index for p in res.pods) == list(range(len(res.pods)))
+    assert set(res.requests["pod"].tolist()) <= set(range(len(res.pods)))
+
+
+def test_a_handover_survives_json():
+    wl = workload(3000, BURSTY)
+    policy = HpaPolicy(metric="running", target=24, max_replicas=6)
+    plans = chunk_plans(float(wl.arrival.max()), 600, 300, policy.sync_s)
+    first = simulate_chunk(wl, CONFIG, policy, plans[0], cold_start_s=45.0, routing="least-loaded", handover=None,
+                           next_plan=plans[1])
+    again = Handover.from_dict(json.loads(json.dumps(first.handover.to_dict())))
+    assert again == first.handover and again.ready_s and min(again.script) > plans[1].lo_s
+
+
+@pytest.mark.parametrize(("chunk_s", "overlap_s", "words"), [
+    (610, 300, "chunk_s: must be a whole number of the policy's syncs"),
+    (600, 900, "overlap_s: at most chunk_s"),
+    (0, 0, "chunk_s: must be > 0"),
+    (600, -15, "overlap_s: must be a number of seconds >= 0"),
+])
+def test_bad_chunks_name_the_field(chunk_s, overlap_s, words):
+    with pytest.raises(ConfigError, match=words):
+        simulate_day_in_chunks(workload(50, "poisson-time:5"), CONFIG, FixedPolicy(1), chunk_s=chunk_s,
+                               overlap_s=overlap_s)

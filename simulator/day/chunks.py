@@ -1,0 +1,214 @@
+"""A long day in chunks: each chunk of ``chunk_s`` seconds simulated on its own, with an overlap either side.
+
+>>> res = simulate_day_in_chunks(workload, config, policy, chunk_s=3600, overlap_s=600, cold_start_s=135)  # doctest: +SKIP
+
+One run over a whole day holds every request in every live replica's engine; a chunk holds only its own
+hour (and the overlaps), so memory stays bounded and each finished chunk can be kept. Chunk ``h`` reports the
+requests arriving in ``[S, E)`` (``S = h x chunk_s``, ``E = S + chunk_s``) and the replica-seconds billed in
+that span, and simulates the arrivals of ``[S - overlap, E + overlap)``:
+
+* **warm-up** ``[S - overlap, S)``: the fleet starts with the replicas the previous chunk had alive at
+  ``S - overlap`` (ready, or starting with their own ready time), empty caches, and takes at each sync the
+  replica count the previous chunk's policy chose; the policy observes (an HPA rebuilds its stabilization
+  window if ``overlap`` is at least that window) but does not act;
+* **its own span** ``[S, E)``: the policy decides;
+* **cool-down** ``[E, E + overlap)``: arrivals go on, so the chunk's last requests meet the load they would
+  have met, not an emptied fleet; nothing of it is reported.
+
+What a chunk cannot see: requests of the previous chunk still in the fleet at ``S - overlap`` (the warm-up
+replaces them by the ones that arrived after), prefix-cache contents older than the warm-up, and multi-turn
+parents before it (the turn is then a fresh prompt). With ``chunk_s`` at least the whole run it is
+:func:`~simulator.day.fleet_day.simulate_day` exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from simulator.autoscale import Policy
+from simulator.base import ConfigError
+from simulator.day.fleet_day import (
+    STATUS_NAMES,
+    DayResult,
+    FleetSample,
+    PodRecord,
+    check_day_input,
+    result_of,
+    run_fleet,
+)
+from simulator.engine import EngineConfig
+from simulator.workload import Workload
+
+#: Columns a chunk keeps of each request it reports.
+COLUMNS = ("first_token_time_s", "finish_time_s", "num_output_tokens", "num_preemptions", "status", "pod")
+
+
+@dataclass(frozen=True)
+class ChunkPlan:
+    """Chunk ``index``: reports ``[start_s, end_s)`` (``end_s`` inf for the last), simulates ``[lo_s, hi_s)``."""
+
+    index: int
+    start_s: float
+    end_s: float
+    lo_s: float
+    hi_s: float
+
+
+@dataclass(frozen=True)
+class Handover:
+    """What the next chunk starts from: replicas alive at its ``lo_s`` (their ready times) and the counts this
+    chunk's policy chose at the syncs of the next chunk's warm-up."""
+
+    ready_s: tuple[float, ...]
+    script: dict[float, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ready_s": list(self.ready_s), "script": [[t, d] for t, d in sorted(self.script.items())]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Handover:
+        return cls(tuple(float(x) for x in data["ready_s"]), {float(t): int(d) for t, d in data["script"]})
+
+
+@dataclass(frozen=True, eq=False)
+class DayChunk:
+    """One chunk's share of the day: its requests' columns (global indices), billed pods and fleet samples."""
+
+    plan: ChunkPlan
+    request_index: np.ndarray
+    columns: dict[str, np.ndarray]
+    pods: tuple[PodRecord, ...]
+    samples: tuple[FleetSample, ...]
+    started: int
+    handover: Handover | None
+
+
+def _whole(name: str, v: float, sync_s: float) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        raise ConfigError(f"{name}: must be a number of seconds >= 0, got {v!r}")
+    if abs(v / sync_s - round(v / sync_s)) > 1e-9:
+        raise ConfigError(f"{name}: must be a whole number of the policy's syncs ({sync_s:g} s), got {v:g}")
+    return float(v)
+
+
+def chunk_plans(last_arrival_s: float, chunk_s: float, overlap_s: float, sync_s: float) -> list[ChunkPlan]:
+    """The chunks covering arrivals up to ``last_arrival_s`` (both lengths whole numbers of syncs)."""
+    chunk_s = _whole("chunk_s", chunk_s, sync_s)
+    overlap_s = _whole("overlap_s", overlap_s, sync_s)
+    if chunk_s <= 0:
+        raise ConfigError("chunk_s: must be > 0 seconds")
+    if overlap_s > chunk_s:
+        raise ConfigError(f"overlap_s: at most chunk_s ({chunk_s:g} s), got {overlap_s:g}")
+    count = max(1, math.floor(last_arrival_s / chunk_s) + 1)
+    plans = []
+    for h in range(count):
+        start = h * chunk_s
+        last = h == count - 1
+        end = math.inf if last else start + chunk_s
+        plans.append(ChunkPlan(h, start, end, max(0.0, start - overlap_s), math.inf if last else end + overlap_s))
+    return plans
+
+
+def sub_workload(wl: Workload, lo_s: float, hi_s: float) -> tuple[Workload, np.ndarray]:
+    """The requests arriving in ``[lo_s, hi_s)`` as a workload of their own, and their global indices; a parent
+    outside the window is dropped (the turn becomes a fresh prompt)."""
+    arrival = np.asarray(wl.arrival)
+    idx = np.flatnonzero((arrival >= lo_s) & (arrival < hi_s))
+    local = np.full(wl.n, -1, np.int64)
+    local[idx] = np.arange(idx.size)
+    parent = wl.parent[idx]
+    par = np.where(parent >= 0, local[np.maximum(parent, 0)], -1)
+    plen = np.where(par >= 0, wl.parent_len[idx], -1)
+    sub = Workload(prompt_len=wl.prompt_len[idx], output_len=wl.output_len[idx], arrival=arrival[idx],
+                   arrival_unit="s", prefix_id=wl.prefix_id[idx], prefix_len=wl.prefix_len, parent=par,
+                   ids=tuple(wl.ids[i] for i in idx.tolist()), prefix_names=wl.prefix_names, parent_len=plen)
+    return sub, idx
+
+
+def _alive_at(pods, t: float) -> list[float]:
+    return sorted(p.ready_s for p in pods if p.asked_s <= t and (p.stop_s is None or p.stop_s > t))
+
+
+def simulate_chunk(workload: Workload, config: EngineConfig, policy: Policy, plan: ChunkPlan, *,
+                   cold_start_s: float, routing: str, handover: Handover | None,
+                   next_plan: ChunkPlan | None) -> DayChunk:
+    """Chunk ``plan`` of the day (module docstring), from the previous chunk's ``handover``."""
+    sub, idx = sub_workload(workload, plan.lo_s, plan.hi_s)
+    check_day_input(sub, config, policy, cold_start_s, routing)
+    if handover is None and plan.lo_s > 0:
+        raise ConfigError("handover: a chunk after the first needs the previous chunk's handover")
+    run = run_fleet(sub, config, policy, cold_start_s, routing, start_s=plan.lo_s,
+                    start_pods=None if handover is None else list(handover.ready_s),
+                    script=None if handover is None else handover.script)
+    res = result_of(run, sub)
+    arrival = np.asarray(sub.arrival)
+    mine = (arrival >= plan.start_s) & (arrival < plan.end_s)
+    cols = {k: np.asarray(res.requests[k])[mine] for k in COLUMNS if k != "status"}
+    cols["status"] = run.cols["status"][mine]
+    pods = []
+    for p in res.pods:
+        lo, hi = max(p.asked_s, plan.start_s), min(p.gone_s if p.gone_s is not None else math.inf, plan.end_s)
+        if hi > lo:
+            pods.append(replace(p, asked_s=lo, gone_s=None if math.isinf(hi) else hi))
+    samples = tuple(s for s in res.samples if plan.start_s < s.time_s <= plan.end_s)
+    started = sum(1 for p in res.pods if plan.start_s <= p.asked_s < plan.end_s)
+    nxt = None
+    if next_plan is not None:
+        script = {s.time_s: s.desired for s in res.samples if next_plan.lo_s < s.time_s < next_plan.start_s}
+        nxt = Handover(tuple(_alive_at(res.pods, next_plan.lo_s)), script)
+    return DayChunk(plan, idx[mine], cols, tuple(pods), samples, started, nxt)
+
+
+def join_chunks(workload: Workload, chunks: list[DayChunk], policy: Policy, *, cold_start_s: float,
+                routing: str) -> DayResult:
+    """The day from its chunks, as :func:`~simulator.day.fleet_day.simulate_day` reports one run."""
+    n = workload.n
+    cols = {"first_token_time_s": np.full(n, np.nan), "finish_time_s": np.full(n, np.nan),
+            "num_output_tokens": np.zeros(n, np.int64), "num_preemptions": np.zeros(n, np.int64),
+            "status": np.zeros(n, np.int64), "pod": np.full(n, -1, np.int64)}
+    pods: list[PodRecord] = []
+    for c in chunks:
+        for k in COLUMNS:
+            cols[k][c.request_index] = c.columns[k]
+        renumber = np.full(max((p.index for p in c.pods), default=-1) + 2, -1, np.int64)  # last slot: -1 stays
+        for p in c.pods:
+            renumber[p.index] = len(pods)
+            pods.append(replace(p, index=len(pods)))
+        cols["pod"][c.request_index] = renumber[c.columns["pod"]]
+    fin = cols["finish_time_s"]
+    end_s = float(max(np.nanmax(fin) if np.isfinite(fin).any() else 0.0, float(workload.arrival.max(initial=0.0))))
+    requests = {"arrival": workload.arrival, "prompt_len": workload.prompt_len, "max_tokens": workload.output_len,
+                **{k: v for k, v in cols.items() if k != "status"}, "status": tuple(STATUS_NAMES[cols["status"]].tolist())}
+    return DayResult(requests=requests, pods=tuple(pods),
+                     samples=tuple(s for c in chunks for s in c.samples), policy=policy.to_dict(), routing=routing,
+                     cold_start_s=float(cold_start_s), sync_s=float(policy.sync_s), end_s=end_s,
+                     started=sum(c.started for c in chunks))
+
+
+def simulate_day_in_chunks(workload: Workload, config: EngineConfig, policy: Policy, *, chunk_s: float = 3600.0,
+                           overlap_s: float = 600.0, cold_start_s: float = 135.0, routing: str = "least-loaded",
+                           progress: Callable[[float], None] | None = None) -> DayResult:
+    """The whole day, chunk after chunk in this process (a worker pool runs :func:`simulate_chunk` itself)."""
+    if not isinstance(workload, Workload) or workload.arrival_unit != "s":
+        raise ConfigError("workload: a day needs arrivals in seconds")
+    plans = chunk_plans(float(np.max(workload.arrival, initial=0.0)), chunk_s, overlap_s, float(policy.sync_s))
+    chunks: list[DayChunk] = []
+    handover = None
+    for i, plan in enumerate(plans):
+        nxt = plans[i + 1] if i + 1 < len(plans) else None
+        chunk = simulate_chunk(workload, config, policy, plan, cold_start_s=cold_start_s, routing=routing,
+                               handover=handover, next_plan=nxt)
+        chunks.append(chunk)
+        handover = chunk.handover
+        if progress is not None:
+            progress((i + 1) / len(plans))
+    return join_chunks(workload, chunks, policy, cold_start_s=cold_start_s, routing=routing)
+
+
+__all__ = ["COLUMNS", "ChunkPlan", "DayChunk", "Handover", "chunk_plans", "join_chunks", "simulate_chunk",
+           "simulate_day_in_chunks", "sub_workload"]
