@@ -94,8 +94,9 @@ def test_rows_not_computable_from_first_principles_say_why():
 
 def test_error_summary():
     # Issue 18's goal: median <= 5 %, worst <= 15 % from model, GPU and knobs (vLLM version included).
-    # Measured: median 1.42 %, worst 6.86 % (R01) over the 12 computable rows; pinned with a little room.
+    # Measured: median 1.48 %, worst 9.49 % (R36: its weights now match the log, 44.76 GiB with the Pixtral
+    # tower, which exposes the 0.11 sampler model's 4.81 GiB against the 2.12 printed); pinned with a little room.
     errs = sorted(abs(first_principles_error(r)) for r in FIRST_PRINCIPLES)
     assert len(errs) == 12
     assert statistics.median(errs) <= 0.02
-    assert errs[-1] <= 0.07
+    assert errs[-1] <= 0.10
