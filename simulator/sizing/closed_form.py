@@ -296,7 +296,7 @@ def plan(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec, draft: Draf
     kv_dtype = resolve_kv_dtype(model, deployment)
     total_b = gpu.memory_gib * GIB
     budget_b = math.ceil(total_b * deployment.gpu_memory_utilization)
-    ov = overheads(model, deployment, rules, mnbt, seqs)
+    ov = overheads(model, deployment, rules, mnbt, seqs, gpu)
 
     lays, groups, w_b, avail_b, blocks = _tightest_stage(model, deployment, kv_dtype, budget_b, ov)
     spec_d = None

@@ -63,8 +63,20 @@ SHARDED_SAMPLING_SINCE = (0, 29)
 WARMUP_SAMPLER_PASSES = 2
 #: Non-torch memory (CUDA context not counted by torch, cuBLAS workspaces), one GPU.
 NON_TORCH_GIB = 0.13  # GiB
-#: Extra non-torch memory with more than one GPU (NCCL buffers, custom all-reduce).
+#: Extra non-torch memory with tensor parallelism (NCCL communicator buffers, custom all-reduce IPC buffers):
+#: R32 (0.10.1.1 TP 2, custom all-reduce off) and llm-d's 0.11 H100 TP 2 run (0.55 printed); R13 (0.27.1 TP 2 over
+#: PCIe) fits it too.
 NON_TORCH_MULTI_GPU_GIB = 0.42  # GiB
+#: Extra non-torch memory with tensor parallelism over NVLink from vLLM 0.12: NCCL's NVLink-SHARP / symmetric-memory
+#: all-reduce buffers come on top (about 2 GiB per GPU in all on the vLLM 0.19 H100 logs issue 31 cites).
+NON_TORCH_NVLINK_TP_GIB = 1.87  # GiB
+NVLINK_TP_SINCE = (0, 12)
+#: A GPU-to-GPU link at least this fast (GB/s, both directions) counts as NVLink (H100 SXM 900, A100 SXM 600;
+#: PCIe Gen5 x16 128).
+NVLINK_MIN_GBPS = 300.0
+#: Extra non-torch memory with pipeline parallelism alone: NCCL point-to-point send/recv buffers, no all-reduce
+#: (an estimate: "much less" than TP per issue 31; no published log prints it).
+NON_TORCH_PP_GIB = 0.10  # GiB
 #: CUDA-graph memory estimate when it is subtracted (median of the logs: 0.39-1.88 GiB, some negative).
 CUDAGRAPH_GIB = 0.5  # GiB
 #: Hidden-size-wide buffers alive at the forward peak (residual, hidden states, layer output).
@@ -261,10 +273,33 @@ def warmup_sampler_need_bytes(model: ModelSpec, deployment: DeploymentSpec, max_
     return passes * sampler_bytes(model, deployment, max_num_batched_tokens, max_num_seqs)
 
 
-def non_torch_bytes(deployment: DeploymentSpec) -> float:
-    """Non-torch memory on one GPU: ``NON_TORCH_GIB`` plus ``NON_TORCH_MULTI_GPU_GIB`` with more than one GPU.  # bytes"""
-    gib = NON_TORCH_GIB + (NON_TORCH_MULTI_GPU_GIB if deployment.num_gpus > 1 else 0.0)
-    return gib * GIB
+def non_torch_rule(deployment: DeploymentSpec, gpu: GpuSpec | None = None) -> tuple[float, str]:
+    """``(GiB, rule)``: non-torch memory on one GPU by communication pattern and vLLM version.
+
+    ``NON_TORCH_GIB`` (CUDA context, cuBLAS workspaces) plus, with TP >= 2, ``NON_TORCH_MULTI_GPU_GIB`` (NCCL and
+    custom all-reduce) and from vLLM 0.12 over NVLink ``NON_TORCH_NVLINK_TP_GIB`` more; with pipeline parallelism
+    alone ``NON_TORCH_PP_GIB`` (point-to-point buffers). An unknown link counts as PCIe.
+    """
+    tp, pp = deployment.tensor_parallel_size, deployment.pipeline_parallel_size
+    gib, rule = NON_TORCH_GIB, f"{NON_TORCH_GIB} GiB CUDA context and workspaces"
+    if tp > 1:
+        nvlink = bool(gpu is not None and gpu.interconnect_gbps and gpu.interconnect_gbps >= NVLINK_MIN_GBPS)
+        gib += NON_TORCH_MULTI_GPU_GIB
+        rule += f" + {NON_TORCH_MULTI_GPU_GIB} GiB NCCL and custom all-reduce (TP {tp})"
+        if nvlink and _version_tuple(deployment.vllm_version) >= NVLINK_TP_SINCE:
+            gib += NON_TORCH_NVLINK_TP_GIB
+            rule += f" + {NON_TORCH_NVLINK_TP_GIB} GiB NVLink all-reduce buffers (vLLM >= 0.12 over NVLink)"
+        elif not nvlink:
+            rule += " (link not NVLink, or not known)"
+    elif pp > 1:
+        gib += NON_TORCH_PP_GIB
+        rule += f" + {NON_TORCH_PP_GIB} GiB NCCL send/recv (PP {pp}, no all-reduce)"
+    return gib, rule
+
+
+def non_torch_bytes(deployment: DeploymentSpec, gpu: GpuSpec | None = None) -> float:
+    """Non-torch memory on one GPU (:func:`non_torch_rule`).  # bytes"""
+    return non_torch_rule(deployment, gpu)[0] * GIB
 
 
 def lora_bytes_per_gpu(model: ModelSpec, deployment: DeploymentSpec) -> float:
@@ -326,11 +361,12 @@ class Overheads:
 
 
 def overheads(model: ModelSpec, deployment: DeploymentSpec, rules: VersionRules, mnbt: int,
-               seqs: int) -> Overheads:
+               seqs: int, gpu: GpuSpec | None = None) -> Overheads:
     """Everything vLLM takes off the budget besides the weights, per GPU.  # bytes"""
     act = deployment.activation_gib * GIB if deployment.activation_gib is not None else \
         activation_bytes(model, deployment, mnbt, seqs)
-    nt = deployment.non_torch_gib * GIB if deployment.non_torch_gib is not None else non_torch_bytes(deployment)
+    nt = deployment.non_torch_gib * GIB if deployment.non_torch_gib is not None else \
+        non_torch_bytes(deployment, gpu)
     if deployment.cudagraph_gib is not None:
         cg = deployment.cudagraph_gib * GIB
     else:
@@ -347,6 +383,10 @@ __all__ = [
     "NEWEST_VLLM",
     "NON_TORCH_GIB",
     "NON_TORCH_MULTI_GPU_GIB",
+    "NON_TORCH_NVLINK_TP_GIB",
+    "NON_TORCH_PP_GIB",
+    "NVLINK_MIN_GBPS",
+    "NVLINK_TP_SINCE",
     "MRV2_ALL_SINCE",
     "MRV2_DENSE_SINCE",
     "SAMPLER_BYTES_PER_LOGIT",
@@ -366,6 +406,7 @@ __all__ = [
     "encoder_cache_bytes",
     "lora_bytes_per_gpu",
     "non_torch_bytes",
+    "non_torch_rule",
     "overheads",
     "version_rules",
 ]
