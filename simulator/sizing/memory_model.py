@@ -56,11 +56,12 @@ MRV2_DENSE_SINCE = (0, 25)
 MRV2_ALL_SINCE = (0, 29)
 #: vLLM 0.29: "batch-sharded sampling" splits the sampler's logits over the TP ranks (release notes).
 SHARDED_SAMPLING_SINCE = (0, 29)
-#: The post-KV warm-up (``gpu_worker.compile_or_warm_up_model`` -> ``_dummy_sampler_run``) needs this many times the
-#: sampler's transient on the sort-based path: ``_dummy_sampler_run`` samples twice (the default path, then
-#: ``forward_native`` with a generator). Fitted: gpt-oss-20b on H100 starts at gmu 0.9 (R42) and dies warming up the
-#: sampler at 0.95 (issue 31).
-WARMUP_SAMPLER_PASSES = 2
+#: The post-KV warm-up (``gpu_worker.compile_or_warm_up_model``: ``_dummy_run(max_num_reqs)`` then
+#: ``_dummy_sampler_run``, after the KV cache and the CUDA graphs took their memory) needs this many times the
+#: profiled sampler transient on model runner V1's sort-based path. Fitted, not derived: gpt-oss-20b on an H100 dies
+#: warming up the sampler at gpu_memory_utilization 0.95 (issue 31: needs > 1.48), while R42 (0.9), R36 (Mistral
+#: Small at 0.95) and llm-d's 0.11 runs at 0.9 start.
+WARMUP_SAMPLER_FACTOR = 1.6
 #: Non-torch memory (CUDA context not counted by torch, cuBLAS workspaces), one GPU.
 NON_TORCH_GIB = 0.13  # GiB
 #: Extra non-torch memory with tensor parallelism (NCCL communicator buffers, custom all-reduce IPC buffers):
@@ -267,10 +268,14 @@ def warmup_sampler_need_bytes(model: ModelSpec, deployment: DeploymentSpec, max_
                               max_num_seqs: int) -> float:
     """Free memory the post-KV sampler warm-up needs on one GPU (``compile_or_warm_up_model``).  # bytes
 
-    ``WARMUP_SAMPLER_PASSES x sampler`` on the sort-based paths (``v0``, ``mrv1``); one sampler otherwise.
+    ``WARMUP_SAMPLER_FACTOR x sampler`` on model runner V1 (``mrv1``), one sampler on model runner V2 and 0.7-0.10;
+    0 for the V0 engine, which samples inside its profile run and has no warm-up after the KV cache.
     """
-    passes = WARMUP_SAMPLER_PASSES if sampler_path(model, deployment.vllm_version) in ("v0", "mrv1") else 1
-    return passes * sampler_bytes(model, deployment, max_num_batched_tokens, max_num_seqs)
+    path = sampler_path(model, deployment.vllm_version)
+    if path == "v0":
+        return 0.0
+    factor = WARMUP_SAMPLER_FACTOR if path == "mrv1" else 1.0
+    return factor * sampler_bytes(model, deployment, max_num_batched_tokens, max_num_seqs)
 
 
 def non_torch_rule(deployment: DeploymentSpec, gpu: GpuSpec | None = None) -> tuple[float, str]:
@@ -391,7 +396,7 @@ __all__ = [
     "MRV2_DENSE_SINCE",
     "SAMPLER_BYTES_PER_LOGIT",
     "SHARDED_SAMPLING_SINCE",
-    "WARMUP_SAMPLER_PASSES",
+    "WARMUP_SAMPLER_FACTOR",
     "Overheads",
     "VersionRules",
     "activation_bytes",
