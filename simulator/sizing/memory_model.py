@@ -90,6 +90,11 @@ NEWEST_VLLM = "0.28"
 #: (its start-up log: "CUDA graph memory profiling is enabled (default since v0.21.0)"; the estimate came in
 #: vLLM PR #30515, off by default, and ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0`` turns it off again).
 CUDAGRAPH_SUBTRACTED_SINCE = (0, 21)
+#: First vLLM release whose "GPU KV cache size" is ``int(max concurrency x max_model_len)`` for hybrid models
+#: (``kv_cache_utils._report_kv_cache_config``); before, ``num_blocks // num_groups x block_size``. vLLM 0.19.0
+#: still printed the latter (vLLM issue #40691: 290,864 tokens beside 33.04x of 32,768); the fix is PR #40694
+#: (2026-04-23), so 0.20 is our dating of the first release with it (approximate, no release note says so).
+HYBRID_CONCURRENCY_TOKENS_SINCE = (0, 20)
 #: First vLLM release whose engine schedules asynchronously by default (``--async-scheduling`` on: the engine core
 #: keeps two steps in flight, ``EngineCore.step_with_batch_queue``; the sim-to-real study's vLLM 0.15.1 runs are
 #: async). Read by the search, the sweeps and the replicas through :func:`default_async_scheduling` (issue 30).
@@ -139,8 +144,9 @@ class VersionRules:
     cudagraph_subtracted : bool
         The CUDA-graph estimate comes off the KV budget before sizing (>= 0.21 by default).
     hybrid_tokens_rule : str
-        ``"blocks_per_group"`` (<= 0.10: "GPU KV cache size" = blocks // groups x block_size) or
-        ``"concurrency_x_len"`` (>= 0.11: int(max concurrency x max_model_len)) for hybrid models.
+        ``"blocks_per_group"`` (< 0.20: "GPU KV cache size" = blocks // groups x block_size) or
+        ``"concurrency_x_len"`` (>= 0.20: int(max concurrency x max_model_len)) for hybrid models
+        (:data:`HYBRID_CONCURRENCY_TOKENS_SINCE`).
     async_scheduling : bool
         The engine schedules asynchronously by default (>= 0.14, :data:`ASYNC_SCHEDULING_SINCE`).
     """
@@ -175,7 +181,7 @@ def version_rules(version: str | None) -> VersionRules:
         version=(version or NEWEST_VLLM).strip().lstrip("v"),
         sampler_key=sampler_path(None, version),
         cudagraph_subtracted=vt >= CUDAGRAPH_SUBTRACTED_SINCE,
-        hybrid_tokens_rule="blocks_per_group" if vt < (0, 11) else "concurrency_x_len",
+        hybrid_tokens_rule="blocks_per_group" if vt < HYBRID_CONCURRENCY_TOKENS_SINCE else "concurrency_x_len",
         async_scheduling=vt >= ASYNC_SCHEDULING_SINCE,
     )
 
@@ -385,6 +391,7 @@ __all__ = [
     "ACTIVATION_DTYPES",
     "CUDAGRAPH_GIB",
     "CUDAGRAPH_SUBTRACTED_SINCE",
+    "HYBRID_CONCURRENCY_TOKENS_SINCE",
     "NEWEST_VLLM",
     "NON_TORCH_GIB",
     "NON_TORCH_MULTI_GPU_GIB",
