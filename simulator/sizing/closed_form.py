@@ -81,6 +81,7 @@ from simulator.sizing.memory_model import (
     version_rules,
     warmup_sampler_need_bytes,
 )
+from simulator.sizing.memory_terms import MemoryTerm, memory_terms
 from simulator.sizing.vllm_log import calibrate, calibration_from_log, parse_vllm_log
 from simulator.sizing.weights import estimate_num_parameters, weights_bytes_per_gpu
 
@@ -148,6 +149,9 @@ class SizingResult:
         GiB missing for the KV cache when the available memory is negative (0 otherwise).  # GiB
     vllm_rule : str
         The vLLM version rules the answer followed (:func:`version_rules`).
+    memory_terms : tuple of MemoryTerm
+        Every memory term with its figure, formula, vLLM source, version rule and whether it was given
+        (:func:`simulator.sizing.memory_terms.memory_terms`).
     """
 
     model: str
@@ -185,10 +189,12 @@ class SizingResult:
     kv_shortfall_gib: float = 0.0
     vllm_rule: str = ""
     speculative: dict[str, Any] | None = None  # the drafter's memory (simulator.speculative.memory)
+    memory_terms: tuple[MemoryTerm, ...] = ()  # each term with its formula, source and version rule
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["notes"] = list(self.notes)
+        d["memory_terms"] = [t.to_dict() for t in self.memory_terms]
         if self.speculative is None:
             del d["speculative"]
         return d
@@ -272,7 +278,7 @@ def _verdict(w_b: float, total_b: float, avail_b: float, ov: Overheads, budget_b
 
 def _plan_notes(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec, groups: KVGroups,
                 rules: VersionRules, kv_dtype: str) -> list[str]:
-    notes: list[str] = []
+    notes: list[str] = list(model.config_notes)
     if groups.num_groups > 1:
         rule = "blocks / groups x block_size" if rules.hybrid_tokens_rule == "blocks_per_group" else \
             "max concurrency x max_model_len"
@@ -396,7 +402,7 @@ def plan(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec, draft: Draf
         cpu_tier_blocks=_tier(deployment.cpu_tier_gib, bpb_dep), disk_tier_blocks=_tier(deployment.disk_tier_gib, bpb_dep),
         notes=tuple(notes), quantization=quantization.describe(model, deployment.dtype),
         activation_dtype=compute_dtype(model, deployment), kv_shortfall_gib=shortfall, vllm_rule=rules.summary,
-        speculative=spec_d,
+        speculative=spec_d, memory_terms=memory_terms(model, gpu, deployment, w_b, ov, mnbt, seqs, warmup),
     )
 
 
@@ -419,6 +425,7 @@ __all__ = [
     "FragmentationResult",
     "KVGroups",
     "MemoryBreakdown",
+    "MemoryTerm",
     "SizingResult",
     "VersionRules",
     "activation_bytes",
