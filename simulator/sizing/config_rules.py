@@ -40,6 +40,24 @@ TIE_DEFAULTS: dict[str, tuple[bool, str]] = {
 }
 
 
+#: Model types whose layout the planner reads with family rules (hf_config: sliding windows, MoE keys, linear
+#: layers, vision towers); any other type is read as a Llama-style decoder and the answer says so.
+KNOWN_MODEL_TYPES = frozenset(TIE_DEFAULTS) | {
+    "gemma4", "gemma4_text", "phi3", "jamba", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "mistral3", "pixtral", "llava",
+    "llava_next", "gpt_bigcode", "opt",
+}
+
+
+def unknown_architecture_note(model_type: str) -> list[str]:
+    """A note for a model type outside :data:`KNOWN_MODEL_TYPES`, naming what the planner assumed."""
+    if model_type in KNOWN_MODEL_TYPES:
+        return []
+    shown = repr(model_type) if model_type else "(missing)"
+    return [f"model_type {shown} is not an architecture the planner knows: read as a Llama-style decoder (gated MLP, "
+            "one RoPE over head_dim, attention on every layer unless layer_types says otherwise, MoE from "
+            "num_local_experts / num_experts); check the weights against vLLM's 'Model loading took' line"]
+
+
 def tie_word_embeddings(cfg: dict, outer: dict, model_type: str) -> tuple[bool, list[str]]:
     """``(tied, notes)``: the config's ``tie_word_embeddings`` (text config first), else the model type's default."""
     given = cfg.get("tie_word_embeddings", outer.get("tie_word_embeddings"))
@@ -155,4 +173,4 @@ def rope_cache_elements(cfg: dict, model_type: str, head_dim: int, max_positions
     return int(max_positions) * rot * n
 
 
-__all__ = ["TIE_DEFAULTS", "rope_cache_elements", "tie_word_embeddings", "vision_parameters"]
+__all__ = ["KNOWN_MODEL_TYPES", "TIE_DEFAULTS", "unknown_architecture_note", "rope_cache_elements", "tie_word_embeddings", "vision_parameters"]

@@ -28,7 +28,12 @@ from simulator.base import (
     model_sampler_path,
     normalize_dtype,
 )
-from simulator.sizing.config_rules import rope_cache_elements, tie_word_embeddings, vision_parameters
+from simulator.sizing.config_rules import (
+    rope_cache_elements,
+    tie_word_embeddings,
+    unknown_architecture_note,
+    vision_parameters,
+)
 from simulator.sizing.quantization import METHOD_ALIASES, check_group_size, scheme_for
 from simulator.sizing.weights import estimate_num_parameters
 
@@ -355,7 +360,7 @@ def parse_hf_config(config: dict, *, name: str | None = None, quant_config: dict
         vision_parameters=vision,
         rope_cache_elements=rope_cache_elements(cfg, model_type, shape["head_dim"], max_pos,
                                                 shape.get("qk_rope_head_dim")),
-        config_notes=tuple(notes + vision_notes),
+        config_notes=tuple(unknown_architecture_note(model_type) + notes + vision_notes),
         **quant,
     )
     return _model_spec(kwargs, num_parameters, num_active_parameters)

@@ -46,6 +46,24 @@ def test_an_unknown_model_type_without_the_key_is_assumed_tied_and_says_so():
     spec = parse_hf_config(_dense("brandnew"))
     assert spec.tie_word_embeddings is True
     assert any("tie_word_embeddings" in n and "'brandnew'" in n and "assumed True" in n for n in spec.config_notes)
+    assert any("'brandnew' is not an architecture the planner knows" in n and "Llama-style" in n
+               for n in spec.config_notes)
+
+
+def test_the_unknown_architecture_note_reaches_the_plan():
+    from simulator.base.specs import GpuSpec
+    from simulator.sizing.closed_form import plan
+
+    res = plan(parse_hf_config(_dense("brandnew", max_position_embeddings=4096)), GpuSpec(name="g", memory_gib=80),
+               DeploymentSpec())
+    assert any("not an architecture the planner knows" in n for n in res.notes)
+
+
+def test_a_missing_required_key_is_named():
+    cfg = _dense("brandnew")
+    del cfg["num_attention_heads"]
+    with pytest.raises(Exception, match="num_attention_heads: missing from config.json"):
+        parse_hf_config(cfg)
 
 
 def test_the_config_value_wins_over_the_default():
