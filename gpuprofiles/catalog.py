@@ -260,6 +260,11 @@ def _attention_kind(text: str) -> str:
     return ""
 
 
+#: The vision tower of the Gemma 3 checkpoints (4B-27B), as their config.json files give it.
+GEMMA3_VISION_CONFIG = {"model_type": "siglip_vision_model", "hidden_size": 1152, "intermediate_size": 4304,
+                        "num_hidden_layers": 27, "num_attention_heads": 16, "image_size": 896, "patch_size": 14}
+
+
 def derived_config(row: dict[str, str]) -> dict[str, Any]:
     """A minimal Hugging Face-style config built from a models.csv row (for rows with no verbatim file).
 
@@ -301,6 +306,11 @@ def derived_config(row: dict[str, str]) -> dict[str, Any]:
         cfg["sliding_window"] = parse_int(row["sliding_window"])
     if model_type.startswith("gemma3"):
         cfg["sliding_window_pattern"] = 6
+        # Gemma 3 (4B-27B) ships a SigLIP-so400m tower: transformers' Gemma3Config default vision_config
+        # (SiglipVisionConfig hidden 1152, intermediate 4304, 27 layers, image 896, patch 14), counted in the weights.
+        cfg["vision_config"] = dict(GEMMA3_VISION_CONFIG)
+        cfg["mm_tokens_per_image"] = 256
+        cfg["model_type"] = "gemma3"
     if model_type == "qwen3_next":
         # "GDN: 16 key heads, 32 value heads, head dim 128, conv kernel 4"; every 4th layer full attention.
         cfg.update(full_attention_interval=4, linear_num_key_heads=16, linear_num_value_heads=32,

@@ -13,7 +13,7 @@ SPEC_FIELDS = (
     "intermediate_size", "num_experts", "num_experts_per_tok", "moe_intermediate_size", "num_shared_experts",
     "shared_expert_intermediate_size", "num_dense_layers", "attention_bias", "gated_mlp",
     "tie_word_embeddings", "num_parameters", "num_active_parameters", "weights_dtype",
-    "max_position_embeddings",
+    "max_position_embeddings", "vision_parameters", "rope_cache_elements",
 )
 
 #: Quantization columns (ModelSpec ``quantization``, ``quant_*``); blank / None = the method's default.

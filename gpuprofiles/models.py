@@ -177,6 +177,12 @@ class ModelProfile(Profile):
     num_sliding_layers = models.PositiveIntegerField(default=0)
     num_linear_layers = models.PositiveIntegerField(default=0, help_text="Linear-attention / Mamba layers.")
     max_position_embeddings = models.PositiveIntegerField(null=True, blank=True, help_text="Tokens.")
+    vision_parameters = models.BigIntegerField(
+        null=True, blank=True,
+        help_text="Vision tower and projector parameters a multimodal checkpoint loads (from vision_config).")
+    rope_cache_elements = models.BigIntegerField(
+        null=True, blank=True,
+        help_text="Elements of vLLM's rotary cos/sin cache; blank = max_position_embeddings x head_dim.")
     weights_dtype = models.CharField(max_length=16, default="bf16")
     quantization = models.CharField(max_length=32, blank=True, help_text="Checkpoint quantization method.")
     quant_scheme = models.CharField(max_length=32, blank=True,

@@ -221,6 +221,17 @@ class PlanCreateApi(APIView):
                                             help_text="Calibration: 'Available KV cache memory: Y GiB' (per GPU); "
                                                       "negative when vLLM failed to start (the answer is then "
                                                       "fits: false with the shortfall).")
+        activation_gib = FiniteFloatField(required=False, allow_null=True, min_value=0,
+                                          max_value=LIMITS["activation_gib"],
+                                          help_text="Calibration: the log's peak activation (per GPU); replaces the "
+                                                    "modelled forward pass and sampler warm-up.")
+        non_torch_gib = FiniteFloatField(required=False, allow_null=True, min_value=0,
+                                         max_value=LIMITS["non_torch_gib"],
+                                         help_text="Calibration: the log's non-torch memory (per GPU).")
+        cudagraph_gib = FiniteFloatField(required=False, allow_null=True, min_value=-LIMITS["cudagraph_gib"],
+                                         max_value=LIMITS["cudagraph_gib"],
+                                         help_text="Calibration: the log's CUDA graph memory (per GPU; can be "
+                                                   "negative, as vLLM prints it).")
         quantization = serializers.CharField(
             required=False, allow_null=True, max_length=40,
             help_text="Checkpoint quantization method, overriding the model's: awq, gptq, compressed-tensors, fp8, "
@@ -301,6 +312,11 @@ class PlanCreateApi(APIView):
         kv_shortfall_gib = serializers.FloatField(help_text="GiB missing for the KV cache (0 when it fits)")
         vllm_rule = serializers.CharField(help_text="The vLLM version rules this answer followed")
         memory_gib = serializers.SerializerMethodField()
+        memory_terms = serializers.ListField(
+            child=serializers.DictField(), required=False,
+            help_text="Every memory term per GPU: key, label, gib, source ('modelled' or 'given': a figure from your "
+                      "log wins), formula, vllm_source (the vLLM file and function), rule (the version rule used), "
+                      "subtracted (taken off the KV budget)")
         notes = serializers.ListField(child=serializers.CharField())
         speculative = SpeculativeOutputSerializer(required=False, help_text="Present when speculative decoding is on")
 

@@ -18,7 +18,7 @@ from plotly.subplots import make_subplots
 from planner.axis_titles import fit_axis_titles
 from simulator.sizing import FragmentationResult
 
-from .services import CompareRow, PlanOutcome, memory_segments, short_tokens
+from .services import CompareRow, PlanOutcome, memory_segment_notes, memory_segments, short_tokens
 
 HEIGHT = 380  # px
 _COLORS = {
@@ -67,11 +67,13 @@ def build_memory_figure(outcome: PlanOutcome) -> dict:
     """
     r = outcome.result
     fig = go.Figure()
+    notes = memory_segment_notes(outcome)
     for name, gib in memory_segments(outcome):
+        note = notes.get(name, "")
         fig.add_trace(go.Bar(
             name=f"{name} ({gib:,.1f} GiB)", x=[round(gib, 4)], y=["Per GPU"], orientation="h",
             marker=dict(color=_COLORS[name]),
-            hovertemplate=f"{name}: %{{x:,.2f}} GiB<extra></extra>",
+            hovertemplate=f"{name}: %{{x:,.2f}} GiB" + (f"<br>{note}" if note else "") + "<extra></extra>",
             text=[f"{name} {gib:,.1f} GiB"] if gib >= 0.12 * r.memory_gib.total else [""],
             textposition="inside", insidetextanchor="middle",
         ))

@@ -48,6 +48,9 @@ KNOB_FIELDS = (
     "cpu_tier_gib",
     "weights_gib",
     "available_kv_gib",
+    "activation_gib",
+    "non_torch_gib",
+    "cudagraph_gib",
     "max_loras",
     "max_lora_rank",
     "lora_target_modules",
@@ -69,6 +72,9 @@ LIMITS = {
     "cpu_tier_gib": 1_048_576.0,  # GiB (1 PiB)
     "weights_gib": 100_000.0,  # GiB
     "available_kv_gib": 100_000.0,  # GiB (negative figures down to minus this: a failed start-up)
+    "activation_gib": 100_000.0,  # GiB
+    "non_torch_gib": 100_000.0,  # GiB
+    "cudagraph_gib": 100_000.0,  # GiB (vLLM prints negative CUDA-graph figures too)
     "vllm_log": 200_000,  # characters
     "compare_gpus": 4,
 }
@@ -238,15 +244,16 @@ def build_deployment(*, model: ModelSpec, gpu: GpuSpec, knobs: dict[str, Any]) -
             raise PlanInputError.one("vllm_log", f"at most {LIMITS['vllm_log']:,} characters; paste only the "
                                                  "start-up lines")
         found = sizing.calibration_from_log(sizing.parse_vllm_log(log_text))
-        calibration = {k: v for k, v in found.items() if k in ("weights_gib", "available_kv_gib")}
-        if not calibration:
+        # every figure the log prints replaces its term (weights, available KV, activation, non-torch, CUDA graphs)
+        calibration = dict(found)
+        if not any(k in calibration for k in ("weights_gib", "available_kv_gib")):
             raise PlanInputError.one(
                 "vllm_log",
                 "found neither 'Model loading took … GiB' nor 'Available KV cache memory: … GiB' in the pasted text",
             )
         for k, v in calibration.items():  # numbers typed into their own fields win over the log
             values.setdefault(k, v)
-    for name in ("weights_gib", "available_kv_gib"):
+    for name in ("weights_gib", "available_kv_gib", "activation_gib", "non_torch_gib"):
         v = values.get(name)
         if v is not None and v > gpu.memory_gib:
             raise PlanInputError.one(name, f"{v:,.2f} GiB is more than the GPU's {gpu.memory_gib:,.2f} GiB "
@@ -500,6 +507,18 @@ def memory_segments(outcome: PlanOutcome) -> list[tuple[str, float]]:
     free = max(m.total - used, 0.0)
     return [("Weights", m.weights), ("Activation", m.activation), ("Overhead", overhead), *extra,
             ("KV cache", m.kv_used), ("Free", free)]
+
+
+def memory_segment_notes(outcome: PlanOutcome) -> dict[str, str]:
+    """Per chart segment (:func:`memory_segments`): where its figure comes from and the vLLM rule it followed."""
+    terms = {t.key: t for t in outcome.result.memory_terms}
+
+    def note(*keys: str) -> str:
+        return "; ".join(f"{terms[k].label}: {terms[k].source}, {terms[k].rule}" for k in keys if k in terms)
+
+    return {"Weights": note("weights"), "Activation": note("activation_forward", "activation_sampler", "activation"),
+            "Overhead": note("non_torch", "cudagraph"), "LoRA": note("lora"), "Encoder cache": note("encoder_cache"),
+            "KV cache": outcome.result.vllm_rule, "Free": ""}
 
 
 def gib_to_bytes(gib: float) -> int:

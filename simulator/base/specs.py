@@ -259,6 +259,14 @@ class ModelSpec:
         requests when they set no sampling parameters: the one its ``generation_config.json`` asks for
         (:func:`simulator.base.sampling.sampler_path`). None: not known; the clock then times
         :data:`simulator.base.sampling.DEFAULT_SAMPLER_PATH`.
+    vision_parameters : int, optional
+        Multimodal checkpoints: parameters of the vision tower and projector vLLM loads beside the language
+        model (counted from ``vision_config``; ``num_parameters`` stays the language model's).  # parameters
+    rope_cache_elements : int, optional
+        Elements of vLLM's rotary ``cos_sin_cache`` buffers (``positions x rotary_dim`` per distinct RoPE),
+        loaded with the weights on every GPU; None: ``max_position_embeddings x`` the rotary width; 0: none.
+    config_notes : tuple of str
+        What :func:`simulator.sizing.hf_config.parse_hf_config` assumed where the config was silent.
     """
 
     name: str
@@ -296,6 +304,9 @@ class ModelSpec:
     quant_ignore: tuple[str, ...] = ()
     mm_tokens_per_item: int | None = None
     sampling: str | None = None
+    vision_parameters: int | None = None
+    rope_cache_elements: int | None = None
+    config_notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # checked in this order: the first problem found is the one reported
@@ -414,6 +425,10 @@ class ModelSpec:
             _whole(self, "quant_group_size", 1, 10_000_000)
         object.__setattr__(self, "quant_ignore", tuple(str(x) for x in (self.quant_ignore or ())))
         _whole(self, "mm_tokens_per_item", 1, 10_000_000, optional=True)
+        _whole(self, "vision_parameters", 1, 10**13, optional=True)
+        if self.rope_cache_elements is not None and self.rope_cache_elements != 0:
+            _whole(self, "rope_cache_elements", 1, 10**13)
+        object.__setattr__(self, "config_notes", tuple(str(x) for x in (self.config_notes or ())))
 
     # -- derived views ------------------------------------------------------
 

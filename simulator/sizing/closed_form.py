@@ -73,11 +73,15 @@ from simulator.sizing.memory_model import (
     cudagraph_subtracted,
     default_batch_knobs,
     encoder_cache_bytes,
+    forward_activation_bytes,
     lora_bytes_per_gpu,
     non_torch_bytes,
     overheads,
+    sampler_bytes,
     version_rules,
+    warmup_sampler_need_bytes,
 )
+from simulator.sizing.memory_terms import MemoryTerm, memory_terms
 from simulator.sizing.vllm_log import calibrate, calibration_from_log, parse_vllm_log
 from simulator.sizing.weights import estimate_num_parameters, weights_bytes_per_gpu
 
@@ -145,6 +149,9 @@ class SizingResult:
         GiB missing for the KV cache when the available memory is negative (0 otherwise).  # GiB
     vllm_rule : str
         The vLLM version rules the answer followed (:func:`version_rules`).
+    memory_terms : tuple of MemoryTerm
+        Every memory term with its figure, formula, vLLM source, version rule and whether it was given
+        (:func:`simulator.sizing.memory_terms.memory_terms`).
     """
 
     model: str
@@ -182,13 +189,61 @@ class SizingResult:
     kv_shortfall_gib: float = 0.0
     vllm_rule: str = ""
     speculative: dict[str, Any] | None = None  # the drafter's memory (simulator.speculative.memory)
+    memory_terms: tuple[MemoryTerm, ...] = ()  # each term with its formula, source and version rule
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["notes"] = list(self.notes)
+        d["memory_terms"] = [t.to_dict() for t in self.memory_terms]
         if self.speculative is None:
             del d["speculative"]
         return d
+
+
+@dataclass(frozen=True)
+class WarmupCheck:
+    """The sampler warm-up after the KV cache is allocated (``gpu_worker.compile_or_warm_up_model``).  # bytes
+
+    ``need``: :func:`~simulator.sizing.memory_model.warmup_sampler_need_bytes`; ``free``: the GPU's total minus
+    weights, non-torch memory, LoRA slots, the allocated KV blocks and the CUDA graphs; ``short = need - free``
+    (> 0: vLLM dies after printing its KV cache size); ``max_seqs`` the largest ``max_num_seqs`` that fits.
+    """
+
+    need: float
+    free: float
+    requests: int
+    max_seqs: int
+
+    @property
+    def short(self) -> float:
+        return self.need - self.free
+
+
+def _warmup_check(model: ModelSpec, deployment: DeploymentSpec, total_b: float, w_b: float, kv_used_b: float,
+                  ov: Overheads, mnbt: int, seqs: int) -> WarmupCheck:
+    need = warmup_sampler_need_bytes(model, deployment, mnbt, seqs)
+    free = total_b - w_b - ov.non_torch - ov.lora - kv_used_b - ov.cudagraph
+    reqs = min(seqs, mnbt)
+    return WarmupCheck(need=need, free=free, requests=reqs,
+                       max_seqs=_max_warmup_seqs(model, deployment, free - ov.activation, need, mnbt, reqs))
+
+
+def _max_warmup_seqs(model: ModelSpec, deployment: DeploymentSpec, free_besides_activation: float, need: float,
+                     mnbt: int, reqs: int) -> int:
+    """The largest ``max_num_seqs`` whose warm-up fits: fewer sequences shrink the profiled peak too, so the KV
+    cache takes what they free. Solves ``k s u <= F0 + max(forward, s u)`` (``u`` bytes per dummy request,
+    ``k`` the warm-up factor, ``F0`` the memory free besides the activation reserve)."""
+    sampler = sampler_bytes(model, deployment, mnbt, reqs)
+    if sampler <= 0 or need <= 0:
+        return reqs
+    u, k = sampler / reqs, need / sampler
+    fwd = forward_activation_bytes(model, deployment, mnbt)
+    best = 0.0
+    if k > 1 and (s1 := free_besides_activation / ((k - 1) * u)) * u >= fwd:
+        best = s1
+    if (s2 := (free_besides_activation + fwd) / (k * u)) * u <= fwd:
+        best = max(best, s2)
+    return max(0, min(int(best), reqs))
 
 
 def _stage_layers(model: ModelSpec, pp: int) -> list[list[LayerSpec]]:
@@ -198,7 +253,7 @@ def _stage_layers(model: ModelSpec, pp: int) -> list[list[LayerSpec]]:
 
 def _verdict(w_b: float, total_b: float, avail_b: float, ov: Overheads, budget_b: float, blocks: int,
              need: int, groups: KVGroups, mml: int, kv_tokens: int, conc: float,
-             given_kv: bool = False) -> tuple[bool, str]:
+             given_kv: bool = False, warmup: WarmupCheck | None = None) -> tuple[bool, str]:
     if w_b > total_b:
         return False, (f"weights need {w_b / GIB:.2f} GiB per GPU but the GPU has {total_b / GIB:.2f} GiB; "
                        "raise tensor/pipeline parallelism or quantize")
@@ -213,12 +268,17 @@ def _verdict(w_b: float, total_b: float, avail_b: float, ov: Overheads, budget_b
     if groups.bytes_per_block and blocks - 1 < need:
         return False, (f"one request of max_model_len {mml:,} tokens needs {need:,} blocks but only "
                        f"{max(blocks - 1, 0):,} are usable; lower max_model_len or add memory")
+    if warmup is not None and warmup.short > 0:
+        return False, (f"vLLM would print {avail_b / GIB:.2f} GiB of KV cache and then run out of memory warming "
+                       f"up the sampler with {warmup.requests:,} dummy requests: it needs {warmup.need / GIB:.2f} GiB, "
+                       f"{warmup.free / GIB:.2f} GiB are left after the KV cache and CUDA graphs; lower max_num_seqs "
+                       f"(to about {warmup.max_seqs:,}) or gpu_memory_utilization")
     return True, f"{kv_tokens:,} tokens of KV cache per GPU, about {conc:.2f} requests of {mml:,} tokens at once"
 
 
 def _plan_notes(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec, groups: KVGroups,
                 rules: VersionRules, kv_dtype: str) -> list[str]:
-    notes: list[str] = []
+    notes: list[str] = list(model.config_notes)
     if groups.num_groups > 1:
         rule = "blocks / groups x block_size" if rules.hybrid_tokens_rule == "blocks_per_group" else \
             "max concurrency x max_model_len"
@@ -296,7 +356,7 @@ def plan(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec, draft: Draf
     kv_dtype = resolve_kv_dtype(model, deployment)
     total_b = gpu.memory_gib * GIB
     budget_b = math.ceil(total_b * deployment.gpu_memory_utilization)
-    ov = overheads(model, deployment, rules, mnbt, seqs)
+    ov = overheads(model, deployment, rules, mnbt, seqs, gpu)
 
     lays, groups, w_b, avail_b, blocks = _tightest_stage(model, deployment, kv_dtype, budget_b, ov)
     spec_d = None
@@ -312,8 +372,9 @@ def plan(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec, draft: Draf
     else:
         kv_tokens = (blocks // max(1, groups.num_groups)) * B
     kv_used_b = blocks * groups.bytes_per_block
+    warmup = _warmup_check(model, deployment, total_b, w_b, kv_used_b, ov, mnbt, seqs)
     fits, reason = _verdict(w_b, total_b, avail_b, ov, budget_b, blocks, need, groups, mml, kv_tokens, conc,
-                            deployment.available_kv_gib is not None)
+                            deployment.available_kv_gib is not None, warmup)
     notes = _plan_notes(model, gpu, deployment, groups, rules, kv_dtype)
 
     bpb_dep = sum(kv_groups(model, ls, kv_dtype, B, tp).bytes_per_block for ls in _stage_layers(model, pp)) * tp
@@ -341,7 +402,7 @@ def plan(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec, draft: Draf
         cpu_tier_blocks=_tier(deployment.cpu_tier_gib, bpb_dep), disk_tier_blocks=_tier(deployment.disk_tier_gib, bpb_dep),
         notes=tuple(notes), quantization=quantization.describe(model, deployment.dtype),
         activation_dtype=compute_dtype(model, deployment), kv_shortfall_gib=shortfall, vllm_rule=rules.summary,
-        speculative=spec_d,
+        speculative=spec_d, memory_terms=memory_terms(model, gpu, deployment, w_b, ov, mnbt, seqs, warmup),
     )
 
 
@@ -364,6 +425,7 @@ __all__ = [
     "FragmentationResult",
     "KVGroups",
     "MemoryBreakdown",
+    "MemoryTerm",
     "SizingResult",
     "VersionRules",
     "activation_bytes",

@@ -28,6 +28,12 @@ from simulator.base import (
     model_sampler_path,
     normalize_dtype,
 )
+from simulator.sizing.config_rules import (
+    rope_cache_elements,
+    tie_word_embeddings,
+    unknown_architecture_note,
+    vision_parameters,
+)
 from simulator.sizing.quantization import METHOD_ALIASES, check_group_size, scheme_for
 from simulator.sizing.weights import estimate_num_parameters
 
@@ -325,9 +331,8 @@ def parse_hf_config(config: dict, *, name: str | None = None, quant_config: dict
     ffn = _ffn_and_experts(cfg, model_type, shape["num_layers"], shape["hidden_size"])
     layers = _layer_kinds(cfg, model_type, shape["num_layers"], DTYPE_BYTES[weights_dtype])
 
-    tie = cfg.get("tie_word_embeddings", outer.get("tie_word_embeddings"))
-    if tie is None:
-        tie = model_type == "gpt2"
+    tie, notes = tie_word_embeddings(cfg, outer, model_type)
+    vision, vision_notes = vision_parameters(outer, shape["hidden_size"], model_type)
     vocab = _int(cfg, ("vocab_size", "padded_vocab_size"), required=True, lo=1)
     max_pos = _int(cfg, ("max_position_embeddings", "n_positions", "seq_length"), default=None, lo=1)
 
@@ -352,6 +357,10 @@ def parse_hf_config(config: dict, *, name: str | None = None, quant_config: dict
         max_position_embeddings=max_pos,
         mm_tokens_per_item=_mm_tokens_per_item(outer),
         sampling=sampling,
+        vision_parameters=vision,
+        rope_cache_elements=rope_cache_elements(cfg, model_type, shape["head_dim"], max_pos,
+                                                shape.get("qk_rope_head_dim")),
+        config_notes=tuple(unknown_architecture_note(model_type) + notes + vision_notes),
         **quant,
     )
     return _model_spec(kwargs, num_parameters, num_active_parameters)

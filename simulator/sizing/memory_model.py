@@ -40,18 +40,44 @@ def compute_dtype(model: ModelSpec, deployment: DeploymentSpec) -> str:
 
 
 
-#: Bytes per (sequence x vocabulary) entry of vLLM's dummy sampler run at
-#: profiling, by vLLM version; fitted on the start-up logs in docs/sizing.md.
+#: Bytes per (sequence x vocabulary) entry of vLLM's dummy sampler run at profiling, by sampler path
+#: (:func:`sampler_path`). The sort-based top-k/top-p path keeps alive, per logit: the bf16 logits of
+#: ``compute_logits`` (2), their fp32 copy (4), ``logits.sort`` values (4) and int64 indices (8), the top-p softmax
+#: and cumsum (4 + 4), the mask (1), the scattered logits (4), probabilities and exponential noise (4 + 4): 39 bytes
+#: (``topk_topp_sampler.apply_top_k_top_p``); fitted 38.5 on the logs in docs/sizing.md.
 SAMPLER_BYTES_PER_LOGIT = {
     "v0": 38.5,  # V0 engine (<= 0.6): dummy top-k/top-p sampling, full sort (R01, R16, R18)
-    "0.7-0.10": 12.0,  # V1 0.7 - 0.10: dummy sampler without top-k/top-p (R30, R32, R35)
-    "0.11": 38.5,  # V1 0.11: top-k/top-p in the dummy run (llm-d H100 logs, R42)
-    "recent": 5.0,  # V1 >= 0.12, with the CUDA-graph estimate subtracted from 0.21 (R13 on 0.27.1, R19 / R21 on 0.28.0)
+    "0.7-0.10": 12.0,  # V1 0.7 - 0.10: dummy sampler, no top-k/top-p warm-up in the profile (R30, R32, R35)
+    "mrv1": 38.5,  # model runner V1 from 0.11: top-k/top-p with a full sort (llm-d 0.11 H100 logs, R42; vLLM #33920)
+    "mrv2": 5.0,  # model runner V2 (dense models from 0.25, all from 0.29): no full-vocabulary sort (R13, R19, R21)
 }
+#: vLLM 0.25.0 (release notes, PR #44443): model runner V2 the default for dense models; 0.29: for all models.
+MRV2_DENSE_SINCE = (0, 25)
+MRV2_ALL_SINCE = (0, 29)
+#: vLLM 0.29: "batch-sharded sampling" splits the sampler's logits over the TP ranks (release notes).
+SHARDED_SAMPLING_SINCE = (0, 29)
+#: The post-KV warm-up (``gpu_worker.compile_or_warm_up_model``: ``_dummy_run(max_num_reqs)`` then
+#: ``_dummy_sampler_run``, after the KV cache and the CUDA graphs took their memory) needs this many times the
+#: profiled sampler transient on model runner V1's sort-based path. Fitted, not derived: gpt-oss-20b on an H100 dies
+#: warming up the sampler at gpu_memory_utilization 0.95 (issue 31: needs > 1.48), while R42 (0.9), R36 (Mistral
+#: Small at 0.95) and llm-d's 0.11 runs at 0.9 start.
+WARMUP_SAMPLER_FACTOR = 1.6
 #: Non-torch memory (CUDA context not counted by torch, cuBLAS workspaces), one GPU.
 NON_TORCH_GIB = 0.13  # GiB
-#: Extra non-torch memory with more than one GPU (NCCL buffers, custom all-reduce).
+#: Extra non-torch memory with tensor parallelism (NCCL communicator buffers, custom all-reduce IPC buffers):
+#: R32 (0.10.1.1 TP 2, custom all-reduce off) and llm-d's 0.11 H100 TP 2 run (0.55 printed); R13 (0.27.1 TP 2 over
+#: PCIe) fits it too.
 NON_TORCH_MULTI_GPU_GIB = 0.42  # GiB
+#: Extra non-torch memory with tensor parallelism over NVLink from vLLM 0.12: NCCL's NVLink-SHARP / symmetric-memory
+#: all-reduce buffers come on top (about 2 GiB per GPU in all on the vLLM 0.19 H100 logs issue 31 cites).
+NON_TORCH_NVLINK_TP_GIB = 1.87  # GiB
+NVLINK_TP_SINCE = (0, 12)
+#: A GPU-to-GPU link at least this fast (GB/s, both directions) counts as NVLink (H100 SXM 900, A100 SXM 600;
+#: PCIe Gen5 x16 128).
+NVLINK_MIN_GBPS = 300.0
+#: Extra non-torch memory with pipeline parallelism alone: NCCL point-to-point send/recv buffers, no all-reduce
+#: (an estimate: "much less" than TP per issue 31; no published log prints it).
+NON_TORCH_PP_GIB = 0.10  # GiB
 #: CUDA-graph memory estimate when it is subtracted (median of the logs: 0.39-1.88 GiB, some negative).
 CUDAGRAPH_GIB = 0.5  # GiB
 #: Hidden-size-wide buffers alive at the forward peak (residual, hidden states, layer output).
@@ -64,6 +90,11 @@ NEWEST_VLLM = "0.28"
 #: (its start-up log: "CUDA graph memory profiling is enabled (default since v0.21.0)"; the estimate came in
 #: vLLM PR #30515, off by default, and ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0`` turns it off again).
 CUDAGRAPH_SUBTRACTED_SINCE = (0, 21)
+#: First vLLM release whose "GPU KV cache size" is ``int(max concurrency x max_model_len)`` for hybrid models
+#: (``kv_cache_utils._report_kv_cache_config``); before, ``num_blocks // num_groups x block_size``. vLLM 0.19.0
+#: still printed the latter (vLLM issue #40691: 290,864 tokens beside 33.04x of 32,768); the fix is PR #40694
+#: (2026-04-23), so 0.20 is our dating of the first release with it (approximate, no release note says so).
+HYBRID_CONCURRENCY_TOKENS_SINCE = (0, 20)
 #: First vLLM release whose engine schedules asynchronously by default (``--async-scheduling`` on: the engine core
 #: keeps two steps in flight, ``EngineCore.step_with_batch_queue``; the sim-to-real study's vLLM 0.15.1 runs are
 #: async). Read by the search, the sweeps and the replicas through :func:`default_async_scheduling` (issue 30).
@@ -79,13 +110,25 @@ def _version_tuple(version: str | None) -> tuple[int, int]:
 
 def _version_key(version: str | None) -> str:
     major, minor = _version_tuple(version)
-    if major > 0 or minor >= 12:
-        return "recent"
-    if minor == 11:
-        return "0.11"
+    if major > 0 or minor >= 11:
+        return "v1"
     if minor >= 7:
         return "0.7-0.10"
     return "v0"
+
+
+def sampler_path(model: ModelSpec | None, version: str | None) -> str:
+    """The sampler warm-up vLLM ``version`` profiles for ``model``: a key of :data:`SAMPLER_BYTES_PER_LOGIT`.
+
+    ``v0`` (< 0.7), ``0.7-0.10``, then model runner V1 (``mrv1``, sort-based top-k/top-p) until model runner V2
+    (``mrv2``) became the default: dense models from 0.25 (:data:`MRV2_DENSE_SINCE`), MoE models from 0.29.
+    """
+    key = _version_key(version)
+    if key != "v1":
+        return key
+    vt = _version_tuple(version)
+    moe = bool(model is not None and model.is_moe)
+    return "mrv2" if vt >= MRV2_ALL_SINCE or (vt >= MRV2_DENSE_SINCE and not moe) else "mrv1"
 
 
 @dataclass(frozen=True)
@@ -97,12 +140,13 @@ class VersionRules:
     version : str
         The version the rules are for (``NEWEST_VLLM`` when none was given).
     sampler_key : str
-        Row of :data:`SAMPLER_BYTES_PER_LOGIT`.
+        Row of :data:`SAMPLER_BYTES_PER_LOGIT` for a dense model (:func:`sampler_path` per model).
     cudagraph_subtracted : bool
         The CUDA-graph estimate comes off the KV budget before sizing (>= 0.21 by default).
     hybrid_tokens_rule : str
-        ``"blocks_per_group"`` (<= 0.10: "GPU KV cache size" = blocks // groups x block_size) or
-        ``"concurrency_x_len"`` (>= 0.11: int(max concurrency x max_model_len)) for hybrid models.
+        ``"blocks_per_group"`` (< 0.20: "GPU KV cache size" = blocks // groups x block_size) or
+        ``"concurrency_x_len"`` (>= 0.20: int(max concurrency x max_model_len)) for hybrid models
+        (:data:`HYBRID_CONCURRENCY_TOKENS_SINCE`).
     async_scheduling : bool
         The engine schedules asynchronously by default (>= 0.14, :data:`ASYNC_SCHEDULING_SINCE`).
     """
@@ -135,9 +179,9 @@ def version_rules(version: str | None) -> VersionRules:
     vt = _version_tuple(version)
     return VersionRules(
         version=(version or NEWEST_VLLM).strip().lstrip("v"),
-        sampler_key=_version_key(version),
+        sampler_key=sampler_path(None, version),
         cudagraph_subtracted=vt >= CUDAGRAPH_SUBTRACTED_SINCE,
-        hybrid_tokens_rule="blocks_per_group" if vt < (0, 11) else "concurrency_x_len",
+        hybrid_tokens_rule="blocks_per_group" if vt < HYBRID_CONCURRENCY_TOKENS_SINCE else "concurrency_x_len",
         async_scheduling=vt >= ASYNC_SCHEDULING_SINCE,
     )
 
@@ -172,19 +216,13 @@ def default_batch_knobs(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSp
     return mml, mnbt, seqs
 
 
-def activation_bytes(model: ModelSpec, deployment: DeploymentSpec, max_num_batched_tokens: int,
-                     max_num_seqs: int) -> float:
-    """Peak activation of vLLM's profiling run on one GPU.  # bytes
+def forward_activation_bytes(model: ModelSpec, deployment: DeploymentSpec, max_num_batched_tokens: int) -> float:
+    """Peak of the dummy forward pass of ``max_num_batched_tokens`` tokens (``profile_run`` -> ``_dummy_run``).  # bytes
 
-    ``max(forward, sampler)`` where
-
-    * ``forward = T x a x (3 x hidden + mlp_width)`` with ``T =
-      max_num_batched_tokens``, ``a`` the compute dtype's bytes and
-      ``mlp_width`` the widest per-rank intermediate of one layer
-      (``3 x I / tp`` for a gated MLP; ``top_k x (3 x I_expert / tp + hidden)``
-      plus shared experts for MoE, the fused-MoE caches);
-    * ``sampler = min(max_num_seqs, T) x vocab x b`` with ``b`` bytes per
-      logit fitted per vLLM version (:data:`SAMPLER_BYTES_PER_LOGIT`).
+    ``T x a x (3 x hidden + widest)``: ``T = max_num_batched_tokens``, ``a`` the compute dtype's bytes, three
+    hidden-wide buffers (residual, hidden states, layer output) and the widest per-rank intermediate of one layer:
+    ``3 x I / tp`` for a gated MLP, ``top_k x (3 x I_expert / tp + hidden)`` plus shared experts for MoE (the
+    fused-MoE caches), ``(2 q_heads + 2 kv_heads) x head_dim / tp`` for attention. R01: 2.06 vs 2.07 GiB printed.
     """
     tp = deployment.tensor_parallel_size
     a = DTYPE_BYTES[compute_dtype(model, deployment)]
@@ -197,19 +235,82 @@ def activation_bytes(model: ModelSpec, deployment: DeploymentSpec, max_num_batch
         si = model.shared_expert_intermediate_size or ie
         w += model.num_shared_experts * mats * si / tp
         widths.append(w)
-    attn_w = (model.num_attention_heads * 2 + 2 * model.num_kv_heads) * model.head_dim / tp
-    widths.append(attn_w)
-    T = max_num_batched_tokens
-    forward = T * a * (FORWARD_HIDDEN_COPIES * H + max(widths))
-    b = SAMPLER_BYTES_PER_LOGIT[_version_key(deployment.vllm_version)]
-    sampler = min(max_num_seqs, T) * model.vocab_size * b
-    return float(max(forward, sampler))
+    widths.append((model.num_attention_heads * 2 + 2 * model.num_kv_heads) * model.head_dim / tp)
+    return float(max_num_batched_tokens * a * (FORWARD_HIDDEN_COPIES * H + max(widths)))
 
 
-def non_torch_bytes(deployment: DeploymentSpec) -> float:
-    """Non-torch memory on one GPU: ``NON_TORCH_GIB`` plus ``NON_TORCH_MULTI_GPU_GIB`` with more than one GPU.  # bytes"""
-    gib = NON_TORCH_GIB + (NON_TORCH_MULTI_GPU_GIB if deployment.num_gpus > 1 else 0.0)
-    return gib * GIB
+def sampler_requests(deployment: DeploymentSpec, max_num_batched_tokens: int, max_num_seqs: int) -> float:
+    """Dummy requests the sampler warm-up samples on one GPU: ``min(max_num_seqs, T)`` (``_dummy_run`` gives one
+    logit row per request), divided by TP from vLLM 0.29 (batch-sharded sampling).  # requests"""
+    n = min(max_num_seqs, max_num_batched_tokens)
+    if _version_tuple(deployment.vllm_version) >= SHARDED_SAMPLING_SINCE:
+        return n / deployment.tensor_parallel_size
+    return float(n)
+
+
+def sampler_bytes(model: ModelSpec, deployment: DeploymentSpec, max_num_batched_tokens: int,
+                  max_num_seqs: int) -> float:
+    """Peak of the dummy sampler run (``profile_run`` -> ``_dummy_sampler_run``) on the last pipeline stage.  # bytes
+
+    ``requests x vocab x b``: :func:`sampler_requests` rows of full-vocabulary logits, ``b`` bytes per logit of
+    the version's sampler path (:func:`sampler_path`, :data:`SAMPLER_BYTES_PER_LOGIT`).
+    """
+    b = SAMPLER_BYTES_PER_LOGIT[sampler_path(model, deployment.vllm_version)]
+    return float(sampler_requests(deployment, max_num_batched_tokens, max_num_seqs) * model.vocab_size * b)
+
+
+def activation_bytes(model: ModelSpec, deployment: DeploymentSpec, max_num_batched_tokens: int,
+                     max_num_seqs: int) -> float:
+    """Peak activation of vLLM's profiling run on one GPU: ``max(forward, sampler)``.  # bytes
+
+    The forward pass (:func:`forward_activation_bytes`) and the sampler warm-up (:func:`sampler_bytes`) run one
+    after the other in ``profile_run``; torch's peak is the larger of the two.
+    """
+    return max(forward_activation_bytes(model, deployment, max_num_batched_tokens),
+               sampler_bytes(model, deployment, max_num_batched_tokens, max_num_seqs))
+
+
+def warmup_sampler_need_bytes(model: ModelSpec, deployment: DeploymentSpec, max_num_batched_tokens: int,
+                              max_num_seqs: int) -> float:
+    """Free memory the post-KV sampler warm-up needs on one GPU (``compile_or_warm_up_model``).  # bytes
+
+    ``WARMUP_SAMPLER_FACTOR x sampler`` on model runner V1 (``mrv1``), one sampler on model runner V2 and 0.7-0.10;
+    0 for the V0 engine, which samples inside its profile run and has no warm-up after the KV cache.
+    """
+    path = sampler_path(model, deployment.vllm_version)
+    if path == "v0":
+        return 0.0
+    factor = WARMUP_SAMPLER_FACTOR if path == "mrv1" else 1.0
+    return factor * sampler_bytes(model, deployment, max_num_batched_tokens, max_num_seqs)
+
+
+def non_torch_rule(deployment: DeploymentSpec, gpu: GpuSpec | None = None) -> tuple[float, str]:
+    """``(GiB, rule)``: non-torch memory on one GPU by communication pattern and vLLM version.
+
+    ``NON_TORCH_GIB`` (CUDA context, cuBLAS workspaces) plus, with TP >= 2, ``NON_TORCH_MULTI_GPU_GIB`` (NCCL and
+    custom all-reduce) and from vLLM 0.12 over NVLink ``NON_TORCH_NVLINK_TP_GIB`` more; with pipeline parallelism
+    alone ``NON_TORCH_PP_GIB`` (point-to-point buffers). An unknown link counts as PCIe.
+    """
+    tp, pp = deployment.tensor_parallel_size, deployment.pipeline_parallel_size
+    gib, rule = NON_TORCH_GIB, f"{NON_TORCH_GIB} GiB CUDA context and workspaces"
+    if tp > 1:
+        nvlink = bool(gpu is not None and gpu.interconnect_gbps and gpu.interconnect_gbps >= NVLINK_MIN_GBPS)
+        gib += NON_TORCH_MULTI_GPU_GIB
+        rule += f" + {NON_TORCH_MULTI_GPU_GIB} GiB NCCL and custom all-reduce (TP {tp})"
+        if nvlink and _version_tuple(deployment.vllm_version) >= NVLINK_TP_SINCE:
+            gib += NON_TORCH_NVLINK_TP_GIB
+            rule += f" + {NON_TORCH_NVLINK_TP_GIB} GiB NVLink all-reduce buffers (vLLM >= 0.12 over NVLink)"
+        elif not nvlink:
+            rule += " (link not NVLink, or not known)"
+    elif pp > 1:
+        gib += NON_TORCH_PP_GIB
+        rule += f" + {NON_TORCH_PP_GIB} GiB NCCL send/recv (PP {pp}, no all-reduce)"
+    return gib, rule
+
+
+def non_torch_bytes(deployment: DeploymentSpec, gpu: GpuSpec | None = None) -> float:
+    """Non-torch memory on one GPU (:func:`non_torch_rule`).  # bytes"""
+    return non_torch_rule(deployment, gpu)[0] * GIB
 
 
 def lora_bytes_per_gpu(model: ModelSpec, deployment: DeploymentSpec) -> float:
@@ -271,11 +372,12 @@ class Overheads:
 
 
 def overheads(model: ModelSpec, deployment: DeploymentSpec, rules: VersionRules, mnbt: int,
-               seqs: int) -> Overheads:
+               seqs: int, gpu: GpuSpec | None = None) -> Overheads:
     """Everything vLLM takes off the budget besides the weights, per GPU.  # bytes"""
     act = deployment.activation_gib * GIB if deployment.activation_gib is not None else \
         activation_bytes(model, deployment, mnbt, seqs)
-    nt = deployment.non_torch_gib * GIB if deployment.non_torch_gib is not None else non_torch_bytes(deployment)
+    nt = deployment.non_torch_gib * GIB if deployment.non_torch_gib is not None else \
+        non_torch_bytes(deployment, gpu)
     if deployment.cudagraph_gib is not None:
         cg = deployment.cudagraph_gib * GIB
     else:
@@ -289,19 +391,34 @@ __all__ = [
     "ACTIVATION_DTYPES",
     "CUDAGRAPH_GIB",
     "CUDAGRAPH_SUBTRACTED_SINCE",
+    "HYBRID_CONCURRENCY_TOKENS_SINCE",
     "NEWEST_VLLM",
     "NON_TORCH_GIB",
     "NON_TORCH_MULTI_GPU_GIB",
+    "NON_TORCH_NVLINK_TP_GIB",
+    "NON_TORCH_PP_GIB",
+    "NVLINK_MIN_GBPS",
+    "NVLINK_TP_SINCE",
+    "MRV2_ALL_SINCE",
+    "MRV2_DENSE_SINCE",
     "SAMPLER_BYTES_PER_LOGIT",
+    "SHARDED_SAMPLING_SINCE",
+    "WARMUP_SAMPLER_FACTOR",
     "Overheads",
     "VersionRules",
     "activation_bytes",
     "compute_dtype",
+    "forward_activation_bytes",
+    "sampler_bytes",
+    "sampler_path",
+    "sampler_requests",
+    "warmup_sampler_need_bytes",
     "cudagraph_subtracted",
     "default_batch_knobs",
     "encoder_cache_bytes",
     "lora_bytes_per_gpu",
     "non_torch_bytes",
+    "non_torch_rule",
     "overheads",
     "version_rules",
 ]

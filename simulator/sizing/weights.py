@@ -136,7 +136,34 @@ def weights_bytes_per_gpu(model: ModelSpec, deployment: DeploymentSpec, stage: i
         edge += p["embed"] * cb
     if stage == pp - 1:
         edge += (p["lm_head"] if not model.tie_word_embeddings or pp == 1 else p["embed"]) * cb
-    return (per_layer_bytes + edge) / tp * scale
+    vision = vision_bytes_per_gpu(model, deployment) if stage == 0 else 0.0
+    return (per_layer_bytes + edge) / tp * scale + vision + rope_cache_bytes(model, deployment)
 
 
-__all__ = ["estimate_num_parameters", "weights_bytes_per_gpu"]
+def vision_bytes_per_gpu(model: ModelSpec, deployment: DeploymentSpec) -> float:
+    """A multimodal checkpoint's vision tower and projector on one GPU of the first pipeline stage.  # bytes
+
+    ``vision_parameters x activation bytes / tp``: vLLM shards the vision encoder over the TP ranks by default
+    (``mm_encoder_tp_mode="weights"``) and keeps it unquantized. Llama-4-Scout at TP 8: 871.9 M parameters,
+    0.20 GiB per GPU.
+    """
+    if not model.vision_parameters:
+        return 0.0
+    return model.vision_parameters * DTYPE_BYTES[compute_dtype(model, deployment)] / deployment.tensor_parallel_size
+
+
+def rope_cache_bytes(model: ModelSpec, deployment: DeploymentSpec) -> float:
+    """vLLM's rotary ``cos_sin_cache`` buffers on one GPU (every rank and stage holds them whole).  # bytes
+
+    ``rope_cache_elements x activation bytes`` (vLLM ``RotaryEmbedding.__init__`` registers a
+    ``[max_position, rotary_dim]`` buffer in the model dtype; counted in "Model loading took"). Without
+    ``rope_cache_elements``: ``max_position_embeddings x head_dim`` (``qk_rope_head_dim`` for MLA).
+    """
+    n = model.rope_cache_elements
+    if n is None:
+        rot = model.qk_rope_head_dim if model.attention == "MLA" and model.qk_rope_head_dim else model.head_dim
+        n = (model.max_position_embeddings or 0) * rot if model.gated_mlp else 0
+    return float(n) * DTYPE_BYTES[compute_dtype(model, deployment)]
+
+
+__all__ = ["estimate_num_parameters", "rope_cache_bytes", "vision_bytes_per_gpu", "weights_bytes_per_gpu"]

@@ -94,6 +94,7 @@ def head_spec(target: ModelSpec, spec: DraftSpec) -> tuple[ModelSpec | None, int
     keep_quant = spec.method == "mtp"  # MTP layers ship in the target's checkpoint format
     head = replace(target, name=f"{target.name} {spec.method} head", num_layers=1, layers=(), vocab_size=0,
                    num_dense_layers=0, num_parameters=None, num_active_parameters=None, tie_word_embeddings=False,
+                   vision_parameters=None, rope_cache_elements=0,  # shares the target's cos/sin cache (get_rope)
                    **({} if keep_quant else dict(quantization=None, quant_bits=None, quant_group_size=None,
                                                  quant_scheme=None, quant_ignore=())))
     extra = 2 * h * h

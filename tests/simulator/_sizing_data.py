@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from simulator.base.specs import ModelSpec
+from simulator.sizing.config_rules import vision_parameters
 from simulator.sizing.hf_config import parse_hf_config
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sizing"
@@ -42,6 +43,10 @@ def golden_model(entry: dict) -> ModelSpec:
     model = parse_hf_config(hf_config(m)) if isinstance(m, str) else ModelSpec(**m)
     if entry.get("quantization"):
         model = replace(model, quantization=entry["quantization"])
+    if entry.get("vision"):  # a multimodal checkpoint given as its text model plus the vision_config
+        v = entry["vision"]
+        params, _ = vision_parameters(v, model.hidden_size, v["model_type"])
+        model = replace(model, vision_parameters=params)
     return model
 
 

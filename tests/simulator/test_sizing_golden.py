@@ -94,8 +94,10 @@ def test_rows_not_computable_from_first_principles_say_why():
 
 def test_error_summary():
     # Issue 18's goal: median <= 5 %, worst <= 15 % from model, GPU and knobs (vLLM version included).
-    # Measured: median 1.42 %, worst 6.86 % (R01) over the 12 computable rows; pinned with a little room.
+    # Issue 31, measured: median 1.37 %, worst 6.49 % (R16, ROCm non-torch), 10 of 12 within 5 %, 9 within 2 %
+    # (before issue 31: median 1.42 %, worst 6.86 %, 9 and 8); pinned with a little room.
     errs = sorted(abs(first_principles_error(r)) for r in FIRST_PRINCIPLES)
     assert len(errs) == 12
-    assert statistics.median(errs) <= 0.02
+    assert statistics.median(errs) <= 0.015
     assert errs[-1] <= 0.07
+    assert sum(e <= 0.05 for e in errs) >= 10 and sum(e <= 0.02 for e in errs) >= 9

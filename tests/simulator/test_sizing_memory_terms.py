@@ -15,7 +15,7 @@ LLAMA = parse_hf_config(hf_config("meta-llama--Meta-Llama-3.1-8B_config.json"))
 
 @pytest.mark.parametrize(("version", "cg", "hybrid"), [
     ("0.6.4", False, "blocks_per_group"), ("0.10.1.1", False, "blocks_per_group"),
-    ("0.11.0", False, "concurrency_x_len"), ("0.20.2", False, "concurrency_x_len"),
+    ("0.11.0", False, "blocks_per_group"), ("0.19.0", False, "blocks_per_group"), ("0.20.2", False, "concurrency_x_len"),
     ("0.21.0", True, "concurrency_x_len"), ("0.28.0", True, "concurrency_x_len"), (None, True, "concurrency_x_len"),
 ])
 def test_version_rules_follow_the_release_that_changed_them(version, cg, hybrid):
@@ -35,14 +35,18 @@ def test_cudagraph_estimate_comes_off_the_kv_budget_from_0_21_unless_turned_off(
 
 
 def test_hybrid_kv_size_rule_changes_with_the_version():
-    # R35 (gpt-oss-120b, 0.10.1.1) printed blocks // groups x 16; 0.11+ prints int(concurrency x max_model_len).
+    # R35 (gpt-oss-120b, 0.10.1.1) printed blocks // groups x 16, and so did 0.19.0 (vLLM issue #40691: 290,864
+    # tokens beside 33.04x of 32,768); from 0.20 (PR #40694) vLLM prints int(concurrency x max_model_len).
     entry = load_json("golden_rows.json")["R35"]
     model, knobs = golden_model(entry), golden_knobs(entry)
     gpu = GpuSpec(name="A100", memory_gib=79.15)
     old = plan(model, gpu, DeploymentSpec(**knobs, available_kv_gib=45.32))
-    new = plan(model, gpu, DeploymentSpec(**{**knobs, "vllm_version": "0.11.0"}, available_kv_gib=45.32))
+    v019 = plan(model, gpu, DeploymentSpec(**{**knobs, "vllm_version": "0.19.0"}, available_kv_gib=45.32))
+    new = plan(model, gpu, DeploymentSpec(**{**knobs, "vllm_version": "0.20.0"}, available_kv_gib=45.32))
     assert old.kv_cache_tokens == pytest.approx(2_640_144, rel=0.001)
-    assert new.num_gpu_blocks == old.num_gpu_blocks
+    assert v019.num_gpu_blocks == new.num_gpu_blocks == old.num_gpu_blocks
+    assert v019.kv_cache_tokens == v019.num_gpu_blocks // 2 * 16
+    assert "blocks / groups x block_size" in v019.vllm_rule
     assert new.kv_cache_tokens == int(new.max_concurrency * 16384)
 
 
