@@ -41,7 +41,8 @@ def add_search_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--output", default="normal:256,64", metavar="DIST", help="output length distribution, tokens")
     p.add_argument("--seed", type=int, default=0, help="workload seed")
     p.add_argument("--slo", action="append", required=True, metavar="METRIC:PCT:SECONDS",
-                   help="a latency target, e.g. ttft:p90:0.5 or itl:p99:0.05 or e2e:p50:10 (repeatable)")
+                   help="a latency target METRIC:PERCENTILE:SECONDS, METRIC one of ttft, tpot, itl, e2e (vLLM bench's "
+                        "definitions), e.g. ttft:p90:0.5 or tpot:p90:0.03 or itl:p99.9:0.1 (repeatable)")
     p.add_argument("--min-goodput", type=float, default=0.0, metavar="FRAC",
                    help="least share of requests that must meet every target (0 to 1)")
     p.add_argument("--tp", default="1,2,4,8", metavar="LIST", help="tensor-parallel degrees")

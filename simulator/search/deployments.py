@@ -61,7 +61,7 @@ import numpy as np
 from simulator.base import ModelSpec
 from simulator.batch import simulate
 from simulator.cluster import SUMMED_TOTALS, LoadBalance, simulate_cluster
-from simulator.engine import SimResult, WorkloadPrep
+from simulator.engine import SimResult, TokenGaps, WorkloadPrep
 from simulator.search.evaluate import (
     SCREEN_MIN_REQUESTS,
     SCREEN_SHARES,
@@ -186,13 +186,13 @@ class _Replicas:
         req["instance"] = assign
         self.requests = req
         self.totals = {k: int(sum(r.totals.get(k, 0) for r in results)) for k in SUMMED_TOTALS}
-        self.latency = SimResult(totals=self.totals, requests=req, steps=None,
-                                 arrival_unit=workload.arrival_unit).latency()
+        self.latency = SimResult(totals=self.totals, requests=req, steps=None, arrival_unit=workload.arrival_unit,
+                                 token_gaps=TokenGaps.concat(r.token_gaps for r in results)).latency()
         self.load = LoadBalance.of(assign, workload.prompt_len + workload.output_len, n)
 
 
 #: The per-request columns a search reads of a simulation (latency, goodput, serving time).
-_COLUMNS = ("arrival", "prompt_len", "num_output_tokens", "first_token_time_s", "finish_time_s")
+_COLUMNS = ("arrival", "prompt_len", "num_output_tokens", "first_token_time_s", "finish_time_s", "itl_gaps_known")
 
 
 def _independent(workload: Workload, routing: str) -> bool:
