@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.base import DeploymentSpec, ModelSpec
+from simulator.base import DeploymentSpec, ModelSpec, figure, ms_against
 from simulator.clock import CostModelError, RooflineStepTime
 from simulator.engine import EngineConfig, request_latencies, serving_offsets
 from simulator.search.space import SLO_METRIC_LABELS, SLO_METRICS, Candidate, SearchSpace, Slo, format_seconds
@@ -133,6 +133,7 @@ def prepare_candidate(index: int, cand: Candidate, model: ModelSpec, space: Sear
                        async_scheduling=default_async_scheduling(dep.vllm_version, space.async_scheduling))
     floor_miss = slo_floor_miss(workload, terms, slo)
     if floor_miss:
+        info["floor_severity"] = floor_severity(workload, terms, slo)
         return Prepared(index, cand, None, f"cannot meet the SLO with any number of replicas: {floor_miss}", info)
     bound = replicas_lower_bound(workload, terms, cfg.max_num_seqs)
     return Prepared(index, cand, cfg, f"{sizing.kv_cache_tokens:,} tokens of KV cache per GPU", info, bound)
@@ -179,6 +180,13 @@ def latency_floors(workload: Workload, terms) -> dict[str, np.ndarray]:
     return {"ttft": ttft, "tpot": np.full(workload.n, gap), "itl": np.full(workload.n, gap), "e2e": e2e}
 
 
+def floor_severity(workload: Workload, terms, slo: Slo) -> float:
+    """The worst ratio of a target's floor (:func:`latency_floors`) to its bound: how far the hardware's best
+    is from the SLO (the shape nearest to meeting it has the smallest)."""
+    floors = latency_floors(workload, terms)
+    return max(float(np.percentile(floors[tg.metric], tg.q)) / tg.max_s for tg in slo.targets)
+
+
 def slo_floor_miss(workload: Workload, terms, slo: Slo) -> str | None:
     """Why ``slo`` cannot hold at any replica count by :func:`latency_floors`, or None."""
     floors = latency_floors(workload, terms)
@@ -212,9 +220,7 @@ def judge(res, workload: Workload, slo: Slo, cost_per_hour: float) -> Trial:
         if tg.metric in ("itl", "tpot") and math.isnan(v):
             continue  # one-token answers have no gap: any ITL or TPOT target holds
         if math.isnan(v) or v > tg.max_s:
-            shown = math.inf if math.isnan(v) else v
-            misses.append(f"misses {tg.label} by {format_seconds(shown - tg.max_s)} "
-                          f"({format_seconds(shown)} against {format_seconds(tg.max_s)})")
+            misses.append(miss_words(tg.label, math.inf if math.isnan(v) else v, tg.max_s))
         severity = max(severity, (v if not math.isnan(v) else math.inf) / tg.max_s)
     dropped, unfinished = int(t["dropped_unservable"]), int(t["unfinished"])
     if dropped:
@@ -242,6 +248,15 @@ def latency_figures(lat, slo: Slo) -> dict[str, float | None]:
             v = lat.percentile(metric, q)
             out[f"{SLO_METRIC_LABELS[metric]} p{q:g}"] = None if math.isnan(v) else v
     return out
+
+
+def miss_words(label: str, value_s: float, target_s: float) -> str:
+    """``misses ITL p90 by 0.06 ms (39.36 ms against 39.3 ms)``: the figures with as many digits as it takes
+    for the value, its target and the margin to read as they compare."""
+    value, target = ms_against(value_s, target_s)
+    if not math.isfinite(value_s):
+        return f"misses {label} (no figure: {value} against {target} ms)"
+    return f"misses {label} by {figure((value_s - target_s) * 1000)} ms ({value} ms against {target} ms)"
 
 
 def goodput_share(requests: dict[str, Any], slo: Slo) -> float:
@@ -351,6 +366,6 @@ def screened_trial(n: int, cost_per_hour: float, slo: Slo, why: str) -> Trial:
 
 
 __all__ = ["Prepared", "Trial", "backlog_end", "default_max_model_len", "goodput_share", "judge", "latency_figures",
-           "latency_floors",
+           "floor_severity", "latency_floors", "miss_words",
            "leading_requests", "prepare_candidate", "replicas_lower_bound", "screen_miss", "screened_trial",
            "slo_floor_miss"]
