@@ -19,6 +19,33 @@ CSV_COLUMNS = ("candidate", "status", "gpu", "tensor_parallel", "pipeline_parall
 XPYD_COLUMNS = ("serving", "prefill_instances", "decode_instances", "kv_transfer_p90_s")
 
 
+def model_id(snapshot: dict) -> str:
+    """The Hugging Face repository id ``vllm serve`` loads: the profile's, else its name as one word."""
+    model = snapshot.get("model") or {}
+    hf = (model.get("source") or {}).get("hf_id")
+    return hf or "-".join(str((model.get("spec") or {}).get("name") or "MODEL").split())
+
+
+def search_launch(result: dict, snapshot: dict) -> dict | None:
+    """``launch`` of a search's answer (:func:`simulator.launch.search_launch`; None when nothing meets)."""
+    from simulator.launch import search_launch as launch_of
+
+    best = result.get("best")
+    if not best:
+        return None
+    space = snapshot.get("space") or {}
+    return launch_of(best, model_id(snapshot), gpu_memory_utilization=space.get("gpu_memory_utilization", 0.9),
+                     async_scheduling=space.get("async_scheduling"))
+
+
+def result_with_launch(search) -> dict | None:
+    """The stored result with its ``launch`` (worked out for a result stored before answers carried one)."""
+    res = search.result
+    if not isinstance(res, dict) or "best" not in res or "launch" in res:
+        return res
+    return {**res, "launch": search_launch(res, search.snapshot)}
+
+
 def row_status(o: dict, t: dict | None) -> tuple[str, str]:
     """The status and reason of one row of a report: a shape's outcome, or one replica count tried of it.
 
@@ -100,7 +127,7 @@ def _num(v) -> str:
 def to_json(search) -> str:
     return json.dumps({"report": {"slug": search.slug, "title": search.name,
                                   "created_at": search.created_at.isoformat()},
-                       "definition": search.definition, "inputs": search.snapshot, "result": search.result,
+                       "definition": search.definition, "inputs": search.snapshot, "result": result_with_launch(search),
                        "sampling_words": sampling_answer(search.snapshot)["sampling_words"]},
                       indent=1)
 

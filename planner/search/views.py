@@ -65,7 +65,8 @@ def report_context(search: Search) -> dict:
             status, why = exports.row_status(o, t)
             rows.append({"o": o, "t": t, "values": [exports.trial_figure(t, lab) for lab in labels],
                          "status": status, "why": why})
-    return {"search": search, "result": res, "best": res["best"], "labels": labels, "rows": rows,
+    launch = res.get("launch") if "launch" in res else exports.search_launch(res, search.snapshot)
+    return {"search": search, "result": res, "best": res["best"], "labels": labels, "rows": rows, "launch": launch,
             "figure": build_pareto_figure(res), "title": search.name,
             "sampling_words": sampling_answer(search.snapshot)["sampling_words"],
             **_xpyd_context(res, [f"{t['metric'].upper()} {t['percentile']}" for t in res["slo"]["targets"]])}
