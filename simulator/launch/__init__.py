@@ -14,10 +14,11 @@ from simulator.launch.commands import (
     kubernetes_manifests,
     launch,
     search_launch,
+    sizing_launch,
     to_yaml,
     vllm_serve_args,
     vllm_serve_command,
 )
 
-__all__ = ["LaunchError", "LaunchSpec", "kubernetes_manifests", "launch", "search_launch", "to_yaml", "vllm_serve_args",
+__all__ = ["LaunchError", "LaunchSpec", "kubernetes_manifests", "launch", "search_launch", "sizing_launch", "to_yaml", "vllm_serve_args",
            "vllm_serve_command"]

@@ -33,7 +33,7 @@ PORT = 8000
 #: vLLM's ``--kv-cache-dtype`` values (CacheDType).
 KV_CACHE_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")
 #: A weight precision of the planner -> vLLM's ``--quantization`` (None: read from the checkpoint).
-QUANTIZATION = {"bf16": None, "fp8": "fp8", "int4": None}
+QUANTIZATION = {"bf16": None, "fp8": "fp8", "int4": None, "int8": None, "awq": None, "gptq": None, "mxfp4": None}
 _NAME = re.compile(r"[^a-z0-9-]+")
 
 
@@ -270,9 +270,9 @@ def to_yaml(docs: list[dict[str, Any]]) -> str:
 def launch(spec: LaunchSpec) -> dict[str, Any]:
     """``{"vllm_serve", "kubernetes", "vllm_version", "replicas", "gpus_per_replica", "notes"}`` of ``spec``."""
     notes = list(spec.notes)
-    if spec.quantization == "int4":
-        notes.append("int4 weights: serve an int4 (AWQ or GPTQ) checkpoint of the model; vLLM reads its "
-                     "quantization from the checkpoint's config")
+    if spec.quantization in QUANTIZATION and spec.quantization not in ("bf16", "fp8"):
+        notes.append(f"{spec.quantization} weights: serve a {spec.quantization} checkpoint of the model (AWQ or GPTQ "
+                     "for int4); vLLM reads its quantization from the checkpoint's config")
     if spec.replicas > 1 or spec.autoscale:
         notes.append(f"{spec.replicas} replica{'s' if spec.replicas > 1 else ''} of {spec.gpus_per_replica} "
                      f"GPU{'s' if spec.gpus_per_replica > 1 else ''} each behind the Service (round-robin "
@@ -280,6 +280,47 @@ def launch(spec: LaunchSpec) -> dict[str, Any]:
     return {"vllm_serve": vllm_serve_command(spec), "kubernetes": to_yaml(kubernetes_manifests(spec)),
             "vllm_version": spec.vllm_version, "replicas": spec.replicas,
             "gpus_per_replica": spec.gpus_per_replica, "notes": notes}
+
+
+def speculative_config(draft: Any, model: str) -> tuple[dict[str, Any] | None, list[str]]:
+    """vLLM's ``--speculative-config`` of a drafter (:class:`simulator.speculative.memory.DraftSpec`, duck-typed:
+    ``method``, ``num_speculative_tokens``, ``draft_model``) and the notes it needs."""
+    if draft is None or not getattr(draft, "num_speculative_tokens", 0):
+        return None, []
+    method, k = draft.method, int(draft.num_speculative_tokens)
+    cfg: dict[str, Any] = {"method": method, "num_speculative_tokens": k}
+    notes = []
+    if method == "ngram":
+        cfg["prompt_lookup_max"] = 4
+    elif method in ("eagle", "eagle3"):
+        cfg["model"] = "EAGLE_HEAD_REPO"
+        notes.append(f"replace EAGLE_HEAD_REPO with the {method.upper()} head trained for {model}")
+    elif method == "draft_model":
+        name = getattr(getattr(draft, "draft_model", None), "name", "") or "DRAFT_MODEL_REPO"
+        cfg["model"] = "-".join(str(name).split())
+        notes.append("the draft model is named as its profile is; use its Hugging Face repository id")
+    return cfg, notes
+
+
+def sizing_launch(result: Any, deployment: Any, model: str, *, replicas: int = 1, quantization: str | None = None,
+                  speculative: Any = None, autoscale: dict[str, Any] | None = None) -> dict[str, Any]:
+    """:func:`launch` of a sized deployment: ``result`` a :class:`simulator.sizing.closed_form.SizingResult`,
+    ``deployment`` its :class:`simulator.base.specs.DeploymentSpec` (read by attribute), ``replicas`` engines.
+    The knobs are those the sizing resolved (vLLM's defaults filled in), so vLLM starts with the KV cache
+    the planner computed; a CPU tier becomes vLLM's OffloadingConnector with as many CPU blocks."""
+    spec_cfg, notes = speculative_config(speculative, model)
+    block = int(getattr(result, "block_size", 16) or 16)
+    spec = LaunchSpec(
+        model=model, tensor_parallel_size=int(deployment.tensor_parallel_size),
+        pipeline_parallel_size=int(deployment.pipeline_parallel_size), max_num_seqs=int(result.max_num_seqs),
+        max_num_batched_tokens=int(result.max_num_batched_tokens), max_model_len=int(result.max_model_len),
+        gpu_memory_utilization=float(deployment.gpu_memory_utilization),
+        kv_cache_dtype=str(deployment.kv_cache_dtype or "auto"), quantization=quantization,
+        block_size=None if block == 16 else block, speculative=spec_cfg,
+        kv_offload_cpu_blocks=getattr(result, "cpu_tier_blocks", None) or None, replicas=int(replicas),
+        gpu_name=str(getattr(result, "gpu", "") or ""), vllm_version=getattr(deployment, "vllm_version", None),
+        autoscale=autoscale, notes=tuple(notes))
+    return launch(spec)
 
 
 def search_launch(best: dict[str, Any], model: str, *, gpu_memory_utilization: float = 0.9,
@@ -299,4 +340,5 @@ def search_launch(best: dict[str, Any], model: str, *, gpu_memory_utilization: f
 
 
 __all__ = ["IMAGE", "KV_CACHE_DTYPES", "LaunchError", "LaunchSpec", "QUANTIZATION", "kubernetes_manifests",
-           "launch", "search_launch", "to_yaml", "vllm_serve_args", "vllm_serve_command"]
+           "launch", "search_launch", "sizing_launch", "speculative_config", "to_yaml", "vllm_serve_args",
+           "vllm_serve_command"]
