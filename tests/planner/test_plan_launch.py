@@ -36,3 +36,19 @@ def test_a_plan_that_fits_says_what_to_run():
 def test_a_plan_that_does_not_fit_has_nothing_to_run():
     r = APIClient().post("/api/plan/", {"model": "llama-3-1-70b", "gpu": "l4"}, format="json")
     assert r.status_code == 200 and r.json()["fits"] is False and r.json()["launch"] is None
+
+
+def test_the_replicas_answer_says_what_to_run(django_user_model):
+    from tests.planner.test_replicas_api import _body
+
+    c = APIClient()
+    c.force_authenticate(django_user_model.objects.create_user("rex", password="pw-rex-12345"))
+    r = c.post("/api/replicas/", _body(20), format="json")
+    assert r.status_code == 200, r.content
+    d = r.json()
+    args = shlex.split(d["launch"]["vllm_serve"])
+    _check_flags(args)
+    assert args[2] == "meta-llama/Llama-3.1-8B"
+    docs = list(yaml.safe_load_all(d["launch"]["kubernetes"]))
+    _validate(docs)
+    assert docs[0]["spec"]["replicas"] == d["num_instances"] >= 1
