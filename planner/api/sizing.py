@@ -319,6 +319,9 @@ class PlanCreateApi(APIView):
                       "subtracted (taken off the KV budget)")
         notes = serializers.ListField(child=serializers.CharField())
         speculative = SpeculativeOutputSerializer(required=False, help_text="Present when speculative decoding is on")
+        launch = serializers.JSONField(
+            allow_null=True, help_text="What to run (null when the plan does not fit): vllm_serve (one shell command "
+                                       "line with vLLM's flags), kubernetes (Deployment + Service YAML), notes")
 
         @extend_schema_field(inline_serializer("PlanMemoryGib", fields={
             f: serializers.FloatField() for f in ("total", "budget", "weights", "activation", "non_torch",
@@ -423,7 +426,9 @@ def plan_answer(body: Any, *, user) -> dict:
     s = PlanCreateApi.InputSerializer(data=body)
     s.is_valid(raise_exception=True)
     v = dict(s.validated_data)
-    model = _model_spec(v.pop("model"), user=user)
+    ref = v.pop("model")
+    model_id: list[str] = []
+    model = _model_spec(ref, user=user, hf_id=model_id)
     gpu = _gpu_spec(v.pop("gpu"), user=user)
     v["speculative"] = _draft_spec(v.pop("speculative", None), user=user)
     outcome = services.plan_deployment(model=model, gpu=gpu, knobs=v)
@@ -432,17 +437,29 @@ def plan_answer(body: Any, *, user) -> dict:
         bytes_per_block=out["bytes_per_block_per_gpu"],
         total_kv_cache_tokens=outcome.total_kv_cache_tokens,
         total_max_concurrency=outcome.total_max_concurrency,
+        launch=services.plan_launch(outcome, (model_id or [""])[0], v["speculative"]),
     )
     return dict(PlanCreateApi.OutputSerializer(out).data)
 
 
-def _model_spec(ref: dict, *, user):
+def _config_model_id(cfg) -> str:
+    """A config.json's ``_name_or_path`` when it is a repository id (no spaces), else ""."""
+    name = cfg.get("_name_or_path") if isinstance(cfg, dict) else None
+    return name if isinstance(name, str) and name.strip() and not any(c.isspace() for c in name) else ""
+
+
+def _model_spec(ref: dict, *, user, hf_id: list | None = None):
+    """The model asked for; ``hf_id`` (a list) receives its Hugging Face repository id ("" when unknown)."""
     if "slug" in ref:
         row = selectors.model_profile_get(slug=ref["slug"], user=user)
         if row is None:
             raise InputError.one("model", f"No model {ref['slug']!r} in the catalog or your profiles "
                                           "(see GET /api/models/).", not_found=True)
+        if hf_id is not None:
+            hf_id.append(getattr(row, "hf_id", "") or "")
         return row.to_spec()
+    if hf_id is not None:
+        hf_id.append(_config_model_id(ref.get("config")))
     try:
         return parse_hf_config(ref["config"], name=ref.get("name"), num_parameters=ref.get("num_parameters"))
     except SpecError as exc:

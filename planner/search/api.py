@@ -82,7 +82,7 @@ def search_out(search: Search, request, *, result: bool = True) -> dict:
            "report_url": request.build_absolute_uri(f"/searches/r/{search.slug}/") if done else None,
            "progress": selectors.search_progress(search=search), **sampling_answer(search.snapshot)}
     if result:
-        out["result"] = search.result if done else None
+        out["result"] = exports.result_with_launch(search) if done else None
     return out
 
 

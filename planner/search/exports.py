@@ -19,26 +19,87 @@ CSV_COLUMNS = ("candidate", "status", "gpu", "tensor_parallel", "pipeline_parall
 XPYD_COLUMNS = ("serving", "prefill_instances", "decode_instances", "kv_transfer_p90_s")
 
 
+def model_id(snapshot: dict) -> str:
+    """The Hugging Face repository id ``vllm serve`` loads: the profile's, else its name as one word."""
+    model = snapshot.get("model") or {}
+    hf = (model.get("source") or {}).get("hf_id")
+    return hf or "-".join(str((model.get("spec") or {}).get("name") or "MODEL").split())
+
+
+def search_launch(result: dict, snapshot: dict) -> dict | None:
+    """``launch`` of a search's answer (:func:`simulator.launch.search_launch`; None when nothing meets)."""
+    from simulator.launch import search_launch as launch_of
+
+    best = result.get("best")
+    if not best:
+        return None
+    space = snapshot.get("space") or {}
+    return launch_of(best, model_id(snapshot), gpu_memory_utilization=space.get("gpu_memory_utilization", 0.9),
+                     async_scheduling=space.get("async_scheduling"))
+
+
+def result_with_launch(search) -> dict | None:
+    """The stored result with its ``launch`` (worked out for a result stored before answers carried one)."""
+    res = search.result
+    if not isinstance(res, dict) or "best" not in res or "launch" in res:
+        return res
+    return {**res, "launch": search_launch(res, search.snapshot)}
+
+
+def row_status(o: dict, t: dict | None) -> tuple[str, str]:
+    """The status and reason of one row of a report: a shape's outcome, or one replica count tried of it.
+
+    Only the answer's own replica count is ``answer`` (the reason: the cheapest that meets); any other
+    count tried reads ``meets`` or ``misses`` by its own figures, with its own misses as the reason.
+    """
+    if t is None:
+        return o["status"], o["reason"]
+    if o["status"] == "answer" and t["num_instances"] == o["replicas"]:
+        return "answer", o["reason"]
+    if t["meets"]:
+        return "meets", f"meets the SLO with {t['num_instances']} replica{'s' if t['num_instances'] > 1 else ''}"
+    return "misses", "; ".join(t["misses"]) or "misses the SLO"
+
+
+def figure_labels(res: dict) -> list[str]:
+    """The report's latency columns: each target's label, then TPOT and ITL at each target's percentile
+    (p90 when no target asks for another), so that both show whatever the SLO judges."""
+    targets = [f"{t['metric'].upper()} {t['percentile']}" for t in res["slo"]["targets"]]
+    pcts = list(dict.fromkeys(t["percentile"] for t in res["slo"]["targets"]))
+    extra = [f"{m} {p}" for p in pcts or ["p90"] for m in ("TPOT", "ITL")]
+    return targets + [lab for lab in extra if lab not in targets]
+
+
+def trial_figure(t: dict | None, lab: str):
+    """A row's figure (s): the target's value, or the trial's ``figures`` (None when not recorded)."""
+    if t is None:
+        return None
+    v = (t.get("values") or {}).get(lab)
+    return v if v is not None else (t.get("figures") or {}).get(lab)
+
+
 def to_csv(search) -> str:
     """One row per simulated deployment, plus one per candidate never simulated (with its reason), then one
     per xPyD split of the answer (a search with ``disaggregated``); latencies in seconds."""
     res = search.result
-    labels = [f"{t['metric'].upper()} {t['percentile']}" for t in res["slo"]["targets"]]
+    labels = figure_labels(res)
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow([*CSV_COLUMNS, *(f"{lab} (s)" for lab in labels), *XPYD_COLUMNS])
     aggregated = ["aggregated", "", "", ""]
     for o in res["outcomes"]:
         c = o["candidate"]
-        head = [c["label"], o["status"], c["gpu"], c["tensor_parallel"], c["pipeline_parallel"], c["precision"],
-                c["kv_cache_dtype"], c["max_num_seqs"]]
+        shape = [c["gpu"], c["tensor_parallel"], c["pipeline_parallel"], c["precision"], c["kv_cache_dtype"],
+                 c["max_num_seqs"]]
         if not o["trials"]:
-            w.writerow([*head, "", "", "", "", "", "", o["reason"], *([""] * len(labels)), *aggregated])
+            w.writerow([c["label"], o["status"], *shape, "", "", "", "", "", "", o["reason"], *([""] * len(labels)),
+                        *aggregated])
         for t in o["trials"]:
-            why = "; ".join(t["misses"]) or o["reason"]
-            w.writerow([*head, t["num_instances"], _num(t["cost_per_hour"]), _num(t["cost_per_million_tokens"]),
-                        t["meets"], _num(t["goodput"]), _num(t["output_tokens_per_s"]), why,
-                        *(_num((t["values"] or {}).get(lab)) for lab in labels), *aggregated])
+            status, why = row_status(o, t)
+            w.writerow([c["label"], status, *shape, t["num_instances"], _num(t["cost_per_hour"]),
+                        _num(t["cost_per_million_tokens"]), t["meets"], _num(t["goodput"]),
+                        _num(t["output_tokens_per_s"]), why, *(_num(trial_figure(t, lab)) for lab in labels),
+                        *aggregated])
     _xpyd_rows(w, res, labels)
     return buf.getvalue()
 
@@ -66,7 +127,7 @@ def _num(v) -> str:
 def to_json(search) -> str:
     return json.dumps({"report": {"slug": search.slug, "title": search.name,
                                   "created_at": search.created_at.isoformat()},
-                       "definition": search.definition, "inputs": search.snapshot, "result": search.result,
+                       "definition": search.definition, "inputs": search.snapshot, "result": result_with_launch(search),
                        "sampling_words": sampling_answer(search.snapshot)["sampling_words"]},
                       indent=1)
 

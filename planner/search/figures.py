@@ -33,7 +33,8 @@ def build_pareto_figure(result: dict) -> dict:
             marker={"color": color, "symbol": symbol, "size": 8},
             text=[f"{t['num_instances']} x {o['candidate']['label']}" for o, t, _ in pts],
             hovertemplate="%{text}<br>$%{x:.2f}/h, %{y:.0f} ms<extra></extra>"))
-    front = result.get("frontier") or []
+    # the frontier of the first target (results stored before one frontier per target: their only one)
+    front = [p for p in result.get("frontier") or [] if "metric" not in p or p["label"] == label]
     fig.add_trace(go.Scatter(x=[p["cost_per_hour"] for p in front], y=[p["value_s"] * 1000 for p in front],
                              mode="lines", name="Pareto frontier", line={"color": "#444", "shape": "hv"},
                              hoverinfo="skip"))

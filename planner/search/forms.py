@@ -8,7 +8,7 @@ from planner.sampling_words import sampling_field
 from simulator.cluster import POLICIES
 from simulator.search import PRECISIONS
 
-PERCENTILES = [("p50", "p50"), ("p90", "p90"), ("p99", "p99")]
+PERCENTILES = [("p50", "p50"), ("p90", "p90"), ("p95", "p95"), ("p99", "p99"), ("p99.9", "p99.9")]
 
 
 def _list(text: str, field: str) -> list[int]:
@@ -42,7 +42,13 @@ class SearchForm(forms.Form):
                                   initial=100, help_text="%")
     ttft_ms = forms.FloatField(label="TTFT target", required=False, min_value=0.001, initial=500, help_text="ms")
     ttft_pct = forms.ChoiceField(label="TTFT percentile", choices=PERCENTILES, initial="p90")
-    itl_ms = forms.FloatField(label="ITL target", required=False, min_value=0.001, initial=50, help_text="ms")
+    tpot_ms = forms.FloatField(label="TPOT target", required=False, min_value=0.001,
+                               help_text="ms: each request's mean gap between tokens after the first (vLLM bench's "
+                                         "TPOT), percentile over requests")
+    tpot_pct = forms.ChoiceField(label="TPOT percentile", choices=PERCENTILES, initial="p90", required=False)
+    itl_ms = forms.FloatField(label="ITL target", required=False, min_value=0.001, initial=50,
+                              help_text="ms: every gap between two streamed tokens (vLLM bench's ITL), percentile "
+                                        "over all gaps")
     itl_pct = forms.ChoiceField(label="ITL percentile", choices=PERCENTILES, initial="p90")
     e2e_s = forms.FloatField(label="End-to-end target", required=False, min_value=0.001, help_text="seconds")
     e2e_pct = forms.ChoiceField(label="E2E percentile", choices=PERCENTILES, initial="p90")
@@ -119,16 +125,18 @@ class SearchForm(forms.Form):
 
     def clean(self):
         data = super().clean()
-        if not any(data.get(k) for k in ("ttft_ms", "itl_ms", "e2e_s")):
-            raise forms.ValidationError("Give at least one latency target (TTFT, ITL or end-to-end).")
+        if not any(data.get(k) for k in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_s")):
+            raise forms.ValidationError("Give at least one latency target (TTFT, TPOT, ITL or end-to-end).")
         return data
 
     def to_definition(self) -> dict:
         d = self.cleaned_data
         targets = []
-        for metric, key, scale in (("ttft", "ttft_ms", 1e-3), ("itl", "itl_ms", 1e-3), ("e2e", "e2e_s", 1.0)):
+        for metric, key, scale in (("ttft", "ttft_ms", 1e-3), ("tpot", "tpot_ms", 1e-3), ("itl", "itl_ms", 1e-3),
+                                   ("e2e", "e2e_s", 1.0)):
             if d.get(key):
-                targets.append({"metric": metric, "percentile": d[f"{metric}_pct"], "max_s": d[key] * scale})
+                targets.append({"metric": metric, "percentile": d.get(f"{metric}_pct") or "p90",
+                                "max_s": d[key] * scale})
         n = max(1, round(d["rate"] * d["duration_s"]))
         spec = {"n": n, "prompt": {"kind": "normal", "mean": d["prompt_mean"], "std": d["prompt_std"]},
                 "output": {"kind": "normal", "mean": d["output_mean"], "std": d["output_std"]},

@@ -31,6 +31,7 @@ from django.utils import timezone
 from config.celery import app as celery_app
 from planner.heartbeat import MAX_CHUNK_ATTEMPTS, Heartbeat, gave_up_message, is_stalled
 from planner.search import definition as sdefn
+from planner.search import exports
 from planner.search.disaggregated import run_stage
 from planner.search.models import Search, SearchChunk
 from planner.sweeps.services import PROGRESS_INTERVAL_S, QuotaExceeded, _queue
@@ -198,6 +199,7 @@ def chunk_store(*, search_id: int, index: int, result: dict) -> None:
             return
         parts = list(searched.order_by("index").values_list("result", flat=True))
         search.result = merge_results(parts, Slo.from_dict(search.snapshot["slo"])).to_dict()
+        search.result["launch"] = exports.search_launch(search.result, search.snapshot)  # what to run
         if has_stage:
             search.save(update_fields=["result"])
             transaction.on_commit(lambda: search_enqueue(search_id))

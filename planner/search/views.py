@@ -58,16 +58,18 @@ def search_cancel(request, search_id: int):
 
 def report_context(search: Search) -> dict:
     res = search.result
-    labels = [f"{t['metric'].upper()} {t['percentile']}" for t in res["slo"]["targets"]]
+    labels = exports.figure_labels(res)
     rows = []
     for o in res["outcomes"]:
         for t in o["trials"] or [None]:
-            rows.append({"o": o, "t": t, "values": [None if t is None else (t["values"] or {}).get(lab)
-                                                    for lab in labels],
-                         "why": o["reason"] if t is None else ("; ".join(t["misses"]) or o["reason"])})
-    return {"search": search, "result": res, "best": res["best"], "labels": labels, "rows": rows,
+            status, why = exports.row_status(o, t)
+            rows.append({"o": o, "t": t, "values": [exports.trial_figure(t, lab) for lab in labels],
+                         "status": status, "why": why})
+    launch = res.get("launch") if "launch" in res else exports.search_launch(res, search.snapshot)
+    return {"search": search, "result": res, "best": res["best"], "labels": labels, "rows": rows, "launch": launch,
             "figure": build_pareto_figure(res), "title": search.name,
-            "sampling_words": sampling_answer(search.snapshot)["sampling_words"], **_xpyd_context(res, labels)}
+            "sampling_words": sampling_answer(search.snapshot)["sampling_words"],
+            **_xpyd_context(res, [f"{t['metric'].upper()} {t['percentile']}" for t in res["slo"]["targets"]])}
 
 
 def _xpyd_context(res: dict, labels: list[str]) -> dict:
@@ -86,7 +88,7 @@ def _xpyd_context(res: dict, labels: list[str]) -> dict:
                      "misses": "; ".join(r["misses"]),
                      "transfer_p90_s": r["transfer_p90_s"],
                      "p_util": r["prefill_utilisation"], "d_util": r["decode_utilisation"]})
-    return {"xpyd_asked": True, "xpyd": alt, "xpyd_rows": rows}
+    return {"xpyd_asked": True, "xpyd": alt, "xpyd_rows": rows, "xpyd_labels": labels}
 
 
 def search_report(request, slug: str):

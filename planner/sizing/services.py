@@ -369,6 +369,18 @@ def plan_deployment(*, model: ModelSpec, gpu: GpuSpec, knobs: dict[str, Any]) ->
     )
 
 
+def plan_launch(outcome: PlanOutcome, model_id: str, speculative=None) -> dict[str, Any] | None:
+    """What to run for a plan that fits (:func:`simulator.launch.sizing_launch`; None when it does not):
+    ``replicas`` engines of TP x PP GPUs with the knobs the sizing resolved."""
+    from simulator.launch import sizing_launch
+
+    if not outcome.result.fits:
+        return None
+    model_id = model_id or "-".join((outcome.model.name or "MODEL").split())
+    return sizing_launch(outcome.result, outcome.deployment, model_id, replicas=outcome.replicas,
+                         quantization=outcome.model.quantization, speculative=speculative)
+
+
 # ---------------------------------------------------------------------------
 # figure data
 # ---------------------------------------------------------------------------

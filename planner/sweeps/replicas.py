@@ -87,8 +87,30 @@ def find_replicas(raw: Any, *, owner) -> dict:
         "cost_per_hour": (price * found.num_instances) if (price and found.num_instances) else None,
         "clock": "cost_model" if config.cost_model is not None else "step_time_model",
         "clock_note": p["meta"].get("clock_note"),
+        "launch": replicas_launch(snapshot, p, found),
         **sampling_answer(snapshot),
     }
+
+
+def replicas_launch(snapshot: dict, point: dict, found) -> dict | None:
+    """What to run for the answer (None when no count meets the targets or the engine has no model): the
+    engine knobs it was simulated with on vLLM's command line, ``found.num_instances`` replicas."""
+    from planner.search.exports import model_id
+    from simulator.launch import LaunchSpec, launch
+
+    if found.num_instances is None or not snapshot.get("model") or not snapshot.get("gpu"):
+        return None
+    dep, cfg = snapshot.get("deployment") or {}, point["config"]
+    spec = LaunchSpec(
+        model=model_id(snapshot), tensor_parallel_size=int(dep.get("tensor_parallel_size", 1)),
+        pipeline_parallel_size=int(dep.get("pipeline_parallel_size", 1)), max_num_seqs=cfg.get("max_num_seqs"),
+        max_num_batched_tokens=cfg.get("max_num_batched_tokens"), max_model_len=cfg.get("max_model_len"),
+        gpu_memory_utilization=float(dep.get("gpu_memory_utilization", 0.9)),
+        kv_cache_dtype=dep.get("kv_cache_dtype") or "auto",
+        quantization=(snapshot["model"].get("spec") or {}).get("quantization"),
+        replicas=int(found.num_instances), gpu_name=str((snapshot["gpu"].get("spec") or {}).get("name", "")),
+        vllm_version=dep.get("vllm_version"))
+    return launch(spec)
 
 
 def replicas_advice(found, wl, config, *, price: float | None, rate: float | None, max_n: int,

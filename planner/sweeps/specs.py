@@ -56,7 +56,8 @@ def resolve_profile(kind: str, ref: Any, owner, where: str, err: FieldErrors) ->
     return {
         "spec": spec_dict(spec),
         "source": {"kind": "catalog" if row.is_catalog else "own",
-                   "id": row.pk, "slug": getattr(row, "slug", ""), "name": str(row)},
+                   "id": row.pk, "slug": getattr(row, "slug", ""), "name": str(row),
+                   **({"hf_id": row.hf_id} if getattr(row, "hf_id", "") else {})},
     }
 
 

@@ -41,7 +41,8 @@ def add_search_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--output", default="normal:256,64", metavar="DIST", help="output length distribution, tokens")
     p.add_argument("--seed", type=int, default=0, help="workload seed")
     p.add_argument("--slo", action="append", required=True, metavar="METRIC:PCT:SECONDS",
-                   help="a latency target, e.g. ttft:p90:0.5 or itl:p99:0.05 or e2e:p50:10 (repeatable)")
+                   help="a latency target METRIC:PERCENTILE:SECONDS, METRIC one of ttft, tpot, itl, e2e (vLLM bench's "
+                        "definitions), e.g. ttft:p90:0.5 or tpot:p90:0.03 or itl:p99.9:0.1 (repeatable)")
     p.add_argument("--min-goodput", type=float, default=0.0, metavar="FRAC",
                    help="least share of requests that must meet every target (0 to 1)")
     p.add_argument("--tp", default="1,2,4,8", metavar="LIST", help="tensor-parallel degrees")
@@ -57,6 +58,12 @@ def add_search_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--link-gbps", type=float, default=50.0, metavar="GBPS",
                    help="with --disaggregated: KV link bandwidth per decode instance, GB/s (default 50)")
     p.add_argument("--summary", action="store_true", help="print the answer in words and a table, not JSON")
+    p.add_argument("--launch", action="store_true",
+                   help="also print what to run for the answer: the vllm serve command line and the Kubernetes "
+                        "Deployment + Service (JSON: the answer's \"launch\")")
+    p.add_argument("--model-id", metavar="HF_ID",
+                   help="the Hugging Face repository id vllm serve loads (default: the config's _name_or_path, "
+                        "else the model's name)")
     p.add_argument("--out", "-o", metavar="FILE", help="write here instead of stdout")
     return p
 
@@ -131,13 +138,31 @@ def run_search_command(args: argparse.Namespace, *, load_workload_file) -> str:
     workload = _workload(args, load_workload_file)
     result = search_deployments(workload, model, space, slo)
     alt = _disaggregated(args, result, workload, model, space, slo) if args.disaggregated else None
+    out = result.to_dict()
+    launched = None
+    if args.launch and out["best"] is not None:
+        from simulator.launch import search_launch
+
+        model_id = args.model_id or config.get("_name_or_path") or (model.name or "MODEL").replace(" ", "-")
+        launched = search_launch(out["best"], model_id, gpu_memory_utilization=space.gpu_memory_utilization,
+                                 async_scheduling=space.async_scheduling)
+        out["launch"] = launched
     if args.summary:
         return (summary_text(result) + sampler_line(model, args.sampling)
-                + (disaggregated_text(alt) if args.disaggregated else ""))
-    out = result.to_dict()
+                + (disaggregated_text(alt) if args.disaggregated else "") + launch_text(args.launch, launched))
     if args.disaggregated:
         out["disaggregated"] = alt
     return json.dumps(out, allow_nan=False, default=_nan)
+
+
+def launch_text(asked: bool, launched: dict | None) -> str:
+    """The ``--launch`` part of ``--summary``: the command line, then the manifests."""
+    if not asked:
+        return ""
+    if launched is None:
+        return "\nNothing to launch: no deployment meets the SLO.\n"
+    notes = "".join(f"# {n}\n" for n in launched["notes"])
+    return f"\nTo run it:\n\n{launched['vllm_serve']}\n\n{notes}{launched['kubernetes']}"
 
 
 def _disaggregated(args: argparse.Namespace, result, workload, model, space, slo):

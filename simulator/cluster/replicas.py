@@ -37,7 +37,7 @@ import numpy as np
 
 from simulator.cluster.fleet import Fleet
 from simulator.cluster.routing import MAX_INSTANCES, ClusterError, Router, RoutingPolicy, parse_routing
-from simulator.engine import EngineConfig, LatencySummary, SimResult, WorkloadPrep, assemble_result
+from simulator.engine import EngineConfig, LatencySummary, SimResult, TokenGaps, WorkloadPrep, assemble_result
 from simulator.workload import Workload
 
 #: Totals that add up over instances.
@@ -279,7 +279,8 @@ def _slice_result(res: SimResult, idx: np.ndarray) -> SimResult:
         req[k] = tuple(v[i] for i in idx.tolist()) if isinstance(v, tuple) else v[idx]
     t = dict(res.totals)
     t["unfinished"] = int(sum(1 for s in req["status"] if s not in _STATUS_DONE))
-    return SimResult(totals=t, requests=req, steps=res.steps, arrival_unit=res.arrival_unit)
+    return SimResult(totals=t, requests=req, steps=res.steps, arrival_unit=res.arrival_unit,
+                     token_gaps=res.token_gaps)
 
 
 def simulate_cluster(
@@ -422,8 +423,9 @@ def _assemble(wl: Workload, engines: list, assign: np.ndarray, policy: RoutingPo
     load = LoadBalance.of(assign, wl.prompt_len + wl.output_len, N)
     return ClusterResult(
         num_instances=N, routing=str(policy), router_delay_s=delay, instances=tuple(instances), totals=totals,
-        requests=merged, latency=SimResult(totals=totals, requests=merged, steps=None,
-                                           arrival_unit=wl.arrival_unit).latency(slo_ttft_s, slo_itl_s),
+        requests=merged, latency=SimResult(totals=totals, requests=merged, steps=None, arrival_unit=wl.arrival_unit,
+                                           token_gaps=TokenGaps.concat(r.token_gaps for r in full),
+                                           ).latency(slo_ttft_s, slo_itl_s),
         load=load,
         arrival_unit=wl.arrival_unit)
 

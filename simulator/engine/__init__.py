@@ -13,9 +13,9 @@ May import: simulator.base, simulator.clock, simulator.speculative, simulator.wo
 from simulator.engine.accelerators import may_share_schedules
 from simulator.engine.config import EngineConfig
 from simulator.engine.core import DROPPED, FastEngine, StepTimeFn, WorkloadPrep, cdiv
-from simulator.engine.metrics import LatencySummary, MetricsError, request_latencies
+from simulator.engine.metrics import LATENCY_METRICS, LatencySummary, MetricsError, TokenGaps, request_latencies
 from simulator.engine.pool import FastPool
 from simulator.engine.results import SimResult, assemble_result, jsonable
 from simulator.engine.serving import serving_offsets
 
-__all__ = ["DROPPED", "EngineConfig", "FastEngine", "FastPool", "LatencySummary", "MetricsError", "SimResult", "StepTimeFn", "WorkloadPrep", "assemble_result", "cdiv", "jsonable", "may_share_schedules", "request_latencies", "serving_offsets"]
+__all__ = ["DROPPED", "LATENCY_METRICS", "TokenGaps", "EngineConfig", "FastEngine", "FastPool", "LatencySummary", "MetricsError", "SimResult", "StepTimeFn", "WorkloadPrep", "assemble_result", "cdiv", "jsonable", "may_share_schedules", "request_latencies", "serving_offsets"]

@@ -176,6 +176,7 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
                              "num_scheduled_tokens", "kv_blocks_used", "num_preempted")}
             if record_steps else None)
         self.unfinished = 0
+        self.step_ends: list[float] = []  # the clock at the end of each engine step (its tokens' time)
 
     def _init_shortcuts(self, accelerate: bool) -> None:
         """The accelerators this run takes (:mod:`simulator.engine.accelerators`: those that support it; none with
@@ -422,6 +423,8 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
         step = self.exec_step
         self._count_step(stats, ntok, n_prefill, npre)
         self.clock += self._seconds_of_step(res is not None, e, ns, sampled, ntok, nreq)
+        if ntok > 0:
+            self.step_ends.append(self.clock)
         if self.loading and ntok == 0 and not self.num_running:
             self._wait_for_loads(until)
         if self.offload_at is not None:

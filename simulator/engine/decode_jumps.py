@@ -110,7 +110,7 @@ class DecodeJumps:
         step0 = self.exec_step
         if u > u0:
             self._window_blocks(cnt, u - u0)
-        self._log_decode_steps(starts, used)
+        self._log_decode_steps(starts, used, clock)
         self.clock = clock
         self.lazy_step = S + k
         self.exec_step = step0 + k
@@ -318,12 +318,15 @@ class DecodeJumps:
         # the jumped steps are schedule calls too: a run that ends at max_steps inside them has no later
         # call to count a queue that grew before the jump
         t["peak_waiting"] = max(t["peak_waiting"], len(self.waiting))
-        self._log_decode_steps(starts[:k], used.tolist())
+        self._log_decode_steps(starts[:k], used.tolist(), starts[k])
         self.clock = starts[k]
         self.exec_step += k
 
-    def _log_decode_steps(self, starts: list, used: list) -> None:
-        """Step series of ``len(starts)`` decode-only steps from ``exec_step`` (each running request one token)."""
+    def _log_decode_steps(self, starts: list, used: list, end: float) -> None:
+        """Step series of ``len(starts)`` decode-only steps from ``exec_step`` (each running request one token),
+        the last ending at ``end``; the steps' ends always (:attr:`FastEngine.step_ends`)."""
+        self.step_ends.extend(starts[1:])
+        self.step_ends.append(end)
         log = self.log
         if log is None:
             return

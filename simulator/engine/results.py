@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.engine.metrics import summarize_latency
+from simulator.engine.metrics import TokenGaps, engine_token_gaps, summarize_latency
 from simulator.engine.serving import apply_serving
 from simulator.speculative import spec_totals
 
@@ -104,12 +104,17 @@ class SimResult:
         ``arrival_time`` (seconds) after the workload's unit.
     steps : dict of str to ndarray, each shape (num_points,), or None
     arrival_unit : {"step", "s"}
+    token_gaps : TokenGaps, optional
+        Every inter-token gap of the requests the ``itl_gaps_known`` column
+        marks (:func:`simulator.engine.metrics.engine_token_gaps`); None: no
+        request's gaps are known (each counts its TPOT).
     """
 
     totals: dict[str, Any]
     requests: dict[str, Any]
     steps: dict[str, np.ndarray] | None
     arrival_unit: str = "step"
+    token_gaps: TokenGaps | None = None
 
     def _record_layout(self) -> list[tuple[str, str]]:
         """``(key, column)`` of each field of a request record, in output order."""
@@ -158,13 +163,15 @@ class SimResult:
         pieces.append(itertools.repeat("}"))
         return itertools.chain.from_iterable(zip(*pieces))
 
-    def latency(self, slo_ttft_s: float | None = None, slo_itl_s: float | None = None):
+    def latency(self, slo_ttft_s: float | None = None, slo_tpot_s: float | None = None):
         """TTFT / TPOT / ITL / E2E percentiles, throughput and goodput (:func:`simulator.engine.metrics.summarize_latency`).
 
         Only for workloads with arrivals in seconds (``None`` otherwise: a
-        step-unit workload has no arrival times to measure from). ITL
-        percentiles weight each request's mean gap by its gaps (the engine
-        does not keep every gap); the mean is exact.
+        step-unit workload has no arrival times to measure from). ITL is over
+        every token gap (:attr:`token_gaps`); a request whose gaps the engine
+        could not tell one by one (preempted, speculative) counts its TPOT for
+        each of its gaps (``itl_requests_approximate``). ``slo_tpot_s``: the
+        goodput threshold on each request's TPOT.
         """
         if self.arrival_unit != "s":
             return None
@@ -172,7 +179,9 @@ class SimResult:
         return summarize_latency(
             arrival_time=req["arrival"], first_token_time=req["first_token_time_s"],
             finish_time=req["finish_time_s"], num_output_tokens=req["num_output_tokens"],
-            num_prompt_tokens=req["prompt_len"], slo_ttft_s=slo_ttft_s, slo_itl_s=slo_itl_s)
+            num_prompt_tokens=req["prompt_len"], token_gaps=self.token_gaps,
+            gaps_known=req.get("itl_gaps_known") if self.token_gaps is not None else None,
+            slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready ``{"totals", "requests"[, "steps"][, "latency"]}`` (latency for arrivals in seconds)."""
@@ -269,7 +278,14 @@ def assemble_result(sim, record_steps: bool, max_points: int | None, pool=None, 
         if max_points is not None and m > max_points:
             idx = np.unique(np.linspace(0, m - 1, max_points).round().astype(np.int64))
             series = {k: v[idx] for k, v in series.items()}
-    result = SimResult(totals=t, requests=requests, steps=series, arrival_unit=wl.arrival_unit)
-    # time a served request pays outside the engine steps, added here once for every caller (docs/cost-model.md)
     cfg = getattr(sim, "cfg", None)
+    gaps = None
+    if wl.arrival_unit == "s" and getattr(sim, "step_ends", None) is not None:
+        gaps, known = engine_token_gaps(
+            np.asarray(sim.step_ends, np.float64), sim.first_token, sim.finish, requests["num_output_tokens"],
+            sim.npre, sim.first_token_t, sim.finish_t, getattr(getattr(cfg, "cost_model", None),
+                                                              "serve_output_token_s", 0.0))
+        requests["itl_gaps_known"] = known
+    result = SimResult(totals=t, requests=requests, steps=series, arrival_unit=wl.arrival_unit, token_gaps=gaps)
+    # time a served request pays outside the engine steps, added here once for every caller (docs/cost-model.md)
     return apply_serving(result, getattr(cfg, "cost_model", None), bool(getattr(cfg, "async_scheduling", False)))

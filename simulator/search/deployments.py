@@ -41,8 +41,11 @@ behind the router. It is a branch and bound over cost, not brute force:
 
 Every shape ends as a :class:`Outcome` with a status and a reason
 (``does not fit: needs 41.2 GiB for weights ...``, ``misses TTFT p90 by 212
-ms``); the result also holds the Pareto frontier of cost against the SLO's
-first metric over every simulated deployment. ``exhaustive=True`` simulates
+ms``); the result also holds the Pareto frontiers, one per SLO target, of cost
+against that target's figure over the simulated deployments that meet every
+other target (:func:`frontier`). The answer is the cheapest deployment that
+meets the SLO; at equal cost the better latency, then the fewer GPUs
+(:func:`answer_key`). ``exhaustive=True`` simulates
 every replica count of every fitting shape (brute force, for tests).
 """
 
@@ -61,7 +64,7 @@ import numpy as np
 from simulator.base import ModelSpec
 from simulator.batch import simulate
 from simulator.cluster import SUMMED_TOTALS, LoadBalance, simulate_cluster
-from simulator.engine import SimResult, WorkloadPrep
+from simulator.engine import SimResult, TokenGaps, WorkloadPrep
 from simulator.search.evaluate import (
     SCREEN_MIN_REQUESTS,
     SCREEN_SHARES,
@@ -153,8 +156,21 @@ class SearchResult:
 
 
 def _key(cost: float, gpus: int, index: int) -> tuple[float, int, int]:
-    """Order of deployments: cost, then GPUs, then the candidate's place in the space."""
+    """Order in which shapes are visited: the cost of their estimate, then GPUs, then their place in the space."""
     return (round(cost, 9), gpus, index)
+
+
+def _cost(cost: float) -> float:
+    """Costs compare to the nano-dollar per hour (sums of prices need not be bit-equal)."""
+    return round(cost, 9)
+
+
+def answer_key(cost: float, trial: Trial, gpus: int, index: int) -> tuple:
+    """The answer's rule among deployments that meet the SLO: the cheapest; at equal cost the better
+    latency (the lower worst ratio of a target's figure to its bound, :attr:`Trial.severity`), then
+    the fewer GPUs, then the place in the space."""
+    sev = trial.severity if math.isfinite(trial.severity) else math.inf
+    return (_cost(cost), round(sev, 12), gpus, index)
 
 
 class _Replicas:
@@ -186,13 +202,13 @@ class _Replicas:
         req["instance"] = assign
         self.requests = req
         self.totals = {k: int(sum(r.totals.get(k, 0) for r in results)) for k in SUMMED_TOTALS}
-        self.latency = SimResult(totals=self.totals, requests=req, steps=None,
-                                 arrival_unit=workload.arrival_unit).latency()
+        self.latency = SimResult(totals=self.totals, requests=req, steps=None, arrival_unit=workload.arrival_unit,
+                                 token_gaps=TokenGaps.concat(r.token_gaps for r in results)).latency()
         self.load = LoadBalance.of(assign, workload.prompt_len + workload.output_len, n)
 
 
 #: The per-request columns a search reads of a simulation (latency, goodput, serving time).
-_COLUMNS = ("arrival", "prompt_len", "num_output_tokens", "first_token_time_s", "finish_time_s")
+_COLUMNS = ("arrival", "prompt_len", "num_output_tokens", "first_token_time_s", "finish_time_s", "itl_gaps_known")
 
 
 def _independent(workload: Workload, routing: str) -> bool:
@@ -270,13 +286,14 @@ class _Run:
         return judge(self._simulate(self.workload, self.prep, p, n), self.workload, self.slo, cost)
 
 
-def _largest_cheaper(p: Prepared, best_key: tuple | None, max_n: int) -> int:
-    """Most replicas of ``p`` that still order before ``best_key`` (0 when none)."""
-    if best_key is None:
+def _largest_cheaper(p: Prepared, best_cost: float | None, max_n: int) -> int:
+    """Most replicas of ``p`` that cost no more than ``best_cost`` (0 when none): an equal cost is still tried,
+    since a tie goes to the better latency (:func:`answer_key`)."""
+    if best_cost is None:
         return max_n
-    price, gpus = p.candidate.price_per_replica, p.candidate.gpus_per_replica
+    price = p.candidate.price_per_replica
     n = 0
-    while n < max_n and _key((n + 1) * price, (n + 1) * gpus, p.index) < best_key:
+    while n < max_n and _cost((n + 1) * price) <= best_cost:
         n += 1
     return n
 
@@ -335,27 +352,30 @@ def _outcome(p: Prepared, status: str, reason: str, replicas: int | None = None,
                    tuple(trials[k] for k in sorted(trials)))
 
 
-def _visit(run: _Run, p: Prepared, best_key: tuple | None, exhaustive: bool) -> Outcome:
-    """Search one fitting candidate against the best answer so far."""
-    price, gpus = p.candidate.price_per_replica, p.candidate.gpus_per_replica
+def _visit(run: _Run, p: Prepared, best_cost: float | None, exhaustive: bool) -> Outcome:
+    """Search one fitting candidate against the cost of the best answer so far."""
+    price = p.candidate.price_per_replica
     max_n = run.space.max_replicas
     if exhaustive:
         found, trials = _exhaustive(run, p)
     else:
-        hi_n = _largest_cheaper(p, best_key, max_n)
+        hi_n = _largest_cheaper(p, best_cost, max_n)
         if hi_n < 1:
-            return _outcome(p, "dominated", f"skipped: one replica costs ${price:,.2f}/h, no cheaper than the "
+            return _outcome(p, "dominated", f"skipped: one replica costs ${price:,.2f}/h, more than the "
                                             "best found")
-        found, trials = _fewest_meeting(run, p, min(p.min_replicas, hi_n), hi_n, best_key is not None)
+        found, trials = _fewest_meeting(run, p, min(p.min_replicas, hi_n), hi_n, best_cost is not None)
         max_n = hi_n
     if found is None:
         last = trials[max(trials)]
         why = "; ".join(last.misses)
-        limit = "the most replicas allowed" if max_n == run.space.max_replicas else "the most that would be cheaper than the best found"
+        limit = ("the most replicas allowed" if max_n == run.space.max_replicas
+                 else "the most that would cost no more than the best found")
         return _outcome(p, "misses", f"{max(trials)} replicas ({limit}) {why}", None, trials)
-    if best_key is not None and _key(found * price, found * gpus, p.index) >= best_key:
-        return _outcome(p, "meets", f"meets the SLO with {found} replicas, not cheaper than the best", found, trials)
-    return _outcome(p, "meets", f"meets the SLO with {found} replica{'s' if found > 1 else ''}", found, trials)
+    return _outcome(p, "meets", _meets_reason(found), found, trials)
+
+
+def _meets_reason(found: int) -> str:
+    return f"meets the SLO with {found} replica{'s' if found > 1 else ''}"
 
 
 def search_deployments(
@@ -424,15 +444,14 @@ def search_deployments(
     fitting = sorted((p for p in prepared if p.config is not None),
                      key=lambda p: _key(p.min_replicas * p.candidate.price_per_replica,
                                         p.min_replicas * p.candidate.gpus_per_replica, p.index))
-    best_key = None if cost_bound is None else (round(cost_bound, 9), 1 << 62, 1 << 62)
+    best_cost = None if cost_bound is None else _cost(cost_bound)
     for k, p in enumerate(fitting):
-        out = _visit(run, p, None if exhaustive else best_key, exhaustive)
+        out = _visit(run, p, None if exhaustive else best_cost, exhaustive)
         outcomes.append(out)
         if out.replicas is not None:
-            key = _key(out.replicas * p.candidate.price_per_replica, out.replicas * p.candidate.gpus_per_replica,
-                       p.index)
-            if best_key is None or key < best_key:
-                best_key = key
+            cost = _cost(out.replicas * p.candidate.price_per_replica)
+            if best_cost is None or cost < best_cost:
+                best_cost = cost
         if progress is not None:
             progress((k + 1) / len(fitting))
     if progress is not None and not fitting:
@@ -480,10 +499,11 @@ def _check_inputs(workload: Workload, model: ModelSpec, space: SearchSpace, slo:
 
 
 def assemble(outcomes: list[Outcome], slo: Slo, simulations: int, elapsed_s: float) -> SearchResult:
-    """Name the answer, the closest miss and the frontier from every candidate's outcome."""
+    """Name the answer (:func:`answer_key`), the closest miss and the frontiers from every candidate's outcome."""
     outs = sorted(outcomes, key=lambda o: o.index)
-    meeting = [o for o in outs if o.replicas is not None]
-    best = min(meeting, key=lambda o: _key(o.cost_per_hour, o.replicas * o.candidate["gpus_per_replica"], o.index),
+    meeting = [o for o in outs if o.replicas is not None and _trial_at(o, o.replicas) is not None]
+    best = min(meeting, key=lambda o: answer_key(o.cost_per_hour, _trial_at(o, o.replicas),
+                                                 o.replicas * o.candidate["gpus_per_replica"], o.index),
                default=None)
     final = []
     for o in outs:
@@ -492,8 +512,12 @@ def assemble(outcomes: list[Outcome], slo: Slo, simulations: int, elapsed_s: flo
         final.append(o)
     best = next((o for o in final if o.status == "answer"), None)
     closest = None if best is not None else _closest(final)
-    return SearchResult(slo.to_dict(), best, closest, tuple(_frontier(final, slo)), tuple(final),
+    return SearchResult(slo.to_dict(), best, closest, tuple(frontier(final, slo)), tuple(final),
                         _message(best, closest, slo, final), simulations, elapsed_s)
+
+
+def _trial_at(o: Outcome, n: int) -> Trial | None:
+    return next((t for t in o.trials if t.num_instances == n), None)
 
 
 def _points(outcomes: list[Outcome]):
@@ -510,18 +534,52 @@ def _closest(outcomes: list[Outcome]) -> dict[str, Any] | None:
     return {"index": o.index, "candidate": o.candidate, "replicas": t.num_instances, "trial": t.to_dict()}
 
 
-def _frontier(outcomes: list[Outcome], slo: Slo) -> list[dict[str, Any]]:
-    """Simulated deployments no other one beats on both cost and the first SLO metric, cheapest first."""
-    label = slo.primary.label
-    pts = [(t.cost_per_hour, t.values.get(label), o, t) for o, t in _points(outcomes)
-           if t.values.get(label) is not None and not t.dropped and not t.unfinished]
-    pts.sort(key=lambda p: (p[0], p[1], p[2].index))
-    out, best_v = [], math.inf
-    for cost, v, o, t in pts:
-        if v < best_v:
-            best_v = v
-            out.append({"index": o.index, "label": o.candidate["label"], "replicas": t.num_instances,
-                        "cost_per_hour": cost, "value_s": v, "meets": t.meets})
+def _meets_target(t: Trial, tg) -> bool:
+    v = t.values.get(tg.label)
+    if v is None:
+        return tg.metric in ("itl", "tpot") and t.finished > 0  # one-token answers: no gap to judge
+    return v <= tg.max_s
+
+
+def frontier(outcomes: list[Outcome], slo: Slo) -> list[dict[str, Any]]:
+    """One Pareto frontier per SLO target: cost against that target's figure, among the simulated
+    deployments that meet every other target (and the goodput share), cheapest first.
+
+    A point is on target ``i``'s frontier when no other point costs less and is no slower on ``i``,
+    and none of equal cost is better. At equal cost, deployments that meet every target are ordered by
+    the answer's rule (:func:`answer_key`: better latency, then fewer GPUs), so the answer is on every
+    frontier; others by their figure (equal figures at equal cost are all kept). Each point says which
+    target it is on (``metric``, ``label``), its figure ``value_s`` and whether it ``meets`` the SLO.
+    """
+    out: list[dict[str, Any]] = []
+    for i, tg in enumerate(slo.targets):
+        others = [o for j, o in enumerate(slo.targets) if j != i]
+        pts = [(o, t) for o, t in _points(outcomes)
+               if t.values.get(tg.label) is not None and not t.dropped and not t.unfinished and t.finished
+               and all(_meets_target(t, o2) for o2 in others)
+               and not (slo.min_goodput > 0 and t.goodput < slo.min_goodput)]
+        groups: dict[float, list] = {}
+        for o, t in pts:
+            groups.setdefault(_cost(t.cost_per_hour), []).append((o, t))
+        best_v = math.inf
+        for cost in sorted(groups):
+            group = groups[cost]
+            cands = [(o, t) for o, t in group if t.values[tg.label] < best_v]
+            meeting = [(o, t) for o, t in cands if t.meets]
+            if meeting:
+                keep = [min(meeting, key=lambda ot: answer_key(cost, ot[1], ot[1].num_instances
+                                                               * ot[0].candidate["gpus_per_replica"], ot[0].index))]
+            elif cands:
+                low = min(t.values[tg.label] for _, t in cands)
+                keep = sorted((ot for ot in cands if ot[1].values[tg.label] == low), key=lambda ot: ot[0].index)
+            else:
+                keep = []
+            for o, t in keep:
+                out.append({"metric": tg.metric, "label": tg.label, "index": o.index,
+                            "shape": o.candidate["label"], "replicas": t.num_instances, "cost_per_hour": t.cost_per_hour,
+                            "gpus": t.num_instances * o.candidate["gpus_per_replica"],
+                            "value_s": t.values[tg.label], "meets": t.meets})
+            best_v = min(best_v, min(t.values[tg.label] for _, t in group))
     return out
 
 
@@ -530,8 +588,9 @@ def _message(best: Outcome | None, closest: dict | None, slo: Slo, outcomes: lis
         return f"Cheapest deployment meeting {slo.describe()}: {best.summary()}."
     floor = [o for o in outcomes if o.reason.startswith("cannot meet the SLO")]
     if closest is None and floor:
+        near = min(floor, key=lambda o: (o.sizing.get("floor_severity", math.inf), o.index))
         return (f"No deployment in this space meets {slo.describe()}; none could at any replica count "
-                f"(e.g. {floor[0].candidate['label']}: {floor[0].reason.split(': ', 1)[1]}).")
+                f"(the closest, {near.candidate['label']}: {near.reason.split(': ', 1)[1]}).")
     if closest is None:
         return (f"No deployment in this space can run this model and traffic ({len(outcomes)} shapes, none fits): "
                 "widen the space (more GPUs per replica, more GPU types, quantized weights).")
@@ -543,10 +602,12 @@ def _message(best: Outcome | None, closest: dict | None, slo: Slo, outcomes: lis
 def merge_results(parts: list[dict[str, Any]], slo: Slo) -> SearchResult:
     """Gather the JSON results of chunks of one search (each over its own candidates) into one answer."""
     outcomes = [Outcome.from_dict(o) for part in parts for o in part["outcomes"]]
-    outcomes = [o if o.status != "answer" else Outcome(**{**o.__dict__, "status": "meets"}) for o in outcomes]
+    # a chunk's answer is one deployment that meets; assemble names the answer of them all
+    outcomes = [o if o.status != "answer" else Outcome(**{**o.__dict__, "status": "meets",
+                                                          "reason": _meets_reason(o.replicas)}) for o in outcomes]
     return assemble(outcomes, slo, sum(p["num_simulations"] for p in parts), max(
         (p["elapsed_s"] for p in parts), default=0.0))
 
 
 __all__ = ["Candidate", "Outcome", "SearchCancelled", "SearchError", "SearchResult", "SearchSpace", "Slo",
-           "assemble", "format_seconds", "merge_results", "search_deployments"]
+           "answer_key", "assemble", "format_seconds", "frontier", "merge_results", "search_deployments"]

@@ -27,9 +27,27 @@ from simulator.cluster import ClusterError, parse_routing
 #: Weight precision -> the ModelSpec ``quantization`` it deploys as.
 PRECISIONS: dict[str, str | None] = {"bf16": None, "fp8": "fp8", "int4": "int4"}
 #: Latencies an SLO target may bound.
-SLO_METRICS = ("ttft", "itl", "e2e")
-SLO_METRIC_LABELS = {"ttft": "TTFT", "itl": "ITL", "e2e": "E2E"}
+SLO_METRICS = ("ttft", "tpot", "itl", "e2e")
+SLO_METRIC_LABELS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E"}
+#: The usual percentiles; any ``p<number>`` strictly between 0 and 100 is accepted (``p95``, ``p99.9``).
 SLO_PERCENTILES = ("p50", "p90", "p99")
+#: Metrics a request meets or misses on its own (vLLM bench's ``--goodput`` keys: ttft, tpot, e2el).
+GOODPUT_METRICS = ("ttft", "tpot", "e2e")
+
+
+def parse_percentile(text: Any) -> float:
+    """``p90`` -> 90.0, ``p99.9`` -> 99.9; :class:`SearchError` unless strictly between 0 and 100."""
+    bad = SearchError(f"slo.percentile: must be p followed by a number strictly between 0 and 100 "
+                      f"(p50, p90, p99.9), got {text!r}")
+    if not isinstance(text, str) or not text[:1] == "p":
+        raise bad
+    try:
+        q = float(text[1:])
+    except ValueError:
+        raise bad from None
+    if not math.isfinite(q) or not 0 < q < 100 or text[1:].strip() != text[1:] or "e" in text.lower():
+        raise bad
+    return q
 #: Most replicas a search may put behind the router.
 MAX_SEARCH_REPLICAS = 256
 #: Most candidates (replica shapes) one search may enumerate.
@@ -70,8 +88,13 @@ def _choice_tuple(name: str, values: Any, allowed: tuple[str, ...]) -> tuple[str
 class SloTarget:
     """``metric`` at ``percentile`` over all requests must be at most ``max_s`` seconds.
 
-    ``itl`` is judged over every token gap (:attr:`LatencySummary.itl`); for
-    goodput a request meets it when its mean gap (TPOT) does.
+    vLLM bench's definitions (:mod:`simulator.engine.metrics`): ``ttft``;
+    ``tpot``, each request's mean gap after its first token, percentiles over
+    the requests; ``itl``, every inter-token gap, percentiles over all gaps;
+    ``e2e``. ``percentile`` is ``p`` and any number strictly between 0 and 100.
+    For goodput a request meets the ``ttft``, ``tpot`` and ``e2e`` targets on
+    its own figures; an ``itl`` target has no per-request form (vLLM's goodput
+    has none either) and does not enter goodput.
     """
 
     metric: str
@@ -81,12 +104,16 @@ class SloTarget:
     def __post_init__(self) -> None:
         if self.metric not in SLO_METRICS:
             raise SearchError(f"slo.metric: must be one of {', '.join(SLO_METRICS)}, got {self.metric!r}")
-        if self.percentile not in SLO_PERCENTILES:
-            raise SearchError(f"slo.percentile: must be one of {', '.join(SLO_PERCENTILES)}, got {self.percentile!r}")
+        parse_percentile(self.percentile)
         v = self.max_s
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 < v <= 86_400:
             raise SearchError(f"slo.max_s: must be a number of seconds in (0, 86400], got {v!r}")
         object.__setattr__(self, "max_s", float(v))
+
+    @property
+    def q(self) -> float:
+        """The percentile as a number: ``p90`` -> 90.0."""
+        return parse_percentile(self.percentile)
 
     @property
     def label(self) -> str:
@@ -106,8 +133,9 @@ class Slo:
     """Latency targets (all must hold) and the least share of requests that must meet them.
 
     ``min_goodput`` in [0, 1]: the fraction of all requests that must finish
-    with TTFT, mean ITL and E2E within every target given for them (0 = not
-    checked). Every request must finish in any case (none dropped).
+    with TTFT, TPOT and E2E within every target given for them (0 = not
+    checked; ITL targets are percentiles over gaps, not per request). Every
+    request must finish in any case (none dropped).
     """
 
     targets: tuple[SloTarget, ...]
@@ -131,10 +159,11 @@ class Slo:
         return self.targets[0]
 
     def per_request_limits(self) -> dict[str, float]:
-        """The tightest bound per metric, applied to each request for goodput.  # s"""
+        """The tightest bound per metric of :data:`GOODPUT_METRICS`, applied to each request for goodput.  # s"""
         out: dict[str, float] = {}
         for t in self.targets:
-            out[t.metric] = min(out.get(t.metric, math.inf), t.max_s)
+            if t.metric in GOODPUT_METRICS:
+                out[t.metric] = min(out.get(t.metric, math.inf), t.max_s)
         return out
 
     def describe(self) -> str:

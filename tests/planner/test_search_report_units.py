@@ -85,7 +85,8 @@ def test_the_xpyd_sentence_and_table_print_one_value_alike(django_user_model):
     m = re.search(r"(TTFT p90|ITL p90) is ([\d.,]+) ms for (\S+) against ([\d.,]+) ms aggregated", verdict)
     figures = re.findall(r"(TTFT p90|ITL p90) ([\d.,]+) ms", verdict)
     assert m or figures, verdict
-    assert "better on" in verdict, verdict  # this search's verdict has a trade-off clause (checked below)
+    # a trade-off clause ("; 1P1D is better on ITL p90 ...") is checked below when the verdict has one (since ITL
+    # is every token gap, this search's aggregated answer is better on both figures and the verdict has none)
     if m:
         lab, split_v, name, agg_v = m.groups()
         assert table[name][cols[lab]] == split_v and table["aggregated"][cols[lab]] == agg_v, (verdict, table)

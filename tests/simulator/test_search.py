@@ -161,8 +161,11 @@ def test_precision_changes_memory_and_step_time():
     (lambda: SearchSpace((L4,), routing="telepathy"), "space.routing"),
     (lambda: Slo(()), "slo.targets"),
     (lambda: Slo((SloTarget("ttft", "p90", 1.0),), min_goodput=1.5), "slo.min_goodput"),
-    (lambda: SloTarget("ttft", "p95", 1.0), "slo.percentile"),
-    (lambda: SloTarget("tpot", "p90", 1.0), "slo.metric"),
+    (lambda: SloTarget("ttft", "p100", 1.0), "slo.percentile"),
+    (lambda: SloTarget("ttft", "p0", 1.0), "slo.percentile"),
+    (lambda: SloTarget("ttft", "90", 1.0), "slo.percentile"),
+    (lambda: SloTarget("ttft", "pnan", 1.0), "slo.percentile"),
+    (lambda: SloTarget("tbt", "p90", 1.0), "slo.metric"),
     (lambda: SloTarget("ttft", "p90", 0), "slo.max_s"),
     (lambda: parse_slo_target("ttft:p90"), "slo"),
 ])

@@ -80,3 +80,26 @@ def test_a_generation_config_beside_the_config_is_read(capsys, tmp_path):
     args = ["search", "--model", str(tmp_path / "config.json"), *BASE[3:], "--slo", "itl:p90:1", "--summary"]
     assert main(args) == 0
     assert "sampler: greedy (temperature 0) (the model's generation_config.json)" in capsys.readouterr().out
+
+
+def test_search_launch_prints_the_command_and_the_manifests(capsys):
+    import shlex
+
+    import yaml
+
+    assert main(BASE + ["--slo", "ttft:p90:0.5", "--slo", "itl:p90:0.05", "--launch",
+                        "--model-id", "meta-llama/Llama-3.1-8B-Instruct"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    best, launch = out["best"], out["launch"]
+    args = shlex.split(launch["vllm_serve"])
+    assert args[:3] == ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"]
+    opts = dict(zip(args[3::2], args[4::2]))
+    assert opts["--max-num-seqs"] == str(best["candidate"]["max_num_seqs"])
+    assert opts["--max-num-batched-tokens"] == str(best["sizing"]["max_num_batched_tokens"])
+    assert opts["--max-model-len"] == str(best["sizing"]["max_model_len"])
+    assert ("--quantization" in opts) == (best["candidate"]["precision"] == "fp8")
+    dep, svc = yaml.safe_load_all(launch["kubernetes"])
+    assert dep["kind"] == "Deployment" and dep["spec"]["replicas"] == best["replicas"] and svc["kind"] == "Service"
+    assert main(BASE + ["--slo", "ttft:p90:0.5", "--launch", "--summary"]) == 0
+    text = capsys.readouterr().out
+    assert "To run it:\n\nvllm serve " in text and "kind: \"Deployment\"" in text
