@@ -174,7 +174,8 @@ else:
 # Pages (HTML) per client IP or user, and failed sign-ins per IP and per user name.
 THROTTLE_PAGES = env_str("THROTTLE_PAGES", "300/min")
 THROTTLE_HEAVY_PAGES = env_str("THROTTLE_HEAVY_PAGES", "20/min")  # /replicas/ (simulates)
-LOGIN_FAILURES = env_str("LOGIN_FAILURES", "10/h")
+LOGIN_FAILURES = env_str("LOGIN_FAILURES", "10/h")  # per client IP and user name together
+LOGIN_FAILURES_PER_IP = env_str("LOGIN_FAILURES_PER_IP", "100/h")  # per client IP, all user names
 
 # Celery: Redis when REDIS_URL is set, otherwise an embedded filesystem broker.
 REDIS_URL = env_str("REDIS_URL", "")
@@ -237,8 +238,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_THROTTLE_CLASSES": [
-        "rest_framework.throttling.AnonRateThrottle",
-        "rest_framework.throttling.UserRateThrottle",
+        "planner.api.throttling.AnonRateThrottle",  # shared atomic counters (planner.api.throttling.hit)
+        "planner.api.throttling.UserRateThrottle",
         "planner.api.throttling.HeavyRateThrottle",
     ],
     "DEFAULT_THROTTLE_RATES": {

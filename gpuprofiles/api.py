@@ -21,6 +21,7 @@ from rest_framework.response import Response
 
 from accounts.authentication import ApiTokenAuthentication
 from config.parsers import CheckedJSONParser
+from config.strict_input import FORM_KEYS, refuse_unknown_fields
 
 from . import selectors, services
 from .serializers import (
@@ -227,6 +228,7 @@ class GpuCopyApi(_CatalogApi):
                              OpenApiExample("Copied", value={**GPU_OWN_EXAMPLE, "name": "H100 SXM5 80GB (copy)"},
                                             response_only=True, status_codes=["201"])])
     def post(self, request, slug):
+        refuse_unknown_fields(request.data, (), ignore=FORM_KEYS)  # takes no fields
         profile = selectors.gpu_profile_get(slug=slug, user=request.user)
         copy = services.profile_copy(profile=profile, owner=request.user)
         return Response(GpuOutputSerializer(copy).data, status=status.HTTP_201_CREATED)
@@ -344,6 +346,7 @@ class ModelCopyApi(_CatalogApi):
                                                              **NO_CONFIGS},
                                             response_only=True, status_codes=["201"])])
     def post(self, request, slug):
+        refuse_unknown_fields(request.data, (), ignore=FORM_KEYS)  # takes no fields
         profile = selectors.model_profile_get(slug=slug, user=request.user)
         copy = services.profile_copy(profile=profile, owner=request.user)
         return Response(ModelDetailOutputSerializer(copy).data, status=status.HTTP_201_CREATED)

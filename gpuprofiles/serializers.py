@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from config.strict_input import StrictFieldsMixin
 from simulator.base import GPU_MEASURED_FIELDS, SAMPLER_PATHS
 
 from .display import clock_physics
@@ -70,7 +71,7 @@ class ModelDetailOutputSerializer(ModelOutputSerializer):
         fields = (*ModelOutputSerializer.Meta.fields, "hf_config", "hf_quant_config", "hf_generation_config")
 
 
-class GpuInputSerializer(serializers.Serializer):
+class GpuInputSerializer(StrictFieldsMixin, serializers.Serializer):
     """A user's GPU profile. ``name`` and ``memory_gib`` are required on create."""
 
     name = serializers.CharField(max_length=200)
@@ -97,7 +98,7 @@ class GpuInputSerializer(serializers.Serializer):
 
 
 
-class ModelInputSerializer(serializers.Serializer):
+class ModelInputSerializer(StrictFieldsMixin, serializers.Serializer):
     """A user's model profile entered field by field (``POST /api/models/import/`` takes a config.json)."""
 
     name = serializers.CharField(max_length=200)
@@ -132,7 +133,7 @@ class ModelInputSerializer(serializers.Serializer):
 
 
 
-class ModelImportSerializer(serializers.Serializer):
+class ModelImportSerializer(StrictFieldsMixin, serializers.Serializer):
     config = serializers.JSONField(help_text="The Hugging Face config.json, as a JSON object.")
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, allow_null=True)
     num_parameters = serializers.IntegerField(min_value=1, max_value=10**15, required=False, allow_null=True,

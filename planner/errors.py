@@ -55,6 +55,14 @@ class FieldErrors:
         self.errors.setdefault(field, []).append(message)
         self.not_found |= not_found
 
+    def unknown(self, data, known, prefix: str = "") -> None:
+        """Add a message for each key of ``data`` not in ``known`` (:func:`config.strict_input.unknown_field_errors`:
+        the closest known name, the known ones)."""
+        from config.strict_input import unknown_field_errors
+
+        for field, messages in unknown_field_errors(data, known, prefix=prefix).items():
+            self.add(field, messages[0])
+
     def add_from(self, prefix: str, exc: Exception) -> None:
         """Add ``exc``'s message under ``prefix``, or under ``prefix.field`` when it reads ``"field: problem"``."""
         field, message = field_and_message(exc)

@@ -21,6 +21,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config.strict_input import StrictFieldsMixin
 from planner.api.validation import VLLM_BLOCK_SIZES, block_size_problem
 from planner.errors import InputError, field_and_message
 from planner.sizing import selectors, services
@@ -83,7 +84,7 @@ def _count_keys(obj: Any, limit: int, depth: int = 0) -> int:
     return n
 
 
-class InlineModelSerializer(serializers.Serializer):
+class InlineModelSerializer(StrictFieldsMixin, serializers.Serializer):
     config = serializers.DictField(help_text="A Hugging Face config.json, as a JSON object.")
     num_parameters = StrictIntegerField(required=False, allow_null=True, min_value=1, max_value=10**15,
                                         help_text="Total parameters, when known (else estimated from the config).")
@@ -95,7 +96,7 @@ class InlineModelSerializer(serializers.Serializer):
         return value
 
 
-class InlineGpuSerializer(serializers.Serializer):
+class InlineGpuSerializer(StrictFieldsMixin, serializers.Serializer):
     memory_gib = FiniteFloatField(min_value=0.001, max_value=102_400,
                                   help_text="Total memory as torch / vLLM see it, GiB (2^30 bytes).")
     name = serializers.CharField(required=False, max_length=200, default="Custom GPU")
@@ -159,7 +160,7 @@ class GpuRefField(_CatalogRefField):
 _DTYPES = ["auto", *sorted(DTYPE_BYTES)]
 
 
-class SpeculativeInputSerializer(serializers.Serializer):
+class SpeculativeInputSerializer(StrictFieldsMixin, serializers.Serializer):
     """Speculative decoding: the drafter whose weights and KV come out of the memory budget."""
 
     method = serializers.ChoiceField(choices=list(METHODS), default="eagle",
@@ -189,7 +190,7 @@ class PlanCreateApi(APIView):
 
     permission_classes = [AllowAny]
 
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictFieldsMixin, serializers.Serializer):
         model = ModelRefField(help_text="Catalog slug, or {config: <config.json>, num_parameters?: int}.")
         gpu = GpuRefField(help_text="Catalog slug, or {memory_gib: number, name?, price_per_hour?}.")
         tensor_parallel_size = StrictIntegerField(default=1, min_value=1, max_value=LIMITS["tensor_parallel_size"])

@@ -26,6 +26,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.parsers import CheckedJSONParser
+from config.strict_input import refuse_unknown_fields
 from planner.api.errors import input_error_as_api_exception
 from planner.models import Report, Sweep
 from planner.sampling_words import SOURCES, sampling_answer
@@ -268,6 +269,7 @@ class SweepCancelApi(APIView):
     @extend_schema(summary="Cancel a queued or running sweep", request=None, responses=SweepOutSerializer,
                    examples=[_ex("Cancelled sweep", EXAMPLE_SWEEP_CANCELLED)])
     def post(self, request, sweep_id: int):
+        refuse_unknown_fields(request.data, ())  # takes no fields
         sweep = selectors.sweep_get(sweep_id=sweep_id, user=request.user)
         sweep = services.sweep_cancel(sweep=sweep, user=request.user)
         return Response(sweep_out(sweep, request))

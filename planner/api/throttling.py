@@ -9,14 +9,15 @@ address ``NUM_PROXIES`` hops from the right of ``X-Forwarded-For`` when the
 site runs behind that many trusted proxies (a client cannot choose its own
 address by sending the header; with ``NUM_PROXIES`` 0 the header is ignored).
 
-- API: DRF's ``anon`` / ``user`` rates for every operation, plus ``heavy``
-  (:class:`HeavyRateThrottle`) for the operations that simulate in the request.
+- API: ``anon`` / ``user`` rates for every operation (:class:`AnonRateThrottle`, :class:`UserRateThrottle`),
+  plus ``heavy`` (:class:`HeavyRateThrottle`) for the operations that simulate in the request; all three
+  count with :func:`hit` (shared atomic counters in a sliding window), not DRF's read-modify-write list.
 - Pages: :class:`PageThrottleMiddleware`, ``THROTTLE_PAGES`` per client for
   every page outside ``/api/``, ``/static/`` and ``/healthz``, and
   ``THROTTLE_HEAVY_PAGES`` for a submitted replicas search; past it a 429 page
   with ``Retry-After``.
-- Sign-in: :func:`login_blocked` / :func:`login_failed`, ``LOGIN_FAILURES``
-  failed attempts per client IP and per user name in a window.
+- Sign-in: :func:`login_blocked` / :func:`login_failed`, ``LOGIN_FAILURES`` failed attempts per client
+  IP and user name together, and ``LOGIN_FAILURES_PER_IP`` per client IP over all names, in a window.
 """
 
 from __future__ import annotations
@@ -56,28 +57,98 @@ def client_key(request) -> str:
     return f"ip-{client_ip(request)}"
 
 
+#: Buckets a period is counted in: a limit of N per minute counts in 5 s buckets.
+BUCKETS = 12
+
+
+def _bump(key: str, by: int, timeout: int) -> int:
+    """Add ``by`` to the counter ``key`` and return its new value: ``cache.add`` creates it, ``cache.incr``
+    counts (one atomic INCRBY on Redis, so concurrent web workers never lose a count)."""
+    cache.add(key, 0, timeout=timeout)
+    try:
+        return cache.incr(key, by)
+    except ValueError:  # expired between add and incr
+        cache.add(key, 0, timeout=timeout)
+        return cache.incr(key, by)
+
+
 def hit(scope: str, ident: str, rate: str) -> int | None:
     """Count one request of ``ident`` in ``scope``; the seconds to wait when over ``rate``, else None.
 
-    A fixed window: ``cache.add`` starts it, ``cache.incr`` counts (atomic on Redis).
+    A sliding window held as :data:`BUCKETS` counters per period (5 s buckets for a minute), each a shared
+    atomic counter: the request is counted first (``incr``), then the buckets of the last period plus one
+    bucket are summed; over the limit, the count is taken back (``decr``) and the request refused. So no
+    span of one period ever admits more than the limit, however many processes count at once (two
+    requests racing for the last place may both be refused, never both admitted), and a refused request
+    does not use up the client's allowance.
     """
     limit, period = parse_rate(rate)
-    window = int(time.time() // period)
-    key = f"kvp:throttle:{scope}:{ident}:{window}"
-    if cache.add(key, 1, timeout=period + 1):
-        count = 1
-    else:
-        try:
-            count = cache.incr(key)
-        except ValueError:  # expired between add and incr
-            cache.add(key, 1, timeout=period + 1)
-            count = 1
-    if count > limit:
-        return max(1, int((window + 1) * period - time.time()) + 1)
-    return None
+    width = max(1, period // BUCKETS)
+    now = time.time()
+    current = int(now // width)
+    span = -(-period // width) + 1  # buckets covering any span of one period, whatever its phase
+    keys = [f"kvp:throttle:{scope}:{ident}:{width}:{b}" for b in range(current - span + 1, current + 1)]
+    timeout = (span + 1) * width
+    _bump(keys[-1], 1, timeout)
+    counts = cache.get_many(keys)
+    total = sum(int(counts.get(k) or 0) for k in keys)
+    if total <= limit:
+        return None
+    _bump(keys[-1], -1, timeout)
+    # Wait until enough of the oldest buckets have left the window to make room for one more request.
+    excess = total - limit
+    for i, key in enumerate(keys):
+        excess -= int(counts.get(key) or 0)
+        if excess <= 0:
+            leaves = (current - span + 1 + i + span) * width  # when bucket i is out of the window
+            return max(1, int(leaves - now + 0.999))
+    return period
 
 
-class HeavyRateThrottle(SimpleRateThrottle):
+class _CountedThrottle(SimpleRateThrottle):
+    """A DRF throttle counted by :func:`hit` (DRF's own keeps a list of times in the cache and writes it
+    back, so concurrent workers overwrite each other's requests: 796-831 got through against 600/min)."""
+
+    def get_cache_key(self, request, view):  # (DRF's hook; the counting below does not use it)
+        return None
+
+    def ident(self, request) -> str | None:
+        raise NotImplementedError
+
+    def allow_request(self, request, view):
+        if self.rate is None:
+            return True
+        ident = self.ident(request)
+        if ident is None:
+            return True
+        self._wait = hit(self.scope, ident, self.rate)
+        return self._wait is None
+
+    def wait(self):
+        return getattr(self, "_wait", None)
+
+
+class AnonRateThrottle(_CountedThrottle):
+    """``anon``: per client IP (:func:`client_ip`) for requests without a signed-in user."""
+
+    scope = "anon"
+
+    def ident(self, request):
+        user = getattr(request, "user", None)
+        return None if user is not None and user.is_authenticated else f"ip-{client_ip(request)}"
+
+
+class UserRateThrottle(_CountedThrottle):
+    """``user``: per signed-in user (all of the user's tokens and sessions together)."""
+
+    scope = "user"
+
+    def ident(self, request):
+        user = getattr(request, "user", None)
+        return f"user-{user.pk}" if user is not None and user.is_authenticated else None
+
+
+class HeavyRateThrottle(_CountedThrottle):
     """``heavy`` rate for views that set ``heavy_throttle = True`` (they simulate inside the request)."""
 
     scope = "heavy"
@@ -85,13 +156,13 @@ class HeavyRateThrottle(SimpleRateThrottle):
     def get_rate(self):
         return self.THROTTLE_RATES.get(self.scope)  # unset: no extra limit
 
+    def ident(self, request):
+        return client_key(request)
+
     def allow_request(self, request, view):
         if not getattr(view, "heavy_throttle", False) or request.method in ("GET", "HEAD", "OPTIONS"):
             return True
         return super().allow_request(request, view)
-
-    def get_cache_key(self, request, view):
-        return self.cache_format % {"scope": self.scope, "ident": client_key(request)}
 
 
 def _too_many(wait: int, what: str) -> HttpResponse:
@@ -123,24 +194,34 @@ class PageThrottleMiddleware:
         return self.get_response(request)
 
 
-def _login_keys(request, username: str) -> list[str]:
-    return [f"ip-{client_ip(request)}", f"name-{(username or '').strip().lower()[:150]}"]
+def _login_keys(request, username: str) -> list[tuple[str, str]]:
+    """``(counter, rate)`` of a sign-in: this address with this user name together (``LOGIN_FAILURES``), and this
+    address over all names (``LOGIN_FAILURES_PER_IP``). No counter is per user name alone: one that was let
+    anyone lock anyone out by failing ten times with their name."""
+    ip = client_ip(request)
+    name = (username or "").strip().lower()[:150]
+    return [(f"pair-{ip}-{name}", settings.LOGIN_FAILURES),
+            (f"ip-{ip}", getattr(settings, "LOGIN_FAILURES_PER_IP", "100/h"))]
 
 
 def login_blocked(request, username: str) -> int | None:
-    """Seconds to wait when this IP or this user name has used up its failed sign-ins, else None."""
-    limit, period = parse_rate(settings.LOGIN_FAILURES)
-    window = int(time.time() // period)
-    for ident in _login_keys(request, username):
+    """Seconds to wait when this address, for this user name or over all names, has used up its failed
+    sign-ins, else None."""
+    for ident, rate in _login_keys(request, username):
+        limit, period = parse_rate(rate)
+        window = int(time.time() // period)
         if (cache.get(f"kvp:throttle:login-failed:{ident}:{window}") or 0) >= limit:
             return max(1, int((window + 1) * period - time.time()) + 1)
     return None
 
 
 def login_failed(request, username: str) -> None:
-    """Count one failed sign-in for this IP and this user name."""
-    for ident in _login_keys(request, username):
-        hit("login-failed", ident, settings.LOGIN_FAILURES)
+    """Count one failed sign-in for this address with this user name, and for this address (fixed windows
+    of the rate's period: a lockout ends with its window)."""
+    for ident, rate in _login_keys(request, username):
+        _, period = parse_rate(rate)
+        window = int(time.time() // period)
+        _bump(f"kvp:throttle:login-failed:{ident}:{window}", 1, period + 1)
 
 
 def too_many_logins(wait: int) -> HttpResponse:

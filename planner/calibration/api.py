@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.parsers import CheckedJSONParser
+from config.strict_input import FORM_KEYS, StrictFieldsMixin, refuse_unknown_fields
 from planner.calibration.models import CalibrationProfile
 from planner.calibration.services import create_calibration
 
@@ -37,7 +38,7 @@ EXAMPLE_CALIBRATION = {
     "created_at": "2026-11-26T12:00:00+00:00"}
 
 
-class CalibrationInSerializer(serializers.Serializer):
+class CalibrationInSerializer(StrictFieldsMixin, serializers.Serializer):
     name = serializers.CharField(help_text="your name for this calibration (unique among yours)")
     model = serializers.CharField(help_text="catalog slug or id of your model profile")
     gpu = serializers.CharField(help_text="catalog slug or id of your GPU profile")
@@ -99,6 +100,7 @@ class CalibrationListCreateApi(APIView):
         data = request.data
         if not hasattr(data, "get"):  # a JSON list or scalar
             raise serializers.ValidationError({"non_field_errors": ["The body must be a JSON object."]})
+        refuse_unknown_fields(data, CalibrationInSerializer().fields, ignore=FORM_KEYS)
         row = create_calibration(
             request.user, name=data.get("name"), model=data.get("model"), gpu=data.get("gpu"), text=_text(request),
             tensor_parallel_size=_int(data.get("tensor_parallel_size", 1)), file_format=data.get("format"),

@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q
 
+from config.strict_input import unknown_field_errors
 from planner.calibration.models import CalibrationProfile
 from planner.errors import field_and_message
 
@@ -37,9 +38,9 @@ def _deployment(tp: Any, knobs: dict[str, Any]):
 
     if isinstance(tp, bool) or not isinstance(tp, int) or not 1 <= tp <= 64:
         raise ValidationError({"tensor_parallel_size": ["must be a whole number from 1 to 64"]})
-    bad = sorted(set(knobs) - set(DEPLOYMENT_KNOBS))
-    if bad:
-        raise ValidationError({f"deployment.{bad[0]}": [f"unknown knob (known: {', '.join(DEPLOYMENT_KNOBS)})"]})
+    unknown = unknown_field_errors(knobs, DEPLOYMENT_KNOBS, prefix="deployment")
+    if unknown:
+        raise ValidationError(unknown)
     try:
         return DeploymentSpec(tensor_parallel_size=tp, **knobs)
     except (ValueError, TypeError) as exc:

@@ -20,6 +20,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.parsers import CheckedJSONParser
+from config.strict_input import refuse_unknown_fields
 from planner.api.sweeps import QuotaExceededApi
 from planner.sampling_words import sampling_answer
 from planner.search import disaggregated as sdis
@@ -125,6 +126,7 @@ class SearchCancelApi(APIView):
 
     @extend_schema(summary="Cancel a queued or running search", request=None, responses=None)
     def post(self, request, search_id: int):
+        refuse_unknown_fields(request.data, ())  # takes no fields
         search = selectors.search_get(search_id=search_id, user=request.user)
         return Response(search_out(services.search_cancel(search=search, user=request.user), request))
 

@@ -76,8 +76,7 @@ def validate(raw: Any, *, owner) -> tuple[dict, dict, dict[int, list[float]]]:
     err = FieldErrors()
     if not isinstance(raw, dict):
         raise defn.DefinitionError({"non_field_errors": ["must be a JSON object"]})
-    for k in sorted(set(raw) - FIELDS):
-        err.add(k, f"unknown field (known: {', '.join(sorted(FIELDS))})")
+    err.unknown(raw, sorted(FIELDS))
     name = raw.get("name", "")
     if not isinstance(name, str) or len(name) > 200:
         err.add("name", "must be text of at most 200 characters")
@@ -101,8 +100,7 @@ def validate(raw: Any, *, owner) -> tuple[dict, dict, dict[int, list[float]]]:
     if not isinstance(space_raw, dict):
         err.add("space", "must be an object")
         space_raw = {}
-    for k in sorted(set(space_raw) - SPACE_FIELDS):
-        err.add(f"space.{k}", "unknown field")
+    err.unknown(space_raw, sorted(SPACE_FIELDS), "space")
     gpus = _gpus(space_raw.get("gpus"), owner, err)
     space = {k: v for k, v in space_raw.items() if k in SPACE_FIELDS - {"gpus"}}
     _check_space(gpus, space, err)

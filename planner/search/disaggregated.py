@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from config.strict_input import unknown_field_errors
 from planner.sweeps.disaggregated import _number
 from simulator.cluster import ClusterError, parse_routing
 
@@ -55,8 +56,8 @@ def parse(raw: Any, *, max_replicas: int, add) -> dict | None:
         n_errors += 1
         add(field, message)
 
-    for k in sorted(set(raw) - set(FIELDS)):
-        bad(f"disaggregated.{k}", f"unknown field (known: {', '.join(FIELDS)})")
+    for field, messages in unknown_field_errors(raw, FIELDS, prefix="disaggregated").items():
+        bad(field, messages[0])
     out = {**DEFAULTS, **{k: v for k, v in raw.items() if k in FIELDS}}
     if not isinstance(max_replicas, int) or max_replicas < 2:
         bad("disaggregated", "needs space.max_replicas of 2 or more: a split has a prefill and a decode instance")

@@ -3,12 +3,12 @@ standalone HTML."""
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 
 from django.template.loader import render_to_string
 
+from planner.csv_cells import csv_writer
 from planner.sampling_words import sampling_answer
 
 CSV_COLUMNS = ("candidate", "status", "gpu", "tensor_parallel", "pipeline_parallel", "precision", "kv_cache_dtype",
@@ -84,7 +84,7 @@ def to_csv(search) -> str:
     res = search.result
     labels = figure_labels(res)
     buf = io.StringIO()
-    w = csv.writer(buf)
+    w = csv_writer(buf)
     w.writerow([*CSV_COLUMNS, *(f"{lab} (s)" for lab in labels), *XPYD_COLUMNS])
     aggregated = ["aggregated", "", "", ""]
     for o in res["outcomes"]:

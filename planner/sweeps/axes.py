@@ -13,6 +13,7 @@ from planner.errors import FieldErrors
 from planner.sweeps import disaggregated as disagg
 from planner.sweeps.limits import MAX_SWEEP_INSTANCES, max_points
 from planner.sweeps.speculative import axis_problem
+from simulator.base import unknown_message
 from simulator.cluster import ClusterError, parse_routing
 
 #: Axis parameters, what they change and their value type.
@@ -89,11 +90,10 @@ def _param(axis: Any, where: str, err: FieldErrors) -> str | None:
         err.add(f"{where}.param", LATER_AXES[param])
         return None
     if param not in AXES:
-        err.add(f"{where}.param", f"unknown sweep axis {param!r} (known: {', '.join(AXES)})")
+        err.add(f"{where}.param", unknown_message(param, AXES, what=f"sweep axis {param!r}"))
         return None
-    unknown = sorted(set(axis) - {"param", "values", "start", "stop", "steps", "scale"})
-    if unknown:
-        err.add(f"{where}.{unknown[0]}", "unknown field (known: param, values, start, stop, steps, scale)")
+    if set(axis) - {"param", "values", "start", "stop", "steps", "scale"}:
+        err.unknown(axis, ["param", "values", "start", "stop", "steps", "scale"], where)
         return None
     return param
 

@@ -32,7 +32,7 @@ them together in the order a user reads a definition.
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 from planner.api.validation import block_size_problem
@@ -60,12 +60,15 @@ from planner.sweeps.specs import (
     size_deployment,
 )
 from planner.sweeps.speculative import axis_needs
+from simulator.base import DeploymentSpec
 from simulator.engine.config import ConfigError, EngineConfig
 from simulator.sizing import default_async_scheduling
 
 #: Invalid definition: the planner's one input-error type (:class:`planner.errors.InputError`).
 DefinitionError = InputError
 #: The fields a definition may have.
+#: A definition's deployment knobs (DeploymentSpec's fields; ``sampling`` is the clock's).
+DEPLOYMENT_FIELDS = tuple(f.name for f in fields(DeploymentSpec))
 KNOWN_FIELDS = {"name", "mode", "model", "gpu", "deployment", "engine", "workload", "axes", "cliff", "cluster", "slo",
                 "calibration", "disaggregated"}
 
@@ -115,8 +118,7 @@ def _name_and_mode(raw: Any, err: FieldErrors) -> tuple[str, str]:
     """The definition's name and mode, after refusing a non-object and unknown fields."""
     if not isinstance(raw, dict):
         raise DefinitionError({"non_field_errors": ["the sweep definition must be a JSON object"]})
-    for k in sorted(set(raw) - KNOWN_FIELDS):
-        err.add(k, f"unknown field (known: {', '.join(sorted(KNOWN_FIELDS))})")
+    err.unknown(raw, sorted(KNOWN_FIELDS))
     name = raw.get("name", "")
     if not isinstance(name, str) or len(name) > 200:
         err.add("name", "must be text of at most 200 characters")
@@ -141,6 +143,7 @@ def _parts(raw: dict, owner, err: FieldErrors) -> dict:
     if not isinstance(deployment, dict):
         err.add("deployment", "must be an object of deployment knobs")
         deployment = {}
+    err.unknown(deployment, [*DEPLOYMENT_FIELDS, "sampling"], "deployment")
     sampling = parse_sampling(deployment.get("sampling"), "deployment.sampling", err)
     calibration, fitted = parse_calibration(raw.get("calibration"), owner, err) or (None, ())
     coefficients = clock_coefficients(sampling, calibration, fitted)

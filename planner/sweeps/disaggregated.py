@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from config.strict_input import unknown_field_errors
 from planner.errors import FieldErrors
 from simulator.cluster import ClusterError, parse_routing
 from simulator.engine import EngineConfig
@@ -54,9 +55,9 @@ def parse(raw: Any, add) -> dict | None:
         add("disaggregated", "must be an object with prefill_instances, decode_instances, routing, link_gbps, "
                              "link_latency_s")
         return None
-    bad = sorted(set(raw) - set(FIELDS))
-    for k in bad:
-        add(f"disaggregated.{k}", f"unknown field (known: {', '.join(FIELDS)})")
+    bad = unknown_field_errors(raw, FIELDS, prefix="disaggregated")
+    for field, messages in bad.items():
+        add(field, messages[0])
     out = {**DEFAULTS, **raw}
     ok = not bad
     for k in ("prefill_instances", "decode_instances"):

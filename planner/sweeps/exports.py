@@ -6,10 +6,10 @@ Plotly's JavaScript (``planner.plotly_assets``: the vendored cartesian bundle), 
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 
+from planner.csv_cells import csv_writer
 from planner.plotly_assets import plotly_js
 from planner.sampling_words import sampling_answer
 
@@ -47,7 +47,7 @@ def to_csv(body: dict) -> str:
             if k not in params:
                 params.append(k)
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
+    w = csv_writer(buf, lineterminator="\n")
     w.writerow(["point", *params, "metric", "value", "unit"])
     for p in points:
         head = [p["index"], *[p["params"].get(k, "") for k in params]]

@@ -37,6 +37,7 @@ def _search(wl, config, slo: dict, cl: dict, max_n: int):
 
 def find_replicas(raw: Any, *, owner) -> dict:
     """Validate and answer; raises :class:`planner.sweeps.definition.DefinitionError` with field messages."""
+    from config.strict_input import unknown_field_errors
     from planner.sweeps.runner import build_workload
     from simulator.cluster import ClusterError
     from simulator.engine import EngineConfig
@@ -44,14 +45,17 @@ def find_replicas(raw: Any, *, owner) -> dict:
     if not isinstance(raw, dict):
         raise defn.DefinitionError({"non_field_errors": ["must be a JSON object"]})
     data = dict(raw)
+    unknown = unknown_field_errors(data, [*sorted(defn.KNOWN_FIELDS), "max_instances"])
+    if unknown:  # (before the other checks: a misspelt max_instances or slo is named as such)
+        raise defn.DefinitionError(unknown)
     max_n = data.pop("max_instances", 16)
     if isinstance(max_n, bool) or not isinstance(max_n, int) or not 1 <= max_n <= MAX_REPLICAS:
         raise defn.DefinitionError({"max_instances": [f"must be a whole number from 1 to {MAX_REPLICAS}"]})
-    if data.get("slo") is None:
-        raise defn.DefinitionError({"slo": ["give the latency targets: {\"ttft_s\": ..., \"itl_s\": ...}"]})
     cluster = data.pop("cluster", None)
     _, snapshot, points = defn.validate({**data, **({"cluster": cluster} if cluster else {})}, owner=owner,
                                         single=True)
+    if data.get("slo") is None:
+        raise defn.DefinitionError({"slo": ["give the latency targets: {\"ttft_s\": ..., \"itl_s\": ...}"]})
     wl_base = snapshot["workload"]
     if wl_base["arrival_unit"] != "s":
         raise defn.DefinitionError({"workload.spec.arrival": [

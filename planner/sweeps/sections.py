@@ -29,9 +29,8 @@ def parse_workload(raw: Any, err: FieldErrors) -> dict | None:
     if not isinstance(raw, dict):
         err.add("workload", "must be an object with 'spec' (a generated workload) or 'trace' (file text)")
         return None
-    unknown = sorted(set(raw) - {"spec", "seed", "trace", "format"})
-    if unknown:
-        err.add(f"workload.{unknown[0]}", "unknown field (known: spec, seed, trace, format)")
+    if set(raw) - {"spec", "seed", "trace", "format"}:
+        err.unknown(raw, ["spec", "seed", "trace", "format"], "workload")
         return None
     if "trace" in raw:
         return _trace(raw, err)
@@ -79,8 +78,7 @@ def parse_cliff(raw: Any, err: FieldErrors) -> dict | None:
         err.add("cliff", "must be an object with param, lo, hi, resolution")
         return None
     known = {"param", "metric", "lo", "hi", "resolution", "threshold"}
-    for k in sorted(set(raw) - known):
-        err.add(f"cliff.{k}", f"unknown field (known: {', '.join(sorted(known))})")
+    err.unknown(raw, sorted(known), "cliff")
     param = raw.get("param", "num_gpu_blocks")
     if not isinstance(param, str) or param not in AXES or not AXES[param].get("cliff"):
         err.add("cliff.param", "must be num_gpu_blocks, gpu_memory_utilization or rate")
@@ -145,8 +143,7 @@ def parse_cluster(raw: Any, err: FieldErrors) -> dict | None:
     if not isinstance(raw, dict):
         err.add("cluster", "must be an object with num_instances, routing, router_delay_s")
         return None
-    for k in sorted(set(raw) - {"num_instances", "routing", "router_delay_s"}):
-        err.add(f"cluster.{k}", "unknown field (known: num_instances, routing, router_delay_s)")
+    err.unknown(raw, ["num_instances", "routing", "router_delay_s"], "cluster")
     n = raw.get("num_instances", 1)
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_SWEEP_INSTANCES:
         err.add("cluster.num_instances", f"must be a whole number from 1 to {MAX_SWEEP_INSTANCES}")
@@ -171,8 +168,7 @@ def parse_slo(raw: Any, err: FieldErrors) -> dict | None:
     if not isinstance(raw, dict):
         err.add("slo", "must be an object with ttft_s and/or itl_s (seconds)")
         return None
-    for k in sorted(set(raw) - {"ttft_s", "itl_s", "percentile"}):
-        err.add(f"slo.{k}", "unknown field (known: ttft_s, itl_s, percentile)")
+    err.unknown(raw, ["ttft_s", "itl_s", "percentile"], "slo")
     out: dict[str, Any] = {}
     for k in ("ttft_s", "itl_s"):
         v = raw.get(k)

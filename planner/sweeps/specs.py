@@ -13,7 +13,7 @@ from typing import Any
 from gpuprofiles.models import GpuProfile, ModelProfile
 from gpuprofiles.selectors import profile_find
 from planner.errors import FieldErrors
-from simulator.base import SAMPLER_FIELDS, DeploymentSpec, GpuSpec, LayerSpec, ModelSpec, SpecError
+from simulator.base import SAMPLER_FIELDS, DeploymentSpec, GpuSpec, LayerSpec, ModelSpec, SpecError, unknown_field
 from simulator.clock.cost_model import (
     SAMPLER_PATHS,
     CostModelError,
@@ -35,6 +35,10 @@ def resolve_profile(kind: str, ref: Any, owner, where: str, err: FieldErrors) ->
     """
     spec_cls = ModelSpec if kind == "model" else GpuSpec
     if isinstance(ref, dict):
+        bad = unknown_field(spec_cls, ref)
+        if bad:
+            err.add(f"{where}.{bad[0]}", bad[1])
+            return None
         try:
             spec = spec_cls(**ref)
         except (SpecError, TypeError, ValueError) as exc:
@@ -79,6 +83,10 @@ def gpu_spec(d: dict) -> GpuSpec:
 
 
 def deployment_spec(d: dict) -> DeploymentSpec:
+    """The deployment's spec; a ``ValueError`` reading "field: unknown field ..." for a key it has no field for."""
+    bad = unknown_field(DeploymentSpec, d)
+    if bad:
+        raise ValueError(f"{bad[0]}: {bad[1]}")
     return DeploymentSpec(**d)
 
 

@@ -68,5 +68,5 @@ class ColdStart:
             raise ConfigError("cold_start: must be an object of seconds and GiB/s")
         bad = unknown_field(cls, data)
         if bad:
-            raise ConfigError(f"cold_start.{bad[0]}: unknown field (known: {bad[1]})")
+            raise ConfigError(f"cold_start.{bad[0]}: {bad[1]}")
         return cls(**data)

@@ -5,12 +5,13 @@ how numbers are printed, and the engine configuration's shared pieces.
   :class:`SpecError` names the field), dtype sizes.
 - :mod:`~simulator.base.sampling`: vLLM's sampler paths, their measured GPU time, a model's default path.
 - :mod:`~simulator.base.readable`: one rule for printing figures and milliseconds.
-- :mod:`~simulator.base.config_base`: :class:`ConfigError`, :class:`StepTimeModel`, :func:`unknown_field`.
+- :mod:`~simulator.base.config_base`: :class:`ConfigError`, :class:`StepTimeModel`, :func:`unknown_field`,
+  :func:`unknown_message` (the one wording of an unknown field, with the closest known name).
 
 May import: nothing else of simulator.
 """
 
-from simulator.base.config_base import ConfigError, StepTimeModel, unknown_field
+from simulator.base.config_base import ConfigError, StepTimeModel, closest_name, unknown_field, unknown_message
 from simulator.base.readable import figure, milliseconds, ms_against, ms_figure, ms_target
 from simulator.base.sampling import (
     DEFAULT_SAMPLER_PATH,
@@ -42,4 +43,4 @@ from simulator.base.specs import (
     normalize_dtype,
 )
 
-__all__ = ["ConfigError", "DEFAULT_SAMPLER_PATH", "DRIVER_RESERVED_GIB", "DTYPE_BYTES", "DeploymentSpec", "GIB", "GPU_MEASURED_FIELDS", "GpuSpec", "KV_CACHE_DTYPES", "LAYER_FULL", "LAYER_LINEAR", "LAYER_SLIDING", "LayerSpec", "ModelSpec", "PATH_WORDS", "SAMPLER_FIELDS", "SAMPLER_PATHS", "SAMPLING_KEYS", "SpecError", "StepTimeModel", "check_measured", "figure", "generation_config_path", "generation_defaults", "milliseconds", "model_sampler_path", "ms_against", "ms_figure", "ms_target", "normalize_dtype", "path_words", "timed_path", "unknown_field"]
+__all__ = ["ConfigError", "DEFAULT_SAMPLER_PATH", "DRIVER_RESERVED_GIB", "DTYPE_BYTES", "DeploymentSpec", "GIB", "GPU_MEASURED_FIELDS", "GpuSpec", "KV_CACHE_DTYPES", "LAYER_FULL", "LAYER_LINEAR", "LAYER_SLIDING", "LayerSpec", "ModelSpec", "PATH_WORDS", "SAMPLER_FIELDS", "SAMPLER_PATHS", "SAMPLING_KEYS", "SpecError", "StepTimeModel", "check_measured", "closest_name", "figure", "generation_config_path", "generation_defaults", "milliseconds", "model_sampler_path", "ms_against", "ms_figure", "ms_target", "normalize_dtype", "path_words", "timed_path", "unknown_field", "unknown_message"]

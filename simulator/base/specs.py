@@ -22,6 +22,7 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from simulator.base.config_base import unknown_message
 from simulator.base.sampling import SAMPLER_PATHS
 
 GIB = 2**30  # bytes
@@ -584,7 +585,7 @@ def check_measured(value: Any) -> tuple[tuple[str, float], ...]:
     for key, v in pairs:
         kind = GPU_MEASURED_FIELDS.get(key) if isinstance(key, str) else None
         if kind is None:
-            raise SpecError(f"measured.{key}: unknown measured figure (known: {', '.join(GPU_MEASURED_FIELDS)})")
+            raise SpecError(f"measured.{key}: {unknown_message(key, GPU_MEASURED_FIELDS, what='measured figure')}")
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise SpecError(f"measured.{key}: must be a finite number, got {v!r}")
         if kind == "fraction" and not 0.0 < v <= 1.0:

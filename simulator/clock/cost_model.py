@@ -61,6 +61,7 @@ from simulator.base import (
     ModelSpec,
     SpecError,
     StepTimeModel,
+    unknown_message,
 )
 from simulator.clock.physics import GpuPhysics, gpu_physics
 from simulator.clock.terms import BatchStepTime, CostModelError, StepCostTerms, _arr, _known_fields
@@ -769,12 +770,12 @@ def parse_cost_model(value: Any):
         if kind == "linear":
             bad = sorted(set(data) - {"base_s", "per_token_s", "per_req_s"})
             if bad:
-                raise ConfigError(f"cost_model.{bad[0]}: unknown field for the linear model")
+                raise ConfigError(f"cost_model.{bad[0]}: {unknown_message(bad[0], ['base_s', 'per_token_s', 'per_req_s'], what='field for the linear model')}")
             return build_step_time_model("linear", linear=StepTimeModel(**data)).terms
         if kind == "roofline":
             bad = sorted(set(data) - {"model", "generation_config", "gpu", "tp", "coefficients"})
             if bad:
-                raise ConfigError(f"cost_model.{bad[0]}: unknown field for the roofline model")
+                raise ConfigError(f"cost_model.{bad[0]}: {unknown_message(bad[0], ['model', 'generation_config', 'gpu', 'tp', 'coefficients'], what='field for the roofline model')}")
             if not isinstance(data.get("model"), dict):
                 raise ConfigError("cost_model.model: the model's config.json object is required")
             if not isinstance(data.get("gpu"), dict):

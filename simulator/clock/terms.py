@@ -59,9 +59,9 @@ def _known_fields(cls, data: Any, name: str, prefix: str, what: str) -> None:
     """Refuse a non-object or a key that is not a field of dataclass ``cls`` (the message names it)."""
     if not isinstance(data, dict):
         raise CostModelError(f"{name}: must be an object")
-    bad = unknown_field(cls, data)
+    bad = unknown_field(cls, data, what=what.removeprefix("unknown "))
     if bad:
-        raise CostModelError(f"{prefix}{bad[0]}: {what} (known: {bad[1]})")
+        raise CostModelError(f"{prefix}{bad[0]}: {bad[1]}")
 
 
 _TUPLES = ("attn_sliding_s", "windows", "kv_read_sliding_s", "dec_sliding_s")

@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from simulator.base import unknown_message
 from simulator.cluster.fleet import Fleet
 from simulator.cluster.replicas import ClusterResult, _assemble, _check_int, _check_seconds
 from simulator.cluster.routing import MAX_INSTANCES, ClusterError, Router, parse_routing
@@ -160,7 +161,7 @@ def pool_from_dict(data: Any, role: str) -> Pool:
         raise DisaggError(f"{role}: must be an object with config, num_instances, routing ...")
     bad = sorted(set(data) - set(_POOL_FIELDS))
     if bad:
-        raise DisaggError(f"{role}.{bad[0]}: unknown field (known: {', '.join(_POOL_FIELDS)})")
+        raise DisaggError(f"{role}.{bad[0]}: {unknown_message(bad[0], _POOL_FIELDS)}")
     if "config" not in data:
         raise DisaggError(f"{role}.config: required (one instance's engine configuration)")
     cfg = data["config"]
@@ -279,7 +280,7 @@ def link_from_dict(data: Any) -> KvLink:
         raise DisaggError("link: must be an object with bandwidth_gbps and latency_s")
     bad = unknown_field(KvLink, data)
     if bad:
-        raise DisaggError(f"link.{bad[0]}: unknown field (known: {bad[1]})")
+        raise DisaggError(f"link.{bad[0]}: {bad[1]}")
     return KvLink(**data)
 
 
@@ -289,7 +290,7 @@ def deployment_from_dict(data: Any) -> DisaggregatedDeployment:
         raise DisaggError("disaggregated: must be an object with prefill, decode and link")
     bad = sorted(set(data) - set(_DEPLOYMENT_FIELDS))
     if bad:
-        raise DisaggError(f"{bad[0]}: unknown field (known: {', '.join(_DEPLOYMENT_FIELDS)})")
+        raise DisaggError(f"{bad[0]}: {unknown_message(bad[0], _DEPLOYMENT_FIELDS)}")
     for role in ("prefill", "decode"):
         if role not in data:
             raise DisaggError(f"{role}: required (a pool: config, num_instances, routing)")

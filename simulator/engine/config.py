@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from simulator.base import ConfigError, StepTimeModel, unknown_field
+from simulator.base import ConfigError, StepTimeModel, unknown_field, unknown_message
 from simulator.engine.tiers import KvTier, TierError
 from simulator.speculative import SpeculativeConfig, SpeculativeError
 
@@ -193,9 +193,9 @@ class EngineConfig:
         """Build from the oracle's config JSON; unknown keys raise :class:`ConfigError`."""
         if not isinstance(data, dict):
             raise ConfigError("config: must be a JSON object")
-        bad = unknown_field(cls, data, cls.IGNORED_KEYS)
+        bad = unknown_field(cls, data, cls.IGNORED_KEYS, what="config field")
         if bad:
-            raise ConfigError(f"{bad[0]}: unknown config field (known: {bad[1]})")
+            raise ConfigError(f"{bad[0]}: {bad[1]}")
         known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in known}
         stm = kwargs.get("step_time_model")
@@ -204,7 +204,7 @@ class EngineConfig:
                 raise ConfigError("step_time_model: must be an object with base_s, per_token_s, per_req_s")
             bad = sorted(set(stm) - {"base_s", "per_token_s", "per_req_s"})
             if bad:
-                raise ConfigError(f"step_time_model.{bad[0]}: unknown field")
+                raise ConfigError(f"step_time_model.{bad[0]}: {unknown_message(bad[0], ['base_s', 'per_token_s', 'per_req_s'])}")
             kwargs["step_time_model"] = StepTimeModel(**stm)
         try:
             return cls(**kwargs)

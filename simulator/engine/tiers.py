@@ -105,7 +105,7 @@ class KvTier:
             raise TierError(f"{name}: must be an object with num_blocks or size_gib, read_gbps, write_gbps ...")
         bad = unknown_field(cls, data)
         if bad:
-            raise TierError(f"{name}.{bad[0]}: unknown field (known: {bad[1]})")
+            raise TierError(f"{name}.{bad[0]}: {bad[1]}")
         try:
             return cls(**data)
         except TierError as exc:

@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from simulator.base import KV_CACHE_DTYPES, GpuSpec, ModelSpec, milliseconds
+from simulator.base import KV_CACHE_DTYPES, GpuSpec, ModelSpec, milliseconds, unknown_message
 from simulator.clock import sampling_coefficients
 from simulator.clock.cost_model import SAMPLER_PATHS
 from simulator.cluster import ClusterError, parse_routing
@@ -181,7 +181,7 @@ class Slo:
             raise SearchError("slo: must be an object {\"targets\": [...], \"min_goodput\": ...}")
         unknown = set(data) - {"targets", "min_goodput"}
         if unknown:
-            raise SearchError(f"slo.{sorted(unknown)[0]}: unknown field")
+            raise SearchError(f"slo.{sorted(unknown)[0]}: {unknown_message(sorted(unknown)[0], ['targets', 'min_goodput'])}")
         targets = data.get("targets")
         if not isinstance(targets, (list, tuple)):
             raise SearchError("slo.targets: must be a list of {metric, percentile, max_s}")

@@ -44,6 +44,8 @@ from typing import Any
 
 import numpy as np
 
+from simulator.base import unknown_message
+
 #: vLLM's speculative methods; those whose proposer writes KV for the drafts hold lookahead slots.
 METHODS = ("eagle", "eagle3", "mtp", "draft_model", "ngram")
 LOOKAHEAD_METHODS = ("eagle", "eagle3", "mtp", "draft_model")
@@ -197,7 +199,7 @@ class SpeculativeConfig(Drafting):
                                    "an acceptance model")
         bad = sorted(set(data) - set(_FIELDS))
         if bad:
-            raise SpeculativeError(f"speculative.{bad[0]}: unknown field (known: {', '.join(_FIELDS)})")
+            raise SpeculativeError(f"speculative.{bad[0]}: {unknown_message(bad[0], _FIELDS)}")
         dcm = data.get("draft_cost_model")
         if dcm is not None and parse_cost_model is not None and not callable(getattr(dcm, "time", None)):
             try:

@@ -38,6 +38,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from simulator.base import unknown_message
 from simulator.workload.requests import MAX_TOKENS, WorkloadError
 
 #: Largest number of values an empirical distribution may hold.
@@ -441,7 +442,7 @@ def distribution_from_dict(data: Any, *, name: str = "length") -> LengthDistribu
     allowed = {f.name for f in fields(cls)} - {"name"}
     unknown = sorted(set(data) - allowed - {"kind"})
     if unknown:
-        raise WorkloadError(f"{name}.{unknown[0]}: unknown field for {cls.kind} (known: {', '.join(sorted(allowed))})")
+        raise WorkloadError(f"{name}.{unknown[0]}: {unknown_message(unknown[0], sorted(allowed), what='field for ' + cls.kind)}")
     kwargs = {k: v for k, v in data.items() if k != "kind"}
     if cls is Empirical and "values" in kwargs:
         kwargs["values"] = tuple(kwargs["values"]) if isinstance(kwargs["values"], list) else kwargs["values"]

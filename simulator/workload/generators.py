@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from simulator.base import unknown_message
 from simulator.workload.distributions import (
     MAX_TOKENS,
     Constant,
@@ -75,7 +76,7 @@ def _check_keys(name: str, data: Any, allowed: set[str]) -> dict:
     unknown = sorted(set(data) - allowed)
     if unknown:
         where = f"{name}.{unknown[0]}" if name else unknown[0]
-        raise WorkloadError(f"{where}: unknown field (known: {', '.join(sorted(allowed))})")
+        raise WorkloadError(f"{where}: {unknown_message(unknown[0], sorted(allowed))}")
     return data
 
 

@@ -51,6 +51,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from simulator.base import unknown_message
 from simulator.workload.requests import MAX_REQUESTS, MAX_TOKENS, Workload, WorkloadError
 
 #: Token ids the oracle draws from (as its generator: [3, 32000)).
@@ -128,7 +129,7 @@ def _rows_jsonl(text: str, name: str) -> Iterable[tuple[int, dict[str, Any]]]:
             raise WorkloadError(f"{_where(name, line)}: expected a JSON object")
         for key in obj:
             if key not in COLUMNS:
-                raise WorkloadError(f"{_where(name, line, key, 'field')}: unknown field (known: {', '.join(COLUMNS)})")
+                raise WorkloadError(f"{_where(name, line, key, 'field')}: {unknown_message(key, COLUMNS)}")
         yield line, obj
 
 

@@ -144,7 +144,9 @@ def test_simulations_have_the_heavy_limit(low_limits, token_client):
     assert codes == [200, 200, 429]
 
 
-def test_failed_sign_ins_are_limited_per_address_and_per_user_name(settings, user):
+def test_failed_sign_ins_are_limited_per_address_and_user_name_together(settings, user):
+    """Issue 37: ten wrong passwords for a name locked that user out wherever they came from. The count is
+    per address and name together: the stranger's address is held, the user's own is not."""
     settings.LOGIN_FAILURES = "3/h"
     client = Client(REMOTE_ADDR="10.2.2.2")
     for _ in range(3):
@@ -152,11 +154,21 @@ def test_failed_sign_ins_are_limited_per_address_and_per_user_name(settings, use
         assert response.status_code == 200 and b"correct" in response.content  # the form's error
     blocked = client.post("/accounts/login/", {"username": "alice", "password": "correct horse battery staple"})
     assert blocked.status_code == 429 and int(blocked["Retry-After"]) > 0
-    # The same user name from another address is also held (guessing one account from many addresses) ...
-    other = Client(REMOTE_ADDR="10.2.2.3")
-    assert other.post("/accounts/login/", {"username": "alice", "password": "x"}).status_code == 429
-    # ... while another account from a fresh address signs in.
+    # The user, from their own address, still signs in: a stranger cannot lock them out ...
+    own = Client(REMOTE_ADDR="10.2.2.3")
+    assert own.post("/accounts/login/", {"username": "alice",
+                                         "password": "correct horse battery staple"}).status_code == 302
+    # ... and another account from the stranger's address is not held by alice's count.
     bob = get_user_model().objects.create_user("bob2", password="another fine password 42")
-    response = Client(REMOTE_ADDR="10.2.2.4").post("/accounts/login/", {"username": bob.username,
-                                                                      "password": "another fine password 42"})
+    response = client.post("/accounts/login/", {"username": bob.username, "password": "another fine password 42"})
     assert response.status_code == 302
+
+
+def test_one_address_trying_many_names_is_held(settings, user):
+    """Guessing over many user names from one address is bounded by LOGIN_FAILURES_PER_IP."""
+    settings.LOGIN_FAILURES_PER_IP = "4/h"
+    client = Client(REMOTE_ADDR="10.2.3.4")
+    codes = [client.post("/accounts/login/", {"username": f"u{i}", "password": "x"}).status_code for i in range(5)]
+    assert codes == [200, 200, 200, 200, 429]
+    assert Client(REMOTE_ADDR="10.2.3.5").post("/accounts/login/", {
+        "username": "alice", "password": "correct horse battery staple"}).status_code == 302
