@@ -23,6 +23,7 @@ from typing import Any
 
 from django.conf import settings
 
+from planner.api.validation import context_problems
 from planner.calibration.fields import calibration_on
 from planner.errors import FieldErrors, field_and_message
 from planner.sampling_words import timed_path
@@ -31,7 +32,7 @@ from planner.search.pricing import OverBudget, check_search
 from planner.sweeps import definition as defn
 from planner.sweeps import specs
 from planner.sweeps.sections import parse_workload
-from simulator.search import SearchError, SearchSpace, Slo, default_max_model_len
+from simulator.search import SearchError, SearchSpace, Slo
 
 #: Fields of a definition and of its space.
 FIELDS = {"name", "model", "workload", "slo", "space", "disaggregated", "calibration"}
@@ -159,13 +160,16 @@ def _check_space(gpus: list[dict], space: dict, err) -> None:
 
 
 def _check_runnable(snapshot: dict, inputs: tuple, err) -> None:
-    """The workload's longest request must fit the model's context (checked before queueing)."""
+    """The workload's longest request must fit the model's context (checked before queueing), by the rule
+    sizing and the replicas search follow (:func:`planner.api.validation.context_problems`)."""
     wl, model = inputs[0], inputs[1]
-    mml = snapshot["space"].get("max_model_len") or default_max_model_len(wl, model)
-    longest = int((wl.prompt_len + wl.output_len).max())
-    if longest > mml:
-        field = "space.max_model_len" if snapshot["space"].get("max_model_len") else "workload"
-        err.add(field, f"the longest request ({longest:,} tokens) is longer than max_model_len ({mml:,} tokens)")
+    given = snapshot["space"].get("max_model_len")
+    problems = context_problems(model_name=model.name, max_positions=model.max_position_embeddings,
+                                max_model_len=given, longest=int((wl.prompt_len + wl.output_len).max()))
+    if "max_model_len" in problems:
+        err.add("space.max_model_len", problems["max_model_len"])
+    if "request" in problems:
+        err.add("space.max_model_len" if given else "workload", problems["request"])
 
 
 def _check_price(inputs: tuple, err, dis: dict | None = None) -> dict[int, list[float]]:

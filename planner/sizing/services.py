@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from planner.api.validation import context_problems
 from planner.errors import InputError
 from simulator.base import GIB, DeploymentSpec, GpuSpec, ModelSpec, SpecError
 from simulator.sizing import closed_form as sizing
@@ -251,13 +252,10 @@ def build_deployment(*, model: ModelSpec, gpu: GpuSpec, knobs: dict[str, Any]) -
         if v is not None and v > gpu.memory_gib:
             raise PlanInputError.one(name, f"{v:,.2f} GiB is more than the GPU's {gpu.memory_gib:,.2f} GiB "
                                            "(give the per-GPU figure from the vLLM log)")
-    mml = values.get("max_model_len")
-    if mml is not None and model.max_position_embeddings and mml > model.max_position_embeddings:
-        raise PlanInputError.one(
-            "max_model_len",
-            f"{mml:,} tokens is beyond {model.name}'s {model.max_position_embeddings:,} positions "
-            "(max_position_embeddings); vLLM refuses it",
-        )
+    too_long = context_problems(model_name=model.name, max_positions=model.max_position_embeddings,
+                                max_model_len=values.get("max_model_len"))
+    if too_long:
+        raise PlanInputError.one("max_model_len", too_long["max_model_len"])
     for name, cap in LIMITS.items():
         v = values.get(name)
         if isinstance(v, (int, float)) and not isinstance(v, bool) and v > cap:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from planner.api.validation import context_problems
 from planner.sampling_words import sampling_answer
 from planner.sweeps import definition as defn
 from planner.sweeps import pricing
@@ -65,6 +66,7 @@ def find_replicas(raw: Any, *, owner) -> dict:
     cl = snapshot.get("cluster") or {"routing": "round-robin", "router_delay_s": 0.0}
     wl = build_workload(p["workload"], wl_base.get("trace"), wl_base.get("format", "csv"))
     config = EngineConfig.from_dict(p["config"])
+    check_context(data, snapshot, wl)
     try:
         pricing.check_replicas(WorkloadSize.of(wl), config, max_n)
         found = run_bounded(_search, wl, config, slo, cl, max_n, what=f"This replicas search (up to {max_n} "
@@ -89,6 +91,27 @@ def find_replicas(raw: Any, *, owner) -> dict:
         "clock_note": p["meta"].get("clock_note"),
         **sampling_answer(snapshot),
     }
+
+
+def check_context(data: dict, snapshot: dict, wl) -> None:
+    """Refuse a request longer than the deployment's ``max_model_len`` (or the model's positions) and a
+    ``max_model_len`` beyond them, by the rule sizing and the search follow
+    (:func:`planner.api.validation.context_problems`)."""
+    model = (snapshot.get("model") or {}).get("spec") or {}
+    given = ((data.get("deployment") or {}).get("max_model_len") if model
+             else (data.get("engine") or {}).get("max_model_len"))
+    given = given if isinstance(given, int) and not isinstance(given, bool) else None
+    problems = context_problems(model_name=model.get("name", "the model"),
+                                max_positions=model.get("max_position_embeddings"), max_model_len=given,
+                                longest=int((wl.prompt_len + wl.output_len).max()) if wl.n else None)
+    where = "deployment.max_model_len" if model else "engine.max_model_len"
+    errors = {}
+    if "max_model_len" in problems:
+        errors[where] = [problems["max_model_len"]]
+    if "request" in problems:
+        errors[where if given else "workload.spec.prompt"] = [problems["request"]]
+    if errors:
+        raise defn.DefinitionError(errors)
 
 
 def replicas_advice(found, wl, config, *, price: float | None, rate: float | None, max_n: int,
