@@ -23,7 +23,7 @@ from django.db import transaction
 from django.http import Http404
 from django.utils.text import slugify
 
-from simulator.base import GpuSpec, SpecError
+from simulator.base import GpuSpec, SpecError, generation_config_path
 from simulator.sizing import parse_hf_config
 
 from .convert import spec_columns
@@ -96,24 +96,9 @@ def model_profile_import(*, owner, config: Any, name: str | None = None, num_par
     Errors name the field: ``{"config": ["num_key_value_heads: 7 does not divide ..."]}``,
     ``{"generation_config": ["generation_config.top_p: must be a number, got 'x'"]}``.
     """
-    if not isinstance(config, dict):
-        raise ValidationError({"config": ["must be a JSON object (the contents of config.json)"]})
-    if quant_config is not None and not isinstance(quant_config, dict):
-        raise ValidationError({"quant_config": ["must be a JSON object (hf_quant_config.json)"]})
-    if generation_config is not None and not isinstance(generation_config, dict):
-        raise ValidationError({"generation_config": ["must be a JSON object (generation_config.json)"]})
-    if num_parameters is not None and (isinstance(num_parameters, bool) or not isinstance(num_parameters, int)
-                                       or num_parameters < 1):
-        raise ValidationError({"num_parameters": ["must be a whole number >= 1"]})
     name = (name or "").strip() or None
-    try:
-        spec = parse_hf_config(config, name=name, quant_config=quant_config, num_parameters=num_parameters,
-                               generation_config=generation_config)
-    except SpecError as exc:
-        raise _spec_error(exc, "generation_config" if str(exc).startswith("generation_config") else "config") from None
-    except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
-        # A structurally odd config (a list where a number belongs...): still a field error, never a 500.
-        raise ValidationError({"config": [f"cannot read this config.json: {exc}"]}) from None
+    spec = model_import_check(config=config, name=name, num_parameters=num_parameters, quant_config=quant_config,
+                              generation_config=generation_config)
     display = (name or spec.name or "model")[:200]
     profile = ModelProfile(
         owner=owner, is_catalog=False, name=display, slug=private_slug(ModelProfile, owner=owner, name=display),
@@ -129,10 +114,103 @@ def model_profile_import(*, owner, config: Any, name: str | None = None, num_par
     return profile
 
 
+def model_import_check(*, config: Any, name: str | None = None, num_parameters: Any = None, quant_config: Any = None,
+                       generation_config: Any = None):
+    """The ModelSpec an import would create, or a ValidationError with every problem of its parts at once
+    (the generation config is checked on its own, so a config.json problem does not hide it). ``config``
+    None: only the other parts are checked (the page's config field is refused already)."""
+    errors: dict[str, list[str]] = {}
+    if config is not None and not isinstance(config, dict):
+        errors["config"] = ["must be a JSON object (the contents of config.json)"]
+    if quant_config is not None and not isinstance(quant_config, dict):
+        errors["quant_config"] = ["must be a JSON object (hf_quant_config.json)"]
+    if generation_config is not None and not isinstance(generation_config, dict):
+        errors["generation_config"] = ["must be a JSON object (generation_config.json)"]
+    elif generation_config is not None:
+        try:
+            generation_config_path(generation_config)
+        except ValueError as exc:  # worded as the import words it (simulator.sizing.hf_config)
+            errors["generation_config"] = [f"generation_config.{exc}"]
+    if num_parameters is not None and (isinstance(num_parameters, bool) or not isinstance(num_parameters, int)
+                                       or num_parameters < 1):
+        errors["num_parameters"] = ["must be a whole number >= 1"]
+    spec = None
+    if isinstance(config, dict):
+        try:
+            spec = parse_hf_config(config, name=(name or "").strip() or None,
+                                   quant_config=quant_config if "quant_config" not in errors else None,
+                                   num_parameters=num_parameters if "num_parameters" not in errors else None,
+                                   generation_config=generation_config if "generation_config" not in errors else None)
+        except SpecError as exc:
+            where = "generation_config" if str(exc).startswith("generation_config") else "config"
+            for field, messages in _spec_error(exc, where).message_dict.items():
+                errors.setdefault(field, messages)
+        except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
+            # A structurally odd config (a list where a number belongs...): still a field error, never a 500.
+            errors.setdefault("config", [f"cannot read this config.json: {exc}"])
+    if errors:
+        raise ValidationError(errors)
+    return spec
+
+
+def _every_problem(apply, profile, data: dict[str, Any], fallback: dict[str, Any], tries: int = 8) -> None:
+    """``apply(profile, data)``, or a ValidationError with every problem at once, not only the first.
+
+    The checks (a ModelSpec or GpuSpec) stop at their first problem: each refused field is put back to
+    ``fallback`` (the profile's values before the edit; absent: None) and the values checked again on a copy
+    of the profile, until nothing more is refused or can be put back. ``profile`` changes only on success.
+    """
+    import copy
+
+    values, errors = dict(data), {}
+    for _ in range(tries):
+        try:
+            apply(copy.copy(profile), values)
+        except ValidationError as exc:
+            refused = exc.message_dict
+            for field, messages in refused.items():
+                errors.setdefault(field, messages)
+            back = [f for f in refused if f in values and values[f] != fallback.get(f)] or _partner(
+                apply, profile, values, fallback, refused)
+            if not back:
+                break
+            values.update({f: fallback.get(f) for f in back})
+            continue
+        break
+    if errors:
+        raise ValidationError(errors)
+    apply(profile, values)
+
+
+def _partner(apply, profile, values: dict, fallback: dict, refused: dict) -> list[str]:
+    """The changed field whose own value makes a refused field wrong (``num_experts`` for a refused
+    ``num_experts_per_tok`` already at its old value), found by putting each back in turn; [] if none."""
+    import copy
+
+    for field in [f for f in values if values[f] != fallback.get(f)]:
+        try:
+            apply(copy.copy(profile), {**values, field: fallback.get(field)})
+        except ValidationError as exc:
+            if set(exc.message_dict) == set(refused):
+                continue
+        return [field]
+    return []
+
+
+def profile_check(*, profile, data: dict[str, Any]) -> None:
+    """Check edits of a profile without saving: ValidationError with every problem (the page uses it for the
+    fields its form accepted while others were refused)."""
+    apply = _model_apply if isinstance(profile, ModelProfile) else _gpu_apply
+    editable = MODEL_EDITABLE if isinstance(profile, ModelProfile) else GPU_EDITABLE
+    import copy
+
+    _every_problem(apply, copy.copy(profile), data, {f: getattr(profile, f, None) for f in editable})
+
+
 def _create_own(model_cls, apply, *, owner, data: dict[str, Any]):
     """A new profile of ``owner``'s from field values: ``apply`` validates and sets them, then a unique slug."""
     profile = model_cls(owner=owner, is_catalog=False, sources="entered by the user")
-    apply(profile, data)
+    _every_problem(apply, profile, data, {})
     profile.slug = private_slug(model_cls, owner=owner, name=profile.name)
     profile.save()
     return profile
@@ -141,7 +219,8 @@ def _create_own(model_cls, apply, *, owner, data: dict[str, Any]):
 def _update_own(apply, *, profile, user, data: dict[str, Any]):
     """Change fields of ``user``'s own profile (403 for anyone else, and for catalog rows)."""
     _require_owner(profile, user)
-    apply(profile, data)
+    editable = MODEL_EDITABLE if isinstance(profile, ModelProfile) else GPU_EDITABLE
+    _every_problem(apply, profile, data, {f: getattr(profile, f, None) for f in editable})
     profile.save()
     return profile
 

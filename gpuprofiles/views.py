@@ -14,14 +14,18 @@ from django.views.decorators.http import require_POST
 from . import selectors, services
 from .display import clock_physics, default_sampling_words, detail_rows, with_kv_figures
 from .forms import ConfigImportForm, GpuFilterForm, GpuProfileForm, ModelFilterForm, ModelProfileForm
+from .models import GpuProfile
 
 NAV = "catalog"
 
 
 def _attach(form, exc: ValidationError, default_field: str | None = None) -> None:
-    """Put a service's ValidationError on the form's fields (unknown keys go to the default field)."""
+    """Put a service's ValidationError on the form's fields (unknown keys go to the default field); a field
+    that shows its own error already keeps only that one."""
     for field, msgs in exc.message_dict.items():
         target = field if field in form.fields else default_field
+        if target is not None and target in form.errors:
+            continue
         for msg in msgs:
             form.add_error(target, msg if target == field else f"{field}: {msg}")
 
@@ -94,7 +98,16 @@ def _layer_summary(profile) -> str:
 @login_required
 def model_import(request):
     form = ConfigImportForm(request.POST or None, request.FILES or None)
-    if request.method == "POST" and form.is_valid():
+    if request.method == "POST" and not form.is_valid():
+        # every problem at once: the import's own checks on the parts the form accepted
+        c = form.cleaned_data
+        try:
+            services.model_import_check(config=c.get("config"), name=c.get("name"),
+                                        num_parameters=c.get("num_parameters"),
+                                        generation_config=c.get("generation_config"))
+        except ValidationError as exc:
+            _attach(form, exc, default_field=c.get("config_field", "config_text"))
+    elif request.method == "POST":
         try:
             profile = services.model_profile_import(
                 owner=request.user, config=form.cleaned_data["config"], name=form.cleaned_data.get("name"),
@@ -111,7 +124,9 @@ def model_import(request):
 @login_required
 def gpu_create(request):
     form = GpuProfileForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
+    if request.method == "POST" and not form.is_valid():
+        _check_the_rest(form, GpuProfile(name="GPU", memory_gib=1.0), services.GPU_EDITABLE)
+    elif request.method == "POST":
         try:
             profile = services.gpu_profile_create(owner=request.user, data=form.cleaned_data)
         except ValidationError as exc:
@@ -123,12 +138,25 @@ def gpu_create(request):
                   {"nav": NAV, "form": form, "title": "New GPU profile", "cancel": "gpuprofiles:gpu-list"})
 
 
+def _check_the_rest(form, profile, fields) -> None:
+    """Every problem at once: the profile's own checks on the fields the form accepted (each refused one
+    standing at ``profile``'s value), attached beside the form's errors."""
+    data = {f: getattr(profile, f, None) for f in fields if f in form.fields}
+    data.update({k: v for k, v in form.cleaned_data.items() if k in data})
+    try:
+        services.profile_check(profile=profile, data=data)
+    except ValidationError as exc:
+        _attach(form, exc)
+
+
 def _edit(request, profile, form_class, update, fields):
     if not profile.can_edit(request.user):
         raise PermissionDenied("Only the owner may change this profile; catalog rows are read-only.")
     initial = {f: getattr(profile, f) for f in fields}
     form = form_class(request.POST or None, initial=initial)
-    if request.method == "POST" and form.is_valid():
+    if request.method == "POST" and not form.is_valid():
+        _check_the_rest(form, profile, fields)
+    elif request.method == "POST":
         try:
             update(profile=profile, user=request.user, data=form.cleaned_data)
         except ValidationError as exc:

@@ -71,3 +71,30 @@ class FieldErrors:
     def raise_if_any(self) -> None:
         if self.errors:
             raise InputError(self.errors, not_found=self.not_found)
+
+
+def every_problem(attempt, values: dict, *, reset, tries: int = 8):
+    """``attempt(values)``, or one :class:`InputError` holding every problem, not only the first.
+
+    A check that stops at its first problem (a spec's ``__post_init__``, a service refusing one knob) is
+    run again with each refused field given a neutral value by ``reset(values, field)`` (it returns False
+    when that field cannot be reset, e.g. the model itself), until the check passes or nothing more can be
+    reset; each field keeps the first message it got. ``values`` is not changed.
+    """
+    values = dict(values)
+    errors: dict[str, list[str]] = {}
+    not_found = False
+    for _ in range(tries):
+        try:
+            out = attempt(values)
+        except InputError as exc:
+            not_found |= exc.not_found
+            for name, messages in exc.errors.items():
+                errors.setdefault(name, list(messages))
+            if not [name for name in exc.errors if reset(values, name)]:
+                break
+            continue
+        if not errors:
+            return out
+        break
+    raise InputError(errors, not_found=not_found)

@@ -23,15 +23,16 @@ from typing import Any
 
 from django.conf import settings
 
+from planner.api.validation import context_problems
 from planner.calibration.fields import calibration_on
-from planner.errors import FieldErrors, field_and_message
+from planner.errors import FieldErrors, InputError, every_problem, field_and_message
 from planner.sampling_words import timed_path
 from planner.search import disaggregated as sdis
 from planner.search.pricing import OverBudget, check_search
 from planner.sweeps import definition as defn
 from planner.sweeps import specs
 from planner.sweeps.sections import parse_workload
-from simulator.search import SearchError, SearchSpace, Slo, default_max_model_len
+from simulator.search import SearchError, SearchSpace, Slo
 
 #: Fields of a definition and of its space.
 FIELDS = {"name", "model", "workload", "slo", "space", "disaggregated", "calibration"}
@@ -107,6 +108,8 @@ def validate(raw: Any, *, owner) -> tuple[dict, dict, dict[int, list[float]]]:
     dis = sdis.parse(raw.get("disaggregated"), max_replicas=space.get("max_replicas", SearchSpace.max_replicas),
                      add=err.add)
     calibration = _calibration(raw.get("calibration"), owner, gpus, err)
+    if model is not None and workload:  # the requests' lengths against the context, with the other problems
+        _check_runnable(model, space, build_workload({"workload": workload}), err)
     err.raise_if_any()
     snapshot = {"model": model, "gpus": gpus, "workload": workload, "slo": slo.to_dict(), "space": space}
     if calibration is not None:
@@ -117,8 +120,6 @@ def validate(raw: Any, *, owner) -> tuple[dict, dict, dict[int, list[float]]]:
     if dis is not None:
         snapshot["disaggregated"] = dis
     inputs = build_inputs(snapshot)
-    _check_runnable(snapshot, inputs, err)
-    err.raise_if_any()
     shapes = _check_price(inputs, err, dis)
     err.raise_if_any()
     norm = {"name": name, "model": raw["model"], "workload": raw["workload"], "slo": slo.to_dict(),
@@ -146,24 +147,43 @@ def _calibration(ref: Any, owner, gpus: list[dict], err) -> dict | None:
 
 
 def _check_space(gpus: list[dict], space: dict, err) -> None:
+    """The space as :class:`simulator.search.SearchSpace` checks it, every refused field at once (a refused
+    field is put back to its default and the space checked again: :func:`planner.errors.every_problem`)."""
     if not gpus:
         return
+
+    def attempt(values: dict) -> None:
+        try:
+            build_space({"gpus": gpus, "space": values})
+        except SearchError as exc:
+            field, message = field_and_message(exc)
+            raise InputError.one(field or "non_field_errors", message) from None
+        except (TypeError, ValueError) as exc:
+            raise InputError.one("space", str(exc)) from None
+
+    def reset(values: dict, field: str) -> bool:
+        return field.startswith("space.") and values.pop(field.removeprefix("space."), None) is not None
+
     try:
-        build_space({"gpus": gpus, "space": space})
-    except SearchError as exc:
-        _add_search_error(err, exc)
-    except (TypeError, ValueError) as exc:
-        err.add("space", str(exc))
+        every_problem(attempt, space, reset=reset)
+    except InputError as exc:
+        for field, messages in exc.errors.items():
+            for message in messages:
+                err.add(field, message)
 
 
-def _check_runnable(snapshot: dict, inputs: tuple, err) -> None:
-    """The workload's longest request must fit the model's context (checked before queueing)."""
-    wl, model = inputs[0], inputs[1]
-    mml = snapshot["space"].get("max_model_len") or default_max_model_len(wl, model)
-    longest = int((wl.prompt_len + wl.output_len).max())
-    if longest > mml:
-        field = "space.max_model_len" if snapshot["space"].get("max_model_len") else "workload"
-        err.add(field, f"the longest request ({longest:,} tokens) is longer than max_model_len ({mml:,} tokens)")
+def _check_runnable(model_d: dict, space: dict, wl, err) -> None:
+    """The workload's longest request must fit the model's context (checked before queueing), by the rule
+    sizing and the replicas search follow (:func:`planner.api.validation.context_problems`)."""
+    model = specs.model_spec(model_d["spec"])
+    given = space.get("max_model_len")
+    given = given if isinstance(given, int) and not isinstance(given, bool) else None  # (else: the space's error)
+    problems = context_problems(model_name=model.name, max_positions=model.max_position_embeddings,
+                                max_model_len=given, longest=int((wl.prompt_len + wl.output_len).max()))
+    if "max_model_len" in problems:
+        err.add("space.max_model_len", problems["max_model_len"])
+    if "request" in problems:
+        err.add("space.max_model_len" if given else "workload", problems["request"])
 
 
 def _check_price(inputs: tuple, err, dis: dict | None = None) -> dict[int, list[float]]:

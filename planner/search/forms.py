@@ -125,12 +125,24 @@ class SearchForm(forms.Form):
 
     def clean(self):
         data = super().clean()
-        if not any(data.get(k) for k in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_s")):
-            raise forms.ValidationError("Give at least one latency target (TTFT, TPOT, ITL or end-to-end).")
+        keys = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_s")
+        if not any(data.get(k) for k in keys) and not set(keys) & set(self.errors):
+            self.add_error(None, "Give at least one latency target (TTFT, TPOT, ITL or end-to-end).")
         return data
 
+    #: What a field refused by the form stands for while the definition checks the others (its initial value).
+    FALLBACKS = {"rate": 20.0, "duration_s": 60.0, "prompt_mean": 1024, "prompt_std": 256, "output_mean": 256,
+                 "output_std": 64, "tensor_parallel": [1], "pipeline_parallel": [1], "precisions": ["bf16"],
+                 "max_num_seqs": [256], "max_replicas": 16, "ttft_pct": "p90", "tpot_pct": "p90", "itl_pct": "p90",
+                 "e2e_pct": "p90"}
+    #: Definition paths that come from more than one field: not reported when one of those fields is refused.
+    DEPENDS = {"workload.spec.n": ("rate", "duration_s"), "slo.targets": ("ttft_ms", "tpot_ms", "itl_ms", "e2e_s")}
+
     def to_definition(self) -> dict:
-        d = self.cleaned_data
+        """The definition; with fields refused by the form, one standing in for them (:data:`FALLBACKS`), so
+        that the definition's own checks report the other fields in the same answer."""
+        d = {**self.FALLBACKS, "model": self.fields["model"].initial, "gpus": self.fields["gpus"].initial,
+             **self.cleaned_data}
         targets = []
         for metric, key, scale in (("ttft", "ttft_ms", 1e-3), ("tpot", "tpot_ms", 1e-3), ("itl", "itl_ms", 1e-3),
                                    ("e2e", "e2e_s", 1.0)):
@@ -167,7 +179,7 @@ class SearchForm(forms.Form):
                  "space.kv_cache_dtypes": "kv_cache_dtypes", "space.routing": "routing",
                  "workload.spec.prefixes": "prefix_tokens", "space.max_num_seqs": "max_num_seqs",
                  "space.max_replicas": "max_replicas", "space.precisions": "precisions", "model": "model",
-                 "space.sampling": "sampling",
+                 "space.sampling": "sampling", "workload": "prompt_mean", "space.max_model_len": "prompt_mean",
                  "workload.spec.n": "duration_s", "slo.min_goodput": "min_goodput_pct",
                  "disaggregated": "disaggregated", "disaggregated.link_gbps": "link_gbps",
                  "disaggregated.link_latency_s": "link_latency_ms",
@@ -176,5 +188,9 @@ class SearchForm(forms.Form):
         for path, msgs in errors.items():
             field = where.get(path) or ("gpus" if path.startswith("space.gpus") else None) or (
                 "prefix_tokens" if path.startswith("workload.spec.prefixes") else None)
+            if field in self.errors or set(self.DEPENDS.get(path, ())) & set(self.errors):
+                continue  # the field's own error says it already; a stand-in value caused this one
+            if path == "slo.targets" and forms.forms.NON_FIELD_ERRORS in self.errors:
+                continue  # "give at least one latency target", said by the form already
             for m in msgs:
                 self.add_error(field, m if field else f"{path}: {m}")

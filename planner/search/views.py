@@ -11,6 +11,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from planner.calibration import fields as calibration_fields
 from planner.sampling_words import sampling_answer
+from planner.search import definition as search_definition
 from planner.search import exports, selectors, services
 from planner.search.figures import build_pareto_figure
 from planner.search.forms import SearchForm
@@ -23,18 +24,27 @@ from planner.sweeps import definition as defn
 def search_new(request):
     form = SearchForm(request.POST or None, user=request.user)
     calibration_fields.attach(form, request.user)
-    if request.method == "POST" and form.is_valid():
+    if request.method == "POST":
+        # every problem at once: the form's own checks, then the definition's for the fields still clean
+        valid = form.is_valid()
         try:
-            search = services.search_create(owner=request.user,
-                                            definition=calibration_fields.into(form.to_definition(), form))
+            definition = calibration_fields.into(form.to_definition(), form)
+            if valid:
+                search = services.search_create(owner=request.user, definition=definition)
+            else:
+                search_definition.validate(definition, owner=request.user)
         except defn.DefinitionError as exc:
             errors = dict(exc.errors)
             for message in errors.pop("calibration", []):  # the select's own error, at the select
                 form.add_error("calibration" if "calibration" in form.fields else None,
                                message[:1].upper() + message[1:] + ".")
             form.add_definition_errors(errors)
+        except (KeyError, TypeError, ValueError):  # a definition built around fields already in error
+            if valid:
+                raise
         else:
-            return redirect("search:detail", search_id=search.pk)
+            if valid:
+                return redirect("search:detail", search_id=search.pk)
     searches = selectors.search_list(owner=request.user)[:20]
     return render(request, "planner/search/new.html", {"nav": "search", "form": form, "searches": searches})
 

@@ -22,7 +22,7 @@ from simulator.base import KV_CACHE_DTYPES, SpecError
 from simulator.speculative import MAX_SPECULATIVE_TOKENS, DraftSpec
 
 from . import selectors
-from .services import LIMITS
+from .services import LIMITS, PlanInputError, lengths_distribution
 
 WEIGHT_DTYPE_CHOICES = [
     ("auto", "auto — the checkpoint's dtype"),
@@ -202,7 +202,12 @@ class SizingForm(forms.Form):
         return self.cleaned_data.get("quantization") or None
 
     def clean_lengths(self) -> str:
-        return (self.cleaned_data.get("lengths") or "").strip() or DEFAULT_LENGTHS
+        text = (self.cleaned_data.get("lengths") or "").strip() or DEFAULT_LENGTHS
+        try:
+            lengths_distribution(text)
+        except PlanInputError as exc:
+            raise forms.ValidationError(exc.errors["lengths"]) from None
+        return text
 
     def model_spec(self):
         return self.model_options.rows[self.cleaned_data["model"]].to_spec()
@@ -218,7 +223,8 @@ class SizingForm(forms.Form):
                 "weights_gib", "available_kv_gib", "vllm_log", "quantization", "max_loras", "max_lora_rank",
                 "vllm_version")
         knobs = {k: c.get(k) for k in keys if k in c}
-        knobs["speculative"] = self.draft_spec()
+        # (a drafter already refused at its fields is left out: the other knobs are still checked)
+        knobs["speculative"] = None if set(SPECULATIVE_FIELDS.values()) & set(self.errors) else self.draft_spec()
         return knobs
 
     def draft_spec(self) -> DraftSpec | None:
@@ -242,13 +248,16 @@ class SizingForm(forms.Form):
         return data
 
     def add_plan_errors(self, errors: dict[str, list[str]]) -> None:
-        """Attach service errors to their fields (unknown names go to the top of the form)."""
+        """Attach service errors to their fields (unknown names go to the top of the form); a field that shows
+        its own error already keeps only that one."""
         aliases = {"non_field_errors": None, "lengths": "lengths"}
         for name, messages in errors.items():
             target = aliases.get(name, name)
             target = SPECULATIVE_FIELDS.get(target, target)
             if target is not None and target not in self.fields:
                 target = "model" if target.startswith("model") else None
+            if target is not None and target in self.errors:
+                continue
             for msg in messages:
                 self.add_error(target, msg)
 
@@ -525,7 +534,7 @@ class ReplicasForm(forms.Form):
 
     def clean(self):
         data = super().clean()
-        if not self.errors and data.get("ttft_ms") is None and data.get("itl_ms") is None:
+        if not {"ttft_ms", "itl_ms"} & set(self.errors) and data.get("ttft_ms") is None and data.get("itl_ms") is None:
             self.add_error("ttft_ms", "Give a TTFT target, an ITL target or both (in milliseconds).")
         if data.get("routing") == "weighted" and not (data.get("routing_weights") or "").strip():
             self.add_error("routing_weights", "Give the scorers for a weighted policy, e.g. "
@@ -558,7 +567,8 @@ class ReplicasForm(forms.Form):
     def speculative(self) -> dict[str, Any] | None:
         """The engine's ``speculative`` object (``docs/speculative_decoding.md``), or None when off."""
         c = self.cleaned_data
-        if not c.get("speculative_method"):
+        if not c.get("speculative_method") or {"speculative_method", "num_speculative_tokens",
+                                                "acceptance_rate"} & set(self.errors):
             return None
         out: dict[str, Any] = {"method": c["speculative_method"], "num_speculative_tokens": c["num_speculative_tokens"]}
         if c.get("acceptance_rate") is not None:
@@ -575,15 +585,27 @@ class ReplicasForm(forms.Form):
 
     def routing_policy(self) -> str:
         """The policy as the router reads it: ``round-robin`` or ``weighted:prefix-affinity:3,...``."""
-        c = self.cleaned_data
+        c = self.cleaned_or_default()
         if c["routing"] != "weighted":
             return c["routing"]
         weights = re.sub(r"\s+", "", c.get("routing_weights") or "")
         return weights if weights.startswith("weighted:") else f"weighted:{weights}"
 
+    def cleaned_or_default(self) -> dict[str, Any]:
+        """The cleaned values, a refused field standing at its default (:data:`REPLICAS_DEFAULTS`), so that
+        the search's own checks can report the other fields in the same answer."""
+        out: dict[str, Any] = {"model": self.model_options.default, "gpu": self.gpu_options.default}
+        for name, raw in REPLICAS_DEFAULTS.items():
+            if name in self.fields and name not in self.cleaned_data:
+                try:
+                    out[name] = self.fields[name].clean(raw)
+                except forms.ValidationError:
+                    pass
+        return {**out, **self.cleaned_data}
+
     def to_request(self) -> dict[str, Any]:
         """The input of :func:`planner.sweeps.replicas.find_replicas` (as ``POST /api/replicas/`` takes it)."""
-        c = self.cleaned_data
+        c = self.cleaned_or_default()
         spec: dict[str, Any] = {
             "n": c["num_requests"],
             "prompt": {"kind": "normal", "mean": c["prompt_mean"], "std": c["prompt_std"]},
@@ -619,6 +641,8 @@ class ReplicasForm(forms.Form):
                          None)
             if field == "routing" and self.cleaned_data.get("routing") == "weighted":
                 field = "routing_weights"
+            if field in self.errors:
+                continue  # its own error says it already (a default stood in for it)
             for m in messages:
                 m = m.removeprefix("routing: ")
                 if field:

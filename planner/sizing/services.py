@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from planner.errors import InputError
+from planner.api.validation import context_problems
+from planner.errors import InputError, every_problem
 from simulator.base import GIB, DeploymentSpec, GpuSpec, ModelSpec, SpecError
 from simulator.sizing import closed_form as sizing
 from simulator.sizing import quantization
@@ -258,13 +259,10 @@ def build_deployment(*, model: ModelSpec, gpu: GpuSpec, knobs: dict[str, Any]) -
         if v is not None and v > gpu.memory_gib:
             raise PlanInputError.one(name, f"{v:,.2f} GiB is more than the GPU's {gpu.memory_gib:,.2f} GiB "
                                            "(give the per-GPU figure from the vLLM log)")
-    mml = values.get("max_model_len")
-    if mml is not None and model.max_position_embeddings and mml > model.max_position_embeddings:
-        raise PlanInputError.one(
-            "max_model_len",
-            f"{mml:,} tokens is beyond {model.name}'s {model.max_position_embeddings:,} positions "
-            "(max_position_embeddings); vLLM refuses it",
-        )
+    too_long = context_problems(model_name=model.name, max_positions=model.max_position_embeddings,
+                                max_model_len=values.get("max_model_len"))
+    if too_long:
+        raise PlanInputError.one("max_model_len", too_long["max_model_len"])
     for name, cap in LIMITS.items():
         v = values.get(name)
         if isinstance(v, (int, float)) and not isinstance(v, bool) and v > cap:
@@ -311,7 +309,26 @@ def apply_quantization(model: ModelSpec, knobs: dict[str, Any]) -> ModelSpec:
 
 
 def plan_deployment(*, model: ModelSpec, gpu: GpuSpec, knobs: dict[str, Any]) -> PlanOutcome:
-    """Size one deployment.
+    """Size one deployment, or refuse it with every problem of its knobs at once.
+
+    Each check stops at its first problem; a refused knob is put back to vLLM's default and the plan tried
+    again (:func:`planner.errors.every_problem`), so a TP that does not divide the heads is reported with a
+    ``max_model_len`` beyond the model's positions, not after it is fixed. The rest as :func:`plan_once`.
+    """
+    return every_problem(lambda k: plan_once(model=model, gpu=gpu, knobs=k), knobs, reset=_reset_knob)
+
+
+def _reset_knob(knobs: dict[str, Any], name: str) -> bool:
+    """Put a refused knob back to vLLM's default (False when ``name`` is no knob, or is the default already)."""
+    key = "speculative" if name.startswith("speculative") else name
+    if key not in knobs or knobs[key] in (None, ""):
+        return False
+    knobs[key] = "" if key == "vllm_log" else None
+    return True
+
+
+def plan_once(*, model: ModelSpec, gpu: GpuSpec, knobs: dict[str, Any]) -> PlanOutcome:
+    """Size one deployment (the first problem found refuses it).
 
     Parameters
     ----------
@@ -435,6 +452,20 @@ def compare_gpus(*, model: ModelSpec, gpus: list[GpuSpec], knobs: dict[str, Any]
     return rows
 
 
+def lengths_distribution(lengths: str):
+    """The request-length distribution ``lengths`` names; :class:`PlanInputError` on ``lengths`` otherwise
+    (the form checks it with the other fields, before any plan)."""
+    text = (lengths or "").strip()
+    if text.split(":", 1)[0].strip().lower() == "empirical":
+        raise PlanInputError.one("lengths", "empirical distributions read a file; give a formula such as "
+                                            "'lognormal:2048,1536' or 'uniform:1000,2000'")
+    try:
+        return parse_distribution(text, name="lengths")
+    except WorkloadError as exc:
+        _, _, msg = str(exc).partition(":")
+        raise PlanInputError.one("lengths", msg.strip() or str(exc)) from None
+
+
 def fragmentation(outcome: PlanOutcome, *, lengths: str) -> sizing.FragmentationResult:
     """Paged allocation vs naive pre-allocation at ``max_model_len`` for a length distribution.
 
@@ -443,15 +474,7 @@ def fragmentation(outcome: PlanOutcome, *, lengths: str) -> sizing.Fragmentation
     times with a fixed seed, each length clipped to ``max_model_len``.
     Raises :class:`PlanInputError` on the ``lengths`` field.
     """
-    text = (lengths or "").strip()
-    if text.split(":", 1)[0].strip().lower() == "empirical":
-        raise PlanInputError.one("lengths", "empirical distributions read a file; give a formula such as "
-                                            "'lognormal:2048,1536' or 'uniform:1000,2000'")
-    try:
-        dist = parse_distribution(text, name="lengths")
-    except WorkloadError as exc:
-        _, _, msg = str(exc).partition(":")
-        raise PlanInputError.one("lengths", msg.strip() or str(exc)) from None
+    dist = lengths_distribution(lengths)
     rng = np.random.default_rng(FRAGMENTATION_SEED)
     sample = dist.sample(rng, FRAGMENTATION_SAMPLES)
     r = outcome.result

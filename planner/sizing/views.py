@@ -25,7 +25,14 @@ def home(request):
     """Size one deployment: form on the left, answer and charts on the right."""
     form = SizingForm.from_query(request.GET, user=request.user)
     ctx = {"nav": "sizing", "form": form, "outcome": None}
-    if form.is_valid():
+    valid = form.is_valid()
+    if not valid and {"model", "gpu"} <= set(form.cleaned_data):
+        # every problem at once: the plan's own checks on the knobs that passed the form's
+        try:
+            services.plan_deployment(model=form.model_spec(), gpu=form.gpu_spec(), knobs=form.knobs())
+        except services.PlanInputError as exc:
+            form.add_plan_errors(exc.errors)
+    if valid:
         try:
             outcome = services.plan_deployment(model=form.model_spec(), gpu=form.gpu_spec(), knobs=form.knobs())
         except services.PlanInputError as exc:
@@ -150,7 +157,18 @@ def replicas(request):
     form, submitted = ReplicasForm.from_query(request.GET, user=request.user)
     calibration_fields.attach(form, request.user)
     ctx = {"nav": "replicas", "form": form, "answer": None, "submitted": submitted}
-    if submitted and form.is_valid():
+    if submitted and not form.is_valid():
+        # every problem at once: the search's own checks on the fields that passed the form's
+        from planner.sweeps.replicas import check_replicas
+
+        try:
+            check_replicas(calibration_fields.into(form.to_request(), form), owner=request.user
+                           if request.user.is_authenticated else None)
+        except DefinitionError as exc:
+            form.add_definition_errors(exc.errors)
+        except (KeyError, TypeError, ValueError):  # a request built around fields already in error
+            pass
+    elif submitted:
         owner = request.user if request.user.is_authenticated else None
         try:
             found = find_replicas(calibration_fields.into(form.to_request(), form), owner=owner)

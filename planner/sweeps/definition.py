@@ -95,12 +95,17 @@ def validate(raw: Any, *, owner, single: bool = False) -> tuple[dict, dict, list
         With messages per field.
     """
     err = FieldErrors()
+    # Every problem at once: each part is checked whatever the others' problems, and a later check runs as
+    # far as the parts it needs are sound (no KV sizing without the model and the GPU, no axis needs without
+    # the workload); only the points themselves wait for everything.
     name, mode = _name_and_mode(raw, err)
     parts = _parts(raw, owner, err)
-    axes, cliff = _axes_or_cliff(raw, mode, single, err)
-    err.raise_if_any()
+    axes, cliff = _axes_or_cliff(raw, mode, single, err) if mode else ([], None)
     _check_axis_needs(axes, cliff, parts, err)
+    if parts["sized"] and (parts["model"] is None or parts["gpu"] is None):
+        err.raise_if_any()  # a model or GPU refused: nothing to size
     snapshot = _snapshot(parts, axes, cliff, owner, err)
+    err.raise_if_any()
     definition = {k: raw[k] for k in KNOWN_FIELDS if k in raw and k != "workload"}
     definition["name"] = name
     definition["mode"] = mode
@@ -115,7 +120,7 @@ def validate(raw: Any, *, owner, single: bool = False) -> tuple[dict, dict, list
 
 
 def _name_and_mode(raw: Any, err: FieldErrors) -> tuple[str, str]:
-    """The definition's name and mode, after refusing a non-object and unknown fields."""
+    """The definition's name and mode (None when refused), after refusing a non-object and unknown fields."""
     if not isinstance(raw, dict):
         raise DefinitionError({"non_field_errors": ["the sweep definition must be a JSON object"]})
     err.unknown(raw, sorted(KNOWN_FIELDS))
@@ -126,7 +131,7 @@ def _name_and_mode(raw: Any, err: FieldErrors) -> tuple[str, str]:
     mode = raw.get("mode", "grid")
     if not isinstance(mode, str) or mode not in ("grid", "cliff"):
         err.add("mode", "must be 'grid' or 'cliff'")
-    err.raise_if_any()
+        mode = None
     return name, mode
 
 
@@ -154,7 +159,8 @@ def _parts(raw: dict, owner, err: FieldErrors) -> dict:
     for where, knobs in (("engine", engine_raw), ("deployment", deployment)):
         if "block_size" in knobs and block_size_problem(knobs["block_size"]):
             err.add(f"{where}.block_size", block_size_problem(knobs["block_size"]))
-    return {"model": model, "gpu": gpu, "coefficients": coefficients, "sampling": sampling, "fitted": fitted,
+    return {"model": model, "gpu": gpu, "sized": raw.get("model") is not None and raw.get("gpu") is not None,
+            "coefficients": coefficients, "sampling": sampling, "fitted": fitted,
             "deployment": deployment,
             "engine_raw": engine_raw, "workload": parse_workload(raw.get("workload", {}), err),
             "cluster": parse_cluster(raw.get("cluster"), err),
@@ -192,14 +198,18 @@ def _axes_or_cliff(raw: dict, mode: str, single: bool, err: FieldErrors) -> tupl
 
 def _check_axis_needs(axes: list[dict], cliff: dict | None, parts: dict, err: FieldErrors) -> None:
     """Each varied parameter has what it needs (sizing, Poisson arrivals, one prefix group, prefix caching...)."""
-    has_sizing = parts["model"] is not None and parts["gpu"] is not None
+    has_sizing = parts["sized"]  # (a model or GPU refused has its own error: no "needs a model" here)
     workload, engine_raw = parts["workload"], parts["engine_raw"]
+    if workload is None:  # refused: its own error says so; what the axes need from it waits
+        workload = {"source": None, "spec": {"arrival": {"kind": None}, "prefixes": []}}
     generated = workload["source"] == "spec"
     for i, a in enumerate(axes + ([{"param": cliff["param"]}] if cliff else [])):
         where = f"axes[{i}].param" if not cliff else "cliff.param"
         param = a["param"]
         if AXES[param]["kind"] == "sizing" and not has_sizing:
             err.add(where, f"{param} needs a model and a GPU (sizing decides the KV blocks)")
+        if workload["source"] is None and AXES[param]["kind"] == "workload":
+            continue
         if param == "rate" and generated and workload["spec"]["arrival"]["kind"] not in ("poisson", "gamma"):
             err.add(where, "a rate axis needs Poisson or gamma arrivals in the workload")
         if param == "rate" and not generated:
@@ -215,7 +225,6 @@ def _check_axis_needs(axes: list[dict], cliff: dict | None, parts: dict, err: Fi
     varied = [a["param"] for a in axes] + ([cliff["param"]] if cliff else [])
     if not has_sizing and "num_gpu_blocks" not in engine_raw and "num_gpu_blocks" not in varied:
         err.add("engine.num_gpu_blocks", "required without a model and a GPU (or sweep it as an axis)")
-    err.raise_if_any()
 
 
 def _snapshot(parts: dict, axes: list[dict], cliff: dict | None, owner, err: FieldErrors) -> dict:
@@ -277,7 +286,7 @@ def _base_deployment(parts: dict, err: FieldErrors) -> tuple[dict, dict | None]:
     except (ValueError, TypeError) as exc:
         err.add_from("deployment", exc)
         err.raise_if_any()
-    if "block_size" in engine_raw and "block_size" not in deployment and isinstance(engine_raw["block_size"], int):
+    if "block_size" in engine_raw and "block_size" not in deployment and not block_size_problem(engine_raw["block_size"]):
         dep = replace(dep, block_size=engine_raw["block_size"])
     dep_fields = dep.to_dict()
     sizing = size_deployment(parts["model"]["spec"], parts["gpu"]["spec"], dep_fields, "deployment", err)
@@ -290,7 +299,7 @@ def _disaggregated(parts: dict, axes: list[dict], cliff: dict | None, dep_fields
     """The ``disaggregated`` part checked against the rest, with its prefill pool's engine resolved."""
     dis = parts["disaggregated"]
     disagg.check_definition(dis, cluster=parts["cluster"], engine=engine,
-                            arrival_unit=parts["workload"].get("arrival_unit"),
+                            arrival_unit=(parts["workload"] or {}).get("arrival_unit"),
                             axis_params=[a["param"] for a in axes] + ([cliff["param"]] if cliff else []), add=err.add)
     err.raise_if_any()
     if not dis:

@@ -17,6 +17,7 @@ from planner.sweeps.labels import axis_title, metric_title
 from planner.sweeps.limits import MAX_SWEEP_INSTANCES
 from planner.sweeps.sections import CLIFF_METRICS
 from simulator.workload import WorkloadError, parse_arrival
+from simulator.workload.distributions import distribution_from_dict
 
 #: The knobs a sweep can vary, as a person reads them, with units ("Max running requests (max_num_seqs)").
 _AXIS_CHOICE_LABELS = {"rate": "Request rate (requests per arrival unit)",
@@ -268,6 +269,22 @@ class SweepForm(forms.Form):
                     raise forms.ValidationError(f"{x!r} is not a number") from None
                 out.append(int(v) if typ is int and v == int(v) else v)
         return out
+
+    def _length(self, name: str) -> str:
+        """A length distribution checked as the workload reads it, so a bad prompt and a bad output show
+        together (the workload stops at its first problem)."""
+        text = self.cleaned_data[name]
+        try:
+            distribution_from_dict(text, name=name)
+        except WorkloadError as exc:
+            raise forms.ValidationError(human_message(str(exc).partition(": ")[2] or str(exc))) from None
+        return text
+
+    def clean_prompt(self) -> str:
+        return self._length("prompt")
+
+    def clean_output(self) -> str:
+        return self._length("output")
 
     def clean(self):
         data = super().clean()

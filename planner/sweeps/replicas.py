@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from planner.api.validation import context_problems
+from planner.errors import FieldErrors
 from planner.sampling_words import sampling_answer
 from planner.sweeps import definition as defn
 from planner.sweeps import pricing
@@ -35,42 +37,67 @@ def _search(wl, config, slo: dict, cl: dict, max_n: int):
                              percentile=slo.get("percentile", "p90"))
 
 
-def find_replicas(raw: Any, *, owner) -> dict:
-    """Validate and answer; raises :class:`planner.sweeps.definition.DefinitionError` with field messages."""
+def check_replicas(raw: Any, *, owner) -> dict:
+    """Validate a replicas search without running it, every problem at once; raises
+    :class:`planner.sweeps.definition.DefinitionError` with field messages, else returns what
+    :func:`find_replicas` runs (the page checks a form with refused fields this way, for the others)."""
     from config.strict_input import unknown_field_errors
     from planner.sweeps.runner import build_workload
-    from simulator.cluster import ClusterError
     from simulator.engine import EngineConfig
 
     if not isinstance(raw, dict):
         raise defn.DefinitionError({"non_field_errors": ["must be a JSON object"]})
+    err = FieldErrors()
     data = dict(raw)
     unknown = unknown_field_errors(data, [*sorted(defn.KNOWN_FIELDS), "max_instances"])
     if unknown:  # (before the other checks: a misspelt max_instances or slo is named as such)
         raise defn.DefinitionError(unknown)
     max_n = data.pop("max_instances", 16)
     if isinstance(max_n, bool) or not isinstance(max_n, int) or not 1 <= max_n <= MAX_REPLICAS:
-        raise defn.DefinitionError({"max_instances": [f"must be a whole number from 1 to {MAX_REPLICAS}"]})
-    cluster = data.pop("cluster", None)
-    _, snapshot, points = defn.validate({**data, **({"cluster": cluster} if cluster else {})}, owner=owner,
-                                        single=True)
+        err.add("max_instances", f"must be a whole number from 1 to {MAX_REPLICAS}")
+        max_n = 16
     if data.get("slo") is None:
-        raise defn.DefinitionError({"slo": ["give the latency targets: {\"ttft_s\": ..., \"itl_s\": ...}"]})
+        err.add("slo", "give the latency targets: {\"ttft_s\": ..., \"itl_s\": ...}")
+    cluster = data.pop("cluster", None)
+    try:
+        _, snapshot, points = defn.validate({**data, **({"cluster": cluster} if cluster else {})}, owner=owner,
+                                            single=True)
+    except defn.DefinitionError as exc:
+        for field, messages in exc.errors.items():
+            for message in messages:
+                err.add(field, message, not_found=exc.not_found)
+        _context_beside(data, owner, err)
+        err.raise_if_any()
+        raise
     wl_base = snapshot["workload"]
     if wl_base["arrival_unit"] != "s":
-        raise defn.DefinitionError({"workload.spec.arrival": [
-            "give arrivals in seconds (e.g. {\"kind\": \"poisson\", \"rate\": 20, \"unit\": \"s\"}): "
-            "latency targets are in seconds"]})
+        err.add("workload.spec.arrival", "give arrivals in seconds (e.g. {\"kind\": \"poisson\", \"rate\": 20, "
+                                         "\"unit\": \"s\"}): latency targets are in seconds")
     if wl_base["n"] > MAX_REPLICA_REQUESTS:
-        raise defn.DefinitionError({"workload.spec.n": [
-            f"at most {MAX_REPLICA_REQUESTS:,} requests (each replica count tried simulates them all)"]})
+        err.add("workload.spec.n", f"at most {MAX_REPLICA_REQUESTS:,} requests (each replica count tried simulates "
+                                   "them all)")
+    err.raise_if_any()
     p = points[0]
-    slo = snapshot["slo"]
-    cl = snapshot.get("cluster") or {"routing": "round-robin", "router_delay_s": 0.0}
     wl = build_workload(p["workload"], wl_base.get("trace"), wl_base.get("format", "csv"))
     config = EngineConfig.from_dict(p["config"])
+    check_context(data, snapshot, wl)
     try:
         pricing.check_replicas(WorkloadSize.of(wl), config, max_n)
+    except OverBudget as exc:
+        raise defn.DefinitionError({exc.field: [str(exc)]}) from None
+    return {"snapshot": snapshot, "point": p, "workload": wl, "config": config, "max_n": max_n,
+            "cluster": snapshot.get("cluster") or {"routing": "round-robin", "router_delay_s": 0.0}}
+
+
+def find_replicas(raw: Any, *, owner) -> dict:
+    """Validate and answer; raises :class:`planner.sweeps.definition.DefinitionError` with field messages."""
+    from simulator.cluster import ClusterError
+
+    checked = check_replicas(raw, owner=owner)
+    snapshot, p, wl, config, max_n, cl = (checked[k] for k in ("snapshot", "point", "workload", "config", "max_n",
+                                                               "cluster"))
+    slo = snapshot["slo"]
+    try:
         found = run_bounded(_search, wl, config, slo, cl, max_n, what=f"This replicas search (up to {max_n} "
                                                                     "instances)")
     except ClusterError as exc:
@@ -115,6 +142,48 @@ def replicas_launch(snapshot: dict, point: dict, found) -> dict | None:
         replicas=int(found.num_instances), gpu_name=str((snapshot["gpu"].get("spec") or {}).get("name", "")),
         vllm_version=dep.get("vllm_version"))
     return launch(spec)
+
+
+def _context_beside(data: dict, owner, err: FieldErrors) -> None:
+    """The requests' lengths against the context when the definition was refused for something else (its
+    model and workload read again on their own, their problems already in ``err``)."""
+    from planner.sweeps.runner import build_workload
+    from planner.sweeps.sections import parse_workload
+    from planner.sweeps.specs import resolve_profile
+
+    scratch = FieldErrors()
+    model = resolve_profile("model", data["model"], owner, "model", scratch) if data.get("model") else None
+    variant = parse_workload(data.get("workload"), scratch)
+    if scratch.errors or not variant or variant["source"] != "spec":
+        return
+    try:
+        check_context(data, {"model": model}, build_workload(variant))
+    except defn.DefinitionError as exc:
+        for field, messages in exc.errors.items():
+            if field not in err.errors:
+                for message in messages:
+                    err.add(field, message)
+
+
+def check_context(data: dict, snapshot: dict, wl) -> None:
+    """Refuse a request longer than the deployment's ``max_model_len`` (or the model's positions) and a
+    ``max_model_len`` beyond them, by the rule sizing and the search follow
+    (:func:`planner.api.validation.context_problems`)."""
+    model = (snapshot.get("model") or {}).get("spec") or {}
+    given = ((data.get("deployment") or {}).get("max_model_len") if model
+             else (data.get("engine") or {}).get("max_model_len"))
+    given = given if isinstance(given, int) and not isinstance(given, bool) else None
+    problems = context_problems(model_name=model.get("name", "the model"),
+                                max_positions=model.get("max_position_embeddings"), max_model_len=given,
+                                longest=int((wl.prompt_len + wl.output_len).max()) if wl.n else None)
+    where = "deployment.max_model_len" if model else "engine.max_model_len"
+    errors = {}
+    if "max_model_len" in problems:
+        errors[where] = [problems["max_model_len"]]
+    if "request" in problems:
+        errors[where if given else "workload.spec.prompt"] = [problems["request"]]
+    if errors:
+        raise defn.DefinitionError(errors)
 
 
 def replicas_advice(found, wl, config, *, price: float | None, rate: float | None, max_n: int,

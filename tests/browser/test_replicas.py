@@ -68,3 +68,18 @@ def test_replicas_form_works_without_javascript(browser, live_server, catalog):
         expect(page.locator("#fig-replicas")).to_contain_text("(needs JavaScript")
     finally:
         context.close()
+
+
+def test_replicas_form_refuses_a_prompt_longer_than_the_model(page, screenshot):
+    """Issue 33 item 3: 200,000 tokens on Llama 3.1 8B's 131,072 positions is refused, as sizing refuses it."""
+    page.goto("/replicas/")
+    page.get_by_label("Request rate (requests/s)").fill("5")
+    page.get_by_label("Prompt length, mean (tokens)").fill("200000")
+    page.get_by_label("Prompt length, std (tokens)").fill("0")
+    page.get_by_role("button", name="Find replicas").click()
+    error = page.locator("#id_prompt_mean_error")
+    expect(error).to_contain_text("131,072 positions")
+    expect(error).to_contain_text("prompt + output")
+    expect(page.locator("#replicas-answer")).to_have_count(0)
+    expect(page.get_by_text("try more replicas")).to_have_count(0)
+    screenshot(page, "replicas-prompt-too-long")

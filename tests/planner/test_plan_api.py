@@ -236,3 +236,13 @@ def test_schema_documents_plan_with_examples(api):
     assert "examples" in body
     assert "examples" in op["responses"]["200"]["content"]["application/json"]
     assert "400" in op["responses"]
+
+
+def test_every_refused_knob_comes_back_at_once(api):
+    """Issue 33 item 5: the TP that does not divide the heads is not hidden behind max_model_len."""
+    r = api.post("/api/plan/", {"model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb", "tensor_parallel_size": 64,
+                                   "max_model_len": 200_000, "weights_gib": 500}, format="json")
+    assert r.status_code == 400, r.content
+    errors = r.json()["errors"]
+    assert set(errors) == {"tensor_parallel_size", "max_model_len", "weights_gib"}, errors
+    assert "64 does not divide num_attention_heads 32" in errors["tensor_parallel_size"][0]

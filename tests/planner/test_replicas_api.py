@@ -68,3 +68,36 @@ def test_too_many_requests_are_refused(client):
 def test_signed_out_gets_401_or_403():
     r = APIClient().post("/api/replicas/", _body(5), format="json")
     assert r.status_code in (401, 403)
+
+
+def _long(prompt, output=300, **deployment):
+    body = _body(5, n=40)
+    body["workload"]["spec"]["prompt"] = {"kind": "normal", "mean": prompt, "std": 0}
+    body["workload"]["spec"]["output"] = {"kind": "normal", "mean": output, "std": 0}
+    if deployment:
+        body["deployment"] = deployment
+    return body
+
+
+def test_a_prompt_longer_than_the_model_is_refused_at_the_prompt_naming_the_limit(client):
+    r = client.post("/api/replicas/", _long(200_000), format="json")
+    assert r.status_code == 400, r.content
+    (msg,) = r.json()["errors"]["workload.spec.prompt"]
+    assert "200,300 tokens, prompt + output" in msg and "Llama 3.1 8B's 131,072 positions" in msg, msg
+
+
+def test_prompt_plus_output_longer_than_max_model_len_is_refused_at_max_model_len(client):
+    r = client.post("/api/replicas/", _long(4000, 200, max_model_len=4096), format="json")
+    assert r.status_code == 400, r.content
+    (msg,) = r.json()["errors"]["deployment.max_model_len"]
+    assert "4,200 tokens" in msg and "max_model_len (4,096 tokens)" in msg, msg
+    assert client.post("/api/replicas/", _long(3800, 200, max_model_len=4096), format="json").status_code == 200
+
+
+def test_max_model_len_beyond_the_models_positions_is_refused_as_sizing_refuses_it(client):
+    r = client.post("/api/replicas/", _long(1000, max_model_len=200_000), format="json")
+    assert r.status_code == 400, r.content
+    sized = client.post("/api/plan/", {**LLAMA_H100, "max_model_len": 200_000}, format="json")
+    assert sized.status_code == 400
+    # one rule, one message, whichever door
+    assert r.json()["errors"]["deployment.max_model_len"] == sized.json()["errors"]["max_model_len"]

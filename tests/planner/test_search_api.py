@@ -247,3 +247,20 @@ def test_search_page_takes_the_requests_sampler_path(client, django_user_model):
     assert not Search.objects.filter(owner__username="sampling-pat").exists()
     assert web.post("/searches/", {**form, "sampling": "greedy"}).status_code == 302
     assert build_space(Search.objects.get(owner__username="sampling-pat").snapshot).sampling == "greedy"
+
+
+@pytest.mark.parametrize("prompt, max_model_len, field, words", [
+    ("const:200000", None, "workload", "Llama 3.1 8B's 131,072 positions"),
+    ("const:4000", 4096, "space.max_model_len", "4,128 tokens, prompt + output) is longer than max_model_len"),
+    ("const:1000", 200_000, "space.max_model_len", "200,000 tokens is beyond Llama 3.1 8B's 131,072 positions"),
+])
+def test_requests_longer_than_the_context_are_refused_by_the_rule_replicas_and_sizing_share(
+        client, prompt, max_model_len, field, words):
+    body = _body()
+    body["workload"]["spec"]["prompt"] = prompt
+    body["workload"]["spec"]["output"] = "const:128"
+    if max_model_len:
+        body["space"]["max_model_len"] = max_model_len
+    r = client.post("/api/searches/", body, format="json")
+    assert r.status_code == 400, r.content
+    assert any(words in m for m in r.json()["errors"][field]), r.json()

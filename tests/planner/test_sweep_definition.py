@@ -127,3 +127,21 @@ def test_unknown_profile_is_a_field_error():
 ])
 def test_unhashable_names_are_field_errors_not_crashes(raw, field):
     assert field in errors_of(raw)
+
+
+@pytest.mark.django_db
+def test_every_problem_of_a_definition_comes_back_at_once():
+    """Issue 33 item 5: a bad mode, workload, routing, block size, axis and a TP that does not divide the
+    heads, all in one answer (each used to wait for the ones before it to be fixed)."""
+    errors = errors_of({"name": 5, "model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb",
+                        "deployment": {"tensor_parallel_size": 3}, "engine": {"block_size": 7},
+                        "workload": {"spec": {"n": 50, "prompt": "normal:512"}},
+                        "cluster": {"routing": "telepathy"},
+                        "axes": [{"param": "num_gpu_blocks", "values": [100, 100]}]})
+    assert {"name", "engine.block_size", "workload.spec.prompt", "cluster.routing", "axes[0].values",
+            "deployment.tensor_parallel_size"} <= set(errors), errors
+    assert "does not divide num_attention_heads 32" in " ".join(errors["deployment.tensor_parallel_size"])
+    # a model nobody has is refused, without "needs a model and a GPU" about the axes that size
+    errors = errors_of({"model": "no-such-model", "gpu": "h100-sxm5-80gb", "workload": {"spec": {"n": 50}},
+                        "mode": "maybe", "axes": [{"param": "gpu_memory_utilization", "values": [0.8, 0.9]}]})
+    assert set(errors) == {"model", "mode"}, errors
