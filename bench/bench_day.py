@@ -1,0 +1,91 @@
+"""Benchmark a day plan (issue 36's target: a 24-hour day at 20 requests/s, 1.7 million requests, autoscaled on
+2 to 16 replicas, in under 5 minutes on the project's 2-core machine). Prints figures; not a test.
+
+    python bench/bench_day.py [--hours H] [--rate R] [--chunk-s S] [--overlap-s S]
+
+The day: Llama 3.1 70B, TP 4 on H100 80GB per replica (sized as vLLM starts it, timed by the roofline clock:
+``simulator.cluster.engine_config_for``), a daily shape (night at 35 % of the mean rate, two peaks at 165 %)
+of Poisson arrivals averaging R requests/s, prompt and output lengths drawn from the Azure LLM inference
+conversation trace 2023 (``tests/data/traces/azure_conv_2023_head1500.csv``, resampled with seed 0), the
+Kubernetes HPA on running requests per replica (target 48, 2 to 16 replicas, 300 s scale-down window), a cold
+start of 135 s; simulated in chunks of ``--chunk-s`` with ``--overlap-s`` either side
+(``simulator.day.simulate_day_in_chunks``). Prints wall and CPU seconds, peak memory, and the answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from simulator.autoscale import HpaPolicy  # noqa: E402
+from simulator.base import GpuSpec  # noqa: E402
+from simulator.cluster import engine_config_for  # noqa: E402
+from simulator.day import answer_day, simulate_day_in_chunks  # noqa: E402
+from simulator.sizing import parse_hf_config  # noqa: E402
+from simulator.workload import Workload  # noqa: E402
+
+H100 = GpuSpec(name="H100 SXM5 80GB", memory_mib=81559, bandwidth_tbps=3.35, bf16_tflops=989, fp8_tflops=1979,
+               interconnect_gbps=900)
+LLAMA_70B = ROOT / "tests" / "data" / "sizing" / "hf_configs" / "meta-llama--Meta-Llama-3.1-70B_config.json"
+AZURE = ROOT / "tests" / "data" / "traces" / "azure_conv_2023_head1500.csv"
+#: Share of the mean rate in each hour of the day (mean 1.0): a night trough and a morning and an evening peak.
+DAY_SHAPE = np.array([0.45, 0.38, 0.35, 0.35, 0.40, 0.55, 0.80, 1.10, 1.40, 1.60, 1.65, 1.55,
+                      1.40, 1.45, 1.55, 1.60, 1.50, 1.30, 1.20, 1.35, 1.30, 1.00, 0.75, 0.56])
+
+
+def day_workload(hours: float, rate: float, seed: int = 0) -> Workload:
+    """Poisson arrivals following :data:`DAY_SHAPE` (hour h of the day at ``rate * DAY_SHAPE[h % 24]``)."""
+    rng = np.random.default_rng(seed)
+    times = []
+    for h in range(int(np.ceil(hours))):
+        span = min(1.0, hours - h) * 3600.0
+        k = rng.poisson(rate * DAY_SHAPE[h % 24] * span)
+        times.append(h * 3600.0 + np.sort(rng.uniform(0.0, span, k)))
+    arrival = np.concatenate(times)
+    with open(AZURE, newline="") as f:
+        rows = list(csv.reader(f))[1:]
+    pick = rng.integers(0, len(rows), arrival.size)
+    prompts = np.array([int(r[1]) for r in rows])[pick]
+    outputs = np.array([int(r[2]) for r in rows])[pick]
+    return Workload(prompt_len=np.clip(prompts, 1, 8000), output_len=np.clip(outputs, 1, 2000), arrival=arrival,
+                    arrival_unit="s")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--hours", type=float, default=24.0, help="length of the day, hours (default 24)")
+    ap.add_argument("--rate", type=float, default=20.0, help="mean requests per second (default 20)")
+    ap.add_argument("--chunk-s", type=float, default=3600.0, help="chunk length, seconds (default 3600)")
+    ap.add_argument("--overlap-s", type=float, default=600.0, help="overlap either side, seconds (default 600)")
+    args = ap.parse_args()
+    model = parse_hf_config(json.loads(LLAMA_70B.read_text()))
+    config, _ = engine_config_for(model, H100, max_model_len=16_384, tp=4)
+    wl = day_workload(args.hours, args.rate)
+    policy = HpaPolicy(metric="running", target=48, min_replicas=2, max_replicas=16)
+    t0, c0 = time.perf_counter(), time.process_time()
+    res = simulate_day_in_chunks(wl, config, policy, chunk_s=args.chunk_s, overlap_s=args.overlap_s,
+                                 cold_start_s=135.0)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    ans = answer_day(res, gpus_per_replica=4, price_per_gpu_hour=3.0, slo_ttft_s=2.0, slo_tpot_s=0.05)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2
+    print(f"{wl.n:,} requests over {args.hours:g} h at {args.rate:g}/s mean, chunks of {args.chunk_s:g} s "
+          f"(+{args.overlap_s:g} s either side): {wall:.1f} s wall, {cpu:.1f} s CPU, peak RSS {rss:.2f} GiB, "
+          f"{wl.n / wall:,.0f} requests/s")
+    print(f"answer: {ans.gpu_hours:,.1f} GPU-hours (${ans.cost:,.0f}) against {ans.fixed_peak_gpu_hours:,.1f} fixed "
+          f"at the peak of {ans.peak_replicas} replicas (saving {ans.saving:.1%}); attainment {ans.attainment:.2%} "
+          f"(TTFT <= 2 s, TPOT <= 50 ms); {ans.replicas_started} replicas started; worst hours "
+          f"{[(h.hour, round(h.attainment, 3)) for h in ans.worst_hours(3)]}")
+
+
+if __name__ == "__main__":
+    main()
