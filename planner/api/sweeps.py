@@ -34,7 +34,7 @@ from planner.sweeps import definition as defn
 from planner.sweeps import disaggregated as disagg
 from planner.sweeps import exports, pricing, selectors, services
 from planner.sweeps.bounded import run_bounded
-from planner.sweeps.runner import build_workload, simulate_points
+from planner.sweeps.runner import simulate_points, workload_of
 from simulator.batch import OverBudget
 from simulator.clock.cost_model import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS
 
@@ -101,7 +101,7 @@ class DefinitionSerializer(serializers.Serializer):
         required=False, help_text='engine knobs (EngineConfig fields), e.g. {"max_num_seqs": 256, "speculative": '
                                   '{"method": "eagle", "num_speculative_tokens": 3, "acceptance_rate": 0.7}} '
                                   '(speculative decoding: docs/speculative_decoding.md)')
-    workload = serializers.JSONField(help_text='{"spec": {...}, "seed": 0} or {"trace": "...", "format": "csv"}')
+    workload = serializers.JSONField(help_text='{"spec": {...}, "seed": 0} or {"trace": "...", "format": "auto" | "csv" | "jsonl" | "mooncake" | "azure" | "burstgpt" | "vllm-bench", "options": {...}}')
     axes = serializers.JSONField(
         required=False, help_text='one or two of {"param": P, "values": [...]} or {"param": P, "start", "stop", '
                                   '"steps", "scale"}; P among docs/sweeps.md\'s axes, e.g. num_gpu_blocks, rate, '
@@ -302,7 +302,7 @@ def simulation_max_requests() -> int:
 
 def _simulate_one(point: dict, wl_base: dict) -> dict:
     """One point's simulation (runs in a child process: :func:`planner.sweeps.bounded.run_bounded`)."""
-    wl = build_workload(point["workload"], wl_base.get("trace"), wl_base.get("format", "csv"))
+    wl = workload_of(point["workload"], wl_base)
     return simulate_points(wl, [point], record_steps=True)[0]
 
 

@@ -210,10 +210,10 @@ def build_space(snapshot: dict) -> SearchSpace:
 
 
 def build_workload(snapshot: dict):
-    from planner.sweeps.runner import build_workload as build
+    from planner.sweeps.runner import workload_of
 
     wl = snapshot["workload"]
-    return build(wl, wl.get("trace"), wl.get("format", "csv"))
+    return workload_of(wl, wl)
 
 
 def build_inputs(snapshot: dict):

@@ -10,7 +10,8 @@ A definition (JSON, from the form or ``POST /api/sweeps/``)::
       "deployment": {DeploymentSpec fields},        # tp, pp, block_size, gpu_memory_utilization, ...
       "engine": {EngineConfig fields},              # num_gpu_blocks is sized from model+GPU when omitted
       "workload": {"spec": {WorkloadSpec fields}, "seed": 0}
-                | {"trace": "<CSV or JSONL text>", "format": "csv" | "jsonl"},
+                | {"trace": "<trace text>", "format": "auto" | "csv" | "jsonl" | "mooncake" | "azure"
+                   | "burstgpt" | "vllm-bench", "options": {"window": [0, 600], "speedup": 2, ...}},
       "axes": [{"param": "num_gpu_blocks", "values": [2000, 4000]}
                | {"param": "rate", "start": 1, "stop": 16, "steps": 5, "scale": "log"}],   # one or two
       "cliff": {"param": "num_gpu_blocks", "metric": "preemptions_per_request",

@@ -12,7 +12,7 @@ from typing import Any
 
 from planner.sweeps import definition as defn
 from planner.sweeps import pricing
-from planner.sweeps.runner import build_workload, simulate_points
+from planner.sweeps.runner import simulate_points, workload_of
 from simulator.batch import OverBudget
 
 #: Row figures copied from a point's metrics.
@@ -28,7 +28,7 @@ def _run(definition: dict, *, owner, what: str) -> dict:
     except OverBudget as exc:
         raise defn.DefinitionError({exc.field: [str(exc)]}) from None
     wl_base = snapshot["workload"]
-    wl = build_workload(p["workload"], wl_base.get("trace"), wl_base.get("format", "csv"))
+    wl = workload_of(p["workload"], wl_base)
     return simulate_points(wl, [p], record_steps=False)[0]
 
 

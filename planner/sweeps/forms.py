@@ -149,8 +149,16 @@ class SweepForm(forms.Form):
     seed = forms.IntegerField(min_value=0, initial=0, label="Random seed",
                               help_text="The same seed makes the same workload.")
     trace = forms.FileField(required=False, label="Trace file (optional)",
-                            help_text="CSV or JSONL of requests (tokens and arrival times); replaces the "
-                                      "generated workload. At most 4 MiB.")
+                            help_text="Requests with their tokens and arrival times, replacing the generated "
+                                      "workload: a Mooncake JSONL, Azure or BurstGPT CSV, vLLM bench JSON, or the "
+                                      "planner's own CSV/JSONL columns. At most 4 MiB.")
+    trace_format = forms.ChoiceField(
+        required=False, initial="auto", label="Trace format",
+        choices=[("auto", "Guess from the file"), ("mooncake", "Mooncake (JSONL, hash_ids)"),
+                 ("azure", "Azure LLM inference (CSV)"), ("burstgpt", "BurstGPT (CSV)"),
+                 ("vllm-bench", "vLLM bench serve result (JSON)"), ("csv", "Planner columns, CSV"),
+                 ("jsonl", "Planner columns, JSONL")],
+        help_text="Guessed from the content unless named (docs/traffic.md).")
 
     # -- grid axes
     axis1_param = forms.ChoiceField(choices=AXIS_CHOICES, initial="num_gpu_blocks", label="Axis 1",
@@ -222,7 +230,7 @@ class SweepForm(forms.Form):
     ERROR_FIELDS = [
         ("workload.spec.n", "n"), ("workload.spec.prompt", "prompt"), ("workload.spec.output", "output"),
         ("workload.spec.arrival", "arrival"), ("workload.spec.prefixes", "prefix_fraction"),
-        ("workload.seed", "seed"), ("workload.trace", "trace"), ("engine.num_gpu_blocks", "num_gpu_blocks"),
+        ("workload.seed", "seed"), ("workload.trace", "trace"), ("workload.format", "trace_format"), ("engine.num_gpu_blocks", "num_gpu_blocks"),
         ("engine.max_num_seqs", "max_num_seqs"), ("engine.max_num_batched_tokens", "max_num_batched_tokens"),
         ("engine.block_size", "block_size"), ("deployment.gpu_memory_utilization", "gpu_memory_utilization"),
         ("deployment.tensor_parallel_size", "tensor_parallel_size"), ("deployment.block_size", "block_size"),
@@ -324,8 +332,7 @@ class SweepForm(forms.Form):
             except UnicodeDecodeError:
                 self.add_error("trace", "the trace must be UTF-8 text")
                 text = ""
-            fmt = "jsonl" if trace.name.lower().endswith((".jsonl", ".json")) else "csv"
-            definition["workload"] = {"trace": text, "format": fmt}
+            definition["workload"] = {"trace": text, "format": d.get("trace_format") or "auto"}
         else:
             arrival = {"kind": "poisson", "rate": 1.0, "unit": d.get("arrival_unit") or "s"}
             if d.get("arrival") is not None:
@@ -416,7 +423,7 @@ class SweepForm(forms.Form):
                      "num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens", "enable_prefix_caching",
                      "speculative_method", "num_speculative_tokens", "acceptance_rate"),
         "workload": ("n", "prompt", "output", "arrival", "arrival_unit", "prefix_length", "prefix_fraction", "seed",
-                     "trace"),
+                     "trace", "trace_format"),
         "axes": ("axis1_param", "axis1_values", "axis1_start", "axis1_stop", "axis1_steps", "axis1_scale",
                  "axis2_param", "axis2_values"),
         "cliff": ("cliff_param", "cliff_metric", "cliff_lo", "cliff_hi", "cliff_resolution", "cliff_threshold"),

@@ -23,7 +23,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from planner.sweeps.points import resolve_point
-from planner.sweeps.runner import build_workload
+from planner.sweeps.runner import workload_of
 from planner.sweeps.sections import cliff_budget
 from simulator.batch import OverBudget, Price, WorkloadSize, budget
 from simulator.engine import EngineConfig
@@ -60,7 +60,7 @@ def _sizes(snapshot: dict, points: list[dict]) -> dict[str, WorkloadSize]:
         plain = {**variant, "prompt_scale": 1.0, "output_scale": 1.0}
         plain_key = repr(sorted((k, repr(v)) for k, v in plain.items()))
         if plain_key not in unscaled:
-            unscaled[plain_key] = WorkloadSize.of(build_workload(plain, base.get("trace"), base.get("format", "csv")))
+            unscaled[plain_key] = WorkloadSize.of(workload_of(plain, base))
         out[key] = unscaled[plain_key].scaled(float(variant.get("prompt_scale", 1.0)),
                                               float(variant.get("output_scale", 1.0)))
     return out

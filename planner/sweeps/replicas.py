@@ -42,7 +42,7 @@ def check_replicas(raw: Any, *, owner) -> dict:
     :class:`planner.sweeps.definition.DefinitionError` with field messages, else returns what
     :func:`find_replicas` runs (the page checks a form with refused fields this way, for the others)."""
     from config.strict_input import unknown_field_errors
-    from planner.sweeps.runner import build_workload
+    from planner.sweeps.runner import workload_of
     from simulator.engine import EngineConfig
 
     if not isinstance(raw, dict):
@@ -78,7 +78,7 @@ def check_replicas(raw: Any, *, owner) -> dict:
                                    "them all)")
     err.raise_if_any()
     p = points[0]
-    wl = build_workload(p["workload"], wl_base.get("trace"), wl_base.get("format", "csv"))
+    wl = workload_of(p["workload"], wl_base)
     config = EngineConfig.from_dict(p["config"])
     check_context(data, snapshot, wl)
     try:

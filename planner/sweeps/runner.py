@@ -28,22 +28,31 @@ from simulator.workload import Workload, WorkloadSpec, generate_workload
 SERIES_POINTS = 120
 
 
-def build_workload(variant: dict, trace_text: str | None = None, trace_format: str = "csv") -> Workload:
-    """The :class:`Workload` of a variant (generated from its spec and seed, or parsed), then scaled."""
+def build_workload(variant: dict, trace_text: str | None = None, trace_format: str = "csv",
+                   trace_options: dict | None = None) -> Workload:
+    """The :class:`Workload` of a variant (generated from its spec and seed, or read from its trace in any
+    format the planner takes, with its options), then scaled."""
     if variant["source"] == "spec":
         wl = generate_workload(WorkloadSpec.from_dict(variant["spec"]), seed=int(variant.get("seed", 0)))
     else:
-        from simulator.workload import parse_trace
+        from planner.sweeps.sections import read_workload_trace
 
-        wl = parse_trace(trace_text or "", fmt=trace_format, name="trace")
+        wl = read_workload_trace(trace_text or "", trace_format, trace_options)[0]
     return scale_lengths(wl, float(variant.get("prompt_scale", 1.0)), float(variant.get("output_scale", 1.0)))
+
+
+def workload_of(variant: dict, base: dict) -> Workload:
+    """A point's workload ``variant`` built on its definition's workload part ``base`` (which holds the
+    trace text, its format and options)."""
+    return build_workload(variant, base.get("trace"), base.get("format", "csv"), base.get("options"))
 
 
 def scale_lengths(wl: Workload, prompt_scale: float, output_scale: float) -> Workload:
     """Scale each request's unique prompt tokens and its output tokens (shared prefixes unchanged).
 
-    A follow-up turn keeps re-sending its (scaled) parent's whole context, so
-    contexts are rebuilt in request order. Every length stays >= 1 token.
+    A follow-up turn keeps re-sending its (scaled) parent's whole context, or where it shares only the
+    parent's leading ``parent_len`` tokens (a public trace's shared blocks) those tokens, at most the
+    parent's new context; contexts are rebuilt in request order. Every length stays >= 1 token.
     """
     if prompt_scale == 1.0 and output_scale == 1.0:
         return wl
@@ -54,16 +63,20 @@ def scale_lengths(wl: Workload, prompt_scale: float, output_scale: float) -> Wor
         if wl.prefix_len.size else np.zeros(wl.n, np.int64)
     prompt = np.empty(wl.n, np.int64)
     has_parent = wl.parent >= 0
+    parent_len = np.array(wl.parent_len, np.int64)
     if not has_parent.any():
         prompt[:] = prefix_part + unique
     else:
         for r in range(wl.n):  # parents come earlier, so one pass suffices
             p = int(wl.parent[r])
-            head = prompt[p] + output[p] if p >= 0 else prefix_part[r]
+            head = prefix_part[r]
+            if p >= 0:  # all of the parent's (scaled) context, or the same leading tokens of it
+                head = prompt[p] + output[p] if parent_len[r] < 0 else min(int(parent_len[r]), prompt[p] + output[p])
+                parent_len[r] = -1 if parent_len[r] < 0 else head
             prompt[r] = head + unique[r]
     return Workload(prompt_len=prompt, output_len=output, arrival=wl.arrival, arrival_unit=wl.arrival_unit,
                     prefix_id=wl.prefix_id, prefix_len=wl.prefix_len, parent=wl.parent, ids=wl.ids,
-                    prefix_names=wl.prefix_names)
+                    prefix_names=wl.prefix_names, parent_len=parent_len)
 
 
 def simulate_points(wl: Workload, points: list[dict], *, record_steps: bool = True,

@@ -16,7 +16,13 @@ from planner.sweeps.axes import AXES
 from planner.sweeps.cliff import max_evaluations
 from planner.sweeps.limits import MAX_SWEEP_INSTANCES, MAX_TRACE_CHARS, max_requests
 from simulator.cluster import ClusterError, parse_routing
-from simulator.workload import WorkloadError, WorkloadSpec, parse_trace
+from simulator.workload import TRACE_FORMATS, TraceOptions, WorkloadError, WorkloadSpec, guess_format, read_any_trace
+
+#: The trace formats a workload's ``format`` may name: ``auto`` (guessed from the text), the planner's own
+#: columns (``csv``, ``jsonl``) and the public formats (``docs/traffic.md``).
+TRACE_FORMAT_NAMES = ("auto", "csv", "jsonl", *TRACE_FORMATS)
+#: The trace options a public trace takes (``TraceOptions``; ``max_model_len`` comes from the deployment).
+TRACE_OPTION_KEYS = ("window", "speedup", "rate_scale", "sample", "block_size", "seed")
 
 CLIFF_METRICS = {"preemptions_per_request": "preemptions per request", "ttft_p99_steps": "TTFT p99 (steps)"}
 
@@ -29,8 +35,8 @@ def parse_workload(raw: Any, err: FieldErrors) -> dict | None:
     if not isinstance(raw, dict):
         err.add("workload", "must be an object with 'spec' (a generated workload) or 'trace' (file text)")
         return None
-    if set(raw) - {"spec", "seed", "trace", "format"}:
-        err.unknown(raw, ["spec", "seed", "trace", "format"], "workload")
+    if set(raw) - {"spec", "seed", "trace", "format", "options"}:
+        err.unknown(raw, ["spec", "seed", "trace", "format", "options"], "workload")
         return None
     if "trace" in raw:
         return _trace(raw, err)
@@ -50,23 +56,62 @@ def parse_workload(raw: Any, err: FieldErrors) -> dict | None:
             "arrival_unit": spec.arrival.unit}
 
 
+def trace_options(raw: Any) -> TraceOptions | None:
+    """The ``options`` of a public trace as :class:`TraceOptions` (None when absent); raises
+    :class:`WorkloadError` naming the option."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise WorkloadError(f"must be an object of {', '.join(TRACE_OPTION_KEYS)}")
+    bad = sorted(set(raw) - set(TRACE_OPTION_KEYS))
+    if bad:
+        raise WorkloadError(f"{bad[0]}: unknown trace option (known: {', '.join(TRACE_OPTION_KEYS)})")
+    kw = dict(raw)
+    window = kw.get("window")
+    if window is not None:
+        if not isinstance(window, (list, tuple)) or len(window) != 2:
+            raise WorkloadError("window: give [START, END] in seconds after the trace's first request")
+        kw["window"] = tuple(window)
+    return TraceOptions(**kw)
+
+
+def read_workload_trace(text: str, fmt: str, options: Any = None):
+    """``(workload, report, format)`` of a trace text: ``fmt`` ``auto`` resolved from the content, the
+    report None for the planner's own columns; raises :class:`WorkloadError`."""
+    if fmt == "auto":
+        fmt = guess_format(text) or ("jsonl" if text.lstrip().startswith("{") else "csv")
+    wl, report = read_any_trace(text, fmt, name="trace", options=trace_options(options))
+    return wl, report, fmt
+
+
 def _trace(raw: dict, err: FieldErrors) -> dict | None:
     text, fmt = raw.get("trace"), raw.get("format", "csv")
     if not isinstance(text, str) or not text.strip():
-        err.add("workload.trace", "must be the text of a CSV or JSONL trace")
+        err.add("workload.trace", "must be the text of a trace (CSV, JSONL or JSON)")
         return None
     if len(text) > MAX_TRACE_CHARS:
         err.add("workload.trace", f"trace too large: at most {MAX_TRACE_CHARS // 2**20} MiB")
         return None
-    if fmt not in ("csv", "jsonl"):
-        err.add("workload.format", "must be 'csv' or 'jsonl'")
+    if fmt not in TRACE_FORMAT_NAMES:
+        err.add("workload.format", f"must be one of {', '.join(TRACE_FORMAT_NAMES)}")
+        return None
+    options = raw.get("options")
+    try:
+        trace_options(options)
+    except (WorkloadError, TypeError) as exc:
+        err.add("workload.options", str(exc))
         return None
     try:
-        wl = parse_trace(text, fmt=fmt, name="trace")
+        wl, report, fmt = read_workload_trace(text, fmt, options)
     except (WorkloadError, ValueError) as exc:
-        err.add("workload.trace", str(exc))
+        err.add("workload.options" if "trace options" in str(exc) else "workload.trace", str(exc))
         return None
-    return {"source": "trace", "format": fmt, "trace": text, "n": wl.n, "arrival_unit": wl.arrival_unit}
+    out = {"source": "trace", "format": fmt, "trace": text, "n": wl.n, "arrival_unit": wl.arrival_unit}
+    if options is not None:
+        out["options"] = dict(options)
+    if report is not None:
+        out["trace_report"] = report.to_dict()
+    return out
 
 
 # --------------------------------------------------------------------------- cliff

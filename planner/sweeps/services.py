@@ -170,10 +170,10 @@ class _Progress:
 
 
 def _workload_of(sweep: Sweep, variant: dict):
-    from planner.sweeps.runner import build_workload
+    from planner.sweeps.runner import workload_of
 
     base = sweep.snapshot["workload"]
-    return build_workload(variant, base.get("trace"), base.get("format", "csv"))
+    return workload_of(variant, base)
 
 
 def _mark_running(sweep_id: int) -> None:
