@@ -87,6 +87,28 @@ class DayChunk:
     started: int
     handover: Handover | None
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (infinities as None), for keeping a finished chunk; :meth:`from_dict` reads it back."""
+        plan = {k: (None if isinstance(v, float) and math.isinf(v) else v) for k, v in self.plan.__dict__.items()}
+        return {"plan": plan, "request_index": self.request_index.tolist(),
+                "columns": {k: [None if isinstance(x, float) and math.isnan(x) else x for x in v.tolist()]
+                            for k, v in self.columns.items()},
+                "pods": [p.to_dict() for p in self.pods], "samples": [dict(s.__dict__) for s in self.samples],
+                "started": self.started, "handover": None if self.handover is None else self.handover.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DayChunk:
+        plan = ChunkPlan(**{k: (math.inf if v is None else v) for k, v in data["plan"].items()})
+        floats = {"first_token_time_s", "finish_time_s"}
+        columns = {k: (np.array([math.nan if x is None else x for x in v], np.float64) if k in floats
+                       else np.array(v, np.int64)) for k, v in data["columns"].items()}
+        return cls(plan=plan, request_index=np.array(data["request_index"], np.int64), columns=columns,
+                   pods=tuple(PodRecord(**p) for p in data["pods"]),
+                   samples=tuple(FleetSample(**{k: (math.nan if v is None else v) for k, v in s.items()})
+                                 for s in data["samples"]),
+                   started=int(data["started"]),
+                   handover=None if data["handover"] is None else Handover.from_dict(data["handover"]))
+
 
 def _whole(name: str, v: float, sync_s: float) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:

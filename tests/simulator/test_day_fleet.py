@@ -16,7 +16,16 @@ import pytest
 from simulator.autoscale import FixedPolicy, HpaPolicy, OraclePolicy, ScheduledPolicy, rate_curve
 from simulator.base import ConfigError
 from simulator.cluster import simulate_cluster
-from simulator.day import Handover, answer_day, chunk_plans, simulate_chunk, simulate_day, simulate_day_in_chunks
+from simulator.day import (
+    DayChunk,
+    Handover,
+    answer_day,
+    chunk_plans,
+    join_chunks,
+    simulate_chunk,
+    simulate_day,
+    simulate_day_in_chunks,
+)
 from simulator.day.fleet_day import MAX_ENGINE_BYTES
 from simulator.engine import EngineConfig
 from simulator.workload import WorkloadSpec, generate_workload, parse_arrival
@@ -190,3 +199,23 @@ def test_bad_chunks_name_the_field(chunk_s, overlap_s, words):
     with pytest.raises(ConfigError, match=words):
         simulate_day_in_chunks(workload(50, "poisson-time:5"), CONFIG, FixedPolicy(1), chunk_s=chunk_s,
                                overlap_s=overlap_s)
+
+
+def test_a_finished_chunk_survives_json_and_joins_to_the_same_day():
+    wl = workload(3000, BURSTY)
+    policy = HpaPolicy(metric="running", target=24, max_replicas=6)
+    plans = chunk_plans(float(wl.arrival.max()), 300, 120, policy.sync_s)
+    chunks, handover = [], None
+    for i, plan in enumerate(plans):
+        c = simulate_chunk(wl, CONFIG, policy, plan, cold_start_s=45.0, routing="least-loaded", handover=handover,
+                           next_plan=plans[i + 1] if i + 1 < len(plans) else None)
+        chunks.append(c)
+        handover = DayChunk.from_dict(json.loads(json.dumps(c.to_dict()))).handover
+    again = [DayChunk.from_dict(json.loads(json.dumps(c.to_dict()))) for c in chunks]
+    a = join_chunks(wl, chunks, policy, cold_start_s=45.0, routing="least-loaded")
+    b = join_chunks(wl, again, policy, cold_start_s=45.0, routing="least-loaded")
+    direct = simulate_day_in_chunks(wl, CONFIG, policy, chunk_s=300, overlap_s=120, cold_start_s=45.0)
+    for res in (b, direct):
+        for col in ("first_token_time_s", "finish_time_s", "pod", "num_output_tokens"):
+            assert np.array_equal(res.requests[col], a.requests[col], equal_nan=True), col
+        assert answer_day(res).to_dict() == answer_day(a).to_dict()
