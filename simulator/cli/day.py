@@ -14,9 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from simulator.autoscale import ColdStart, policy_from_dict, rate_curve
-from simulator.base import ConfigError
-from simulator.day import ROUTINGS, answer_day, simulate_day, simulate_day_in_chunks
+from simulator.autoscale import ColdStart
+from simulator.day import ROUTINGS, answer_day, build_policy, simulate_day, simulate_day_in_chunks
 
 
 def _json_arg(text: str, what: str, error: type[Exception]) -> Any:
@@ -80,19 +79,6 @@ def cold_start_seconds(args: argparse.Namespace, error: type[Exception]) -> floa
     return parts.seconds(args.weights_gib)
 
 
-def build_policy(data: dict[str, Any], arrival, cold_s: float):
-    """The policy of ``data``; an oracle without rates gets the workload's own (and a lead of cold start + sync)."""
-    if data.get("kind") == "oracle":
-        data = dict(data)
-        period = data.get("period_s", 60.0)
-        if "rates" not in data:
-            if isinstance(period, bool) or not isinstance(period, (int, float)) or not 1 <= period <= 1e7:
-                raise ConfigError(f"policy.period_s: must be a number of seconds from 1 to 1e7, got {period!r}")
-            data["rates"] = list(rate_curve(arrival, float(period)))
-        data.setdefault("lead_s", cold_s + data.get("sync_s", 15.0))
-    return policy_from_dict(data)
-
-
 def run_day(args: argparse.Namespace, workload, config, error: type[Exception]) -> dict[str, Any]:
     cold = cold_start_seconds(args, error)
     policy = build_policy(_json_arg(args.policy, "--policy", error), workload.arrival, cold)
@@ -109,4 +95,4 @@ def run_day(args: argparse.Namespace, workload, config, error: type[Exception]) 
             "fleet": {k: v.tolist() for k, v in res.replicas_over_time().items()}}
 
 
-__all__ = ["add_day_parser", "build_policy", "cold_start_seconds", "run_day"]
+__all__ = ["add_day_parser", "cold_start_seconds", "run_day"]
