@@ -8,7 +8,7 @@ The day: Llama 3.1 70B, TP 4 on H100 80GB per replica (sized as vLLM starts it, 
 of Poisson arrivals averaging R requests/s, prompt and output lengths drawn from the Azure LLM inference
 conversation trace 2023 (``tests/data/traces/azure_conv_2023_head1500.csv``, resampled with seed 0), the
 Kubernetes HPA on running requests per replica (target 48, 2 to 16 replicas, 300 s scale-down window), a cold
-start of 135 s; simulated in chunks of ``--chunk-s`` with ``--overlap-s`` either side
+start of 135 s; simulated in chunks of ``--chunk-s`` with ``--overlap-s`` either side (default 300 s)
 (``simulator.day.simulate_day_in_chunks``). Prints wall and CPU seconds, peak memory, and the answer.
 """
 
@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from simulator.autoscale import HpaPolicy  # noqa: E402
 from simulator.base import GpuSpec  # noqa: E402
 from simulator.cluster import engine_config_for  # noqa: E402
-from simulator.day import answer_day, simulate_day_in_chunks  # noqa: E402
+from simulator.day import answer_day, default_overlap_s, simulate_day_in_chunks  # noqa: E402
 from simulator.sizing import parse_hf_config  # noqa: E402
 from simulator.workload import Workload  # noqa: E402
 
@@ -66,20 +66,22 @@ def main() -> None:
     ap.add_argument("--hours", type=float, default=24.0, help="length of the day, hours (default 24)")
     ap.add_argument("--rate", type=float, default=20.0, help="mean requests per second (default 20)")
     ap.add_argument("--chunk-s", type=float, default=3600.0, help="chunk length, seconds (default 3600)")
-    ap.add_argument("--overlap-s", type=float, default=600.0, help="overlap either side, seconds (default 600)")
+    ap.add_argument("--overlap-s", type=float, help="overlap either side, seconds (default: the planner's, 300 for this "
+                                                    "policy)")
     args = ap.parse_args()
     model = parse_hf_config(json.loads(LLAMA_70B.read_text()))
     config, _ = engine_config_for(model, H100, max_model_len=16_384, tp=4)
     wl = day_workload(args.hours, args.rate)
     policy = HpaPolicy(metric="running", target=48, min_replicas=2, max_replicas=16)
+    overlap = args.overlap_s if args.overlap_s is not None else default_overlap_s(policy)
     t0, c0 = time.perf_counter(), time.process_time()
-    res = simulate_day_in_chunks(wl, config, policy, chunk_s=args.chunk_s, overlap_s=args.overlap_s,
+    res = simulate_day_in_chunks(wl, config, policy, chunk_s=args.chunk_s, overlap_s=overlap,
                                  cold_start_s=135.0)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     ans = answer_day(res, gpus_per_replica=4, price_per_gpu_hour=3.0, slo_ttft_s=2.0, slo_tpot_s=0.05)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2
     print(f"{wl.n:,} requests over {args.hours:g} h at {args.rate:g}/s mean, chunks of {args.chunk_s:g} s "
-          f"(+{args.overlap_s:g} s either side): {wall:.1f} s wall, {cpu:.1f} s CPU, peak RSS {rss:.2f} GiB, "
+          f"(+{overlap:g} s either side): {wall:.1f} s wall, {cpu:.1f} s CPU, peak RSS {rss:.2f} GiB, "
           f"{wl.n / wall:,.0f} requests/s")
     print(f"answer: {ans.gpu_hours:,.1f} GPU-hours (${ans.cost:,.0f}) against {ans.fixed_peak_gpu_hours:,.1f} fixed "
           f"at the peak of {ans.peak_replicas} replicas (saving {ans.saving:.1%}); attainment {ans.attainment:.2%} "

@@ -10,7 +10,7 @@ TTFT <= 2 s and TPOT <= 50 ms. A replica starts in 110 s (``ColdStart`` defaults
    (``smallest_replicas``), so capacity = peak rate / that count.
 2. Four policies over the same day: fixed at the peak count; scheduled (each hour's count from its rate, asked
    for one cold start early); the Kubernetes HPA on running requests per replica; the oracle that knows the
-   rate one cold start ahead. Each day is simulated in one-hour chunks with 10 minutes either side.
+   rate one cold start ahead. Each day is simulated in one-hour chunks with 5 minutes either side.
 
 Run from the repository root: ``python examples/day_plan.py [RATE]`` (default 10 requests/s: about 860,000
 requests; a few minutes per policy on a 2-core machine).
@@ -96,7 +96,7 @@ def main(rate: float) -> None:
     print("|---|---|---|---|---|---|---|")
     fixed_h = None
     for name, policy in policies.items():
-        res = simulate_day_in_chunks(day, config, policy, chunk_s=3600.0, overlap_s=600.0, cold_start_s=cold)
+        res = simulate_day_in_chunks(day, config, policy, chunk_s=3600.0, cold_start_s=cold)
         a = answer_day(res, gpus_per_replica=GPUS, price_per_gpu_hour=PRICE, slo_ttft_s=SLO_TTFT_S,
                        slo_tpot_s=SLO_TPOT_S)
         fixed_h = fixed_h or a.gpu_hours

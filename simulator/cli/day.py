@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.autoscale import ColdStart
-from simulator.day import ROUTINGS, answer_day, build_policy, simulate_day, simulate_day_in_chunks
+from simulator.day import ROUTINGS, answer_day, build_policy, default_overlap_s, simulate_day, simulate_day_in_chunks
 
 
 def _json_arg(text: str, what: str, error: type[Exception]) -> Any:
@@ -61,8 +61,9 @@ def add_day_parser(sub, add_trace_arguments) -> None:
     day.add_argument("--chunk-s", type=float, metavar="S",
                      help="simulate the day in chunks of S seconds, each with --overlap-s either side (bounded "
                           "memory; a whole number of the policy's syncs; default: one run)")
-    day.add_argument("--overlap-s", type=float, default=600.0, metavar="S",
-                     help="warm-up and cool-down of each chunk, seconds (default 600)")
+    day.add_argument("--overlap-s", type=float, metavar="S",
+                     help="warm-up and cool-down of each chunk, seconds (default: 300, or the policy's longest "
+                          "stabilization window if longer)")
     day.add_argument("--output", "-o", metavar="FILE", help="write the JSON here instead of stdout")
     day.add_argument("--indent", type=int, metavar="N", help="pretty-print JSON with N spaces")
     add_trace_arguments(day)
@@ -90,7 +91,8 @@ def run_day(args: argparse.Namespace, workload, config, error: type[Exception]) 
     ans = answer_day(res, gpus_per_replica=args.gpus_per_replica, price_per_gpu_hour=args.price_per_gpu_hour,
                      slo_ttft_s=args.slo_ttft_s, slo_tpot_s=args.slo_tpot_s)
     return {"policy": res.policy, "routing": res.routing, "cold_start_s": res.cold_start_s, "end_s": res.end_s,
-            "chunks": None if args.chunk_s is None else {"chunk_s": args.chunk_s, "overlap_s": args.overlap_s},
+            "chunks": None if args.chunk_s is None else {"chunk_s": args.chunk_s,
+                                                        "overlap_s": args.overlap_s or default_overlap_s(policy)},
             "answer": ans.to_dict(), "pods": [p.to_dict() for p in res.pods],
             "fleet": {k: v.tolist() for k, v in res.replicas_over_time().items()}}
 

@@ -11,9 +11,17 @@ May import: simulator.base, simulator.workload, simulator.engine, simulator.auto
 """
 
 from simulator.day.answer import DayAnswer, HourFigures, answer_day
-from simulator.day.chunks import DayChunk, Handover, chunk_plans, join_chunks, simulate_chunk, simulate_day_in_chunks
+from simulator.day.chunks import (
+    DayChunk,
+    Handover,
+    chunk_plans,
+    default_overlap_s,
+    join_chunks,
+    simulate_chunk,
+    simulate_day_in_chunks,
+)
 from simulator.day.fleet_day import MAX_PODS, ROUTINGS, DayResult, FleetSample, PodRecord, simulate_day
 from simulator.day.inputs import build_policy
 
 __all__ = ["MAX_PODS", "ROUTINGS", "DayAnswer", "DayChunk", "DayResult", "FleetSample", "Handover", "HourFigures", "PodRecord",
-           "answer_day", "build_policy", "chunk_plans", "join_chunks", "simulate_chunk", "simulate_day", "simulate_day_in_chunks"]
+           "answer_day", "build_policy", "chunk_plans", "default_overlap_s", "join_chunks", "simulate_chunk", "simulate_day", "simulate_day_in_chunks"]

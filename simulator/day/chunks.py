@@ -1,6 +1,6 @@
 """A long day in chunks: each chunk of ``chunk_s`` seconds simulated on its own, with an overlap either side.
 
->>> res = simulate_day_in_chunks(workload, config, policy, chunk_s=3600, overlap_s=600, cold_start_s=135)  # doctest: +SKIP
+>>> res = simulate_day_in_chunks(workload, config, policy, chunk_s=3600, cold_start_s=135)  # doctest: +SKIP
 
 One run over a whole day holds every request in every live replica's engine; a chunk holds only its own
 hour (and the overlaps), so memory stays bounded and each finished chunk can be kept. Chunk ``h`` reports the
@@ -118,6 +118,18 @@ def _whole(name: str, v: float, sync_s: float) -> float:
     return float(v)
 
 
+#: The least overlap :func:`default_overlap_s` gives: requests arriving at a chunk's end finish within it.
+MIN_OVERLAP_S = 300.0
+
+
+def default_overlap_s(policy: Policy) -> float:
+    """At least :data:`MIN_OVERLAP_S` and the policy's longest stabilization window (an HPA rebuilds it in the
+    warm-up), in whole syncs."""
+    longest = max(MIN_OVERLAP_S, float(getattr(policy, "scale_down_window_s", 0.0)),
+                  float(getattr(policy, "scale_up_window_s", 0.0)))
+    return math.ceil(longest / policy.sync_s - 1e-9) * float(policy.sync_s)
+
+
 def chunk_plans(last_arrival_s: float, chunk_s: float, overlap_s: float, sync_s: float) -> list[ChunkPlan]:
     """The chunks covering arrivals up to ``last_arrival_s`` (both lengths whole numbers of syncs)."""
     chunk_s = _whole("chunk_s", chunk_s, sync_s)
@@ -213,11 +225,14 @@ def join_chunks(workload: Workload, chunks: list[DayChunk], policy: Policy, *, c
 
 
 def simulate_day_in_chunks(workload: Workload, config: EngineConfig, policy: Policy, *, chunk_s: float = 3600.0,
-                           overlap_s: float = 600.0, cold_start_s: float = 135.0, routing: str = "least-loaded",
+                           overlap_s: float | None = None, cold_start_s: float = 135.0, routing: str = "least-loaded",
                            progress: Callable[[float], None] | None = None) -> DayResult:
-    """The whole day, chunk after chunk in this process (a worker pool runs :func:`simulate_chunk` itself)."""
+    """The whole day, chunk after chunk in this process (a worker pool runs :func:`simulate_chunk` itself);
+    ``overlap_s`` defaults to :func:`default_overlap_s`."""
     if not isinstance(workload, Workload) or workload.arrival_unit != "s":
         raise ConfigError("workload: a day needs arrivals in seconds")
+    if overlap_s is None:
+        overlap_s = default_overlap_s(policy)
     plans = chunk_plans(float(np.max(workload.arrival, initial=0.0)), chunk_s, overlap_s, float(policy.sync_s))
     chunks: list[DayChunk] = []
     handover = None
@@ -232,5 +247,5 @@ def simulate_day_in_chunks(workload: Workload, config: EngineConfig, policy: Pol
     return join_chunks(workload, chunks, policy, cold_start_s=cold_start_s, routing=routing)
 
 
-__all__ = ["COLUMNS", "ChunkPlan", "DayChunk", "Handover", "chunk_plans", "join_chunks", "simulate_chunk",
+__all__ = ["COLUMNS", "MIN_OVERLAP_S", "ChunkPlan", "DayChunk", "Handover", "chunk_plans", "default_overlap_s", "join_chunks", "simulate_chunk",
            "simulate_day_in_chunks", "sub_workload"]

@@ -219,3 +219,11 @@ def test_a_finished_chunk_survives_json_and_joins_to_the_same_day():
         for col in ("first_token_time_s", "finish_time_s", "pod", "num_output_tokens"):
             assert np.array_equal(res.requests[col], a.requests[col], equal_nan=True), col
         assert answer_day(res).to_dict() == answer_day(a).to_dict()
+
+
+def test_the_default_overlap_covers_the_policy_s_stabilization_window():
+    from simulator.day import default_overlap_s
+
+    assert default_overlap_s(FixedPolicy(2)) == 300.0
+    assert default_overlap_s(HpaPolicy(scale_down_window_s=600)) == 600.0
+    assert default_overlap_s(HpaPolicy(scale_down_window_s=310, sync_s=20)) == 320.0  # whole syncs
