@@ -16,7 +16,7 @@ from planner.sweeps.axes import AXES, LATER_AXES
 from planner.sweeps.labels import axis_title, metric_title
 from planner.sweeps.limits import MAX_SWEEP_INSTANCES
 from planner.sweeps.sections import CLIFF_METRICS
-from simulator.workload import WorkloadError, parse_arrival
+from simulator.workload import ArrivalProcess, WorkloadError, parse_arrival
 from simulator.workload.distributions import distribution_from_dict
 
 #: The knobs a sweep can vary, as a person reads them, with units ("Max running requests (max_num_seqs)").
@@ -70,6 +70,48 @@ def human_message(message: str) -> str:
     message = message.replace("greater than lo", "greater than “Search from”").replace(
         "smaller than hi - lo", "smaller than the searched range")
     return message[:1].upper() + message[1:] if message else message
+
+
+def _workload_initial(wl: dict) -> dict:
+    """A generated workload's fields as the sweep form shows them (a trace's are left at their defaults)."""
+    spec = wl.get("spec")
+    if not isinstance(spec, dict):
+        return {}
+    out: dict = {"seed": wl["seed"]} if isinstance(wl.get("seed"), int) else {}
+    if spec.get("n") is not None:
+        out["n"] = spec["n"]
+    for k in ("prompt", "output"):
+        if spec.get(k) is not None:
+            try:
+                out[k] = spec[k] if isinstance(spec[k], str) else distribution_from_dict(spec[k], name=k).to_string()
+            except (WorkloadError, ValueError, TypeError):
+                pass
+    if spec.get("arrival") is not None:
+        try:
+            arrival = ArrivalProcess.from_dict(spec["arrival"])
+            out["arrival"], out["arrival_unit"] = arrival.to_string(), arrival.unit
+        except (WorkloadError, ValueError, TypeError):
+            pass
+    prefixes = spec.get("prefixes") or []
+    if prefixes and isinstance(prefixes[0], dict):
+        out["prefix_length"], out["prefix_fraction"] = prefixes[0].get("length"), prefixes[0].get("fraction")
+    return out
+
+
+def _axes_initial(axes: list) -> dict:
+    """The grid's axes as the form's fields: values comma-separated (routing policies by spaces), or a range."""
+    out: dict = {}
+    for key, axis in zip(("axis1", "axis2"), axes):
+        if not isinstance(axis, dict) or not axis.get("param"):
+            continue
+        out[f"{key}_param"] = axis["param"]
+        if isinstance(axis.get("values"), list):
+            sep = " " if axis["param"] == "routing" else ", "
+            out[f"{key}_values"] = sep.join(str(v).lower() if isinstance(v, bool) else str(v) for v in axis["values"])
+        elif key == "axis1":
+            out["axis1_values"] = ""
+            out.update({f"axis1_{k}": axis[k] for k in ("start", "stop", "steps", "scale") if axis.get(k) is not None})
+    return out
 
 
 class SweepForm(forms.Form):
@@ -393,6 +435,43 @@ class SweepForm(forms.Form):
                     self.add_error(f"cliff_{k}", f"give where to {label.lower()}, in the knob's unit")
             definition["cliff"] = cliff
         return definition
+
+    @staticmethod
+    def initial_from(definition: dict) -> dict:
+        """The form's values for a definition (the inverse of :meth:`to_definition`): "Edit and run again".
+
+        Distributions and arrivals given as JSON objects (the API's) are written in the form's short
+        strings; what the form cannot show (an inline model spec, a trace file) is left at its default."""
+        d = definition or {}
+        out: dict = {k: d[k] for k in ("name", "mode") if d.get(k) is not None}
+        for k in ("model", "gpu"):
+            if d.get(k) is None or isinstance(d[k], str):  # none: an engine-only sweep
+                out[k] = d.get(k) or ""
+        dep, eng = d.get("deployment") or {}, d.get("engine") or {}
+        out.update({k: dep[k] for k in ("tensor_parallel_size", "gpu_memory_utilization", "block_size", "sampling")
+                    if dep.get(k) is not None})
+        out.update({k: eng[k] for k in ("block_size", "num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens",
+                                        "enable_prefix_caching") if eng.get(k) is not None})
+        spec_dec = eng.get("speculative") or {}
+        out.update({f: spec_dec[k] for f, k in (("speculative_method", "method"), ("num_speculative_tokens",
+                    "num_speculative_tokens"), ("acceptance_rate", "acceptance_rate")) if spec_dec.get(k) is not None})
+        out.update(_workload_initial(d.get("workload") or {}))
+        out.update(_axes_initial(d.get("axes") or []))
+        cluster, slo, cliff = d.get("cluster") or {}, d.get("slo") or {}, d.get("cliff") or {}
+        if cluster.get("num_instances") is not None:
+            out["cluster_instances"] = cluster["num_instances"]
+        if cluster.get("routing") or (d.get("disaggregated") or {}).get("routing"):
+            out["cluster_routing"] = cluster.get("routing") or d["disaggregated"]["routing"]
+        for k in ("ttft", "itl"):
+            if slo.get(f"{k}_s") is not None:
+                out[f"slo_{k}_ms"] = f"{slo[f'{k}_s'] * 1000:g}"
+        if slo.get("percentile"):
+            out["slo_percentile"] = slo["percentile"]
+        out.update({f"cliff_{k}": cliff[k] for k in ("param", "metric", "lo", "hi", "resolution", "threshold")
+                    if cliff.get(k) is not None})
+        if d.get("calibration") is not None:
+            out["calibration"] = d["calibration"]
+        return out
 
     def add_definition_errors(self, errors: dict[str, list[str]]) -> None:
         """The definition's errors at the fields they are about, in words (no JSON paths); a field that

@@ -80,44 +80,57 @@ def scale_lengths(wl: Workload, prompt_scale: float, output_scale: float) -> Wor
 
 
 def simulate_points(wl: Workload, points: list[dict], *, record_steps: bool = True,
-                    progress: Callable[[float], None] | None = None) -> list[dict]:
+                    progress: Callable[[float], None] | None = None, finished: list | None = None) -> list[dict]:
     """Simulate ``points`` (each ``{"index", "params", "config", "meta"}``) in one batched call.
 
-    Returns one ``{"index", "params", "meta", "metrics", "totals", "series"}`` per point.
+    Returns one ``{"index", "params", "meta", "metrics", "totals", "series"}`` per point. ``finished``, when
+    given, receives each point's result as soon as its simulation ends, so that a batch stopped part-way
+    (a cancelled sweep, from ``progress``) keeps its finished points.
     """
     from simulator.batch import simulate
 
     configs = [EngineConfig.from_dict(p["config"]) for p in points]
     results = _disaggregated_results(wl, points, configs)  # None where the point is not disaggregated
     batch = [i for i, r in enumerate(results) if r is None]
+    if finished is not None:
+        finished.extend(point_result(wl, points[i], configs[i], r, record_steps)
+                        for i, r in enumerate(results) if r is not None)
     items = [_item(wl, configs[i], points[i].get("meta", {}).get("cluster")) for i in batch]
+
+    def landed(b: int, r) -> None:
+        if finished is not None:
+            i = batch[b]
+            finished.append(point_result(wl, points[i], configs[i], _as_point_result(r), record_steps))
+
     if items:
         got = simulate(wl, items, record_steps=record_steps, max_step_points=SERIES_POINTS if record_steps else None,
-                       progress=progress)
+                       progress=progress, on_result=landed)
         for i, r in zip(batch, got):
             results[i] = _as_point_result(r)
-    out = []
-    for p, cfg, res in zip(points, configs, results):
-        totals = {k: _json_num(v) for k, v in res.totals.items() if _is_scalar(v)}
-        metrics = summarize(res, wl, cfg, p.get("meta", {}))
-        cl = p.get("meta", {}).get("cluster")
-        if cl:
-            metrics.update(num_instances=cl["num_instances"], routing=cl["routing"],
-                           request_imbalance=_json_num(res.totals.get("request_imbalance")),
-                           token_imbalance=_json_num(res.totals.get("token_imbalance")))
-        dis = p.get("meta", {}).get("disaggregated")
-        if dis:
-            metrics.update(prefill_instances=dis["prefill_instances"], decode_instances=dis["decode_instances"],
-                           **{k: _json_num(res.totals.get(k)) for k in disagg.METRICS})
-        out.append({
-            "index": p["index"],
-            "params": p["params"],
-            "meta": p.get("meta", {}),
-            "metrics": metrics,
-            "totals": totals,
-            "series": series(res.steps) if (record_steps and not cl and res.steps is not None) else None,
-        })
-    return out
+    return [point_result(wl, p, cfg, res, record_steps) for p, cfg, res in zip(points, configs, results)]
+
+
+def point_result(wl: Workload, p: dict, cfg: EngineConfig, res, record_steps: bool = True) -> dict:
+    """One point's stored result: ``{"index", "params", "meta", "metrics", "totals", "series"}``."""
+    totals = {k: _json_num(v) for k, v in res.totals.items() if _is_scalar(v)}
+    metrics = summarize(res, wl, cfg, p.get("meta", {}))
+    cl = p.get("meta", {}).get("cluster")
+    if cl:
+        metrics.update(num_instances=cl["num_instances"], routing=cl["routing"],
+                       request_imbalance=_json_num(res.totals.get("request_imbalance")),
+                       token_imbalance=_json_num(res.totals.get("token_imbalance")))
+    dis = p.get("meta", {}).get("disaggregated")
+    if dis:
+        metrics.update(prefill_instances=dis["prefill_instances"], decode_instances=dis["decode_instances"],
+                       **{k: _json_num(res.totals.get(k)) for k in disagg.METRICS})
+    return {
+        "index": p["index"],
+        "params": p["params"],
+        "meta": p.get("meta", {}),
+        "metrics": metrics,
+        "totals": totals,
+        "series": series(res.steps) if (record_steps and not cl and res.steps is not None) else None,
+    }
 
 
 def _disaggregated_results(wl: Workload, points: list[dict], configs: list[EngineConfig]) -> list:

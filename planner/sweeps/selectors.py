@@ -32,7 +32,8 @@ def sweep_get(*, sweep_id, user) -> Sweep:
 def sweep_progress(*, sweep: Sweep) -> dict:
     """Points done of total, a fraction that counts running chunks' partial progress, elapsed and ETA (s)."""
     chunks = list(sweep.chunks.values("status", "progress", "points", "heartbeat_at", "started_at", "finished_at"))
-    running_partial = sum(len(c["points"]) * c["progress"] for c in chunks if c["status"] == SweepChunk.Status.RUNNING)
+    running_partial = 0.0 if sweep.status == Sweep.Status.CANCELLED else sum(  # (cancelled: the finished only)
+        len(c["points"]) * c["progress"] for c in chunks if c["status"] == SweepChunk.Status.RUNNING)
     total = max(sweep.total_points, 1)
     if sweep.status == Sweep.Status.DONE:
         fraction = 1.0
@@ -45,15 +46,20 @@ def sweep_progress(*, sweep: Sweep) -> dict:
     if not sweep.is_final and sweep.started_at and sweep.mode == Sweep.Mode.GRID:
         eta = time_left(chunks, elapsed=elapsed, fraction=fraction)
     counts = {s: 0 for s in SweepChunk.Status.values}
-    for c in chunks:
-        counts[c["status"]] += 1
+    cancelled = sweep.status == Sweep.Status.CANCELLED
+    for c in chunks:  # (a cancelled sweep's running chunk is stopping: it is counted as skipped)
+        counts[SweepChunk.Status.SKIPPED if cancelled and c["status"] == SweepChunk.Status.RUNNING else c["status"]] += 1
     # A running chunk whose heartbeat stopped lost its worker: say so instead of an ETA (it is sent again).
     stale = timezone.now() - timezone.timedelta(seconds=stall_after_s())
     stalled = 0 if sweep.is_final else sum(
         1 for c in chunks if c["status"] == SweepChunk.Status.RUNNING and (c["heartbeat_at"] or stale) <= stale)
     counts["stalled"] = stalled
+    # cancelled, but a running chunk has not yet stored the points it finished (it does at its next check)
+    stopping = cancelled and any(
+        c["status"] == SweepChunk.Status.RUNNING and (c["heartbeat_at"] or stale) > stale for c in chunks)
     return {
         "status": "stalled" if stalled else sweep.status,
+        "stopping": stopping,
         "points_done": sweep.points_done,
         "points_total": sweep.total_points,
         "fraction": round(fraction, 4),
@@ -104,10 +110,11 @@ def time_left(chunks: list[dict], *, elapsed: float, fraction: float, now: datet
 
 
 def sweep_points(*, sweep: Sweep, with_series: bool = True) -> list[dict]:
-    """Every finished point of the sweep, ordered by point index (gathered from the chunks)."""
+    """Every finished point of the sweep, ordered by point index (gathered from the chunks: the done ones, and
+    the points a cancel stopped a chunk after)."""
     points: list[dict] = []
-    for results in sweep.chunks.filter(status=SweepChunk.Status.DONE).order_by("index").values_list(
-            "results", flat=True):
+    for results in sweep.chunks.filter(status__in=[SweepChunk.Status.DONE, SweepChunk.Status.SKIPPED]).order_by(
+            "index").values_list("results", flat=True):
         for r in results or []:
             points.append(r if with_series else {k: v for k, v in r.items() if k != "series"})
     points.sort(key=lambda p: p["index"])

@@ -217,12 +217,14 @@ def chunk_run(*, sweep_id: int, index: int) -> str:
         return "running-elsewhere"  # a second delivery while another worker runs it
     if not _start_chunk(chunk, label=f"chunk {index}"):
         return "failed"
+    finished: list[dict] = []
     try:
         with Heartbeat(SweepChunk, chunk.pk):
             wl = _workload_of(sweep, chunk.workload)
-            results = simulate_points(wl, chunk.points, record_steps=True, progress=_Progress(sweep_id, chunk.pk))
+            results = simulate_points(wl, chunk.points, record_steps=True, progress=_Progress(sweep_id, chunk.pk),
+                                      finished=finished)
     except SweepCancelled:
-        SweepChunk.objects.filter(pk=chunk.pk).update(status=SweepChunk.Status.SKIPPED)
+        _keep_finished(sweep_id, chunk.pk, finished)
         return "skipped"
     except Exception as exc:  # noqa: BLE001 - stored and shown; the sweep fails with the reason
         msg = _failure_message(exc)
@@ -232,6 +234,17 @@ def chunk_run(*, sweep_id: int, index: int) -> str:
         return "failed"
     chunk_store(sweep_id=sweep_id, index=index, results=results)
     return "done"
+
+
+def _keep_finished(sweep_id: int, chunk_id: int, finished: list[dict]) -> None:
+    """A chunk stopped by a cancel keeps the points it had finished (skipped, with their results), and the
+    sweep counts them: a cancelled sweep shows every finished point."""
+    with transaction.atomic():
+        sweep = Sweep.objects.select_for_update().get(pk=sweep_id)
+        SweepChunk.objects.filter(pk=chunk_id).update(
+            status=SweepChunk.Status.SKIPPED, results=sorted(finished, key=lambda r: r["index"]) or None,
+            finished_at=timezone.now())
+        _recount(sweep)
 
 
 def _failure_message(exc: BaseException) -> str:
@@ -268,9 +281,13 @@ def chunk_store(*, sweep_id: int, index: int, results: list[dict], workload: dic
 
 
 def _recount(sweep: Sweep) -> None:
+    """Points finished: every point of the done chunks, and those a cancel stopped chunks after."""
     done = 0
     for pts in sweep.chunks.filter(status=SweepChunk.Status.DONE).values_list("points", flat=True):
         done += len(pts)
+    for kept in sweep.chunks.filter(status=SweepChunk.Status.SKIPPED, results__isnull=False).values_list(
+            "results", flat=True):
+        done += len(kept or [])
     sweep.points_done = done
     sweep.save(update_fields=["points_done"])
 
@@ -407,9 +424,9 @@ def sweep_cancel(*, sweep: Sweep, user) -> Sweep:
         locked.finished_at = timezone.now()
         locked.save(update_fields=["status", "finished_at"])
         task_ids = list(locked.chunks.filter(status=SweepChunk.Status.PENDING).values_list("task_id", flat=True))
-        # Running chunks stop at their next progress check; none of them is shown as running any more.
-        locked.chunks.filter(status__in=[SweepChunk.Status.PENDING, SweepChunk.Status.RUNNING]).update(
-            status=SweepChunk.Status.SKIPPED)
+        # Running chunks stop at their next progress check (half a second), keep the points they finished and
+        # mark themselves skipped (chunk_run); until then the page says the sweep is stopping.
+        locked.chunks.filter(status=SweepChunk.Status.PENDING).update(status=SweepChunk.Status.SKIPPED)
     if task_ids:
         transaction.on_commit(lambda: _revoke(task_ids))
     return locked

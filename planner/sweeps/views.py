@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 from django import forms as dj_forms
 from django.contrib import messages
@@ -30,6 +31,9 @@ from planner.sweeps.forms import SweepForm
 from planner.sweeps.labels import cell_text as _cell
 from planner.sweeps.labels import display_value
 
+#: Seconds the cancel waits for the running batches to store the points they finished.
+CANCEL_WAIT_S = 3.0
+
 
 @login_required
 def sweep_list(request):
@@ -40,7 +44,13 @@ def sweep_list(request):
 @login_required
 @require_http_methods(["GET", "POST"])
 def sweep_new(request):
-    form = SweepForm(request.POST or None, request.FILES or None, user=request.user)
+    """The sweep form; ``?from=<sweep id>`` fills it with one of the user's sweeps ("Edit and run again")."""
+    initial = None
+    if request.method == "GET" and request.GET.get("from", "").isdigit():
+        source = selectors.sweep_get(sweep_id=request.GET["from"], user=request.user)
+        initial = SweepForm.initial_from(source.definition)
+        initial["name"] = _again(source.name or f"Sweep {source.pk}")
+    form = SweepForm(request.POST or None, request.FILES or None, user=request.user, initial=initial)
     calibration_fields.attach(form, request.user)
     if request.method == "POST":
         form.is_valid()
@@ -80,12 +90,17 @@ def sweep_detail(request, sweep_id: int):
     sweep = selectors.sweep_get(sweep_id=sweep_id, user=request.user)
     progress = selectors.sweep_progress(sweep=sweep)
     report = getattr(sweep, "report", None) if sweep.status == Sweep.Status.DONE else None
-    figures = []
+    figures, table = [], None
     if sweep.points_done and not report:
-        figures = report_figures(_body_of(sweep))
+        body = _body_of(sweep)
+        figures = report_figures(body)
+        if sweep.is_final:  # a cancelled (or failed) sweep: its finished points in a table too
+            table = points_table(body, (sweep.snapshot.get("workload") or {}).get("arrival_unit", "step"))
+    shown = points_shown(progress, cliff=sweep.mode == Sweep.Mode.CLIFF)
     return render(request, "planner/sweeps/detail.html", {
         "nav": "sweeps", "sweep": sweep, "progress": progress, "report": report, "figures": figures,
-        "points_shown": points_shown(progress, cliff=sweep.mode == Sweep.Mode.CLIFF)})
+        "table": table, "points_shown": progress["points_done"] if sweep.is_final else shown,
+        "watch": not sweep.is_final or progress["stopping"]})
 
 
 def points_shown(progress: dict, *, cliff: bool = False) -> int:
@@ -99,12 +114,46 @@ def points_shown(progress: dict, *, cliff: bool = False) -> int:
     return max(progress["points_done"], math.floor(progress["fraction"] * progress["points_total"] + 1e-9))
 
 
+def _again(name: str) -> str:
+    return name if name.endswith(" (again)") else f"{name} (again)"[:200]
+
+
+def runnable_definition(sweep: Sweep) -> dict:
+    """The sweep's definition as it can be sent again (a trace's text comes back from the snapshot)."""
+    definition = dict(sweep.definition)
+    workload = sweep.snapshot.get("workload") or {}
+    if workload.get("source") == "trace":
+        definition["workload"] = {"trace": workload.get("trace", ""), "format": workload.get("format", "csv")}
+    definition["name"] = _again(sweep.name or f"Sweep {sweep.pk}")
+    return definition
+
+
+@login_required
+@require_POST
+def sweep_rerun(request, sweep_id: int):
+    """Run a sweep (a cancelled or failed one, say) again as a new sweep with the same definition."""
+    sweep = selectors.sweep_get(sweep_id=sweep_id, user=request.user)
+    try:
+        again = services.sweep_create(owner=request.user, definition=runnable_definition(sweep))
+    except defn.DefinitionError as exc:
+        problems = "; ".join(m for msgs in exc.errors.values() for m in msgs)
+        messages.error(request, f"This sweep cannot run again as it was: {problems}. Edit it and run it again.")
+        return redirect("sweeps:detail", sweep_id=sweep.pk)
+    messages.success(request, f"Running again: {again.total_points} points.")
+    return redirect("sweeps:detail", sweep_id=again.pk)
+
+
 @login_required
 @require_POST
 def sweep_cancel(request, sweep_id: int):
     sweep = selectors.sweep_get(sweep_id=sweep_id, user=request.user)
     services.sweep_cancel(sweep=sweep, user=request.user)
-    messages.info(request, "Sweep cancelled.")
+    # The running batches stop at their next progress check and store the points they finished: wait a
+    # moment for them, so that the page shows those points (it keeps watching if one is slower).
+    deadline = time.monotonic() + CANCEL_WAIT_S
+    while time.monotonic() < deadline and selectors.sweep_progress(sweep=sweep)["stopping"]:
+        time.sleep(0.2)
+    messages.info(request, "Sweep cancelled: every point it had finished is kept below.")
     return redirect("sweeps:detail", sweep_id=sweep.pk)
 
 

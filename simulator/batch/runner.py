@@ -47,6 +47,7 @@ def simulate(
     step_cost=None,
     processes: int = 1,
     accelerate: bool = True,
+    on_result: Callable[[int, SimResult | ClusterResult], None] | None = None,
 ) -> list[SimResult | ClusterResult]:
     """Simulate ``workload`` under each of ``configs``.
 
@@ -85,6 +86,9 @@ def simulate(
         paths, kept tier loads) and share schedules across configurations. ``False`` runs every
         configuration alone, one step at a time through the general path: the same results,
         slower (the tests compare the two). Deployment items always run accelerated.
+    on_result : callable, optional
+        Called with ``(b, result)`` as soon as configuration ``b`` is finished, before the others are (a
+        caller that stops the batch part-way, e.g. from ``progress``, keeps what was finished).
 
     Returns
     -------
@@ -120,7 +124,7 @@ def simulate(
     results: list[SimResult | None] = [None] * nb
     workers = min(processes or os.cpu_count() or 1, nb)
     if workers > 1 and _can_fork():
-        _in_processes(job, queue, results, workers, progress)
+        _in_processes(job, queue, results, workers, progress, on_result)
         return results
     while not queue.empty():
         lead, others = queue.next()
@@ -133,6 +137,8 @@ def simulate(
         got = job(lead, others, sub)
         for b, r in got.items():
             results[b] = r
+            if on_result is not None:
+                on_result(b, r)
         queue.done(lead, list(got))
         if progress is not None:
             progress(sum(r is not None for r in results) / nb)
@@ -175,7 +181,7 @@ def _can_fork() -> bool:
 
 
 def _in_processes(job: Callable[..., dict[int, SimResult]], queue: LeaderQueue, results: list,
-                  workers: int, progress: Callable[[float], None] | None) -> None:
+                  workers: int, progress: Callable[[float], None] | None, on_result=None) -> None:
     """Run the queue's leaders in ``workers`` forked processes, filling ``results``."""
     global _JOB
     nb = len(results)
@@ -202,6 +208,8 @@ def _in_processes(job: Callable[..., dict[int, SimResult]], queue: LeaderQueue, 
                         for b, r in got.items():
                             if results[b] is None:
                                 results[b] = r
+                                if on_result is not None:
+                                    on_result(b, r)
                         queue.done(lead, list(got))
                         if progress is not None:  # once per finished leader, however many finish together
                             progress(sum(r is not None for r in results) / nb)
