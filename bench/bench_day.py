@@ -15,7 +15,6 @@ start of 135 s; simulated in chunks of ``--chunk-s`` with ``--overlap-s`` either
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import resource
 import sys
@@ -27,38 +26,24 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from examples.day_plan import DAY_SHAPE, H100, LLAMA_70B, traffic  # noqa: E402
 from simulator.autoscale import HpaPolicy  # noqa: E402
-from simulator.base import GpuSpec  # noqa: E402
 from simulator.cluster import engine_config_for  # noqa: E402
 from simulator.day import answer_day, default_overlap_s, simulate_day_in_chunks  # noqa: E402
 from simulator.sizing import parse_hf_config  # noqa: E402
-from simulator.workload import Workload  # noqa: E402
-
-H100 = GpuSpec(name="H100 SXM5 80GB", memory_mib=81559, bandwidth_tbps=3.35, bf16_tflops=989, fp8_tflops=1979,
-               interconnect_gbps=900)
-LLAMA_70B = ROOT / "tests" / "data" / "sizing" / "hf_configs" / "meta-llama--Meta-Llama-3.1-70B_config.json"
-AZURE = ROOT / "tests" / "data" / "traces" / "azure_conv_2023_head1500.csv"
-#: Share of the mean rate in each hour of the day (mean 1.0): a night trough and a morning and an evening peak.
-DAY_SHAPE = np.array([0.45, 0.38, 0.35, 0.35, 0.40, 0.55, 0.80, 1.10, 1.40, 1.60, 1.65, 1.55,
-                      1.40, 1.45, 1.55, 1.60, 1.50, 1.30, 1.20, 1.35, 1.30, 1.00, 0.75, 0.56])
 
 
-def day_workload(hours: float, rate: float, seed: int = 0) -> Workload:
-    """Poisson arrivals following :data:`DAY_SHAPE` (hour h of the day at ``rate * DAY_SHAPE[h % 24]``)."""
-    rng = np.random.default_rng(seed)
-    times = []
-    for h in range(int(np.ceil(hours))):
-        span = min(1.0, hours - h) * 3600.0
-        k = rng.poisson(rate * DAY_SHAPE[h % 24] * span)
-        times.append(h * 3600.0 + np.sort(rng.uniform(0.0, span, k)))
-    arrival = np.concatenate(times)
-    with open(AZURE, newline="") as f:
-        rows = list(csv.reader(f))[1:]
-    pick = rng.integers(0, len(rows), arrival.size)
-    prompts = np.array([int(r[1]) for r in rows])[pick]
-    outputs = np.array([int(r[2]) for r in rows])[pick]
-    return Workload(prompt_len=np.clip(prompts, 1, 8000), output_len=np.clip(outputs, 1, 2000), arrival=arrival,
-                    arrival_unit="s")
+def day_workload(hours: float, rate: float, seed: int = 0):
+    """Poisson arrivals following the example's daily shape (hour h at ``rate * DAY_SHAPE[h % 24]``); a last
+    partial hour is cut short."""
+    whole = int(hours)
+    rates = rate * DAY_SHAPE[np.arange(max(1, int(np.ceil(hours)))) % 24]
+    wl = traffic(rates, 3600.0, seed=seed)
+    if hours == whole:
+        return wl
+    from simulator.day.chunks import sub_workload
+
+    return sub_workload(wl, 0.0, hours * 3600.0)[0]
 
 
 def main() -> None:
