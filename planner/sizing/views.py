@@ -26,11 +26,13 @@ def home(request):
     form = SizingForm.from_query(request.GET, user=request.user)
     ctx = {"nav": "sizing", "form": form, "outcome": None}
     if form.is_valid():
+        model_row = form.model_options.rows[form.cleaned_data["model"]]
         try:
             outcome = services.plan_deployment(model=form.model_spec(), gpu=form.gpu_spec(), knobs=form.knobs())
         except services.PlanInputError as exc:
             form.add_plan_errors(exc.errors)
         else:
+            ctx["launch"] = services.plan_launch(outcome, getattr(model_row, "hf_id", ""), form.draft_spec())
             form.add_plan_errors(outcome.field_errors)
             ctx["outcome"] = outcome
             ctx["figures"] = {"memory": figures.build_memory_figure(outcome)}
@@ -160,6 +162,7 @@ def replicas(request):
             answer = replicas_answer(found, form)
             answer["calibration"] = calibration_fields.name_of(request.user, calibration_fields.chosen(form))
             ctx["answer"] = answer
+            ctx["launch"] = found.get("launch")
             ctx["disaggregated"] = _disaggregated_rows(form, owner)
             points = [{"params": {"num_instances": t["num_instances"]},
                        "metrics": {f"ttft_{found['percentile']}_s": t["ttft_s"],
