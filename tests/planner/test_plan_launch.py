@@ -74,3 +74,25 @@ def test_the_sizing_and_replicas_pages_show_what_to_run_with_copy_buttons(django
     dep = next(k8s)
     shown = re.search(r'id="kpi-replicas">(\d+)<', html)[1]
     assert dep["spec"]["replicas"] == int(shown)
+
+
+def test_manage_py_plan_and_search_print_what_to_run(django_user_model, tmp_path, capsys):
+    import json
+
+    from django.core.management import call_command
+
+    from tests.planner.test_search_api import _body
+
+    call_command("plan", "--model", "llama-3-1-8b", "--gpu", "h100-sxm5-80gb", "--summary", "--launch")
+    out = capsys.readouterr().out
+    assert "\nvllm serve meta-llama/Llama-3.1-8B " in out and 'kind: "Deployment"' in out
+    call_command("plan", "--model", "llama-3-1-8b", "--gpu", "h100-sxm5-80gb")
+    assert json.loads(capsys.readouterr().out)["launch"]["vllm_serve"].startswith("vllm serve ")
+    django_user_model.objects.create_user("lu", password="pw-lu-12345")
+    path = tmp_path / "search.json"
+    path.write_text(json.dumps(_body()))
+    call_command("search", str(path), "--user", "lu", "--inline", "--launch")
+    out = capsys.readouterr().out
+    cmd = next(line for line in out.splitlines() if line.startswith("vllm serve "))
+    _check_flags(shlex.split(cmd))
+    assert 'kind: "Service"' in out
