@@ -33,11 +33,13 @@ def home(request):
         except services.PlanInputError as exc:
             form.add_plan_errors(exc.errors)
     if valid:
+        model_row = form.model_options.rows[form.cleaned_data["model"]]
         try:
             outcome = services.plan_deployment(model=form.model_spec(), gpu=form.gpu_spec(), knobs=form.knobs())
         except services.PlanInputError as exc:
             form.add_plan_errors(exc.errors)
         else:
+            ctx["launch"] = services.plan_launch(outcome, getattr(model_row, "hf_id", ""), form.draft_spec())
             form.add_plan_errors(outcome.field_errors)
             ctx["outcome"] = outcome
             ctx["figures"] = {"memory": figures.build_memory_figure(outcome)}
@@ -178,6 +180,7 @@ def replicas(request):
             answer = replicas_answer(found, form)
             answer["calibration"] = calibration_fields.name_of(request.user, calibration_fields.chosen(form))
             ctx["answer"] = answer
+            ctx["launch"] = found.get("launch")
             ctx["disaggregated"] = _disaggregated_rows(form, owner)
             points = [{"params": {"num_instances": t["num_instances"]},
                        "metrics": {f"ttft_{found['percentile']}_s": t["ttft_s"],

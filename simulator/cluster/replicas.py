@@ -438,8 +438,10 @@ class ReplicaTrial:
     """One instance count tried by :func:`smallest_replicas`.
 
     ``ttft_s`` and ``itl_s`` are the chosen percentile over all requests
-    (None when no request completed); ``meets`` needs every request finished
-    (none dropped or unfinished) and both figures within their SLO.
+    (ITL over every token gap; None when no request completed); ``meets`` needs
+    every request finished (none dropped or unfinished) and both figures within
+    their SLO. ``tpot_s``: the same percentile of each request's mean gap (vLLM
+    bench's TPOT), shown beside ITL, not judged.
     """
 
     num_instances: int
@@ -451,6 +453,7 @@ class ReplicaTrial:
     prefix_cache_hit_rate: float
     request_imbalance: float
     meets: bool
+    tpot_s: float | None = None  # s
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -590,7 +593,8 @@ def _replica_trial(workload: Workload, config: EngineConfig, N: int, policy: Rou
         # a workload of one-token answers has no token gap: it meets any ITL SLO
         ok = ok and (itl is None or itl <= slo_itl_s)
     return ReplicaTrial(N, ttft, itl, int(t["finished"]), int(t["dropped_unservable"]), int(t["unfinished"]),
-                        float(t["prefix_cache_hit_rate"]), float(r.load.request_imbalance), bool(ok))
+                        float(t["prefix_cache_hit_rate"]), float(r.load.request_imbalance), bool(ok),
+                        _pct(lat.tpot, percentile))
 
 
 def _smallest_meeting(meets: Callable[[int], bool], max_n: int) -> int | None:

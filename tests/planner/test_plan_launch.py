@@ -52,3 +52,47 @@ def test_the_replicas_answer_says_what_to_run(django_user_model):
     docs = list(yaml.safe_load_all(d["launch"]["kubernetes"]))
     _validate(docs)
     assert docs[0]["spec"]["replicas"] == d["num_instances"] >= 1
+
+
+def test_the_sizing_and_replicas_pages_show_what_to_run_with_copy_buttons(django_user_model):
+    import re
+    from html import unescape
+
+    c = APIClient()
+    page = c.get("/", {"model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb", "tensor_parallel_size": 1})
+    html = page.content.decode()
+    api = c.post("/api/plan/", {"model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb"}, format="json").json()
+    cmd = unescape(re.search(r'<pre id="launch-cmd"[^>]*>(.*?)</pre>', html, re.S)[1])
+    assert cmd == api["launch"]["vllm_serve"], (cmd, api["launch"]["vllm_serve"])
+    assert 'data-copy="launch-k8s"' in html and "copy_launch.js" in html
+    c.force_authenticate(django_user_model.objects.create_user("pia", password="pw-pia-12345"))
+    q = {"model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb", "rate": 20, "requests": 240, "prompt_mean": 2000,
+         "prompt_std": 400, "output_mean": 300, "output_std": 60, "ttft_ms": 500, "itl_ms": 50, "max_instances": 16}
+    html = c.get("/replicas/", q).content.decode()
+    assert '<pre id="launch-cmd"' in html, html[:3000]
+    k8s = yaml.safe_load_all(unescape(re.search(r'<pre id="launch-k8s"[^>]*>(.*?)</pre>', html, re.S)[1]))
+    dep = next(k8s)
+    shown = re.search(r'id="kpi-replicas">(\d+)<', html)[1]
+    assert dep["spec"]["replicas"] == int(shown)
+
+
+def test_manage_py_plan_and_search_print_what_to_run(django_user_model, tmp_path, capsys):
+    import json
+
+    from django.core.management import call_command
+
+    from tests.planner.test_search_api import _body
+
+    call_command("plan", "--model", "llama-3-1-8b", "--gpu", "h100-sxm5-80gb", "--summary", "--launch")
+    out = capsys.readouterr().out
+    assert "\nvllm serve meta-llama/Llama-3.1-8B " in out and 'kind: "Deployment"' in out
+    call_command("plan", "--model", "llama-3-1-8b", "--gpu", "h100-sxm5-80gb")
+    assert json.loads(capsys.readouterr().out)["launch"]["vllm_serve"].startswith("vllm serve ")
+    django_user_model.objects.create_user("lu", password="pw-lu-12345")
+    path = tmp_path / "search.json"
+    path.write_text(json.dumps(_body()))
+    call_command("search", str(path), "--user", "lu", "--inline", "--launch")
+    out = capsys.readouterr().out
+    cmd = next(line for line in out.splitlines() if line.startswith("vllm serve "))
+    _check_flags(shlex.split(cmd))
+    assert 'kind: "Service"' in out

@@ -53,3 +53,28 @@ def test_the_answer_carries_its_launch_everywhere(django_user_model):
             assert "misses" not in r["reason"] and "cheapest" not in r["reason"]
     labels = [k for k in rows[0] if k.startswith(("TPOT", "ITL"))]
     assert {"TPOT p90 (s)", "ITL p90 (s)"} <= set(labels)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("target, field", [({"metric": "tbt", "percentile": "p90", "max_s": 0.05}, "slo.metric"),
+                                           ({"metric": "itl", "percentile": "p100", "max_s": 0.05}, "slo.percentile"),
+                                           ({"metric": "itl", "percentile": "p0", "max_s": 0.05}, "slo.percentile")])
+def test_an_unknown_metric_or_a_percentile_outside_0_100_is_a_400_naming_the_field(django_user_model, target, field):
+    c = APIClient()
+    c.force_authenticate(django_user_model.objects.create_user("bo", password="pw-bo-12345"))
+    r = c.post("/api/searches/", {**_body(), "slo": {"targets": [target]}}, format="json")
+    assert r.status_code == 400 and field in r.json()["errors"], r.json()
+
+
+@pytest.mark.django_db
+def test_tpot_and_any_percentile_are_accepted(django_user_model):
+    c = APIClient()
+    c.force_authenticate(django_user_model.objects.create_user("cy", password="pw-cy-12345"))
+    slo = {"targets": [{"metric": "tpot", "percentile": "p95", "max_s": 0.05},
+                       {"metric": "itl", "percentile": "p99.9", "max_s": 0.5}]}
+    s = _run_all(c.post("/api/searches/", {**_body(), "slo": slo}, format="json").json()["id"])
+    best = c.get(f"/api/searches/{s.pk}/").json()["result"]["best"]
+    trial = next(t for t in best["trials"] if t["num_instances"] == best["replicas"])
+    assert set(trial["values"]) == {"TPOT p95", "ITL p99.9"}
+    assert trial["values"]["TPOT p95"] == trial["figures"]["TPOT p95"] <= 0.05
+    assert {"TTFT p90", "TPOT p90", "ITL p90", "E2E p90", "ITL p99.9"} <= set(trial["figures"])

@@ -151,6 +151,7 @@ class EngineSim:
         )
         self.exec_step = 0
         self.clock = 0.0
+        self.step_ends: list[float] = []  # the clock at the end of each step with tokens (for the token gaps)
         self.unfinished = 0
         self._init_cpu_tier()
 
@@ -539,6 +540,8 @@ class EngineSim:
                     self.exec_step += 1
                 tick += 1
                 self.clock += self.step_time(ntok, len(sched))
+                if ntok > 0:
+                    self.step_ends.append(self.clock)
                 if self.loading and ntok == 0 and not self.running:
                     self._wait_for_loads(float(arrival[order[pending]]) if pending < n and time_mode else None)
                 queue.appendleft((sched, step, self.clock))

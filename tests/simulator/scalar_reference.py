@@ -48,7 +48,7 @@ def as_result(sim: EngineSim, record_steps: bool = False):
         npre=col("npre"), status=col("status"), first_sched=col("first_sched"),
         first_token=col("first_token"), finish=col("finish"), hit_first=col("hit_first"),
         tok=sim.wl.prompt_len + col("num_out"), first_token_t=col("first_token_t", np.float64),
-        finish_t=col("finish_t", np.float64), log=log, tiers=sim.tiers)
+        finish_t=col("finish_t", np.float64), log=log, tiers=sim.tiers, step_ends=sim.step_ends)
     return assemble_result(view, record_steps, None)
 
 

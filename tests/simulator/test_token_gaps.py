@@ -141,3 +141,16 @@ def test_percentile_rejects_unknown_metrics_and_bounds():
     for q in (0, 100, -1, 101, True):
         with pytest.raises(MetricsError, match="percentile"):
             lat.percentile("itl", q)
+
+
+def test_replicas_trials_show_tpot_beside_the_judged_itl():
+    from simulator.cluster.replicas import smallest_replicas
+
+    wl = generate_workload(WorkloadSpec(n=80, prompt="normal:300,80", output="normal:60,25",
+                                        arrival=ArrivalProcess("poisson", rate=40, unit="s")), 1)
+    cfg = _config()
+    found = smallest_replicas(wl, cfg, slo_ttft_s=1.0, slo_itl_s=0.05, max_instances=4)
+    for t in found.trials:
+        lat = simulate_cluster(wl, cfg, t.num_instances).latency
+        assert t.itl_s == lat.itl.p90 and t.tpot_s == lat.tpot.p90
+        assert t.to_dict()["tpot_s"] == t.tpot_s

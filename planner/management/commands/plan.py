@@ -72,6 +72,9 @@ class Command(BaseCommand):
         parser.add_argument("--tp", dest="tensor_parallel_size", type=int, help="short for --tensor-parallel-size")
         parser.add_argument("--user", help="resolve the user's own profiles too (their slugs)")
         parser.add_argument("--summary", action="store_true", help="print the one-line summary, not JSON")
+        parser.add_argument("--launch", action="store_true",
+                            help="with --summary: also print what to run (the vllm serve line and the Kubernetes "
+                                 "manifests; the JSON always carries them as \"launch\")")
 
     def handle(self, *args, **opts):
         body: dict = {}
@@ -99,5 +102,15 @@ class Command(BaseCommand):
             raise CommandError("bad input (see the messages above)", returncode=1) from None
         if opts["summary"]:
             self.stdout.write(answer["summary"])
+            if opts["launch"]:
+                self.stdout.write(launch_text(answer.get("launch")))
         else:
             self.stdout.write(json.dumps(answer, indent=2))
+
+
+def launch_text(launch: dict | None) -> str:
+    """The command line and the manifests of an answer's ``launch``, or why there are none."""
+    if not launch:
+        return "Nothing to launch: the plan does not fit."
+    notes = "".join(f"# {n}\n" for n in launch["notes"])
+    return f"\n{launch['vllm_serve']}\n\n{notes}{launch['kubernetes']}"

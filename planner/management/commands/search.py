@@ -36,10 +36,13 @@ class Command(BaseCommand):
         how.add_argument("--wait", action="store_true", help="wait for the workers")
         how.add_argument("--inline", action="store_true", help="run the chunks in this process (no worker needed)")
         parser.add_argument("--csv", metavar="OUT", help="write the report's CSV there when done ('-' for stdout)")
+        parser.add_argument("--launch", action="store_true",
+                            help="also print what to run for the answer: the vllm serve line and the Kubernetes "
+                                 "manifests")
         parser.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait at most (--wait)")
 
     def handle(self, *args, definition: str, user: str, wait: bool, inline: bool, csv: str | None,
-               timeout: float, **opts):
+               timeout: float, launch: bool = False, **opts):
         owner = get_user_model().objects.filter(username=user).first()
         if owner is None:
             raise CommandError(f"--user: no user named {user!r}")
@@ -70,6 +73,11 @@ class Command(BaseCommand):
 
             self.stdout.write(disaggregated_text(search.result["disaggregated"]).strip("\n"))
         self.stdout.write(f"report: /searches/r/{search.slug}/")
+        if launch:
+            from planner.management.commands.plan import launch_text
+
+            found = (exports.result_with_launch(search) or {}).get("launch")
+            self.stdout.write(launch_text(found) if found else "Nothing to launch: no deployment meets the SLO.")
         if csv:
             text = exports.to_csv(search)
             if csv == "-":
