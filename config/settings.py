@@ -100,6 +100,9 @@ DATABASES = {
         conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60),
     )
 }
+# A persistent connection is checked before each request reuses it: after PostgreSQL terminated the app's
+# connections, each gunicorn worker answered one 500 on its dead connection (issue 37); now it reconnects.
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     # Web, worker and tests write the same file: IMMEDIATE transactions take the write lock up front,

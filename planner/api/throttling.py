@@ -22,6 +22,7 @@ address by sending the header; with ``NUM_PROXIES`` 0 the header is ignored).
 
 from __future__ import annotations
 
+import hashlib
 import time
 
 from django.conf import settings
@@ -199,7 +200,7 @@ def _login_keys(request, username: str) -> list[tuple[str, str]]:
     address over all names (``LOGIN_FAILURES_PER_IP``). No counter is per user name alone: one that was let
     anyone lock anyone out by failing ten times with their name."""
     ip = client_ip(request)
-    name = (username or "").strip().lower()[:150]
+    name = hashlib.sha256((username or "").strip().lower()[:150].encode("utf-8", "replace")).hexdigest()[:32]
     return [(f"pair-{ip}-{name}", settings.LOGIN_FAILURES),
             (f"ip-{ip}", getattr(settings, "LOGIN_FAILURES_PER_IP", "100/h"))]
 
