@@ -6,6 +6,7 @@ templates in ``templates/registration/``.
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
@@ -38,9 +39,11 @@ class ThrottledLoginView(LoginView):
 
 
 def signup(request):
-    """Create an account and sign in."""
+    """Create an account and sign in; closed when ``SIGNUP_OPEN`` is off, ``THROTTLE_SIGNUPS`` accounts per IP."""
     if request.user.is_authenticated:
         return redirect("account")
+    if not settings.SIGNUP_OPEN:
+        return render(request, "registration/signup.html", {"signup_closed": True, "nav": "account"}, status=403)
     next_url = request.POST.get("next") or request.GET.get("next") or ""
     if not url_has_allowed_host_and_scheme(
         next_url, allowed_hosts={request.get_host()}, require_https=request.is_secure()
@@ -49,6 +52,10 @@ def signup(request):
     if request.method == "POST":
         form = SignUpForm(request.POST)
         if form.is_valid():
+            wait = throttling.hit("signups", f"ip-{throttling.client_ip(request)}", settings.THROTTLE_SIGNUPS)
+            if wait is not None:
+                return throttling.too_many(wait, "This address has created as many accounts as the site allows "
+                                                 "for now.")
             user = form.save()
             login(request, user, backend="django.contrib.auth.backends.ModelBackend")
             messages.success(request, f"Welcome, {user.username}. You are signed in.")

@@ -1,94 +1,20 @@
-"""Checked JSON input: nesting depth, NUL characters, lone surrogates and infinite numbers refused with the field's path.
+"""The checked JSON of every input (depth, NUL, surrogates, numbers): :mod:`simulator.base.json_input`, by the
+name the web layers import it from."""
 
-Four kinds of JSON used to end in a 500 further down the stack:
+from simulator.base.json_input import MAX_JSON_DEPTH, JsonInputError, check_json, finite_number, loads_checked
 
-- nesting a thousand levels deep (a 6 KB body): recursive validators and
-  serializers hit Python's recursion limit (``RecursionError``);
-- a NUL character in a string: PostgreSQL refuses it in text (``DataError``);
-- a lone UTF-16 surrogate (``"\\ud800"``): it cannot be encoded as UTF-8
-  (``UnicodeEncodeError`` when stored or rendered);
-- a number too large for a double (``1e999``): Python reads it as infinity, which
-  PostgreSQL's jsonb refuses (``DataError``) when the value is stored verbatim.
-
-:func:`check_json` walks a parsed value once, without recursion, and refuses all
-four with the path of the field (``workload.spec.prompt``, ``axes[0].values``);
-:func:`loads_checked` parses and checks text. Used by the API's parser
-(``config.parsers``) and by pages that take pasted JSON (``gpuprofiles.forms``);
-it lives in ``config`` so that both layers may import it.
-"""
-
-from __future__ import annotations
-
-import json
-import math
-import re
-from typing import Any
-
-#: Deepest nesting accepted (objects and arrays); a Hugging Face config.json uses about 4.
-MAX_JSON_DEPTH = 32
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
+__all__ = ["JsonInputError", "MAX_JSON_DEPTH", "check_json", "finite_number", "loads_checked", "object_id"]
 
 
-class JsonInputError(ValueError):
-    """A parsed JSON value the service refuses; ``field`` is its path ('' for the whole body)."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}" if field else message)
-        self.field, self.message = field, message
-
-
-def _text_problem(text: str) -> str | None:
-    if "\x00" in text:
-        return "must not contain NUL (\\u0000) characters"
-    if _SURROGATE.search(text):
-        return "must not contain lone UTF-16 surrogates (e.g. \\ud800): they are not valid Unicode text"
-    return None
-
-
-def _child_path(path: str, key: Any) -> str:
-    if isinstance(key, int):
-        return f"{path}[{key}]"
-    return f"{path}.{key}" if path else str(key)
-
-
-def check_json(value: Any, *, max_depth: int = MAX_JSON_DEPTH) -> None:
-    """Raise :class:`JsonInputError` for nesting deeper than ``max_depth``, NUL characters, lone surrogates or a
-    number that is not finite."""
-    stack: list[tuple[Any, int, str]] = [(value, 0, "")]
-    while stack:
-        item, depth, path = stack.pop()
-        if isinstance(item, str):
-            problem = _text_problem(item)
-            if problem:
-                raise JsonInputError(path, problem)
-            continue
-        if isinstance(item, float) and not math.isfinite(item):
-            raise JsonInputError(path, "holds a number too large for JSON (e.g. 1e999): write a finite one")
-        if not isinstance(item, (dict, list)):
-            continue
-        if depth >= max_depth:
-            raise JsonInputError(path, f"nested too deeply: at most {max_depth} levels of objects and arrays")
-        if isinstance(item, dict):
-            for key, child in item.items():
-                problem = _text_problem(key)
-                if problem:
-                    raise JsonInputError(path, f"a key {problem}")
-                stack.append((child, depth + 1, _child_path(path, key)))
-        else:
-            stack.extend((child, depth + 1, _child_path(path, i)) for i, child in enumerate(item))
-
-
-def _refuse_constant(name: str):
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def loads_checked(text: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """``json.loads`` plus :func:`check_json`; raises ``ValueError`` (``json.JSONDecodeError`` or
-    :class:`JsonInputError`) with a message for the user."""
-    try:
-        value = json.loads(text, parse_constant=_refuse_constant)
-    except RecursionError:
-        raise JsonInputError("", f"nested too deeply: at most {max_depth} levels of objects and arrays") from None
-    check_json(value, max_depth=max_depth)
-    return value
+def object_id(ref) -> int | None:
+    """``ref`` as a database id when it is one (a whole number, or text of ASCII digits, in PostgreSQL's bigint
+    range), else None: a profile or calibration named by id in a body. ``"9" * 5000`` was a 500 (Python reads at
+    most 4,300 digits) and ``2**63`` one too (bigint out of range); ``"²"`` passes ``str.isdigit`` and not ``int``."""
+    if isinstance(ref, bool):
+        return None
+    if isinstance(ref, str):
+        ref = ref.strip()
+        if not (ref.isascii() and ref.isdigit() and len(ref) <= 19):
+            return None
+        ref = int(ref)
+    return ref if isinstance(ref, int) and 0 <= ref < 2**63 else None

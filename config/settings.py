@@ -100,6 +100,9 @@ DATABASES = {
         conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60),
     )
 }
+# A persistent connection is checked before each request reuses it: after PostgreSQL terminated the app's
+# connections, each gunicorn worker answered one 500 on its dead connection (issue 37); now it reconnects.
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     # Web, worker and tests write the same file: IMMEDIATE transactions take the write lock up front,
@@ -176,6 +179,10 @@ THROTTLE_PAGES = env_str("THROTTLE_PAGES", "300/min")
 THROTTLE_HEAVY_PAGES = env_str("THROTTLE_HEAVY_PAGES", "20/min")  # /replicas/ (simulates)
 LOGIN_FAILURES = env_str("LOGIN_FAILURES", "10/h")  # per client IP and user name together
 LOGIN_FAILURES_PER_IP = env_str("LOGIN_FAILURES_PER_IP", "100/h")  # per client IP, all user names
+# Sign-up: accounts created per client IP (each account has its own quotas), and a switch to close it
+# (then accounts are made by an administrator: manage.py createsuperuser, issue_token --create-user, the admin).
+THROTTLE_SIGNUPS = env_str("THROTTLE_SIGNUPS", "5/h")
+SIGNUP_OPEN = env_bool("SIGNUP_OPEN", True)
 
 # Celery: Redis when REDIS_URL is set, otherwise an embedded filesystem broker.
 REDIS_URL = env_str("REDIS_URL", "")

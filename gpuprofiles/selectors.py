@@ -15,6 +15,8 @@ from typing import Any
 from django.db.models import Q, QuerySet
 from django.shortcuts import get_object_or_404
 
+from config.json_input import object_id
+
 from .models import GpuProfile, ModelProfile
 
 ProfileClass = type[GpuProfile] | type[ModelProfile]
@@ -42,8 +44,11 @@ def visible_profiles(model: ProfileClass, *, user, scope: str | None = None) -> 
 def profile_find(model: ProfileClass, *, ref: str | int, user) -> GpuProfile | ModelProfile | None:
     """A visible row by slug (or by id, for sweep definitions); ``None`` when unknown or not visible."""
     qs = visible_profiles(model, user=user)
-    if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
-        return qs.filter(pk=int(ref)).first() if int(ref) < 2**63 else None
+    pk = object_id(ref)
+    if pk is not None:
+        return qs.filter(pk=pk).first()
+    if isinstance(ref, int) or (isinstance(ref, str) and ref.strip().isdigit()):
+        return None  # an id out of range (or of non-ASCII digits): no such row
     return qs.filter(slug=ref).first()
 
 

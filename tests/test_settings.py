@@ -64,3 +64,46 @@ def test_env_int_rejects_nonsense(monkeypatch):
 @pytest.mark.django_db
 def test_models_and_migrations_agree():
     call_command("makemigrations", "--check", "--dry-run", verbosity=0)
+
+
+POSTGRES_URL = os.environ.get("KVP_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test")
+HEALTH_AFTER_TERMINATE = """
+import psycopg
+from wsgiref.util import setup_testing_defaults
+from config.wsgi import application  # the production handler (the test Client skips close_old_connections)
+from django.db import connection
+
+def get():
+    environ = {"PATH_INFO": "/healthz", "HTTP_HOST": "127.0.0.1"}
+    setup_testing_defaults(environ)
+    status = []
+    b"".join(application(environ, lambda s, h, *a: status.append(s)))
+    return status[0].split()[0]
+
+first = get()
+pid = connection.connection.info.backend_pid  # the persistent connection the request used
+with psycopg.connect(dsn, autocommit=True) as admin:
+    admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+print(first, get(), get())
+"""
+
+
+def test_a_terminated_database_connection_is_not_a_500():
+    """Issue 37: after PostgreSQL terminated the app's connections, each gunicorn worker answered one 500 on
+    its persistent connection. With CONN_HEALTH_CHECKS the next request reconnects (real PostgreSQL)."""
+    import subprocess
+    import sys
+
+    try:
+        import psycopg
+
+        psycopg.connect(POSTGRES_URL.replace("postgres://", "postgresql://"), connect_timeout=3).close()
+    except Exception as exc:  # noqa: BLE001
+        from tests.conftest import missing_part
+
+        missing_part(f"PostgreSQL not reachable at {POSTGRES_URL}: {exc}")
+    code = HEALTH_AFTER_TERMINATE.replace("dsn", repr(POSTGRES_URL.replace("postgres://", "postgresql://")))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
+                         env={**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings",
+                              "DATABASE_URL": POSTGRES_URL, "DATABASE_CONN_MAX_AGE": "60"})
+    assert out.stdout.split() == ["200", "200", "200"], out.stderr[-2000:]

@@ -18,5 +18,6 @@ for _name in ("THROTTLE_PAGES", "THROTTLE_HEAVY_PAGES", "THROTTLE_HEAVY"):
     os.environ.setdefault(_name, "100000/min")
 os.environ.setdefault("LOGIN_FAILURES", "100000/h")
 os.environ.setdefault("LOGIN_FAILURES_PER_IP", "100000/h")
+os.environ.setdefault("THROTTLE_SIGNUPS", "100000/h")
 # The suite never reads a developer's local.env (written by dev.py run): its settings are its own.
 os.environ["KVP_ENV_FILE"] = ""

@@ -16,12 +16,14 @@ address by sending the header; with ``NUM_PROXIES`` 0 the header is ignored).
   every page outside ``/api/``, ``/static/`` and ``/healthz``, and
   ``THROTTLE_HEAVY_PAGES`` for a submitted replicas search; past it a 429 page
   with ``Retry-After``.
+- Sign-up: ``THROTTLE_SIGNUPS`` accounts created per client IP (``accounts.views.signup``, with :func:`hit`).
 - Sign-in: :func:`login_blocked` / :func:`login_failed`, ``LOGIN_FAILURES`` failed attempts per client
   IP and user name together, and ``LOGIN_FAILURES_PER_IP`` per client IP over all names, in a window.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 
 from django.conf import settings
@@ -199,7 +201,7 @@ def _login_keys(request, username: str) -> list[tuple[str, str]]:
     address over all names (``LOGIN_FAILURES_PER_IP``). No counter is per user name alone: one that was let
     anyone lock anyone out by failing ten times with their name."""
     ip = client_ip(request)
-    name = (username or "").strip().lower()[:150]
+    name = hashlib.sha256((username or "").strip().lower()[:150].encode("utf-8", "replace")).hexdigest()[:32]
     return [(f"pair-{ip}-{name}", settings.LOGIN_FAILURES),
             (f"ip-{ip}", getattr(settings, "LOGIN_FAILURES_PER_IP", "100/h"))]
 
@@ -222,6 +224,11 @@ def login_failed(request, username: str) -> None:
         _, period = parse_rate(rate)
         window = int(time.time() // period)
         _bump(f"kvp:throttle:login-failed:{ident}:{window}", 1, period + 1)
+
+
+def too_many(wait: int, what: str) -> HttpResponse:
+    """The 429 page with ``Retry-After`` (a page's limit: sign-ins, sign-ups)."""
+    return _too_many(wait, what)
 
 
 def too_many_logins(wait: int) -> HttpResponse:

@@ -10,6 +10,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config.json_input import JsonInputError, loads_checked, object_id
 from config.parsers import CheckedJSONParser
 from config.strict_input import FORM_KEYS, StrictFieldsMixin, refuse_unknown_fields
 from planner.calibration.models import CalibrationProfile
@@ -109,16 +110,16 @@ class CalibrationListCreateApi(APIView):
 
 
 def _int(v):
-    return int(v) if isinstance(v, str) and v.isdigit() else v
+    return object_id(v) if object_id(v) is not None else v
 
 
 def _dict(v):
-    import json
-
     if isinstance(v, str) and v.strip():
         try:
-            v = json.loads(v)
-        except json.JSONDecodeError:
+            v = loads_checked(v)  # the body's checks: depth, NUL, numbers
+        except JsonInputError as exc:
+            raise serializers.ValidationError({"deployment": [f"{exc}"]}) from None
+        except ValueError:
             raise serializers.ValidationError({"deployment": ["must be a JSON object"]}) from None
     if v is not None and v != "" and not isinstance(v, dict):
         raise serializers.ValidationError({"deployment": ["must be an object"]})

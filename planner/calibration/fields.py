@@ -13,6 +13,7 @@ from typing import Any
 
 from django import forms
 
+from config.json_input import object_id
 from planner.calibration.models import CalibrationProfile
 
 NONE_LABEL = "None: the model's own roofline clock"
@@ -57,7 +58,8 @@ def calibration_on(owner, ref: Any) -> dict | None:
     if isinstance(ref, bool) or not isinstance(ref, (int, str)) or not getattr(owner, "is_authenticated", False):
         return None
     rows = CalibrationProfile.objects.filter(owner=owner).select_related("model", "gpu")
-    row = rows.filter(pk=int(ref)).first() if str(ref).isdigit() else rows.filter(name=str(ref)).first()
+    pk = object_id(ref)
+    row = rows.filter(pk=pk).first() if pk is not None else rows.filter(name=str(ref)[:200]).first()
     if row is None:
         return None
     return {"id": row.pk, "name": row.name, "model": row.model.name, "gpu": row.gpu.name,

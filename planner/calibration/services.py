@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q
 
+from config.json_input import object_id
 from config.strict_input import unknown_field_errors
 from planner.calibration.models import CalibrationProfile
 from planner.errors import field_and_message
@@ -27,7 +28,8 @@ def _profile(kind: str, ref: Any, owner):
     qs = cls.objects.filter(visible)
     if isinstance(ref, bool) or not isinstance(ref, (str, int)) or str(ref).strip() == "":
         raise ValidationError({kind: [f"give a catalog slug or the id of one of your {kind} profiles"]})
-    row = qs.filter(pk=int(ref)).first() if str(ref).isdigit() else qs.filter(slug=str(ref)).first()
+    pk = object_id(ref)
+    row = qs.filter(pk=pk).first() if pk is not None else qs.filter(slug=str(ref)[:200]).first()
     if row is None:
         raise ValidationError({kind: [f"no {kind} profile {ref!r} in the catalog or your profiles"]})
     return row
@@ -120,5 +122,6 @@ def calibration_for(owner, ref: Any) -> tuple[dict, list[str]] | None:
     """``(coefficients, names the fit moved)`` of the owner's calibration ``ref`` (id or name), or None."""
     qs = CalibrationProfile.objects.filter(owner=owner) if getattr(owner, "is_authenticated", False) else \
         CalibrationProfile.objects.none()
-    row = qs.filter(pk=int(ref)).first() if str(ref).isdigit() else qs.filter(name=str(ref)).first()
+    pk = object_id(ref)
+    row = qs.filter(pk=pk).first() if pk is not None else qs.filter(name=str(ref)[:200]).first()
     return None if row is None else (dict(row.coefficients), sorted((row.fit or {}).get("fitted") or {}))

@@ -6,6 +6,7 @@ import re
 
 from django import forms
 
+from config.json_input import finite_number
 from gpuprofiles.models import GpuProfile, ModelProfile
 from gpuprofiles.selectors import visible_profiles
 from planner.sampling_words import sampling_field
@@ -314,9 +315,9 @@ class SweepForm(forms.Form):
                 out.append(x)
             else:
                 try:
-                    v = float(x.replace("_", ""))
+                    v = finite_number(x)  # (1e999 and 5,000 digits are refused as a JSON body's numbers are)
                 except ValueError:
-                    raise forms.ValidationError(f"{x!r} is not a number") from None
+                    raise forms.ValidationError(f"{x[:40]!r} is not a number (or not a finite one)") from None
                 out.append(int(v) if typ is int and v == int(v) else v)
         return out
 

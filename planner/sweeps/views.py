@@ -14,6 +14,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from config.json_input import object_id
 from planner.calibration import fields as calibration_fields
 from planner.models import Sweep
 from planner.sweeps import definition as defn
@@ -239,8 +240,8 @@ def _calibration_words(report) -> str | None:
     ref = (report.snapshot.get("definition") or {}).get("calibration")
     if ref is None:
         return None
-    if str(ref).isdigit():
-        return calibration_fields.name_of(report.owner, int(ref)) or f"#{ref} (since deleted)"
+    if object_id(ref) is not None:
+        return calibration_fields.name_of(report.owner, object_id(ref)) or f"#{ref} (since deleted)"
     return str(ref)
 
 

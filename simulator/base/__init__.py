@@ -5,6 +5,8 @@ how numbers are printed, and the engine configuration's shared pieces.
   :class:`SpecError` names the field), dtype sizes.
 - :mod:`~simulator.base.sampling`: vLLM's sampler paths, their measured GPU time, a model's default path.
 - :mod:`~simulator.base.readable`: one rule for printing figures and milliseconds.
+- :mod:`~simulator.base.json_input`: :func:`loads_checked`, the depth, text and number checks of every JSON input
+  (API bodies, traces, measurements).
 - :mod:`~simulator.base.config_base`: :class:`ConfigError`, :class:`StepTimeModel`, :func:`unknown_field`,
   :func:`unknown_message` (the one wording of an unknown field, with the closest known name).
 

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from simulator.base.json_input import loads_checked
 from simulator.batch import simulate
 from simulator.clock import RooflineStepTime, model_coefficients
 from simulator.engine import EngineConfig
@@ -87,8 +88,9 @@ class Measurement:
 def _number(value: Any, where: str, lo: float, hi: float) -> float:
     try:
         v = float(value)
-    except (TypeError, ValueError):
-        raise CalibrationError(f"{where}: must be a number, got {value!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        shown = "a number too large" if isinstance(value, int) else repr(value)[:60]
+        raise CalibrationError(f"{where}: must be a number, got {shown}") from None
     if not math.isfinite(v) or not lo <= v <= hi:
         raise CalibrationError(f"{where}: {v:g} is outside [{lo:g}, {hi:g}]")
     return v
@@ -107,9 +109,11 @@ def _latencies(ttft: float, itl: float, e2e: float, where: str) -> None:
 def parse_vllm_bench(text: str) -> Measurement:
     """The JSON of ``vllm bench serve --save-result``."""
     try:
-        d = json.loads(text)
+        d = loads_checked(text)
     except json.JSONDecodeError as exc:
         raise CalibrationError(f"file: not JSON ({exc.msg} at line {exc.lineno})") from None
+    except ValueError as exc:  # JsonInputError: too deep, a number too large, NUL ... (the request body's checks)
+        raise CalibrationError(f"file: {exc}") from None
     if not isinstance(d, dict):
         raise CalibrationError("file: a vllm bench serve result is a JSON object")
     for key in ("mean_ttft_ms", "mean_e2el_ms", "completed", "total_input_tokens", "total_output_tokens"):

@@ -52,6 +52,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from simulator.base import unknown_message
+from simulator.base.json_input import loads_checked
 from simulator.workload.requests import MAX_REQUESTS, MAX_TOKENS, Workload, WorkloadError
 
 #: Token ids the oracle draws from (as its generator: [3, 32000)).
@@ -68,13 +69,21 @@ def _where(name: str, line: int, col: str | None = None, kind: str = "column") -
     return f"{name} line {line}" + (f", {kind} {col}" if col else "")
 
 
+def _shown(value: Any) -> str:
+    """``value`` for a message: its repr, cut to 60 characters (a 5,000-digit number is not repeated whole)."""
+    if isinstance(value, int) and abs(value) >= 10**60:  # (repr fails past 4,300 digits)
+        return f"a number of about {value.bit_length() * 0.30103:,.0f} digits"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _whole(value: Any, where: str, lo: int, hi: int) -> int:
     if isinstance(value, bool):
         raise WorkloadError(f"{where}: expected a whole number, got {value!r}")
     try:
         x = float(value)
-    except (TypeError, ValueError):
-        raise WorkloadError(f"{where}: expected a whole number, got {value!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise WorkloadError(f"{where}: expected a whole number, got {_shown(value)}") from None
     if not math.isfinite(x) or x != round(x):
         raise WorkloadError(f"{where}: expected a whole number, got {value!r}")
     if not lo <= x <= hi:
@@ -87,8 +96,8 @@ def _seconds(value: Any, where: str) -> float:
         raise WorkloadError(f"{where}: expected a time in seconds, got {value!r}")
     try:
         x = float(value)
-    except (TypeError, ValueError):
-        raise WorkloadError(f"{where}: expected a time in seconds, got {value!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise WorkloadError(f"{where}: expected a time in seconds, got {_shown(value)}") from None
     if not math.isfinite(x) or x < 0:
         raise WorkloadError(f"{where}: must be a finite time >= 0 s, got {value!r}")
     return x
@@ -122,9 +131,11 @@ def _rows_jsonl(text: str, name: str) -> Iterable[tuple[int, dict[str, Any]]]:
         if not raw.strip():
             continue
         try:
-            obj = json.loads(raw)
+            obj = loads_checked(raw)
         except json.JSONDecodeError as exc:
             raise WorkloadError(f"{_where(name, line)}: invalid JSON ({exc.msg}, column {exc.colno})") from None
+        except ValueError as exc:  # JsonInputError: nested too deeply, a number too large, NUL ... (the body's checks)
+            raise WorkloadError(f"{_where(name, line)}: {exc}") from None
         if not isinstance(obj, dict):
             raise WorkloadError(f"{_where(name, line)}: expected a JSON object")
         for key in obj:
@@ -173,7 +184,7 @@ def _simple_columns(text: str, fmt: str) -> tuple[list[str], list[Sequence[Any]]
         if not isinstance(first, dict) or not set(first) <= set(_SIMPLE):
             return None
         objs = list(map(json.loads, lines))
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # (the row reader names the line: loads_checked)
         return None
     keys = first.keys()
     if any(type(obj) is not dict or obj.keys() != keys for obj in objs):

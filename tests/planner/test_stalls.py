@@ -73,12 +73,12 @@ def test_healing_sends_stalled_chunks_again_and_leaves_live_ones(user):
     stalled = _running_chunk(user, beat_age_s=120)
     live = _running_chunk(user, beat_age_s=1)
     old_task = stalled.task_id
-    with mock.patch.object(stalls.celery_app, "send_task") as send:
+    with mock.patch.object(stalls, "send_task") as send:
         assert stalls.chunks_heal() == 1
     stalled.refresh_from_db()
     assert stalled.status == SweepChunk.Status.PENDING and stalled.task_id != old_task
-    assert send.call_args.args == (services.CHUNK_TASK,)
-    assert send.call_args.kwargs == {"args": [stalled.sweep_id, stalled.index], "task_id": stalled.task_id}
+    assert send.call_args.args == (services.CHUNK_TASK, [stalled.sweep_id, stalled.index])
+    assert send.call_args.kwargs == {"task_id": stalled.task_id}
     live.refresh_from_db()
     assert live.status == SweepChunk.Status.RUNNING
 
@@ -135,10 +135,9 @@ def _cliff_killed_in_round(user, r: int, *, beat_age_s: float) -> Sweep:
 def test_a_cliff_round_whose_heartbeat_stopped_is_stalled_and_its_search_sent_again(user):
     sweep = _cliff_killed_in_round(user, 1, beat_age_s=120)
     assert selectors.sweep_progress(sweep=sweep)["status"] == "stalled"
-    with mock.patch.object(stalls.celery_app, "send_task") as send:
+    with mock.patch.object(stalls, "send_task") as send:
         assert stalls.chunks_heal() == 1
-    assert send.call_args.args == (services.CLIFF_TASK,)
-    assert send.call_args.kwargs["args"] == [sweep.pk]
+    assert send.call_args.args == (services.CLIFF_TASK, [sweep.pk])
     assert SweepChunk.objects.get(sweep=sweep, index=1).status == SweepChunk.Status.PENDING
     assert selectors.sweep_progress(sweep=sweep)["status"] == "running"
 
@@ -189,18 +188,18 @@ def test_a_search_chunk_whose_heartbeat_stopped_is_stalled_and_sent_again(search
     client.force_login(user)
     page = client.get(f"/searches/{search.pk}/").content.decode()
     assert "Stalled (a worker stopped; its chunk is being sent again)" in page
-    with mock.patch.object(search_stalls.celery_app, "send_task") as send:
+    with mock.patch.object(search_stalls, "send_task") as send:
         assert search_stalls.chunks_heal() == 2  # the stalled chunk and the other, pending one
     chunk.refresh_from_db()
     assert chunk.status == "pending"
-    assert [c.kwargs["args"] for c in send.call_args_list] == [[search.pk, 0], [search.pk, 1]]
-    assert send.call_args_list[0].args == (search_services.CHUNK_TASK,)
+    assert [c.args[1] for c in send.call_args_list] == [[search.pk, 0], [search.pk, 1]]
+    assert send.call_args_list[0].args[0] == search_services.CHUNK_TASK
 
 
 def test_a_live_search_chunk_is_left_running_and_a_second_delivery_skipped(search):
     chunk = _search_chunk_running(search, beat_age_s=1)
     assert search_selectors.search_progress(search=search)["status"] == "running"
-    with mock.patch.object(search_stalls.celery_app, "send_task") as send:
+    with mock.patch.object(search_stalls, "send_task") as send:
         assert search_stalls.chunks_heal() == 0
     assert not send.called
     assert search_services.chunk_run(search_id=search.pk, index=chunk.index) == "running-elsewhere"

@@ -20,6 +20,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.core.management.base import BaseCommand, CommandError
 from rest_framework.exceptions import ValidationError
 
+from config.json_input import loads_checked
 from planner.api.errors import _as_field_errors
 from planner.api.sizing import plan_answer
 from planner.errors import InputError
@@ -81,7 +82,7 @@ class Command(BaseCommand):
         if opts["json"]:
             try:
                 text = sys.stdin.read() if opts["json"] == "-" else open(opts["json"], encoding="utf-8").read()
-                body = json.loads(text)
+                body = loads_checked(text)  # the API body's checks
             except (OSError, ValueError) as exc:
                 raise CommandError(f"cannot read the JSON body: {exc}") from None
             if not isinstance(body, dict):

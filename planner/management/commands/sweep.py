@@ -29,6 +29,7 @@ import time
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from config.json_input import loads_checked
 from planner.api.errors import _as_field_errors
 from planner.models import Report, Sweep
 from planner.sweeps import definition as defn
@@ -181,7 +182,7 @@ class Command(BaseCommand):
 def _read_json(path: str):
     try:
         text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
-        return json.loads(text)
+        return loads_checked(text)  # the API body's checks
     except (OSError, ValueError) as exc:
         raise CommandError(f"cannot read the JSON definition: {exc}") from None
 

@@ -1,0 +1,147 @@
+"""No input gives a 500: nested and huge values in every parsed field of the API (issue 37 item 4).
+
+A deeply nested JSONL trace broke four endpoints; a calibration text nested deeply or holding a 5,000-digit
+number broke the calibration API; ``1e999`` as a sweep-axis value was a 500. Every string that is parsed
+as JSON, CSV or a number now passes the request body's checks (``simulator.base.json_input``).
+
+A property test: for every write operation of the live schema (so a new endpoint is included without a
+list to keep), every field of its body, and the string fields that hold a format of their own (a sweep's
+``workload.trace`` as JSONL or CSV, a calibration's ``text`` and ``deployment``), hypothesis puts a hostile
+value there: JSON nested 33 to 20,000 levels, a whole number of up to 5,000 digits, ``1e999``, or text
+holding those (a JSONL line, a CSV cell, a vllm-bench JSON). The answer is never a 5xx, and a 4xx is in
+the error shape. The pages' forms have the same test in ``tests/planner/test_hostile_form_values.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gpuprofiles.api import GPU_INPUT_EXAMPLE, IMPORT_EXAMPLE, MODEL_INPUT_EXAMPLE
+from tests.api.test_unknown_fields import OPERATIONS, _url
+
+PLACE = "__HOSTILE_VALUE__"
+
+#: A body that passes most checks, per path, so that the hostile value is parsed deep down (absent: {}).
+BASES = {
+    "/api/plan/": {"model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb"},
+    "/api/simulations/": {"engine": {"num_gpu_blocks": 2000}, "workload": {"spec": {"n": 20}, "seed": 0}},
+    "/api/sweeps/": {"engine": {"num_gpu_blocks": 2000}, "workload": {"spec": {"n": 20}, "seed": 0},
+                     "axes": [{"param": "max_num_seqs", "values": [8, 16]}]},
+    "/api/replicas/": {"model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb", "slo": {"ttft_s": 1.0},
+                       "workload": {"spec": {"n": 20, "arrival": {"kind": "poisson", "rate": 2, "unit": "s"}},
+                                    "seed": 0}},
+    "/api/searches/": {"model": "llama-3-1-8b", "slo": {"targets": [{"metric": "ttft", "percentile": "p90",
+                                                                     "max_s": 0.5}]},
+                       "workload": {"spec": {"n": 20, "arrival": {"kind": "poisson", "rate": 2, "unit": "s"}},
+                                    "seed": 0},
+                       "space": {"gpus": ["l4"], "tensor_parallel": [1], "max_replicas": 1}},
+    "/api/calibrations/": {"name": "c", "model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb", "text": "{}"},
+    "/api/gpus/": GPU_INPUT_EXAMPLE, "/api/models/": MODEL_INPUT_EXAMPLE, "/api/models/import/": IMPORT_EXAMPLE,
+    "/api/gpus/{slug}/": GPU_INPUT_EXAMPLE, "/api/models/{slug}/": MODEL_INPUT_EXAMPLE,
+}
+#: Fields inside the JSON formats of ours (the schema shows them as "any JSON"), and text parsed again.
+INNER = {
+    "/api/sweeps/": ["workload.trace", "axes[0].values", "axes[0].stop", "engine.num_gpu_blocks", "workload.spec.n",
+                     "workload.spec.prompt", "workload.seed", "deployment.tensor_parallel_size", "cliff.hi"],
+    "/api/simulations/": ["workload.trace", "engine.max_num_seqs", "workload.spec.arrival"],
+    "/api/replicas/": ["workload.trace", "slo.ttft_s", "cluster.router_delay_s"],
+    "/api/searches/": ["workload.trace", "space.max_replicas", "slo.targets", "space.gpus"],
+    "/api/plan/": ["model.config", "speculative.num_speculative_tokens"],
+    "/api/calibrations/": ["text", "deployment"],
+}
+CASES = [(m, p, f) for m, p, shape in OPERATIONS for f in [*shape["fields"], *INNER.get(p, [])] or ["x"]]
+
+
+def _deep(depth: int, kind: str) -> str:
+    return "[" * depth + "]" * depth if kind == "list" else '{"a":' * depth + "1" + "}" * depth
+
+
+raw_values = st.one_of(  # JSON text put in the body as it is
+    st.builds(_deep, st.sampled_from([33, 200, 3000, 20000]), st.sampled_from(["list", "object"])),
+    st.builds(lambda n, sign: sign + "9" * n, st.sampled_from([21, 400, 4300, 5000]), st.sampled_from(["", "-"])),
+    st.sampled_from(["1e999", "-1e999", "1e308", "0.1e-999", "123456789012345678901234567890.5"]),
+)
+text_values = st.one_of(  # text holding them, for the fields that are parsed again (a trace, a measurement)
+    raw_values.map(lambda v: f'{{"arrival_time": 0, "prompt_tokens": {v}, "output_tokens": 4}}\n'),
+    raw_values.map(lambda v: f"arrival_time,prompt_tokens,output_tokens\n0,{v},4\n"),
+    raw_values.map(lambda v: f'{{"completed": {v}, "mean_ttft_ms": 5, "mean_itl_ms": 1, "mean_e2el_ms": 90, '
+                             f'"total_input_tokens": 100, "total_output_tokens": 50}}'),
+    raw_values,
+)
+
+
+def _put(body: dict, path: str, value) -> dict:
+    keys = re.findall(r"[^.\[\]]+|\[\d+\]", path)
+    node = body
+    for key in keys[:-1]:
+        if key.startswith("["):
+            node = node[int(key[1:-1])]
+        else:
+            if not isinstance(node.get(key), (dict, list)):
+                node[key] = {}
+            node = node[key]
+    last = keys[-1]
+    if last.startswith("["):
+        node[int(last[1:-1])] = value
+    else:
+        node[last] = value
+    return body
+
+
+@pytest.fixture
+def slugs(token_client):
+    from tests.api.test_unknown_fields import GPU_INPUT_EXAMPLE as gpu
+    from tests.api.test_unknown_fields import MODEL_INPUT_EXAMPLE as model
+
+    g = token_client.post("/api/gpus/", gpu, format="json").json()["slug"]
+    m = token_client.post("/api/models/", model, format="json").json()["slug"]
+    return {"gpus": g, "models": m}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("case", CASES, ids=[f"{m} {p} {f}" for m, p, f in CASES])
+@settings(max_examples=24, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(raw=raw_values, text=text_values, as_text=st.booleans(), fmt=st.sampled_from(["jsonl", "csv"]))
+def test_no_hostile_value_is_a_500(token_client, slugs, case, raw, text, as_text, fmt):
+    method, path, field = case
+    body = json.loads(json.dumps(BASES.get(path, {})))
+    _put(body, field, PLACE)
+    if field == "workload.trace":
+        body["workload"] = {"trace": PLACE, "format": fmt}
+    value = json.dumps(text) if as_text or field in ("workload.trace", "text") else raw
+    sent = json.dumps(body).replace(json.dumps(PLACE), value)
+    response = token_client.generic(method.upper(), _url(path, slugs), sent, content_type="application/json")
+    assert response.status_code < 500, (method, path, field, sent[:300], response.content[:500])
+    if response.status_code >= 400:
+        errors = response.json()["errors"]
+        assert errors and all(isinstance(m, list) and m for m in errors.values())
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("line", [
+    '{"arrival_time": 0, "prompt_tokens": ' + _deep(5000, "list") + ', "output_tokens": 4}',
+    '{"arrival_time": 0, "prompt_tokens": ' + "9" * 5000 + ', "output_tokens": 4}',
+    '{"arrival_time": 1e999, "prompt_tokens": 3, "output_tokens": 4}',
+], ids=["nested-5000", "5000-digits", "1e999"])
+@pytest.mark.parametrize("url", ["/api/simulations/", "/api/sweeps/", "/api/replicas/", "/api/searches/"])
+def test_the_issues_jsonl_traces_are_a_400_naming_the_line(token_client, url, line):
+    body = json.loads(json.dumps(BASES[url]))
+    body["workload"] = {"trace": line + "\n", "format": "jsonl"}
+    response = token_client.post(url, body, format="json")
+    assert response.status_code == 400, response.content[:300]
+    assert "line 1" in json.dumps(response.json()["errors"])
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("text", [_deep(5000, "object"), '{"completed": ' + "9" * 5000 + "}", "[" * 100000],
+                         ids=["nested-5000", "5000-digits", "unclosed-100000"])
+def test_the_issues_calibration_texts_are_a_400(token_client, text):
+    response = token_client.post("/api/calibrations/", {**BASES["/api/calibrations/"], "text": text}, format="json")
+    assert response.status_code == 400, response.content[:300]
+    assert "file" in response.json()["errors"]
