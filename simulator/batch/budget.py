@@ -127,14 +127,15 @@ def format_seconds(s: float) -> str:
 
 
 def estimated_steps(size: WorkloadSize, config: EngineConfig) -> float:
-    """Prefill steps + decode steps (see the module docstring), at most ``config.max_steps``."""
+    """Prefill steps + decode steps (see the module docstring), at most ``config.max_steps`` when it is given."""
     if size.n == 0:
         return 0.0
     mean_ctx = max(1.0, (size.prompt_tokens + size.output_tokens) / size.n)
     kv_tokens = max(1, config.num_gpu_blocks - 1) * config.block_size
     concurrent = max(1.0, min(float(config.max_num_seqs), kv_tokens / mean_ctx))
     steps = size.prompt_tokens / max(1, config.max_num_batched_tokens) + size.output_tokens / concurrent
-    return min(float(config.max_steps), steps + size.n / max(1, config.max_num_seqs))
+    steps += size.n / max(1, config.max_num_seqs)
+    return steps if config.max_steps is None else min(float(config.max_steps), steps)
 
 
 def _tier_count(config: EngineConfig) -> int:

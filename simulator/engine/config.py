@@ -74,8 +74,9 @@ class EngineConfig:
         config file: ``{"kind": "linear", "base_s": ...}``, ``{"kind":
         "roofline", "model": <config.json>, "gpu": {...}, "tp": 1,
         "coefficients": {...}}`` or ``{"kind": "terms", <coefficients>}``.
-    max_steps : int
-        Safety cap on engine steps.
+    max_steps : int or None
+        Safety cap on schedule calls; None (the default): :func:`step_limit` derives one from the workload
+        that no finite run reaches.
     speculative : simulator.speculative.drafting.SpeculativeConfig or None
         Speculative decoding (``{"method": "eagle", "num_speculative_tokens": 3,
         "acceptance_rate": 0.7}``; ``docs/speculative_decoding.md``). Synchronous scheduling only.
@@ -100,12 +101,14 @@ class EngineConfig:
     disk_tier: Any = None
     kv_offload_threshold: float | None = None
     kv_bytes_per_block: int | None = None
-    max_steps: int = 2_000_000
+    max_steps: int | None = None
     speculative: Any = None
 
     def __post_init__(self) -> None:
-        def whole(name: str, lo: int, hi: int | None = None) -> None:
+        def whole(name: str, lo: int, hi: int | None = None, *, optional: bool = False) -> None:
             v = getattr(self, name)
+            if v is None and optional:
+                return
             if isinstance(v, bool) or not isinstance(v, int):
                 raise ConfigError(f"{name}: must be a whole number")
             if v < lo or (hi is not None and v > hi):
@@ -117,7 +120,7 @@ class EngineConfig:
         whole("max_num_seqs", 1, 1_000_000)
         whole("max_num_batched_tokens", 1, 10_000_000)
         whole("long_prefill_token_threshold", 0, 10_000_000)
-        whole("max_steps", 1, 1_000_000_000)
+        whole("max_steps", 1, 1_000_000_000, optional=True)
         if self.max_model_len is not None:
             whole("max_model_len", 1, 100_000_000)
         if self.kv_bytes_per_block is not None:
@@ -218,6 +221,24 @@ class EngineConfig:
             del d["speculative"]  # (a configuration without it writes what it wrote before)
         else:
             d["speculative"] = self.speculative.to_dict()
+        if self.max_steps is None:
+            del d["max_steps"]  # derived from the workload (step_limit)
         if self.cost_model is not None:
             d["cost_model"] = {"kind": "terms", **self.cost_model.to_dict()}
         return d
+
+
+#: The least step limit a run gets when its configuration names none (the fixed default it replaced).
+MIN_STEP_LIMIT = 2_000_000
+
+
+def step_limit(config: EngineConfig, workload) -> int:
+    """The schedule calls a run may make: ``config.max_steps`` when given, else one a finite run never reaches:
+    twice the tokens it must compute (each schedule call with work computes at least one token of a running
+    request; the factor leaves room for recomputation after preemptions) plus, for arrivals in steps, the
+    last arrival, and at least :data:`MIN_STEP_LIMIT`."""
+    if config.max_steps is not None:
+        return int(config.max_steps)
+    tokens = int(workload.prompt_len.sum()) + int(workload.output_len.sum())
+    last = int(workload.arrival.max(initial=0)) if workload.arrival_unit == "step" else 0
+    return max(MIN_STEP_LIMIT, 2 * tokens + last + workload.n)

@@ -31,7 +31,7 @@ import numpy as np
 
 from simulator.clock import overlapped
 from simulator.engine.accelerators import RunFacts, choose
-from simulator.engine.config import EngineConfig
+from simulator.engine.config import EngineConfig, step_limit
 from simulator.engine.decode_jumps import DecodeJumps
 from simulator.engine.keyspace import KeySpace, WorkloadPrep, cdiv
 from simulator.engine.lazy_decoders import LazyDecoders
@@ -74,6 +74,7 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
                  accelerate: bool = True) -> None:
         self.wl = workload
         self.cfg = cfg = config
+        self.max_steps = step_limit(cfg, workload)  # schedule calls (the config's, or derived from the workload)
         self.prep = prep = prep or WorkloadPrep(workload)
         # SGLang's RadixCache (prefix_cache="radix"): token granularity, the same memory in token slots
         self.radix = cfg.prefix_cache == "radix"
@@ -335,7 +336,7 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
                     break
                 self._wait_for_arrival(until)
                 continue
-            if self._tick >= self.cfg.max_steps:
+            if self._tick >= self.max_steps:
                 done = True
                 break
             if (self.jumps_ok and has_req and not self._queue and self.num_running

@@ -29,7 +29,7 @@ class DecodeJumps:
         if until is not None and (nxt is None or until < nxt):
             nxt = until
         tick = self._tick
-        max_k = self.cfg.max_steps - tick
+        max_k = self.max_steps - tick
         if not self.lazy_active:
             jumped = self._jump(nxt, tick, max_k)
         elif self._jump_precheck(nxt, tick):
@@ -59,7 +59,7 @@ class DecodeJumps:
 
     def _try_window(self, until, stats) -> bool:
         """Make a lazy window (True) and count its steps in ``stats``, or nothing (False)."""
-        win = self._lazy_window(self._tick, self._next_arrival(), until, self.cfg.max_steps - self._tick)
+        win = self._lazy_window(self._tick, self._next_arrival(), until, self.max_steps - self._tick)
         if win is None:
             return False
         k, used = win

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simulator.engine.config import EngineConfig
+from simulator.engine.config import EngineConfig, step_limit
 from simulator.engine.tiers import TierChain
 from simulator.workload.requests import Workload
 from tests.simulator.reference_blocks import BlockPool
@@ -465,7 +465,7 @@ class EngineSim:
     def run(self, progress: Callable[[float], None] | None = None) -> None:
         """Drive the engine until every request finished or was dropped."""
         wl = self.wl
-        cfg = self.cfg
+        limit = step_limit(self.cfg, wl)
         n = wl.n
         order = np.argsort(wl.arrival, kind="stable")
         arrival = wl.arrival
@@ -501,7 +501,7 @@ class EngineSim:
                 else:
                     tick = max(tick, int(nxt))
                 continue
-            if tick >= cfg.max_steps:
+            if tick >= limit:
                 break
             if has_req:
                 pool.now = self.exec_step

@@ -289,3 +289,23 @@ def test_peak_waiting_counts_arrivals_before_a_jump_that_max_steps_ends():
     fast = simulate(wl, [cfg], record_steps=True)[0]
     assert fast.totals["peak_waiting"] == int(fast.steps["num_waiting"].max()) == 1
     assert simulate_scalar(wl, cfg).totals["peak_waiting"] == 1
+
+
+def test_without_max_steps_the_step_limit_follows_from_the_workload(monkeypatch):
+    """A configuration that names no ``max_steps`` gets a limit no finite run reaches (issue 35 item 4: the fixed
+    2,000,000 used to stop a 1M-request run with requests unfinished and no word); a given one still holds."""
+    import simulator.engine.config as config_module
+
+    big = Workload(prompt_len=np.full(1000, 2000), output_len=np.full(1000, 1000), arrival=np.arange(1000.0) * 5)
+    assert config_module.step_limit(EngineConfig(), big) == 2 * 3_000_000 + 4995 + 1000
+    assert config_module.step_limit(EngineConfig(max_steps=20), big) == 20
+    assert "max_steps" not in EngineConfig().to_dict() and EngineConfig.from_dict({}).max_steps is None
+    assert EngineConfig.from_dict(EngineConfig(max_steps=7).to_dict()).max_steps == 7
+    # With the floor lowered to 10 calls, a run that needs hundreds still finishes; a given limit of 10 stops it.
+    monkeypatch.setattr(config_module, "MIN_STEP_LIMIT", 10)
+    wl = Workload(prompt_len=np.full(20, 300), output_len=np.full(20, 30), arrival=np.zeros(20))
+    cfg = EngineConfig(num_gpu_blocks=400, block_size=16, max_num_seqs=1, max_num_batched_tokens=64)
+    res = simulate(wl, [cfg])[0]
+    assert res.totals["unfinished"] == 0 and res.totals["num_schedule_calls"] > 20 * 30
+    cut = simulate(wl, [EngineConfig(**{**cfg.__dict__, "max_steps": 10})])[0]
+    assert cut.totals["unfinished"] > 0
