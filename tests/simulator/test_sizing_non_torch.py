@@ -37,6 +37,12 @@ def test_from_0_16_tp_over_nvlink_takes_about_2_gib_per_gpu():
     assert "NVLink" in rule and "TP 4" in rule
 
 
+def test_from_0_25_the_nvlink_buffers_are_gone_again():
+    # vLLM PR #48601 (main after 0.24, TP 4 on H100): "0.6 GiB for non-torch memory"
+    assert gib(DeploymentSpec(tensor_parallel_size=4, vllm_version="0.25.0"), H100_SXM) == pytest.approx(0.55)
+    assert gib(DeploymentSpec(tensor_parallel_size=4, vllm_version="0.24.0"), H100_SXM) > 2.0
+
+
 def test_tp_over_pcie_keeps_the_small_buffers():
     # R13: 0.27.1, TP 2, two RTX PRO 6000 without NVLink
     assert gib(DeploymentSpec(tensor_parallel_size=2, vllm_version="0.27.1"), PCIE) == pytest.approx(0.55)
