@@ -669,7 +669,7 @@ class RooflineStepTime(_Single):
         windows = tuple(sorted(sliding))
 
         cb = DTYPE_BYTES[cdt]
-        total_w = weights_bytes_per_gpu(model, deployment)
+        total_w = weights_bytes_per_gpu(model, deployment, buffers=False)  # streamed: no vision tower, rotary cache
         w_read = total_w - (in_embed * cb / tp)  # the input embedding is a gather, not read whole
         experts_bytes, keep, expert_flops = _experts(model, total_w)
         w_read -= experts_bytes

@@ -28,7 +28,7 @@ Units: ``# bytes`` unless a name ends in ``_gib`` (GiB = 2**30 bytes);
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import simulator.sizing.quantization as quantization
@@ -78,6 +78,7 @@ from simulator.sizing.memory_model import (
     non_torch_bytes,
     overheads,
     sampler_bytes,
+    sampler_path,
     version_rules,
     warmup_sampler_need_bytes,
 )
@@ -350,7 +351,7 @@ def plan(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec, draft: Draf
     check_parallelism(model, tp, pp)
     scheme = quantization.scheme_for(model, deployment.dtype)
     quantization.check_group_size(model, scheme, tp)
-    rules = version_rules(deployment.vllm_version)
+    rules = replace(version_rules(deployment.vllm_version), sampler_key=sampler_path(model, deployment.vllm_version))
     mml, mnbt, seqs = default_batch_knobs(model, gpu, deployment)
     B = deployment.block_size
     kv_dtype = resolve_kv_dtype(model, deployment)

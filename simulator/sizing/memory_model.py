@@ -68,10 +68,14 @@ NON_TORCH_GIB = 0.13  # GiB
 #: R32 (0.10.1.1 TP 2, custom all-reduce off) and llm-d's 0.11 H100 TP 2 run (0.55 printed); R13 (0.27.1 TP 2 over
 #: PCIe) fits it too.
 NON_TORCH_MULTI_GPU_GIB = 0.42  # GiB
-#: Extra non-torch memory with tensor parallelism over NVLink from vLLM 0.12: NCCL's NVLink-SHARP / symmetric-memory
-#: all-reduce buffers come on top (about 2 GiB per GPU in all on the vLLM 0.19 H100 logs issue 31 cites).
+#: Extra non-torch memory with tensor parallelism over NVLink from vLLM 0.16: NCCL's NVLink-SHARP / symmetric-memory
+#: all-reduce buffers come on top (about 2 GiB per GPU in all on the vLLM 0.19 H100 logs issue 31 cites). The
+#: latency study's vLLM 0.15.1 H100 runs (simulator/data/latency_trainval: TP 2 and 4, measured KV blocks) still
+#: show the small figure, so 0.16 is the first release it can be (approximate); by 0.25 it is gone again (vLLM PR
+#: #48601, 2026-07-14, main after 0.24: "0.6 GiB for non-torch memory" at TP 4 on H100), so the window ends there.
 NON_TORCH_NVLINK_TP_GIB = 1.87  # GiB
-NVLINK_TP_SINCE = (0, 12)
+NVLINK_TP_SINCE = (0, 16)
+NVLINK_TP_UNTIL = (0, 25)
 #: A GPU-to-GPU link at least this fast (GB/s, both directions) counts as NVLink (H100 SXM 900, A100 SXM 600;
 #: PCIe Gen5 x16 128).
 NVLINK_MIN_GBPS = 300.0
@@ -288,7 +292,7 @@ def non_torch_rule(deployment: DeploymentSpec, gpu: GpuSpec | None = None) -> tu
     """``(GiB, rule)``: non-torch memory on one GPU by communication pattern and vLLM version.
 
     ``NON_TORCH_GIB`` (CUDA context, cuBLAS workspaces) plus, with TP >= 2, ``NON_TORCH_MULTI_GPU_GIB`` (NCCL and
-    custom all-reduce) and from vLLM 0.12 over NVLink ``NON_TORCH_NVLINK_TP_GIB`` more; with pipeline parallelism
+    custom all-reduce) and on vLLM 0.16 - 0.24 over NVLink ``NON_TORCH_NVLINK_TP_GIB`` more; with pipeline parallelism
     alone ``NON_TORCH_PP_GIB`` (point-to-point buffers). An unknown link counts as PCIe.
     """
     tp, pp = deployment.tensor_parallel_size, deployment.pipeline_parallel_size
@@ -297,9 +301,9 @@ def non_torch_rule(deployment: DeploymentSpec, gpu: GpuSpec | None = None) -> tu
         nvlink = bool(gpu is not None and gpu.interconnect_gbps and gpu.interconnect_gbps >= NVLINK_MIN_GBPS)
         gib += NON_TORCH_MULTI_GPU_GIB
         rule += f" + {NON_TORCH_MULTI_GPU_GIB} GiB NCCL and custom all-reduce (TP {tp})"
-        if nvlink and _version_tuple(deployment.vllm_version) >= NVLINK_TP_SINCE:
+        if nvlink and NVLINK_TP_SINCE <= _version_tuple(deployment.vllm_version) < NVLINK_TP_UNTIL:
             gib += NON_TORCH_NVLINK_TP_GIB
-            rule += f" + {NON_TORCH_NVLINK_TP_GIB} GiB NVLink all-reduce buffers (vLLM >= 0.12 over NVLink)"
+            rule += f" + {NON_TORCH_NVLINK_TP_GIB} GiB NVLink all-reduce buffers (vLLM 0.16 - 0.24 over NVLink)"
         elif not nvlink:
             rule += " (link not NVLink, or not known)"
     elif pp > 1:
@@ -399,6 +403,7 @@ __all__ = [
     "NON_TORCH_PP_GIB",
     "NVLINK_MIN_GBPS",
     "NVLINK_TP_SINCE",
+    "NVLINK_TP_UNTIL",
     "MRV2_ALL_SINCE",
     "MRV2_DENSE_SINCE",
     "SAMPLER_BYTES_PER_LOGIT",

@@ -32,6 +32,14 @@ _SAMPLER_RULES = {
 }
 
 
+_WARMUP_RULES = {
+    "v0": "V0 engine: no sampler warm-up after the KV cache",
+    "0.7-0.10": "the sampler once more after the KV cache",
+    "mrv1": "1.6 x the profiled sampler on model runner V1 (fitted on gpt-oss-20b at gmu 0.9 / 0.95)",
+    "mrv2": "the sampler once more after the KV cache (model runner V2)",
+}
+
+
 @dataclass(frozen=True)
 class MemoryTerm:
     """One row of the memory breakdown, per GPU.
@@ -135,8 +143,8 @@ def memory_terms(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec, w_b
     terms.append(MemoryTerm(
         "sampler_warmup", "Sampler warm-up after the KV cache", warmup.need / GIB, "modelled",
         f"needs {warmup.need / GIB:.2f} GiB; {warmup.free / GIB:.2f} GiB free after the KV cache and CUDA graphs",
-        "gpu_worker.compile_or_warm_up_model -> _dummy_sampler_run",
-        "1.6 x the sampler on model runner V1 (fitted); 1 x on V2; none on V0", False))
+        "gpu_worker.compile_or_warm_up_model -> _dummy_sampler_run", _WARMUP_RULES[sampler_path(model,
+                                                                                      deployment.vllm_version)], False))
     return tuple(terms)
 
 

@@ -95,7 +95,8 @@ def estimate_num_parameters(model: ModelSpec) -> tuple[int, int]:
     return int(round(total)), int(round(active))
 
 
-def weights_bytes_per_gpu(model: ModelSpec, deployment: DeploymentSpec, stage: int | None = None) -> float:
+def weights_bytes_per_gpu(model: ModelSpec, deployment: DeploymentSpec, stage: int | None = None,
+                          *, buffers: bool = True) -> float:
     """Weight bytes one GPU loads (vLLM's "Model loading took X GiB").  # bytes
 
     Every tensor is split by TP (vocab-parallel embedding and head, heads,
@@ -113,10 +114,13 @@ def weights_bytes_per_gpu(model: ModelSpec, deployment: DeploymentSpec, stage: i
     ----------
     stage : int, optional
         Pipeline stage; default the heaviest stage.
+    buffers : bool
+        Include what a text decode step does not stream: the vision tower (:func:`vision_bytes_per_gpu`) and the
+        rotary cache (:func:`rope_cache_bytes`). The step-time clock passes False.
     """
     tp, pp = deployment.tensor_parallel_size, deployment.pipeline_parallel_size
     if stage is None:
-        return max(weights_bytes_per_gpu(model, deployment, s) for s in range(pp))
+        return max(weights_bytes_per_gpu(model, deployment, s, buffers=buffers) for s in range(pp))
     cb = DTYPE_BYTES[compute_dtype(model, deployment)]
     scheme = quantization.scheme_for(model, deployment.dtype)
     p = _param_parts(model)
@@ -136,8 +140,11 @@ def weights_bytes_per_gpu(model: ModelSpec, deployment: DeploymentSpec, stage: i
         edge += p["embed"] * cb
     if stage == pp - 1:
         edge += (p["lm_head"] if not model.tie_word_embeddings or pp == 1 else p["embed"]) * cb
+    lm = (per_layer_bytes + edge) / tp * scale
+    if not buffers:
+        return lm
     vision = vision_bytes_per_gpu(model, deployment) if stage == 0 else 0.0
-    return (per_layer_bytes + edge) / tp * scale + vision + rope_cache_bytes(model, deployment)
+    return lm + vision + rope_cache_bytes(model, deployment)
 
 
 def vision_bytes_per_gpu(model: ModelSpec, deployment: DeploymentSpec) -> float:

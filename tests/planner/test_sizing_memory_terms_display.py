@@ -62,7 +62,7 @@ def test_the_page_shows_the_terms_table(client):
     r = client.get("/", {"model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb", "max_model_len": "16000",
                          "vllm_version": "0.19.0"})
     html = r.content.decode()
-    table = re.search(r'<table class="terms" id="memory-terms".*?</table>', html, re.S).group(0)
+    table = re.search(r'<table class="terms stack" id="memory-terms".*?</table>', html, re.S).group(0)
     for key in KEYS:
         assert f'data-term="{key}"' in table
     assert "topk_topp_sampler.apply_top_k_top_p" in table
