@@ -105,26 +105,15 @@ class EngineConfig:
     speculative: Any = None
 
     def __post_init__(self) -> None:
-        def whole(name: str, lo: int, hi: int | None = None, *, optional: bool = False) -> None:
-            v = getattr(self, name)
-            if v is None and optional:
-                return
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise ConfigError(f"{name}: must be a whole number")
-            if v < lo or (hi is not None and v > hi):
-                limit = f"between {lo:,} and {hi:,}" if hi is not None else f">= {lo:,}"
-                raise ConfigError(f"{name}: must be {limit}, got {v:,}")
-
+        whole = self._check_whole
         whole("num_gpu_blocks", 2, MAX_NUM_GPU_BLOCKS)
         whole("block_size", 1, 4096)
         whole("max_num_seqs", 1, 1_000_000)
         whole("max_num_batched_tokens", 1, 10_000_000)
         whole("long_prefill_token_threshold", 0, 10_000_000)
         whole("max_steps", 1, 1_000_000_000, optional=True)
-        if self.max_model_len is not None:
-            whole("max_model_len", 1, 100_000_000)
-        if self.kv_bytes_per_block is not None:
-            whole("kv_bytes_per_block", 1, 1 << 40)
+        whole("max_model_len", 1, 100_000_000, optional=True)
+        whole("kv_bytes_per_block", 1, 1 << 40, optional=True)
         for name in ("enable_prefix_caching", "enable_chunked_prefill", "scheduler_reserve_full_isl", "async_scheduling"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name}: must be true or false")
@@ -150,6 +139,17 @@ class EngineConfig:
             object.__setattr__(self, "cost_model", parse_cost_model(self.cost_model))
         self._check_tiers()
         self._check_speculative()
+
+    def _check_whole(self, name: str, lo: int, hi: int | None = None, *, optional: bool = False) -> None:
+        """``name`` is a whole number from ``lo`` to ``hi`` (or None, when ``optional``)."""
+        v = getattr(self, name)
+        if v is None and optional:
+            return
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ConfigError(f"{name}: must be a whole number")
+        if v < lo or (hi is not None and v > hi):
+            limit = f"between {lo:,} and {hi:,}" if hi is not None else f">= {lo:,}"
+            raise ConfigError(f"{name}: must be {limit}, got {v:,}")
 
     def _check_speculative(self) -> None:
         if self.speculative is None:
