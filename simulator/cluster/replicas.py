@@ -38,6 +38,7 @@ import numpy as np
 from simulator.cluster.fleet import Fleet
 from simulator.cluster.routing import MAX_INSTANCES, ClusterError, Router, RoutingPolicy, parse_routing
 from simulator.engine import EngineConfig, LatencySummary, SimResult, TokenGaps, WorkloadPrep, assemble_result
+from simulator.engine.steady_state import queue_growth
 from simulator.workload import Workload
 
 #: Totals that add up over instances.
@@ -454,6 +455,7 @@ class ReplicaTrial:
     request_imbalance: float
     meets: bool
     tpot_s: float | None = None  # s
+    queue_growth_per_s: float | None = None  # requests/s: set when the queue was still growing (overloaded)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -592,9 +594,11 @@ def _replica_trial(workload: Workload, config: EngineConfig, N: int, policy: Rou
     if slo_itl_s is not None:
         # a workload of one-token answers has no token gap: it meets any ITL SLO
         ok = ok and (itl is None or itl <= slo_itl_s)
+    growth = queue_growth(r.requests["arrival"], r.requests["first_token_time_s"])
+    grows = growth is not None and growth.growing
     return ReplicaTrial(N, ttft, itl, int(t["finished"]), int(t["dropped_unservable"]), int(t["unfinished"]),
-                        float(t["prefix_cache_hit_rate"]), float(r.load.request_imbalance), bool(ok),
-                        _pct(lat.tpot, percentile))
+                        float(t["prefix_cache_hit_rate"]), float(r.load.request_imbalance), bool(ok and not grows),
+                        _pct(lat.tpot, percentile), growth.rate_per_s if grows else None)
 
 
 def _smallest_meeting(meets: Callable[[int], bool], max_n: int) -> int | None:

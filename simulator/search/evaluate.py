@@ -22,6 +22,7 @@ import numpy as np
 from simulator.base import DeploymentSpec, ModelSpec, figure, ms_against
 from simulator.clock import CostModelError, RooflineStepTime
 from simulator.engine import EngineConfig, request_latencies, serving_offsets
+from simulator.engine.steady_state import queue_growth
 from simulator.search.space import SLO_METRIC_LABELS, SLO_METRICS, Candidate, SearchSpace, Slo, format_seconds
 from simulator.sizing import default_async_scheduling, plan
 from simulator.workload import Workload
@@ -229,6 +230,10 @@ def judge(res, workload: Workload, slo: Slo, cost_per_hour: float) -> Trial:
     if unfinished:
         misses.insert(0, f"leaves {unfinished:,} requests unfinished")
         severity = math.inf
+    growth = queue_growth(res.requests["arrival"], res.requests["first_token_time_s"])
+    if growth is not None and growth.growing:
+        misses.insert(0, growth.words())
+        severity = max(severity, 1.0 + growth.rate_per_s / growth.arrival_rate_per_s)
     share = goodput_share(res.requests, slo)
     if slo.min_goodput > 0 and share < slo.min_goodput:
         misses.append(f"only {share:.1%} of requests meet the SLO (at least {slo.min_goodput:.0%} must)")
