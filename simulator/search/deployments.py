@@ -61,7 +61,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.base import ModelSpec
+from simulator.base import ModelSpec, figure, ms_against
 from simulator.batch import simulate
 from simulator.cluster import SUMMED_TOTALS, LoadBalance, simulate_cluster
 from simulator.engine import SimResult, TokenGaps, WorkloadPrep
@@ -508,12 +508,41 @@ def assemble(outcomes: list[Outcome], slo: Slo, simulations: int, elapsed_s: flo
     final = []
     for o in outs:
         if best is not None and o.index == best.index:
-            o = Outcome(**{**o.__dict__, "status": "answer", "reason": f"the cheapest that meets {slo.describe()}"})
+            o = Outcome(**{**o.__dict__, "status": "answer",
+                           "reason": f"the cheapest that meets {slo.describe()}{margin_words(o, slo)}"})
         final.append(o)
     best = next((o for o in final if o.status == "answer"), None)
     closest = None if best is not None else _closest(final)
     return SearchResult(slo.to_dict(), best, closest, tuple(frontier(final, slo)), tuple(final),
                         _message(best, closest, slo, final), simulations, elapsed_s)
+
+
+#: A margin below this share of its target makes the answer marginal (said in its reason).
+MARGINAL_SHARE = 0.05
+
+
+def margin_words(o: Outcome, slo: Slo) -> str:
+    """``; tightest: ITL p90 by 1.2 ms (38.8 ms against 40 ms), within 5 % of it: marginal; 4 replicas
+    would miss ITL p90 by 3.9 ms (...)``: how close the answer is to its targets and what one replica fewer gives
+    (when it was simulated)."""
+    t = _trial_at(o, o.replicas)
+    if t is None:
+        return ""
+    gaps = [(tg.max_s - t.values[tg.label], tg) for tg in slo.targets if t.values.get(tg.label) is not None]
+    out = ""
+    if gaps:
+        gap, tg = min(gaps, key=lambda g: g[0] / g[1].max_s)
+        value, target = ms_against(t.values[tg.label], tg.max_s)
+        out = f"; tightest: {tg.label} by {figure(gap * 1000)} ms ({value} ms against {target} ms)"
+        if gap < MARGINAL_SHARE * tg.max_s:
+            out += f", within {MARGINAL_SHARE:.0%} of it: marginal, consider one replica more"
+    fewer = _trial_at(o, o.replicas - 1) if o.replicas > 1 else None
+    if fewer is not None and fewer.misses:
+        why = fewer.misses[0]
+        verb = next((v for v in ("misses", "leaves", "drops") if why.startswith(v + " ")), None)
+        why = f"would {verb[:-1] if verb != 'misses' else 'miss'}{why[len(verb):]}" if verb else f"fall short: {why}"
+        out += f"; {fewer.num_instances} replica{'s' if fewer.num_instances > 1 else ''} {why}"
+    return out
 
 
 def _trial_at(o: Outcome, n: int) -> Trial | None:

@@ -168,3 +168,25 @@ def test_percentiles_outside_the_open_interval_are_refused(bad):
     from simulator.search.space import SearchError
     with pytest.raises(SearchError, match="slo.percentile"):
         SloTarget("itl", bad, 0.05)
+
+
+def test_the_answer_states_its_margin_and_what_one_replica_fewer_gives():
+    from simulator.search.deployments import margin_words
+
+    slo = Slo.from_dict({"targets": [{"metric": "ttft", "percentile": "p90", "max_s": 0.5},
+                                     {"metric": "itl", "percentile": "p90", "max_s": 0.04}]})
+    labels = [tg.label for tg in slo.targets]
+
+    def trial(n, ttft, itl, misses=()):
+        return Trial(n, 10.0 * n, dict(zip(labels, (ttft, itl), strict=True)), 1.0, 100, 0, 0, 1.0, 1.0,
+                     not misses, tuple(misses), max(ttft / 0.5, itl / 0.04))
+
+    o = Outcome(index=0, candidate={"label": "x", "gpus_per_replica": 1}, status="meets", reason="", replicas=5,
+                cost_per_hour=50.0, cost_per_million_tokens=None, min_replicas=1, sizing={},
+                trials=(trial(4, 0.3, 0.0439, ["misses ITL p90 by 3.9 ms (43.9 ms against 40 ms)"]),
+                        trial(5, 0.2, 0.0388)))
+    words = margin_words(o, slo)
+    assert "tightest: ITL p90 by 1.2 ms (38.8 ms against 40 ms)" in words and "marginal" in words
+    assert "4 replicas would miss ITL p90 by 3.9 ms" in words and "misses" not in words
+    roomy = Outcome(**{**o.__dict__, "trials": (trial(5, 0.2, 0.02),)})
+    assert "marginal" not in margin_words(roomy, slo) and "replicas would" not in margin_words(roomy, slo)
