@@ -6,7 +6,8 @@ from django import forms
 
 from planner.sampling_words import sampling_field
 from simulator.cluster import POLICIES
-from simulator.search import PRECISIONS
+from simulator.search import PRECISIONS, TRAFFIC_DEFAULTS, space_defaults
+from simulator.workload import parse_distribution
 
 PERCENTILES = [("p50", "p50"), ("p90", "p90"), ("p95", "p95"), ("p99", "p99"), ("p99.9", "p99.9")]
 
@@ -21,6 +22,15 @@ def _list(text: str, field: str) -> list[int]:
     return out
 
 
+#: The defaults every door shares (simulator.search: the command line and the API take the same).
+_SPACE, _TRAFFIC = space_defaults(), TRAFFIC_DEFAULTS
+_PROMPT, _OUTPUT = parse_distribution(_TRAFFIC["prompt"]), parse_distribution(_TRAFFIC["output"])
+
+
+def _listed(values) -> str:
+    return ", ".join(str(v) for v in values)
+
+
 class SearchForm(forms.Form):
     name = forms.CharField(required=False, max_length=200, label="Name")
     model = forms.ChoiceField(label="Model", help_text="A catalog model or one of your own profiles.")
@@ -28,14 +38,18 @@ class SearchForm(forms.Form):
                                      help_text="Priced GPUs only: the search compares costs.")
     rate = forms.FloatField(label="Request rate", min_value=0.001, max_value=10_000, initial=20,
                             help_text="requests per second (Poisson)")
-    duration_s = forms.FloatField(label="Traffic to simulate", min_value=1, max_value=3600, initial=60,
+    duration_s = forms.FloatField(label="Traffic to simulate", min_value=1, max_value=3600, initial=_TRAFFIC["duration_s"],
                                   help_text="seconds")
-    prompt_mean = forms.IntegerField(label="Prompt length, mean", min_value=1, max_value=1_000_000, initial=1024,
+    prompt_mean = forms.IntegerField(label="Prompt length, mean", min_value=1, max_value=1_000_000,
+                                     initial=int(_PROMPT.mean),
                                      help_text="tokens")
-    prompt_std = forms.IntegerField(label="Prompt length, std", min_value=0, max_value=1_000_000, initial=256)
-    output_mean = forms.IntegerField(label="Output length, mean", min_value=1, max_value=1_000_000, initial=256,
+    prompt_std = forms.IntegerField(label="Prompt length, std", min_value=0, max_value=1_000_000,
+                                    initial=int(_PROMPT.std))
+    output_mean = forms.IntegerField(label="Output length, mean", min_value=1, max_value=1_000_000,
+                                     initial=int(_OUTPUT.mean),
                                      help_text="tokens")
-    output_std = forms.IntegerField(label="Output length, std", min_value=0, max_value=1_000_000, initial=64)
+    output_std = forms.IntegerField(label="Output length, std", min_value=0, max_value=1_000_000,
+                                    initial=int(_OUTPUT.std))
     prefix_tokens = forms.IntegerField(label="Shared prefix", required=False, min_value=1, max_value=1_000_000,
                                        help_text="tokens of a system prompt in front of the prompt (empty: none)")
     prefix_pct = forms.FloatField(label="Requests with the prefix", required=False, min_value=0, max_value=100,
@@ -54,18 +68,18 @@ class SearchForm(forms.Form):
     e2e_pct = forms.ChoiceField(label="E2E percentile", choices=PERCENTILES, initial="p90")
     min_goodput_pct = forms.FloatField(label="Goodput", required=False, min_value=0, max_value=100,
                                        help_text="% of requests that must meet every target (empty: not checked)")
-    tensor_parallel = forms.CharField(label="TP degrees", initial="1, 2, 4, 8")
-    pipeline_parallel = forms.CharField(label="PP degrees", initial="1", required=False)
+    tensor_parallel = forms.CharField(label="TP degrees", initial=_listed(_SPACE["tensor_parallel"]))
+    pipeline_parallel = forms.CharField(label="PP degrees", initial=_listed(_SPACE["pipeline_parallel"]), required=False)
     precisions = forms.MultipleChoiceField(label="Weight precision", widget=forms.CheckboxSelectMultiple,
-                                           choices=[(p, p) for p in PRECISIONS], initial=["bf16"])
+                                           choices=[(p, p) for p in PRECISIONS], initial=list(_SPACE["precisions"]))
     kv_cache_dtypes = forms.MultipleChoiceField(label="KV cache dtype", widget=forms.CheckboxSelectMultiple,
                                                 required=False,
                                                 choices=[("auto", "auto (the compute dtype)"), ("fp8", "fp8")],
-                                                initial=["auto"])
-    max_num_seqs = forms.CharField(label="max_num_seqs values", initial="256")
-    max_replicas = forms.IntegerField(label="Most replicas", min_value=1, max_value=64, initial=16)
+                                                initial=list(_SPACE["kv_cache_dtypes"]))
+    max_num_seqs = forms.CharField(label="max_num_seqs values", initial=_listed(_SPACE["max_num_seqs"]))
+    max_replicas = forms.IntegerField(label="Most replicas", min_value=1, max_value=64, initial=_SPACE["max_replicas"])
     sampling = sampling_field()
-    routing = forms.ChoiceField(label="Router", choices=[(p, p) for p in POLICIES], initial="round-robin",
+    routing = forms.ChoiceField(label="Router", choices=[(p, p) for p in POLICIES], initial=_SPACE["routing"],
                                 required=False,
                                 help_text="how requests are spread over the replicas")
     disaggregated = forms.BooleanField(label="Also try prefill/decode splits (xPyD)", required=False,

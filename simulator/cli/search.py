@@ -19,7 +19,15 @@ from typing import Any
 
 from simulator.base import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS, path_words, timed_path
 from simulator.cli.values import read_json
-from simulator.search import SearchError, SearchSpace, Slo, format_seconds, parse_slo_target
+from simulator.search import (
+    TRAFFIC_DEFAULTS,
+    SearchError,
+    SearchSpace,
+    Slo,
+    format_seconds,
+    parse_slo_target,
+    space_defaults,
+)
 
 
 def add_search_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -36,22 +44,31 @@ def add_search_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         "interconnect_gbps, price_per_hour} (examples/search_gpus.json)")
     p.add_argument("--workload", metavar="FILE", help="workload JSON or trace (else --rate and --duration)")
     p.add_argument("--rate", type=float, metavar="REQ_PER_S", help="Poisson arrivals, requests per second")
-    p.add_argument("--duration", type=float, default=60.0, metavar="S", help="seconds of traffic (with --rate)")
-    p.add_argument("--prompt", default="normal:1024,256", metavar="DIST", help="prompt length distribution, tokens")
-    p.add_argument("--output", default="normal:256,64", metavar="DIST", help="output length distribution, tokens")
-    p.add_argument("--seed", type=int, default=0, help="workload seed")
+    traffic, space = TRAFFIC_DEFAULTS, space_defaults()  # the defaults the API and the search page take too
+
+    def listed(values) -> str:
+        return ",".join(str(v) for v in values)
+
+    p.add_argument("--duration", type=float, default=traffic["duration_s"], metavar="S",
+                   help="seconds of traffic (with --rate)")
+    p.add_argument("--prompt", default=traffic["prompt"], metavar="DIST", help="prompt length distribution, tokens")
+    p.add_argument("--output", default=traffic["output"], metavar="DIST", help="output length distribution, tokens")
+    p.add_argument("--seed", type=int, default=traffic["seed"], help="workload seed")
     p.add_argument("--slo", action="append", required=True, metavar="METRIC:PCT:SECONDS",
                    help="a latency target METRIC:PERCENTILE:SECONDS, METRIC one of ttft, tpot, itl, e2e (vLLM bench's "
                         "definitions), e.g. ttft:p90:0.5 or tpot:p90:0.03 or itl:p99.9:0.1 (repeatable)")
     p.add_argument("--min-goodput", type=float, default=0.0, metavar="FRAC",
                    help="least share of requests that must meet every target (0 to 1)")
-    p.add_argument("--tp", default="1,2,4,8", metavar="LIST", help="tensor-parallel degrees")
-    p.add_argument("--pp", default="1", metavar="LIST", help="pipeline-parallel degrees")
-    p.add_argument("--precision", default="bf16,fp8,int4", metavar="LIST", help="weight precisions: bf16, fp8, int4")
-    p.add_argument("--kv-dtype", default="auto", metavar="LIST", help="KV cache dtypes (auto, fp8, ...)")
-    p.add_argument("--max-num-seqs", default="256", metavar="LIST", help="running-request caps")
-    p.add_argument("--max-replicas", type=int, default=16, metavar="N", help="most replicas behind the router")
-    p.add_argument("--routing", default="round-robin", metavar="POLICY", help="router policy (docs/cluster.md)")
+    p.add_argument("--tp", default=listed(space["tensor_parallel"]), metavar="LIST", help="tensor-parallel degrees")
+    p.add_argument("--pp", default=listed(space["pipeline_parallel"]), metavar="LIST", help="pipeline-parallel degrees")
+    p.add_argument("--precision", default=listed(space["precisions"]), metavar="LIST",
+                   help="weight precisions: bf16, fp8, int4")
+    p.add_argument("--kv-dtype", default=listed(space["kv_cache_dtypes"]), metavar="LIST",
+                   help="KV cache dtypes (auto, fp8, ...)")
+    p.add_argument("--max-num-seqs", default=listed(space["max_num_seqs"]), metavar="LIST", help="running-request caps")
+    p.add_argument("--max-replicas", type=int, default=space["max_replicas"], metavar="N",
+                   help="most replicas behind the router")
+    p.add_argument("--routing", default=space["routing"], metavar="POLICY", help="router policy (docs/cluster.md)")
     p.add_argument("--disaggregated", action="store_true",
                    help="also simulate every prefill/decode split (xPyD) of the answer's replicas and of one fewer, "
                         "judged against the same SLO (docs/disaggregated_serving.md)")

@@ -13,12 +13,14 @@ from simulator.search.evaluate import default_max_model_len, prepare_candidate
 from simulator.search.space import (
     PRECISIONS,
     SLO_METRIC_LABELS,
+    TRAFFIC_DEFAULTS,
     SearchError,
     SearchSpace,
     Slo,
     SloTarget,
     format_seconds,
     parse_slo_target,
+    space_defaults,
 )
 
-__all__ = ["Outcome", "PRECISIONS", "SLO_METRIC_LABELS", "SearchCancelled", "SearchError", "SearchSpace", "Slo", "SloTarget", "default_max_model_len", "format_seconds", "merge_results", "parse_slo_target", "prepare_candidate", "search_deployments", "split_counts", "xpyd_alternatives"]
+__all__ = ["Outcome", "PRECISIONS", "SLO_METRIC_LABELS", "TRAFFIC_DEFAULTS", "SearchCancelled", "SearchError", "SearchSpace", "Slo", "SloTarget", "default_max_model_len", "format_seconds", "merge_results", "parse_slo_target", "prepare_candidate", "search_deployments", "space_defaults", "split_counts", "xpyd_alternatives"]

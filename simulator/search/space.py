@@ -16,7 +16,7 @@ memory for KV blocks; fp8 also shortens compute-bound steps.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from simulator.base import KV_CACHE_DTYPES, GpuSpec, ModelSpec, milliseconds, unknown_message
@@ -210,6 +210,22 @@ def format_seconds(s: float) -> str:
     return milliseconds(s)
 
 
+#: The traffic a search simulates when the question names only a rate (every door: the command line, the API
+#: and the search page take these; ``tests/planner/test_search_defaults.py`` checks the three agree).
+TRAFFIC_DEFAULTS = {"duration_s": 60.0, "prompt": "normal:1024,256", "output": "normal:256,64", "seed": 0}
+
+
+def space_defaults() -> dict:
+    """The space a search tries when the question leaves it out: :class:`SearchSpace`'s field defaults (TP 1, 2,
+    4, 8; PP 1; bf16 and fp8 weights, fp8 dynamically quantized from any bf16 checkpoint; KV ``auto``;
+    ``max_num_seqs`` 256; up to 16 replicas; round-robin)."""
+    from dataclasses import MISSING
+
+    return {f.name: f.default for f in fields(SearchSpace) if f.default is not MISSING and f.name in (
+        "tensor_parallel", "pipeline_parallel", "precisions", "kv_cache_dtypes", "max_num_seqs", "max_replicas",
+        "routing")}
+
+
 @dataclass(frozen=True)
 class SearchSpace:
     """The deployments to consider.
@@ -250,7 +266,7 @@ class SearchSpace:
     gpus: tuple[GpuSpec, ...]
     tensor_parallel: tuple[int, ...] = (1, 2, 4, 8)
     pipeline_parallel: tuple[int, ...] = (1,)
-    precisions: tuple[str, ...] = ("bf16",)
+    precisions: tuple[str, ...] = ("bf16", "fp8")
     kv_cache_dtypes: tuple[str, ...] = ("auto",)
     max_num_seqs: tuple[int, ...] = (256,)
     max_replicas: int = 16

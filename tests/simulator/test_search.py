@@ -122,7 +122,7 @@ def test_an_slo_nobody_meets_names_the_closest():
 
 def test_latency_floor_rejects_without_simulating():
     wl = _workload(n=20)
-    space = SearchSpace((L4,), tensor_parallel=(1,), max_replicas=4)
+    space = SearchSpace((L4,), tensor_parallel=(1,), precisions=("bf16",), max_replicas=4)
     res = search_deployments(wl, LLAMA_8B, space, Slo((SloTarget("itl", "p50", 0.01),)))
     (o,) = res.outcomes
     assert o.status == "rejected" and res.num_simulations == 0
@@ -130,7 +130,8 @@ def test_latency_floor_rejects_without_simulating():
     from simulator.search.evaluate import prepare_candidate
 
     floors = latency_floors(wl, prepare_candidate(0, space.candidates()[0], LLAMA_8B,
-                                                  SearchSpace((L4,), tensor_parallel=(1,)), 4096, wl,
+                                                  SearchSpace((L4,), tensor_parallel=(1,), precisions=("bf16",)),
+                                                  4096, wl,
                                                   Slo((SloTarget("itl", "p50", 10.0),))).config.cost_model)
     sim = simulate_cluster(wl, prepare_candidate(0, space.candidates()[0], LLAMA_8B, space, 4096, wl,
                                                  Slo((SloTarget("itl", "p50", 10.0),))).config, 1)
