@@ -170,8 +170,8 @@ def check_context(data: dict, snapshot: dict, wl) -> None:
     ``max_model_len`` beyond them, by the rule sizing and the search follow
     (:func:`planner.api.validation.context_problems`)."""
     model = (snapshot.get("model") or {}).get("spec") or {}
-    given = ((data.get("deployment") or {}).get("max_model_len") if model
-             else (data.get("engine") or {}).get("max_model_len"))
+    part = data.get("deployment" if model else "engine")
+    given = part.get("max_model_len") if isinstance(part, dict) else None  # (a part that is no object: refused)
     given = given if isinstance(given, int) and not isinstance(given, bool) else None
     problems = context_problems(model_name=model.get("name", "the model"),
                                 max_positions=model.get("max_position_embeddings"), max_model_len=given,

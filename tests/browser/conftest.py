@@ -299,7 +299,7 @@ def cliff_report(user, monkeypatch):
 
 
 @pytest.fixture
-def search_report(user, monkeypatch):
+def search_report(user, monkeypatch, catalog):
     """A small deployment search (two GPU types), run in this process: the finished search."""
     from planner.search import services
 
