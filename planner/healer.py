@@ -1,7 +1,7 @@
 """The worker's healer: every ``KVP_HEAL_INTERVAL_S`` seconds its main process sends again the work whose
 worker died (a stopped heartbeat, :mod:`planner.heartbeat`): grid chunks and cliff searches of sweeps
-(:func:`planner.sweeps.stalls.chunks_heal`) and chunks of deployment searches
-(:func:`planner.search.stalls.chunks_heal`).
+(:func:`planner.sweeps.stalls.chunks_heal`), chunks of deployment searches
+(:func:`planner.search.stalls.chunks_heal`) and of day plans (:func:`planner.dayplans.stalls.chunks_heal`).
 
 Registered on Celery's ``worker_ready`` signal when the worker imports :mod:`planner.tasks`; web processes never
 start it.
@@ -16,6 +16,7 @@ from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
 from django.db import connection
 
+from planner.dayplans import stalls as dayplan_stalls
 from planner.search import stalls as search_stalls
 from planner.sweeps import stalls as sweep_stalls
 
@@ -25,7 +26,8 @@ _healer_stop = threading.Event()
 
 def _heal_forever(interval_s: float) -> None:
     while not _healer_stop.wait(interval_s):
-        for what, heal in (("sweep", sweep_stalls.chunks_heal), ("search", search_stalls.chunks_heal)):
+        for what, heal in (("sweep", sweep_stalls.chunks_heal), ("search", search_stalls.chunks_heal),
+                           ("day plan", dayplan_stalls.chunks_heal)):
             try:
                 sent = heal()
                 if sent:
