@@ -245,7 +245,7 @@ def _workload(snapshot: dict | None, point: dict | None, raw: dict, owner, err: 
 def _day_part(raw: dict, snapshot: dict | None, wl, err: FieldErrors) -> dict:
     """Policy, cold start, routing, GPUs and price, SLO and chunks (checked whatever the rest's problems)."""
     from simulator.base import ConfigError
-    from simulator.day import ROUTINGS, build_policy
+    from simulator.day import ROUTINGS, build_policy, chunk_plans
 
     weights, weights_source = _weights_gib(snapshot)
     cold_s, cold_parts = _cold_start(raw.get("cold_start"), weights, err)
@@ -272,6 +272,14 @@ def _day_part(raw: dict, snapshot: dict | None, wl, err: FieldErrors) -> dict:
             _check_most_replicas(policy, err)
     chunk_s = _number(err, raw, "chunk_s", DEFAULT_CHUNK_S, 0, 7 * 86_400, lo_open=True, unit=" of seconds")
     overlap_s = _number(err, raw, "overlap_s", DEFAULT_OVERLAP_S, 0, 86_400, unit=" of seconds")
+    if chunk_s is not None and overlap_s is not None:  # their own rules now, the traffic's later
+        sync = policy.sync_s if policy is not None else (policy_raw or {}).get("sync_s", 15.0) \
+            if isinstance(policy_raw, dict) else 15.0
+        try:
+            chunk_plans(0.0, chunk_s, overlap_s, float(sync) if isinstance(sync, (int, float)) else 15.0)
+        except ConfigError as exc:
+            field, message = field_and_message(exc)
+            err.add(field if field in ("chunk_s", "overlap_s") else "chunk_s", message)
     return {"policy": policy_raw, "policy_resolved": policy.to_dict() if policy is not None else None,
             "sync_s": float(policy.sync_s) if policy is not None else None,
             "cold_start_s": cold_s, "cold_start": cold_parts, "weights_source": weights_source,
