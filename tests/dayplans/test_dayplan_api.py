@@ -137,3 +137,10 @@ def test_a_dead_worker_loses_no_stored_chunk(client, sent):
     assert DayPlan.objects.get(pk=pid).status == "done"
     sent.clear()
     assert stalls.chunks_heal() == 0 and sent == []
+
+
+def test_the_schema_example_is_the_documented_file():
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "day_plan_api.json"
+    assert json.loads(path.read_text()) == EXAMPLE_DAY_PLAN
