@@ -24,12 +24,12 @@ def slo_words(slo: dict) -> str:
     return " and ".join(parts) if parts else "finished (no latency target given)"
 
 
-def _amount(v: float) -> str:
+def amount(v: float) -> str:
     """GPU-hours with the digits that matter: 421, 42.1, 0.831."""
     return f"{v:,.0f}" if v >= 100 else f"{v:,.1f}" if v >= 10 else f"{v:,.3g}"
 
 
-def _usd(v: float) -> str:
+def usd(v: float) -> str:
     return f"${v:,.0f}" if v >= 100 else f"${v:,.2f}"
 
 
@@ -44,8 +44,8 @@ def answer_words(answer: dict, day: dict) -> list[str]:
     saving = answer["saving"]
     saved = f"{saving * 100:.0f} % saved" if saving >= 0 else f"{-saving * 100:.0f} % more"
     peak = answer["peak_replicas"]
-    head = (f"{_amount(answer['gpu_hours'])} GPU-hours ({_usd(answer['cost'])}) against "
-            f"{_amount(answer['fixed_peak_gpu_hours'])} fixed at the peak of {peak} replica{'s' if peak != 1 else ''}: "
+    head = (f"{amount(answer['gpu_hours'])} GPU-hours ({usd(answer['cost'])}) against "
+            f"{amount(answer['fixed_peak_gpu_hours'])} fixed at the peak of {peak} replica{'s' if peak != 1 else ''}: "
             f"{saved}")
     out = [head, f"{_pct(answer['attainment'])} of {answer['requests']:,} requests met {slo_words(day['slo'])}"]
     hours = {h["hour"]: h for h in answer["hours"]}

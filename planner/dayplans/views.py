@@ -47,7 +47,9 @@ def dayplan_detail(request, plan_id: int):
     ctx = {"nav": "dayplans", "plan": plan, "progress": selectors.dayplan_progress(plan=plan), "day": day,
            "inputs": exports.plan_inputs(plan.snapshot), "slo_words": exports.slo_words(day["slo"])}
     if plan.answer:
-        ctx.update(answer=plan.answer, attainment_pct=f"{plan.answer['attainment'] * 100:.1f}", words=exports.answer_words(plan.answer, day),
+        a = plan.answer
+        ctx.update(answer=a, attainment_pct=f"{a['attainment'] * 100:.1f}", gpu_hours=exports.amount(a["gpu_hours"]),
+                   cost=exports.usd(a["cost"]), fixed=exports.amount(a["fixed_peak_gpu_hours"]), words=exports.answer_words(plan.answer, day),
                    hours=_hours(plan.answer, day["price_per_gpu_hour"]), fleet_figure=build_fleet_figure(plan.answer),
                    hours_figure=build_hours_figure(plan.answer))
     return render(request, "planner/dayplans/detail.html", ctx)
