@@ -49,10 +49,12 @@ def answer_words(answer: dict, day: dict) -> list[str]:
             f"{saved}")
     out = [head, f"{_pct(answer['attainment'])} of {answer['requests']:,} requests met {slo_words(day['slo'])}"]
     hours = {h["hour"]: h for h in answer["hours"]}
-    worst = [hours[h] for h in answer.get("worst_hours") or [] if h in hours]
+    worst = [hours[h] for h in answer.get("worst_hours") or [] if h in hours and hours[h]["attainment"] < 1]
     if worst:
         out.append("worst hour" + ("s" if len(worst) > 1 else "") + " " +
                    ", ".join(f"{h['hour']}: {_pct(h['attainment'])}" for h in worst))
+    elif answer.get("worst_hours"):
+        out.append("every hour met it for every request")
     if answer.get("unfinished"):
         out.append(f"{answer['unfinished']:,} requests never finished (counted as missed)")
     return out

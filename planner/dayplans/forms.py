@@ -10,10 +10,11 @@ from django import forms
 
 from planner.sweeps.sections import TRACE_FORMAT_NAMES
 
-#: A day of chat traffic in requests per hour (a night trough, two peaks): 2 requests/s on average.
-DEFAULT_HOURLY = "2500,1800,1400,1300,1400,2000,4000,7000,9500,10500,10800,10600,10000,10200,10500,10300,9800,9000," \
-                 "8000,7000,6000,5000,4000,3200"
-DEFAULT_POLICY = '{"kind": "hpa", "metric": "running", "target": 32, "min_replicas": 1, "max_replicas": 8}'
+#: A day of chat traffic in requests per hour (a night trough at 2,600, a day near 21,600): 3.6 requests/s
+#: on average.
+DEFAULT_HOURLY = "5000,3600,2800,2600,2800,4000,8000,14000,19000,21000,21600,21200,20000,20400,21000,20600,19600,18000" \
+                 ",16000,14000,12000,10000,8000,6400"
+DEFAULT_POLICY = '{"kind": "hpa", "metric": "running", "target": 16, "min_replicas": 1, "max_replicas": 8}'
 
 
 def _json_object(text: str, what: str) -> dict | None:
