@@ -116,3 +116,22 @@ def test_the_api_answers_400_with_the_fields_and_429_over_the_quota(user, settin
     assert c.post("/api/day-plans/", _body(), format="json").status_code == 202
     r = c.post("/api/day-plans/", _body(), format="json")
     assert r.status_code == 429 and "limit per user is 1" in r.json()["errors"]["non_field_errors"][0]
+
+
+def test_a_public_trace_and_a_catalog_deployment_plan_a_day(user, monkeypatch):
+    """The Azure conversation trace's first 1,500 requests (tests/data/traces/README.md) on Llama 3.1 8B, one
+    H100, timed by its roofline clock: the trace's arrivals are seconds, the price is the catalog's."""
+    from pathlib import Path
+
+    monkeypatch.setattr(services, "chunk_enqueue", lambda plan_id, index: None)
+    text = (Path(__file__).resolve().parents[1] / "data" / "traces" / "azure_conv_2023_head1500.csv").read_text()
+    plan = services.dayplan_create(owner=user, definition={
+        "model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb", "workload": {"trace": text, "format": "auto"},
+        "policy": {"kind": "fixed", "replicas": 1}, "slo": {"ttft_s": 2}, "chunk_s": 150, "overlap_s": 30})
+    assert plan.snapshot["workload"]["format"] == "azure" and plan.num_chunks >= 2
+    assert plan.definition["workload"]["trace"].startswith("<1500 requests")
+    plan = services.dayplan_run_here(plan=plan)
+    assert plan.status == "done", plan.error
+    a, price = plan.answer, plan.snapshot["gpu"]["spec"]["price_per_hour"]
+    assert a["requests"] == 1500 and a["cost"] == pytest.approx(a["gpu_hours"] * price)
+    assert a["saving"] == pytest.approx(0.0) and a["peak_replicas"] == 1  # a fixed fleet is its own peak
