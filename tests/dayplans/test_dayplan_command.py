@@ -53,8 +53,12 @@ def test_bad_definition_and_cancel(owner, tmp_path, monkeypatch):
     good = tmp_path / "good.json"
     good.write_text(json.dumps(EXAMPLE_DAY_PLAN))
     pid = run("dayplan", "create", str(good), "--user", "ops")[0].strip()
-    assert run("dayplan", "cancel", pid)[0].strip() == f"day plan {pid}: cancelled"
     with pytest.raises(CommandError, match="no answer yet"):
         run("dayplan", "csv", pid)
+    assert services.chunk_run(plan_id=int(pid), index=0) == "done"
+    assert run("dayplan", "cancel", pid)[0].strip() == f"day plan {pid}: cancelled"
+    plan = DayPlan.objects.get(pk=int(pid))
+    assert plan.answer["partial"] is True and plan.answer["chunks_done"] == 1  # the finished chunk's hours
+    assert run("dayplan", "csv", pid)[0].startswith("hour,requests")
     with pytest.raises(CommandError, match="no user named"):
         run("dayplan", "create", str(good), "--user", "nobody")

@@ -10,7 +10,8 @@ The same services as ``/api/day-plans/``:
   in order, through the function the workers call (:func:`~planner.dayplans.services.chunk_run`; idempotent,
   so the queued message finds its chunk done). The answer's sentences go to stderr, the plan's id to stdout.
 - ``dayplan status ID``: the progress object of ``GET /api/day-plans/{id}/``, as JSON.
-- ``dayplan cancel ID``: :func:`~planner.dayplans.services.dayplan_cancel` as the owner (finished chunks kept).
+- ``dayplan cancel ID``: :func:`~planner.dayplans.services.dayplan_cancel` as the owner (finished chunks kept,
+  their hours answered in this process).
 - ``dayplan csv ID [-o OUT]``: the answered plan's hours as CSV (``export/?format=csv``).
 
 Exit status: 0 when the plan is created (or done, with ``--wait``/``--inline``); 1 for a bad definition
@@ -103,6 +104,7 @@ class Command(BaseCommand):
     def _cancel(self, *, plan_id: int, **_):
         plan = _plan(plan_id)
         plan = services.dayplan_cancel(plan=plan, user=plan.owner)
+        services.plan_answer(plan_id=plan.pk)  # the finished chunks' hours now, worker or not (idempotent)
         self.stdout.write(f"day plan {plan.pk}: {plan.status}")
 
     def _csv(self, *, plan_id: int, output: str, **_):
