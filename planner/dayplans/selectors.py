@@ -18,8 +18,8 @@ def dayplan_get(*, plan_id: int, user) -> DayPlan:
 
 
 def dayplan_list(*, owner):
-    return DayPlan.objects.filter(owner=owner).only("id", "name", "status", "created_at", "finished_at",
-                                                    "num_chunks", "span_s")
+    return DayPlan.objects.filter(owner=owner).only("id", "name", "status", "created_at", "started_at",
+                                                    "finished_at", "num_chunks", "span_s", "error")
 
 
 def dayplan_progress(*, plan: DayPlan) -> dict:

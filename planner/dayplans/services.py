@@ -247,6 +247,8 @@ def plan_answer(*, plan_id: int) -> str:
     answer = _answer_of(wl, [DayChunk.from_dict(r) for _, r in rows], policy, plan.snapshot["day"])
     with transaction.atomic():
         locked = DayPlan.objects.select_for_update().get(pk=plan_id)
+        if locked.answer and locked.answer.get("chunks_done", 0) >= answer["chunks_done"]:
+            return "unchanged"  # another task answered as many chunks (or more) meanwhile
         locked.answer = answer
         fields = ["answer"]
         if not locked.is_final and not answer["partial"]:
