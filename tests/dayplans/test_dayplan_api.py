@@ -144,3 +144,18 @@ def test_the_schema_example_is_the_documented_file():
 
     path = Path(__file__).resolve().parents[2] / "examples" / "day_plan_api.json"
     assert json.loads(path.read_text()) == EXAMPLE_DAY_PLAN
+
+
+def test_a_plan_whose_worker_died_before_answering_is_answered(client, sent, monkeypatch):
+    """Every chunk stored, the answer never written (the worker died between the two): the healer sends it."""
+    pid = client.post("/api/day-plans/", _body(), format="json").json()["id"]
+    with monkeypatch.context() as m:
+        m.setattr(services, "plan_answer", lambda plan_id: "died")  # the worker dies before answering
+        for index in range(3):
+            assert tasks.run_day_plan_chunk(pid, index) == "done"
+    assert DayPlan.objects.get(pk=pid).status == "running"
+    DayPlanChunk.objects.filter(plan_id=pid).update(finished_at=timezone.now() - timedelta(minutes=10))
+    sent.clear()
+    assert stalls.chunks_heal() == 1 and sent == [(services.ANSWER_TASK, [pid])]
+    assert tasks.answer_day_plan(pid) == "answered"
+    assert DayPlan.objects.get(pk=pid).status == "done"
