@@ -78,8 +78,13 @@ def test_cancel_from_the_page(client, monkeypatch):
     monkeypatch.setattr(services, "chunk_enqueue", lambda plan_id, index: None)
     client.post("/plans/day/", _form())
     plan = DayPlan.objects.get()
+    assert services.chunk_run(plan_id=plan.pk, index=0) == "done"
     r = client.post(f"/plans/day/{plan.pk}/cancel/")
     assert r.status_code == 302
     plan.refresh_from_db()
     assert plan.status == "cancelled"
-    assert "Cancel the day plan" not in client.get(f"/plans/day/{plan.pk}/").content.decode()
+    html = client.get(f"/plans/day/{plan.pk}/").content.decode()
+    assert "Cancel the day plan" not in html and "being answered by a worker" in html
+    assert services.plan_answer(plan_id=plan.pk) == "answered"  # what the answer task does
+    html = client.get(f"/plans/day/{plan.pk}/").content.decode()
+    assert "The finished hours (cancelled after 1 of 2 chunks)" in html and 'id="fig-fleet"' in html
