@@ -54,7 +54,7 @@ def answer_words(answer: dict, day: dict) -> list[str]:
         out.append("worst hour" + ("s" if len(worst) > 1 else "") + " " +
                    ", ".join(f"{h['hour']}: {_pct(h['attainment'])}" for h in worst))
     elif answer.get("worst_hours"):
-        out.append("every hour met it for every request")
+        out.append("no hour missed a request")
     if answer.get("unfinished"):
         out.append(f"{answer['unfinished']:,} requests never finished (counted as missed)")
     return out
