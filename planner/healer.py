@@ -1,7 +1,8 @@
 """The worker's healer: every ``KVP_HEAL_INTERVAL_S`` seconds its main process sends again the work whose
 worker died (a stopped heartbeat, :mod:`planner.heartbeat`): grid chunks and cliff searches of sweeps
-(:func:`planner.sweeps.stalls.chunks_heal`) and chunks of deployment searches
-(:func:`planner.search.stalls.chunks_heal`); and the work whose message was lost (:class:`LostMessages`).
+(:func:`planner.sweeps.stalls.chunks_heal`), chunks of deployment searches
+(:func:`planner.search.stalls.chunks_heal`) and of day plans (:func:`planner.dayplans.stalls.chunks_heal`); and
+the work of sweeps and searches whose message was lost (:class:`LostMessages`).
 
 The healing rule (docs/operations.md, "Stalls are seen and healed"): work that is **running** with no
 heartbeat for ``KVP_STALL_AFTER_S`` is put back to pending and sent again; work that is **pending** (or a
@@ -25,6 +26,7 @@ from django.conf import settings
 from django.db import connection
 
 from planner import broker_messages
+from planner.dayplans import stalls as dayplan_stalls
 from planner.search import stalls as search_stalls
 from planner.sweeps import stalls as sweep_stalls
 
@@ -57,7 +59,7 @@ def _heal_forever(interval_s: float) -> None:
     lost = LostMessages()
     while not _healer_stop.wait(interval_s):
         for what, heal in (("sweep", sweep_stalls.chunks_heal), ("search", search_stalls.chunks_heal),
-                           ("lost", lost.tick)):
+                           ("day plan", dayplan_stalls.chunks_heal), ("lost", lost.tick)):
             try:
                 sent = heal()
                 if sent:

@@ -119,4 +119,5 @@ class Report(models.Model):
         return self.title
 
 
+from planner.dayplans.models import DayPlan, DayPlanChunk  # noqa: E402, F401  (day plans, planner/dayplans/)
 from planner.search.models import Search, SearchChunk  # noqa: E402, F401  (deployment searches, planner/search/)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from planner import healer  # noqa: F401  (registers the worker's healer on worker_ready)
+from planner.dayplans import services as dayplan_services
 from planner.search import services as search_services
 from planner.sweeps import runner, services
 
@@ -36,3 +37,15 @@ def run_cliff_sweep(sweep_id: int) -> str:
 def run_search_chunk(search_id: int, index: int) -> str:
     """Search chunk ``index`` (one GPU type's candidates) of deployment search ``search_id`` and store it."""
     return search_services.chunk_run(search_id=int(search_id), index=int(index))
+
+
+@shared_task(name="planner.run_day_plan_chunk", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def run_day_plan_chunk(plan_id: int, index: int) -> str:
+    """Simulate chunk ``index`` of day plan ``plan_id`` from the previous chunk's handover and store it."""
+    return dayplan_services.chunk_run(plan_id=int(plan_id), index=int(index))
+
+
+@shared_task(name="planner.answer_day_plan", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def answer_day_plan(plan_id: int) -> str:
+    """Join day plan ``plan_id``'s stored chunks into its answer (a cancelled plan: its finished hours)."""
+    return dayplan_services.plan_answer(plan_id=int(plan_id))

@@ -1,4 +1,4 @@
-"""Page routes of the planner app: sizing at ``/``, sweeps and reports."""
+"""Page routes of the planner app: sizing at ``/``, sweeps and reports, searches, calibrations, day plans."""
 
 from django.urls import include, path
 
@@ -7,4 +7,5 @@ urlpatterns = [
     path("", include("planner.sweeps.urls")),
     path("", include("planner.search.urls")),
     path("", include("planner.calibration.urls")),
+    path("", include("planner.dayplans.urls")),
 ]

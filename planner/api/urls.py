@@ -7,4 +7,5 @@ urlpatterns = [
     path("", include("planner.api.sweep_urls")),
     path("", include("planner.search.api_urls")),
     path("", include("planner.calibration.api_urls")),
+    path("", include("planner.dayplans.api_urls")),
 ]

@@ -279,6 +279,7 @@ class OraclePolicy(Policy):
         _number("policy.period_s", self.period_s, 1, 1e7)
         _number("policy.capacity_per_replica", self.capacity_per_replica, 0, 1e9, lo_open=True)
         _number("policy.lead_s", self.lead_s, 0, 86_400)
+        _number("policy.sync_s", self.sync_s, 1, 3600)
         lo = _number("policy.min_replicas", self.min_replicas, 1, MAX_REPLICAS, whole=True)
         if _number("policy.max_replicas", self.max_replicas, 1, MAX_REPLICAS, whole=True) < lo:
             raise ConfigError("policy.max_replicas: below min_replicas")

@@ -17,7 +17,9 @@ def build_policy(data: dict[str, Any], arrival, cold_s: float) -> Policy:
             if isinstance(period, bool) or not isinstance(period, (int, float)) or not 1 <= period <= 1e7:
                 raise ConfigError(f"policy.period_s: must be a number of seconds from 1 to 1e7, got {period!r}")
             data["rates"] = list(rate_curve(arrival, float(period)))
-        data.setdefault("lead_s", cold_s + data.get("sync_s", 15.0))
+        sync = data.get("sync_s", 15.0)
+        if isinstance(sync, (int, float)) and not isinstance(sync, bool):  # (a bad one is named by the policy)
+            data.setdefault("lead_s", cold_s + sync)
     return policy_from_dict(data)
 
 

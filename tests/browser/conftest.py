@@ -352,3 +352,25 @@ def xpyd_search_report(user, monkeypatch):
     search = services.search_run_here(search=search)
     assert search.status == search.Status.DONE and search.result.get("disaggregated"), search.error
     return search
+
+
+@pytest.fixture
+def day_plan(user, monkeypatch):
+    """A small day plan (docs/autoscaling.md's body: three chunks, an HPA), run in this process: the plan."""
+    from planner.dayplans import services
+    from planner.dayplans.api import EXAMPLE_DAY_PLAN
+
+    monkeypatch.setattr(services, "chunk_enqueue", lambda plan_id, index: None)
+    plan = services.dayplan_run_here(plan=services.dayplan_create(owner=user, definition=EXAMPLE_DAY_PLAN))
+    assert plan.status == plan.Status.DONE and plan.answer, plan.error
+    return plan
+
+
+@pytest.fixture
+def queued_day_plan(user, monkeypatch):
+    """A day plan stored and never sent to a worker: its page shows the progress at 0."""
+    from planner.dayplans import services
+    from planner.dayplans.api import EXAMPLE_DAY_PLAN
+
+    monkeypatch.setattr(services, "chunk_enqueue", lambda plan_id, index: None)
+    return services.dayplan_create(owner=user, definition={**EXAMPLE_DAY_PLAN, "name": "A day waiting for a worker"})

@@ -46,6 +46,8 @@ def _pages(reports: dict) -> dict[str, str]:
         "search-new": "/searches/", "search-progress": f"/searches/{reports['queued_search'].pk}/",
         "search-report": f"/searches/r/{reports['search'].slug}/",
         "search-report-xpyd": f"/searches/r/{reports['xpyd_search'].slug}/",
+        "dayplan-new": "/plans/day/", "dayplan-progress": f"/plans/day/{reports['queued_day_plan'].pk}/",
+        "dayplan": f"/plans/day/{reports['day_plan'].pk}/",
         "calibrations": "/calibrations/", "catalog": "/catalog/",
         "catalog-models": "/catalog/models/", "catalog-gpus": "/catalog/gpus/",
         "catalog-model": f"/catalog/models/{llama}/", "catalog-gpu": f"/catalog/gpus/{h100}/",
@@ -67,7 +69,7 @@ SIGNED_OUT = {"sign-in": "/accounts/login/", "sign-up": "/accounts/signup/"}
 #: fits its box at 390 px, and every table fits at 1400 px.
 SCROLL_ON_A_PHONE = {"Points", "Every replica count simulated", "Disaggregated against aggregated, same GPUs",
                      "Every deployment tried", "Aggregated against disaggregated prefill/decode", "GPU comparison",
-                     "Models", "GPUs"}
+                     "Models", "GPUs", "Hour by hour"}
 
 
 _CUT = """() => {
@@ -144,7 +146,7 @@ def _shoot(browser, live_server, pages: dict[str, str], cookies: list) -> None:
 
 def test_every_page_at_both_widths(browser, live_server, catalog, user, finished_report, replicas_report,
                                    cliff_report, disaggregated_report, speculative_report, search_report,
-                                   xpyd_search_report, queued_search):
+                                   xpyd_search_report, queued_search, day_plan, queued_day_plan):
     from accounts.services import api_token_create
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -152,7 +154,7 @@ def test_every_page_at_both_widths(browser, live_server, catalog, user, finished
     pages = _pages({"report": finished_report, "replicas": replicas_report, "cliff": cliff_report,
                     "disaggregated": disaggregated_report, "speculative": speculative_report,
                     "search": search_report, "xpyd_search": xpyd_search_report, "queued_search": queued_search,
-                    "token": token})
+                    "day_plan": day_plan, "queued_day_plan": queued_day_plan, "token": token})
     _shoot(browser, live_server, pages, [session_cookie(live_server, user)])
     _shoot(browser, live_server, {**SIGNED_OUT, "report-signed-out": pages["report"],
                                   "search-report-signed-out": pages["search-report"]}, [])

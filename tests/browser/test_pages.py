@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 
 # A laptop screen (the flows' screenshots use a taller window; the width is what matters here).
 LAPTOP = {"width": 1366, "height": 768}
-NAV_LINKS = ("Sizing", "Replicas", "Sweeps", "Search", "Reports", "Catalog", "API docs")
+NAV_LINKS = ("Sizing", "Replicas", "Sweeps", "Search", "Day plans", "Reports", "Catalog", "API docs")
 
 # (screenshot name or None when a flow already takes one, path, draws figures)
 SIGNED_IN_PAGES = [
@@ -31,6 +31,7 @@ SIGNED_IN_PAGES = [
     ("report-replicas", "/reports/{replicas_report}/", True),
     (None, "/searches/", False),
     (None, "/searches/r/{search}/", True),
+    ("dayplan-form", "/plans/day/", False),
     (None, "/catalog/", False),
     (None, "/catalog/models/", False),
     ("catalog-gpus", "/catalog/gpus/", False),
@@ -159,7 +160,7 @@ def test_the_current_section_is_marked_in_the_navigation(signed_in_page, finishe
         expect(current).to_have_text(section)
 
 
-@pytest.mark.parametrize("path", ["/", "/replicas/", "/sweeps/new/", "/catalog/models/"])
+@pytest.mark.parametrize("path", ["/", "/replicas/", "/sweeps/new/", "/catalog/models/", "/plans/day/"])
 def test_every_help_text_is_tied_to_its_field(signed_in_page, path):
     """Help under a field is read out with it: the input's aria-describedby names the help's id."""
     page = signed_in_page

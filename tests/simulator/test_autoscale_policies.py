@@ -106,3 +106,15 @@ def test_policies_round_trip_through_their_dicts():
     for p in (FixedPolicy(2), ScheduledPolicy((1, 3)), HpaPolicy(metric="kv_usage", target=0.7),
               OraclePolicy(rates=(1.0, 2.0), capacity_per_replica=3.0)):
         assert policy_from_dict(p.to_dict()) == p
+
+
+@pytest.mark.parametrize("sync_s", ["soon", 0, None])
+def test_an_oracles_bad_sync_is_named_not_a_type_error(sync_s):
+    """An oracle's ``sync_s`` was never checked, and ``build_policy`` added a text one to the cold start
+    (a TypeError, a 500 in the planner): now it is refused as the HPA's is."""
+    import numpy as np
+
+    from simulator.day import build_policy
+
+    with pytest.raises(ConfigError, match="policy.sync_s: must be a number"):
+        build_policy({"kind": "oracle", "capacity_per_replica": 2, "sync_s": sync_s}, np.arange(10.0), 45.0)

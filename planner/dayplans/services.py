@@ -1,0 +1,289 @@
+"""Writes for day plans: create, run a chunk, store it, answer, cancel.
+
+The sweeps' pattern (``planner/sweeps/services.py``), with one difference: a day's chunks run **one after
+another**, each from the previous chunk's handover (the replicas it had alive and the counts its policy
+chose, :class:`simulator.day.Handover`). So only chunk 0 is sent at creation; :func:`chunk_store` writes a
+finished chunk (keyed by ``(plan, index)``, under a lock on the plan) and sends chunk ``h + 1`` once that
+transaction commits; the last chunk's task joins the chunks and stores the answer (:func:`plan_answer`).
+
+Idempotent everywhere, so late acknowledgement is safe: a chunk task whose row is done returns at once
+(``already-done``), a chunk whose previous one is not stored yet returns ``waiting`` (it is sent again when
+that one is), and a running chunk whose worker died is sent again by the healer (``planner/dayplans/stalls.py``)
+after its heartbeat stopped. A crashed worker loses at most the chunk it was running, never a stored one.
+
+Cancelling keeps the finished chunks: a chunk still running is stored when it ends but starts no other, and
+:data:`ANSWER_TASK` answers the finished hours (``partial``) on a worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import uuid
+from dataclasses import replace
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.utils import timezone
+
+from config.celery import app as celery_app
+from planner.dayplans import definition as ddefn
+from planner.dayplans.models import DayPlan, DayPlanChunk
+from planner.heartbeat import MAX_CHUNK_ATTEMPTS, Heartbeat, gave_up_message, is_stalled
+from planner.sweeps.services import QuotaExceeded, _failure_message, _queue
+
+logger = logging.getLogger(__name__)
+
+#: Names of the Celery tasks of :mod:`planner.tasks` this module sends.
+CHUNK_TASK = "planner.run_day_plan_chunk"
+ANSWER_TASK = "planner.answer_day_plan"
+#: Fleet columns kept with the answer, for the chart over time.
+FLEET_COLUMNS = ("time_s", "desired", "ready", "starting", "draining", "router_queue")
+
+
+def dayplan_create(*, owner, definition: Any) -> DayPlan:
+    """Validate ``definition``, store the plan and its chunks, send chunk 0 after commit.
+
+    Raises :class:`planner.errors.InputError` (messages per field) or :class:`QuotaExceeded`.
+    """
+    norm, snapshot = ddefn.validate(definition, owner=owner)
+    _check_quota(owner)
+    day = snapshot["day"]
+    with transaction.atomic():
+        plan = DayPlan.objects.create(owner=owner, name=norm.get("name") or _default_name(snapshot),
+                                      definition=norm, snapshot=snapshot, num_chunks=len(day["plans"]),
+                                      span_s=day["span_s"])
+        DayPlanChunk.objects.bulk_create([
+            DayPlanChunk(plan=plan, index=p["index"], start_s=p["start_s"], end_s=p["end_s"],
+                         task_id=str(uuid.uuid4())) for p in day["plans"]])
+        plan_id = plan.pk
+        transaction.on_commit(lambda: chunk_enqueue(plan_id, 0))
+    return plan
+
+
+def _check_quota(owner) -> None:
+    """Refuse a plan when the owner already has ``KVP_USER_MAX_DAY_PLANS`` queued or running (API: 429)."""
+    limit = int(getattr(settings, "KVP_USER_MAX_DAY_PLANS", 3))
+    active = DayPlan.objects.filter(owner=owner, status__in=[DayPlan.Status.QUEUED, DayPlan.Status.RUNNING]).count()
+    if active >= limit:
+        raise QuotaExceeded({"non_field_errors": [
+            f"You have {active} day plan{'s' if active != 1 else ''} queued or running; the limit per user is "
+            f"{limit}. Wait for one to finish or cancel it."]})
+
+
+def _default_name(snapshot: dict) -> str:
+    who = (snapshot.get("model") or {}).get("spec", {}).get("name") or "Engine"
+    gpu = (snapshot.get("gpu") or {}).get("spec", {}).get("name")
+    kind = (snapshot["day"]["policy"] or {}).get("kind", "policy")
+    return f"{who}{' on ' + gpu if gpu else ''}, {kind} policy over {snapshot['day']['span_s'] / 3600:.3g} h"[:200]
+
+
+def _opts() -> dict:
+    queue = _queue()
+    return {"queue": queue} if queue else {}
+
+
+def chunk_enqueue(plan_id: int, index: int) -> None:
+    """Send chunk ``index``'s task (by name: :mod:`planner.tasks` calls into this module)."""
+    chunk = DayPlanChunk.objects.filter(plan_id=plan_id, index=index, status="pending").only("task_id").first()
+    if chunk is not None:
+        celery_app.send_task(CHUNK_TASK, args=[plan_id, index], task_id=chunk.task_id, **_opts())
+
+
+def answer_enqueue(plan_id: int) -> None:
+    celery_app.send_task(ANSWER_TASK, args=[plan_id], task_id=f"dayplan-{plan_id}-answer-{uuid.uuid4()}", **_opts())
+
+
+# --------------------------------------------------------------------------- run
+
+
+def build_inputs(snapshot: dict):
+    """``(workload, engine config, policy)`` of a plan, rebuilt from its snapshot (the same on every worker)."""
+    from planner.sweeps.runner import workload_of
+    from simulator.day import build_policy
+    from simulator.engine import EngineConfig
+
+    day = snapshot["day"]
+    wl = workload_of(snapshot["point"]["workload"], snapshot["workload"])
+    policy = build_policy(dict(day["policy"]), wl.arrival, day["cold_start_s"])
+    return wl, EngineConfig.from_dict(snapshot["point"]["config"]), policy
+
+
+def _plans(snapshot: dict):
+    from simulator.day.chunks import ChunkPlan
+
+    day = snapshot["day"]
+    out = []
+    for p in day["plans"]:
+        end = math.inf if p["end_s"] is None else p["end_s"]
+        last = p["end_s"] is None
+        out.append(ChunkPlan(p["index"], p["start_s"], end, max(0.0, p["start_s"] - day["overlap_s"]),
+                             math.inf if last else end + day["overlap_s"]))
+    return out
+
+
+def chunk_run(*, plan_id: int, index: int) -> str:
+    """Simulate chunk ``index`` from the previous chunk's handover and store it; idempotent.
+
+    Returns ``done``, ``already-done``, ``waiting`` (the previous chunk is not stored yet), ``skipped``,
+    ``running-elsewhere``, ``missing`` or ``failed``.
+    """
+    from simulator.day import Handover, simulate_chunk
+
+    chunk = DayPlanChunk.objects.select_related("plan").filter(plan_id=plan_id, index=index).first()
+    if chunk is None:
+        return "missing"
+    if chunk.status == "done":
+        return "already-done"
+    plan = chunk.plan
+    if plan.is_final:
+        DayPlanChunk.objects.filter(pk=chunk.pk).exclude(status="done").update(status="skipped")
+        return "skipped"
+    prev = None
+    if index > 0:
+        prev = DayPlanChunk.objects.filter(plan_id=plan_id, index=index - 1, status="done").values_list(
+            "result__handover", flat=True).first()
+        if prev is None:
+            return "waiting"
+    if chunk.status == "running" and not is_stalled(chunk.heartbeat_at):
+        return "running-elsewhere"
+    if chunk.attempts >= MAX_CHUNK_ATTEMPTS:
+        _fail(plan_id, chunk, gave_up_message(chunk.attempts))
+        return "failed"
+    now = timezone.now()
+    DayPlan.objects.filter(pk=plan_id, status=DayPlan.Status.QUEUED).update(status=DayPlan.Status.RUNNING,
+                                                                           started_at=now)
+    DayPlanChunk.objects.filter(pk=chunk.pk).update(status="running", started_at=now, heartbeat_at=now,
+                                                    attempts=chunk.attempts + 1)
+    try:
+        with Heartbeat(DayPlanChunk, chunk.pk):
+            wl, config, policy = build_inputs(plan.snapshot)
+            plans = _plans(plan.snapshot)
+            day = plan.snapshot["day"]
+            done = simulate_chunk(wl, config, policy, plans[index], cold_start_s=day["cold_start_s"],
+                                  routing=day["routing"], handover=None if prev is None else Handover.from_dict(prev),
+                                  next_plan=plans[index + 1] if index + 1 < len(plans) else None)
+            data = done.to_dict()
+    except Exception as exc:  # noqa: BLE001 - stored and shown; the plan fails with the reason
+        logger.exception("day plan %s chunk %s failed", plan_id, index)
+        _fail(plan_id, chunk, _failure_message(exc))
+        return "failed"
+    if chunk_store(plan_id=plan_id, index=index, result=data):
+        plan_answer(plan_id=plan_id)
+    return "done"
+
+
+def _fail(plan_id: int, chunk: DayPlanChunk, msg: str) -> None:
+    DayPlanChunk.objects.filter(pk=chunk.pk).update(status="failed", error=msg[:2000])
+    DayPlan.objects.filter(pk=plan_id).exclude(status__in=DayPlan.FINAL_STATES).update(
+        status=DayPlan.Status.FAILED, error=f"chunk {chunk.index}: {msg}"[:4000], finished_at=timezone.now())
+
+
+def chunk_store(*, plan_id: int, index: int, result: dict) -> bool:
+    """Write a finished chunk (keyed by ``(plan, index)``) and send the next one after commit; True when the
+    plan has every chunk now, or was cancelled (the caller then answers it)."""
+    with transaction.atomic():
+        plan = DayPlan.objects.select_for_update().get(pk=plan_id)
+        DayPlanChunk.objects.filter(plan=plan, index=index).update(
+            result=result, status="done", finished_at=timezone.now(), error="")
+        if plan.is_final:
+            return plan.status == DayPlan.Status.CANCELLED
+        if index + 1 < plan.num_chunks:
+            transaction.on_commit(lambda: chunk_enqueue(plan_id, index + 1))
+            return False
+    return True
+
+
+def _answer_of(wl, chunks: list, policy, day: dict) -> dict:
+    """The answer of ``chunks`` (0 to k, in order): the whole day, or the hours they cover."""
+    import numpy as np
+
+    from simulator.day import answer_day, join_chunks
+    from simulator.day.chunks import sub_workload
+
+    partial = not math.isinf(chunks[-1].plan.end_s)
+    if partial:  # only the finished chunks' hours: their requests, renumbered in that window
+        wl, idx = sub_workload(wl, 0.0, chunks[-1].plan.end_s)
+        local = np.full(int(idx.max(initial=-1)) + 1, -1, np.int64)
+        local[idx] = np.arange(idx.size)
+        chunks = [replace(c, request_index=local[c.request_index]) for c in chunks]
+    res = join_chunks(wl, chunks, policy, cold_start_s=day["cold_start_s"], routing=day["routing"])
+    slo = day["slo"]
+    ans = answer_day(res, gpus_per_replica=day["gpus_per_replica"], price_per_gpu_hour=day["price_per_gpu_hour"],
+                     slo_ttft_s=slo["ttft_s"], slo_tpot_s=slo["tpot_s"])
+    cols = res.replicas_over_time()
+    out = _json_safe(ans.to_dict())
+    out.update(partial=partial, end_s=res.end_s, policy=res.policy, chunks_done=len(chunks),
+               fleet=_json_safe({k: cols[k].tolist() for k in FLEET_COLUMNS if k in cols}))
+    out["policy"].pop("rates", None)  # an oracle's own rate curve: long, and rebuilt from the workload
+    return out
+
+
+def _json_safe(v):
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {k: _json_safe(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_safe(x) for x in v]
+    return v
+
+
+def plan_answer(*, plan_id: int) -> str:
+    """Join the stored chunks and store the answer: the day's (the plan is then done) or, for a cancelled plan,
+    its finished hours'. Idempotent: an answer of as many chunks is kept."""
+    from simulator.day import DayChunk
+
+    plan = DayPlan.objects.get(pk=plan_id)
+    rows = list(plan.chunks.filter(status="done").order_by("index").values_list("index", "result"))
+    rows = [r for i, r in enumerate(rows) if r[0] == i]  # consecutive from chunk 0
+    if not rows or (plan.answer and plan.answer.get("chunks_done") == len(rows)):
+        return "unchanged"
+    if plan.status != DayPlan.Status.CANCELLED and len(rows) < plan.num_chunks:
+        return "waiting"
+    wl, _, policy = build_inputs(plan.snapshot)
+    answer = _answer_of(wl, [DayChunk.from_dict(r) for _, r in rows], policy, plan.snapshot["day"])
+    with transaction.atomic():
+        locked = DayPlan.objects.select_for_update().get(pk=plan_id)
+        if locked.answer and locked.answer.get("chunks_done", 0) >= answer["chunks_done"]:
+            return "unchanged"  # another task answered as many chunks (or more) meanwhile
+        locked.answer = answer
+        fields = ["answer"]
+        if not locked.is_final and not answer["partial"]:
+            locked.status, locked.finished_at = DayPlan.Status.DONE, timezone.now()
+            fields += ["status", "finished_at"]
+        locked.save(update_fields=fields)
+    return "answered"
+
+
+def dayplan_cancel(*, plan: DayPlan, user) -> DayPlan:
+    """Cancel a queued or running plan (owner only): finished chunks are kept and their hours answered."""
+    if plan.owner_id != getattr(user, "pk", None):
+        raise PermissionDenied("Only the owner can cancel this day plan.")
+    with transaction.atomic():
+        locked = DayPlan.objects.select_for_update().get(pk=plan.pk)
+        if locked.is_final:
+            return locked
+        locked.status = DayPlan.Status.CANCELLED
+        locked.finished_at = timezone.now()
+        locked.save(update_fields=["status", "finished_at"])
+        # a running chunk finishes and is stored (and answered then); none is shown as running any more
+        locked.chunks.filter(status="pending").update(status="skipped")
+        if locked.chunks.filter(status="done").exists():
+            transaction.on_commit(lambda: answer_enqueue(locked.pk))
+    return locked
+
+
+def dayplan_run_here(*, plan: DayPlan) -> DayPlan:
+    """Run the plan's chunks in this process, in order (``manage.py dayplan --inline``, tests), then re-read it."""
+    for index in range(plan.num_chunks):
+        if chunk_run(plan_id=plan.pk, index=index) not in ("done", "already-done"):
+            break
+    plan_answer(plan_id=plan.pk)
+    return DayPlan.objects.get(pk=plan.pk)
+
+
+__all__ = ["ANSWER_TASK", "CHUNK_TASK", "build_inputs", "chunk_run", "chunk_store", "dayplan_cancel",
+           "dayplan_create", "dayplan_run_here", "plan_answer"]

@@ -1,0 +1,66 @@
+"""Day plans whose worker died: their stalled chunk is sent again, and a plan left between two chunks goes on.
+
+A day's chunks run one after another, so two things can stop a plan when a worker dies:
+
+* the chunk it was running: the row is ``running`` and its heartbeat (:mod:`planner.heartbeat`) stopped; it
+  goes back to ``pending`` with a new task id and is sent again (:func:`planner.heartbeat.requeue_stalled`,
+  the sweeps' and searches' healing);
+* the step after a stored chunk (the worker died after the commit, before the next chunk's message or the
+  answer was sent): no chunk is running, the plan is unfinished and its last stored chunk finished more than
+  ``KVP_STALL_AFTER_S`` ago; the next pending chunk (or, with every chunk stored, the answer) is sent again.
+
+Chunks are idempotent (a stored chunk is never run twice, :func:`planner.dayplans.services.chunk_run`), so a
+duplicate message is harmless.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.utils import timezone
+
+from config.celery import app as celery_app
+from planner.dayplans.models import DayPlan, DayPlanChunk
+from planner.dayplans.services import ANSWER_TASK, CHUNK_TASK, _opts, answer_enqueue
+from planner.heartbeat import requeue_stalled, stale_running, stall_after_s
+
+logger = logging.getLogger(__name__)
+UNFINISHED = [DayPlan.Status.QUEUED, DayPlan.Status.RUNNING]
+
+
+def stalled_chunks(*, now=None):
+    """Running chunks of unfinished plans whose heartbeat stopped more than ``KVP_STALL_AFTER_S`` ago."""
+    return stale_running(DayPlanChunk.objects.filter(plan__status__in=UNFINISHED), now=now)
+
+
+def _orphaned(now) -> int:
+    """Send again the next step of plans that stopped between two chunks (module docstring)."""
+    cutoff = now - timezone.timedelta(seconds=stall_after_s())
+    sent = 0
+    for plan in DayPlan.objects.filter(status=DayPlan.Status.RUNNING).exclude(chunks__status="running"):
+        done = plan.chunks.filter(status="done").order_by("-index").first()
+        if done is None or done.finished_at is None or done.finished_at > cutoff:
+            continue
+        nxt = plan.chunks.filter(index=done.index + 1, status="pending").first()
+        if nxt is not None:
+            celery_app.send_task(CHUNK_TASK, args=[plan.pk, nxt.index], task_id=nxt.task_id, **_opts())
+            sent += 1
+        elif done.index == plan.num_chunks - 1 and plan.answer is None:
+            answer_enqueue(plan.pk)
+            sent += 1
+    return sent
+
+
+def chunks_heal(*, now=None) -> int:
+    """Send again the stalled chunks of day plans and the next step of plans left between chunks; how many."""
+    now = now or timezone.now()
+    sent = 0
+    for plan_id, chunks, _pending in requeue_stalled(stalled_chunks(now=now), "plan_id"):
+        logger.warning("day plan %s: stalled chunk %s sent again", plan_id, [c.index for c in chunks])
+        for ch in chunks:
+            celery_app.send_task(CHUNK_TASK, args=[plan_id, ch.index], task_id=ch.task_id, **_opts())
+            sent += 1
+    return sent + _orphaned(now)
+
+
+__all__ = ["ANSWER_TASK", "chunks_heal", "stalled_chunks"]

@@ -1,0 +1,77 @@
+"""Day plans on real ``celery worker`` processes over Redis (no eager mode): each chunk task sends the next, the
+last one answers; a worker killed mid-chunk loses no stored chunk, and the healer of a second worker finishes
+the plan with the same answer."""
+
+from __future__ import annotations
+
+import copy
+import time
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from planner.dayplans import selectors, services
+from planner.dayplans.api import EXAMPLE_DAY_PLAN
+from planner.dayplans.models import DayPlan, DayPlanChunk
+
+from .conftest import wait_for
+
+pytestmark = pytest.mark.integration
+
+FAST_HEAL = {"KVP_STALL_AFTER_S": "15", "KVP_HEAL_INTERVAL_S": "3"}
+#: Six chunks of 300 s, each a second or two of simulation: long enough to kill a worker in one.
+LONGER = {**copy.deepcopy(EXAMPLE_DAY_PLAN), "name": "kill test",
+          "workload": {"spec": {"n": 9000, "prompt": "normal:256,64", "output": "normal:128,32",
+                                "arrival": {"kind": "piecewise", "segments": [[3, 600], [8, 600], [3, 600]],
+                                            "unit": "s"}}, "seed": 1}}
+
+
+def _here(definition: dict, owner, monkeypatch) -> dict:
+    """The same plan's answer, run in this process (nothing sent to the workers)."""
+    monkeypatch.setattr(services, "chunk_enqueue", lambda plan_id, index: None)
+    plan = DayPlan.objects.get(pk=services.dayplan_create(owner=owner, definition=definition).pk)
+    return services.dayplan_run_here(plan=plan).answer
+
+
+def test_a_plan_runs_chunk_after_chunk_on_a_real_worker(worker_factory, sender_on_redis, monkeypatch):
+    worker = worker_factory(concurrency=2)
+    owner = get_user_model().objects.create_user("planner", password="pw-123456789")
+    plan = services.dayplan_create(owner=owner, definition=EXAMPLE_DAY_PLAN)
+    wait_for(lambda: DayPlan.objects.get(pk=plan.pk).is_final, timeout=120, what="the day plan", logs=[worker])
+    plan.refresh_from_db()
+    assert plan.status == "done", plan.error
+    assert list(plan.chunks.values_list("status", "attempts")) == [("done", 1)] * 3
+    here = _here(EXAMPLE_DAY_PLAN, owner, monkeypatch)
+    for key in ("gpu_hours", "cost", "attainment", "peak_replicas", "fixed_peak_gpu_hours", "hours"):
+        assert plan.answer[key] == here[key], key
+
+
+def test_a_killed_worker_loses_no_stored_chunk(worker_factory, sender_on_redis, settings, monkeypatch):
+    settings.KVP_STALL_AFTER_S = 15
+    owner = get_user_model().objects.create_user("kim", password="pw-123456789")
+    first = worker_factory(concurrency=1, visibility_timeout=900, env=FAST_HEAL)
+    plan = services.dayplan_create(owner=owner, definition=LONGER)
+    assert plan.num_chunks == 6
+
+    def in_flight() -> bool:
+        return DayPlanChunk.objects.filter(plan=plan, index__gte=1, status="running").exists()
+
+    wait_for(in_flight, timeout=120, interval=0.05, what="a chunk after the first in flight", logs=[first])
+    first.kill()  # SIGKILL to the whole process group: nothing acknowledged
+    killed_at = time.monotonic()
+    stored = {c.index: (c.finished_at, c.result) for c in plan.chunks.filter(status="done")}
+    assert stored and 0 in stored
+    wait_for(lambda: selectors.dayplan_progress(plan=DayPlan.objects.get(pk=plan.pk))["status"] == "stalled",
+             timeout=60, interval=0.5, what="the plan to show as stalled", logs=[first])
+    second = worker_factory(concurrency=1, visibility_timeout=900, env=FAST_HEAL)
+    wait_for(lambda: DayPlan.objects.get(pk=plan.pk).is_final, timeout=120, interval=0.5,
+             what="the plan to finish after the kill", logs=[first, second])
+    plan.refresh_from_db()
+    assert plan.status == "done", plan.error
+    for index, (finished_at, result) in stored.items():  # a stored chunk was never run again
+        chunk = DayPlanChunk.objects.get(plan=plan, index=index)
+        assert (chunk.finished_at, chunk.attempts) == (finished_at, 1) and chunk.result == result
+    assert max(plan.chunks.values_list("attempts", flat=True)) == 2  # the killed one, once more
+    here = _here(LONGER, owner, monkeypatch)
+    assert plan.answer["gpu_hours"] == here["gpu_hours"] and plan.answer["hours"] == here["hours"]
+    print(f"\nkill test: day plan finished {time.monotonic() - killed_at:.1f} s after its worker was killed")
