@@ -81,7 +81,7 @@ class DayPlanSerializer(serializers.Serializer):
     price_per_gpu_hour = serializers.FloatField(required=False, help_text="USD (default: the catalog GPU's price)")
     slo = serializers.JSONField(required=False, help_text='{"ttft_s": 2, "tpot_s": 0.05}')
     chunk_s = serializers.FloatField(required=False, help_text="seconds per chunk (default 3600)")
-    overlap_s = serializers.FloatField(required=False, help_text="warm-up and cool-down of a chunk (default 600)")
+    overlap_s = serializers.FloatField(required=False, help_text="warm-up and cool-down of a chunk (default 300, or the policy's longest stabilization window)")
 
 
 def plan_out(plan: DayPlan, request, *, answer: bool = True) -> dict:

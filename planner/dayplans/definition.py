@@ -14,7 +14,7 @@ A definition (JSON, from the form or ``POST /api/day-plans/``; docs/autoscaling.
       "gpus_per_replica": 4,                 # default: the deployment's TP x PP (1 engine-only)
       "price_per_gpu_hour": 3.0,             # default: the catalog GPU's price
       "slo": {"ttft_s": 2, "tpot_s": 0.05},
-      "chunk_s": 3600, "overlap_s": 600
+      "chunk_s": 3600, "overlap_s": 300
     }
 
 The model, GPU, deployment, engine and workload parts are a one-simulation definition and are checked by
@@ -44,7 +44,6 @@ COLD_START_PARTS = ("container_s", "storage_gib_per_s", "compile_s", "graph_capt
 #: Weights per GPU assumed for the cold start of an engine-only plan (an 8B model in bf16), GiB.
 DEFAULT_WEIGHTS_GIB = 15.0
 DEFAULT_CHUNK_S = 3600.0
-DEFAULT_OVERLAP_S = 600.0
 #: Most chunks one plan may have (a week in hourly chunks is 168).
 MAX_CHUNKS = 200
 #: Price assumed when none is given and the GPU has none in the catalog, USD per GPU-hour.
@@ -245,7 +244,7 @@ def _workload(snapshot: dict | None, point: dict | None, raw: dict, owner, err: 
 def _day_part(raw: dict, snapshot: dict | None, wl, err: FieldErrors) -> dict:
     """Policy, cold start, routing, GPUs and price, SLO and chunks (checked whatever the rest's problems)."""
     from simulator.base import ConfigError
-    from simulator.day import ROUTINGS, build_policy, chunk_plans
+    from simulator.day import ROUTINGS, build_policy, chunk_plans, default_overlap_s
 
     weights, weights_source = _weights_gib(snapshot)
     cold_s, cold_parts = _cold_start(raw.get("cold_start"), weights, err)
@@ -271,7 +270,9 @@ def _day_part(raw: dict, snapshot: dict | None, wl, err: FieldErrors) -> dict:
         else:
             _check_most_replicas(policy, err)
     chunk_s = _number(err, raw, "chunk_s", DEFAULT_CHUNK_S, 0, 7 * 86_400, lo_open=True, unit=" of seconds")
-    overlap_s = _number(err, raw, "overlap_s", DEFAULT_OVERLAP_S, 0, 86_400, unit=" of seconds")
+    overlap_s = _number(err, raw, "overlap_s", None, 0, 86_400, unit=" of seconds")
+    if "overlap_s" not in raw and policy is not None:  # the simulator's own default for this policy
+        overlap_s = default_overlap_s(policy)
     if chunk_s is not None and overlap_s is not None:  # their own rules now, the traffic's later
         sync = policy.sync_s if policy is not None else (policy_raw or {}).get("sync_s", 15.0) \
             if isinstance(policy_raw, dict) else 15.0

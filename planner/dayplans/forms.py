@@ -83,8 +83,9 @@ class DayPlanForm(forms.Form):
                                initial=50, help_text="ms, mean gap between tokens after the first")
     chunk_s = forms.FloatField(label="Chunk length", min_value=1, max_value=7 * 86_400, initial=3600,
                                help_text="seconds simulated per worker task (progress and cancel go chunk by chunk)")
-    overlap_s = forms.FloatField(label="Chunk overlap", min_value=0, max_value=86_400, initial=600,
-                                 help_text="seconds of warm-up and cool-down around each chunk")
+    overlap_s = forms.FloatField(label="Chunk overlap", min_value=0, max_value=86_400, required=False,
+                                 help_text="seconds of warm-up and cool-down around each chunk (empty: 300, or the "
+                                           "policy's longest stabilization window if longer)")
 
     #: Where the definition's paths are shown on the form.
     WHERE = {"model": "model", "gpu": "gpu", "deployment.tensor_parallel_size": "tensor_parallel_size",

@@ -98,7 +98,7 @@ def test_defaults_come_from_the_catalog_and_the_deployment(user):
     day = snap["day"]
     assert day["gpus_per_replica"] == 2 and day["price_source"] == "the catalog's price of the GPU"
     assert day["price_per_gpu_hour"] == snap["gpu"]["spec"]["price_per_hour"] > 0
-    assert day["chunk_s"] == 3600 and day["overlap_s"] == 600 and len(day["plans"]) == 2
+    assert day["chunk_s"] == 3600 and day["overlap_s"] == 300 and len(day["plans"]) == 2
     # 8B in bf16 over TP 2: about 7.5 GiB a GPU, read at 1 GiB/s with the default parts
     assert day["cold_start"]["weights_gib"] == pytest.approx(7.5, abs=0.5)
     assert day["cold_start_s"] == pytest.approx(25 + day["cold_start"]["weights_gib"] + 30 + 20)
