@@ -33,6 +33,7 @@ from planner.dayplans import exports, selectors, services
 from planner.dayplans.models import DayPlan
 from planner.errors import InputError
 from planner.management.commands.sweep import _read_json
+from planner.management.job_commands import add_job_actions
 
 POLL_S = 1.0
 
@@ -41,23 +42,9 @@ class Command(BaseCommand):
     help = "Create, watch, cancel and export day plans through the day plan services (no HTTP)."
 
     def add_arguments(self, parser):
-        sub = parser.add_subparsers(dest="action", required=True, metavar="{create,status,cancel,csv}")
-        create = sub.add_parser("create", help="create a day plan (the POST /api/day-plans/ body)")
-        create.add_argument("definition", help="JSON file, or '-' for stdin")
-        create.add_argument("--user", required=True, help="the owner")
-        how = create.add_mutually_exclusive_group()
-        how.add_argument("--wait", action="store_true", help="wait for the workers, with a progress bar on a terminal")
-        how.add_argument("--inline", action="store_true", help="run the chunks in this process (no worker needed)")
-        create.add_argument("--csv", metavar="OUT", help="write the hours as CSV there when done ('-' for stdout)")
+        create = add_job_actions(parser, noun="day plan", body="the POST /api/day-plans/ body", id_name="plan_id",
+                                 csv_what="the hours")
         create.add_argument("--json", metavar="OUT", help="write the whole plan as JSON there when done")
-        create.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait at most with --wait")
-        status = sub.add_parser("status", help="progress of a day plan, as JSON")
-        status.add_argument("plan_id", type=int)
-        cancel = sub.add_parser("cancel", help="cancel a queued or running day plan")
-        cancel.add_argument("plan_id", type=int)
-        csv = sub.add_parser("csv", help="the answered plan's hours as CSV")
-        csv.add_argument("plan_id", type=int)
-        csv.add_argument("-o", "--output", default="-", help="file ('-' for stdout, the default)")
 
     def handle(self, *args, action: str, **opts):
         self.stderr.style_func = None  # progress and notes on stderr are not errors: no red

@@ -31,6 +31,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from config.json_input import loads_checked
 from planner.api.errors import _as_field_errors
+from planner.management.job_commands import add_job_actions
 from planner.models import Report, Sweep
 from planner.sweeps import definition as defn
 from planner.sweeps import exports, selectors, services
@@ -42,22 +43,8 @@ class Command(BaseCommand):
     help = "Create, watch, cancel and export sweeps through the sweep services (no HTTP)."
 
     def add_arguments(self, parser):
-        sub = parser.add_subparsers(dest="action", required=True, metavar="{create,status,cancel,csv}")
-        create = sub.add_parser("create", help="create a sweep from a definition (the POST /api/sweeps/ body)")
-        create.add_argument("definition", help="JSON file, or '-' for stdin")
-        create.add_argument("--user", required=True, help="the owner")
-        how = create.add_mutually_exclusive_group()
-        how.add_argument("--wait", action="store_true", help="wait for the workers, with a progress bar on a terminal")
-        how.add_argument("--inline", action="store_true", help="run the chunks in this process (no worker needed)")
-        create.add_argument("--csv", metavar="OUT", help="write the report's CSV there when done ('-' for stdout)")
-        create.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait at most with --wait (default: 3600)")
-        status = sub.add_parser("status", help="progress of a sweep, as JSON")
-        status.add_argument("sweep_id", type=int)
-        cancel = sub.add_parser("cancel", help="cancel a queued or running sweep")
-        cancel.add_argument("sweep_id", type=int)
-        csv = sub.add_parser("csv", help="the finished sweep's report as CSV")
-        csv.add_argument("sweep_id", type=int)
-        csv.add_argument("-o", "--output", default="-", help="file ('-' for stdout, the default)")
+        add_job_actions(parser, noun="sweep", body="from a definition: the POST /api/sweeps/ body", id_name="sweep_id",
+                        csv_what="the report")
 
     def handle(self, *args, action: str, **opts):
         self.stderr.style_func = None  # progress and notes on stderr are not errors: no red
