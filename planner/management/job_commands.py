@@ -4,6 +4,13 @@
 from __future__ import annotations
 
 import argparse
+import time
+from collections.abc import Callable
+
+from django.core.management.base import CommandError
+
+#: Seconds between two reads of a job's progress while a command waits for it.
+POLL_S = 1.0
 
 
 def add_job_actions(parser: argparse.ArgumentParser, *, noun: str, body: str, id_name: str,
@@ -32,4 +39,17 @@ def add_job_actions(parser: argparse.ArgumentParser, *, noun: str, body: str, id
     return create
 
 
-__all__ = ["add_job_actions"]
+def wait_for(job, *, show: Callable, finished: Callable, timeout: float, what: str) -> None:
+    """Show ``job``'s progress every :data:`POLL_S` seconds until ``finished(job)``; after ``timeout`` seconds a
+    :class:`CommandError` says the job goes on (the command stops waiting, the workers do not)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        show(job)
+        if finished(job):
+            return
+        if time.monotonic() > deadline:
+            raise CommandError(f"{what} still {job.status} after {timeout:g} s (it goes on)")
+        time.sleep(POLL_S)
+
+
+__all__ = ["POLL_S", "add_job_actions", "wait_for"]

@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-import time
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
@@ -33,9 +32,7 @@ from planner.dayplans import exports, selectors, services
 from planner.dayplans.models import DayPlan
 from planner.errors import InputError
 from planner.management.commands.sweep import _read_json
-from planner.management.job_commands import add_job_actions
-
-POLL_S = 1.0
+from planner.management.job_commands import add_job_actions, wait_for
 
 
 class Command(BaseCommand):
@@ -101,15 +98,9 @@ class Command(BaseCommand):
         self._write(output, exports.to_csv(plan))
 
     def _wait(self, plan: DayPlan, *, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
         with self._progress_bar(plan) as show:
-            while True:
-                show(plan)
-                if plan.is_final and (plan.answer or plan.status != DayPlan.Status.DONE):
-                    return
-                if time.monotonic() > deadline:
-                    raise CommandError(f"day plan {plan.pk} still {plan.status} after {timeout:g} s (it goes on)")
-                time.sleep(POLL_S)
+            wait_for(plan, show=show, timeout=timeout, what=f"day plan {plan.pk}",
+                     finished=lambda p: p.is_final and bool(p.answer or p.status != DayPlan.Status.DONE))
 
     @contextlib.contextmanager
     def _progress_bar(self, plan: DayPlan):

@@ -24,19 +24,16 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-import time
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from config.json_input import loads_checked
 from planner.api.errors import _as_field_errors
-from planner.management.job_commands import add_job_actions
+from planner.management.job_commands import add_job_actions, wait_for
 from planner.models import Report, Sweep
 from planner.sweeps import definition as defn
 from planner.sweeps import exports, selectors, services
-
-POLL_S = 1.0
 
 
 class Command(BaseCommand):
@@ -115,15 +112,8 @@ class Command(BaseCommand):
             show(sweep)
 
     def _wait(self, sweep: Sweep, *, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
         with self._progress_bar(sweep) as show:
-            while True:
-                show(sweep)
-                if sweep.is_final:
-                    return
-                if time.monotonic() > deadline:
-                    raise CommandError(f"sweep {sweep.pk} still {sweep.status} after {timeout:g} s (it goes on)")
-                time.sleep(POLL_S)
+            wait_for(sweep, show=show, finished=lambda s: s.is_final, timeout=timeout, what=f"sweep {sweep.pk}")
 
     @contextlib.contextmanager
     def _progress_bar(self, sweep: Sweep):
