@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 
 from planner.sweeps.cliff import grid_knee
 from planner.sweeps.labels import value_text
-from planner.sweeps.saturation import detect_saturation, saturated_indices
+from planner.sweeps.saturation import detect_saturation, offered_and_served, saturated_indices
 from simulator.base import ms_target
 
 #: Preemptions per request above which the sweep counts a point as "past the cliff".
@@ -320,24 +320,14 @@ OVERLOAD_RATIO = 0.8
 
 
 def overload(point: dict, inputs: dict) -> dict | None:
-    """Offered vs served request rate of a point whose arrivals are Poisson in seconds, when served < 80 %.
-
-    Offered: the workload's (or the point's ``rate`` axis) requests/s; served: finished
-    requests over the simulated duration (first arrival to last finish).
-    """
-    wl = inputs.get("workload") or {}
-    arrival = (wl.get("spec") or {}).get("arrival") or {}
-    if wl.get("arrival_unit") != "s" or arrival.get("kind") not in ("poisson", "gamma"):
+    """Offered vs served request rate (:func:`planner.sweeps.saturation.offered_and_served`) of a point, when
+    served < :data:`OVERLOAD_RATIO` of offered."""
+    rates = offered_and_served(point, inputs)
+    if rates is None or rates[1] >= OVERLOAD_RATIO * rates[0]:
         return None
+    offered, served = rates
     m = point["metrics"]
-    offered = point["params"].get("rate", arrival.get("rate"))
-    dur, done = m.get("duration_s"), m.get("finished")
-    if not offered or not dur or not done:
-        return None
-    served = done / dur
-    if served >= OVERLOAD_RATIO * offered:
-        return None
-    return {"offered": offered, "served": served, "ttft_p99_s": m.get("ttft_p99_s"), "duration_s": dur}
+    return {"offered": offered, "served": served, "ttft_p99_s": m.get("ttft_p99_s"), "duration_s": m["duration_s"]}
 
 
 #: Share of a cluster's requests one instance may take before prefix affinity is called lopsided.

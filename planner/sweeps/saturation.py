@@ -43,8 +43,11 @@ def _time(value: float, unit: str) -> str:
     return f"{value:,.0f} steps"
 
 
-def _served(point: dict, inputs: dict) -> str | None:
-    """"11 of the 32 requests/s offered are served (35 %)" when under :data:`SERVED_SHARE`, else None."""
+def offered_and_served(point: dict, inputs: dict) -> tuple[float, float] | None:
+    """``(offered, served)`` requests/s of a point whose arrivals are Poisson or gamma in seconds, else None.
+
+    Offered: the workload's (or the point's ``rate`` axis) requests/s; served: finished requests over the
+    simulated duration (first arrival to last finish)."""
     wl = inputs.get("workload") or {}
     arrival = (wl.get("spec") or {}).get("arrival") or {}
     if wl.get("arrival_unit") != "s" or arrival.get("kind") not in ("poisson", "gamma"):
@@ -54,9 +57,15 @@ def _served(point: dict, inputs: dict) -> str | None:
     duration, done = m.get("duration_s"), m.get("finished")
     if not offered or not duration or not done:
         return None
-    served = done / duration
-    if served >= SERVED_SHARE * offered:
+    return float(offered), done / duration
+
+
+def _served(point: dict, inputs: dict) -> str | None:
+    """"11 of the 32 requests/s offered are served (35 %)" when under :data:`SERVED_SHARE`, else None."""
+    rates = offered_and_served(point, inputs)
+    if rates is None or rates[1] >= SERVED_SHARE * rates[0]:
         return None
+    offered, served = rates
     return f"only {served:,.3g} of the {offered:,.4g} requests/s offered are served ({served / offered:.0%})"
 
 
