@@ -27,6 +27,9 @@ def _messages(page) -> dict[str, str]:
 
 
 def _check(page, expected: dict[str, str]) -> None:
+    # The form posts back to its own address, so wait for the answer page's error lists (auto-retrying)
+    # before reading them: reading at once can see the page before the response arrived.
+    expect(page.locator("main ul.errorlist")).to_have_count(len(expected))
     errors = _messages(page)
     assert set(errors) == set(expected), errors
     for field, words in expected.items():
