@@ -20,6 +20,8 @@ from typing import Any
 from simulator.base import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS, path_words, timed_path
 from simulator.cli.values import read_json
 from simulator.search import (
+    DEFAULT_SEED_COUNT,
+    MAX_SEEDS,
     TRAFFIC_DEFAULTS,
     SearchError,
     SearchSpace,
@@ -54,6 +56,9 @@ def add_search_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--prompt", default=traffic["prompt"], metavar="DIST", help="prompt length distribution, tokens")
     p.add_argument("--output", default=traffic["output"], metavar="DIST", help="output length distribution, tokens")
     p.add_argument("--seed", type=int, default=traffic["seed"], help="workload seed")
+    p.add_argument("--check-seeds", type=int, default=DEFAULT_SEED_COUNT, metavar="K",
+                   help="with --rate: simulate the answer, and one replica fewer, on the K seeds after --seed and say "
+                        f"on how many each meets the SLO (default {DEFAULT_SEED_COUNT}; 0 to skip; at most {MAX_SEEDS})")
     p.add_argument("--slo", action="append", required=True, metavar="METRIC:PCT:SECONDS",
                    help="a latency target METRIC:PERCENTILE:SECONDS, METRIC one of ttft, tpot, itl, e2e (vLLM bench's "
                         "definitions), e.g. ttft:p90:0.5 or tpot:p90:0.03 or itl:p99.9:0.1 (repeatable)")
@@ -111,7 +116,7 @@ def _gpus(path: str) -> tuple:
     return tuple(out)
 
 
-def _workload(args: argparse.Namespace, load_workload_file):
+def _workload(args: argparse.Namespace, load_workload_file, seed: int | None = None):
     from simulator.workload import WorkloadSpec, generate_workload
 
     if args.workload:
@@ -128,7 +133,20 @@ def _workload(args: argparse.Namespace, load_workload_file):
                                        "arrival": {"kind": "poisson", "rate": args.rate, "unit": "s"}})
     except ValueError as exc:
         raise SearchError(f"--rate: {exc}") from None
-    return generate_workload(spec, seed=args.seed)
+    return generate_workload(spec, seed=args.seed if seed is None else seed)
+
+
+def _seed_check(args: argparse.Namespace, result, load_workload_file, model, space, slo):
+    """The answer on other seeds of the traffic (:mod:`simulator.search.seeds`); None when not asked for, when
+    nothing meets, or when the traffic is a file (one draw, no seed to change)."""
+    from simulator.search import check_seeds, other_seeds
+
+    if not 0 <= args.check_seeds <= MAX_SEEDS:
+        raise SearchError(f"--check-seeds: from 0 to {MAX_SEEDS}, got {args.check_seeds}")
+    if args.check_seeds == 0 or args.workload or result.best is None:
+        return None
+    return check_seeds(result, lambda seed: _workload(args, load_workload_file, seed), model, space, slo,
+                       other_seeds(args.seed, args.check_seeds))
 
 
 def run_search_command(args: argparse.Namespace, *, load_workload_file) -> str:
@@ -153,9 +171,14 @@ def run_search_command(args: argparse.Namespace, *, load_workload_file) -> str:
                         kv_cache_dtypes=_words(args.kv_dtype), max_num_seqs=_ints(args.max_num_seqs, "--max-num-seqs"),
                         max_replicas=args.max_replicas, routing=args.routing, sampling=args.sampling)
     workload = _workload(args, load_workload_file)
+    if not 0 <= args.check_seeds <= MAX_SEEDS:
+        raise SearchError(f"--check-seeds: from 0 to {MAX_SEEDS}, got {args.check_seeds}")
     result = search_deployments(workload, model, space, slo)
+    seeds = _seed_check(args, result, load_workload_file, model, space, slo)
     alt = _disaggregated(args, result, workload, model, space, slo) if args.disaggregated else None
     out = result.to_dict()
+    out["seed_check"] = None if seeds is None else seeds.to_dict()
+    out["traffic"] = traffic_words(workload, args)
     launched = None
     if args.launch and out["best"] is not None:
         from simulator.launch import search_launch
@@ -165,11 +188,32 @@ def run_search_command(args: argparse.Namespace, *, load_workload_file) -> str:
                                  async_scheduling=space.async_scheduling)
         out["launch"] = launched
     if args.summary:
-        return (summary_text(result) + sampler_line(model, args.sampling)
+        return (summary_text(result) + f"traffic: {out['traffic']}\n" + seed_line(seeds, args)
+                + sampler_line(model, args.sampling)
                 + (disaggregated_text(alt) if args.disaggregated else "") + launch_text(args.launch, launched))
     if args.disaggregated:
         out["disaggregated"] = alt
     return json.dumps(out, allow_nan=False, default=_nan)
+
+
+def traffic_words(workload, args: argparse.Namespace) -> str:
+    """How much traffic every shape was judged on: requests, the span of their arrivals, where they came from."""
+    span = float(workload.arrival.max() - workload.arrival.min()) if workload.n > 1 else 0.0
+    if args.workload:
+        rate = f", {(workload.n - 1) / span:,.3g} requests/s" if span > 0 else ""  # n arrivals: n - 1 gaps
+        origin = f"file {Path(args.workload).name}{rate}"
+    else:
+        origin = f"Poisson at {args.rate:g} requests/s, seed {args.seed}"
+    return f"{workload.n:,} requests arriving over {span:,.1f} s ({origin})"
+
+
+def seed_line(check, args: argparse.Namespace) -> str:
+    """The ``--summary`` line of the seed check, or why there is none."""
+    if check is not None:
+        return f"across seeds: {check.words()}\n"
+    if args.workload:
+        return "across seeds: not checked (a workload file is one draw)\n"
+    return "" if args.check_seeds == 0 else "across seeds: not checked (no answer)\n"
 
 
 def launch_text(asked: bool, launched: dict | None) -> str:
