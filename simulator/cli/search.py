@@ -71,6 +71,9 @@ def add_search_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--kv-dtype", default=listed(space["kv_cache_dtypes"]), metavar="LIST",
                    help="KV cache dtypes (auto, fp8, ...)")
     p.add_argument("--max-num-seqs", default=listed(space["max_num_seqs"]), metavar="LIST", help="running-request caps")
+    p.add_argument("--speculative", default="none", metavar="LIST",
+                   help="speculative decoding settings to try, METHOD:K:ACCEPTANCE each (methods eagle, eagle3, mtp, "
+                        "ngram), 'none' for without, e.g. none,eagle:3:0.7 (default none)")
     p.add_argument("--max-replicas", type=int, default=space["max_replicas"], metavar="N",
                    help="most replicas behind the router")
     p.add_argument("--routing", default=space["routing"], metavar="POLICY", help="router policy (docs/cluster.md)")
@@ -99,6 +102,11 @@ def _ints(text: str, option: str) -> tuple[int, ...]:
 
 def _words(text: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def _speculative(text: str) -> tuple:
+    """``none,eagle:3:0.7`` -> the space's settings (validated by :class:`simulator.search.SearchSpace`)."""
+    return tuple(None if w == "none" else w for w in _words(text)) or ((),)
 
 
 def _gpus(path: str) -> tuple:
@@ -169,7 +177,8 @@ def run_search_command(args: argparse.Namespace, *, load_workload_file) -> str:
     space = SearchSpace(_gpus(args.gpus), tensor_parallel=_ints(args.tp, "--tp"),
                         pipeline_parallel=_ints(args.pp, "--pp"), precisions=_words(args.precision),
                         kv_cache_dtypes=_words(args.kv_dtype), max_num_seqs=_ints(args.max_num_seqs, "--max-num-seqs"),
-                        max_replicas=args.max_replicas, routing=args.routing, sampling=args.sampling)
+                        max_replicas=args.max_replicas, routing=args.routing, sampling=args.sampling,
+                        speculative=_speculative(args.speculative))
     workload = _workload(args, load_workload_file)
     if not 0 <= args.check_seeds <= MAX_SEEDS:
         raise SearchError(f"--check-seeds: from 0 to {MAX_SEEDS}, got {args.check_seeds}")

@@ -23,6 +23,7 @@ import math
 import re
 import shlex
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 #: The vLLM OpenAI server image; the tag is the chosen version's.
@@ -329,13 +330,15 @@ def search_launch(best: dict[str, Any], model: str, *, gpu_memory_utilization: f
     shape, the knobs it was sized and simulated with (``sizing``: ``max_num_batched_tokens``,
     ``max_model_len``), the space's ``gpu_memory_utilization`` and its replica count."""
     c, sizing = best["candidate"], best.get("sizing") or {}
+    drafter = c.get("speculative")  # a SpecOption's dict: method, num_speculative_tokens, acceptance_rate
+    spec_cfg, notes = speculative_config(None if drafter is None else SimpleNamespace(**drafter), model)
     spec = LaunchSpec(
         model=model, tensor_parallel_size=int(c["tensor_parallel"]), pipeline_parallel_size=int(c["pipeline_parallel"]),
         max_num_seqs=int(c["max_num_seqs"]), max_num_batched_tokens=sizing.get("max_num_batched_tokens"),
         max_model_len=sizing.get("max_model_len"), gpu_memory_utilization=gpu_memory_utilization,
         kv_cache_dtype=c.get("kv_cache_dtype") or "auto", quantization=c.get("precision"),
         async_scheduling=async_scheduling, replicas=int(best["replicas"]), gpu_name=str(c.get("gpu") or ""),
-        vllm_version=vllm_version)
+        vllm_version=vllm_version, speculative=spec_cfg, notes=tuple(notes))
     return launch(spec)
 
 

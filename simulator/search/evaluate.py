@@ -20,11 +20,12 @@ from typing import Any
 import numpy as np
 
 from simulator.base import DeploymentSpec, ModelSpec, figure, ms_against
-from simulator.clock import CostModelError, RooflineStepTime
+from simulator.clock import CostModelError, RooflineStepTime, overlapped
 from simulator.engine import EngineConfig, request_latencies, serving_offsets
 from simulator.engine.steady_state import queue_growth
 from simulator.search.space import SLO_METRIC_LABELS, SLO_METRICS, Candidate, SearchSpace, Slo, format_seconds
-from simulator.sizing import default_async_scheduling, plan
+from simulator.sizing import default_async_scheduling
+from simulator.speculative import DraftSpec, draft_step_terms, plan_with_draft
 from simulator.workload import Workload
 
 
@@ -113,7 +114,9 @@ def prepare_candidate(index: int, cand: Candidate, model: ModelSpec, space: Sear
         dep = DeploymentSpec(tensor_parallel_size=cand.tensor_parallel, pipeline_parallel_size=cand.pipeline_parallel,
                              kv_cache_dtype=cand.kv_cache_dtype, max_num_seqs=cand.max_num_seqs,
                              gpu_memory_utilization=space.gpu_memory_utilization, max_model_len=max_model_len)
-        sizing = plan(m, cand.gpu, dep)
+        draft = None if cand.speculative is None else DraftSpec(cand.speculative.method,
+                                                                  cand.speculative.num_speculative_tokens)
+        sizing = plan_with_draft(m, cand.gpu, dep, draft)
     except ValueError as exc:
         return Prepared(index, cand, None, f"cannot be built: {exc}")
     info = {"num_gpu_blocks": sizing.num_gpu_blocks, "kv_cache_tokens": sizing.kv_cache_tokens,
@@ -125,22 +128,27 @@ def prepare_candidate(index: int, cand: Candidate, model: ModelSpec, space: Sear
     try:
         coefficients = space.coefficients_for(cand.gpu)  # None: the model's own path, every default
         terms = RooflineStepTime.from_specs(m, cand.gpu, coefficients=coefficients, deployment=dep).terms
+        speculative = None if draft is None else cand.speculative.config(
+            draft_step_terms(m, draft, cand.gpu, cand.tensor_parallel, coefficients))
     except (CostModelError, ValueError) as exc:
         return Prepared(index, cand, None, f"no step-time model: {exc}", info)
     cfg = EngineConfig(num_gpu_blocks=sizing.num_gpu_blocks, block_size=sizing.block_size,
                        max_num_seqs=sizing.max_num_seqs, max_num_batched_tokens=sizing.max_num_batched_tokens,
                        max_model_len=max_model_len, cost_model=terms,
                        kv_bytes_per_block=int(sizing.bytes_per_block_per_gpu),
-                       async_scheduling=default_async_scheduling(dep.vllm_version, space.async_scheduling))
-    floor_miss = slo_floor_miss(workload, terms, slo)
+                       async_scheduling=default_async_scheduling(dep.vllm_version, space.async_scheduling),
+                       speculative=speculative)
+    per_step = 1 if draft is None else 1 + draft.num_speculative_tokens  # most tokens a request gets per step
+    timed = overlapped(terms, cfg.async_scheduling)  # as the engine times the steps (async: CPU time overlapped)
+    floor_miss = slo_floor_miss(workload, timed, slo, per_step)
     if floor_miss:
-        info["floor_severity"] = floor_severity(workload, terms, slo)
+        info["floor_severity"] = floor_severity(workload, timed, slo, per_step)
         return Prepared(index, cand, None, f"cannot meet the SLO with any number of replicas: {floor_miss}", info)
-    bound = replicas_lower_bound(workload, terms, cfg.max_num_seqs)
+    bound = replicas_lower_bound(workload, timed, cfg.max_num_seqs, per_step)
     return Prepared(index, cand, cfg, f"{sizing.kv_cache_tokens:,} tokens of KV cache per GPU", info, bound)
 
 
-def replicas_lower_bound(workload: Workload, terms, max_num_seqs: int) -> int:
+def replicas_lower_bound(workload: Workload, terms, max_num_seqs: int, tokens_per_step: int = 1) -> int:
     """Replicas whose work fits in the traffic's span, by the roofline's own arithmetic (an estimate).
 
     A step's time is at least its compute, ``tok_s`` per scheduled token, so
@@ -155,42 +163,46 @@ def replicas_lower_bound(workload: Workload, terms, max_num_seqs: int) -> int:
     ``floor(W / span)`` is where the search starts. It is not a proof (a short
     trace can finish its decodes after the last arrival and still meet a
     TTFT target), so the search also tries fewer replicas when it meets.
+    Under speculative decoding a request gets up to ``tokens_per_step`` tokens
+    (``1 + k``) from one step, so the decode steps' bound is divided by it.
     """
     decode = float(np.maximum(workload.output_len - 1, 0).sum())  # tokens
     unique = float(np.maximum(workload.prompt_len - workload.shared_len(), 1).sum())  # tokens
     tau = terms.time(0, 0, max_num_seqs, 0, max_num_seqs) / max_num_seqs  # s per decode token
-    busy = max(terms.tok_s * (unique + decode), tau * decode)  # s
+    busy = max(terms.tok_s * (unique + decode), tau * decode / tokens_per_step)  # s
     span = float(workload.arrival.max() - workload.arrival.min())  # s
     if span <= 0:
         return 1
     return max(1, math.floor(busy / span))
 
 
-def latency_floors(workload: Workload, terms) -> dict[str, np.ndarray]:
+def latency_floors(workload: Workload, terms, tokens_per_step: int = 1) -> dict[str, np.ndarray]:
     """Per-request lower bounds of TTFT, mean ITL and E2E that no replica count can beat, shape (n,).  # s
 
     TTFT: the unique prompt tokens' compute plus one step's fixed cost
     (chunks of a prefill are at least their own tokens' compute each). ITL:
     a token gap spans at least one step holding the request's decode, at
-    least ``time(0, 0, 1, 0, 1)``. E2E: TTFT plus that per later token.
+    least ``time(0, 0, 1, 0, 1)``. E2E: TTFT plus that per later token. Under
+    speculative decoding a step can give a request ``tokens_per_step`` tokens
+    (``1 + k``): the gap floors are divided by it.
     """
     unique = np.maximum(workload.prompt_len - workload.shared_len(), 1).astype(np.float64)  # tokens
     ttft = (terms.tok_s + terms.per_token_s) * unique + terms.base_s  # s
-    gap = terms.time(0, 0, 1, 0, 1)  # s
+    gap = terms.time(0, 0, 1, 0, 1) / tokens_per_step  # s
     e2e = ttft + gap * np.maximum(workload.output_len - 1, 0)  # s
     return {"ttft": ttft, "tpot": np.full(workload.n, gap), "itl": np.full(workload.n, gap), "e2e": e2e}
 
 
-def floor_severity(workload: Workload, terms, slo: Slo) -> float:
+def floor_severity(workload: Workload, terms, slo: Slo, tokens_per_step: int = 1) -> float:
     """The worst ratio of a target's floor (:func:`latency_floors`) to its bound: how far the hardware's best
     is from the SLO (the shape nearest to meeting it has the smallest)."""
-    floors = latency_floors(workload, terms)
+    floors = latency_floors(workload, terms, tokens_per_step)
     return max(float(np.percentile(floors[tg.metric], tg.q)) / tg.max_s for tg in slo.targets)
 
 
-def slo_floor_miss(workload: Workload, terms, slo: Slo) -> str | None:
+def slo_floor_miss(workload: Workload, terms, slo: Slo, tokens_per_step: int = 1) -> str | None:
     """Why ``slo`` cannot hold at any replica count by :func:`latency_floors`, or None."""
-    floors = latency_floors(workload, terms)
+    floors = latency_floors(workload, terms, tokens_per_step)
     for tg in slo.targets:
         v = float(np.percentile(floors[tg.metric], tg.q))
         if v > tg.max_s:

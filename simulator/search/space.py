@@ -23,6 +23,7 @@ from simulator.base import KV_CACHE_DTYPES, GpuSpec, ModelSpec, milliseconds, un
 from simulator.clock import sampling_coefficients
 from simulator.clock.cost_model import SAMPLER_PATHS
 from simulator.cluster import ClusterError, parse_routing
+from simulator.speculative import SpeculativeConfig, SpeculativeError
 
 #: Weight precision -> the ModelSpec ``quantization`` it deploys as.
 PRECISIONS: dict[str, str | None] = {"bf16": None, "fp8": "fp8", "int4": "int4"}
@@ -56,6 +57,66 @@ MAX_CANDIDATES = 2_000
 
 class SearchError(ValueError):
     """Bad search input; the message starts with the field it is about."""
+
+
+#: Drafters a search can try: those whose head is derived from the target (a draft model needs its own checkpoint).
+SEARCH_SPEC_METHODS = ("eagle", "eagle3", "mtp", "ngram")
+
+
+@dataclass(frozen=True)
+class SpecOption:
+    """A speculative decoding setting a search tries: vLLM's ``method`` and ``num_speculative_tokens``, and the
+    acceptance rate ``alpha`` the drafts are judged at (``P(draft i accepted | drafts before it were)``)."""
+
+    method: str
+    num_speculative_tokens: int
+    acceptance_rate: float
+
+    @classmethod
+    def parse(cls, value: Any, field: str) -> SpecOption:
+        """From ``"eagle:3:0.7"`` or ``{"method": "eagle", "num_speculative_tokens": 3, "acceptance_rate": 0.7}``."""
+        if isinstance(value, SpecOption):
+            return value
+        if isinstance(value, str):
+            parts = value.split(":")
+            if len(parts) != 3:
+                raise SearchError(f"{field}: {value!r} must look like METHOD:K:ACCEPTANCE, e.g. eagle:3:0.7")
+            try:
+                value = {"method": parts[0].strip(), "num_speculative_tokens": int(parts[1]),
+                         "acceptance_rate": float(parts[2])}
+            except ValueError:
+                raise SearchError(f"{field}: {value!r}: K must be a whole number and ACCEPTANCE a number") from None
+        if not isinstance(value, dict):
+            raise SearchError(f"{field}: must be null, METHOD:K:ACCEPTANCE or an object, got {value!r}")
+        unknown = set(value) - {"method", "num_speculative_tokens", "acceptance_rate"}
+        if unknown:
+            raise SearchError(f"{field}: unknown field(s) {', '.join(sorted(map(str, unknown)))}")
+        method, k, alpha = value.get("method"), value.get("num_speculative_tokens"), value.get("acceptance_rate")
+        if method not in SEARCH_SPEC_METHODS:
+            raise SearchError(f"{field}.method: must be one of {', '.join(SEARCH_SPEC_METHODS)} (a draft model needs "
+                              f"its own checkpoint: size it on the sizing page), got {method!r}")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise SearchError(f"{field}.num_speculative_tokens: must be a whole number from 1, got {k!r}")
+        try:
+            SpeculativeConfig(method=method, num_speculative_tokens=k, acceptance_rate=alpha)
+        except SpeculativeError as exc:
+            raise SearchError(f"{field}.{str(exc).removeprefix('speculative.')}") from None
+        return cls(method, k, float(alpha))
+
+    def config(self, draft_cost_model=None) -> SpeculativeConfig:
+        """The engine's :class:`~simulator.speculative.drafting.SpeculativeConfig`, timed by ``draft_cost_model``."""
+        return SpeculativeConfig(method=self.method, num_speculative_tokens=self.num_speculative_tokens,
+                                 acceptance_rate=self.acceptance_rate, draft_cost_model=draft_cost_model)
+
+    @property
+    def label(self) -> str:
+        """``EAGLE k=3 at acceptance 0.7``."""
+        name = {"eagle": "EAGLE", "eagle3": "EAGLE-3", "mtp": "MTP", "ngram": "n-gram"}[self.method]
+        return f"{name} k={self.num_speculative_tokens} at acceptance {self.acceptance_rate:g}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"method": self.method, "num_speculative_tokens": self.num_speculative_tokens,
+                "acceptance_rate": self.acceptance_rate}
 
 
 def _whole_tuple(name: str, values: Any, lo: int, hi: int) -> tuple[int, ...]:
@@ -226,6 +287,18 @@ def space_defaults() -> dict:
         "routing")}
 
 
+def _spec_tuple(values: Any) -> tuple[SpecOption | None, ...]:
+    if isinstance(values, (str, dict)) or not hasattr(values, "__iter__"):
+        raise SearchError("space.speculative: must be a list of settings (null for none)")
+    out = tuple(None if v is None or v == "none" else SpecOption.parse(v, f"space.speculative[{i}]")
+                for i, v in enumerate(values))
+    if not out:
+        raise SearchError("space.speculative: give at least one value (null: without speculative decoding)")
+    if len(set(out)) != len(out):
+        raise SearchError("space.speculative: each setting at most once")
+    return out
+
+
 @dataclass(frozen=True)
 class SearchSpace:
     """The deployments to consider.
@@ -261,6 +334,9 @@ class SearchSpace:
         GPU name -> roofline coefficients (:class:`simulator.clock.RooflineCoefficients` fields) that time the
         shapes on that GPU instead of the defaults and ``sampling``'s terms: a calibration fitted on that GPU
         (the planner merges its sampler terms). Shapes on the other GPUs keep the defaults.
+    speculative : tuple of (SpecOption or None)
+        Speculative decoding settings to try (:class:`SpecOption`, or its ``"eagle:3:0.7"`` / dict form); None in
+        the tuple: without. Default ``(None,)``: no speculative decoding.
     """
 
     gpus: tuple[GpuSpec, ...]
@@ -276,6 +352,7 @@ class SearchSpace:
     sampling: str | None = None
     async_scheduling: bool | None = None
     coefficients_by_gpu: dict[str, dict[str, float]] | None = None
+    speculative: tuple[SpecOption | None, ...] = (None,)
 
     def __post_init__(self) -> None:
         gpus = tuple(self.gpus) if hasattr(self.gpus, "__iter__") else ()
@@ -315,22 +392,25 @@ class SearchSpace:
         if by_gpu is not None and (not isinstance(by_gpu, dict) or not set(by_gpu) <= {g.name for g in gpus}
                                    or not all(isinstance(c, dict) for c in by_gpu.values())):
             raise SearchError("space.coefficients_by_gpu: must map GPU names of space.gpus to coefficient objects")
+        object.__setattr__(self, "speculative", _spec_tuple(self.speculative))
         n = self.size
         if n > MAX_CANDIDATES:
-            raise SearchError(f"space: {n:,} replica shapes (GPUs x TP x PP x precisions x KV dtypes x max_num_seqs) "
+            raise SearchError(f"space: {n:,} replica shapes (GPUs x TP x PP x precisions x KV dtypes x max_num_seqs"
+                              f"{' x speculative settings' if len(self.speculative) > 1 else ''}) "
                               f"is more than the {MAX_CANDIDATES:,} a search may hold")
 
     @property
     def size(self) -> int:
         """Number of candidates (before sizing)."""
         return (len(self.gpus) * len(self.tensor_parallel) * len(self.pipeline_parallel) * len(self.precisions)
-                * len(self.kv_cache_dtypes) * len(self.max_num_seqs))
+                * len(self.kv_cache_dtypes) * len(self.max_num_seqs) * len(self.speculative))
 
     def candidates(self) -> list[Candidate]:
-        """Every replica shape, in a fixed order (GPU, TP, PP, precision, KV dtype, max_num_seqs)."""
-        return [Candidate(g, tp, pp, prec, kv, mns)
+        """Every replica shape, in a fixed order (GPU, TP, PP, precision, KV dtype, max_num_seqs, speculative)."""
+        return [Candidate(g, tp, pp, prec, kv, mns, spec)
                 for g in self.gpus for tp in self.tensor_parallel for pp in self.pipeline_parallel
-                for prec in self.precisions for kv in self.kv_cache_dtypes for mns in self.max_num_seqs]
+                for prec in self.precisions for kv in self.kv_cache_dtypes for mns in self.max_num_seqs
+                for spec in self.speculative]
 
     def to_dict(self) -> dict[str, Any]:
         return {"gpus": [g.to_dict() for g in self.gpus], "tensor_parallel": list(self.tensor_parallel),
@@ -340,7 +420,9 @@ class SearchSpace:
                 "gpu_memory_utilization": self.gpu_memory_utilization, "max_model_len": self.max_model_len,
                 "sampling": self.sampling,
                 **({} if self.async_scheduling is None else {"async_scheduling": self.async_scheduling}),
-                **({} if self.coefficients_by_gpu is None else {"coefficients_by_gpu": self.coefficients_by_gpu})}
+                **({} if self.coefficients_by_gpu is None else {"coefficients_by_gpu": self.coefficients_by_gpu}),
+                **({} if self.speculative == (None,) else
+                   {"speculative": [None if o is None else o.to_dict() for o in self.speculative]})}
 
     def coefficients_for(self, gpu: GpuSpec) -> dict[str, float] | None:
         """The roofline coefficients that time shapes on ``gpu``: ``coefficients_by_gpu``'s for it, else the
@@ -360,6 +442,7 @@ class Candidate:
     precision: str
     kv_cache_dtype: str
     max_num_seqs: int
+    speculative: SpecOption | None = None
 
     @property
     def gpus_per_replica(self) -> int:
@@ -377,14 +460,16 @@ class Candidate:
 
     @property
     def label(self) -> str:
-        """``2x H100 SXM5 80GB (TP 2), fp8 weights, KV auto, max_num_seqs 256``."""
+        """``2x H100 SXM5 80GB (TP 2), fp8 weights, KV auto, max_num_seqs 256`` (``, EAGLE k=3 at acceptance 0.7``
+        with speculative decoding)."""
         par = f"TP {self.tensor_parallel}" + (f", PP {self.pipeline_parallel}" if self.pipeline_parallel > 1 else "")
+        spec = "" if self.speculative is None else f", {self.speculative.label}"
         return (f"{self.gpus_per_replica}x {self.gpu.name} ({par}), {self.precision} weights, "
-                f"KV {self.kv_cache_dtype}, max_num_seqs {self.max_num_seqs}")
+                f"KV {self.kv_cache_dtype}, max_num_seqs {self.max_num_seqs}{spec}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"gpu": self.gpu.name, "tensor_parallel": self.tensor_parallel,
                 "pipeline_parallel": self.pipeline_parallel, "precision": self.precision,
                 "kv_cache_dtype": self.kv_cache_dtype, "max_num_seqs": self.max_num_seqs,
                 "gpus_per_replica": self.gpus_per_replica, "price_per_replica": self.price_per_replica,
-                "label": self.label}
+                "label": self.label, **({} if self.speculative is None else {"speculative": self.speculative.to_dict()})}
