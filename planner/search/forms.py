@@ -6,7 +6,16 @@ from django import forms
 
 from planner.sampling_words import sampling_field
 from simulator.cluster import POLICIES
-from simulator.search import PRECISIONS, TRAFFIC_DEFAULTS, space_defaults
+from simulator.search import (
+    DURATION_BOUNDS_S,
+    PRECISIONS,
+    TRAFFIC_DEFAULTS,
+    SearchError,
+    Slo,
+    default_duration,
+    requests_for_percentile,
+    space_defaults,
+)
 from simulator.workload import parse_distribution
 
 PERCENTILES = [("p50", "p50"), ("p90", "p90"), ("p95", "p95"), ("p99", "p99"), ("p99.9", "p99.9")]
@@ -38,8 +47,11 @@ class SearchForm(forms.Form):
                                      help_text="Priced GPUs only: the search compares costs.")
     rate = forms.FloatField(label="Request rate", min_value=0.001, max_value=10_000, initial=20,
                             help_text="requests per second (Poisson)")
-    duration_s = forms.FloatField(label="Traffic to simulate", min_value=1, max_value=3600, initial=_TRAFFIC["duration_s"],
-                                  help_text="seconds")
+    duration_s = forms.FloatField(label="Traffic to simulate", min_value=1, max_value=3600, required=False,
+                                  help_text=f"seconds; leave empty to simulate enough requests for the SLO's highest "
+                                            f"percentile (from {DURATION_BOUNDS_S[0]:g} to {DURATION_BOUNDS_S[1]:g} s: "
+                                            f"{requests_for_percentile(90):,} requests for a p90, "
+                                            f"{requests_for_percentile(99):,} for a p99)")
     prompt_mean = forms.IntegerField(label="Prompt length, mean", min_value=1, max_value=1_000_000,
                                      initial=int(_PROMPT.mean),
                                      help_text="tokens")
@@ -145,7 +157,7 @@ class SearchForm(forms.Form):
         return data
 
     #: What a field refused by the form stands for while the definition checks the others (its initial value).
-    FALLBACKS = {"rate": 20.0, "duration_s": 60.0, "prompt_mean": 1024, "prompt_std": 256, "output_mean": 256,
+    FALLBACKS = {"rate": 20.0, "duration_s": None, "prompt_mean": 1024, "prompt_std": 256, "output_mean": 256,
                  "output_std": 64, "tensor_parallel": [1], "pipeline_parallel": [1], "precisions": ["bf16"],
                  "max_num_seqs": [256], "max_replicas": 16, "ttft_pct": "p90", "tpot_pct": "p90", "itl_pct": "p90",
                  "e2e_pct": "p90"}
@@ -163,7 +175,7 @@ class SearchForm(forms.Form):
             if d.get(key):
                 targets.append({"metric": metric, "percentile": d.get(f"{metric}_pct") or "p90",
                                 "max_s": d[key] * scale})
-        n = max(1, round(d["rate"] * d["duration_s"]))
+        n = max(1, round(d["rate"] * _duration_s(d["rate"], d.get("duration_s"), targets)))
         spec = {"n": n, "prompt": {"kind": "normal", "mean": d["prompt_mean"], "std": d["prompt_std"]},
                 "output": {"kind": "normal", "mean": d["output_mean"], "std": d["output_std"]},
                 "arrival": {"kind": "poisson", "rate": d["rate"], "unit": "s"}}
@@ -208,3 +220,14 @@ class SearchForm(forms.Form):
                 continue  # "give at least one latency target", said by the form already
             for m in msgs:
                 self.add_error(field, m if field else f"{path}: {m}")
+
+
+def _duration_s(rate: float, given: float | None, targets: list[dict]) -> float:
+    """The duration given, else the one the SLO's highest percentile asks for (``default_duration``); with
+    targets the definition will refuse, the search's fixed default stands in while it reports them."""
+    if given is not None:
+        return given
+    try:
+        return default_duration(rate, Slo(tuple(targets)))[0]
+    except (SearchError, TypeError, ValueError):
+        return TRAFFIC_DEFAULTS["duration_s"]

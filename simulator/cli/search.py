@@ -21,6 +21,7 @@ from simulator.base import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS, path_words, time
 from simulator.cli.values import read_json
 from simulator.search import (
     DEFAULT_SEED_COUNT,
+    DURATION_BOUNDS_S,
     MAX_SEEDS,
     TRAFFIC_DEFAULTS,
     SearchError,
@@ -51,8 +52,10 @@ def add_search_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     def listed(values) -> str:
         return ",".join(str(v) for v in values)
 
-    p.add_argument("--duration", type=float, default=traffic["duration_s"], metavar="S",
-                   help="seconds of traffic (with --rate)")
+    p.add_argument("--duration", type=float, metavar="S",
+                   help="seconds of traffic (with --rate); default: enough requests for the SLO's highest percentile "
+                        "to be known within a quarter of its tail at 95 %% confidence, from "
+                        f"{DURATION_BOUNDS_S[0]:g} to {DURATION_BOUNDS_S[1]:g} s (simulator.search.default_duration)")
     p.add_argument("--prompt", default=traffic["prompt"], metavar="DIST", help="prompt length distribution, tokens")
     p.add_argument("--output", default=traffic["output"], metavar="DIST", help="output length distribution, tokens")
     p.add_argument("--seed", type=int, default=traffic["seed"], help="workload seed")
@@ -124,7 +127,18 @@ def _gpus(path: str) -> tuple:
     return tuple(out)
 
 
-def _workload(args: argparse.Namespace, load_workload_file, seed: int | None = None):
+def _duration(args: argparse.Namespace, slo) -> tuple[float, str | None]:
+    """``--duration``, or the one :func:`simulator.search.default_duration` chooses (with why)."""
+    from simulator.search import default_duration
+
+    if args.duration is None:
+        return default_duration(args.rate, slo)
+    if not (math.isfinite(args.duration) and args.duration > 0):
+        raise SearchError(f"--duration: must be more than 0 seconds, got {args.duration:g}")
+    return args.duration, None
+
+
+def _workload(args: argparse.Namespace, load_workload_file, slo, seed: int | None = None):
     from simulator.workload import WorkloadSpec, generate_workload
 
     if args.workload:
@@ -133,9 +147,7 @@ def _workload(args: argparse.Namespace, load_workload_file, seed: int | None = N
         raise SearchError("--rate: give the traffic (--rate and --duration) or a --workload file")
     if not (math.isfinite(args.rate) and args.rate > 0):
         raise SearchError(f"--rate: must be more than 0 requests per second, got {args.rate:g}")
-    if not (math.isfinite(args.duration) and args.duration > 0):
-        raise SearchError(f"--duration: must be more than 0 seconds, got {args.duration:g}")
-    n = max(1, round(args.rate * args.duration))
+    n = max(1, round(args.rate * _duration(args, slo)[0]))
     try:
         spec = WorkloadSpec.from_dict({"n": n, "prompt": args.prompt, "output": args.output,
                                        "arrival": {"kind": "poisson", "rate": args.rate, "unit": "s"}})
@@ -153,7 +165,7 @@ def _seed_check(args: argparse.Namespace, result, load_workload_file, model, spa
         raise SearchError(f"--check-seeds: from 0 to {MAX_SEEDS}, got {args.check_seeds}")
     if args.check_seeds == 0 or args.workload or result.best is None:
         return None
-    return check_seeds(result, lambda seed: _workload(args, load_workload_file, seed), model, space, slo,
+    return check_seeds(result, lambda seed: _workload(args, load_workload_file, slo, seed), model, space, slo,
                        other_seeds(args.seed, args.check_seeds))
 
 
@@ -179,7 +191,7 @@ def run_search_command(args: argparse.Namespace, *, load_workload_file) -> str:
                         kv_cache_dtypes=_words(args.kv_dtype), max_num_seqs=_ints(args.max_num_seqs, "--max-num-seqs"),
                         max_replicas=args.max_replicas, routing=args.routing, sampling=args.sampling,
                         speculative=_speculative(args.speculative))
-    workload = _workload(args, load_workload_file)
+    workload = _workload(args, load_workload_file, slo)
     if not 0 <= args.check_seeds <= MAX_SEEDS:
         raise SearchError(f"--check-seeds: from 0 to {MAX_SEEDS}, got {args.check_seeds}")
     result = search_deployments(workload, model, space, slo)
@@ -187,7 +199,7 @@ def run_search_command(args: argparse.Namespace, *, load_workload_file) -> str:
     alt = _disaggregated(args, result, workload, model, space, slo) if args.disaggregated else None
     out = result.to_dict()
     out["seed_check"] = None if seeds is None else seeds.to_dict()
-    out["traffic"] = traffic_words(workload, args)
+    out["traffic"] = traffic_words(workload, args, None if args.workload else _duration(args, slo)[1])
     launched = None
     if args.launch and out["best"] is not None:
         from simulator.launch import search_launch
@@ -205,14 +217,17 @@ def run_search_command(args: argparse.Namespace, *, load_workload_file) -> str:
     return json.dumps(out, allow_nan=False, default=_nan)
 
 
-def traffic_words(workload, args: argparse.Namespace) -> str:
-    """How much traffic every shape was judged on: requests, the span of their arrivals, where they came from."""
+def traffic_words(workload, args: argparse.Namespace, chosen: str | None = None) -> str:
+    """How much traffic every shape was judged on: requests, the span of their arrivals, where they came from
+    (and, when the duration was left out, how it was chosen)."""
     span = float(workload.arrival.max() - workload.arrival.min()) if workload.n > 1 else 0.0
     if args.workload:
         rate = f", {(workload.n - 1) / span:,.3g} requests/s" if span > 0 else ""  # n arrivals: n - 1 gaps
         origin = f"file {Path(args.workload).name}{rate}"
     else:
         origin = f"Poisson at {args.rate:g} requests/s, seed {args.seed}"
+        if chosen:
+            origin += f"; duration left out: {chosen}"
     return f"{workload.n:,} requests arriving over {span:,.1f} s ({origin})"
 
 

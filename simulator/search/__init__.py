@@ -12,6 +12,7 @@ from simulator.search.disaggregated import split_counts, xpyd_alternatives
 from simulator.search.evaluate import default_max_model_len, prepare_candidate
 from simulator.search.seeds import DEFAULT_SEED_COUNT, MAX_SEEDS, SeedCheck, check_seeds, other_seeds
 from simulator.search.space import (
+    DURATION_BOUNDS_S,
     PRECISIONS,
     SLO_METRIC_LABELS,
     TRAFFIC_DEFAULTS,
@@ -19,9 +20,11 @@ from simulator.search.space import (
     SearchSpace,
     Slo,
     SloTarget,
+    default_duration,
     format_seconds,
     parse_slo_target,
+    requests_for_percentile,
     space_defaults,
 )
 
-__all__ = ["DEFAULT_SEED_COUNT", "MAX_SEEDS", "Outcome", "SeedCheck", "check_seeds", "other_seeds", "PRECISIONS", "SLO_METRIC_LABELS", "TRAFFIC_DEFAULTS", "SearchCancelled", "SearchError", "SearchSpace", "Slo", "SloTarget", "default_max_model_len", "format_seconds", "merge_results", "parse_slo_target", "prepare_candidate", "search_deployments", "space_defaults", "split_counts", "xpyd_alternatives"]
+__all__ = ["DEFAULT_SEED_COUNT", "DURATION_BOUNDS_S", "default_duration", "requests_for_percentile", "MAX_SEEDS", "Outcome", "SeedCheck", "check_seeds", "other_seeds", "PRECISIONS", "SLO_METRIC_LABELS", "TRAFFIC_DEFAULTS", "SearchCancelled", "SearchError", "SearchSpace", "Slo", "SloTarget", "default_max_model_len", "format_seconds", "merge_results", "parse_slo_target", "prepare_candidate", "search_deployments", "space_defaults", "split_counts", "xpyd_alternatives"]

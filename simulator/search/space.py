@@ -276,6 +276,41 @@ def format_seconds(s: float) -> str:
 TRAFFIC_DEFAULTS = {"duration_s": 60.0, "prompt": "normal:1024,256", "output": "normal:256,64", "seed": 0}
 
 
+#: Bounds of the traffic a search simulates when its duration is left out (:func:`default_duration`).  # s
+DURATION_BOUNDS_S = (60.0, 600.0)
+#: Two-sided 95 % normal quantile, for the percentile's confidence interval.
+Z95 = 1.959964
+
+
+def requests_for_percentile(q: float) -> int:
+    """Requests whose ``q``-th percentile lies, at 95 % confidence, within a quarter of the tail ``100 - q``
+    percentile points of the true one (the order statistic's binomial interval, ``z sqrt(p (1 - p) / n)``):
+    62 for p50, 554 for p90, 6,085 for p99."""
+    p = q / 100.0
+    half = (1.0 - p) / 4.0
+    return max(1, math.ceil(Z95 ** 2 * p * (1.0 - p) / half ** 2))
+
+
+def default_duration(rate: float, slo: Slo) -> tuple[float, str]:
+    """Seconds of traffic at ``rate`` requests/s for the SLO's highest percentile to be known as
+    :func:`requests_for_percentile` says, within :data:`DURATION_BOUNDS_S` (at least a minute, so a slowly
+    growing queue shows; at most ten), and the rule in words."""
+    top = max(slo.targets, key=lambda t: parse_percentile(t.percentile))
+    q = parse_percentile(top.percentile)
+    n = requests_for_percentile(q)
+    lo, hi = DURATION_BOUNDS_S
+    want = n / rate
+    seconds = min(hi, max(lo, want))
+    band = (100.0 - q) / 4.0
+    why = (f"{n:,} requests put {top.label} within ±{band:g} percentile points (p{q - band:g}-p{q + band:g}) at "
+           "95 % confidence")
+    if want < lo:
+        why = f"{why}; at least {lo:g} s, so that a growing queue shows"
+    elif want > hi:
+        why = f"{why}, {want:,.0f} s at this rate; capped at {hi:g} s, so it is known less closely"
+    return seconds, why
+
+
 def space_defaults() -> dict:
     """The space a search tries when the question leaves it out: :class:`SearchSpace`'s field defaults (TP 1, 2,
     4, 8; PP 1; bf16 and fp8 weights, fp8 dynamically quantized from any bf16 checkpoint; KV ``auto``;

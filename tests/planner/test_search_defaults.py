@@ -43,7 +43,7 @@ def test_the_command_line_the_api_and_the_page_search_the_same_space_by_default(
     assert form.is_valid(), form.errors
     _, page, _ = validate(form.to_definition(), owner=user)
     _, api, _ = validate({"model": "llama-3-1-8b",
-                          "workload": {"spec": {"n": 300, "prompt": TRAFFIC_DEFAULTS["prompt"],
+                          "workload": {"spec": {"n": 554, "prompt": TRAFFIC_DEFAULTS["prompt"],
                                                 "output": TRAFFIC_DEFAULTS["output"],
                                                 "arrival": {"kind": "poisson", "rate": 5, "unit": "s"}}},
                           "slo": {"targets": [{"metric": "ttft", "percentile": "p90", "max_s": 0.5}]},
@@ -53,7 +53,13 @@ def test_the_command_line_the_api_and_the_page_search_the_same_space_by_default(
     assert space_of(build_space(page)) == space_of(build_space(api)) == cli == expected
     assert expected["precisions"] == ("bf16", "fp8")
     # the traffic: the page's default workload is the command line's
-    assert page["workload"]["n"] == api["workload"]["n"] == round(5 * args.duration) == 300
+    # the traffic's length, left out: the requests the SLO's p90 asks for (simulator.search.default_duration)
+    from simulator.cli.search import _duration
+    from simulator.search import Slo, SloTarget, requests_for_percentile
+
+    cli_seconds, why = _duration(args, Slo((SloTarget("ttft", "p90", 0.5),)))
+    assert args.duration is None and "554 requests put TTFT p90 within ±2.5 percentile points" in why
+    assert page["workload"]["n"] == round(5 * cli_seconds) == requests_for_percentile(90) == 554
     assert args.prompt == TRAFFIC_DEFAULTS["prompt"] and args.output == TRAFFIC_DEFAULTS["output"]
     spec = page["workload"]["spec"]
     assert (spec["prompt"]["mean"], spec["prompt"]["std"]) == (1024, 256)
