@@ -459,6 +459,34 @@ def _cmd_disaggregated(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_closed_loop(args: argparse.Namespace, workload, trace, config, counts, policies, data) -> int:
+    """``cluster --clients N``: the workload's requests sent by N closed-loop clients (docs/traffic.md)."""
+    from simulator.batch import WorkloadSize, price_run
+    from simulator.cluster import ClusterError
+    from simulator.cluster.closed_loop import ClosedLoop, simulate_closed_loop
+
+    if args.find_replicas or len(counts) != 1 or len(policies) != 1:
+        raise CliError("--clients: give one --instances N and one --routing (not --find-replicas)")
+    think: float | str = args.think
+    try:
+        think = float(think)
+    except ValueError:
+        pass
+    try:
+        load = ClosedLoop(args.clients, think, paced=args.paced, seed=args.seed)
+        _check_memory(price_run(WorkloadSize.of(workload), config, instances=counts[0]), args, "This closed loop")
+        with _progress(f"{args.clients:,} clients x {workload.n:,} requests") as progress:
+            res = simulate_closed_loop(workload, config, load, num_instances=counts[0], routing=policies[0],
+                                       seed=args.seed, progress=progress)
+    except ClusterError as exc:
+        msg = str(exc).replace("closed_loop.clients", "--clients").replace("closed_loop.think_s", "--think")
+        raise CliError(msg) from None
+    _note_defaults(data, f"config file {args.config!r}")
+    out = res.to_dict(requests=args.requests)
+    _emit(_dump({"trace": trace.to_dict(), **out} if trace is not None else out, args.indent), args.output)
+    return 0
+
+
 def cmd_cluster(args: argparse.Namespace) -> int:
     from simulator.cluster import ClusterError, parse_routing, smallest_replicas
     from simulator.engine import MetricsError
@@ -484,6 +512,8 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     data = load_config_file(args.config)
     config = _config(data, f"config file {args.config!r}")
     workload, trace = load_workload(args.workload, args, config.max_model_len)
+    if args.clients is not None:
+        return _cmd_closed_loop(args, workload, trace, config, counts, policies, data)
     from simulator.batch import WorkloadSize, price_batch, price_replicas_search, price_run
 
     size = WorkloadSize.of(workload)
@@ -724,6 +754,17 @@ def _add_cluster_parser(sub) -> None:
     cl.add_argument("--processes", type=int, default=1, metavar="P",
                     help="run the (count, policy) points over P worker processes (0: one per CPU); results do "
                          "not depend on P")
+    cl.add_argument("--clients", type=int, metavar="N",
+                    help="closed loop: N clients each holding one request in flight, sending the next when the "
+                         "answer has arrived plus --think (vllm bench serve --max-concurrency N); a request with a "
+                         "parent (a session's next turn) is sent on its parent's client; the workload's own arrival "
+                         "times are ignored unless --paced (docs/traffic.md)")
+    cl.add_argument("--think", default="0", metavar="S|DIST",
+                    help="with --clients: think time after each answer, seconds, or exponential:MEAN or "
+                         "uniform:LO,HI (default 0)")
+    cl.add_argument("--paced", action="store_true",
+                    help="with --clients: a request without a parent is not sent before its own arrival time (a "
+                         "request rate gated by the clients, --request-rate with --max-concurrency)")
     cl.add_argument("--requests", action="store_true",
                     help="add every request's columns (with its instance) and each instance's request indices")
     cl.add_argument("--output", "-o", metavar="FILE", help="write the JSON here instead of stdout")

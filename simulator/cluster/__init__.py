@@ -7,6 +7,7 @@ KV link between them) and :func:`compare_splits` (aggregated replicas against xP
 May import: simulator.base, simulator.sizing, simulator.clock, simulator.workload, simulator.engine.
 """
 
+from simulator.cluster.closed_loop import ClosedLoop, ClosedLoopResult, simulate_closed_loop
 from simulator.cluster.compare import compare_splits, engine_config_for
 from simulator.cluster.disaggregated import DisaggError, DisaggregatedDeployment, KvLink, Pool, deployment_from_dict
 from simulator.cluster.replicas import (
@@ -19,4 +20,4 @@ from simulator.cluster.replicas import (
 )
 from simulator.cluster.routing import POLICIES, ClusterError, parse_routing
 
-__all__ = ["ClusterError", "ClusterResult", "Deployment", "DisaggError", "DisaggregatedDeployment", "KvLink", "LoadBalance", "POLICIES", "Pool", "SUMMED_TOTALS", "compare_splits", "deployment_from_dict", "engine_config_for", "parse_routing", "simulate_cluster", "smallest_replicas"]
+__all__ = ["ClosedLoop", "ClosedLoopResult", "ClusterError", "ClusterResult", "Deployment", "DisaggError", "DisaggregatedDeployment", "KvLink", "LoadBalance", "POLICIES", "Pool", "SUMMED_TOTALS", "compare_splits", "deployment_from_dict", "engine_config_for", "parse_routing", "simulate_closed_loop", "simulate_cluster", "smallest_replicas"]
