@@ -196,8 +196,16 @@ class PlanCreateApi(APIView):
         tensor_parallel_size = StrictIntegerField(default=1, min_value=1, max_value=LIMITS["tensor_parallel_size"])
         pipeline_parallel_size = StrictIntegerField(default=1, min_value=1,
                                                     max_value=LIMITS["pipeline_parallel_size"])
+        data_parallel_size = StrictIntegerField(
+            default=1, min_value=1, max_value=LIMITS["data_parallel_size"],
+            help_text="vLLM --data-parallel-size: engines with their own attention and KV cache; an MoE model's "
+                      "experts are sharded over TP x DP GPUs. GPUs = TP x PP x DP.")
+        enable_expert_parallel = serializers.BooleanField(
+            default=False, help_text="vLLM --enable-expert-parallel (MoE models only): the routed experts spread "
+                                     "whole over EP = TP x DP GPUs instead of each expert split.")
         num_gpus = StrictIntegerField(required=False, allow_null=True, min_value=1, max_value=LIMITS["num_gpus"],
-                                      help_text="GPUs in all; a multiple of TP x PP (replicas). Default TP x PP.")
+                                      help_text="GPUs in all; a multiple of TP x PP x DP (replicas). "
+                                                "Default TP x PP x DP.")
         dtype = serializers.ChoiceField(choices=_DTYPES, default="auto", help_text="Weights dtype (vLLM --dtype).")
         kv_cache_dtype = serializers.ChoiceField(choices=list(KV_CACHE_DTYPES), default="auto")
         block_size = BlockSizeField(default=16, help_text="Tokens per KV block: one of vLLM's "
@@ -284,7 +292,12 @@ class PlanCreateApi(APIView):
         reason = serializers.CharField()
         tensor_parallel_size = serializers.IntegerField()
         pipeline_parallel_size = serializers.IntegerField()
-        num_gpus = serializers.IntegerField()
+        data_parallel_size = serializers.IntegerField(help_text="DP ranks, each an engine with its own KV pool")
+        enable_expert_parallel = serializers.BooleanField()
+        expert_parallel_size = serializers.IntegerField(help_text="EP size: TP x DP with expert parallelism, else 1")
+        local_experts = serializers.IntegerField(
+            allow_null=True, help_text="routed experts on the fullest GPU (whole with EP, slices without); null: dense")
+        num_gpus = serializers.IntegerField(help_text="TP x PP x DP x replicas")
         replicas = serializers.IntegerField()
         kv_cache_dtype = serializers.CharField()
         block_size = serializers.IntegerField(help_text="tokens")
@@ -296,10 +309,15 @@ class PlanCreateApi(APIView):
         bytes_per_block = serializers.FloatField(help_text="bytes per block per GPU (same as bytes_per_block_per_gpu)")
         bytes_per_block_per_gpu = serializers.FloatField(help_text="bytes")
         num_gpu_blocks = serializers.IntegerField(help_text="blocks per GPU")
-        kv_cache_tokens = serializers.IntegerField(help_text="tokens per engine (vLLM's 'GPU KV cache size')")
-        max_concurrency = serializers.FloatField(help_text="requests of max_model_len per engine")
-        total_kv_cache_tokens = serializers.IntegerField(help_text="tokens, all replicas")
-        total_max_concurrency = serializers.FloatField(help_text="requests, all replicas")
+        kv_cache_tokens = serializers.IntegerField(help_text="tokens per engine = per DP rank (vLLM's 'GPU KV cache "
+                                                             "size')")
+        max_concurrency = serializers.FloatField(help_text="requests of max_model_len per engine (DP rank)")
+        kv_cache_tokens_per_deployment = serializers.IntegerField(help_text="tokens, all DP ranks of one replica")
+        max_concurrency_per_deployment = serializers.FloatField(help_text="requests, all DP ranks of one replica")
+        total_kv_cache_tokens = serializers.IntegerField(help_text="tokens, all replicas and DP ranks")
+        total_max_concurrency = serializers.FloatField(help_text="requests, all replicas and DP ranks")
+        shape_comparison = serializers.CharField(
+            help_text="MoE models: KV tokens under DP + EP against TP on the same GPUs, in words ('' otherwise)")
         min_blocks_unservable = serializers.IntegerField(help_text="blocks")
         last_block_waste_tokens = serializers.IntegerField(help_text="tokens")
         kv_bytes_per_request = serializers.FloatField(help_text="bytes of one max_model_len request")
@@ -370,6 +388,12 @@ class PlanCreateApi(APIView):
                        "memory_gib": {"total": 79.18, "budget": 71.26, "weights": 14.96, "activation": 0.92,
                                       "non_torch": 0.13, "cudagraph": 0.5, "kv": 55.26, "kv_used": 55.26,
                                       "free": 7.92}},
+            ),
+            OpenApiExample(
+                "DeepSeek-V3 on 8 x H200: data parallel attention with expert parallelism",
+                request_only=True,
+                value={"model": "deepseek-v3", "gpu": "h200-sxm-141gb", "max_model_len": 32768,
+                       "data_parallel_size": 8, "enable_expert_parallel": True},
             ),
             OpenApiExample(
                 "Speculative decoding with an EAGLE head (k = 3)",

@@ -62,8 +62,8 @@ class SizingForm(forms.Form):
                                                    "lowest price per GPU-hour ($/h).")
     num_gpus = forms.IntegerField(
         label="Number of GPUs", required=False, min_value=1, max_value=LIMITS["num_gpus"],
-        help_text="GPUs in the deployment. Blank = TP × PP (one engine); a multiple of TP × PP runs that many "
-                  "replicas.", widget=forms.NumberInput(attrs=_NUMBER))
+        help_text="GPUs in the deployment. Blank = TP × PP × DP (one deployment); a multiple of TP × PP × DP runs "
+                  "that many replicas.", widget=forms.NumberInput(attrs=_NUMBER))
     tensor_parallel_size = forms.IntegerField(
         label="Tensor parallel size (TP)", min_value=1, max_value=LIMITS["tensor_parallel_size"],
         help_text="GPUs one layer is split across; must divide the attention heads.",
@@ -72,6 +72,15 @@ class SizingForm(forms.Form):
         label="Pipeline parallel size (PP)", min_value=1, max_value=LIMITS["pipeline_parallel_size"],
         help_text="Stages the layers are split into; the fullest stage decides the KV cache.",
         widget=forms.NumberInput(attrs=_NUMBER))
+    data_parallel_size = forms.IntegerField(
+        label="Data parallel size (DP)", required=False, min_value=1, max_value=LIMITS["data_parallel_size"],
+        help_text="vLLM --data-parallel-size: engines with their own attention and KV cache; an MoE model's experts "
+                  "are sharded over TP × DP GPUs. GPUs = TP × PP × DP. Blank = 1.",
+        widget=forms.NumberInput(attrs=_NUMBER))
+    enable_expert_parallel = forms.BooleanField(
+        label="Expert parallelism (EP)", required=False,
+        help_text="vLLM --enable-expert-parallel, MoE models only: each GPU holds whole experts, EP = TP × DP of "
+                  "them spread over the GPUs, instead of a slice of every expert.")
     dtype = forms.ChoiceField(label="Weight dtype", choices=WEIGHT_DTYPE_CHOICES,
                               help_text="vLLM --dtype; quantized checkpoints keep their own format.")
     kv_cache_dtype = forms.ChoiceField(label="KV cache dtype", choices=KV_DTYPE_CHOICES,
@@ -145,7 +154,8 @@ class SizingForm(forms.Form):
     calibration_fields = ("vllm_log", "weights_gib", "available_kv_gib")
     #: The dozen inputs most people change, on the form's first screen; the others sit behind "More options"
     #: (``templates/planner/sizing_form.html``, ``{% form_sections %}``), open whenever one of them is set or wrong.
-    basic_fields = ("model", "gpu", "num_gpus", "tensor_parallel_size", "pipeline_parallel_size", "dtype",
+    basic_fields = ("model", "gpu", "num_gpus", "tensor_parallel_size", "pipeline_parallel_size",
+                    "data_parallel_size", "enable_expert_parallel", "dtype",
                     "quantization", "kv_cache_dtype", "gpu_memory_utilization", "max_model_len",
                     "max_num_batched_tokens", "block_size")
 
@@ -218,7 +228,8 @@ class SizingForm(forms.Form):
     def knobs(self) -> dict[str, Any]:
         """The cleaned knobs as :func:`~planner.sizing.services.plan_deployment` takes them."""
         c = self.cleaned_data
-        keys = ("num_gpus", "tensor_parallel_size", "pipeline_parallel_size", "dtype", "kv_cache_dtype",
+        keys = ("num_gpus", "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
+                "enable_expert_parallel", "dtype", "kv_cache_dtype",
                 "block_size", "gpu_memory_utilization", "max_model_len", "max_num_batched_tokens", "cpu_tier_gib",
                 "weights_gib", "available_kv_gib", "vllm_log", "quantization", "max_loras", "max_lora_rank",
                 "vllm_version")

@@ -29,6 +29,7 @@ from planner.errors import InputError, every_problem
 from simulator.base import GIB, DeploymentSpec, GpuSpec, ModelSpec, SpecError
 from simulator.sizing import closed_form as sizing
 from simulator.sizing import quantization
+from simulator.sizing.moe_parallel import MAX_DATA_PARALLEL_SIZE, shape_label
 from simulator.speculative import plan_with_draft
 from simulator.workload import WorkloadError, parse_distribution
 
@@ -38,6 +39,8 @@ logger = logging.getLogger(__name__)
 KNOB_FIELDS = (
     "tensor_parallel_size",
     "pipeline_parallel_size",
+    "data_parallel_size",
+    "enable_expert_parallel",
     "dtype",
     "kv_cache_dtype",
     "block_size",
@@ -65,6 +68,7 @@ QUANT_FIELDS = ("quantization", "quant_group_size")
 LIMITS = {
     "tensor_parallel_size": 512,
     "pipeline_parallel_size": 128,
+    "data_parallel_size": MAX_DATA_PARALLEL_SIZE,
     "num_gpus": 4096,
     "block_size": 1024,  # tokens
     "max_model_len": 10_000_000,  # tokens
@@ -119,15 +123,19 @@ class PlanOutcome:
     deployment : DeploymentSpec
         As planned (calibration applied).
     num_gpus : int
-        GPUs of the whole deployment (``replicas x TP x PP``).
+        GPUs of the whole deployment (``replicas x TP x PP x DP``).
     replicas : int
-        Independent vLLM engines (data parallel); each has the KV cache of ``result``.
+        Independent copies of the deployment (each a vLLM server of DP ranks, each rank the KV cache of
+        ``result``).
     summary : str
         One plain-language sentence.
     field_errors : dict
         Why it does not fit, attached to the field most likely to fix it (empty when it fits).
     calibration : dict
         Figures read from a pasted vLLM log.
+    shape_comparison : str
+        For an MoE model: its KV tokens under data parallelism with expert parallelism against tensor
+        parallelism on the same GPUs, in words (:func:`shape_comparison`); "" when not compared.
     """
 
     result: sizing.SizingResult
@@ -139,6 +147,7 @@ class PlanOutcome:
     summary: str
     field_errors: dict[str, list[str]] = field(default_factory=dict)
     calibration: dict[str, float] = field(default_factory=dict)
+    shape_comparison: str = ""
 
     @property
     def fits(self) -> bool:
@@ -146,13 +155,13 @@ class PlanOutcome:
 
     @property
     def total_kv_cache_tokens(self) -> int:
-        """KV cache tokens of all replicas together.  # tokens"""
-        return self.result.kv_cache_tokens * self.replicas
+        """KV cache tokens of all replicas and DP ranks together.  # tokens"""
+        return self.result.kv_cache_tokens_per_deployment * self.replicas
 
     @property
     def total_max_concurrency(self) -> float:
-        """Requests of ``max_model_len`` tokens all replicas hold at once.  # requests"""
-        return self.result.max_concurrency * self.replicas
+        """Requests of ``max_model_len`` tokens all replicas and DP ranks hold at once.  # requests"""
+        return self.result.max_concurrency_per_deployment * self.replicas
 
     @property
     def cpu_tier_tokens(self) -> int | None:
@@ -173,6 +182,7 @@ class PlanOutcome:
             replicas=self.replicas,
             price_per_hour=self.price_per_hour,
             calibration=dict(self.calibration),
+            shape_comparison=self.shape_comparison,
         )
         return d
 
@@ -205,13 +215,15 @@ def summary_sentence(outcome_parts: dict[str, Any]) -> str:
     par = [f"TP {r.tensor_parallel_size}"]
     if r.pipeline_parallel_size > 1:
         par.append(f"PP {r.pipeline_parallel_size}")
+    if r.data_parallel_size > 1 or r.expert_parallel_size > 1:
+        par = [shape_label(outcome_parts["deployment"])]
     if replicas > 1:
         par.append(f"{replicas} replicas")
     head = f"{model.name} on {num_gpus}x {_gpu_short_name(gpu)} at {', '.join(par)}"
     if not r.fits:
         return f"{head}: does not fit — {r.reason}."
-    tokens = r.kv_cache_tokens * replicas
-    conc = r.max_concurrency * replicas
+    tokens = r.kv_cache_tokens_per_deployment * replicas
+    conc = r.max_concurrency_per_deployment * replicas
     about = f"{conc:,.1f}" if conc < 10 else f"{conc:,.0f}"
     return (f"{head}: {tokens:,} tokens of KV cache, room for about {about} requests of "
             f"{short_tokens(r.max_model_len)} tokens at once.")
@@ -315,7 +327,48 @@ def plan_deployment(*, model: ModelSpec, gpu: GpuSpec, knobs: dict[str, Any]) ->
     again (:func:`planner.errors.every_problem`), so a TP that does not divide the heads is reported with a
     ``max_model_len`` beyond the model's positions, not after it is fixed. The rest as :func:`plan_once`.
     """
-    return every_problem(lambda k: plan_once(model=model, gpu=gpu, knobs=k), knobs, reset=_reset_knob)
+    outcome = every_problem(lambda k: plan_once(model=model, gpu=gpu, knobs=k), knobs, reset=_reset_knob)
+    words = shape_comparison(outcome, knobs)
+    return replace(outcome, shape_comparison=words) if words else outcome
+
+
+#: Knobs that carry figures of one shape (from a log): a comparison with another shape cannot reuse them.
+_SHAPE_BOUND_KNOBS = ("weights_gib", "available_kv_gib", "activation_gib", "non_torch_gib", "cudagraph_gib",
+                      "vllm_log")
+
+
+def shape_comparison(outcome: PlanOutcome, knobs: dict[str, Any]) -> str:
+    """The comparison that matters for an MoE model, in words, computed on the same GPUs and knobs.
+
+    A plan with data parallelism (DP > 1, EP on or off) is set against tensor parallelism over the same
+    ``TP x DP`` GPUs at DP 1; a plan with TP > 1 at DP 1 against ``DP = TP`` ranks of TP 1 with expert
+    parallelism. "DP 8 + EP 8 holds 5.1x the KV tokens of TP 8 for DeepSeek-V3 on 8 x H200 SXM 141GB
+    (3,255,040 vs 644,480 tokens)". "" for a dense model, a plan calibrated from a log (its figures belong to
+    its own shape) or when the other shape cannot be sized at all.
+    """
+    dep, model = outcome.deployment, outcome.model
+    if not model.is_moe or any(knobs.get(k) not in (None, "") for k in _SHAPE_BOUND_KNOBS):
+        return ""
+    tp, dp = dep.tensor_parallel_size, dep.data_parallel_size
+    if dp > 1:
+        other = {"tensor_parallel_size": tp * dp, "data_parallel_size": 1, "enable_expert_parallel": False}
+    elif tp > 1:
+        other = {"tensor_parallel_size": 1, "data_parallel_size": tp, "enable_expert_parallel": True}
+    else:
+        return ""
+    try:
+        alt = plan_once(model=model, gpu=outcome.gpu, knobs={**knobs, **other, "num_gpus": None})
+    except PlanInputError:
+        return ""
+    dp_plan, tp_plan = (outcome, alt) if dp > 1 else (alt, outcome)
+    a, b = dp_plan.result.kv_cache_tokens_per_deployment, tp_plan.result.kv_cache_tokens_per_deployment
+    head = f"{shape_label(dp_plan.deployment)} holds"
+    tail = (f"the KV tokens of {shape_label(tp_plan.deployment)} for {model.name} on "
+            f"{dep.num_gpus} x {outcome.gpu.name}")
+    if not dp_plan.fits or not tp_plan.fits:
+        which = dp_plan if not dp_plan.fits else tp_plan
+        return f"{shape_label(which.deployment)} does not fit on {dep.num_gpus} x {outcome.gpu.name}: {which.result.reason}"
+    return f"{head} {a / b:.1f}x {tail} ({a:,} vs {b:,} tokens)" if b else ""
 
 
 def _reset_knob(knobs: dict[str, Any], name: str) -> bool:
@@ -355,12 +408,15 @@ def plan_once(*, model: ModelSpec, gpu: GpuSpec, knobs: dict[str, Any]) -> PlanO
     per_engine = dep.num_gpus
     num_gpus = knobs.get("num_gpus") or per_engine
     if num_gpus > LIMITS["num_gpus"]:
-        raise PlanInputError.one("num_gpus", f"at most {LIMITS['num_gpus']:,} GPUs, got {num_gpus:,}")
+        raise PlanInputError.one("num_gpus", f"at most {LIMITS['num_gpus']:,} GPUs, got {num_gpus:,}"
+                                 + (f" (TP x PP x DP = {per_engine:,})" if per_engine > LIMITS["num_gpus"] else ""))
     if num_gpus % per_engine:
+        dp = f" x DP {dep.data_parallel_size}" if dep.data_parallel_size > 1 else ""
         raise PlanInputError.one(
             "num_gpus",
-            f"{num_gpus} GPUs cannot be split into engines of TP {dep.tensor_parallel_size} x PP "
-            f"{dep.pipeline_parallel_size} = {per_engine} GPUs; use a multiple of {per_engine}",
+            f"{num_gpus} GPUs cannot be split into deployments of TP {dep.tensor_parallel_size} x PP "
+            f"{dep.pipeline_parallel_size}{dp} = {per_engine} GPUs (vLLM runs TP x PP x DP GPUs); use a multiple "
+            f"of {per_engine}",
         )
     try:
         result = plan_with_draft(model, gpu, dep, knobs.get("speculative"))
@@ -371,7 +427,7 @@ def plan_once(*, model: ModelSpec, gpu: GpuSpec, knobs: dict[str, Any]) -> PlanO
         logger.warning("sizing failed for %s on %s: %s", model.name, gpu.name, exc)
         raise PlanInputError.one("non_field_errors", f"cannot size this deployment: {exc}") from None
     replicas = num_gpus // per_engine
-    parts = dict(result=result, model=model, gpu=gpu, num_gpus=num_gpus, replicas=replicas)
+    parts = dict(result=result, model=model, gpu=gpu, num_gpus=num_gpus, replicas=replicas, deployment=dep)
     errors = {} if result.fits else {_not_fit_field(result): [f"Does not fit: {result.reason}."]}
     return PlanOutcome(
         result=result,

@@ -612,7 +612,15 @@ class DeploymentSpec:
     Parameters
     ----------
     tensor_parallel_size, pipeline_parallel_size : int
-        GPUs per deployment = TP x PP.
+        GPUs per data-parallel rank = TP x PP.
+    data_parallel_size : int
+        Data-parallel ranks (vLLM ``--data-parallel-size``, ``ParallelConfig.data_parallel_size``): each rank is
+        its own engine with its own attention weights, KV cache pool and scheduler; an MoE model's expert layers
+        are sharded over all ``TP x DP`` GPUs of the deployment. GPUs per deployment = TP x PP x DP.
+    enable_expert_parallel : bool
+        vLLM ``--enable-expert-parallel``: the routed experts are spread whole over ``TP x DP`` GPUs (expert
+        parallelism) instead of each expert being split by tensor parallelism; MoE models only
+        (:func:`simulator.sizing.kv_layout.check_parallelism`). Rules and sources: ``docs/moe_parallelism.md``.
     dtype : str
         Weights / activation dtype; ``"auto"`` = the model's ``weights_dtype``.
     kv_cache_dtype : str
@@ -677,6 +685,8 @@ class DeploymentSpec:
     max_loras: int = 0
     max_lora_rank: int = 16
     lora_target_modules: tuple[str, ...] = ()
+    data_parallel_size: int = 1
+    enable_expert_parallel: bool = False
 
     def __post_init__(self) -> None:
         _whole(self, "max_loras", 0, 4096)
@@ -686,6 +696,7 @@ class DeploymentSpec:
         object.__setattr__(self, "lora_target_modules", tuple(self.lora_target_modules or ()))
         _whole(self, "tensor_parallel_size", 1, 4096)
         _whole(self, "pipeline_parallel_size", 1, 4096)
+        _whole(self, "data_parallel_size", 1, 4096)
         object.__setattr__(self, "dtype", normalize_dtype(self.dtype, "dtype", allow_auto=True))
         kv = normalize_dtype(self.kv_cache_dtype, "kv_cache_dtype", allow_auto=True)
         if kv not in KV_CACHE_DTYPES:
@@ -704,7 +715,7 @@ class DeploymentSpec:
             v = self.vllm_version
             if not isinstance(v, str) or not v.strip() or not v.strip().lstrip("v")[:1].isdigit():
                 raise SpecError(f"vllm_version: must look like '0.11.0', got {v!r}")
-        for name in ("enforce_eager", "subtract_cudagraph"):
+        for name in ("enforce_eager", "subtract_cudagraph", "enable_expert_parallel"):
             if not isinstance(getattr(self, name), bool) and not (name == "subtract_cudagraph" and
                                                                   self.subtract_cudagraph is None):
                 raise SpecError(f"{name}: must be true or false")
@@ -717,8 +728,24 @@ class DeploymentSpec:
 
     @property
     def num_gpus(self) -> int:
-        """GPUs per deployment (TP x PP)."""
+        """GPUs per deployment (TP x PP x DP)."""
+        return self.gpus_per_dp_rank * self.data_parallel_size
+
+    @property
+    def gpus_per_dp_rank(self) -> int:
+        """GPUs of one data-parallel rank, i.e. one engine (TP x PP)."""
         return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    @property
+    def moe_parallel_size(self) -> int:
+        """GPUs an MoE layer is sharded over: TP x DP (vLLM ``FusedMoEParallelConfig.make``:
+        ``flatten_tp_across_dp``), whether the experts are split (EP off) or spread whole (EP on)."""
+        return self.tensor_parallel_size * self.data_parallel_size
+
+    @property
+    def expert_parallel_size(self) -> int:
+        """EP size: TP x DP with ``enable_expert_parallel``, else 1 (each expert split over TP x DP GPUs)."""
+        return self.moe_parallel_size if self.enable_expert_parallel else 1
 
     def with_(self, **changes: Any) -> DeploymentSpec:
         """A copy with some fields changed (validated again)."""

@@ -58,6 +58,7 @@ class LaunchSpec:
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
     data_parallel_size: int = 1
+    enable_expert_parallel: bool = False
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     max_model_len: int | None = None
@@ -118,6 +119,8 @@ def vllm_serve_args(spec: LaunchSpec) -> list[str]:
     opt("--tensor-parallel-size", spec.tensor_parallel_size if spec.tensor_parallel_size > 1 else None)
     opt("--pipeline-parallel-size", spec.pipeline_parallel_size if spec.pipeline_parallel_size > 1 else None)
     opt("--data-parallel-size", spec.data_parallel_size if spec.data_parallel_size > 1 else None)
+    if spec.enable_expert_parallel:
+        args.append("--enable-expert-parallel")
     opt("--max-model-len", spec.max_model_len)
     opt("--max-num-seqs", spec.max_num_seqs)
     opt("--max-num-batched-tokens", spec.max_num_batched_tokens)
@@ -313,7 +316,10 @@ def sizing_launch(result: Any, deployment: Any, model: str, *, replicas: int = 1
     block = int(getattr(result, "block_size", 16) or 16)
     spec = LaunchSpec(
         model=model, tensor_parallel_size=int(deployment.tensor_parallel_size),
-        pipeline_parallel_size=int(deployment.pipeline_parallel_size), max_num_seqs=int(result.max_num_seqs),
+        pipeline_parallel_size=int(deployment.pipeline_parallel_size),
+        data_parallel_size=int(getattr(deployment, "data_parallel_size", 1)),
+        enable_expert_parallel=bool(getattr(deployment, "enable_expert_parallel", False)),
+        max_num_seqs=int(result.max_num_seqs),
         max_num_batched_tokens=int(result.max_num_batched_tokens), max_model_len=int(result.max_model_len),
         gpu_memory_utilization=float(deployment.gpu_memory_utilization),
         kv_cache_dtype=str(deployment.kv_cache_dtype or "auto"), quantization=quantization,

@@ -83,6 +83,7 @@ from simulator.sizing.memory_model import (
     warmup_sampler_need_bytes,
 )
 from simulator.sizing.memory_terms import MemoryTerm, memory_terms
+from simulator.sizing.moe_parallel import check_moe_shape, local_experts
 from simulator.sizing.vllm_log import calibrate, calibration_from_log, parse_vllm_log
 from simulator.sizing.weights import estimate_num_parameters, weights_bytes_per_gpu
 
@@ -153,6 +154,16 @@ class SizingResult:
     memory_terms : tuple of MemoryTerm
         Every memory term with its figure, formula, vLLM source, version rule and whether it was given
         (:func:`simulator.sizing.memory_terms.memory_terms`).
+    data_parallel_size, enable_expert_parallel, expert_parallel_size : int, bool, int
+        The shape (``docs/moe_parallelism.md``); ``num_gpus`` is TP x PP x DP. ``num_gpu_blocks``,
+        ``kv_cache_tokens`` and ``max_concurrency`` are per DP rank (each rank is an engine with its own pool,
+        all the same size: vLLM's ``sync_kv_cache_memory_size`` takes the minimum over the ranks).
+    local_experts : int or None
+        Routed experts on the fullest GPU (whole with EP; every expert, as a slice, without); None for a dense model.  # experts
+    kv_cache_tokens_per_deployment : int
+        ``kv_cache_tokens x DP``.  # tokens
+    max_concurrency_per_deployment : float
+        ``max_concurrency x DP``: requests of ``max_model_len`` all DP ranks hold at once.  # requests
     """
 
     model: str
@@ -191,6 +202,12 @@ class SizingResult:
     vllm_rule: str = ""
     speculative: dict[str, Any] | None = None  # the drafter's memory (simulator.speculative.memory)
     memory_terms: tuple[MemoryTerm, ...] = ()  # each term with its formula, source and version rule
+    data_parallel_size: int = 1
+    enable_expert_parallel: bool = False
+    expert_parallel_size: int = 1
+    local_experts: int | None = None
+    kv_cache_tokens_per_deployment: int = 0  # tokens, all DP ranks
+    max_concurrency_per_deployment: float = 0.0  # requests, all DP ranks
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -347,8 +364,9 @@ def plan(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec, draft: Draf
         For inconsistent input (TP that does not divide the heads, a
         quantization group size that does not divide the layers, no max_model_len...).
     """
-    tp, pp = deployment.tensor_parallel_size, deployment.pipeline_parallel_size
+    tp, pp, dp = deployment.tensor_parallel_size, deployment.pipeline_parallel_size, deployment.data_parallel_size
     check_parallelism(model, tp, pp)
+    check_moe_shape(model, deployment)
     scheme = quantization.scheme_for(model, deployment.dtype)
     quantization.check_group_size(model, scheme, tp)
     rules = replace(version_rules(deployment.vllm_version), sampler_key=sampler_path(model, deployment.vllm_version))
@@ -404,6 +422,10 @@ def plan(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec, draft: Draf
         notes=tuple(notes), quantization=quantization.describe(model, deployment.dtype),
         activation_dtype=compute_dtype(model, deployment), kv_shortfall_gib=shortfall, vllm_rule=rules.summary,
         speculative=spec_d, memory_terms=memory_terms(model, gpu, deployment, w_b, ov, mnbt, seqs, warmup),
+        data_parallel_size=dp, enable_expert_parallel=deployment.enable_expert_parallel,
+        expert_parallel_size=deployment.expert_parallel_size,
+        local_experts=local_experts(model, deployment) if model.is_moe else None,
+        kv_cache_tokens_per_deployment=kv_tokens * dp, max_concurrency_per_deployment=conc * dp,
     )
 
 

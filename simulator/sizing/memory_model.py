@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 
 from simulator.base import DTYPE_BYTES, GIB, DeploymentSpec, GpuSpec, ModelSpec, SpecError
+from simulator.sizing.moe_parallel import expert_split, shared_expert_tp, uses_all2all
 
 #: Dtypes a model computes in (vLLM's ``--dtype``); every other dtype is a storage format.
 ACTIVATION_DTYPES = ("fp32", "bf16", "fp16")
@@ -82,6 +83,10 @@ NVLINK_MIN_GBPS = 300.0
 #: Extra non-torch memory with pipeline parallelism alone: NCCL point-to-point send/recv buffers, no all-reduce
 #: (an estimate: "much less" than TP per issue 31; no published log prints it).
 NON_TORCH_PP_GIB = 0.10  # GiB
+#: Extra non-torch memory of an MoE model's expert-parallel group when DP > 1 (the all-gather / reduce-scatter
+#: all-to-all of vLLM's default ``allgather_reducescatter`` backend runs over the EP group's own NCCL communicator).
+#: An estimate, the TP communicator's figure: no public DP / EP start-up log found prints it (docs/moe_parallelism.md).
+NON_TORCH_EP_GROUP_GIB = 0.42  # GiB
 #: CUDA-graph memory estimate when it is subtracted (median of the logs: 0.39-1.88 GiB, some negative).
 CUDAGRAPH_GIB = 0.5  # GiB
 #: Hidden-size-wide buffers alive at the forward peak (residual, hidden states, layer output).
@@ -227,6 +232,10 @@ def forward_activation_bytes(model: ModelSpec, deployment: DeploymentSpec, max_n
     hidden-wide buffers (residual, hidden states, layer output) and the widest per-rank intermediate of one layer:
     ``3 x I / tp`` for a gated MLP, ``top_k x (3 x I_expert / tp + hidden)`` plus shared experts for MoE (the
     fused-MoE caches), ``(2 q_heads + 2 kv_heads) x head_dim / tp`` for attention. R01: 2.06 vs 2.07 GiB printed.
+    Under DP / EP the expert width is the per-GPU one (:func:`simulator.sizing.moe_parallel.expert_split`:
+    whole experts with EP, split ``TP x DP`` ways without) and the shared experts' split
+    :func:`~simulator.sizing.moe_parallel.shared_expert_tp`; the token count stays ``T`` (an approximation: vLLM's
+    DP MoE chunks the gathered tokens, ``VLLM_MOE_DP_CHUNK_SIZE``).
     """
     tp = deployment.tensor_parallel_size
     a = DTYPE_BYTES[compute_dtype(model, deployment)]
@@ -235,9 +244,9 @@ def forward_activation_bytes(model: ModelSpec, deployment: DeploymentSpec, max_n
     widths = [mats * model.intermediate_size / tp] if (not model.is_moe or model.num_dense_layers) else []
     if model.is_moe:
         ie = model.moe_intermediate_size or model.intermediate_size
-        w = model.num_experts_per_tok * (mats * ie / tp + H)
+        w = model.num_experts_per_tok * (mats * ie / expert_split(deployment) + H)
         si = model.shared_expert_intermediate_size or ie
-        w += model.num_shared_experts * mats * si / tp
+        w += model.num_shared_experts * mats * si / shared_expert_tp(deployment)
         widths.append(w)
     widths.append((model.num_attention_heads * 2 + 2 * model.num_kv_heads) * model.head_dim / tp)
     return float(max_num_batched_tokens * a * (FORWARD_HIDDEN_COPIES * H + max(widths)))
@@ -288,12 +297,14 @@ def warmup_sampler_need_bytes(model: ModelSpec, deployment: DeploymentSpec, max_
     return factor * sampler_bytes(model, deployment, max_num_batched_tokens, max_num_seqs)
 
 
-def non_torch_rule(deployment: DeploymentSpec, gpu: GpuSpec | None = None) -> tuple[float, str]:
+def non_torch_rule(deployment: DeploymentSpec, gpu: GpuSpec | None = None,
+                   model: ModelSpec | None = None) -> tuple[float, str]:
     """``(GiB, rule)``: non-torch memory on one GPU by communication pattern and vLLM version.
 
     ``NON_TORCH_GIB`` (CUDA context, cuBLAS workspaces) plus, with TP >= 2, ``NON_TORCH_MULTI_GPU_GIB`` (NCCL and
     custom all-reduce) and on vLLM 0.16 - 0.24 over NVLink ``NON_TORCH_NVLINK_TP_GIB`` more; with pipeline parallelism
-    alone ``NON_TORCH_PP_GIB`` (point-to-point buffers). An unknown link counts as PCIe.
+    alone ``NON_TORCH_PP_GIB`` (point-to-point buffers); an MoE ``model`` with DP > 1 adds the expert-parallel
+    group's communicator (``NON_TORCH_EP_GROUP_GIB``). An unknown link counts as PCIe.
     """
     tp, pp = deployment.tensor_parallel_size, deployment.pipeline_parallel_size
     gib, rule = NON_TORCH_GIB, f"{NON_TORCH_GIB} GiB CUDA context and workspaces"
@@ -309,12 +320,17 @@ def non_torch_rule(deployment: DeploymentSpec, gpu: GpuSpec | None = None) -> tu
     elif pp > 1:
         gib += NON_TORCH_PP_GIB
         rule += f" + {NON_TORCH_PP_GIB} GiB NCCL send/recv (PP {pp}, no all-reduce)"
+    if model is not None and uses_all2all(model, deployment):
+        gib += NON_TORCH_EP_GROUP_GIB
+        rule += (f" + {NON_TORCH_EP_GROUP_GIB} GiB the MoE all-to-all's NCCL communicator over "
+                 f"{deployment.moe_parallel_size} GPUs (DP {deployment.data_parallel_size}; estimate)")
     return gib, rule
 
 
-def non_torch_bytes(deployment: DeploymentSpec, gpu: GpuSpec | None = None) -> float:
+def non_torch_bytes(deployment: DeploymentSpec, gpu: GpuSpec | None = None,
+                    model: ModelSpec | None = None) -> float:
     """Non-torch memory on one GPU (:func:`non_torch_rule`).  # bytes"""
-    return non_torch_rule(deployment, gpu)[0] * GIB
+    return non_torch_rule(deployment, gpu, model)[0] * GIB
 
 
 def lora_bytes_per_gpu(model: ModelSpec, deployment: DeploymentSpec) -> float:
@@ -381,7 +397,7 @@ def overheads(model: ModelSpec, deployment: DeploymentSpec, rules: VersionRules,
     act = deployment.activation_gib * GIB if deployment.activation_gib is not None else \
         activation_bytes(model, deployment, mnbt, seqs)
     nt = deployment.non_torch_gib * GIB if deployment.non_torch_gib is not None else \
-        non_torch_bytes(deployment, gpu)
+        non_torch_bytes(deployment, gpu, model)
     if deployment.cudagraph_gib is not None:
         cg = deployment.cudagraph_gib * GIB
     else:
@@ -397,6 +413,7 @@ __all__ = [
     "CUDAGRAPH_SUBTRACTED_SINCE",
     "HYBRID_CONCURRENCY_TOKENS_SINCE",
     "NEWEST_VLLM",
+    "NON_TORCH_EP_GROUP_GIB",
     "NON_TORCH_GIB",
     "NON_TORCH_MULTI_GPU_GIB",
     "NON_TORCH_NVLINK_TP_GIB",

@@ -22,6 +22,7 @@ from simulator.sizing.memory_model import (
     sampler_requests,
     version_rules,
 )
+from simulator.sizing.moe_parallel import local_experts, sequence_parallel_moe, uses_all2all
 from simulator.sizing.weights import rope_cache_bytes, vision_bytes_per_gpu
 
 _SAMPLER_RULES = {
@@ -48,7 +49,7 @@ class MemoryTerm:
     ----------
     key : str
         ``weights``, ``activation_forward``, ``activation_sampler``, ``activation``, ``non_torch``, ``cudagraph``,
-        ``lora``, ``encoder_cache``, ``sampler_warmup``.
+        ``lora``, ``encoder_cache``, ``all2all`` (MoE with DP > 1), ``sampler_warmup``.
     gib : float
         The figure used.  # GiB
     source : str
@@ -84,9 +85,34 @@ def _weights_term(model: ModelSpec, deployment: DeploymentSpec, w_b: float) -> M
                f"first stage, head on the last) + vision tower {vision / GIB:.2f} + rotary cos/sin cache "
                f"{rope / GIB:.2f}") if not given else "your log's 'Model loading took'"
     tie = "tied" if model.tie_word_embeddings else "untied"
+    formula += _experts_words(model, deployment) if not given else ""
     return MemoryTerm("weights", "Weights", w_b / GIB, "given" if given else "modelled", formula,
                       "gpu_model_runner.load_model ('Model loading took'); rotary_embedding RotaryEmbedding.__init__",
                       f"embeddings {tie}; vision tower sharded over TP (mm_encoder_tp_mode 'weights')", True)
+
+
+def _experts_words(model: ModelSpec, deployment: DeploymentSpec) -> str:
+    """Where an MoE model's experts sit under DP / EP, for the weights formula ("" at DP 1 with EP off)."""
+    if not model.is_moe or (deployment.data_parallel_size == 1 and deployment.expert_parallel_size == 1):
+        return ""
+    if deployment.expert_parallel_size > 1:
+        words = (f"; routed experts whole, {local_experts(model, deployment)} of {model.num_experts} per GPU "
+                 f"(EP {deployment.expert_parallel_size} = TP x DP)")
+    else:
+        words = f"; each routed expert split TP x DP = {deployment.moe_parallel_size} ways (EP off)"
+    if model.num_shared_experts and sequence_parallel_moe(deployment):
+        words += "; shared experts whole on every TP rank (sequence-parallel MoE)"
+    return words + "; attention, embeddings and dense layers replicated on every DP rank, split by TP"
+
+
+def _all2all_term(model: ModelSpec, deployment: DeploymentSpec) -> MemoryTerm:
+    """The MoE all-to-all's own buffers: none with vLLM's default backend (docs/moe_parallelism.md)."""
+    return MemoryTerm(
+        "all2all", "MoE all-to-all buffers", 0.0, "modelled",
+        "0 with the default backend (all-gather / reduce-scatter over the EP group's NCCL communicator, counted in "
+        "non-torch memory); DeepEP would add VLLM_DEEPEP_BUFFER_SIZE_MB (1024 MiB) per GPU: give non_torch_gib",
+        "config/parallel.py ParallelConfig.all2all_backend; device_communicators/all2all.py",
+        f"DP {deployment.data_parallel_size}, EP {deployment.expert_parallel_size}", False)
 
 
 def _activation_terms(model: ModelSpec, deployment: DeploymentSpec, act_b: float, mnbt: int,
@@ -118,7 +144,7 @@ def memory_terms(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec, w_b
                  seqs: int, warmup: Any) -> tuple[MemoryTerm, ...]:
     """The breakdown rows of one plan (``ov``: :class:`~simulator.sizing.memory_model.Overheads`; ``warmup``:
     :class:`~simulator.sizing.closed_form.WarmupCheck`)."""
-    nt_gib, nt_rule = non_torch_rule(deployment, gpu)
+    nt_gib, nt_rule = non_torch_rule(deployment, gpu, model)
     sub = cudagraph_subtracted(deployment)
     terms = [_weights_term(model, deployment, w_b), *_activation_terms(model, deployment, ov.activation, mnbt, seqs)]
     terms.append(MemoryTerm(
@@ -140,6 +166,8 @@ def memory_terms(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSpec, w_b
         terms.append(MemoryTerm("encoder_cache", "Multimodal encoder cache", ov.encoder / GIB, "modelled",
                                 f"max({mnbt:,}, {model.mm_tokens_per_item:,} image tokens) x hidden x activation bytes",
                                 "gpu_model_runner.profile_run (encoder cache budget)", "every V1 version", True))
+    if uses_all2all(model, deployment):
+        terms.append(_all2all_term(model, deployment))
     terms.append(MemoryTerm(
         "sampler_warmup", "Sampler warm-up after the KV cache", warmup.need / GIB, "modelled",
         f"needs {warmup.need / GIB:.2f} GiB; {warmup.free / GIB:.2f} GiB free after the KV cache and CUDA graphs",

@@ -15,6 +15,7 @@ import simulator.sizing.quantization as quantization
 from simulator.base import DTYPE_BYTES, LAYER_LINEAR, DeploymentSpec, ModelSpec
 from simulator.sizing.kv_layout import pp_layer_partition
 from simulator.sizing.memory_model import compute_dtype
+from simulator.sizing.moe_parallel import expert_split, routed_expert_share, shared_expert_tp
 
 # ---------------------------------------------------------------------------
 # parameters and weights
@@ -103,7 +104,10 @@ def weights_bytes_per_gpu(model: ModelSpec, deployment: DeploymentSpec, stage: i
     MLP columns); K/V projections are replicated when ``tp > kv_heads``.
     Pipeline stage ``s`` holds its layers, the embedding on the first stage and
     the head on the last. With ``num_parameters`` given, the estimate is scaled
-    to match it.
+    to match it. Data parallelism replicates all of it on every DP rank except an MoE
+    model's routed experts, sharded over ``TP x DP`` GPUs (whole experts with expert
+    parallelism), and shared experts replicated over TP when vLLM runs the MoE block
+    sequence-parallel (:func:`moe_weights_adjustment`; DP 1 and EP off add exactly 0).
 
     Quantized checkpoints (:mod:`simulator.sizing.quantization`): the linear layers
     (attention, MLP, experts) at the scheme's bits plus group scales and zero
@@ -128,7 +132,8 @@ def weights_bytes_per_gpu(model: ModelSpec, deployment: DeploymentSpec, stage: i
     scale = (model.num_parameters / est_total) if (model.num_parameters and est_total) else 1.0
     n_stage_layers = len(pp_layer_partition(model.num_layers, pp)[stage])
     frac = n_stage_layers / model.num_layers
-    by_cat, _ = quantization.weight_bytes_by_category(model, scheme, p, cb, tp)
+    # the experts' per-GPU width decides gpt-oss's mxfp4 padding: split TP x DP ways, or whole with EP
+    by_cat, _ = quantization.weight_bytes_by_category(model, scheme, p, cb, expert_split(deployment))
     per_layer_bytes = sum(by_cat[k] for k in ("attention", "dense_mlp", "shared", "experts", "router", "norms")) * frac
     # replicated K/V projections when tp > kv heads
     if model.attention != "MLA" and tp > model.num_kv_heads:
@@ -141,10 +146,29 @@ def weights_bytes_per_gpu(model: ModelSpec, deployment: DeploymentSpec, stage: i
     if stage == pp - 1:
         edge += (p["lm_head"] if not model.tie_word_embeddings or pp == 1 else p["embed"]) * cb
     lm = (per_layer_bytes + edge) / tp * scale
+    lm += moe_weights_adjustment(model, deployment, by_cat, frac * scale)
     if not buffers:
         return lm
     vision = vision_bytes_per_gpu(model, deployment) if stage == 0 else 0.0
     return lm + vision + rope_cache_bytes(model, deployment)
+
+
+def moe_weights_adjustment(model: ModelSpec, deployment: DeploymentSpec, by_cat: dict[str, float],
+                           frac: float) -> float:
+    """Bytes one GPU holds beyond the plain TP split of the routed and shared experts.  # bytes
+
+    ``by_cat`` are the whole model's bytes by category, ``frac`` the stage's share of the layers (times the
+    ``num_parameters`` scale). Routed experts: ``experts x (share - 1 / tp)`` with ``share`` from
+    :func:`simulator.sizing.moe_parallel.routed_expert_share` (``1 / (TP x DP)`` split, or whole experts with EP);
+    shared experts: ``shared x (1 / split - 1 / tp)`` (:func:`simulator.sizing.moe_parallel.shared_expert_tp`).
+    Exactly 0 at DP 1 with EP off, so TP / PP deployments keep their figures.
+    """
+    if not model.is_moe:
+        return 0.0
+    tp = deployment.tensor_parallel_size
+    routed = by_cat["experts"] * frac * (routed_expert_share(model, deployment) - 1.0 / tp)
+    shared = by_cat["shared"] * frac * (1.0 / shared_expert_tp(deployment) - 1.0 / tp)
+    return routed + shared
 
 
 def vision_bytes_per_gpu(model: ModelSpec, deployment: DeploymentSpec) -> float:
@@ -173,4 +197,4 @@ def rope_cache_bytes(model: ModelSpec, deployment: DeploymentSpec) -> float:
     return float(n) * DTYPE_BYTES[compute_dtype(model, deployment)]
 
 
-__all__ = ["estimate_num_parameters", "rope_cache_bytes", "vision_bytes_per_gpu", "weights_bytes_per_gpu"]
+__all__ = ["estimate_num_parameters", "moe_weights_adjustment", "rope_cache_bytes", "vision_bytes_per_gpu", "weights_bytes_per_gpu"]

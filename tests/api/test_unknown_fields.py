@@ -128,12 +128,13 @@ def test_unknown_nested_fields_are_named(token_client, owned_slugs, method, path
 
 
 def test_the_plan_answers_the_issues_typo(anon_client, db):
-    """The issue's case: data_parallel_size is not a field of POST /api/plan/ (it was a 200 for one GPU)."""
+    """The issue's case, a field POST /api/plan/ does not have, was a 200 for one GPU; data_parallel_size is a
+    field now (issue 34), so its misspelling stands in for it."""
     response = anon_client.post("/api/plan/", {"model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb",
-                                               "data_parallel_size": 8}, format="json")
+                                               "data_parallel_sizes": 8}, format="json")
     assert response.status_code == 400
-    message = response.json()["errors"]["data_parallel_size"][0]
-    assert message.startswith("unknown field; did you mean '") and "tensor_parallel_size" in message
+    message = response.json()["errors"]["data_parallel_sizes"][0]
+    assert message.startswith("unknown field; did you mean '") and "data_parallel_size" in message
 
 
 SWEEP = {"engine": {"num_gpu_blocks": 2000}, "workload": {"spec": {"n": 20}, "seed": 0},

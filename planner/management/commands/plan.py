@@ -29,6 +29,7 @@ from planner.errors import InputError
 FIELDS = {
     "tensor_parallel_size": int,
     "pipeline_parallel_size": int,
+    "data_parallel_size": int,
     "num_gpus": int,
     "dtype": str,
     "kv_cache_dtype": str,
@@ -71,6 +72,9 @@ class Command(BaseCommand):
             flag = "--" + name.replace("_", "-")
             parser.add_argument(flag, dest=name, type=kind, default=None)
         parser.add_argument("--tp", dest="tensor_parallel_size", type=int, help="short for --tensor-parallel-size")
+        parser.add_argument("--dp", dest="data_parallel_size", type=int, help="short for --data-parallel-size")
+        parser.add_argument("--enable-expert-parallel", dest="enable_expert_parallel", action="store_true",
+                            default=None, help="vLLM's expert parallelism for an MoE model (EP = TP x DP)")
         parser.add_argument("--user", help="resolve the user's own profiles too (their slugs)")
         parser.add_argument("--summary", action="store_true", help="print the one-line summary, not JSON")
         parser.add_argument("--launch", action="store_true",
@@ -87,7 +91,7 @@ class Command(BaseCommand):
                 raise CommandError(f"cannot read the JSON body: {exc}") from None
             if not isinstance(body, dict):
                 raise CommandError("the JSON body must be an object")
-        for key in ("model", "gpu", *FIELDS):
+        for key in ("model", "gpu", *FIELDS, "enable_expert_parallel"):
             if opts.get(key) is not None:
                 body[key] = opts[key]
         user = None
