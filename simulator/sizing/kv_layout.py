@@ -83,8 +83,11 @@ def layer_kv_elements_per_token(model: ModelSpec, layer: LayerSpec, tensor_paral
 
     Full / sliding attention: ``2 x kv_heads_per_rank x head_dim`` where
     ``kv_heads_per_rank = max(1, kv_heads // tp)`` (heads are replicated when
-    ``tp > kv_heads``). MLA: ``kv_lora_rank + qk_rope_head_dim`` (one latent,
-    not K and V), held whole by every rank. Linear / Mamba layers: 0 (fixed
+    ``tp > kv_heads``; vLLM ``QKVParallelLinear``). MLA: ``kv_lora_rank + qk_rope_head_dim``
+    (one latent, not K and V), held whole by every rank (vLLM ``deepseek_v2.py``
+    ``DeepseekV2MLAAttention``: ``kv_a_proj_with_mqa`` is a ``ReplicatedLinear``; the MLA backend
+    caches one head of that size). Data parallelism does not change it: each DP rank
+    has its own pool (docs/moe_parallelism.md). Linear / Mamba layers: 0 (fixed
     state, see :func:`linear_state_bytes_per_request`).
     """
     if layer.kind == LAYER_LINEAR:
