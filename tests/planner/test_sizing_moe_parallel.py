@@ -113,3 +113,36 @@ def test_manage_py_plan_takes_the_shape():
     call_command("plan", "--model", "qwen3-30b-a3b", "--gpu", "h100-sxm5-80gb", "--dp", "8",
                  "--enable-expert-parallel", "--summary", stdout=out)
     assert out.getvalue().startswith("Qwen3 30B-A3B on 8x H100 SXM5 80GB at DP 8 + EP 8: ")
+
+
+def test_dp_pages_do_not_offer_a_replicas_run_they_would_not_match(client):
+    html = client.get("/", {"model": "qwen3-30b-a3b", "gpu": "h100-sxm5-80gb", "data_parallel_size": "8",
+                            "enable_expert_parallel": "on"}).content.decode()
+    assert 'id="replicas-link"' not in html and 'id="replicas-later"' in html
+    html = client.get("/", {"model": "qwen3-30b-a3b", "gpu": "h100-sxm5-80gb", "tensor_parallel_size": "2"}
+                      ).content.decode()
+    assert 'id="replicas-link"' in html and 'id="replicas-later"' not in html
+
+
+#: The MoE figures of the issue's models as their published config.json files give them (huggingface.co
+#: deepseek-ai/DeepSeek-V3, Qwen/Qwen3-30B-A3B, Qwen/Qwen3-235B-A22B): layers, hidden, KV heads, routed
+#: experts, experts per token, expert intermediate, shared experts, dense layers, MLA latent.
+PUBLISHED = {
+    "deepseek-v3": (61, 7168, None, 256, 8, 2048, 1, 3, (512, 64)),
+    "qwen3-30b-a3b": (48, 2048, 4, 128, 8, 768, 0, 0, None),
+    "qwen3-235b-a22b": (94, 4096, 4, 128, 8, 1536, 0, 0, None),
+}
+
+
+@pytest.mark.parametrize("slug", sorted(PUBLISHED))
+def test_the_catalog_has_the_issues_moe_models_as_published(slug):
+    from gpuprofiles.models import ModelProfile
+
+    m = ModelProfile.objects.get(slug=slug).to_spec()
+    layers, hidden, kv_heads, experts, top_k, inter, shared, dense, mla = PUBLISHED[slug]
+    assert (m.num_layers, m.hidden_size, m.num_experts, m.num_experts_per_tok, m.moe_intermediate_size,
+            m.num_shared_experts, m.num_dense_layers) == (layers, hidden, experts, top_k, inter, shared, dense)
+    if mla:
+        assert m.attention == "MLA" and (m.kv_lora_rank, m.qk_rope_head_dim) == mla
+    else:
+        assert m.attention == "GQA" and m.num_kv_heads == kv_heads
