@@ -154,8 +154,8 @@ class SizingForm(forms.Form):
     calibration_fields = ("vllm_log", "weights_gib", "available_kv_gib")
     #: The dozen inputs most people change, on the form's first screen; the others sit behind "More options"
     #: (``templates/planner/sizing_form.html``, ``{% form_sections %}``), open whenever one of them is set or wrong.
-    basic_fields = ("model", "gpu", "num_gpus", "tensor_parallel_size", "pipeline_parallel_size",
-                    "data_parallel_size", "enable_expert_parallel", "dtype",
+    #: Data parallelism and expert parallelism (docs/moe_parallelism.md) sit behind "More options" with the rest.
+    basic_fields = ("model", "gpu", "num_gpus", "tensor_parallel_size", "pipeline_parallel_size", "dtype",
                     "quantization", "kv_cache_dtype", "gpu_memory_utilization", "max_model_len",
                     "max_num_batched_tokens", "block_size")
 
