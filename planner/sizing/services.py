@@ -470,7 +470,7 @@ def concurrency_curve(outcome: PlanOutcome, *, points: int = 24) -> dict[str, li
     Returns
     -------
     dict
-        ``context_tokens`` (tokens), ``max_concurrency`` (requests, all replicas), and ``max_model_len``.
+        ``context_tokens`` (tokens), ``max_concurrency`` (requests, all replicas and DP ranks), and ``max_model_len``.
     """
     r = outcome.result
     hi = max(r.max_model_len, outcome.model.max_position_embeddings or 0, 1024)
@@ -484,7 +484,7 @@ def concurrency_curve(outcome: PlanOutcome, *, points: int = 24) -> dict[str, li
             res = sizing.plan(outcome.model, outcome.gpu, outcome.deployment.with_(
                 max_model_len=x, max_num_batched_tokens=r.max_num_batched_tokens, max_num_seqs=r.max_num_seqs,
                 available_kv_gib=r.memory_gib.kv, weights_gib=r.memory_gib.weights))
-            ys.append(float(res.max_concurrency) * outcome.replicas)
+            ys.append(float(res.max_concurrency_per_deployment) * outcome.replicas)
     return {"context_tokens": xs, "max_concurrency": ys, "max_model_len": r.max_model_len}
 
 

@@ -146,3 +146,16 @@ def test_the_catalog_has_the_issues_moe_models_as_published(slug):
         assert m.attention == "MLA" and (m.kv_lora_rank, m.qk_rope_head_dim) == mla
     else:
         assert m.attention == "GQA" and m.num_kv_heads == kv_heads
+
+
+def test_the_concurrency_curve_counts_every_dp_rank():
+    from gpuprofiles.models import GpuProfile, ModelProfile
+    from planner.sizing import services
+
+    model = ModelProfile.objects.get(slug="qwen3-30b-a3b").to_spec()
+    gpu = GpuProfile.objects.get(slug="h100-sxm5-80gb").to_spec()
+    outcome = services.plan_deployment(model=model, gpu=gpu, knobs={"data_parallel_size": 4,
+                                                                     "enable_expert_parallel": True})
+    curve = services.concurrency_curve(outcome)
+    at_mml = curve["max_concurrency"][curve["context_tokens"].index(outcome.result.max_model_len)]
+    assert at_mml == pytest.approx(outcome.total_max_concurrency) == pytest.approx(4 * outcome.result.max_concurrency)
