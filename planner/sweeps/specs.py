@@ -82,11 +82,22 @@ def gpu_spec(d: dict) -> GpuSpec:
     return GpuSpec(**d)
 
 
+#: What a simulated deployment cannot be yet: the engine runs TP x PP replicas; data-parallel ranks (each its own
+#: engine and KV pool) and expert parallelism are sized (docs/moe_parallelism.md), not simulated.
+NOT_SIMULATED = {"data_parallel_size": 1, "enable_expert_parallel": False}
+
+
 def deployment_spec(d: dict) -> DeploymentSpec:
-    """The deployment's spec; a ``ValueError`` reading "field: unknown field ..." for a key it has no field for."""
+    """The deployment's spec; a ``ValueError`` reading "field: unknown field ..." for a key it has no field for,
+    or "field: ..." for a shape the simulation cannot run yet (:data:`NOT_SIMULATED`)."""
     bad = unknown_field(DeploymentSpec, d)
     if bad:
         raise ValueError(f"{bad[0]}: {bad[1]}")
+    for name, only in NOT_SIMULATED.items():
+        if name in d and d[name] != only:
+            raise ValueError(f"{name}: simulations run TP x PP replicas only (data-parallel ranks and expert "
+                             f"parallelism are sized on the sizing page and POST /api/plan/, not simulated yet); "
+                             f"leave it at {str(only).lower()}")
     return DeploymentSpec(**d)
 
 
