@@ -1,5 +1,6 @@
 """The worker's healer: every ``KVP_HEAL_INTERVAL_S`` seconds its main process sends again the work whose
-worker died (a stopped heartbeat, :mod:`planner.heartbeat`): grid chunks and cliff searches of sweeps
+worker died (a stopped heartbeat, :mod:`planner.jobs.heartbeat`; the healing is the job lifecycle's,
+:mod:`planner.jobs.healing`): grid chunks and cliff searches of sweeps
 (:func:`planner.sweeps.stalls.chunks_heal`), chunks of deployment searches
 (:func:`planner.search.stalls.chunks_heal`) and of day plans (:func:`planner.dayplans.stalls.chunks_heal`); and
 the work of sweeps and searches whose message was lost (:class:`LostMessages`).

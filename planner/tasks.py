@@ -1,7 +1,7 @@
-"""Celery tasks: thin adapters that receive ids and call ``planner.sweeps.services``.
+"""Celery tasks: thin adapters that receive ids and call the job kinds' services (sweeps, searches, day plans).
 
-Both tasks are idempotent (a finished chunk returns at once; results are
-keyed by ``(sweep, chunk index)``), so late acknowledgement is safe: a worker
+Each chunk task runs one chunk through the one job lifecycle (:mod:`planner.jobs`). All are idempotent (a
+finished chunk returns at once; results are keyed by ``(job, chunk index)``), so late acknowledgement is safe: a worker
 killed mid-chunk leaves the message unacknowledged, another worker runs the
 chunk again, and nothing is lost or counted twice. Time limits come from
 ``CELERY_TASK_TIME_LIMIT`` / ``CELERY_TASK_SOFT_TIME_LIMIT`` (per chunk).

@@ -66,7 +66,7 @@ class DayPlanChunk(models.Model):
     result = models.JSONField(null=True, blank=True)
     task_id = models.CharField(max_length=64, blank=True)
     attempts = models.PositiveIntegerField(default=0)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)  # stamped while running (planner/heartbeat.py)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)  # stamped while running (planner/jobs/heartbeat.py)
     error = models.TextField(blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.http import Http404
 from django.utils import timezone
 
+from planner import jobs
 from planner.dayplans.models import DayPlan
-from planner.heartbeat import is_stalled
 
 
 def dayplan_get(*, plan_id: int, user) -> DayPlan:
@@ -33,7 +33,7 @@ def dayplan_progress(*, plan: DayPlan) -> dict:
     stopped, the chunk is being sent again)."""
     chunks = list(plan.chunks.values("index", "status", "start_s", "end_s", "heartbeat_at", "started_at",
                                      "finished_at", "attempts"))
-    stalled = not plan.is_final and any(c["status"] == "running" and is_stalled(c["heartbeat_at"]) for c in chunks)
+    stalled = jobs.stalled_count(plan, chunks) > 0
     done = [c for c in chunks if c["status"] == "done"]
     span = max(plan.span_s, 0.0)
     hours = sum(max(0.0, min(span if c["end_s"] is None else c["end_s"], span) - c["start_s"]) for c in done) / 3600

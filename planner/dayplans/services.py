@@ -1,6 +1,7 @@
 """Writes for day plans: create, run a chunk, store it, answer, cancel.
 
-The sweeps' pattern (``planner/sweeps/services.py``), with one difference: a day's chunks run **one after
+The one job lifecycle (:mod:`planner.jobs`; :class:`DayPlans` supplies the run, store and gather steps), with one
+difference from a sweep's or a search's chunks: a day's chunks run **one after
 another**, each from the previous chunk's handover (the replicas it had alive and the counts its policy
 chose, :class:`simulator.day.Handover`). So only chunk 0 is sent at creation; :func:`chunk_store` writes a
 finished chunk (keyed by ``(plan, index)``, under a lock on the plan) and sends chunk ``h + 1`` once that
@@ -24,15 +25,14 @@ from dataclasses import replace
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
 from config.celery import app as celery_app
 from planner.dayplans import definition as ddefn
 from planner.dayplans.models import DayPlan, DayPlanChunk
-from planner.heartbeat import MAX_CHUNK_ATTEMPTS, Heartbeat, gave_up_message, is_stalled
-from planner.sweeps.services import QuotaExceeded, _failure_message, _queue
+from planner.jobs import ChunkedJob, Watch, queue_options
+from planner.sweeps.services import QuotaExceeded
 
 logger = logging.getLogger(__name__)
 
@@ -80,20 +80,14 @@ def _default_name(snapshot: dict) -> str:
     return f"{who}{' on ' + gpu if gpu else ''}, {kind} policy over {snapshot['day']['span_s'] / 3600:.3g} h"[:200]
 
 
-def _opts() -> dict:
-    queue = _queue()
-    return {"queue": queue} if queue else {}
-
-
 def chunk_enqueue(plan_id: int, index: int) -> None:
-    """Send chunk ``index``'s task (by name: :mod:`planner.tasks` calls into this module)."""
-    chunk = DayPlanChunk.objects.filter(plan_id=plan_id, index=index, status="pending").only("task_id").first()
-    if chunk is not None:
-        celery_app.send_task(CHUNK_TASK, args=[plan_id, index], task_id=chunk.task_id, **_opts())
+    """Send chunk ``index``'s task if it is pending (by name: :mod:`planner.tasks` calls into this module)."""
+    DAY_PLANS.enqueue(plan_id, indices=[index])
 
 
 def answer_enqueue(plan_id: int) -> None:
-    celery_app.send_task(ANSWER_TASK, args=[plan_id], task_id=f"dayplan-{plan_id}-answer-{uuid.uuid4()}", **_opts())
+    celery_app.send_task(ANSWER_TASK, args=[plan_id], task_id=f"dayplan-{plan_id}-answer-{uuid.uuid4()}",
+                         **queue_options())
 
 
 # --------------------------------------------------------------------------- run
@@ -124,76 +118,77 @@ def _plans(snapshot: dict):
     return out
 
 
+def _handover(plan_id: int, index: int) -> dict | None:
+    """The handover chunk ``index`` starts from: the previous chunk's, once it is stored (None for chunk 0)."""
+    return DayPlanChunk.objects.filter(plan_id=plan_id, index=index - 1, status="done").values_list(
+        "result__handover", flat=True).first()
+
+
+class DayPlans(ChunkedJob):
+    """Day plans' chunks in the job lifecycle: each one span of the day, from the previous chunk's handover."""
+
+    job_model, chunk_model, parent, chunk_task, noun = DayPlan, DayPlanChunk, "plan", CHUNK_TASK, "day plan"
+    stop_on = ()  # a running chunk is not stopped by a cancel: it is stored, and its hours answered
+
+    def waiting(self, plan: DayPlan, chunk: DayPlanChunk) -> bool:
+        """A chunk waits for the previous one (it is sent when that one is stored)."""
+        return chunk.index > 0 and _handover(plan.pk, chunk.index) is None
+
+    def run(self, plan: DayPlan, chunk: DayPlanChunk, watch: Watch) -> dict:
+        from simulator.day import Handover, simulate_chunk
+
+        index, prev = chunk.index, _handover(plan.pk, chunk.index) if chunk.index > 0 else None
+        wl, config, policy = build_inputs(plan.snapshot)
+        plans = _plans(plan.snapshot)
+        day = plan.snapshot["day"]
+        done = simulate_chunk(wl, config, policy, plans[index], cold_start_s=day["cold_start_s"],
+                              routing=day["routing"], handover=None if prev is None else Handover.from_dict(prev),
+                              next_plan=plans[index + 1] if index + 1 < len(plans) else None)
+        return done.to_dict()
+
+    def store(self, plan: DayPlan, chunk: DayPlanChunk, result: dict) -> None:
+        if chunk_store(plan_id=plan.pk, index=chunk.index, result=result):
+            plan_answer(plan_id=plan.pk)
+
+    def cancelled(self, plan: DayPlan) -> None:
+        # a running chunk finishes and is stored (and answered then); none is shown as running any more
+        plan.chunks.filter(status="pending").update(status="skipped")
+        if plan.chunks.filter(status="done").exists():
+            transaction.on_commit(lambda: answer_enqueue(plan.pk))
+
+    def resend(self, plan_id: int, stalled: list, pending: list, send) -> int:
+        """Only the stalled chunk is sent again (the chunks after it are sent one by one as each is stored)."""
+        logger.warning("day plan %s: stalled chunk %s sent again", plan_id, [c.index for c in stalled])
+        for ch in stalled:
+            send(CHUNK_TASK, [plan_id, ch.index], task_id=ch.task_id)
+        return len(stalled)
+
+
+#: Day plans in the job lifecycle.
+DAY_PLANS = DayPlans()
+
+
 def chunk_run(*, plan_id: int, index: int) -> str:
     """Simulate chunk ``index`` from the previous chunk's handover and store it; idempotent.
 
     Returns ``done``, ``already-done``, ``waiting`` (the previous chunk is not stored yet), ``skipped``,
     ``running-elsewhere``, ``missing`` or ``failed``.
     """
-    from simulator.day import Handover, simulate_chunk
-
-    chunk = DayPlanChunk.objects.select_related("plan").filter(plan_id=plan_id, index=index).first()
-    if chunk is None:
-        return "missing"
-    if chunk.status == "done":
-        return "already-done"
-    plan = chunk.plan
-    if plan.is_final:
-        DayPlanChunk.objects.filter(pk=chunk.pk).exclude(status="done").update(status="skipped")
-        return "skipped"
-    prev = None
-    if index > 0:
-        prev = DayPlanChunk.objects.filter(plan_id=plan_id, index=index - 1, status="done").values_list(
-            "result__handover", flat=True).first()
-        if prev is None:
-            return "waiting"
-    if chunk.status == "running" and not is_stalled(chunk.heartbeat_at):
-        return "running-elsewhere"
-    if chunk.attempts >= MAX_CHUNK_ATTEMPTS:
-        _fail(plan_id, chunk, gave_up_message(chunk.attempts))
-        return "failed"
-    now = timezone.now()
-    DayPlan.objects.filter(pk=plan_id, status=DayPlan.Status.QUEUED).update(status=DayPlan.Status.RUNNING,
-                                                                           started_at=now)
-    DayPlanChunk.objects.filter(pk=chunk.pk).update(status="running", started_at=now, heartbeat_at=now,
-                                                    attempts=chunk.attempts + 1)
-    try:
-        with Heartbeat(DayPlanChunk, chunk.pk):
-            wl, config, policy = build_inputs(plan.snapshot)
-            plans = _plans(plan.snapshot)
-            day = plan.snapshot["day"]
-            done = simulate_chunk(wl, config, policy, plans[index], cold_start_s=day["cold_start_s"],
-                                  routing=day["routing"], handover=None if prev is None else Handover.from_dict(prev),
-                                  next_plan=plans[index + 1] if index + 1 < len(plans) else None)
-            data = done.to_dict()
-    except Exception as exc:  # noqa: BLE001 - stored and shown; the plan fails with the reason
-        logger.exception("day plan %s chunk %s failed", plan_id, index)
-        _fail(plan_id, chunk, _failure_message(exc))
-        return "failed"
-    if chunk_store(plan_id=plan_id, index=index, result=data):
-        plan_answer(plan_id=plan_id)
-    return "done"
-
-
-def _fail(plan_id: int, chunk: DayPlanChunk, msg: str) -> None:
-    DayPlanChunk.objects.filter(pk=chunk.pk).update(status="failed", error=msg[:2000])
-    DayPlan.objects.filter(pk=plan_id).exclude(status__in=DayPlan.FINAL_STATES).update(
-        status=DayPlan.Status.FAILED, error=f"chunk {chunk.index}: {msg}"[:4000], finished_at=timezone.now())
+    return DAY_PLANS.run_chunk(plan_id, index)
 
 
 def chunk_store(*, plan_id: int, index: int, result: dict) -> bool:
     """Write a finished chunk (keyed by ``(plan, index)``) and send the next one after commit; True when the
     plan has every chunk now, or was cancelled (the caller then answers it)."""
-    with transaction.atomic():
-        plan = DayPlan.objects.select_for_update().get(pk=plan_id)
-        DayPlanChunk.objects.filter(plan=plan, index=index).update(
-            result=result, status="done", finished_at=timezone.now(), error="")
+    def gather(plan: DayPlan, chunk: DayPlanChunk) -> bool:
         if plan.is_final:
             return plan.status == DayPlan.Status.CANCELLED
         if index + 1 < plan.num_chunks:
             transaction.on_commit(lambda: chunk_enqueue(plan_id, index + 1))
             return False
-    return True
+        return True
+
+    return DAY_PLANS.save(plan_id, index, {"result": result}, gather=gather)[1]
 
 
 def _answer_of(wl, chunks: list, policy, day: dict) -> dict:
@@ -260,20 +255,7 @@ def plan_answer(*, plan_id: int) -> str:
 
 def dayplan_cancel(*, plan: DayPlan, user) -> DayPlan:
     """Cancel a queued or running plan (owner only): finished chunks are kept and their hours answered."""
-    if plan.owner_id != getattr(user, "pk", None):
-        raise PermissionDenied("Only the owner can cancel this day plan.")
-    with transaction.atomic():
-        locked = DayPlan.objects.select_for_update().get(pk=plan.pk)
-        if locked.is_final:
-            return locked
-        locked.status = DayPlan.Status.CANCELLED
-        locked.finished_at = timezone.now()
-        locked.save(update_fields=["status", "finished_at"])
-        # a running chunk finishes and is stored (and answered then); none is shown as running any more
-        locked.chunks.filter(status="pending").update(status="skipped")
-        if locked.chunks.filter(status="done").exists():
-            transaction.on_commit(lambda: answer_enqueue(locked.pk))
-    return locked
+    return DAY_PLANS.cancel(plan, user=user)
 
 
 def dayplan_run_here(*, plan: DayPlan) -> DayPlan:

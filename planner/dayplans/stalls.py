@@ -2,9 +2,9 @@
 
 A day's chunks run one after another, so two things can stop a plan when a worker dies:
 
-* the chunk it was running: the row is ``running`` and its heartbeat (:mod:`planner.heartbeat`) stopped; it
-  goes back to ``pending`` with a new task id and is sent again (:func:`planner.heartbeat.requeue_stalled`,
-  the sweeps' and searches' healing);
+* the chunk it was running: the row is ``running`` and its heartbeat (:mod:`planner.jobs.heartbeat`) stopped;
+  it goes back to ``pending`` with a new task id and is sent again (:func:`planner.jobs.heal_stalled`, the job
+  lifecycle's healing, with :meth:`planner.dayplans.services.DayPlans.resend`);
 * the step after a stored chunk (the worker died after the commit, before the next chunk's message or the
   answer was sent): no chunk is running, the plan is unfinished and its last stored chunk finished more than
   ``KVP_STALL_AFTER_S`` ago; the next pending chunk (or, with every chunk stored, the answer) is sent again.
@@ -15,22 +15,11 @@ duplicate message is harmless.
 
 from __future__ import annotations
 
-import logging
-
 from django.utils import timezone
 
-from config.celery import app as celery_app
-from planner.dayplans.models import DayPlan, DayPlanChunk
-from planner.dayplans.services import ANSWER_TASK, CHUNK_TASK, _opts, answer_enqueue
-from planner.heartbeat import requeue_stalled, stale_running, stall_after_s
-
-logger = logging.getLogger(__name__)
-UNFINISHED = [DayPlan.Status.QUEUED, DayPlan.Status.RUNNING]
-
-
-def stalled_chunks(*, now=None):
-    """Running chunks of unfinished plans whose heartbeat stopped more than ``KVP_STALL_AFTER_S`` ago."""
-    return stale_running(DayPlanChunk.objects.filter(plan__status__in=UNFINISHED), now=now)
+from planner.dayplans.models import DayPlan
+from planner.dayplans.services import ANSWER_TASK, CHUNK_TASK, DAY_PLANS, answer_enqueue
+from planner.jobs import heal_stalled, send_now, stall_after_s
 
 
 def _orphaned(now) -> int:
@@ -43,7 +32,7 @@ def _orphaned(now) -> int:
             continue
         nxt = plan.chunks.filter(index=done.index + 1, status="pending").first()
         if nxt is not None:
-            celery_app.send_task(CHUNK_TASK, args=[plan.pk, nxt.index], task_id=nxt.task_id, **_opts())
+            send_now(CHUNK_TASK, [plan.pk, nxt.index], task_id=nxt.task_id)
             sent += 1
         elif done.index == plan.num_chunks - 1 and plan.answer is None:
             answer_enqueue(plan.pk)
@@ -54,13 +43,7 @@ def _orphaned(now) -> int:
 def chunks_heal(*, now=None) -> int:
     """Send again the stalled chunks of day plans and the next step of plans left between chunks; how many."""
     now = now or timezone.now()
-    sent = 0
-    for plan_id, chunks, _pending in requeue_stalled(stalled_chunks(now=now), "plan_id"):
-        logger.warning("day plan %s: stalled chunk %s sent again", plan_id, [c.index for c in chunks])
-        for ch in chunks:
-            celery_app.send_task(CHUNK_TASK, args=[plan_id, ch.index], task_id=ch.task_id, **_opts())
-            sent += 1
-    return sent + _orphaned(now)
+    return heal_stalled(DAY_PLANS, send=send_now, now=now) + _orphaned(now)
 
 
-__all__ = ["ANSWER_TASK", "chunks_heal", "stalled_chunks"]
+__all__ = ["ANSWER_TASK", "chunks_heal"]

@@ -64,7 +64,7 @@ class SearchChunk(models.Model):
     result = models.JSONField(null=True, blank=True)
     task_id = models.CharField(max_length=64, blank=True)
     attempts = models.PositiveIntegerField(default=0)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)  # stamped while running (planner/heartbeat.py)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)  # stamped while running (planner/jobs/heartbeat.py)
     progress = models.FloatField(default=0.0)
     error = models.TextField(blank=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -9,7 +9,7 @@ from django.db import models
 from django.http import Http404
 from django.utils import timezone
 
-from planner.heartbeat import is_stalled
+from planner import jobs
 from planner.search.models import Search
 
 
@@ -59,7 +59,7 @@ def search_progress(*, search: Search) -> dict:
     chunks = list(search.chunks.values("index", "status", "progress", "candidates", "heartbeat_at", "shapes",
                                        "cost_bound", "started_at", "finished_at",
                                        best_cost=models.F("result__best__cost_per_hour")))
-    stalled = not search.is_final and any(c["status"] == "running" and is_stalled(c["heartbeat_at"]) for c in chunks)
+    stalled = jobs.stalled_count(search, chunks) > 0
     total = search.total_candidates or 1
     done = sum(len(c["candidates"]) for c in chunks if c["status"] == "done")
     partial = sum(len(c["candidates"]) * c["progress"] for c in chunks if c["status"] == "running")
@@ -118,33 +118,27 @@ def _least(shapes: list) -> float:
 def time_left(chunks: list[dict], *, elapsed: float, fraction: float) -> float | None:
     """Seconds left of a running search, from what its finished chunks took against their estimates.
 
-    As a sweep's (:func:`planner.sweeps.selectors.time_left`), in estimated seconds, not in shapes: the
-    finished chunks took ``scale`` times their :func:`chunk_cost` (with the answer they started from); what
-    is left is what the running chunks have not yet used of theirs plus the pending chunks' cost, times
-    ``scale``, shared among the chunks running at once. A pending chunk starts from the best answer found by
-    then: the best so far, lowered by the answers the chunks before it are foreseen to find (their least
-    cost times :func:`_answer_ratio`), since every answer found makes the dearer shapes of the later chunks
-    skipped. None before a chunk is done; a one-chunk search from its own progress once a quarter of its
-    shapes is settled.
+    As a sweep's (:func:`planner.jobs.time_left`), in estimated seconds, not in shapes: the finished chunks took
+    ``scale`` times their :func:`chunk_cost` (with the answer they started from); what is left is what the
+    running chunks have not yet used of theirs plus the pending chunks' cost (:func:`_pending_cost`), times
+    ``scale``, shared among the chunks running at once. None before a chunk is done; a one-chunk search from
+    its own progress once a quarter of its shapes is settled.
     """
-    if len(chunks) == 1:
-        return elapsed * (1 - fraction) / fraction if fraction >= 0.25 else None
-    done = [c for c in chunks if c["status"] == "done" and c["started_at"] and c["finished_at"]]
-    if not done:
-        return None
-    took = sum(max(0.0, (c["finished_at"] - c["started_at"]).total_seconds()) for c in done)
-    scale = took / sum(chunk_cost(c["shapes"], c["cost_bound"]) for c in done)
-    best, ratio, now = _best(chunks), _answer_ratio(chunks), timezone.now()
+    return jobs.time_left(chunks, elapsed=elapsed, fraction=fraction, pending_cost=_pending_cost,
+                          cost=lambda c: chunk_cost(c["shapes"], c["cost_bound"]))
+
+
+def _pending_cost(chunks: list[dict]) -> float:
+    """The pending chunks' cost: each starts from the best answer found by then, the best so far lowered by
+    the answers the chunks before it are foreseen to find (their least cost times :func:`_answer_ratio`),
+    since every answer found makes the dearer shapes of the later chunks skipped."""
+    best, ratio, cost = _best(chunks), _answer_ratio(chunks), 0.0
     running = [c for c in chunks if c["status"] == "running"]
-    left = 0.0
-    for c in running:
-        ran = (now - c["started_at"]).total_seconds() if c["started_at"] else 0.0
-        left += max(0.0, scale * chunk_cost(c["shapes"], c["cost_bound"]) - ran)
     for c in sorted(running, key=lambda c: c["index"]) + sorted(
             (c for c in chunks if c["status"] == "pending"), key=lambda c: c["index"]):
         if c["status"] == "pending":
-            left += scale * chunk_cost(c["shapes"], best)
+            cost += chunk_cost(c["shapes"], best)
         if ratio is not None and c["shapes"]:
             foreseen = ratio * _least(c["shapes"])
             best = foreseen if best is None else min(best, foreseen)
-    return left / max(1, len(running))
+    return cost

@@ -1,13 +1,12 @@
 """Writes for deployment searches: create, run a chunk, gather, cancel.
 
-The sweep machinery's pattern (``planner/sweeps/services.py``): chunks are
-stored with the search in one transaction and their tasks sent after commit
-with fixed task ids; a chunk task re-fetches its row, returns at once when it
-is done, writes progress at most twice a second (and notices a cancelled
-search there), stores its result keyed by ``(search, index)`` under a lock on
-the search row, and the last chunk to finish gathers the answer
-(:func:`simulator.search.deployments.merge_results`). A chunk holds the candidates of one
-GPU type, so different GPU types run on different workers in parallel.
+The one job lifecycle (:mod:`planner.jobs`; :class:`Searches` supplies the run, store and
+gather steps): chunks are stored with the search in one transaction and their tasks sent
+after commit with fixed task ids; a chunk task re-fetches its row, returns at once when it
+is done, notices a cancelled search at most twice a second, stores its result keyed by
+``(search, index)`` under a lock on the search row, and the last chunk to finish gathers
+the answer (:func:`simulator.search.deployments.merge_results`). A chunk holds the candidates
+of one GPU type, so different GPU types run on different workers in parallel.
 
 A search with ``disaggregated`` has one more chunk, the last, with no candidates: the *xPyD stage*
 (``planner/search/disaggregated.py``). It waits until the other chunks have gathered the answer
@@ -18,25 +17,20 @@ and healing.
 
 from __future__ import annotations
 
-import logging
-import time
 import uuid
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
-from config.celery import app as celery_app
-from planner.heartbeat import MAX_CHUNK_ATTEMPTS, Heartbeat, gave_up_message, is_stalled
+from planner.jobs import ChunkedJob, Watch
 from planner.search import definition as sdefn
 from planner.search import exports
 from planner.search.disaggregated import run_stage
 from planner.search.models import Search, SearchChunk
-from planner.sweeps.services import PROGRESS_INTERVAL_S, QuotaExceeded, _queue
-
-logger = logging.getLogger(__name__)
+from planner.sweeps.services import QuotaExceeded
+from simulator.search import SearchCancelled, Slo, merge_results, search_deployments
 
 
 def search_create(*, owner, definition: Any) -> Search:
@@ -82,12 +76,9 @@ CHUNK_TASK = "planner.run_search_chunk"
 
 def search_enqueue(search_id: int) -> None:
     """Send the pending chunks' tasks (the xPyD stage's only once the answer is gathered)."""
-    queue = _queue()
-    opts = {"queue": queue} if queue else {}
     search = Search.objects.only("snapshot", "num_chunks", "status").get(pk=search_id)
-    for chunk in SearchChunk.objects.filter(search_id=search_id, status="pending").only("index", "task_id"):
-        if not is_stage(search, chunk.index) or _stage_ready(search):
-            celery_app.send_task(CHUNK_TASK, args=[search_id, chunk.index], task_id=chunk.task_id, **opts)
+    stage_waits = search.snapshot.get("disaggregated") is not None and not _stage_ready(search)
+    SEARCHES.enqueue(search_id, indices=range(search.num_chunks - 1) if stage_waits else None)
 
 
 def is_stage(search: Search, index: int) -> bool:
@@ -100,81 +91,50 @@ def _stage_ready(search: Search) -> bool:
     return not search.chunks.exclude(index=search.num_chunks - 1).exclude(status="done").exists()
 
 
-class _Watch:
-    """Throttled progress writer and cancellation check for one chunk."""
+class Searches(ChunkedJob):
+    """Deployment searches' chunks in the job lifecycle: each the candidates of one GPU type, or the xPyD stage."""
 
-    def __init__(self, search_id: int, chunk_id: int) -> None:
-        self.search_id, self.chunk_id, self.last = search_id, chunk_id, 0.0
-        self.cancelled = False
+    job_model, chunk_model, parent, chunk_task, noun = Search, SearchChunk, "search", CHUNK_TASK, "search"
+    stop_on = (SearchCancelled,)
 
-    def progress(self, fraction: float) -> None:
-        SearchChunk.objects.filter(pk=self.chunk_id).update(progress=max(0.0, min(1.0, float(fraction))))
+    def waiting(self, search: Search, chunk: SearchChunk) -> bool:
+        """The xPyD stage waits for the answer (sent again by the chunk that gathers it)."""
+        return is_stage(search, chunk.index) and not _stage_ready(search)
 
-    def should_stop(self) -> bool:
-        now = time.monotonic()
-        if now - self.last >= PROGRESS_INTERVAL_S:
-            self.last = now
-            self.cancelled = Search.objects.filter(pk=self.search_id, status=Search.Status.CANCELLED).exists()
-        return self.cancelled
+    def claim_fields(self, search: Search, chunk: SearchChunk) -> dict:
+        return {"cost_bound": _best_so_far(search.pk)}
+
+    def run(self, search: Search, chunk: SearchChunk, watch: Watch) -> dict:
+        wl, model, space, slo = sdefn.build_inputs(search.snapshot)
+        if is_stage(search, chunk.index):
+            return {"disaggregated": run_stage(Search.objects.get(pk=search.pk).result,
+                                               search.snapshot["disaggregated"], wl, model, space, slo)}
+        return search_deployments(wl, model, space, slo, candidates=chunk.candidates, progress=watch.progress,
+                                  should_stop=watch.should_stop, cost_bound=chunk.cost_bound).to_dict()
+
+    def store(self, search: Search, chunk: SearchChunk, result: dict) -> None:
+        (stage_store if is_stage(search, chunk.index) else chunk_store)(
+            search_id=search.pk, index=chunk.index, result=result)
+
+    def failure_message(self, exc: BaseException) -> str:
+        from celery.exceptions import SoftTimeLimitExceeded
+
+        if isinstance(exc, SoftTimeLimitExceeded):
+            return "time limit exceeded for this chunk (CELERY_TASK_SOFT_TIME_LIMIT): search fewer shapes or requests"
+        return f"{type(exc).__name__}: {exc}"
+
+    def cancelled(self, search: Search) -> None:
+        # Running chunks stop at their next check; none of them is shown as running any more.
+        search.chunks.filter(status__in=["pending", "running"]).update(status="skipped")
+
+
+#: Deployment searches in the job lifecycle.
+SEARCHES = Searches()
 
 
 def chunk_run(*, search_id: int, index: int) -> str:
     """Search one chunk's candidates and store the result; idempotent (``done``, ``already-done``, ...)."""
-    from simulator.search import SearchCancelled, search_deployments
-
-    chunk = SearchChunk.objects.select_related("search").filter(search_id=search_id, index=index).first()
-    if chunk is None:
-        return "missing"
-    if chunk.status == "done":
-        return "already-done"
-    search = chunk.search
-    if search.is_final:
-        SearchChunk.objects.filter(pk=chunk.pk).exclude(status="done").update(status="skipped")
-        return "skipped"
-    stage = is_stage(search, index)
-    if stage and not _stage_ready(search):
-        return "waiting"  # sent again by the chunk that gathers the answer
-    if chunk.status == "running" and not is_stalled(chunk.heartbeat_at):
-        return "running-elsewhere"  # a second delivery while another worker runs it (planner/search/stalls.py)
-    if chunk.attempts >= MAX_CHUNK_ATTEMPTS:
-        _fail(search_id, chunk, gave_up_message(chunk.attempts))
-        return "failed"
-    Search.objects.filter(pk=search_id, status=Search.Status.QUEUED).update(
-        status=Search.Status.RUNNING, started_at=timezone.now())
-    bound = _best_so_far(search_id)
-    SearchChunk.objects.filter(pk=chunk.pk).update(status="running", started_at=timezone.now(),
-                                                   heartbeat_at=timezone.now(), attempts=chunk.attempts + 1,
-                                                   progress=0.0, cost_bound=bound)
-    watch = _Watch(search_id, chunk.pk)
-    try:
-        wl, model, space, slo = sdefn.build_inputs(search.snapshot)
-        with Heartbeat(SearchChunk, chunk.pk):
-            if stage:
-                result = {"disaggregated": run_stage(Search.objects.get(pk=search_id).result,
-                                                     search.snapshot["disaggregated"], wl, model, space, slo)}
-            else:
-                result = search_deployments(wl, model, space, slo, candidates=chunk.candidates,
-                                            progress=watch.progress, should_stop=watch.should_stop,
-                                            cost_bound=bound).to_dict()
-    except SearchCancelled:
-        SearchChunk.objects.filter(pk=chunk.pk).update(status="skipped")
-        return "skipped"
-    except Exception as exc:  # noqa: BLE001 - stored and shown; the search fails with the reason
-        from celery.exceptions import SoftTimeLimitExceeded
-
-        msg = ("time limit exceeded for this chunk (CELERY_TASK_SOFT_TIME_LIMIT): search fewer shapes or requests"
-               if isinstance(exc, SoftTimeLimitExceeded) else f"{type(exc).__name__}: {exc}")
-        logger.exception("search %s chunk %s failed", search_id, index)
-        _fail(search_id, chunk, msg)
-        return "failed"
-    (stage_store if stage else chunk_store)(search_id=search_id, index=index, result=result)
-    return "done"
-
-
-def _fail(search_id: int, chunk: SearchChunk, msg: str) -> None:
-    SearchChunk.objects.filter(pk=chunk.pk).update(status="failed", error=msg[:2000])
-    Search.objects.filter(pk=search_id).exclude(status__in=Search.FINAL_STATES).update(
-        status=Search.Status.FAILED, error=f"chunk {chunk.index}: {msg}"[:4000], finished_at=timezone.now())
+    return SEARCHES.run_chunk(search_id, index)
 
 
 def _best_so_far(search_id: int) -> float | None:
@@ -187,56 +147,44 @@ def _best_so_far(search_id: int) -> float | None:
 def chunk_store(*, search_id: int, index: int, result: dict) -> None:
     """Write a chunk's result (keyed by ``(search, index)``); the last one gathers the answer (and, with an
     xPyD stage, sends it: the search finishes when the stage does)."""
-    from simulator.search import Slo, merge_results
+    SEARCHES.save(search_id, index, {"result": result}, gather=_gather)
 
-    with transaction.atomic():
-        search = Search.objects.select_for_update().get(pk=search_id)
-        SearchChunk.objects.update_or_create(search=search, index=index, defaults={
-            "result": result, "status": "done", "finished_at": timezone.now(), "progress": 1.0, "error": ""})
-        has_stage = search.snapshot.get("disaggregated") is not None
-        searched = search.chunks.exclude(index=search.num_chunks - 1) if has_stage else search.chunks
-        if search.is_final or searched.exclude(status="done").exists():
-            return
-        parts = list(searched.order_by("index").values_list("result", flat=True))
-        search.result = merge_results(parts, Slo.from_dict(search.snapshot["slo"])).to_dict()
-        search.result["launch"] = exports.search_launch(search.result, search.snapshot)  # what to run
-        if has_stage:
-            search.save(update_fields=["result"])
-            transaction.on_commit(lambda: search_enqueue(search_id))
-            return
-        search.status = Search.Status.DONE
-        search.finished_at = timezone.now()
-        search.save(update_fields=["result", "status", "finished_at"])
+
+def _gather(search: Search, chunk: SearchChunk) -> None:
+    """Under the search's lock: once every searched chunk is done, merge their results into the answer."""
+    has_stage = search.snapshot.get("disaggregated") is not None
+    searched = search.chunks.exclude(index=search.num_chunks - 1) if has_stage else search.chunks
+    if search.is_final or searched.exclude(status="done").exists():
+        return
+    parts = list(searched.order_by("index").values_list("result", flat=True))
+    search.result = merge_results(parts, Slo.from_dict(search.snapshot["slo"])).to_dict()
+    search.result["launch"] = exports.search_launch(search.result, search.snapshot)  # what to run
+    if has_stage:
+        search.save(update_fields=["result"])
+        transaction.on_commit(lambda: search_enqueue(search.pk))
+        return
+    _finish(search)
 
 
 def stage_store(*, search_id: int, index: int, result: dict) -> None:
     """Write the xPyD stage's splits into the gathered answer and finish the search."""
-    with transaction.atomic():
-        search = Search.objects.select_for_update().get(pk=search_id)
-        SearchChunk.objects.filter(search=search, index=index).update(
-            result=result, status="done", finished_at=timezone.now(), progress=1.0, error="")
-        if search.is_final:
-            return
-        search.result = {**search.result, "disaggregated": result["disaggregated"]}
-        search.status = Search.Status.DONE
-        search.finished_at = timezone.now()
-        search.save(update_fields=["result", "status", "finished_at"])
+    def gather(search: Search, chunk: SearchChunk) -> None:
+        if not search.is_final:
+            search.result = {**search.result, "disaggregated": result["disaggregated"]}
+            _finish(search)
+
+    SEARCHES.save(search_id, index, {"result": result}, gather=gather)
+
+
+def _finish(search: Search) -> None:
+    search.status = Search.Status.DONE
+    search.finished_at = timezone.now()
+    search.save(update_fields=["result", "status", "finished_at"])
 
 
 def search_cancel(*, search: Search, user) -> Search:
     """Cancel a queued or running search (owner only); pending and running chunks are skipped."""
-    if search.owner_id != getattr(user, "pk", None):
-        raise PermissionDenied("Only the owner can cancel this search.")
-    with transaction.atomic():
-        locked = Search.objects.select_for_update().get(pk=search.pk)
-        if locked.is_final:
-            return locked
-        locked.status = Search.Status.CANCELLED
-        locked.finished_at = timezone.now()
-        locked.save(update_fields=["status", "finished_at"])
-        # Running chunks stop at their next check; none of them is shown as running any more.
-        locked.chunks.filter(status__in=["pending", "running"]).update(status="skipped")
-    return locked
+    return SEARCHES.cancel(search, user=user)
 
 
 def search_run_here(*, search: Search) -> Search:

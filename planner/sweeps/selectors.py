@@ -10,7 +10,7 @@ from django.db.models import QuerySet
 from django.http import Http404
 from django.utils import timezone
 
-from planner.heartbeat import stall_after_s
+from planner import jobs
 from planner.models import Report, Sweep, SweepChunk
 
 
@@ -50,13 +50,10 @@ def sweep_progress(*, sweep: Sweep) -> dict:
     for c in chunks:  # (a cancelled sweep's running chunk is stopping: it is counted as skipped)
         counts[SweepChunk.Status.SKIPPED if cancelled and c["status"] == SweepChunk.Status.RUNNING else c["status"]] += 1
     # A running chunk whose heartbeat stopped lost its worker: say so instead of an ETA (it is sent again).
-    stale = timezone.now() - timezone.timedelta(seconds=stall_after_s())
-    stalled = 0 if sweep.is_final else sum(
-        1 for c in chunks if c["status"] == SweepChunk.Status.RUNNING and (c["heartbeat_at"] or stale) <= stale)
-    counts["stalled"] = stalled
+    stalled = counts["stalled"] = jobs.stalled_count(sweep, chunks)
     # cancelled, but a running chunk has not yet stored the points it finished (it does at its next check)
     stopping = cancelled and any(
-        c["status"] == SweepChunk.Status.RUNNING and (c["heartbeat_at"] or stale) > stale for c in chunks)
+        c["status"] == SweepChunk.Status.RUNNING and not jobs.is_stalled(c["heartbeat_at"]) for c in chunks)
     return {
         "status": "stalled" if stalled else sweep.status,
         "stopping": stopping,
@@ -85,28 +82,14 @@ def chunk_cost(points: list[dict]) -> float:
 
 
 def time_left(chunks: list[dict], *, elapsed: float, fraction: float, now: datetime | None = None) -> float | None:
-    """Seconds left of a grid sweep, from what its finished chunks took against what they were priced at.
+    """Seconds left of a grid sweep, from what its finished chunks took against what they were priced at
+    (:func:`planner.jobs.time_left`).
 
     Points differ in cost (the fewest KV blocks preempt most: 10x in a KV-blocks sweep), so the pace is
-    measured in estimated seconds (:func:`chunk_cost`), not in points: the chunks done took ``scale`` times
-    their estimate, and what is left is the pending chunks' estimate plus what the running ones have not
-    yet used of theirs, times ``scale``, shared among the chunks running at once. None before a chunk is
-    done; a one-chunk sweep from its own progress once a quarter is simulated. ``now`` defaults to the clock.
+    measured in estimated seconds (:func:`chunk_cost`), not in points. None before a chunk is done; a
+    one-chunk sweep from its own progress once a quarter is simulated. ``now`` defaults to the clock.
     """
-    if len(chunks) == 1:
-        return elapsed * (1 - fraction) / fraction if fraction >= 0.25 else None
-    done = [c for c in chunks if c["status"] == SweepChunk.Status.DONE and c["finished_at"] and c["started_at"]]
-    if not done:
-        return None
-    took = sum(max(0.0, (c["finished_at"] - c["started_at"]).total_seconds()) for c in done)
-    scale = took / sum(chunk_cost(c["points"]) for c in done)
-    now = now or timezone.now()
-    running = [c for c in chunks if c["status"] == SweepChunk.Status.RUNNING]
-    left = scale * sum(chunk_cost(c["points"]) for c in chunks if c["status"] == SweepChunk.Status.PENDING)
-    for c in running:
-        ran = (now - c["started_at"]).total_seconds() if c["started_at"] else 0.0
-        left += max(0.0, scale * chunk_cost(c["points"]) - ran)
-    return left / max(1, len(running))
+    return jobs.time_left(chunks, elapsed=elapsed, fraction=fraction, cost=lambda c: chunk_cost(c["points"]), now=now)
 
 
 def sweep_points(*, sweep: Sweep, with_series: bool = True) -> list[dict]:

@@ -1,27 +1,28 @@
 """Writes for sweeps and reports: create, run a chunk, run a cliff search, cancel, report.
 
 Celery tasks (``planner/tasks.py``) only call :func:`chunk_run` and
-:func:`cliff_run` with ids. Both are idempotent: a chunk that is already done
-returns at once, results are written with ``update_or_create`` keyed by
-``(sweep, chunk index)`` and the sweep's count of finished points is
-recomputed from the chunks (never incremented), so a task delivered twice
-(``acks_late`` after a worker died) neither loses nor duplicates a point.
+:func:`cliff_run` with ids. A grid sweep's chunks go through the one job lifecycle
+(:mod:`planner.jobs`: :class:`Sweeps` supplies the run, store and gather steps), and
+a cliff search's rounds are claimed, heartbeated and stored by it too. Both are
+idempotent: a chunk that is already done returns at once, results are written keyed
+by ``(sweep, chunk index)`` and the sweep's count of finished points is recomputed
+from the chunks (never incremented), so a task delivered twice (``acks_late`` after a
+worker died) neither loses nor duplicates a point.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from typing import Any
 
-from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
 from config.celery import app as celery_app
-from planner.heartbeat import MAX_CHUNK_ATTEMPTS, Heartbeat, gave_up_message, is_stalled
+from planner.jobs import CLAIMED, ChunkedJob, Heartbeat, JobCancelled, Watch, is_stalled, queue_options
+from planner.jobs import failure_message as _failure_message
 from planner.models import Report, Sweep, SweepChunk
 from planner.sweeps import definition as defn
 from planner.sweeps import pricing
@@ -30,14 +31,6 @@ from planner.sweeps.points import plan_chunks, resolve_point, workload_for, work
 
 logger = logging.getLogger(__name__)
 
-#: Seconds between progress writes from inside a running simulation.
-PROGRESS_INTERVAL_S = 0.5
-
-
-class SweepCancelled(Exception):
-    """Raised inside a running simulation when its sweep was cancelled."""
-
-
 #: Names of the Celery tasks of :mod:`planner.tasks` this module sends (``@shared_task(name=...)``).
 CHUNK_TASK = "planner.run_sweep_chunk"
 CLIFF_TASK = "planner.run_cliff_sweep"
@@ -45,10 +38,6 @@ CLIFF_TASK = "planner.run_cliff_sweep"
 
 class QuotaExceeded(defn.DefinitionError):
     """The owner's queued and running work would go over ``KVP_USER_QUEUE_SECONDS`` (API: 429)."""
-
-
-def _queue() -> str | None:
-    return getattr(settings, "KVP_SWEEP_QUEUE", None) or None
 
 
 # --------------------------------------------------------------------------- create
@@ -139,34 +128,14 @@ def sweep_enqueue(sweep_id: int) -> None:
     By task name: :mod:`planner.tasks` calls into this module, so it is not imported here.
     """
     sweep = Sweep.objects.get(pk=sweep_id)
-    queue = _queue()
-    opts = {"queue": queue} if queue else {}
     if sweep.mode == Sweep.Mode.CLIFF:
-        celery_app.send_task(CLIFF_TASK, args=[sweep.pk], task_id=f"sweep-{sweep.pk}-cliff-{uuid.uuid4()}", **opts)
+        celery_app.send_task(CLIFF_TASK, args=[sweep.pk], task_id=f"sweep-{sweep.pk}-cliff-{uuid.uuid4()}",
+                             **queue_options())
         return
-    for chunk in sweep.chunks.filter(status=SweepChunk.Status.PENDING).only("index", "task_id"):
-        celery_app.send_task(CHUNK_TASK, args=[sweep.pk, chunk.index], task_id=chunk.task_id, **opts)
+    SWEEPS.enqueue(sweep.pk)
 
 
 # --------------------------------------------------------------------------- run
-
-
-class _Progress:
-    """Throttled progress writer that also notices a cancelled sweep."""
-
-    def __init__(self, sweep_id: int, chunk_id: int | None) -> None:
-        self.sweep_id, self.chunk_id = sweep_id, chunk_id
-        self.last = 0.0
-
-    def __call__(self, fraction: float) -> None:
-        now = time.monotonic()
-        if now - self.last < PROGRESS_INTERVAL_S:
-            return
-        self.last = now
-        if self.chunk_id is not None:
-            SweepChunk.objects.filter(pk=self.chunk_id).update(progress=max(0.0, min(1.0, float(fraction))))
-        if Sweep.objects.filter(pk=self.sweep_id, status=Sweep.Status.CANCELLED).exists():
-            raise SweepCancelled()
 
 
 def _workload_of(sweep: Sweep, variant: dict):
@@ -176,108 +145,79 @@ def _workload_of(sweep: Sweep, variant: dict):
     return workload_of(variant, base)
 
 
-def _mark_running(sweep_id: int) -> None:
-    Sweep.objects.filter(pk=sweep_id, status=Sweep.Status.QUEUED).update(
-        status=Sweep.Status.RUNNING, started_at=timezone.now())
+class Sweeps(ChunkedJob):
+    """A grid sweep's chunks in the job lifecycle: each one batched simulation of points sharing a workload."""
+
+    job_model, chunk_model, parent, chunk_task, noun = Sweep, SweepChunk, "sweep", CHUNK_TASK, "sweep"
+
+    def run(self, sweep: Sweep, chunk: SweepChunk, watch: Watch) -> list[dict]:
+        from planner.sweeps.runner import simulate_points
+
+        wl = _workload_of(sweep, chunk.workload)
+        return simulate_points(wl, chunk.points, record_steps=True, progress=watch, finished=watch.finished)
+
+    def store(self, sweep: Sweep, chunk: SweepChunk, results: list[dict]) -> None:
+        chunk_store(sweep_id=sweep.pk, index=chunk.index, results=results)
+
+    def stopped(self, chunk: SweepChunk, watch: Watch) -> None:
+        """A chunk stopped by a cancel keeps the points it had finished (skipped, with their results), and the
+        sweep counts them: a cancelled sweep shows every finished point."""
+        with transaction.atomic():
+            sweep = Sweep.objects.select_for_update().get(pk=chunk.sweep_id)
+            SweepChunk.objects.filter(pk=chunk.pk).update(
+                status=SweepChunk.Status.SKIPPED, results=sorted(watch.finished, key=lambda r: r["index"]) or None,
+                finished_at=timezone.now())
+            _recount(sweep)
+
+    def cancelled(self, sweep: Sweep) -> None:
+        # Running chunks stop at their next progress check (half a second), keep the points they finished and
+        # mark themselves skipped (chunk_run); until then the page says the sweep is stopping.
+        task_ids = list(sweep.chunks.filter(status=SweepChunk.Status.PENDING).values_list("task_id", flat=True))
+        sweep.chunks.filter(status=SweepChunk.Status.PENDING).update(status=SweepChunk.Status.SKIPPED)
+        if task_ids:
+            transaction.on_commit(lambda: _revoke(task_ids))
+
+    def resend(self, sweep_id: int, stalled: list, pending: list, send) -> int:
+        """A grid sweep sends its pending chunks again; a cliff search its one task (it replays the stored
+        rounds and simulates the missing one)."""
+        if not Sweep.objects.filter(pk=sweep_id, mode=Sweep.Mode.CLIFF).exists():
+            return super().resend(sweep_id, stalled, pending, send)
+        logger.warning("cliff sweep %s: round %s stalled, search sent again", sweep_id, stalled[0].index)
+        send(CLIFF_TASK, [sweep_id], task_id=f"sweep-{sweep_id}-cliff-{uuid.uuid4()}")
+        return 1
 
 
-def _start_chunk(chunk: SweepChunk, *, label: str) -> bool:
-    """Mark ``chunk`` running (one more attempt, a fresh heartbeat) and its sweep too; returns False, with the
-    chunk and the sweep failed, when the workers that ran it died :data:`MAX_CHUNK_ATTEMPTS` times."""
-    if chunk.attempts >= MAX_CHUNK_ATTEMPTS:
-        msg = gave_up_message(chunk.attempts)
-        SweepChunk.objects.filter(pk=chunk.pk).update(status=SweepChunk.Status.FAILED, error=msg)
-        _fail(chunk.sweep_id, f"{label}: {msg}")
-        return False
-    _mark_running(chunk.sweep_id)
-    now = timezone.now()
-    SweepChunk.objects.filter(pk=chunk.pk).update(status=SweepChunk.Status.RUNNING, started_at=now, heartbeat_at=now,
-                                                  attempts=chunk.attempts + 1, progress=0.0)
-    return True
+#: The sweeps' chunks in the job lifecycle (a cliff search's rounds are claimed and stored through it too).
+SWEEPS = Sweeps()
 
 
 def chunk_run(*, sweep_id: int, index: int) -> str:
     """Run one chunk (ONE batched simulation) and store its results; idempotent.
 
-    Returns what happened: ``done``, ``already-done``, ``skipped``, ``missing``, ``failed``.
+    Returns what happened: ``done``, ``already-done``, ``skipped``, ``missing``, ``failed``,
+    ``running-elsewhere``.
     """
-    from planner.sweeps.runner import simulate_points
-
-    chunk = SweepChunk.objects.select_related("sweep").filter(sweep_id=sweep_id, index=index).first()
-    if chunk is None:
-        return "missing"
-    if chunk.status == SweepChunk.Status.DONE:
-        return "already-done"
-    sweep = chunk.sweep
-    if sweep.is_final:
-        SweepChunk.objects.filter(pk=chunk.pk).exclude(status=SweepChunk.Status.DONE).update(
-            status=SweepChunk.Status.SKIPPED)
-        return "skipped"
-    if chunk.status == SweepChunk.Status.RUNNING and not is_stalled(chunk.heartbeat_at):
-        return "running-elsewhere"  # a second delivery while another worker runs it
-    if not _start_chunk(chunk, label=f"chunk {index}"):
-        return "failed"
-    finished: list[dict] = []
-    try:
-        with Heartbeat(SweepChunk, chunk.pk):
-            wl = _workload_of(sweep, chunk.workload)
-            results = simulate_points(wl, chunk.points, record_steps=True, progress=_Progress(sweep_id, chunk.pk),
-                                      finished=finished)
-    except SweepCancelled:
-        _keep_finished(sweep_id, chunk.pk, finished)
-        return "skipped"
-    except Exception as exc:  # noqa: BLE001 - stored and shown; the sweep fails with the reason
-        msg = _failure_message(exc)
-        logger.exception("sweep %s chunk %s failed", sweep_id, index)
-        SweepChunk.objects.filter(pk=chunk.pk).update(status=SweepChunk.Status.FAILED, error=msg[:2000])
-        _fail(sweep_id, f"chunk {index}: {msg}")
-        return "failed"
-    chunk_store(sweep_id=sweep_id, index=index, results=results)
-    return "done"
-
-
-def _keep_finished(sweep_id: int, chunk_id: int, finished: list[dict]) -> None:
-    """A chunk stopped by a cancel keeps the points it had finished (skipped, with their results), and the
-    sweep counts them: a cancelled sweep shows every finished point."""
-    with transaction.atomic():
-        sweep = Sweep.objects.select_for_update().get(pk=sweep_id)
-        SweepChunk.objects.filter(pk=chunk_id).update(
-            status=SweepChunk.Status.SKIPPED, results=sorted(finished, key=lambda r: r["index"]) or None,
-            finished_at=timezone.now())
-        _recount(sweep)
-
-
-def _failure_message(exc: BaseException) -> str:
-    """What a failed chunk tells its owner (a time limit and a memory limit said in words)."""
-    from celery.exceptions import SoftTimeLimitExceeded
-
-    if isinstance(exc, SoftTimeLimitExceeded):
-        return "time limit exceeded for this chunk"
-    if isinstance(exc, MemoryError):
-        limit = getattr(settings, "KVP_WORKER_MAX_BYTES", 0)
-        where = f" (the worker's limit is {pricing.budget.format_bytes(limit)})" if limit else ""
-        return (f"out of memory{where}: these points need more memory than the worker may use; "
-                "use fewer or shorter requests or fewer KV blocks")
-    return f"{type(exc).__name__}: {exc}"
+    return SWEEPS.run_chunk(sweep_id, index)
 
 
 def chunk_store(*, sweep_id: int, index: int, results: list[dict], workload: dict | None = None,
                 points: list[dict] | None = None) -> SweepChunk:
     """Write a chunk's results (keyed by ``(sweep, index)``) and gather the sweep if it is complete."""
-    with transaction.atomic():
-        sweep = Sweep.objects.select_for_update().get(pk=sweep_id)
-        defaults: dict[str, Any] = {"results": results, "status": SweepChunk.Status.DONE,
-                                    "finished_at": timezone.now(), "progress": 1.0, "error": ""}
-        if workload is not None:
-            defaults["workload"] = workload
-        if points is not None:
-            defaults["points"] = points
-        chunk, _ = SweepChunk.objects.update_or_create(sweep=sweep, index=index, defaults=defaults)
-        _recount(sweep)
-        if sweep.mode == Sweep.Mode.GRID and sweep.status not in Sweep.FINAL_STATES:
-            if not sweep.chunks.exclude(status=SweepChunk.Status.DONE).exists():
-                _finish(sweep)
+    fields: dict[str, Any] = {"results": results}
+    if workload is not None:
+        fields["workload"] = workload
+    if points is not None:
+        fields["points"] = points
+    chunk, _ = SWEEPS.save(sweep_id, index, fields, gather=_gather)
     return chunk
+
+
+def _gather(sweep: Sweep, chunk: SweepChunk) -> None:
+    """Under the sweep's lock: count its points again; a grid sweep with every chunk done is finished."""
+    _recount(sweep)
+    if sweep.mode == Sweep.Mode.GRID and sweep.status not in Sweep.FINAL_STATES:
+        if not sweep.chunks.exclude(status=SweepChunk.Status.DONE).exists():
+            _finish(sweep)
 
 
 def _recount(sweep: Sweep) -> None:
@@ -302,13 +242,13 @@ def _finish(sweep: Sweep, cliff: dict | None = None) -> None:
     report_create(sweep=sweep)
 
 
-def _fail(sweep_id: int, message: str) -> None:
-    Sweep.objects.filter(pk=sweep_id).exclude(status__in=Sweep.FINAL_STATES).update(
-        status=Sweep.Status.FAILED, error=message[:4000], finished_at=timezone.now())
+class _RoundNotClaimed(Exception):
+    """A cliff round this worker could not claim: ``outcome`` is ``failed`` (its workers died
+    :data:`planner.jobs.MAX_CHUNK_ATTEMPTS` times: the sweep is already failed) or ``running-elsewhere``."""
 
-
-class _GaveUp(Exception):
-    """A cliff round whose workers died :data:`MAX_CHUNK_ATTEMPTS` times (the sweep is already failed)."""
+    def __init__(self, outcome: str) -> None:
+        super().__init__(outcome)
+        self.outcome = outcome
 
 
 class _CliffRounds:
@@ -346,8 +286,9 @@ class _CliffRounds:
         base_workload = workload_for(snap, {})
         chunk, _ = SweepChunk.objects.get_or_create(sweep_id=sweep_id, index=r,
                                                     defaults={"workload": base_workload, "points": pts})
-        if not _start_chunk(chunk, label=f"round {r + 1} of the cliff search"):
-            raise _GaveUp()
+        claimed = SWEEPS.claim(chunk, label=f"round {r + 1} of the cliff search")
+        if claimed != CLAIMED:
+            raise _RoundNotClaimed(claimed)
         groups: dict[str, list] = {}
         for p, x in zip(pts, xs):
             groups.setdefault(workload_key(workload_for(snap, {self.param: x})), []).append(p)
@@ -355,7 +296,7 @@ class _CliffRounds:
         with Heartbeat(SweepChunk, chunk.pk):
             for group in groups.values():
                 wl = _workload_of(self.sweep, workload_for(snap, group[0]["params"]))
-                results += simulate_points(wl, group, record_steps=True, progress=_Progress(sweep_id, chunk.pk))
+                results += simulate_points(wl, group, record_steps=True, progress=Watch(SWEEPS, sweep_id, chunk.pk))
         results.sort(key=lambda res: res["index"])
         return chunk_store(sweep_id=sweep_id, index=r, results=results, workload=base_workload, points=pts)
 
@@ -375,22 +316,23 @@ def cliff_run(*, sweep_id: int) -> str:
     beats = sweep.chunks.filter(status=SweepChunk.Status.RUNNING).values_list("heartbeat_at", flat=True)
     if any(not is_stalled(b) for b in beats):
         return "running-elsewhere"
-    _mark_running(sweep_id)
+    Sweep.objects.filter(pk=sweep_id, status=Sweep.Status.QUEUED).update(
+        status=Sweep.Status.RUNNING, started_at=timezone.now())
     c = sweep.snapshot["cliff"]
     try:
         result = find_cliff(_CliffRounds(sweep), lo=c["lo"], hi=c["hi"], resolution=c["resolution"],
                             threshold=c["threshold"], relative=c["metric"] != "preemptions_per_request",
                             bad_below=c["param"] != "rate", integer=c["param"] == "num_gpu_blocks")
-    except SweepCancelled:
+    except JobCancelled:
         return "skipped"
-    except _GaveUp:
-        return "failed"
+    except _RoundNotClaimed as exc:
+        return exc.outcome
     except Exception as exc:  # noqa: BLE001
         logger.exception("cliff sweep %s failed", sweep_id)
         msg = _failure_message(exc)
         sweep.chunks.filter(status=SweepChunk.Status.RUNNING).update(status=SweepChunk.Status.FAILED,
                                                                      error=msg[:2000])
-        _fail(sweep_id, msg)
+        SWEEPS.fail_job(sweep_id, msg)
         return "failed"
     with transaction.atomic():
         sweep = Sweep.objects.select_for_update().get(pk=sweep_id)
@@ -414,22 +356,7 @@ def _metric(metrics: dict, name: str) -> float:
 
 def sweep_cancel(*, sweep: Sweep, user) -> Sweep:
     """Cancel a running or queued sweep (owner only); finished sweeps are left as they are."""
-    if sweep.owner_id != getattr(user, "pk", None):
-        raise PermissionDenied("Only the owner can cancel this sweep.")
-    with transaction.atomic():
-        locked = Sweep.objects.select_for_update().get(pk=sweep.pk)
-        if locked.status in Sweep.FINAL_STATES:
-            return locked
-        locked.status = Sweep.Status.CANCELLED
-        locked.finished_at = timezone.now()
-        locked.save(update_fields=["status", "finished_at"])
-        task_ids = list(locked.chunks.filter(status=SweepChunk.Status.PENDING).values_list("task_id", flat=True))
-        # Running chunks stop at their next progress check (half a second), keep the points they finished and
-        # mark themselves skipped (chunk_run); until then the page says the sweep is stopping.
-        locked.chunks.filter(status=SweepChunk.Status.PENDING).update(status=SweepChunk.Status.SKIPPED)
-    if task_ids:
-        transaction.on_commit(lambda: _revoke(task_ids))
-    return locked
+    return SWEEPS.cancel(sweep, user=user)
 
 
 def _revoke(task_ids: list[str]) -> None:

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from gpuprofiles.catalog import load_catalog
 from gpuprofiles.models import GpuProfile, ModelProfile
-from planner.heartbeat import MAX_CHUNK_ATTEMPTS
+from planner.jobs import MAX_CHUNK_ATTEMPTS
 from planner.models import Report, Sweep, SweepChunk
 from planner.search import selectors as search_selectors
 from planner.search import services as search_services

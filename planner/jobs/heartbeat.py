@@ -1,27 +1,22 @@
-"""Heartbeats of running work (sweep chunks, cliff rounds, search chunks) and the test for a stall.
+"""Heartbeats of running chunks (sweep chunks, cliff rounds, search chunks, day-plan chunks) and the test for a stall.
 
 A worker stamps ``heartbeat_at`` on the row it runs every :data:`HEARTBEAT_S` seconds,
 from a thread (so a long simulation step without a progress callback still looks
 alive). A running row whose stamp is older than ``KVP_STALL_AFTER_S`` lost its worker
 (killed as a whole, out of memory, ``docker stop`` past its grace): the healer
-(:mod:`planner.healer`) sends its task again, and the status pages say "stalled"
-meanwhile. A row sent again more than :data:`MAX_CHUNK_ATTEMPTS` times fails with a
-message instead of running again.
-
-Shared by :mod:`planner.sweeps.stalls` and :mod:`planner.search.stalls`; no sweep or
-search logic here.
+(:mod:`planner.healer`, :mod:`planner.jobs.healing`) sends its task again, and the status pages say
+"stalled" meanwhile. A row sent again more than :data:`MAX_CHUNK_ATTEMPTS` times fails with a
+message instead of running again (:meth:`planner.jobs.ChunkedJob.claim`).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import uuid
-from collections.abc import Iterator
 from datetime import datetime
 
 from django.conf import settings
-from django.db import connection, models, transaction
+from django.db import connection, models
 from django.utils import timezone
 
 logger = logging.getLogger(__name__)
@@ -49,24 +44,6 @@ def stale_running(queryset: models.QuerySet, *, now: datetime | None = None) -> 
     cutoff = (now or timezone.now()) - timezone.timedelta(seconds=stall_after_s())
     return queryset.filter(status="running").filter(
         models.Q(heartbeat_at__lt=cutoff) | models.Q(heartbeat_at__isnull=True, started_at__lt=cutoff))
-
-
-def requeue_stalled(stalled: models.QuerySet, parent: str) -> Iterator[tuple[int, list, list]]:
-    """Put the ``stalled`` chunks back to ``pending`` with new task ids, one parent (``parent``: the foreign
-    key's name, ``sweep_id`` or ``search_id``) at a time, under a row lock.
-
-    Yields ``(parent id, chunks put back, every pending chunk of that parent)``; parents whose chunks another
-    healer put back meanwhile are skipped. The caller sends the tasks.
-    """
-    for parent_id in set(stalled.values_list(parent, flat=True)):
-        with transaction.atomic():
-            chunks = list(stalled.select_for_update().filter(**{parent: parent_id}))
-            for ch in chunks:
-                ch.status, ch.task_id = "pending", str(uuid.uuid4())
-                ch.save(update_fields=["status", "task_id"])
-            pending = list(stalled.model.objects.filter(**{parent: parent_id, "status": "pending"}))
-        if chunks:
-            yield parent_id, chunks, pending
 
 
 def gave_up_message(attempts: int) -> str:
