@@ -27,6 +27,7 @@ from planner.api.sweeps import QuotaExceededApi
 from planner.dayplans import exports, selectors, services
 from planner.dayplans.models import DayPlan
 from planner.errors import InputError
+from planner.jobs import QuotaExceeded
 from planner.search.api import _IgnoreFormatParam
 
 #: The request of docs/autoscaling.md's "In the planner" (examples/C.json's engine, a burst of traffic).
@@ -116,7 +117,7 @@ class DayPlanListCreateApi(APIView):
             raise ValidationError({"non_field_errors": ["The body must be a JSON object."]})
         try:
             plan = services.dayplan_create(owner=request.user, definition=dict(request.data))
-        except services.QuotaExceeded as exc:
+        except QuotaExceeded as exc:
             raise QuotaExceededApi(exc.errors["non_field_errors"][0]) from None
         except InputError:
             raise  # 400 (or 404 for a profile the user may not see), in the error shape

@@ -32,7 +32,6 @@ from config.celery import app as celery_app
 from planner.dayplans import definition as ddefn
 from planner.dayplans.models import DayPlan, DayPlanChunk
 from planner.jobs import ChunkedJob, Watch, queue_options
-from planner.sweeps.services import QuotaExceeded
 
 logger = logging.getLogger(__name__)
 
@@ -46,10 +45,11 @@ FLEET_COLUMNS = ("time_s", "desired", "ready", "starting", "draining", "router_q
 def dayplan_create(*, owner, definition: Any) -> DayPlan:
     """Validate ``definition``, store the plan and its chunks, send chunk 0 after commit.
 
-    Raises :class:`planner.errors.InputError` (messages per field) or :class:`QuotaExceeded`.
+    Raises :class:`planner.errors.InputError` (messages per field) or :class:`planner.jobs.QuotaExceeded`.
     """
     norm, snapshot = ddefn.validate(definition, owner=owner)
-    _check_quota(owner)
+    DAY_PLANS.check_quota(owner, limit=int(getattr(settings, "KVP_USER_MAX_DAY_PLANS", 3)), one="day plan",
+                          many="day plans")
     day = snapshot["day"]
     with transaction.atomic():
         plan = DayPlan.objects.create(owner=owner, name=norm.get("name") or _default_name(snapshot),
@@ -61,16 +61,6 @@ def dayplan_create(*, owner, definition: Any) -> DayPlan:
         plan_id = plan.pk
         transaction.on_commit(lambda: chunk_enqueue(plan_id, 0))
     return plan
-
-
-def _check_quota(owner) -> None:
-    """Refuse a plan when the owner already has ``KVP_USER_MAX_DAY_PLANS`` queued or running (API: 429)."""
-    limit = int(getattr(settings, "KVP_USER_MAX_DAY_PLANS", 3))
-    active = DayPlan.objects.filter(owner=owner, status__in=[DayPlan.Status.QUEUED, DayPlan.Status.RUNNING]).count()
-    if active >= limit:
-        raise QuotaExceeded({"non_field_errors": [
-            f"You have {active} day plan{'s' if active != 1 else ''} queued or running; the limit per user is "
-            f"{limit}. Wait for one to finish or cancel it."]})
 
 
 def _default_name(snapshot: dict) -> str:

@@ -21,8 +21,10 @@ from planner.jobs.heartbeat import MAX_CHUNK_ATTEMPTS, Heartbeat, gave_up_messag
 from planner.jobs.lifecycle import (
     CLAIMED,
     PROGRESS_INTERVAL_S,
+    UNFINISHED,
     ChunkedJob,
     JobCancelled,
+    QuotaExceeded,
     Watch,
     failure_message,
     queue_options,
@@ -31,6 +33,6 @@ from planner.jobs.lifecycle import (
 from planner.jobs.progress import stalled_count, time_left
 
 __all__ = ["CLAIMED", "MAX_CHUNK_ATTEMPTS", "PROGRESS_INTERVAL_S", "ChunkedJob", "Heartbeat", "JobCancelled",
-           "Watch", "failure_message", "gave_up_message", "heal_stalled", "is_stalled", "lost_pending",
+           "QuotaExceeded", "UNFINISHED", "Watch", "failure_message", "gave_up_message", "heal_stalled", "is_stalled", "lost_pending",
            "queue_options", "requeue_stalled", "send_now", "stall_after_s", "stalled_chunks", "stalled_count",
            "time_left"]

@@ -23,11 +23,7 @@ from functools import partial
 from django.db import models, transaction
 
 from planner.jobs.heartbeat import stale_running
-from planner.jobs.lifecycle import ChunkedJob
-from planner.run_state import RunStatus
-
-#: Job states whose chunks may still run.
-UNFINISHED = (RunStatus.QUEUED, RunStatus.RUNNING)
+from planner.jobs.lifecycle import UNFINISHED, ChunkedJob
 
 
 def requeue_stalled(stalled: models.QuerySet, parent: str) -> Iterator[tuple[int, list, list]]:

@@ -32,6 +32,7 @@ from django.db import models, transaction
 from django.utils import timezone
 
 from config.celery import app as celery_app
+from planner.errors import InputError
 from planner.jobs.heartbeat import MAX_CHUNK_ATTEMPTS, Heartbeat, gave_up_message, is_stalled
 from planner.run_state import FINAL_STATES, RunStatus
 
@@ -41,6 +42,12 @@ logger = logging.getLogger(__name__)
 PROGRESS_INTERVAL_S = 0.5
 #: What :meth:`ChunkedJob.claim` returns when the chunk is now this worker's.
 CLAIMED = "claimed"
+#: Job states whose chunks may still run.
+UNFINISHED = (RunStatus.QUEUED, RunStatus.RUNNING)
+
+
+class QuotaExceeded(InputError):
+    """The owner's queued and running jobs are at their limit (API: 429)."""
 
 
 class JobCancelled(Exception):
@@ -270,6 +277,15 @@ class ChunkedJob:
                 done["progress"] = 1.0
             chunk, _ = self.chunk_model.objects.update_or_create(**{self.parent: job, "index": index}, defaults=done)
             return chunk, (gather(job, chunk) if gather is not None else None)
+
+    def check_quota(self, owner, *, limit: int, one: str, many: str) -> None:
+        """Refuse one more job when ``owner`` already has ``limit`` queued or running (:class:`QuotaExceeded`);
+        ``one``/``many``: the job's name in the message ("day plan", "day plans")."""
+        active = self.job_model.objects.filter(owner=owner, status__in=UNFINISHED).count()
+        if active >= limit:
+            raise QuotaExceeded({"non_field_errors": [
+                f"You have {active} {one if active == 1 else many} queued or running; the limit per user is "
+                f"{limit}. Wait for one to finish or cancel it."]})
 
     def cancel(self, job, *, user):
         """Cancel a queued or running job (owner only); finished ones are left as they are, finished chunks kept

@@ -22,6 +22,7 @@ from rest_framework.views import APIView
 from config.parsers import CheckedJSONParser
 from config.strict_input import refuse_unknown_fields
 from planner.api.sweeps import QuotaExceededApi
+from planner.jobs import QuotaExceeded
 from planner.sampling_words import sampling_answer
 from planner.search import disaggregated as sdis
 from planner.search import exports, selectors, services
@@ -105,7 +106,7 @@ class SearchListCreateApi(APIView):
             raise ValidationError({"non_field_errors": ["The body must be a JSON object."]})
         try:
             search = services.search_create(owner=request.user, definition=dict(request.data))
-        except services.QuotaExceeded as exc:
+        except QuotaExceeded as exc:
             raise QuotaExceededApi(exc.errors["non_field_errors"][0]) from None
         except defn.DefinitionError as exc:
             raise ValidationError(exc.errors) from None

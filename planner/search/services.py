@@ -29,14 +29,14 @@ from planner.search import definition as sdefn
 from planner.search import exports
 from planner.search.disaggregated import run_stage
 from planner.search.models import Search, SearchChunk
-from planner.sweeps.services import QuotaExceeded
 from simulator.search import SearchCancelled, Slo, merge_results, search_deployments
 
 
 def search_create(*, owner, definition: Any) -> Search:
     """Validate, store the search and its chunks (one per GPU type), enqueue after commit."""
     norm, snapshot, prices = sdefn.validate(definition, owner=owner)
-    _check_quota(owner)
+    SEARCHES.check_quota(owner, limit=int(getattr(settings, "KVP_USER_MAX_SEARCHES", 3)), one="deployment search",
+                         many="deployment searches")
     space = sdefn.build_space(snapshot)
     cands = space.candidates()
     groups = [[i for i, c in enumerate(cands) if c.gpu.name == g.name] for g in space.gpus]
@@ -52,16 +52,6 @@ def search_create(*, owner, definition: Any) -> Search:
         search_id = search.pk
         transaction.on_commit(lambda: search_enqueue(search_id))
     return search
-
-
-def _check_quota(owner) -> None:
-    """Refuse a search when the owner already has ``KVP_USER_MAX_SEARCHES`` queued or running (API: 429)."""
-    limit = int(getattr(settings, "KVP_USER_MAX_SEARCHES", 3))
-    active = Search.objects.filter(owner=owner, status__in=[Search.Status.QUEUED, Search.Status.RUNNING]).count()
-    if active >= limit:
-        raise QuotaExceeded({"non_field_errors": [
-            f"You have {active} deployment search{'es' if active != 1 else ''} queued or running; the limit per "
-            f"user is {limit}. Wait for one to finish or cancel it."]})
 
 
 def _default_name(snapshot: dict) -> str:

@@ -21,7 +21,16 @@ from django.db import transaction
 from django.utils import timezone
 
 from config.celery import app as celery_app
-from planner.jobs import CLAIMED, ChunkedJob, Heartbeat, JobCancelled, Watch, is_stalled, queue_options
+from planner.jobs import (
+    CLAIMED,
+    ChunkedJob,
+    Heartbeat,
+    JobCancelled,
+    QuotaExceeded,
+    Watch,
+    is_stalled,
+    queue_options,
+)
 from planner.jobs import failure_message as _failure_message
 from planner.models import Report, Sweep, SweepChunk
 from planner.sweeps import definition as defn
@@ -34,10 +43,6 @@ logger = logging.getLogger(__name__)
 #: Names of the Celery tasks of :mod:`planner.tasks` this module sends (``@shared_task(name=...)``).
 CHUNK_TASK = "planner.run_sweep_chunk"
 CLIFF_TASK = "planner.run_cliff_sweep"
-
-
-class QuotaExceeded(defn.DefinitionError):
-    """The owner's queued and running work would go over ``KVP_USER_QUEUE_SECONDS`` (API: 429)."""
 
 
 # --------------------------------------------------------------------------- create
