@@ -178,7 +178,7 @@ def chunk_store(*, plan_id: int, index: int, result: dict) -> bool:
             return False
         return True
 
-    return DAY_PLANS.save(plan_id, index, {"result": result}, gather=gather)[1]
+    return DAY_PLANS.store_done(plan_id, index, {"result": result}, gather=gather)[1]
 
 
 def _answer_of(wl, chunks: list, policy, day: dict) -> dict:

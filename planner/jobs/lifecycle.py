@@ -7,7 +7,7 @@ and the chunks it was split into at creation, rows of their own, each run by one
 its two models, its chunk task and its noun, and supplies only its own steps:
 
 - :meth:`ChunkedJob.run`: simulate one chunk (with a :class:`Watch` for progress and the cancel check);
-- :meth:`ChunkedJob.store`: what becomes of a finished run: :meth:`ChunkedJob.save` with the chunk's result
+- :meth:`ChunkedJob.store`: what becomes of a finished run: :meth:`ChunkedJob.store_done` with the chunk's result
   fields and the kind's *gather* step, which runs under the lock on the job row (recount, merge, send the next
   chunk, finish);
 - and where it differs, :meth:`ChunkedJob.waiting` (the chunk cannot run yet), :meth:`ChunkedJob.claim_fields`
@@ -142,7 +142,7 @@ class ChunkedJob:
         raise NotImplementedError
 
     def store(self, job, chunk, result: Any) -> None:
-        """Store ``result``: :meth:`save` with the kind's result fields and gather step."""
+        """Store ``result``: :meth:`store_done` with the kind's result fields and gather step."""
         raise NotImplementedError
 
     def waiting(self, job, chunk) -> bool:
@@ -266,7 +266,7 @@ class ChunkedJob:
         self.job_model.objects.filter(pk=job_id).exclude(status__in=FINAL_STATES).update(
             status=RunStatus.FAILED, error=message[:4000], finished_at=timezone.now())
 
-    def save(self, job_id: int, index: int, fields: dict, *, gather=None) -> tuple[Any, Any]:
+    def store_done(self, job_id: int, index: int, fields: dict, *, gather=None) -> tuple[Any, Any]:
         """Write chunk ``index`` of job ``job_id`` done with ``fields`` (its result), keyed by ``(job, index)``,
         under a lock on the job row, then ``gather(job, chunk)`` under the same lock; returns ``(chunk, what
         gather returned)``. Writing the same chunk twice writes the same row twice: nothing is counted twice."""

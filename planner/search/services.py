@@ -137,7 +137,7 @@ def _best_so_far(search_id: int) -> float | None:
 def chunk_store(*, search_id: int, index: int, result: dict) -> None:
     """Write a chunk's result (keyed by ``(search, index)``); the last one gathers the answer (and, with an
     xPyD stage, sends it: the search finishes when the stage does)."""
-    SEARCHES.save(search_id, index, {"result": result}, gather=_gather)
+    SEARCHES.store_done(search_id, index, {"result": result}, gather=_gather)
 
 
 def _gather(search: Search, chunk: SearchChunk) -> None:
@@ -163,7 +163,7 @@ def stage_store(*, search_id: int, index: int, result: dict) -> None:
             search.result = {**search.result, "disaggregated": result["disaggregated"]}
             _finish(search)
 
-    SEARCHES.save(search_id, index, {"result": result}, gather=gather)
+    SEARCHES.store_done(search_id, index, {"result": result}, gather=gather)
 
 
 def _finish(search: Search) -> None:

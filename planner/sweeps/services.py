@@ -213,7 +213,7 @@ def chunk_store(*, sweep_id: int, index: int, results: list[dict], workload: dic
         fields["workload"] = workload
     if points is not None:
         fields["points"] = points
-    chunk, _ = SWEEPS.save(sweep_id, index, fields, gather=_gather)
+    chunk, _ = SWEEPS.store_done(sweep_id, index, fields, gather=_gather)
     return chunk
 
 

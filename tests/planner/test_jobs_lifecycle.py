@@ -36,7 +36,7 @@ class StubSweeps(Sweeps):
         return self._run(sweep, chunk, watch)
 
     def store(self, sweep, chunk, result):
-        self.save(sweep.pk, chunk.index, {"results": result})
+        self.store_done(sweep.pk, chunk.index, {"results": result})
 
 
 @pytest.fixture
@@ -89,7 +89,7 @@ def test_a_finished_run_is_stored_done_under_the_lock_and_storing_it_again_chang
     chunk = _chunk(sweep, 0)
     assert (chunk.status, chunk.results, chunk.progress, chunk.error) == ("done", [{"index": 0}], 1.0, "")
     seen = []
-    again, gathered = kind.save(sweep.pk, 0, {"results": chunk.results},
+    again, gathered = kind.store_done(sweep.pk, 0, {"results": chunk.results},
                                 gather=lambda job, ch: seen.append((job.pk, ch.index)) or "gathered")
     assert gathered == "gathered" and seen == [(sweep.pk, 0)] and again.pk == chunk.pk
     assert SweepChunk.objects.filter(sweep=sweep).count() == 2
@@ -168,7 +168,7 @@ def test_a_kind_without_a_progress_column_is_claimed_and_stored_the_same(owner):
     DayPlanChunk.objects.create(plan=plan, index=0, start_s=0.0, task_id="t")
     chunk = DayPlanChunk.objects.get(plan=plan)
     assert DAY_PLANS.claim(chunk, label="chunk 0") == jobs.CLAIMED
-    chunk, _ = DAY_PLANS.save(plan.pk, 0, {"result": {"ok": 1}})
+    chunk, _ = DAY_PLANS.store_done(plan.pk, 0, {"result": {"ok": 1}})
     assert (chunk.status, chunk.result, chunk.attempts) == ("done", {"ok": 1}, 1)
 
 
