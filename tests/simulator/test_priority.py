@@ -5,6 +5,8 @@ vLLM's own decisions are pinned by the recorded cases in ``tests/data/oracle/pri
 
 * ``EngineConfig.policy`` takes ``fcfs`` or ``priority`` and names anything else; a workload's
   ``priority`` is optional (0), read from workload JSON and CSV/JSONL traces, and a bad one is named;
+* the engine equals the scalar reference (``reference_core.py``, vLLM's rules written the obvious way:
+  a sorted waiting list, ``max(running, key=...)``) on random priority runs, step series included;
 * the shortcuts change no result under priority scheduling (``accelerate=True`` against ``False``,
   JSON byte for byte with the step series, random runs, tiers included), and the ones that assume
   FCFS are not taken;
@@ -22,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from simulator.base import ConfigError
 from simulator.batch.runner import simulate
@@ -31,7 +35,9 @@ from simulator.engine.core import FastEngine
 from simulator.workload.oracle_io import workload_from_dict
 from simulator.workload.requests import Workload, WorkloadError
 from simulator.workload.traces import parse_trace, workload_to_oracle_dict
+from tests.simulator.scalar_reference import simulate_scalar
 from tests.simulator.test_accelerate import assert_same, random_config, random_workload
+from tests.simulator.test_engine_properties import _same, _workload, configs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -68,6 +74,20 @@ def test_traces_read_and_write_the_priority_column():
         parse_trace("arrival_step,prompt_tokens,output_tokens,priority\n0,10,2,high\n", fmt="csv", name="t.csv")
     back = workload_from_dict(workload_to_oracle_dict(wl))
     assert back.priority.tolist() == [1, 0]
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 25), shared=st.booleans(), unit=st.sampled_from(["step", "s"]),
+       config=configs, levels=st.integers(1, 4))
+def test_engine_equals_scalar_reference_under_priority(seed, n, shared, unit, config, levels):
+    wl = _workload(seed, n, shared, unit)
+    wl = replace(wl, priority=np.random.default_rng(seed).integers(0, levels, n))
+    config = replace(config, policy="priority")
+    fast = simulate(wl, [config], record_steps=True)[0]
+    slow = simulate_scalar(wl, config, record_steps=True)
+    _same(fast, slow)
+    for k, v in fast.steps.items():
+        assert np.array_equal(v, slow.steps[k]), k
 
 
 @pytest.mark.parametrize("tier", [False, True])
