@@ -37,7 +37,7 @@ from simulator.engine.hooks import EngineHooks
 from simulator.engine.keyspace import KeySpace, WorkloadPrep, cdiv
 from simulator.engine.lazy_decoders import LazyDecoders
 from simulator.engine.pool import FastPool
-from simulator.engine.scheduler import DROPPED, FINISHED, PREEMPTED, RUNNING, WAITING, Scheduler
+from simulator.engine.scheduler import DROPPED, FINISHED, PREEMPTED, RUNNING, WAITING, Scheduler, waiting_queue
 from simulator.engine.step_clock import StepClock
 from simulator.engine.tier_loads import TierLoads
 from simulator.engine.tiers import TierChain
@@ -96,7 +96,6 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
         self._init_pool(num_blocks, pool_factory)
         self._init_clock(step_time, step_cost, cost_index)
         self._init_requests(record_steps)
-        self._init_policy()
         self._init_spec()
         self._init_shortcuts(accelerate)
         self._init_lazy_state()
@@ -169,7 +168,7 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
         self.gone = np.zeros(n, bool)
         self.run = np.zeros(max(min(self.cfg.max_num_seqs, n), 1) + 1, np.int64)
         self.num_running = 0
-        self.waiting: deque[int] = deque()
+        self.waiting = waiting_queue(self.cfg.policy, wl)  # request indices in the policy's order
         self.admission_seq = [0] * n         # admission sequence number (running order)
         self.next_admission_seq = 0
         self.t = dict(
@@ -308,10 +307,8 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
         if self._drop[q]:
             self.status[q] = DROPPED
             self.t["dropped_unservable"] += 1
-        elif self.by_priority:
-            self._enqueue(q)
         else:
-            self.waiting.append(q)
+            self.waiting.add(q)
 
     def close(self) -> None:
         """Close the run: write lazy state back, finalize pool metrics, count unfinished requests."""
@@ -377,10 +374,8 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
             if drop[q]:
                 self.status[q] = DROPPED
                 self.t["dropped_unservable"] += 1
-            elif self.by_priority:
-                self._enqueue(q)
             else:
-                self.waiting.append(q)
+                self.waiting.add(q)
         self._pending = pending
 
     def _next_arrival(self):

@@ -8,7 +8,7 @@ The rules, in the order vLLM applies them (``docs/simulator.md``, "Engine map"):
    fit preempts the policy's victim (:meth:`Scheduler._victim`: ``running[-1]``, or with
    priority scheduling the lowest-priority running request) until it fits or is itself preempted;
 2. **admit** (:meth:`Scheduler._admit`), only if nothing was preempted: from the head of the
-   waiting queue (FCFS, or by priority: :meth:`Scheduler._enqueue`), each request's prefix hits
+   waiting queue (:class:`FcfsQueue` or :class:`PriorityQueue`, the policy's order), each request's prefix hits
    looked up, admitted while its blocks (and the whole prompt with ``scheduler_reserve_full_isl``,
    plus the watermark) fit and budget is left;
 3. **update after schedule**: computed tokens advance (async: output placeholders);
@@ -24,6 +24,7 @@ state it reads is documented there.
 from __future__ import annotations
 
 import bisect
+from collections import deque
 
 import numpy as np
 
@@ -37,38 +38,72 @@ _add = np.add.reduce
 _cnz = np.count_nonzero  # a numpy int: int() it before it reaches a result
 
 
-class Scheduler:
-    """vLLM v1's schedule / admit / preempt / finish rules over the engine's request arrays."""
+class FcfsQueue(deque):
+    """The waiting queue of vLLM's ``fcfs`` policy (``FCFSRequestQueue``, ``vllm/v1/core/sched/request_queue.py``):
+    a deque of request indices; an arrival joins the back (:meth:`add`), a preempted request the front
+    (:meth:`prepend`). A preemption takes ``running[-1]`` (:meth:`victim`), and a request that preempted
+    itself ends the running pass.
 
-    def _init_policy(self) -> None:
-        """vLLM's scheduling policy (``SchedulerConfig.policy``, ``--scheduling-policy``).
+    Every queue of a policy is a deque in admission order (the scheduler reads ``[0]``, ``popleft``s the
+    head, puts requests it passed over back with ``extendleft``, ``remove``s a finished one) with these
+    three rules of its own.
+    """
 
-        ``fcfs``: the waiting queue in arrival order, a preempted request back at its head, the victim of a
-        preemption ``running[-1]``. ``priority`` (``vllm/v1/core/sched/request_queue.py``,
-        ``PriorityRequestQueue``; ``vllm/v1/request.py``, ``Request.__lt__``): the waiting queue ordered by
-        (priority, arrival, request), lower first, a preempted request back in its place; the victim the
-        running request of the greatest (priority, arrival), the first in running order among equals
-        (``vllm/v1/core/sched/scheduler.py``, ``Scheduler.schedule``: ``max(self.running, key=...)``).
-        Ties of (priority, arrival) are broken by workload order (vLLM compares request ids).
-        """
-        self.by_priority = self.cfg.policy == "priority"
-        if not self.by_priority:
-            return
-        wl = self.wl
-        n = wl.n
-        order = np.lexsort((np.arange(n), wl.arrival, wl.priority))
+    __slots__ = ()
+    add = deque.append
+    prepend = deque.appendleft
+    #: After a request preempted itself the running pass ends (vLLM: ``break``).
+    self_preemption_ends_pass = True
+
+    def victim(self, run: np.ndarray, num_running: int) -> int:
+        """Index in the running queue ``run[:num_running]`` of the request a preemption takes."""
+        return num_running - 1
+
+
+class PriorityQueue(FcfsQueue):
+    """The waiting queue of vLLM's ``priority`` policy (``PriorityRequestQueue``, ordered by ``Request.__lt__``,
+    ``vllm/v1/request.py``): requests in (priority, arrival, request) order, lower first, arrivals and
+    preempted requests alike; ties of (priority, arrival) in workload order (vLLM compares request ids).
+    A preemption takes the first running request of the greatest (priority, arrival)
+    (``vllm/v1/core/sched/scheduler.py``, ``Scheduler.schedule``: ``max(self.running, key=lambda r:
+    (r.priority, r.arrival_time))``), and a request that preempted itself lets the pass go on.
+    """
+
+    __slots__ = ("rank", "victim_key")
+    self_preemption_ends_pass = False
+
+    def __init__(self, priority: np.ndarray, arrival: np.ndarray) -> None:
+        super().__init__()
+        n = priority.shape[0]
+        order = np.lexsort((np.arange(n), arrival, priority))
         rank = np.empty(n, np.int64)
         rank[order] = np.arange(n)
-        self.wait_rank = rank.tolist()  # place in the waiting queue's order
-        p, a = wl.priority[order], wl.arrival[order]
+        self.rank = rank.tolist()  # each request's place in the queue's order
+        p, a = priority[order], arrival[order]
         new = np.ones(n, bool)
         new[1:] = (p[1:] != p[:-1]) | (a[1:] != a[:-1])
         self.victim_key = np.empty(n, np.int64)  # (priority, arrival) as one number: the greatest is preempted
         self.victim_key[order] = np.cumsum(new)
 
-    def _enqueue(self, q: int) -> None:
-        """Request ``q`` joins the waiting queue in its priority order (an arrival, or a preempted request)."""
-        bisect.insort(self.waiting, q, key=self.wait_rank.__getitem__)
+    def add(self, q: int) -> None:
+        """Request ``q`` joins the queue in its place (an arrival, or a preempted request)."""
+        bisect.insort(self, q, key=self.rank.__getitem__)
+
+    prepend = add
+
+    def victim(self, run: np.ndarray, num_running: int) -> int:
+        return int(self.victim_key[run[:num_running]].argmax())
+
+
+def waiting_queue(policy: str, workload) -> FcfsQueue:
+    """The waiting queue of scheduling ``policy`` (``EngineConfig.policy``) over ``workload``'s requests."""
+    if policy == "priority":
+        return PriorityQueue(workload.priority, workload.arrival)
+    return FcfsQueue()
+
+
+class Scheduler:
+    """vLLM v1's schedule / admit / preempt / finish rules over the engine's request arrays."""
 
     def _publish(self, ids: np.ndarray, upto: np.ndarray) -> None:
         """Publish each request's full blocks below ``upto`` tokens (``cache_blocks``), in order."""
@@ -144,10 +179,7 @@ class Scheduler:
         if self.spec_k:
             self.spec[q] = 0
         self.npre[q] += 1
-        if self.by_priority:
-            self._enqueue(q)
-        else:
-            self.waiting.appendleft(q)
+        self.waiting.prepend(q)
 
     def _allocate_running(self, q: int, n: int) -> bool:
         """Blocks for ``n`` more tokens of running request ``q`` (False: they do not fit)."""
@@ -306,9 +338,9 @@ class Scheduler:
             fits, i, budget, k = self._make_room(q, n, i, budget, ids_l, n_l)
             npre += k
             if not fits:
-                if self.by_priority:
-                    continue  # (q left the running queue: request i is the next one)
-                return budget, npre
+                if self.waiting.self_preemption_ends_pass:
+                    return budget, npre
+                continue  # (q left the running queue: request i is the next one)
             ids_l.append(np.array([q]))
             n_l.append(np.array([n]))
             budget -= n
@@ -338,11 +370,9 @@ class Scheduler:
         return True, i, budget, npre
 
     def _victim(self) -> int:
-        """Index in the running queue of the request a preemption takes: the last (FCFS), or the first of the
-        greatest (priority, arrival) (priority scheduling)."""
-        if not self.by_priority:
-            return self.num_running - 1
-        return int(self.victim_key[self.run[:self.num_running]].argmax())
+        """Index in the running queue of the request a preemption takes (the policy's: the waiting queue's
+        :meth:`FcfsQueue.victim`)."""
+        return self.waiting.victim(self.run, self.num_running)
 
     @staticmethod
     def _unschedule(q: int, ids_l: list, n_l: list) -> int:
