@@ -15,9 +15,9 @@ Same rules and the same results, bit for bit, as the scalar reference kernel
   own-key pool paths (:mod:`simulator.engine.pool`); :mod:`simulator.engine.accelerators` says which runs each
   supports.
 
-This module holds the state (per-request numpy arrays; a request's block table is a slice of
-one flat array, ``btab[koff[r]:koff[r] + held[r]]``; the running queue an array of request
-indices in running order) and the loop that drives one schedule call after another
+This module holds the state (the per-request arrays and the queues in a
+:class:`simulator.engine.request_state.RequestState`; a request's block table is a slice of
+one flat array, ``btab[koff[r]:koff[r] + held[r]]``) and the loop that drives one schedule call after another
 (:meth:`FastEngine.advance`).
 """
 
@@ -37,7 +37,8 @@ from simulator.engine.hooks import EngineHooks
 from simulator.engine.keyspace import KeySpace, WorkloadPrep, cdiv
 from simulator.engine.lazy_decoders import LazyDecoders
 from simulator.engine.pool import FastPool
-from simulator.engine.scheduler import DROPPED, FINISHED, PREEMPTED, RUNNING, WAITING, Scheduler, waiting_queue
+from simulator.engine.request_state import RequestState
+from simulator.engine.scheduler import DROPPED, FINISHED, PREEMPTED, RUNNING, WAITING, Scheduler
 from simulator.engine.step_clock import StepClock
 from simulator.engine.tier_loads import TierLoads
 from simulator.engine.tiers import TierChain
@@ -145,31 +146,10 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
         self.clock = 0.0
 
     def _init_requests(self, record_steps: bool) -> None:
-        """Per-request arrays, the queues, the totals and the step series."""
-        wl, n = self.wl, self.wl.n
-        self.final_len = wl.prompt_len + wl.output_len
-        z = lambda: np.zeros(n, np.int64)  # noqa: E731
-        self.tok = wl.prompt_len.copy()      # prompt + output tokens received
-        self.comp = z()                      # computed tokens (incl. in flight)
-        self.placeholders = z()              # async output placeholders
-        self.inflight = z()
-        self.stale = z()
-        self.status = z()
-        self.held = z()                      # blocks held
-        self.ncached = z()                   # leading blocks published
-        self.npre = z()
-        self.tiered = np.zeros(n, bool)      # let its blocks go while waiting to hit them again
-        self.first_sched = np.full(n, -1, np.int64)
-        self.first_token = np.full(n, -1, np.int64)
-        self.finish = np.full(n, -1, np.int64)
-        self.first_token_t = np.full(n, np.nan)
-        self.finish_t = np.full(n, np.nan)
-        self.hit_first = np.full(n, -1, np.int64)
-        self.gone = np.zeros(n, bool)
-        self.run = np.zeros(max(min(self.cfg.max_num_seqs, n), 1) + 1, np.int64)
+        """The request state (:class:`RequestState`: per-request arrays, the queues), the totals and the step series."""
+        self.requests = RequestState(self.wl, self.cfg.max_num_seqs, self.cfg.policy)
+        self.requests.share_with(self)  # (the parts read the arrays under their names here too)
         self.num_running = 0
-        self.waiting = waiting_queue(self.cfg.policy, wl)  # request indices in the policy's order
-        self.admission_seq = [0] * n         # admission sequence number (running order)
         self.next_admission_seq = 0
         self.t = dict(
             preemptions=0, finished=0, prefix_cache_queries=0, prefix_cache_hits=0,
