@@ -40,7 +40,7 @@ import numpy as np
 from simulator.cli.traces import add_trace_arguments, read_trace_file
 from simulator.cli.values import whole_numbers
 from simulator.engine import jsonable
-from simulator.engine.config import ConfigError, EngineConfig, StepTimeModel
+from simulator.engine.config import POLICIES, ConfigError, EngineConfig, StepTimeModel
 from simulator.engine.windows import time_windows
 from simulator.workload import (
     TraceReport,
@@ -214,10 +214,22 @@ def _check_memory(price, args: argparse.Namespace, what: str) -> None:
         raise CliError(str(exc)) from None
 
 
+def _with_policy(data: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """The config object with ``--scheduling-policy`` (vLLM's flag) as its ``policy``, when given."""
+    return data if args.scheduling_policy is None else {**data, "policy": args.scheduling_policy}
+
+
+def _add_policy(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scheduling-policy", choices=POLICIES, metavar="{" + ",".join(POLICIES) + "}",
+                        help="vLLM's --scheduling-policy, replacing the config's \"policy\": fcfs (arrival order) or "
+                             "priority (each request's \"priority\" in the workload, lower first, ties by arrival; "
+                             "preemption takes the lowest-priority running request)")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from simulator.batch import WorkloadSize, price_run
 
-    data = load_config_file(args.config)
+    data = _with_policy(load_config_file(args.config), args)
     config = _config(data, f"config file {args.config!r}")
     workload, trace = load_workload(args.workload, args, config.max_model_len)
     _check_memory(price_run(WorkloadSize.of(workload), config), args, "This run")
@@ -341,7 +353,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     npoints = math.prod(len(v) for _, v in grid)
     if npoints > MAX_SWEEP_POINTS:
         raise CliError(f"--grid: {npoints:,} points, more than the {MAX_SWEEP_POINTS:,} one sweep may hold")
-    base = load_config_file(args.config) if args.config else {}
+    base = _with_policy(load_config_file(args.config) if args.config else {}, args)
     keys = [k for k, _ in grid]
     points = [dict(zip(keys, combo)) for combo in itertools.product(*(v for _, v in grid))]
     configs = [_config(_apply(base, p), "--grid " + ", ".join(f"{k}={v}" for k, v in p.items())) for p in points]
@@ -629,6 +641,7 @@ def _add_run_parser(sub) -> None:
                           "(arrivals in seconds; docs/traffic.md)")
     run.add_argument("--output", "-o", metavar="FILE", help="write the JSON here instead of stdout")
     run.add_argument("--indent", type=int, metavar="N", help="pretty-print JSON with N spaces")
+    _add_policy(run)
     add_trace_arguments(run)
     run.set_defaults(func=cmd_run)
 
@@ -655,6 +668,7 @@ def _add_sweep_parser(sub) -> None:
     sw.add_argument("--csv", action="store_true", help="print a CSV table (parameters, then totals) instead of JSON")
     sw.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
     sw.add_argument("--indent", type=int, metavar="N", help="pretty-print JSON with N spaces")
+    _add_policy(sw)
     add_trace_arguments(sw)
     sw.set_defaults(func=cmd_sweep)
 

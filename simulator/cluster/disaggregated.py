@@ -46,8 +46,9 @@ from simulator.base import unknown_message
 from simulator.cluster.fleet import Fleet
 from simulator.cluster.replicas import ClusterResult, _assemble, _check_int, _check_seconds
 from simulator.cluster.routing import MAX_INSTANCES, ClusterError, Router, parse_routing
-from simulator.engine import DROPPED, FastEngine, LatencySummary, WorkloadPrep, cdiv
+from simulator.engine import FastEngine, LatencySummary, WorkloadPrep, cdiv
 from simulator.engine.config import ConfigError, EngineConfig, unknown_field
+from simulator.engine.hooks import ADMIT, STOP, WAIT, EngineHooks
 from simulator.workload import Workload
 
 GB = 1e9  # bytes per GB (link bandwidths are decimal, as NIC and NVLink data sheets give them)
@@ -300,39 +301,28 @@ def deployment_from_dict(data: Any) -> DisaggregatedDeployment:
 # --------------------------------------------------------------------------- engines
 
 
-class MeteredEngine(FastEngine):
-    """A :class:`FastEngine` that also counts its idle seconds and each request's first admission time.
+class Meter(EngineHooks):
+    """Hooks that count an engine's idle seconds and each request's first admission time.
 
     Idle time is what the clock moves without a step (waiting for a request,
-    for ``until``, for a transfer); busy time is the rest. Same decisions and
-    results as the plain engine.
+    for ``until``, for a transfer or a load); busy time is the rest. Same
+    decisions and results as the plain engine.
     """
 
-    def __init__(self, workload: Workload, config: EngineConfig, **kw: Any) -> None:
-        super().__init__(workload, config, **kw)
+    def __init__(self, n: int) -> None:
         self.idle_s = 0.0  # s
-        self.admit_t = np.full(workload.n, np.nan)  # s, first admission (blocks allocated)
+        self.admit_t = np.full(n, np.nan)  # s, first admission (blocks allocated)
 
-    def _idle(self, wait: Callable[[], Any]) -> Any:
-        before = self.clock
-        out = wait()
-        self.idle_s += self.clock - before
-        return out
+    def idle(self, seconds: float) -> None:
+        self.idle_s += seconds
 
-    def _wait_until(self, until) -> bool:
-        return self._idle(lambda: super(MeteredEngine, self)._wait_until(until))
-
-    def _wait_for_arrival(self, until) -> None:
-        self._idle(lambda: super(MeteredEngine, self)._wait_for_arrival(until))
-
-    def _admit_one(self, q: int, *args: Any) -> None:
+    def admitted(self, q: int) -> None:
         if math.isnan(self.admit_t[q]):
-            self.admit_t[q] = self.clock
-        super()._admit_one(q, *args)
+            self.admit_t[q] = self.engine.clock
 
 
-class PrefillEngine(MeteredEngine):
-    """A prefill instance whose finished requests keep their blocks until the decode side has read them.
+class PrefillHold(Meter):
+    """A prefill instance's hooks: its finished requests keep their blocks until the decode side has read them.
 
     vLLM's NIXL connector (``request_finished`` with ``do_remote_decode``) delays freeing a finished
     prefill's blocks until the decode instance reports it has pulled them (or a timeout). Here a
@@ -343,43 +333,32 @@ class PrefillEngine(MeteredEngine):
     runs and the waiting queue is blocked, the clock moves to the next release.
     """
 
-    def __init__(self, workload: Workload, config: EngineConfig, *, hold_s: np.ndarray, **kw: Any) -> None:
-        super().__init__(workload, config, **kw)
+    holds_finished_blocks = holds_blocks = True
+
+    def __init__(self, n: int, hold_s: np.ndarray) -> None:
+        super().__init__(n)
         self.hold_s = hold_s
         self._held: list[tuple[float, int]] = []  # heap of (release time, request)
-        self._t_end: float | None = None  # the end of the step whose output is being processed
-        self.full_isl_own = False  # (admission's early check assumes no finished request holds blocks)
-        # the lazy decoders finish a request outside process() (its blocks freed at once): not here
-        self.lazy_ok = self.windows_ok = False
 
-    def process(self, e, ns, sampled, step: int, t_end: float) -> None:
-        self._t_end = t_end
-        try:
-            super().process(e, ns, sampled, step, t_end)
-        finally:
-            self._t_end = None
+    def finished(self, q: int, t_end: float) -> bool:
+        if self.hold_s[q] > 0:  # held until the decode side read it
+            heapq.heappush(self._held, (t_end + float(self.hold_s[q]), q))
+            return True
+        return False
 
-    def _free(self, q: int, keep_keys: bool = False) -> None:
-        if self._t_end is not None and self.hold_s[q] > 0:  # finished: held until the decode side read it
-            heapq.heappush(self._held, (self._t_end + float(self.hold_s[q]), q))
-            return
-        super()._free(q, keep_keys)
+    def before_schedule(self) -> None:
+        held, e = self._held, self.engine
+        while held and held[0][0] <= e.clock:
+            e.release(heapq.heappop(held)[1])
 
-    def schedule(self):
-        while self._held and self._held[0][0] <= self.clock:
-            super()._free(heapq.heappop(self._held)[1])
-        return super().schedule()
-
-    def _schedule_call(self, until, stats) -> bool:
-        out = super()._schedule_call(until, stats)
-        if self._held and not self.num_running and self.waiting and self._queue and not self._queue[0][0].size:
-            nxt = self._held[0][0] if until is None else min(self._held[0][0], float(until))
-            self._idle(lambda: setattr(self, "clock", max(self.clock, nxt)))
-        return out
+    def scheduled(self, ids: np.ndarray, until) -> None:
+        e = self.engine
+        if self._held and not e.num_running and e.waiting and not ids.size:
+            e.idle_until(self._held[0][0] if until is None else min(self._held[0][0], float(until)))
 
 
-class DecodeEngine(MeteredEngine):
-    """A decode instance: a request submitted to it has its prompt's KV on a prefill instance.
+class DecodeTransfers(Meter):
+    """A decode instance's hooks: a request submitted to it has its prompt's KV on a prefill instance.
 
     At admission (vLLM's ``get_num_new_matched_tokens`` of a remote prefill)
     the request takes blocks for its whole prompt less its local prefix hits;
@@ -391,77 +370,51 @@ class DecodeEngine(MeteredEngine):
 
     Parameters
     ----------
+    n : int
+        Requests of the workload.
     link : KvLink
     block_bytes : float
         Bytes one block of this instance carries over the link (``block_size x
         kv_bytes_per_token``).  # bytes
     """
 
-    def __init__(self, workload: Workload, config: EngineConfig, *, link: KvLink, block_bytes: float,
-                 **kw: Any) -> None:
-        super().__init__(workload, config, **kw)
-        n = workload.n
+    holds_blocks = True  # (a waiting request holds its transferred blocks)
+
+    def __init__(self, n: int, link: KvLink, block_bytes: float) -> None:
+        super().__init__(n)
         self.link = link
         self.block_bytes = float(block_bytes)
-        self.remote = np.zeros(n, bool)                 # its KV is still on a prefill instance
+        self.remote = np.ones(n, bool)                  # its KV is still on a prefill instance
         self.xfer_start = np.full(n, np.nan)            # s, blocks allocated and the transfer queued
         self.xfer_end = np.full(n, np.nan)              # s, the KV is on this instance
         self.xfer_wire = np.full(n, np.nan)             # s, latency + bytes / bandwidth
         self.xfer_blocks = np.zeros(n, np.int64)        # blocks moved
         self.link_free = 0.0                            # s, when the link is next idle
         self.transfer_stalls = 0
-        self._hold = False
-        self._due_tick = -2  # schedule call that last found a transfer done without admitting it
-        # admission's early full-prompt check assumes a waiting request's hits are free blocks;
-        # one holding its transferred blocks is not
-        self.full_isl_own = False
+        self._due_call = -2  # schedule call that last found a transfer done without admitting it
 
-    def submit(self, q: int) -> None:
-        super().submit(q)
-        if self.status[q] != DROPPED:
-            self.remote[q] = True
-
-    def _admission_hits(self, q: int, num_tokens: int, kept: int):
-        nh, hit, loading = super()._admission_hits(q, num_tokens, kept)
-        if loading or kept or not self.remote[q]:
-            return nh, hit, loading
-        if self._start_transfer(q, num_tokens, nh, hit):
-            return nh, hit, True
-        self._hold = True  # no room for its blocks: admission stops here (_admission_blocks)
-        return nh, hit, False
-
-    def _admission_blocks(self, *args: Any) -> int:
-        if self._hold:
-            self._hold = False
-            return -1
-        return super()._admission_blocks(*args)
+    def admission(self, q: int, num_tokens: int, kept: int, nh: int, hit) -> int:
+        if kept or not self.remote[q]:
+            return ADMIT
+        # its transfer starts (it waits for it), or no room for its blocks: admission stops here
+        return WAIT if self._start_transfer(q, num_tokens, nh, hit) else STOP
 
     def _start_transfer(self, q: int, num_tokens: int, nh: int, hit) -> bool:
         """Blocks for request ``q``'s prompt (less ``nh`` local hits) and its transfer (True), or no room."""
-        pool, B = self.pool, self.B
+        e = self.engine
+        pool, B = e.pool, e.B
         need = cdiv(num_tokens, B) - nh  # blocks, what vLLM allocates (and NIXL moves) for the remote KV
         evictable = pool.num_free_of(hit) if nh else 0
-        wm = self.watermark_blocks if self.num_running else 0
-        if need + evictable + wm > pool.top + pool.nfifo:
+        wm = e.watermark_blocks if e.num_running else 0
+        if need + evictable + wm > pool.num_free():
             return False
-        o = int(self.koff[q])
-        m = (num_tokens - 1) // B  # full blocks a prefix hit may cover
-        if nh:
-            pool.touch(hit, self.exec_step)
-            self.btab[o:o + nh] = hit
-        self.held[q] = nh
-        self.ncached[q] = nh
-        if m > nh:
-            self._alloc_blocks(q, m - nh)
-            keys = np.arange(o + nh, o + m) if self.keyarr is None else self.keyarr[o + nh:o + m]
-            pool.publish(self.btab[o + nh:o + m], keys, True)
-            self.ncached[q] = m
-        now = self.clock
+        now = e.clock
         nbytes = need * self.block_bytes
         start = max(now, self.link_free)
         self.link_free = start + self.link.wire_seconds(nbytes)
         ready = self.link_free + self.link.latency_s
-        self.loading[q] = ready
+        # the full blocks a prefix hit may cover land in blocks published at once
+        e.start_load(q, nh, hit, (num_tokens - 1) // B - nh, ready)
         self.remote[q] = False
         self.admit_t[q] = now
         self.xfer_start[q], self.xfer_end[q] = now, ready
@@ -469,21 +422,43 @@ class DecodeEngine(MeteredEngine):
         self.xfer_blocks[q] = need
         return True
 
-    def _wait_for_loads(self, until) -> None:
-        if min(self.loading.values()) <= self.clock:
-            if self._due_tick != self._tick - 1:
-                # a transfer ended during this (empty) schedule call: the next call admits it
-                self._due_tick = self._tick
-                return
-            # two calls in a row with a transfer done and nothing admitted: the head of the queue (a
-            # preempted request) needs the blocks the transferred requests behind it hold. They let
-            # them go (still cached, hit again at their admission) so the queue moves.
-            for q in list(self.loading):
-                self._free(q, keep_keys=True)
-            self.loading.clear()
-            self.transfer_stalls += 1
-            return
-        self._idle(lambda: super(DecodeEngine, self)._wait_for_loads(until))
+    def stalled(self, until) -> bool:
+        e = self.engine
+        if min(e.loading.values()) > e.clock:
+            return False  # the engine waits for the first transfer to end
+        if self._due_call != e.schedule_calls - 1:
+            # a transfer ended during this (empty) schedule call: the next call admits it
+            self._due_call = e.schedule_calls
+            return True
+        # two calls in a row with a transfer done and nothing admitted: the head of the queue (a
+        # preempted request) needs the blocks the transferred requests behind it hold. They let
+        # them go (still cached, hit again at their admission) so the queue moves.
+        e.let_loads_go()
+        self.transfer_stalls += 1
+        return True
+
+
+class MeteredEngine(FastEngine):
+    """A :class:`FastEngine` with :class:`Meter` hooks (``engine.hooks.idle_s``, ``engine.hooks.admit_t``)."""
+
+    def __init__(self, workload: Workload, config: EngineConfig, **kw: Any) -> None:
+        super().__init__(workload, config, hooks=Meter(workload.n), **kw)
+
+
+class PrefillEngine(FastEngine):
+    """A prefill instance: a :class:`FastEngine` with :class:`PrefillHold` hooks (``hold_s``: seconds each
+    finished request keeps its blocks)."""
+
+    def __init__(self, workload: Workload, config: EngineConfig, *, hold_s: np.ndarray, **kw: Any) -> None:
+        super().__init__(workload, config, hooks=PrefillHold(workload.n, hold_s), **kw)
+
+
+class DecodeEngine(FastEngine):
+    """A decode instance: a :class:`FastEngine` with :class:`DecodeTransfers` hooks over ``link``."""
+
+    def __init__(self, workload: Workload, config: EngineConfig, *, link: KvLink, block_bytes: float,
+                 **kw: Any) -> None:
+        super().__init__(workload, config, hooks=DecodeTransfers(workload.n, link, block_bytes), **kw)
 
 
 # --------------------------------------------------------------------------- simulation
@@ -626,12 +601,13 @@ def _stats(x: np.ndarray, prefix: str = "") -> dict[str, float | None]:
 
 
 def _gather(engines: list, assign: np.ndarray, name: str, fill: float | int) -> np.ndarray:
-    """Each request's ``name`` column from the instance it was routed to, shape (n,) (``fill`` elsewhere)."""
-    first = getattr(engines[0], name)
+    """Each request's ``name`` column (of the engines' hooks) from the instance it was routed to, shape (n,)
+    (``fill`` elsewhere)."""
+    first = getattr(engines[0].hooks, name)
     out = np.full(assign.shape[0], fill, first.dtype)
     for i, e in enumerate(engines):
         idx = assign == i
-        out[idx] = getattr(e, name)[idx]
+        out[idx] = getattr(e.hooks, name)[idx]
     return out
 
 
@@ -644,7 +620,7 @@ def pool_metrics(cluster: ClusterResult, engines: list, pool: Pool, reach_s: np.
     allocated) minus the time the request reached the pool (``reach_s``).
     """
     t = cluster.totals
-    busy = np.array([e.clock - e.idle_s for e in engines])  # s
+    busy = np.array([e.clock - e.hooks.idle_s for e in engines])  # s
     util = busy / duration_s if duration_s > 0 else np.zeros(len(engines))
     admit = _gather(engines, cluster.assignment, "admit_t", np.nan)
     q = _stats(admit - reach_s, "queueing_")
@@ -729,7 +705,7 @@ def _transfer_summary(req: dict[str, Any], engines: list) -> dict[str, Any]:
     out.update(_stats(xs))
     out["wire_mean_s"] = float(wire.mean()) if wire.size else None
     out["link_wait_mean_s"] = float((xs - wire).mean()) if xs.size else None
-    out["stalls"] = int(sum(e.transfer_stalls for e in engines))
+    out["stalls"] = int(sum(e.hooks.transfer_stalls for e in engines))
     return out
 
 
@@ -762,6 +738,6 @@ def _result(workload: Workload, d: DisaggregatedDeployment, pre: ClusterResult, 
                                _transfer_summary(req, dengines), pools, totals)
 
 
-__all__ = ["DecodeEngine", "DisaggError", "DisaggregatedDeployment", "DisaggregatedResult", "KvLink",
-           "MeteredEngine", "Pool", "deployment_from_dict", "link_from_dict", "pool_from_dict", "pool_metrics",
-           "simulate_disaggregated"]
+__all__ = ["DecodeEngine", "DecodeTransfers", "DisaggError", "DisaggregatedDeployment", "DisaggregatedResult",
+           "KvLink", "Meter", "MeteredEngine", "Pool", "PrefillEngine", "PrefillHold", "deployment_from_dict",
+           "link_from_dict", "pool_from_dict", "pool_metrics", "simulate_disaggregated"]

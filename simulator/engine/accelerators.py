@@ -53,6 +53,9 @@ class RunFacts:
         KV tiers are attached to the pool (they need prefix caching).
     batched_cost_hook : bool
         A batched ``step_cost`` hook times the steps (a sweep's shared cost model).
+    holds_finished_blocks : bool
+        The engine's hooks may keep a finished request's blocks (:mod:`simulator.engine.hooks`; a
+        disaggregated prefill instance until the decode side has read them).
     """
 
     config: EngineConfig
@@ -61,6 +64,7 @@ class RunFacts:
     max_model_len_binds: bool
     has_tiers: bool
     batched_cost_hook: bool
+    holds_finished_blocks: bool = False
 
     @property
     def deferred_publication(self) -> bool:
@@ -96,9 +100,10 @@ def _release_runs(run: RunFacts) -> bool:
 
 
 def _lazy_decoders(run: RunFacts) -> bool:
-    # asynchronous scheduling only with deferred (or no) publication
+    # asynchronous scheduling only with deferred (or no) publication; they finish requests outside the
+    # step's output, where no hook sees them; their preemptions take running[-1] (FCFS)
     cfg = run.config
-    return not run.max_model_len_binds and (
+    return not run.max_model_len_binds and not run.holds_finished_blocks and cfg.policy == "fcfs" and (
         not cfg.async_scheduling or run.deferred_publication or not cfg.enable_prefix_caching)
 
 
@@ -108,7 +113,7 @@ def _decode_jumps(run: RunFacts) -> bool:
 
 
 def _lazy_windows(run: RunFacts) -> bool:
-    return _decode_jumps(run) and (run.deferred_publication or not run.config.enable_prefix_caching)
+    return _decode_jumps(run) and not run.holds_finished_blocks and (run.deferred_publication or not run.config.enable_prefix_caching)
 
 
 def _always(run: RunFacts) -> bool:
@@ -123,9 +128,10 @@ def speculating(config: EngineConfig) -> bool:
 def may_share_schedules(config: EngineConfig) -> bool:
     """Whether ``config`` may share a schedule with others of a batch (:mod:`simulator.batch.sharing`) when the
     workload's keys are each one request's own: vLLM's prefix cache, no watermark, no offload after every
-    step, no draft tokens (the pool's margins are not recorded for lookahead slots)."""
+    step, no draft tokens (the pool's margins are not recorded for lookahead slots), FCFS scheduling (a
+    priority preemption's victim depends on more than the margins)."""
     return (not config.watermark and config.prefix_cache == "vllm" and config.kv_offload_threshold is None
-            and not speculating(config))
+            and not speculating(config) and config.policy == "fcfs")
 
 
 def _shared_schedules(run: RunFacts) -> bool:

@@ -19,6 +19,9 @@ from simulator.speculative import SpeculativeConfig, SpeculativeError
 #: largest single-GPU figure in the catalog); a guard against absurd input.
 MAX_NUM_GPU_BLOCKS = 50_000_000
 
+#: vLLM's scheduling policies (``SchedulerConfig.policy``).
+POLICIES = ("fcfs", "priority")
+
 
 @dataclass(frozen=True)
 class EngineConfig:
@@ -42,7 +45,11 @@ class EngineConfig:
         Admit a waiting request only if its whole prompt fits in free blocks.
     watermark : float
         Fraction of blocks held back from admissions (0 = off, vLLM's default).
-    policy : {"fcfs"}
+    policy : {"fcfs", "priority"}
+        vLLM's scheduling policy (``--scheduling-policy``): ``fcfs`` serves
+        the waiting queue in arrival order; ``priority`` by each request's
+        ``priority`` (lower first, ties by arrival) and preempts the running
+        request of the greatest (priority, arrival) instead of the last one.
     async_scheduling : bool
         vLLM's asynchronous scheduling (batch queue of depth 2).
     max_model_len : int or None
@@ -125,8 +132,8 @@ class EngineConfig:
         if self.prefix_cache == "radix" and (self.num_gpu_blocks - 1) * self.block_size + 1 > MAX_NUM_GPU_BLOCKS:
             raise ConfigError(f"prefix_cache: radix counts memory in tokens; at most {MAX_NUM_GPU_BLOCKS:,} "
                               "token slots (num_gpu_blocks x block_size)")
-        if self.policy != "fcfs":
-            raise ConfigError("policy: only 'fcfs' is supported")
+        if self.policy not in POLICIES:
+            raise ConfigError(f"policy: must be 'fcfs' or 'priority' (vLLM's --scheduling-policy), got {self.policy!r}")
         if isinstance(self.step_time_model, dict):
             object.__setattr__(self, "step_time_model", StepTimeModel(**self.step_time_model))
         if not isinstance(self.step_time_model, StepTimeModel):

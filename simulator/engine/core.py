@@ -15,9 +15,9 @@ Same rules and the same results, bit for bit, as the scalar reference kernel
   own-key pool paths (:mod:`simulator.engine.pool`); :mod:`simulator.engine.accelerators` says which runs each
   supports.
 
-This module holds the state (per-request numpy arrays; a request's block table is a slice of
-one flat array, ``btab[koff[r]:koff[r] + held[r]]``; the running queue an array of request
-indices in running order) and the loop that drives one schedule call after another
+This module holds the state (the per-request arrays and the queues in a
+:class:`simulator.engine.request_state.RequestState`; a request's block table is a slice of
+one flat array, ``btab[koff[r]:koff[r] + held[r]]``) and the loop that drives one schedule call after another
 (:meth:`FastEngine.advance`).
 """
 
@@ -33,9 +33,11 @@ from simulator.clock import overlapped
 from simulator.engine.accelerators import RunFacts, choose
 from simulator.engine.config import EngineConfig, step_limit
 from simulator.engine.decode_jumps import DecodeJumps
+from simulator.engine.hooks import EngineHooks
 from simulator.engine.keyspace import KeySpace, WorkloadPrep, cdiv
 from simulator.engine.lazy_decoders import LazyDecoders
 from simulator.engine.pool import FastPool
+from simulator.engine.request_state import RequestState
 from simulator.engine.scheduler import DROPPED, FINISHED, PREEMPTED, RUNNING, WAITING, Scheduler
 from simulator.engine.step_clock import StepClock
 from simulator.engine.tier_loads import TierLoads
@@ -65,14 +67,18 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
     pool_factory : callable, optional
         ``(num_gpu_blocks, caching, num_keys) -> FastPool`` (a subclass: see
         :mod:`simulator.batch.sharing`).
+    hooks : EngineHooks, optional
+        Named hook points a deployment's engine plugs in through
+        (:mod:`simulator.engine.hooks`); None: none are called.
     """
 
     def __init__(self, workload: Workload, config: EngineConfig, *,
                  step_time: StepTimeFn | None = None, record_steps: bool = False,
                  prep: WorkloadPrep | None = None, step_cost=None, cost_index: int = 0,
                  pool_factory: Callable[[int, bool, int], FastPool] | None = None,
-                 accelerate: bool = True) -> None:
+                 accelerate: bool = True, hooks: EngineHooks | None = None) -> None:
         self.wl = workload
+        self.hooks = hooks
         self.cfg = cfg = config
         self.max_steps = step_limit(cfg, workload)  # schedule calls (the config's, or derived from the workload)
         self.prep = prep = prep or WorkloadPrep(workload)
@@ -94,6 +100,8 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
         self._init_spec()
         self._init_shortcuts(accelerate)
         self._init_lazy_state()
+        if hooks is not None:
+            hooks.attach(self)
 
     def _init_pool(self, num_blocks: int, pool_factory) -> None:
         """The block pool over the workload's key space, and the KV tiers attached to it."""
@@ -138,31 +146,10 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
         self.clock = 0.0
 
     def _init_requests(self, record_steps: bool) -> None:
-        """Per-request arrays, the queues, the totals and the step series."""
-        wl, n = self.wl, self.wl.n
-        self.final_len = wl.prompt_len + wl.output_len
-        z = lambda: np.zeros(n, np.int64)  # noqa: E731
-        self.tok = wl.prompt_len.copy()      # prompt + output tokens received
-        self.comp = z()                      # computed tokens (incl. in flight)
-        self.placeholders = z()              # async output placeholders
-        self.inflight = z()
-        self.stale = z()
-        self.status = z()
-        self.held = z()                      # blocks held
-        self.ncached = z()                   # leading blocks published
-        self.npre = z()
-        self.tiered = np.zeros(n, bool)      # let its blocks go while waiting to hit them again
-        self.first_sched = np.full(n, -1, np.int64)
-        self.first_token = np.full(n, -1, np.int64)
-        self.finish = np.full(n, -1, np.int64)
-        self.first_token_t = np.full(n, np.nan)
-        self.finish_t = np.full(n, np.nan)
-        self.hit_first = np.full(n, -1, np.int64)
-        self.gone = np.zeros(n, bool)
-        self.run = np.zeros(max(min(self.cfg.max_num_seqs, n), 1) + 1, np.int64)
+        """The request state (:class:`RequestState`: per-request arrays, the queues), the totals and the step series."""
+        self.requests = RequestState(self.wl, self.cfg.max_num_seqs, self.cfg.policy)
+        self.requests.share_with(self)  # (the parts read the arrays under their names here too)
         self.num_running = 0
-        self.waiting: deque[int] = deque()
-        self.admission_seq = [0] * n         # admission sequence number (running order)
         self.next_admission_seq = 0
         self.t = dict(
             preemptions=0, finished=0, prefix_cache_queries=0, prefix_cache_hits=0,
@@ -189,7 +176,8 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
         self.accelerators = taken = choose(RunFacts(
             config=cfg, own_keys=self.keyarr is None, has_parents=bool((self.wl.parent >= 0).any()),
             max_model_len_binds=self.max_model_len_binds, has_tiers=self.tiers is not None,
-            batched_cost_hook=self.step_cost is not None), accelerate)
+            batched_cost_hook=self.step_cost is not None,
+            holds_finished_blocks=self.hooks is not None and self.hooks.holds_finished_blocks), accelerate)
         # what the shortcuts did (tests check each is taken; all 0 with accelerate=False)
         self.shortcuts = dict(lazy_steps=0, window_steps=0, jumped_steps=0, kept_loads=0, hit_runs=0)
         # Every content key is a request's own (no shared prefix, no parent): a block is then
@@ -199,7 +187,9 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
         # admission's early "the whole prompt cannot fit" check (_admit; with a tier, loads are tried first
         # for a request whose keys a tier may hold: one that let its blocks go while waiting to hit them
         # again, ``tiered``; with own keys nobody else's release puts its keys there)
-        self.full_isl_own = self.own_keys and cfg.scheduler_reserve_full_isl and self.tiers is None
+        # (blocks a hook holds are neither a running request's nor free: the check does not count them)
+        self.full_isl_own = (self.own_keys and cfg.scheduler_reserve_full_isl and self.tiers is None
+                             and not (self.hooks is not None and self.hooks.holds_blocks))
         self.full_isl_untiered = self.own_keys and cfg.scheduler_reserve_full_isl and self.tiers is not None
         # release runs: per request, its GPU hits are the first this many keys' blocks still cached (-1:
         # unknown), so _head_blocked may answer for a tiered head that has no room to load; and whether its
@@ -298,7 +288,7 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
             self.status[q] = DROPPED
             self.t["dropped_unservable"] += 1
         else:
-            self.waiting.append(q)
+            self.waiting.add(q)
 
     def close(self) -> None:
         """Close the run: write lazy state back, finalize pool metrics, count unfinished requests."""
@@ -365,7 +355,7 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
                 self.status[q] = DROPPED
                 self.t["dropped_unservable"] += 1
             else:
-                self.waiting.append(q)
+                self.waiting.add(q)
         self._pending = pending
 
     def _next_arrival(self):
@@ -376,10 +366,7 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
         """Idle with nothing left to arrive: the time moves to ``until``; True (done) when None."""
         if until is None:
             return True
-        if self.time_mode:
-            self.clock = max(self.clock, float(until))
-        else:
-            self._tick = max(self._tick, int(until))
+        self.idle_until(until)
         return False
 
     def _wait_for_arrival(self, until) -> None:
@@ -387,10 +374,30 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
         nxt = self._next_arrival()
         if until is not None and nxt > until:
             nxt = until
+        self.idle_until(nxt)
+
+    def idle_until(self, t) -> None:
+        """The engine's time moves to ``t`` (if later) with no step; the hooks are told how long (``idle``)."""
         if self.time_mode:
-            self.clock = max(self.clock, float(nxt))
+            self._clock_to(float(t))
         else:
-            self._tick = max(self._tick, int(nxt))
+            self._tick = max(self._tick, int(t))
+
+    def _clock_to(self, t) -> None:
+        """The clock moves to ``t`` (s) if later, with no step (the hooks are told)."""
+        if t > self.clock:
+            if self.hooks is not None:
+                self.hooks.idle(t - self.clock)
+            self.clock = t
+
+    @property
+    def schedule_calls(self) -> int:
+        """Schedule calls made so far (the step clock of arrivals in steps)."""
+        return self._tick
+
+    def release(self, q: int) -> None:
+        """Request ``q``'s blocks go back to the pool (a hook giving back the blocks it kept)."""
+        self._free(q)
 
     def _report_progress(self) -> None:
         n, t = self._num_requests, self.t
@@ -402,6 +409,9 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
         """One schedule call (or a lazy window of several); False when the output of the oldest step
         in flight is due now (the general path's batch queue is full, or nothing is left to schedule)."""
         res = None
+        hooks = self.hooks
+        if hooks is not None:
+            hooks.before_schedule()
         if self.lazy_ok:
             if not self.lazy_active and self.exec_step >= self._lazy_retry_at:
                 self._lazify()
@@ -427,7 +437,7 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
         self.clock += self._seconds_of_step(res is not None, e, ns, sampled, ntok, nreq)
         if ntok > 0:
             self.step_ends.append(self.clock)
-        if self.loading and ntok == 0 and not self.num_running:
+        if self.loading and ntok == 0 and not self.num_running and (hooks is None or not hooks.stalled(until)):
             self._wait_for_loads(until)
         if self.offload_at is not None:
             self._offload_early()
@@ -437,6 +447,8 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
                 self._report_progress()
             return True
         self._queue.appendleft((e, ns, sampled, step, self.clock))
+        if hooks is not None:
+            hooks.scheduled(e, until)
         return len(self._queue) < self._depth and bool(ntok > 0 or self.num_running or self.waiting)
 
     def _count_step(self, stats: _StepTotals, ntok: int, n_prefill: int, npre: int) -> None:

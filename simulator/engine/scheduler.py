@@ -5,10 +5,12 @@ The rules, in the order vLLM applies them (``docs/simulator.md``, "Engine map"):
 1. **schedule the running queue** (:meth:`Scheduler.schedule`): in running order each request
    gets the tokens it wants (capped by ``long_prefill_token_threshold``, ``max_model_len`` and
    what is left of the token budget) and the blocks they need; a request whose blocks do not
-   fit preempts ``running[-1]`` (:meth:`Scheduler._preempt`) until it fits or is itself preempted;
-2. **admit** (:meth:`Scheduler._admit`), only if nothing was preempted: FCFS from the head of the
-   waiting queue, each request's prefix hits looked up, admitted while its blocks (and the whole
-   prompt with ``scheduler_reserve_full_isl``, plus the watermark) fit and budget is left;
+   fit preempts the policy's victim (:meth:`Scheduler._victim`: ``running[-1]``, or with
+   priority scheduling the lowest-priority running request) until it fits or is itself preempted;
+2. **admit** (:meth:`Scheduler._admit`), only if nothing was preempted: from the head of the
+   waiting queue (:class:`FcfsQueue` or :class:`PriorityQueue`, the policy's order), each request's prefix hits
+   looked up, admitted while its blocks (and the whole prompt with ``scheduler_reserve_full_isl``,
+   plus the watermark) fit and budget is left;
 3. **update after schedule**: computed tokens advance (async: output placeholders);
 4. **finish** (:meth:`Scheduler.process`): sampled tokens are received, finished requests release
    their blocks (:meth:`Scheduler._free`), full blocks are published to the prefix cache.
@@ -21,8 +23,12 @@ state it reads is documented there.
 
 from __future__ import annotations
 
+import bisect
+from collections import deque
+
 import numpy as np
 
+from simulator.engine.hooks import ADMIT, STOP, WAIT
 from simulator.engine.keyspace import cdiv
 
 WAITING, RUNNING, PREEMPTED, FINISHED, DROPPED = 0, 1, 2, 3, 4
@@ -30,6 +36,70 @@ WAITING, RUNNING, PREEMPTED, FINISHED, DROPPED = 0, 1, 2, 3, 4
 _acc = np.add.accumulate  # cumsum of a 1-D int64 array, without np.cumsum's dispatch
 _add = np.add.reduce
 _cnz = np.count_nonzero  # a numpy int: int() it before it reaches a result
+
+
+class FcfsQueue(deque):
+    """The waiting queue of vLLM's ``fcfs`` policy (``FCFSRequestQueue``, ``vllm/v1/core/sched/request_queue.py``):
+    a deque of request indices; an arrival joins the back (:meth:`add`), a preempted request the front
+    (:meth:`prepend`). A preemption takes ``running[-1]`` (:meth:`victim`), and a request that preempted
+    itself ends the running pass.
+
+    Every queue of a policy is a deque in admission order (the scheduler reads ``[0]``, ``popleft``s the
+    head, puts requests it passed over back with ``extendleft``, ``remove``s a finished one) with these
+    three rules of its own.
+    """
+
+    __slots__ = ()
+    add = deque.append
+    prepend = deque.appendleft
+    #: After a request preempted itself the running pass ends (vLLM: ``break``).
+    self_preemption_ends_pass = True
+
+    def victim(self, run: np.ndarray, num_running: int) -> int:
+        """Index in the running queue ``run[:num_running]`` of the request a preemption takes."""
+        return num_running - 1
+
+
+class PriorityQueue(FcfsQueue):
+    """The waiting queue of vLLM's ``priority`` policy (``PriorityRequestQueue``, ordered by ``Request.__lt__``,
+    ``vllm/v1/request.py``): requests in (priority, arrival, request) order, lower first, arrivals and
+    preempted requests alike; ties of (priority, arrival) in workload order (vLLM compares request ids).
+    A preemption takes the first running request of the greatest (priority, arrival)
+    (``vllm/v1/core/sched/scheduler.py``, ``Scheduler.schedule``: ``max(self.running, key=lambda r:
+    (r.priority, r.arrival_time))``), and a request that preempted itself lets the pass go on.
+    """
+
+    __slots__ = ("rank", "victim_key")
+    self_preemption_ends_pass = False
+
+    def __init__(self, priority: np.ndarray, arrival: np.ndarray) -> None:
+        super().__init__()
+        n = priority.shape[0]
+        order = np.lexsort((np.arange(n), arrival, priority))
+        rank = np.empty(n, np.int64)
+        rank[order] = np.arange(n)
+        self.rank = rank.tolist()  # each request's place in the queue's order
+        p, a = priority[order], arrival[order]
+        new = np.ones(n, bool)
+        new[1:] = (p[1:] != p[:-1]) | (a[1:] != a[:-1])
+        self.victim_key = np.empty(n, np.int64)  # (priority, arrival) as one number: the greatest is preempted
+        self.victim_key[order] = np.cumsum(new)
+
+    def add(self, q: int) -> None:
+        """Request ``q`` joins the queue in its place (an arrival, or a preempted request)."""
+        bisect.insort(self, q, key=self.rank.__getitem__)
+
+    prepend = add
+
+    def victim(self, run: np.ndarray, num_running: int) -> int:
+        return int(self.victim_key[run[:num_running]].argmax())
+
+
+def waiting_queue(policy: str, workload) -> FcfsQueue:
+    """The waiting queue of scheduling ``policy`` (``EngineConfig.policy``) over ``workload``'s requests."""
+    if policy == "priority":
+        return PriorityQueue(workload.priority, workload.arrival)
+    return FcfsQueue()
 
 
 class Scheduler:
@@ -109,7 +179,7 @@ class Scheduler:
         if self.spec_k:
             self.spec[q] = 0
         self.npre[q] += 1
-        self.waiting.appendleft(q)
+        self.waiting.prepend(q)
 
     def _allocate_running(self, q: int, n: int) -> bool:
         """Blocks for ``n`` more tokens of running request ``q`` (False: they do not fit)."""
@@ -244,7 +314,8 @@ class Scheduler:
 
     def _schedule_one_by_one(self, i: int, budget: int, thr: int, ids_l: list, n_l: list) -> tuple[int, int]:
         """The running queue from request ``i`` on, one request at a time: one whose blocks do not fit
-        preempts ``running[-1]`` until it fits or is preempted itself (which ends the pass)."""
+        preempts the policy's victim until it fits or is preempted itself (:meth:`_make_room`), which ends
+        the pass (FCFS) or goes on with the next request (priority, as vLLM)."""
         comp, tok, ph, final_len = self.comp, self.tok, self.placeholders, self.final_len
         mml = self.max_model_len
         npre = 0
@@ -264,18 +335,57 @@ class Scheduler:
             if n <= 0:
                 i += 1
                 continue
-            while not self._allocate_running(q, n):
-                self.num_running -= 1
-                victim = int(self.run[self.num_running])
-                self._preempt(victim)
-                npre += 1
-                if victim == q:
+            fits, i, budget, k = self._make_room(q, n, i, budget, ids_l, n_l)
+            npre += k
+            if not fits:
+                if self.waiting.self_preemption_ends_pass:
                     return budget, npre
+                continue  # (q left the running queue: request i is the next one)
             ids_l.append(np.array([q]))
             n_l.append(np.array([n]))
             budget -= n
             i += 1
         return budget, npre
+
+    def _make_room(self, q: int, n: int, i: int, budget: int, ids_l: list, n_l: list):
+        """Blocks for ``n`` tokens of running request ``q`` (``run[i]``), preempting victims until they fit or
+        ``q`` is preempted itself. A victim already scheduled this step (priority scheduling) gives its tokens
+        back. Returns (fits, ``q``'s index now, the budget, preemptions)."""
+        npre = 0
+        while not self._allocate_running(q, n):
+            v = self._victim()
+            victim = int(self.run[v])
+            if v == self.num_running - 1:
+                self.num_running -= 1
+            else:
+                self.run[v:self.num_running - 1] = self.run[v + 1:self.num_running].copy()
+                self.num_running -= 1
+            if v < i:
+                i -= 1
+                budget += self._unschedule(victim, ids_l, n_l)
+            self._preempt(victim)
+            npre += 1
+            if victim == q:
+                return False, i, budget, npre
+        return True, i, budget, npre
+
+    def _victim(self) -> int:
+        """Index in the running queue of the request a preemption takes (the policy's: the waiting queue's
+        :meth:`FcfsQueue.victim`)."""
+        return self.waiting.victim(self.run, self.num_running)
+
+    @staticmethod
+    def _unschedule(q: int, ids_l: list, n_l: list) -> int:
+        """Take request ``q`` out of this step's scheduled requests; the tokens it had (0: none)."""
+        for j, ids in enumerate(ids_l):
+            at = (ids == q).nonzero()[0]
+            if at.size:
+                k = int(at[0])
+                n = int(n_l[j][k])
+                ids_l[j] = np.delete(ids, k)
+                n_l[j] = np.delete(n_l[j], k)
+                return n
+        return 0
 
     def _admit(self, budget: int, thr: int, ids_l: list | None, n_l: list | None):
         """vLLM's admission: FCFS from the head of the waiting queue while the token budget, the
@@ -300,10 +410,12 @@ class Scheduler:
             capped = num_tokens if num_tokens < self.max_model_len else self.max_model_len
             if self._whole_prompt_cannot_fit(q, capped):
                 break
-            nh, hit, loading = self._admission_hits(q, num_tokens, kept)
-            if loading:
+            nh, hit, verdict = self._admission_hits(q, num_tokens, kept)
+            if verdict == WAIT:
                 skipped.append(waiting.popleft())
                 continue
+            if verdict == STOP:
+                break
             n = num_tokens - nh * B
             if 0 < thr < n:
                 n = thr
@@ -353,6 +465,17 @@ class Scheduler:
         return not pool.can_allocate(need) if need > pool.top + pool.nfifo else False
 
     def _admission_hits(self, q: int, num_tokens: int, kept: int):
+        """Waiting request ``q``'s GPU prefix hits and what admission does with it: ``(blocks, their ids or
+        None, verdict)``: :data:`WAIT` when it started loading its prefix from a tier instead (it waits), else
+        the hooks' (:meth:`EngineHooks.admission`), :data:`ADMIT` without hooks."""
+        nh, hit, loading = self._gpu_hits(q, num_tokens, kept)
+        if loading:
+            return nh, hit, WAIT
+        if self.hooks is None:
+            return nh, hit, ADMIT
+        return nh, hit, self.hooks.admission(q, num_tokens, kept, nh, hit)
+
+    def _gpu_hits(self, q: int, num_tokens: int, kept: int):
         """Waiting request ``q``'s GPU prefix hits: ``(blocks, their ids or None, loading)``;
         ``loading``: it started loading its prefix from a tier instead (it waits)."""
         o = int(self.koff[q])
@@ -425,6 +548,8 @@ class Scheduler:
 
     def _admit_one(self, q: int, nh: int, hit, kept: int, new: int, n: int, num_tokens: int) -> None:
         """Admit waiting request ``q`` with ``nh`` hit blocks, ``new`` new blocks and ``n`` tokens."""
+        if self.hooks is not None:
+            self.hooks.admitted(q)
         pool, btab, B, t = self.pool, self.btab, self.B, self.t
         h = nh * B
         o = int(self.koff[q])
@@ -510,22 +635,29 @@ class Scheduler:
         if self.spec_k and not self.async_mode:
             self._spec_propose(a, stopped)
         if _cnz(stopped):
-            fin = a[stopped]
-            self.finish[fin] = step
-            self.finish_t[fin] = t_end
-            self.t["requests_cut_short"] += int(_cnz(tok[fin] < self.final_len[fin]))
-            in_wait = []
-            for q in fin.tolist():
+            self._finish(a[stopped], step, t_end)
+
+    def _finish(self, fin: np.ndarray, step: int, t_end: float) -> None:
+        """Requests ``fin`` finished with step ``step`` (ended at ``t_end``): their blocks are released (unless
+        a hook keeps them), they leave the running (or waiting) queue."""
+        status = self.status
+        self.finish[fin] = step
+        self.finish_t[fin] = t_end
+        self.t["requests_cut_short"] += int(_cnz(self.tok[fin] < self.final_len[fin]))
+        in_wait = []
+        hooks = self.hooks
+        for q in fin.tolist():
+            if hooks is None or not hooks.finished(q, t_end):
                 self._free(q)
-                if status[q] != RUNNING:
-                    in_wait.append(q)
-            self.gone[fin] = True
-            R = self.num_running
-            run = self.run[:R]
-            keep = run[~self.gone[run]]
-            self.num_running = keep.size
-            self.run[:keep.size] = keep
-            for q in in_wait:
-                self.waiting.remove(q)
-            status[fin] = FINISHED
-            self.t["finished"] += fin.size
+            if status[q] != RUNNING:
+                in_wait.append(q)
+        self.gone[fin] = True
+        R = self.num_running
+        run = self.run[:R]
+        keep = run[~self.gone[run]]
+        self.num_running = keep.size
+        self.run[:keep.size] = keep
+        for q in in_wait:
+            self.waiting.remove(q)
+        status[fin] = FINISHED
+        self.t["finished"] += fin.size

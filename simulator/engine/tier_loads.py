@@ -35,17 +35,39 @@ class TierLoads:
             return False
         if k + evictable + wm > free:
             return False  # no room to load into: admit normally (recompute) if it fits
+        keys = rest[:k]
+        self._take_prefix_blocks(q, o, nh, hit, k, keys)
+        self.loading[q] = self.tiers.onboard(keys, counts, self.B, self.clock)
+        return True
+
+    def _take_prefix_blocks(self, q: int, o: int, nh: int, hit, k: int, keys) -> None:
+        """Waiting request ``q`` (block-table offset ``o``) takes its ``nh`` GPU hit blocks (``hit``) and ``k``
+        new blocks for its next ``keys``, published at once: their KV lands there."""
+        pool = self.pool
         if nh:
             pool.touch(hit, self.exec_step)
             self.btab[o:o + nh] = hit
         self.held[q] = nh
         self.ncached[q] = nh
-        self._alloc_blocks(q, k)
-        keys = rest[:k]
-        pool.publish(self.btab[o + nh:o + nh + k], keys, True)
-        self.ncached[q] = nh + k
-        self.loading[q] = self.tiers.onboard(keys, counts, self.B, self.clock)
-        return True
+        if k > 0:
+            self._alloc_blocks(q, k)
+            pool.publish(self.btab[o + nh:o + nh + k], keys, True)
+            self.ncached[q] = nh + k
+
+    def start_load(self, q: int, nh: int, hit, k: int, ready: float) -> None:
+        """Waiting request ``q`` takes GPU blocks for its ``nh`` prefix hits (``hit``) and its next ``k`` blocks
+        of KV, which land there by ``ready`` (s; a hook's transfer); it waits in the queue until then and is
+        then admitted with them as its prefix hits."""
+        o = int(self.koff[q])
+        keys = np.arange(o + nh, o + nh + k) if self.keyarr is None else self.keyarr[o + nh:o + nh + k]
+        self._take_prefix_blocks(q, o, nh, hit, k, keys)
+        self.loading[q] = ready
+
+    def let_loads_go(self) -> None:
+        """Every request waiting for loaded blocks lets them go (they stay cached, hit again at its admission)."""
+        for q in list(self.loading):
+            self._free(q, keep_keys=True)
+        self.loading.clear()
 
     def _keep_loaded(self, q: int) -> int:
         """A request whose loads are done takes the blocks it holds (its GPU hits and the loaded
@@ -81,13 +103,11 @@ class TierLoads:
             # every load is done, yet nothing could be admitted: the head of the queue
             # needs the blocks that loaded requests behind it hold. Let those go (they
             # stay cached) so the queue moves; vLLM would wait here for ever.
-            for q in list(self.loading):
-                self._free(q, keep_keys=True)
-            self.loading.clear()
+            self.let_loads_go()
             self.tiers.load_stalls += 1
             self._onboard_gate = self.waiting[0] if self.waiting else None
         if self._pending < self._num_requests and self.time_mode:
             nxt_t = min(nxt_t, self._arr[self._pending])
         if until is not None and self.time_mode:
             nxt_t = min(nxt_t, until)
-        self.clock = max(self.clock, nxt_t)
+        self._clock_to(nxt_t)

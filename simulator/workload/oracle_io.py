@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.workload.requests import Workload, WorkloadError
+from simulator.workload.requests import MAX_PRIORITY, Workload, WorkloadError
 
 
 def workload_from_dict(data: dict[str, Any]) -> Workload:
@@ -51,20 +51,31 @@ def workload_from_dict(data: dict[str, Any]) -> Workload:
     output = np.zeros(n, np.int64)
     arrival = np.zeros(n, np.float64)
     pid = np.full(n, -1, np.int64)
+    priority = np.zeros(n, np.int64)
     ids = []
     kinds = set()
     for i, r in enumerate(reqs):
         if not isinstance(r, dict):
             raise WorkloadError(f"requests[{i}]: must be an object")
         ids.append(str(r.get("id", i)))
+        priority[i] = _priority(r.get("priority", 0), f"requests[{i}].priority")
         kinds.add(_read_request(i, r, prefixes, names, plen, prompt, output, arrival, pid))
     if len(kinds) > 1:
         raise WorkloadError("requests: mix of arrival_time and arrival_step")
     return Workload(
         prompt_len=prompt, output_len=output, arrival=arrival,
         arrival_unit=kinds.pop() if kinds else "step", prefix_id=pid,
-        prefix_len=np.asarray(plen, np.int64), ids=tuple(ids), prefix_names=tuple(names),
+        prefix_len=np.asarray(plen, np.int64), ids=tuple(ids), prefix_names=tuple(names), priority=priority,
     )
+
+
+
+def _priority(v: Any, where: str) -> int:
+    """A whole number (not a bool) of magnitude at most :data:`MAX_PRIORITY`, else a :class:`WorkloadError`."""
+    if isinstance(v, bool) or not isinstance(v, int) or abs(v) > MAX_PRIORITY:
+        raise WorkloadError(f"{where}: must be a whole number from {-MAX_PRIORITY:,} to {MAX_PRIORITY:,} "
+                            f"(lower is served first with the priority policy), got {v!r}")
+    return v
 
 
 def _read_request(i: int, r: dict[str, Any], prefixes: dict, names: list[str], plen: list[int], prompt: np.ndarray,

@@ -38,6 +38,8 @@ ArrivalUnit = Literal["step", "s"]
 MAX_TOKENS = 10_000_000
 #: Most requests one generated workload or trace may hold.
 MAX_REQUESTS = 1_000_000
+#: Largest magnitude of a request's priority (vLLM's is any int; this keeps it exact in int64 and float64).
+MAX_PRIORITY = 2**31
 
 
 class WorkloadError(ValueError):
@@ -109,6 +111,10 @@ class Workload:
         External request ids (the oracle's ``id``), for per-request output.
     prefix_names : tuple of str, length num_prefixes
         Names of the shared prefixes (the oracle's ``prefixes`` keys).
+    priority : ndarray of int64, shape (n,), optional
+        vLLM's request priority (``priority`` of a completion request): with
+        ``EngineConfig.policy="priority"`` a lower value is served first, ties
+        by arrival. Default 0 for all; ignored by FCFS scheduling.
     """
 
     prompt_len: np.ndarray
@@ -121,6 +127,7 @@ class Workload:
     ids: tuple[str, ...] | None = None
     prefix_names: tuple[str, ...] | None = None
     parent_len: np.ndarray | None = None
+    priority: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = int(np.asarray(self.prompt_len).shape[0]) if np.ndim(self.prompt_len) == 1 else -1
@@ -160,6 +167,10 @@ class Workload:
         object.__setattr__(self, "prefix_len", plen)
         object.__setattr__(self, "prefix_id", pid)
         object.__setattr__(self, "parent", par)
+        prio = _int_column("priority", self.priority, n, 0)
+        if n and np.abs(prio).max() > MAX_PRIORITY:
+            raise WorkloadError(f"priority: must be whole numbers from {-MAX_PRIORITY:,} to {MAX_PRIORITY:,}")
+        object.__setattr__(self, "priority", prio)
         plen_par.setflags(write=False)
         object.__setattr__(self, "parent_len", plen_par)
         shared = self.shared_len()

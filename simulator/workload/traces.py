@@ -53,13 +53,13 @@ import numpy as np
 
 from simulator.base import unknown_message
 from simulator.base.json_input import loads_checked
-from simulator.workload.requests import MAX_REQUESTS, MAX_TOKENS, Workload, WorkloadError
+from simulator.workload.requests import MAX_PRIORITY, MAX_REQUESTS, MAX_TOKENS, Workload, WorkloadError
 
 #: Token ids the oracle draws from (as its generator: [3, 32000)).
 ORACLE_VOCAB = 32_000
 
 COLUMNS = ("arrival_time", "arrival_step", "prompt_tokens", "output_tokens", "id",
-           "prefix_id", "prefix_len", "conversation_id")
+           "prefix_id", "prefix_len", "conversation_id", "priority")
 _REQUIRED = ("prompt_tokens", "output_tokens")
 #: The columns of a trace that :func:`parse_trace` reads column by column.
 _SIMPLE = ("arrival_time", "arrival_step", "prompt_tokens", "output_tokens", "id")
@@ -310,6 +310,7 @@ class _RowReader:
         self.ids: list[str] = []
         self.pid: list[int] = []
         self.parent: list[int] = []
+        self.priority: list[int] = []  # vLLM's request priority (optional column, default 0)
         self.prefix_index: dict[str, int] = {}
         self.prefix_len: list[int] = []
         self.last_turn: dict[str, int] = {}  # conversation id -> index of its latest turn
@@ -340,6 +341,7 @@ class _RowReader:
         self.ids.append(rid)
         self.pid.append(pref)
         self.parent.append(par)
+        self.priority.append(_whole(row.get("priority", 0), where(line, "priority"), -MAX_PRIORITY, MAX_PRIORITY))
         self.lines.append(line)
 
     def _arrival(self, line: int, row: dict[str, Any]) -> float:
@@ -417,6 +419,7 @@ class _RowReader:
             prefix_id=np.asarray(self.pid, np.int64),
             prefix_len=np.asarray(self.prefix_len, np.int64),
             parent=np.asarray(self.parent, np.int64),
+            priority=np.asarray(self.priority, np.int64),
             ids=tuple(self.ids),
             prefix_names=tuple(self.prefix_index),
         )
@@ -487,6 +490,8 @@ def workload_to_oracle_dict(workload: Workload, *, seed: int = 0, meta: dict | N
                 r["parent_len"] = int(workload.parent_len[i])
         elif workload.prefix_id[i] >= 0:
             r["prefix"] = workload.prefix_names[int(workload.prefix_id[i])]
+        if workload.priority[i]:
+            r["priority"] = int(workload.priority[i])
         requests.append(r)
     out: dict[str, Any] = {}
     if meta is not None:
@@ -536,7 +541,7 @@ def apply_parents(workload: Workload, data: dict[str, Any]) -> Workload:
         prompt_len=workload.prompt_len, output_len=workload.output_len, arrival=workload.arrival,
         arrival_unit=workload.arrival_unit, prefix_id=np.where(parent >= 0, -1, workload.prefix_id),
         prefix_len=workload.prefix_len, parent=parent, ids=workload.ids, prefix_names=workload.prefix_names,
-        parent_len=parent_len,
+        parent_len=parent_len, priority=workload.priority,
     )
 
 

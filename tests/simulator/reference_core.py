@@ -15,6 +15,11 @@ Rules and their sources (``vllm/v1/core/sched/scheduler.py`` unless noted):
 * a running request that cannot get its blocks preempts ``running[-1]``
   (recompute: all blocks freed, computed tokens reset, generated tokens kept,
   victim prepended to waiting) until it fits or preempted itself;
+* priority scheduling (``policy="priority"``; ``request_queue.py`` ``PriorityRequestQueue``,
+  ``request.py`` ``Request.__lt__``): the waiting queue is kept in (priority, arrival, request)
+  order, preempted requests included; the victim is ``max(running, key=(priority, arrival))``, the
+  first such in running order; a victim scheduled earlier in the pass gives its tokens back; a
+  request that preempted itself ends its turn, not the pass;
 * the waiting pass runs only when nothing was preempted this step; it stops
   at the running cap, the budget, or the first request whose blocks do not
   fit (``scheduler_reserve_full_isl`` full-sequence gate, then the chunk);
@@ -135,6 +140,7 @@ class EngineSim:
                      enumerate(zip(workload.prompt_len, workload.output_len))]
         self.running: list[Req] = []
         self.waiting: deque[Req] = deque()
+        self.by_priority = config.policy == "priority"
         # block keys: canonical owner of each block's token content
         self._shared = workload.shared_len()
         self._parent = workload.parent
@@ -266,7 +272,28 @@ class EngineSim:
         q.stale = q.in_flight
         q.ph = 0
         q.npre += 1
-        self.waiting.appendleft(q)
+        self._enqueue(q, front=True)
+
+    def _enqueue(self, q: Req, front: bool) -> None:
+        """FCFS: an arrival at the back, a preempted request at the front. Priority: every request in its
+        (priority, arrival, index) place."""
+        if not self.by_priority:
+            if front:
+                self.waiting.appendleft(q)
+            else:
+                self.waiting.append(q)
+            return
+        key = self._wait_key(q)
+        i = 0
+        while i < len(self.waiting) and self._wait_key(self.waiting[i]) < key:
+            i += 1
+        self.waiting.insert(i, q)
+
+    def _wait_key(self, q: Req) -> tuple:
+        return (int(self.wl.priority[q.idx]), float(self.wl.arrival[q.idx]), q.idx)
+
+    def _victim_key(self, q: Req) -> tuple:
+        return (int(self.wl.priority[q.idx]), float(self.wl.arrival[q.idx]))
 
     # --------------------------------------------------------------- schedule
     def schedule(self) -> tuple[list[tuple[Req, int, bool]], int]:
@@ -307,12 +334,26 @@ class EngineSim:
                 if self._allocate_running(q, n):
                     ok = True
                     break
-                victim = running.pop()
+                if self.by_priority:
+                    victim = max(running, key=self._victim_key)
+                    vi = running.index(victim)
+                    del running[vi]
+                    if vi < i:
+                        i -= 1
+                    for j, (r, rn) in enumerate(sched):
+                        if r is victim:
+                            del sched[j]
+                            budget += rn
+                            break
+                else:
+                    victim = running.pop()
                 self._preempt(victim)
                 npre += 1
                 if victim is q:
                     break
             if not ok:
+                if self.by_priority:
+                    continue
                 break
             sched.append((q, n))
             budget -= n
@@ -400,7 +441,10 @@ class EngineSim:
                 q.computed = h
                 sched.append((q, n))
                 budget -= n
-            if skipped:
+            if skipped and self.by_priority:
+                for q in skipped:
+                    self._enqueue(q, front=True)
+            elif skipped:
                 waiting.extendleft(reversed(skipped))
 
         # _update_after_schedule (+ AsyncScheduler placeholders)
@@ -490,7 +534,7 @@ class EngineSim:
                     q.status = DROPPED
                     t["dropped_unservable"] += 1
                 else:
-                    self.waiting.append(q)
+                    self._enqueue(q, front=False)
             has_req = bool(self.running or self.waiting)
             if not has_req and not queue:
                 if pending >= n:

@@ -1,8 +1,11 @@
 """Golden tests: the engine reproduces vLLM 0.33.0's own decisions on every oracle case.
 
 The cases in ``tests/data/oracle`` were recorded by the project's oracle
-tool from vLLM's real v1 scheduler (sync and async, step and time arrivals).
-Tolerance: none. Totals and every request's first-token step, finish step and
+tool from vLLM's real v1 scheduler (sync and async, step and time arrivals);
+those in ``tests/data/oracle/priority`` with ``--scheduling-policy priority``
+and per-request priorities (``tools/oracle/record_priority.py``: priorities,
+ties, preemption by priority under small KV pools, chunked prefill on and off,
+prefix caching on and off). Tolerance: none. Totals and every request's first-token step, finish step and
 preemption count must be equal.
 """
 
@@ -17,7 +20,9 @@ from simulator.engine.config import EngineConfig
 from simulator.workload.oracle_io import load_json, read_workload
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "oracle"
-CASES = sorted(p.name[: -len(".json.gz")] for p in (DATA / "runs").glob("*.json.gz"))
+PRIORITY = "priority/"  # the priority cases' folder under DATA, as a case-name prefix
+CASES = sorted(p.name[: -len(".json.gz")] for p in (DATA / "runs").glob("*.json.gz")) + sorted(
+    PRIORITY + p.name[: -len(".json.gz")] for p in (DATA / "priority" / "runs").glob("*.json.gz"))
 TOTALS = ("finished", "preemptions", "prefix_cache_hits", "preempted_prefix_cache_hits",
           "peak_kv_blocks_used", "num_steps", "total_scheduled_tokens",
           "prefix_cache_queries", "preempted_prefix_cache_queries",
@@ -26,15 +31,20 @@ TOTALS = ("finished", "preemptions", "prefix_cache_hits", "preempted_prefix_cach
 
 
 def _run(case: str):
-    oracle = load_json(DATA / "runs" / f"{case}.json.gz")
-    workload = read_workload(DATA / "workloads" / f"{case.split('__')[0]}.json")
-    config = EngineConfig.from_dict(load_json(DATA / "configs" / f"{case}.json"))
+    folder, case = (DATA / "priority", case[len(PRIORITY):]) if case.startswith(PRIORITY) else (DATA, case)
+    oracle = load_json(folder / "runs" / f"{case}.json.gz")
+    workload = read_workload(folder / "workloads" / f"{case.split('__')[0]}.json")
+    config = EngineConfig.from_dict(load_json(folder / "configs" / f"{case}.json"))
     return oracle, simulate(workload, [config], record_steps=True)[0]
 
 
 def test_all_recorded_cases_are_present():
-    assert len(CASES) == 25
+    assert len(CASES) == 25 + 9
     assert any("async" in c for c in CASES) and any(c.startswith("v1_time") for c in CASES)
+    prio = [c for c in CASES if c.startswith(PRIORITY)]
+    assert all(load_json(DATA / "priority" / "configs" / f"{c[len(PRIORITY):]}.json")["policy"] == "priority"
+               for c in prio)
+    assert any("pc-off" in c for c in prio) and any("nochunk" in c for c in prio) and any("async" in c for c in prio)
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -58,7 +68,7 @@ def test_every_request_equal_vllm(case):
     assert got == want
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if "blocks1000_" in c or c.startswith("v1_time")])
+@pytest.mark.parametrize("case", [c for c in CASES if "blocks1000_" in c or c.startswith(("v1_time", PRIORITY))])
 def test_step_series_equal_vllm(case):
     oracle, result = _run(case)
     steps = oracle["steps"]
