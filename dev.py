@@ -228,8 +228,8 @@ def run(port: int, install: bool) -> int:
 # --------------------------------------------------------------------------- test
 
 
-#: Both cores: tests that start Celery workers or use Redis share one xdist worker (``tests/conftest.py``
-#: groups them), the rest spread over both; each worker has its own test database, live server and browser.
+#: Both cores: each xdist worker has its own test database, live server, browser and Redis key prefix
+#: (``tests/conftest.py``), so the tests spread over both; a docs page's blocks stay together on one (a group).
 PARALLEL = ["-n", "2", "--dist", "loadgroup"]
 
 

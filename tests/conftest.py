@@ -24,7 +24,8 @@ def missing_part(reason: str):
 
 
 #: Keys the suite's Redis users create: kombu's bindings and bookkeeping (``_kombu.binding.Q``, and since
-#: kombu 5.5 ``_kombu.binding_permanent.Q`` and ``_kombu.binding_deadlines``), the tests' own queues.
+#: kombu 5.5 ``_kombu.binding_permanent.Q`` and ``_kombu.binding_deadlines``), the tests' own queues; the
+#: workers' tests put all of theirs under :func:`redis_key_prefix` (``kvp-it-gw0:...``).
 REDIS_TEST_KEYS = ("_kombu.binding*", "kvp-it-*", "kvp-test-*", "unacked*", "celery*", "*.reply.celery.pidbox")
 
 
@@ -38,18 +39,31 @@ def _fast_password_hashing():
         yield
 
 
+def redis_key_prefix() -> str:
+    """The prefix of every broker key this test process and the workers it starts use (kombu's
+    ``global_keyprefix``): one per xdist worker, so two workers' tests never share a queue, a binding or
+    kombu's ``unacked`` hash (whose messages a healer reads, and whose ids each worker's database reuses)."""
+    return f"kvp-it-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}:"
+
+
+def _redis_test_url() -> str:
+    """``REDIS_URL``, or the default one when CI requires the real parts; "" when no Redis test runs."""
+    url = os.environ.get("REDIS_URL", "")
+    return url or ("redis://127.0.0.1:6379/0" if require_real_parts() else "")
+
+
 @pytest.fixture(scope="session")
 def redis_url():
     """A reachable Redis URL: ``REDIS_URL``; unset, no Redis test runs unless KVP_REQUIRE_REAL_PARTS asks.
 
     At the end of the session, the keys of :data:`REDIS_TEST_KEYS` that were not there at its start
-    are deleted: the suite leaves the database as it found it and touches no other.
+    are deleted: the suite leaves the database as it found it and touches no other. Under xdist the
+    controller does it, once every worker has ended (:func:`pytest_sessionfinish`): a worker that ended
+    first would delete keys the other one's test is using.
     """
-    url = os.environ.get("REDIS_URL", "")
+    url = _redis_test_url()
     if not url:
-        if not require_real_parts():
-            pytest.skip("REDIS_URL is not set (e.g. REDIS_URL=redis://127.0.0.1:6379/15 for the Redis tests)")
-        url = "redis://127.0.0.1:6379/0"
+        pytest.skip("REDIS_URL is not set (e.g. REDIS_URL=redis://127.0.0.1:6379/15 for the Redis tests)")
     try:
         import redis
 
@@ -58,9 +72,8 @@ def redis_url():
     except Exception as exc:  # noqa: BLE001
         missing_part(f"Redis not reachable at {url}: {exc}")
     yield url
-    created = _keys(client) - before
-    if created:
-        client.delete(*created)
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        _delete_created(client, before)
     client.close()
 
 
@@ -68,24 +81,44 @@ def _keys(client) -> set[bytes]:
     return {key for pattern in REDIS_TEST_KEYS for key in client.scan_iter(match=pattern, count=500)}
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into the test ids
-def pytest_collection_modifyitems(config, items):
-    """With ``-n 2 --dist loadgroup`` (pytest-xdist), tests that share state outside their worker run on one.
-
-    Those are the tests of real Celery workers and of Redis: Redis's keys are one namespace for both
-    xdist workers (kombu's ``unacked`` index, bindings; ``redis_url`` deletes what the session created when
-    the session ends). They run one at a time there, while the other worker runs the rest. Browser and
-    live-server tests need no group: each xdist worker has its own test database, live server and Chromium.
-    """
-    for item in items:
-        fixtures = set(getattr(item, "fixturenames", ()))
-        path = str(item.fspath)
-        if fixtures & SERIAL_FIXTURES or any(part in path for part in SERIAL_PATHS):
-            item.add_marker(pytest.mark.xdist_group("real-parts"))
+def _delete_created(client, before: set[bytes]) -> None:
+    created = _keys(client) - before
+    if created:
+        client.delete(*created)
 
 
-SERIAL_FIXTURES = {"redis_url", "worker_factory", "filesystem_worker", "sender_on_redis"}
-SERIAL_PATHS = ("/tests/integration/",)
+def _is_xdist_controller(config) -> bool:
+    return not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", None))
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist starts its workers
+def pytest_sessionstart(session):
+    """Under xdist, the controller notes Redis's test keys before any worker starts (see ``redis_url``)."""
+    url = _redis_test_url()
+    if not url or not _is_xdist_controller(session.config):
+        return
+    try:
+        import redis
+
+        client = redis.Redis.from_url(url, socket_connect_timeout=2)
+        session.config.stash[_REDIS_BEFORE] = (client, _keys(client))
+    except Exception:  # noqa: BLE001 - unreachable: the workers' redis_url fixture says so
+        return
+
+
+def pytest_sessionfinish(session):
+    """Under xdist, the controller deletes the test keys the workers created, once every worker has ended."""
+    noted = session.config.stash.get(_REDIS_BEFORE, None)
+    if noted is not None:
+        client, before = noted
+        try:
+            _delete_created(client, before)
+        finally:
+            client.close()
+
+
+_REDIS_BEFORE = pytest.StashKey[tuple]()
+
 
 #: Fixtures that make a test transactional: its database is flushed (emptied) when it ends.
 TRANSACTIONAL_FIXTURES = {"transactional_db", "live_server", "django_db_reset_sequences"}
@@ -116,8 +149,8 @@ def pytest_runtest_teardown(item, nextitem):
     """Put the catalog back (its data migration's rows) after a transactional test flushed it.
 
     pytest-django runs transactional tests after the others, but ``--dist loadgroup`` sends the grouped
-    tests (workers, Redis: transactional) first, so ordinary tests can follow a flush on the same
-    xdist worker. They expect the migrated catalog: it is reloaded once, before the first of them.
+    tests (the docs' sandbox blocks) first and hands out the rest as workers free up, so ordinary tests
+    can follow a flush on the same xdist worker. They expect the migrated catalog: it is reloaded once, before the first of them.
     """
     yield
     if _catalog_flushed[0] and nextitem is not None and _database_use(nextitem) == "db":

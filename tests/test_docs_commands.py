@@ -89,8 +89,11 @@ RUN_BLOCKS = [b for b in SHELL_BLOCKS if not b.marker.startswith(("server", "par
 JSON_BLOCKS = [b for b in ALL_BLOCKS if b.lang == "json"]
 
 
-def _params(blocks: list[Block]):
-    return [pytest.param(b, id=b.id) for b in blocks]
+def _params(blocks: list[Block], group: bool = False):
+    """One test per block; ``group``: the blocks of one page in one xdist group, so that they run in the page's
+    order on one worker (a page's later block may use what an earlier one made), while pages spread over both."""
+    return [pytest.param(b, id=b.id, marks=[pytest.mark.xdist_group(f"docs-{b.path.relative_to(ROOT)}")] * group)
+            for b in blocks]
 
 
 def test_the_docs_have_blocks_to_check():
@@ -140,9 +143,10 @@ def test_shell_block_is_valid_bash_naming_files_that_exist(block: Block):
     assert not missing, f"{block.id} names files that do not exist: {missing}"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def sandbox(tmp_path_factory) -> tuple[Path, dict[str, str]]:
-    """A fresh checkout's view after ``dev.py run``: links to the sources, own data, own local.env."""
+    """A fresh checkout's view after ``dev.py run``: links to the sources, own data, own local.env (one per
+    xdist worker: each migrates its own, and the pages' blocks run on either)."""
     home = tmp_path_factory.mktemp("newuser")
     for entry in ROOT.iterdir():
         if entry.name in {".git", ".venv", "var", "local.env", "examples", "staticfiles"}:
@@ -194,8 +198,7 @@ def test_manage_lines_are_read_as_written():
     assert manage_lines("python -m simulator run\n") is None
 
 
-@pytest.mark.xdist_group("docs-sandbox")  # with -n 2, one worker migrates one sandbox for all blocks
-@pytest.mark.parametrize("block", _params(RUN_BLOCKS))
+@pytest.mark.parametrize("block", _params(RUN_BLOCKS, group=True))
 def test_shell_block_runs_in_a_new_shell(block: Block, sandbox):
     """Bash runs the block; a block of several ``manage.py`` lines only runs them, as written, one after
     another in one Python process (tests/docs_manage_batch.py), which saves about 2.5 CPU-s per line."""

@@ -29,8 +29,9 @@ def _slug(cls_name: str, name: str) -> str:
     return cls.objects.filter(name=name, owner__isnull=True).first().slug
 
 
-def _pages(reports: dict) -> dict[str, str]:
-    """Every page a person reaches, signed in, by its screenshot name (``reports``: the fixtures' objects)."""
+def _plain_pages() -> dict[str, str]:
+    """Every page a person reaches, signed in, that shows no stored result, by its screenshot name (the lists of
+    sweeps, reports, searches, day plans and tokens are among :func:`_result_pages`: they list the fixtures')."""
     llama, h100 = _slug("model", "Llama 3.1 8B"), _slug("gpu", "H100 SXM5 80GB")
     answer = f"/?model={llama}&gpu={h100}&tensor_parallel_size=1"
     return {
@@ -38,24 +39,32 @@ def _pages(reports: dict) -> dict[str, str]:
         "sizing-speculative": f"{answer}&speculative_method=eagle&num_speculative_tokens=3",
         "compare": "/compare/", "replicas": "/replicas/", "replicas-answer": "/replicas/?rate=20",
         "replicas-disaggregated": "/replicas/?rate=10&prefill_instances=1&decode_instances=2&link_gbps=25",
-        "sweeps": "/sweeps/", "sweep-new": "/sweeps/new/", "sweep": f"/sweeps/{reports['report'].sweep_id}/",
-        "reports": "/reports/", "report": f"/reports/{reports['report'].slug}/",
-        "report-replicas": f"/reports/{reports['replicas'].slug}/", "report-cliff": f"/reports/{reports['cliff'].slug}/",
-        "report-disaggregated": f"/reports/{reports['disaggregated'].slug}/",
-        "report-speculative": f"/reports/{reports['speculative'].slug}/",
-        "search-new": "/searches/", "search-progress": f"/searches/{reports['queued_search'].pk}/",
-        "search-report": f"/searches/r/{reports['search'].slug}/",
-        "search-report-xpyd": f"/searches/r/{reports['xpyd_search'].slug}/",
-        "dayplan-new": "/plans/day/", "dayplan-progress": f"/plans/day/{reports['queued_day_plan'].pk}/",
-        "dayplan": f"/plans/day/{reports['day_plan'].pk}/",
-        "calibrations": "/calibrations/", "catalog": "/catalog/",
+        "sweep-new": "/sweeps/new/", "calibrations": "/calibrations/", "catalog": "/catalog/",
         "catalog-models": "/catalog/models/", "catalog-gpus": "/catalog/gpus/",
         "catalog-model": f"/catalog/models/{llama}/", "catalog-gpu": f"/catalog/gpus/{h100}/",
         "import": "/catalog/models/import/", "gpu-new": "/catalog/gpus/new/", "mine": "/catalog/mine/",
-        "account": "/accounts/", "api-docs": "/api/docs/",
-        # pages with errors, and the confirmations destructive actions ask for
+        "api-docs": "/api/docs/",
+        # pages with errors
         "sizing-error": "/?gpu_memory_utilization=2&tensor_parallel_size=3&max_model_len=-5",
         "replicas-error": "/replicas/?rate=-1&ttft_ms=0&num_requests=5",
+    }
+
+
+def _result_pages(reports: dict) -> dict[str, str]:
+    """Every page of a stored result (``reports``: the fixtures' objects) and every list of them, signed in, by its
+    screenshot name, and the confirmations destructive actions ask for."""
+    return {
+        "sweeps": "/sweeps/", "reports": "/reports/", "search-new": "/searches/", "dayplan-new": "/plans/day/",
+        "account": "/accounts/",
+        "sweep": f"/sweeps/{reports['report'].sweep_id}/", "report": f"/reports/{reports['report'].slug}/",
+        "report-replicas": f"/reports/{reports['replicas'].slug}/", "report-cliff": f"/reports/{reports['cliff'].slug}/",
+        "report-disaggregated": f"/reports/{reports['disaggregated'].slug}/",
+        "report-speculative": f"/reports/{reports['speculative'].slug}/",
+        "search-progress": f"/searches/{reports['queued_search'].pk}/",
+        "search-report": f"/searches/r/{reports['search'].slug}/",
+        "search-report-xpyd": f"/searches/r/{reports['xpyd_search'].slug}/",
+        "dayplan-progress": f"/plans/day/{reports['queued_day_plan'].pk}/",
+        "dayplan": f"/plans/day/{reports['day_plan'].pk}/",
         "report-delete": f"/reports/{reports['report'].slug}/delete/",
         "token-revoke": f"/accounts/tokens/{reports['token'].pk}/revoke/",
     }
@@ -144,19 +153,31 @@ def _shoot(browser, live_server, pages: dict[str, str], cookies: list) -> None:
     assert not failures, "\n".join(failures)
 
 
-def test_every_page_at_both_widths(browser, live_server, catalog, user, finished_report, replicas_report,
-                                   cliff_report, disaggregated_report, speculative_report, search_report,
-                                   xpyd_search_report, queued_search, day_plan, queued_day_plan):
+# Every page at both widths, in two tests that xdist can give to its two workers: the pages that show no stored
+# result (no fixture but the catalog and a user), and those of the results (the fixtures run the sweeps, searches
+# and day plan they show). Together: every page a person reaches, signed in and out.
+
+
+def test_every_page_without_a_stored_result_at_both_widths(browser, live_server, catalog, user):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    _shoot(browser, live_server, _plain_pages(), [session_cookie(live_server, user)])
+    _shoot(browser, live_server, SIGNED_OUT, [])
+
+
+def test_every_page_of_a_stored_result_at_both_widths(browser, live_server, catalog, user, finished_report,
+                                                      replicas_report, cliff_report, disaggregated_report,
+                                                      speculative_report, search_report, xpyd_search_report,
+                                                      queued_search, day_plan, queued_day_plan):
     from accounts.services import api_token_create
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     token, _ = api_token_create(user=user, name="notebook")
-    pages = _pages({"report": finished_report, "replicas": replicas_report, "cliff": cliff_report,
-                    "disaggregated": disaggregated_report, "speculative": speculative_report,
-                    "search": search_report, "xpyd_search": xpyd_search_report, "queued_search": queued_search,
-                    "day_plan": day_plan, "queued_day_plan": queued_day_plan, "token": token})
+    pages = _result_pages({"report": finished_report, "replicas": replicas_report, "cliff": cliff_report,
+                           "disaggregated": disaggregated_report, "speculative": speculative_report,
+                           "search": search_report, "xpyd_search": xpyd_search_report, "queued_search": queued_search,
+                           "day_plan": day_plan, "queued_day_plan": queued_day_plan, "token": token})
     _shoot(browser, live_server, pages, [session_cookie(live_server, user)])
-    _shoot(browser, live_server, {**SIGNED_OUT, "report-signed-out": pages["report"],
+    _shoot(browser, live_server, {"report-signed-out": pages["report"],
                                   "search-report-signed-out": pages["search-report"]}, [])
 
 

@@ -35,6 +35,16 @@ def _start_kv_sweep(page, name: str) -> None:
     page.get_by_role("button", name="Start sweep").click()
 
 
+#: The progress bar's value and what the page shows beside it, read at once (``bar.evaluate``).
+_PROGRESS_SNAPSHOT = """bar => {
+  const doc = bar.ownerDocument, field = name => doc.querySelector(`[data-field="${name}"]`);
+  return {value: bar.getAttribute('aria-valuenow'), shown: field('points_shown').innerText,
+          total: field('points_total').innerText,
+          eta: [...doc.querySelectorAll('[data-field="eta"]')].map(e => e.innerText),
+          partial: doc.querySelectorAll('#fig-sweep').length};
+}"""
+
+
 @pytest.fixture
 def report_url(signed_in_page, worker_factory, sender_on_redis, settings, screenshot):
     """Run a KV-blocks sweep through the pages on a real worker; the report's permalink."""
@@ -54,12 +64,10 @@ def report_url(signed_in_page, worker_factory, sender_on_redis, settings, screen
     seen, counts = [], []
     deadline = time.monotonic() + SWEEP_TIMEOUT_S
     while time.monotonic() < deadline:
-        try:
-            value = int(bar.get_attribute("aria-valuenow", timeout=2_000))
-            shown = int(page.locator('[data-field="points_shown"]').inner_text(timeout=2_000))
-            total = int(page.locator('[data-field="points_total"]').inner_text(timeout=2_000))
-            eta = page.locator('[data-field="eta"]').all_inner_texts()
-            partial = page.locator("#fig-sweep").count()
+        try:  # one read of one document: separate reads could straddle a reload (a bar at 0 % beside 5 of 5)
+            snap = bar.evaluate(_PROGRESS_SNAPSHOT, timeout=2_000)
+            value, shown, total = int(snap["value"]), int(snap["shown"]), int(snap["total"])
+            eta, partial = snap["eta"], snap["partial"]
         except Exception:  # noqa: BLE001 - the page is reloading; look again
             continue
         assert total == len(BLOCKS), "the total never changes"

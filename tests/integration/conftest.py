@@ -24,6 +24,8 @@ from pathlib import Path
 import pytest
 from django.db import connections
 
+from tests.conftest import redis_key_prefix
+
 ROOT = Path(__file__).resolve().parents[2]
 
 _default = connections.databases["default"]
@@ -50,7 +52,7 @@ class Worker:
         # redis_url "" means the embedded filesystem broker under ``data_dir`` (KVP_DATA_DIR).
         env = {**os.environ, "DATABASE_URL": db_url, "REDIS_URL": redis_url, "DEBUG": "false",
                "PYTHONPATH": str(ROOT), "KVP_TEST_VISIBILITY_TIMEOUT": str(visibility_timeout),
-               "KVP_SWEEP_QUEUE": queue, **(env or {})}
+               "KVP_SWEEP_QUEUE": queue, "KVP_TEST_REDIS_PREFIX": redis_key_prefix(), **(env or {})}
         if data_dir is not None:
             env["KVP_DATA_DIR"] = str(data_dir)
         self.log = log
@@ -122,7 +124,8 @@ def wait_for(predicate, *, timeout: float, interval: float = 0.2, what: str = "c
 
 @pytest.fixture
 def sender_on_redis(redis_url):
-    """Point this process's Celery producer at Redis (the workers' broker), whatever REDIS_URL says."""
+    """Point this process's Celery producer at Redis (the workers' broker), whatever REDIS_URL says, under
+    this xdist worker's key prefix, as its workers (``tests.conftest.redis_key_prefix``)."""
     from config.celery import app
 
     saved = (app.conf.broker_url, app.conf.broker_transport_options)
@@ -132,7 +135,7 @@ def sender_on_redis(redis_url):
         app.amqp._producer_pool = None
 
     app.conf.broker_url = redis_url
-    app.conf.broker_transport_options = {"visibility_timeout": 6}
+    app.conf.broker_transport_options = {"visibility_timeout": 6, "global_keyprefix": redis_key_prefix()}
     reset_pools()
     yield app
     app.conf.broker_url, app.conf.broker_transport_options = saved

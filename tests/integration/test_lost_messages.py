@@ -27,6 +27,7 @@ from planner.models import SweepChunk
 from planner.search import services as search_services
 from planner.search.models import SearchChunk
 from planner.sweeps import services
+from tests.conftest import redis_key_prefix
 
 from .conftest import wait_for
 from .test_worker_faults import DEFINITION, FAST_HEAL, SEARCH, _answer, _finished, _report_body
@@ -37,10 +38,12 @@ pytestmark = pytest.mark.integration
 def flush_broker(redis_url: str, queue: str) -> int:
     """Delete every key the broker keeps (the issue's "the broker's keys were lost"); returns how many.
 
-    Only the broker's keys: the suite's cache shares the database (keys under its own prefix)."""
+    Only this xdist worker's broker keys (``redis_key_prefix``): the suite's cache shares the database (keys
+    under its own prefix), and so does the other xdist worker's broker."""
     client = redis.Redis.from_url(redis_url)
-    keys = [*client.scan_iter(match=f"{queue}*"), *client.scan_iter(match="_kombu.binding*"),
-            *client.scan_iter(match="unacked*")]
+    prefix = redis_key_prefix()
+    keys = [*client.scan_iter(match=f"{prefix}{queue}*"), *client.scan_iter(match=f"{prefix}_kombu.binding*"),
+            *client.scan_iter(match=f"{prefix}unacked*")]
     if keys:
         client.delete(*keys)
     client.close()
