@@ -153,14 +153,7 @@ def sub_workload(wl: Workload, lo_s: float, hi_s: float) -> tuple[Workload, np.n
     outside the window is dropped (the turn becomes a fresh prompt)."""
     arrival = np.asarray(wl.arrival)
     idx = np.flatnonzero((arrival >= lo_s) & (arrival < hi_s))
-    local = np.full(wl.n, -1, np.int64)
-    local[idx] = np.arange(idx.size)
-    parent = wl.parent[idx]
-    par = np.where(parent >= 0, local[np.maximum(parent, 0)], -1)
-    plen = np.where(par >= 0, wl.parent_len[idx], -1)
-    sub = Workload(prompt_len=wl.prompt_len[idx], output_len=wl.output_len[idx], arrival=arrival[idx],
-                   arrival_unit="s", prefix_id=wl.prefix_id[idx], prefix_len=wl.prefix_len, parent=par,
-                   ids=tuple(wl.ids[i] for i in idx.tolist()), prefix_names=wl.prefix_names, parent_len=plen)
+    sub = wl.select(idx, arrival=arrival, arrival_unit="s")
     return sub, idx
 
 

@@ -219,11 +219,7 @@ def _independent(workload: Workload, routing: str) -> bool:
 
 def _share(workload: Workload, idx: np.ndarray) -> Workload:
     """The requests ``idx`` of ``workload`` (in arrival order) as a workload of their own."""
-    ids = None if workload.ids is None else tuple(workload.ids[i] for i in idx.tolist())
-    return Workload(prompt_len=workload.prompt_len[idx], output_len=workload.output_len[idx],
-                    arrival=workload.arrival[idx], arrival_unit=workload.arrival_unit,
-                    prefix_id=workload.prefix_id[idx], prefix_len=workload.prefix_len,
-                    parent=workload.parent[idx], ids=ids, prefix_names=workload.prefix_names)
+    return workload.select(idx)
 
 
 class _Run:

@@ -304,10 +304,7 @@ def leading_requests(workload: Workload, k: int) -> Workload | None:
     arr = workload.arrival
     if k >= workload.n or not bool(np.all(arr[k:] >= arr[:k].max())):
         return None
-    return Workload(prompt_len=workload.prompt_len[:k], output_len=workload.output_len[:k], arrival=arr[:k],
-                    arrival_unit=workload.arrival_unit, prefix_id=workload.prefix_id[:k],
-                    prefix_len=workload.prefix_len, parent=workload.parent[:k], ids=workload.ids[:k],
-                    prefix_names=workload.prefix_names)
+    return workload.select(np.arange(k))
 
 
 def backlog_end(res, terms=None) -> float:
