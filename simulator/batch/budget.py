@@ -21,6 +21,8 @@ KV cache tokens over the mean context, whichever is smaller), capped by the
 engine's ``max_steps``. Measured on the project's 2-core VM (``bench/``,
 ``docs/operations.md``): 90-155 us per step and 30-40 us per request; the
 prices below use 150 us and 40 us, so they overestimate more often than not.
+A run with speculative decoding is priced by its output tokens and requests
+instead, when that is more (:data:`SECONDS_PER_DRAFTED_OUTPUT_TOKEN`).
 
 The numbers are estimates, stated as such in every refusal: a run priced under
 a limit may still exceed it (workers also run under a hard memory limit, which
@@ -51,6 +53,12 @@ SECONDS_PER_STEP = 150e-6  # s per estimated engine step
 SECONDS_PER_REQUEST = 40e-6  # s per request per configuration
 SECONDS_PER_BLOCK = 70e-9  # s per GPU block allocated (measured 66 ns at 20M blocks)
 SECONDS_PER_KEY = 5e-9  # s per content key allocated
+#: Speculative decoding runs on the engine's general path (no accelerator takes drafts): its time follows the
+#: tokens generated and the requests, not the estimated steps. Measured on the project's 2-core VM, 9 shapes
+#: (EAGLE k 1/3, n-gram k 5; 1,500-6,000 requests, 32-512 sequences, with and without preemption): 0.42-0.89
+#: of ``output tokens x 1.5 us + requests x 0.5 ms``, while the step price alone was 0.3-4.9 of it.
+SECONDS_PER_DRAFTED_OUTPUT_TOKEN = 1.5e-6  # s per output token of a speculative run
+SECONDS_PER_SPECULATIVE_REQUEST = 500e-6  # s per request of a speculative run (its prefill on the general path)
 
 
 class OverBudget(ValueError):
@@ -150,8 +158,11 @@ def price_run(size: WorkloadSize, config: EngineConfig, *, instances: int = 1) -
               + blocks * BYTES_PER_BLOCK + size.n * BYTES_PER_REQUEST)
     if config.prefix_cache == "radix":
         memory += blocks * config.block_size * BYTES_PER_RADIX_SLOT
-    seconds = (estimated_steps(size, config) * SECONDS_PER_STEP + size.n * SECONDS_PER_REQUEST
-               + blocks * SECONDS_PER_BLOCK + keys * SECONDS_PER_KEY)
+    step_seconds = estimated_steps(size, config) * SECONDS_PER_STEP
+    if config.speculative is not None:
+        step_seconds = max(step_seconds, size.output_tokens * SECONDS_PER_DRAFTED_OUTPUT_TOKEN
+                           + size.n * SECONDS_PER_SPECULATIVE_REQUEST)
+    seconds = step_seconds + size.n * SECONDS_PER_REQUEST + blocks * SECONDS_PER_BLOCK + keys * SECONDS_PER_KEY
     return Price(int(memory), seconds)
 
 
