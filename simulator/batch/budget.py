@@ -56,7 +56,7 @@ SECONDS_PER_KEY = 5e-9  # s per content key allocated
 #: Speculative decoding runs on the engine's general path (no accelerator takes drafts): its time follows the
 #: tokens generated and the requests, not the estimated steps. Measured on the project's 2-core VM, 9 shapes
 #: (EAGLE k 1/3, n-gram k 5; 1,500-6,000 requests, 32-512 sequences, with and without preemption): 0.42-0.89
-#: of ``output tokens x 1.5 us + requests x 0.5 ms``, while the step price alone was 0.3-4.9 of it.
+#: of ``output tokens x 1.5 us + requests x 0.5 ms``, and 0.6-4.9 times the step price alone.
 SECONDS_PER_DRAFTED_OUTPUT_TOKEN = 1.5e-6  # s per output token of a speculative run
 SECONDS_PER_SPECULATIVE_REQUEST = 500e-6  # s per request of a speculative run (its prefill on the general path)
 
