@@ -176,7 +176,7 @@ else:
                           "OPTIONS": {"MAX_ENTRIES": 20_000}}}
 # Pages (HTML) per client IP or user, and failed sign-ins per IP and per user name.
 THROTTLE_PAGES = env_str("THROTTLE_PAGES", "300/min")
-THROTTLE_HEAVY_PAGES = env_str("THROTTLE_HEAVY_PAGES", "20/min")  # /replicas/ (simulates)
+THROTTLE_HEAVY_PAGES = env_str("THROTTLE_HEAVY_PAGES", "20/min")  # /replicas/, calibration uploads (simulate)
 LOGIN_FAILURES = env_str("LOGIN_FAILURES", "10/h")  # per client IP and user name together
 LOGIN_FAILURES_PER_IP = env_str("LOGIN_FAILURES_PER_IP", "100/h")  # per client IP, all user names
 # Sign-up: accounts created per client IP (each account has its own quotas), and a switch to close it

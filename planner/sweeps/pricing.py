@@ -2,7 +2,8 @@
 
 Every entry point that simulates asks here first: ``/api/simulations/`` (runs in
 the web process), ``/api/sweeps/`` and the sweep form (chunks run on workers),
-``/api/replicas/`` and ``/replicas/``. A run over a limit is refused with
+``/api/replicas/`` and ``/replicas/``, ``/api/calibrations/`` and ``/calibrations/``
+(a fit: many simulations in the web process). A run over a limit is refused with
 :class:`simulator.batch.budget.OverBudget`, whose message states the limit and the
 estimate; the callers turn it into a 400 naming the field.
 
@@ -28,7 +29,8 @@ from planner.sweeps.sections import cliff_budget
 from simulator.batch import OverBudget, Price, WorkloadSize, budget
 from simulator.engine import EngineConfig
 
-__all__ = ["OverBudget", "Price", "point_prices", "check_sync", "split_chunks", "check_points"]
+__all__ = ["OverBudget", "Price", "point_prices", "check_sync", "split_chunks", "check_points",
+           "check_calibration"]
 
 
 def run_max_bytes() -> int:
@@ -134,6 +136,15 @@ def check_replicas(size: WorkloadSize, config: EngineConfig, max_instances: int)
                  what=f"This replicas search (up to {max_instances} instances)", field="workload",
                  advice="use fewer or shorter requests, a lower max_instances, or a sweep over num_instances "
                         "at /api/sweeps/ (it runs on workers)")
+    return price
+
+
+def check_calibration(price: Price, simulations: int) -> Price:
+    """Refuse a calibration fit (it runs inside the web request: up to ``simulations`` simulations of the
+    measured load, :func:`simulator.calibration.price_fit`) over the synchronous limits."""
+    budget.check(price, max_bytes=run_max_bytes(), max_seconds=sync_max_seconds(),
+                 what=f"This calibration (up to {simulations} simulations of the measured load)", field="file",
+                 advice="upload a measurement of fewer or shorter requests")
     return price
 
 
