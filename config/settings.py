@@ -255,7 +255,7 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {
         "anon": env_str("THROTTLE_ANON", "600/min"),
         "user": env_str("THROTTLE_USER", "3000/min"),
-        "heavy": env_str("THROTTLE_HEAVY", "20/min"),  # simulations and replicas searches, per user or IP
+        "heavy": env_str("THROTTLE_HEAVY", "20/min"),  # simulations, replicas searches, calibrations, per user or IP
     },
     # Client IP: X-Forwarded-For is read only behind this many trusted proxies (0: REMOTE_ADDR only).
     "NUM_PROXIES": NUM_PROXIES,
