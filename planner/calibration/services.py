@@ -112,9 +112,10 @@ def create_calibration(owner, *, name: Any, model: Any, gpu: Any, text: Any, ten
     model_row, gpu_row = _profile("model", model, owner), _profile("gpu", gpu, owner)
     dep = _deployment(tensor_parallel_size, dict(deployment or {}))
     rate = _rate(request_rate)
-    try:
-        meas = parse_measurement(text, file_format or None)
-    except CalibrationError as exc:
+    try:  # up to MAX_UPLOAD_CHARS (5 MB of CSV: 1.5 s), so under the wall clock too
+        meas = run_bounded(parse_measurement, text, file_format or None, what="Reading this measurement file",
+                           field="file", advice="upload a smaller file")
+    except (CalibrationError, OverBudget) as exc:
         raise ValidationError({"file": [str(exc)]}) from None
     _check_model(meas, model_row)
     specs = (meas, model_row.to_spec(), gpu_row.to_spec(), dep)

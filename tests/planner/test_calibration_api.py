@@ -144,13 +144,15 @@ def test_the_calibration_limit_is_the_synchronous_limit_and_moves_with_it(client
 
 
 def test_a_calibration_past_the_wall_clock_is_stopped_and_answers_json_400(client, settings, monkeypatch):
-    monkeypatch.setattr("planner.calibration.services.FIT_MAX_REQUESTS", 30)
-    monkeypatch.setattr("planner.calibration.services.FIT_MAX_EVALUATIONS", 3)
-    settings.KVP_SYNC_HARD_SECONDS = 0.001
+    """A fit priced within the limit that runs longer (here: one that would take a minute) is killed."""
+    monkeypatch.setattr("planner.calibration.services._fit", lambda *args: time.sleep(60))
+    settings.KVP_SYNC_HARD_SECONDS = 1.0
+    start = time.monotonic()
     r = client.post("/api/calibrations/", {**BASE, "name": "slow", "text": json.dumps(BENCH)}, format="json")
+    assert time.monotonic() - start < 10.0
     assert r.status_code == 400 and r["Content-Type"].startswith("application/json")
     message = r.json()["errors"]["file"][0]
-    assert "This calibration took longer than 0.001 s" in message and "was stopped" in message
+    assert "This calibration took longer than 1 s" in message and "was stopped" in message
     assert "fewer or shorter requests" in message
     assert not CalibrationProfile.objects.exists()
 
@@ -167,4 +169,15 @@ def test_the_page_shows_an_oversized_calibration_as_a_form_error(user):
     assert r.status_code == 200
     page = r.content.decode()
     assert "This calibration (up to 82 simulations of the measured load) is estimated to need about" in page
+    assert not CalibrationProfile.objects.exists()
+
+
+def test_reading_the_file_is_bounded_by_the_wall_clock_too(client, settings):
+    """Up to 5,000,000 characters are read (a 5 MB CSV: 1.5 s on the project's VM): in the child as well."""
+    settings.KVP_SYNC_HARD_SECONDS = 0.001
+    r = client.post("/api/calibrations/", {"name": "big", "model": "qwen2-5-7b", "gpu": "h100-sxm5-80gb",
+                                           "text": BIG_CSV * 20}, format="json")
+    assert r.status_code == 400
+    message = r.json()["errors"]["file"][0]
+    assert "Reading this measurement file took longer than 0.001 s" in message and "smaller file" in message
     assert not CalibrationProfile.objects.exists()
