@@ -14,7 +14,7 @@ from planner.calibration.models import CalibrationProfile
 from planner.errors import field_and_message
 
 #: Requests replayed and residual evaluations allowed per fit. It runs inside the request: priced first
-#: (``planner.sweeps.pricing.check_calibration``), then run in a child process under the wall clock
+#: (``planner.sweeps.limits.check_calibration``), then run in a child process under the wall clock
 #: (``planner.sweeps.bounded.run_bounded``).
 FIT_MAX_REQUESTS = 300
 FIT_MAX_EVALUATIONS = 20
@@ -90,7 +90,7 @@ def create_calibration(owner, *, name: Any, model: Any, gpu: Any, text: Any, ten
     Raises ``ValidationError`` with field messages (nothing is stored then).
     """
     from planner.sweeps.bounded import run_bounded
-    from planner.sweeps.pricing import check_calibration
+    from planner.sweeps.limits import check_calibration
     from simulator.batch.budget import OverBudget, fit_simulations
     from simulator.calibration import CalibrationError, parse_measurement, price_fit
     from simulator.calibration.fit import DEFAULT_FIT

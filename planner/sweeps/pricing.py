@@ -16,13 +16,19 @@ Limits (settings, each overridable from the environment in ``config/settings.py`
   chunk's soft time limit); bigger chunks are split, a bigger point is refused.
 - ``KVP_USER_QUEUE_SECONDS``: estimated time of one user's queued and running work.
 
-No ORM here: snapshots and points (plain dicts) in, prices out.
+No ORM here: snapshots and points (plain dicts) in, prices out. The limits themselves, and the check of a
+calibration (which imports nothing of the sweeps), are in :mod:`planner.sweeps.limits`.
 """
 
 from __future__ import annotations
 
-from django.conf import settings
-
+from planner.sweeps.limits import (
+    check_calibration,
+    chunk_max_seconds,
+    run_max_bytes,
+    sync_max_seconds,
+    user_queue_seconds,
+)
 from planner.sweeps.points import resolve_point
 from planner.sweeps.runner import workload_of
 from planner.sweeps.sections import cliff_budget
@@ -30,23 +36,7 @@ from simulator.batch import OverBudget, Price, WorkloadSize, budget
 from simulator.engine import EngineConfig
 
 __all__ = ["OverBudget", "Price", "point_prices", "check_sync", "split_chunks", "check_points",
-           "check_calibration"]
-
-
-def run_max_bytes() -> int:
-    return int(getattr(settings, "KVP_RUN_MAX_BYTES", 2 * 2**30))
-
-
-def sync_max_seconds() -> float:
-    return float(getattr(settings, "KVP_SYNC_MAX_SECONDS", 10.0))
-
-
-def chunk_max_seconds() -> float:
-    return float(getattr(settings, "KVP_CHUNK_MAX_SECONDS", 300.0))
-
-
-def user_queue_seconds() -> float:
-    return float(getattr(settings, "KVP_USER_QUEUE_SECONDS", 3600.0))
+           "check_calibration", "chunk_max_seconds", "run_max_bytes", "sync_max_seconds", "user_queue_seconds"]
 
 
 def _sizes(snapshot: dict, points: list[dict]) -> dict[str, WorkloadSize]:
@@ -136,15 +126,6 @@ def check_replicas(size: WorkloadSize, config: EngineConfig, max_instances: int)
                  what=f"This replicas search (up to {max_instances} instances)", field="workload",
                  advice="use fewer or shorter requests, a lower max_instances, or a sweep over num_instances "
                         "at /api/sweeps/ (it runs on workers)")
-    return price
-
-
-def check_calibration(price: Price, simulations: int) -> Price:
-    """Refuse a calibration fit (it runs inside the web request: up to ``simulations`` simulations of the
-    measured load, :func:`simulator.calibration.price_fit`) over the synchronous limits."""
-    budget.check(price, max_bytes=run_max_bytes(), max_seconds=sync_max_seconds(),
-                 what=f"This calibration (up to {simulations} simulations of the measured load)", field="file",
-                 advice="upload a measurement of fewer or shorter requests")
     return price
 
 
