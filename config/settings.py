@@ -176,7 +176,7 @@ else:
                           "OPTIONS": {"MAX_ENTRIES": 20_000}}}
 # Pages (HTML) per client IP or user, and failed sign-ins per IP and per user name.
 THROTTLE_PAGES = env_str("THROTTLE_PAGES", "300/min")
-THROTTLE_HEAVY_PAGES = env_str("THROTTLE_HEAVY_PAGES", "20/min")  # /replicas/ (simulates)
+THROTTLE_HEAVY_PAGES = env_str("THROTTLE_HEAVY_PAGES", "20/min")  # /replicas/, calibration uploads (simulate)
 LOGIN_FAILURES = env_str("LOGIN_FAILURES", "10/h")  # per client IP and user name together
 LOGIN_FAILURES_PER_IP = env_str("LOGIN_FAILURES_PER_IP", "100/h")  # per client IP, all user names
 # Sign-up: accounts created per client IP (each account has its own quotas), and a switch to close it
@@ -255,7 +255,7 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {
         "anon": env_str("THROTTLE_ANON", "600/min"),
         "user": env_str("THROTTLE_USER", "3000/min"),
-        "heavy": env_str("THROTTLE_HEAVY", "20/min"),  # simulations and replicas searches, per user or IP
+        "heavy": env_str("THROTTLE_HEAVY", "20/min"),  # simulations, replicas searches, calibrations, per user or IP
     },
     # Client IP: X-Forwarded-For is read only behind this many trusted proxies (0: REMOTE_ADDR only).
     "NUM_PROXIES": NUM_PROXIES,

@@ -14,7 +14,7 @@ address by sending the header; with ``NUM_PROXIES`` 0 the header is ignored).
   count with :func:`hit` (shared atomic counters in a sliding window), not DRF's read-modify-write list.
 - Pages: :class:`PageThrottleMiddleware`, ``THROTTLE_PAGES`` per client for
   every page outside ``/api/``, ``/static/`` and ``/healthz``, and
-  ``THROTTLE_HEAVY_PAGES`` for a submitted replicas search; past it a 429 page
+  ``THROTTLE_HEAVY_PAGES`` for a submitted replicas search or calibration upload; past it a 429 page
   with ``Retry-After``.
 - Sign-up: ``THROTTLE_SIGNUPS`` accounts created per client IP (``accounts.views.signup``, with :func:`hit`).
 - Sign-in: :func:`login_blocked` / :func:`login_failed`, ``LOGIN_FAILURES`` failed attempts per client
@@ -178,6 +178,13 @@ def _too_many(wait: int, what: str) -> HttpResponse:
 _EXEMPT = ("/api/", "/static/", "/healthz")
 
 
+def _heavy_page(request) -> bool:
+    """A page request that simulates: a submitted replicas search, an uploaded calibration (its fit)."""
+    path = request.path
+    return (path.startswith("/replicas/") and bool(request.GET.get("rate"))) or (
+        path == "/calibrations/" and request.method == "POST")
+
+
 class PageThrottleMiddleware:
     """Rate-limit every HTML page per client (see the module docstring)."""
 
@@ -189,7 +196,7 @@ class PageThrottleMiddleware:
         if not path.startswith(_EXEMPT) and path != "/api":
             ident = client_key(request)
             wait = hit("pages", ident, settings.THROTTLE_PAGES)
-            if wait is None and path.startswith("/replicas/") and request.GET.get("rate"):
+            if wait is None and _heavy_page(request):
                 wait = hit("heavy-pages", ident, settings.THROTTLE_HEAVY_PAGES)
             if wait is not None:
                 return _too_many(wait, "This client sent more requests than the site allows per minute.")

@@ -67,6 +67,7 @@ def _text(request) -> str | None:
 
 class CalibrationListCreateApi(APIView):
     permission_classes = [IsAuthenticated]
+    heavy_throttle = True  # POST fits the clock inside the request: THROTTLE_HEAVY per user (GET is not counted)
     parser_classes = [CheckedJSONParser, MultiPartParser, FormParser]
 
     @extend_schema(tags=["calibrations"], summary="Your calibrations", operation_id="calibrations_list",
@@ -84,7 +85,10 @@ class CalibrationListCreateApi(APIView):
         description="Upload the JSON of `vllm bench serve --save-result`, a CSV of requests (arrival_time, "
                     "prompt_tokens, output_tokens, ttft_s, e2e_s) or a Prometheus scrape of vLLM's /metrics. "
                     "The fit (scipy least squares, bounded) moves bandwidth_efficiency, mfu and serve_request_s. "
-                    "A bad file gets a 400 naming the row and field, and nothing is stored. Use the calibration "
+                    "A bad file gets a 400 naming the row and field, and nothing is stored. The fit is priced "
+                    "before it runs (a measurement estimated past the limit for a run inside a web request is a "
+                    "400 on `file` with the estimate) and stopped past the wall clock; it counts against the "
+                    "`heavy` rate limit. Use the calibration "
                     "in a sweep, simulation or replicas definition as `\"calibration\": <id or name>`.",
         request=CalibrationInSerializer,
         responses={201: inline_serializer("Calibration", {"id": serializers.IntegerField(),

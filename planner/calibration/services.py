@@ -13,7 +13,9 @@ from config.strict_input import unknown_field_errors
 from planner.calibration.models import CalibrationProfile
 from planner.errors import field_and_message
 
-#: Requests replayed and simulator runs allowed per fit: it runs inside the request (a few seconds).
+#: Requests replayed and residual evaluations allowed per fit. It runs inside the request: priced first
+#: (``planner.sweeps.limits.check_calibration``), then run in a child process under the wall clock
+#: (``planner.sweeps.bounded.run_bounded``).
 FIT_MAX_REQUESTS = 300
 FIT_MAX_EVALUATIONS = 20
 MAX_UPLOAD_CHARS = 5_000_000
@@ -72,6 +74,14 @@ def _check_model(meas, model_row) -> None:
         raise ValidationError({"file": [f"the file measured model {named!r}, not {model_row.name!r}"]})
 
 
+def _fit(meas, model, gpu, deployment, rate):
+    """The fit itself (runs in a child process: :func:`planner.sweeps.bounded.run_bounded`)."""
+    from simulator.calibration import fit
+
+    return fit(meas, model, gpu, deployment, request_rate=rate, max_requests=FIT_MAX_REQUESTS,
+               max_evaluations=FIT_MAX_EVALUATIONS)
+
+
 def create_calibration(owner, *, name: Any, model: Any, gpu: Any, text: Any, tensor_parallel_size: Any = 1,
                        file_format: str | None = None, request_rate: Any = None,
                        deployment: dict | None = None) -> CalibrationProfile:
@@ -79,7 +89,11 @@ def create_calibration(owner, *, name: Any, model: Any, gpu: Any, text: Any, ten
 
     Raises ``ValidationError`` with field messages (nothing is stored then).
     """
-    from simulator.calibration import CalibrationError, fit, parse_measurement
+    from planner.sweeps.bounded import run_bounded
+    from planner.sweeps.limits import check_calibration
+    from simulator.batch.budget import OverBudget, fit_simulations
+    from simulator.calibration import CalibrationError, parse_measurement, price_fit
+    from simulator.calibration.fit import DEFAULT_FIT
 
     # Form and multipart bodies reach here unchecked (JSON bodies are checked by the parser): PostgreSQL
     # refuses NUL in text, which was a 500.
@@ -98,14 +112,21 @@ def create_calibration(owner, *, name: Any, model: Any, gpu: Any, text: Any, ten
     model_row, gpu_row = _profile("model", model, owner), _profile("gpu", gpu, owner)
     dep = _deployment(tensor_parallel_size, dict(deployment or {}))
     rate = _rate(request_rate)
-    try:
-        meas = parse_measurement(text, file_format or None)
-    except CalibrationError as exc:
+    try:  # up to MAX_UPLOAD_CHARS (5 MB of CSV: 1.5 s), so under the wall clock too
+        meas = run_bounded(parse_measurement, text, file_format or None, what="Reading this measurement file",
+                           field="file", advice="upload a smaller file")
+    except (CalibrationError, OverBudget) as exc:
         raise ValidationError({"file": [str(exc)]}) from None
     _check_model(meas, model_row)
+    specs = (meas, model_row.to_spec(), gpu_row.to_spec(), dep)
     try:
-        result = fit(meas, model_row.to_spec(), gpu_row.to_spec(), dep, request_rate=rate,
-                     max_requests=FIT_MAX_REQUESTS, max_evaluations=FIT_MAX_EVALUATIONS)
+        check_calibration(price_fit(*specs, request_rate=rate, max_requests=FIT_MAX_REQUESTS,
+                                    max_evaluations=FIT_MAX_EVALUATIONS),
+                          fit_simulations(len(DEFAULT_FIT), FIT_MAX_EVALUATIONS))
+        result = run_bounded(_fit, *specs, rate, what="This calibration", field="file",
+                             advice="upload a measurement of fewer or shorter requests")
+    except OverBudget as exc:  # priced over a limit, or stopped past the wall clock / memory limit
+        raise ValidationError({exc.field: [str(exc)]}) from None
     except CalibrationError as exc:
         field, message = field_and_message(exc)
         raise ValidationError({field or "file": [message]}) from None

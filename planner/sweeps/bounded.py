@@ -1,7 +1,7 @@
 """Run a simulation made inside a web request in a child process, under a wall clock and a memory limit.
 
-``/api/simulations/``, ``/api/replicas/`` and ``/replicas/`` simulate while the
-request waits. They are priced first (:mod:`planner.sweeps.pricing`), but a
+``/api/simulations/``, ``/api/replicas/``, ``/replicas/``, ``/api/calibrations/``
+and ``/calibrations/`` simulate while the request waits. They are priced first (:mod:`planner.sweeps.pricing`), but a
 price is an estimate; so the simulation itself runs in a forked child process
 that the web process kills after ``KVP_SYNC_HARD_SECONDS`` (well inside
 gunicorn's 60 s worker timeout) and whose address space is capped at
@@ -57,10 +57,15 @@ def _child(conn, fn: Callable[..., Any], args: tuple, limit: int) -> None:
     conn.close()
 
 
-def run_bounded(fn: Callable[..., Any], *args: Any, what: str, field: str = "workload") -> Any:
+#: What a refusal past the wall clock advises, unless the caller says otherwise.
+ADVICE = "use fewer or shorter requests, or create a sweep at /api/sweeps/ (it runs on workers)"
+
+
+def run_bounded(fn: Callable[..., Any], *args: Any, what: str, field: str = "workload", advice: str = ADVICE) -> Any:
     """``fn(*args)`` in a child process; raises :class:`OverBudget` past the wall clock or the memory limit.
 
-    Exceptions ``fn`` raises are raised again here (so callers keep their handlers).
+    Exceptions ``fn`` raises are raised again here (so callers keep their handlers). ``advice`` ends the
+    refusal past the wall clock.
     """
     try:
         ctx = multiprocessing.get_context("fork")
@@ -74,8 +79,7 @@ def run_bounded(fn: Callable[..., Any], *args: Any, what: str, field: str = "wor
     try:
         if not receiver.poll(seconds):
             raise OverBudget(f"{what} took longer than {seconds:g} s, the limit for a run inside a web request, and "
-                             "was stopped; use fewer or shorter requests, or create a sweep at /api/sweeps/ "
-                             "(it runs on workers)", field=field)
+                             f"was stopped; {advice}", field=field)
         try:
             kind, value = receiver.recv()
         except EOFError:

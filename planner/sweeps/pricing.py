@@ -2,7 +2,8 @@
 
 Every entry point that simulates asks here first: ``/api/simulations/`` (runs in
 the web process), ``/api/sweeps/`` and the sweep form (chunks run on workers),
-``/api/replicas/`` and ``/replicas/``. A run over a limit is refused with
+``/api/replicas/`` and ``/replicas/``, ``/api/calibrations/`` and ``/calibrations/``
+(a fit: many simulations in the web process). A run over a limit is refused with
 :class:`simulator.batch.budget.OverBudget`, whose message states the limit and the
 estimate; the callers turn it into a 400 naming the field.
 
@@ -15,36 +16,27 @@ Limits (settings, each overridable from the environment in ``config/settings.py`
   chunk's soft time limit); bigger chunks are split, a bigger point is refused.
 - ``KVP_USER_QUEUE_SECONDS``: estimated time of one user's queued and running work.
 
-No ORM here: snapshots and points (plain dicts) in, prices out.
+No ORM here: snapshots and points (plain dicts) in, prices out. The limits themselves, and the check of a
+calibration (which imports nothing of the sweeps), are in :mod:`planner.sweeps.limits`.
 """
 
 from __future__ import annotations
 
-from django.conf import settings
-
+from planner.sweeps.limits import (
+    check_calibration,
+    chunk_max_seconds,
+    run_max_bytes,
+    sync_max_seconds,
+    user_queue_seconds,
+)
 from planner.sweeps.points import resolve_point
 from planner.sweeps.runner import workload_of
 from planner.sweeps.sections import cliff_budget
 from simulator.batch import OverBudget, Price, WorkloadSize, budget
 from simulator.engine import EngineConfig
 
-__all__ = ["OverBudget", "Price", "point_prices", "check_sync", "split_chunks", "check_points"]
-
-
-def run_max_bytes() -> int:
-    return int(getattr(settings, "KVP_RUN_MAX_BYTES", 2 * 2**30))
-
-
-def sync_max_seconds() -> float:
-    return float(getattr(settings, "KVP_SYNC_MAX_SECONDS", 10.0))
-
-
-def chunk_max_seconds() -> float:
-    return float(getattr(settings, "KVP_CHUNK_MAX_SECONDS", 300.0))
-
-
-def user_queue_seconds() -> float:
-    return float(getattr(settings, "KVP_USER_QUEUE_SECONDS", 3600.0))
+__all__ = ["OverBudget", "Price", "point_prices", "check_sync", "split_chunks", "check_points",
+           "check_calibration", "chunk_max_seconds", "run_max_bytes", "sync_max_seconds", "user_queue_seconds"]
 
 
 def _sizes(snapshot: dict, points: list[dict]) -> dict[str, WorkloadSize]:

@@ -6,7 +6,8 @@ May import: simulator.base, simulator.sizing, simulator.clock, simulator.workloa
 """
 
 from simulator.calibration.crosscheck import cross_check, format_cross_check
-from simulator.calibration.fit import CalibrationError, fit, parse_measurement
+from simulator.calibration.fit import CalibrationError, fit, parse_measurement, price_fit
 from simulator.calibration.validation import format_table, validate
 
-__all__ = ["CalibrationError", "cross_check", "fit", "format_cross_check", "format_table", "parse_measurement", "validate"]
+__all__ = ["CalibrationError", "cross_check", "fit", "format_cross_check", "format_table", "parse_measurement", "price_fit",
+           "validate"]

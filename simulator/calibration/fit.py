@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 
 from simulator.base.json_input import loads_checked
-from simulator.batch import simulate
+from simulator.batch import budget, simulate
+from simulator.batch.budget import Price, WorkloadSize
 from simulator.clock import RooflineStepTime, model_coefficients
 from simulator.engine import EngineConfig
 from simulator.sizing import plan
@@ -301,6 +302,32 @@ def _errors(pred: dict[str, float], meas: dict[str, float]) -> dict[str, float]:
     return {k: (pred[k] - meas[k]) / meas[k] * 100.0 for k in meas}
 
 
+def _fit_setup(meas: Measurement, model, gpu, deployment, fit_params: tuple[str, ...], request_rate: float | None,
+               max_requests: int) -> tuple[dict, Any]:
+    """The engine (its KV cache sized by :func:`simulator.sizing.closed_form.plan`) and the replayed workload."""
+    for p in fit_params:
+        if p not in FIT_BOUNDS:
+            raise CalibrationError(f"fit: {p!r} cannot be fitted (choose from {', '.join(FIT_BOUNDS)})")
+    size = plan(model, gpu, deployment)
+    if not size.fits:
+        raise CalibrationError(f"deployment: does not start ({size.reason})")
+    engine = {"num_gpu_blocks": int(size.num_gpu_blocks), "block_size": deployment.block_size or 16,
+              "max_num_seqs": size.max_num_seqs, "max_num_batched_tokens": size.max_num_batched_tokens,
+              "enable_prefix_caching": True, "enable_chunked_prefill": True}
+    return engine, replay_workload(meas, request_rate, max_requests)
+
+
+def price_fit(meas: Measurement, model, gpu, deployment, *, fit_params: tuple[str, ...] = DEFAULT_FIT,
+              request_rate: float | None = None, max_requests: int = MAX_SIMULATED,
+              max_evaluations: int = 60) -> Price:
+    """The estimated memory and time of :func:`fit` with the same arguments, before it runs
+    (:func:`simulator.batch.budget.price_fit`: the replayed workload's size, the sized engine, and the most
+    simulations the fit can make). Raises :class:`CalibrationError` where :func:`fit` would."""
+    engine, workload = _fit_setup(meas, model, gpu, deployment, fit_params, request_rate, max_requests)
+    return budget.price_fit(WorkloadSize.of(workload), EngineConfig.from_dict(engine),
+                            budget.fit_simulations(len(fit_params), max_evaluations))
+
+
 def fit(meas: Measurement, model, gpu, deployment, *, fit_params: tuple[str, ...] = DEFAULT_FIT,
         request_rate: float | None = None, start: dict | None = None, max_requests: int = MAX_SIMULATED,
         max_evaluations: int = 60) -> FitResult:
@@ -311,16 +338,7 @@ def fit(meas: Measurement, model, gpu, deployment, *, fit_params: tuple[str, ...
     """
     from scipy.optimize import least_squares
 
-    for p in fit_params:
-        if p not in FIT_BOUNDS:
-            raise CalibrationError(f"fit: {p!r} cannot be fitted (choose from {', '.join(FIT_BOUNDS)})")
-    size = plan(model, gpu, deployment)
-    if not size.fits:
-        raise CalibrationError(f"deployment: does not start ({size.reason})")
-    engine = {"num_gpu_blocks": int(size.num_gpu_blocks), "block_size": deployment.block_size or 16,
-              "max_num_seqs": size.max_num_seqs, "max_num_batched_tokens": size.max_num_batched_tokens,
-              "enable_prefix_caching": True, "enable_chunked_prefill": True}
-    workload = replay_workload(meas, request_rate, max_requests)
+    engine, workload = _fit_setup(meas, model, gpu, deployment, fit_params, request_rate, max_requests)
     base = model_coefficients(model, start, gpu, deployment.tensor_parallel_size)  # (the GPU's measured physics too)
     target = {"ttft_s": meas.mean_ttft_s, "itl_s": meas.mean_itl_s, "e2e_s": meas.mean_e2e_s}
     lo = np.array([FIT_BOUNDS[p][0] for p in fit_params])

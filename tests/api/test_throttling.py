@@ -144,6 +144,28 @@ def test_simulations_have_the_heavy_limit(low_limits, token_client):
     assert codes == [200, 200, 429]
 
 
+def test_calibrations_have_the_heavy_limit_and_share_it_with_simulations(low_limits, token_client):
+    """Issue 37: three calibrations at once took /healthz down. A POST counts before its body is read (a refused
+    file still counts); the list (GET) does not."""
+    body = {"name": "c", "model": "qwen2-5-7b", "gpu": "h100-sxm5-80gb", "text": "not a measurement"}
+    codes = [token_client.post("/api/calibrations/", body, format="json").status_code for _ in range(3)]
+    assert codes == [400, 400, 429]
+    assert token_client.get("/api/calibrations/").status_code == 200
+    sim = {"engine": {"num_gpu_blocks": 200}, "workload": {"spec": {"n": 5}}}
+    assert token_client.post("/api/simulations/", sim, format="json").status_code == 429
+
+
+def test_a_calibration_upload_page_has_the_heavy_page_limit(settings, user):
+    settings.THROTTLE_HEAVY_PAGES = "1/min"
+    client = Client(REMOTE_ADDR="10.1.1.4")
+    client.force_login(user)
+    form = {"name": "c", "model": "qwen2-5-7b", "gpu": "h100-sxm5-80gb", "tensor_parallel_size": 1}
+    assert client.post("/calibrations/", form).status_code == 200  # a form error: no file
+    response = client.post("/calibrations/", form)
+    assert response.status_code == 429 and int(response["Retry-After"]) > 0
+    assert client.get("/calibrations/").status_code == 200  # the page itself simulates nothing
+
+
 def test_failed_sign_ins_are_limited_per_address_and_user_name_together(settings, user):
     """Issue 37: ten wrong passwords for a name locked that user out wherever they came from. The count is
     per address and name together: the stranger's address is held, the user's own is not."""

@@ -4,6 +4,7 @@ use it in simulations; bad files get a 400 naming row and field, and nothing is 
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -105,4 +106,78 @@ def test_a_nul_character_in_a_multipart_field_is_a_400_naming_it(client, field):
     body = {"name": "nul", "model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb", "text": "x", field: "0\x00"}
     r = client.post("/api/calibrations/", body)  # multipart/form-data
     assert r.status_code == 400 and "NUL" in r.json()["errors"][field][0]
+    assert not CalibrationProfile.objects.exists()
+
+
+# Issue 37 item 1: a 9.7 KB calibration ran past gunicorn's 60 s timeout inside the request. Reconstructed here as
+# 360 measured requests of 30,000 prompt and 2,000 output tokens (Qwen2.5-7B's 32,768 positions): a ~9.7 KB body.
+_BIG_ROWS = "\n".join(f"{i / 10:.2f},30000,2000,2.5,60.0" for i in range(360))
+BIG_CSV = "arrival_time,prompt_tokens,output_tokens,ttft_s,e2e_s\n" + _BIG_ROWS + "\n"
+
+
+def test_the_issue_s_oversized_calibration_is_refused_at_once_with_the_estimate(client):
+    body = {"name": "big", "model": "qwen2-5-7b", "gpu": "h100-sxm5-80gb", "text": BIG_CSV}
+    assert 9_000 < len(json.dumps(body)) < 11_000
+    start = time.monotonic()
+    r = client.post("/api/calibrations/", body, format="json")
+    assert time.monotonic() - start < 5.0  # imports included; the fit itself would take minutes
+    assert r.status_code == 400, r.json()
+    message = r.json()["errors"]["file"][0]
+    assert "This calibration (up to 82 simulations of the measured load) is estimated to need about" in message
+    assert "(the limit is 10.0 s)" in message
+    assert not CalibrationProfile.objects.exists()
+
+
+def test_the_calibration_limit_is_the_synchronous_limit_and_moves_with_it(client, settings, monkeypatch):
+    """The same small measurement passes under the default limit and is refused under a lower one."""
+    monkeypatch.setattr("planner.calibration.services.FIT_MAX_REQUESTS", 30)
+    monkeypatch.setattr("planner.calibration.services.FIT_MAX_EVALUATIONS", 3)
+    settings.KVP_SYNC_MAX_SECONDS = 0.001
+    r = client.post("/api/calibrations/", {**BASE, "name": "small", "text": json.dumps(BENCH)}, format="json")
+    assert r.status_code == 400
+    message = r.json()["errors"]["file"][0]
+    assert "up to 14 simulations" in message and "(the limit is 0.0 s)" in message
+    settings.KVP_SYNC_MAX_SECONDS = 10
+    r = client.post("/api/calibrations/", {**BASE, "name": "small", "text": json.dumps(BENCH)}, format="json")
+    assert r.status_code == 201, r.json()
+    assert r.json()["fit"]["evaluations"] + 2 <= 14  # the bound the price counts held
+
+
+def test_a_calibration_past_the_wall_clock_is_stopped_and_answers_json_400(client, settings, monkeypatch):
+    """A fit priced within the limit that runs longer (here: one that would take a minute) is killed."""
+    monkeypatch.setattr("planner.calibration.services._fit", lambda *args: time.sleep(60))
+    settings.KVP_SYNC_HARD_SECONDS = 1.0
+    start = time.monotonic()
+    r = client.post("/api/calibrations/", {**BASE, "name": "slow", "text": json.dumps(BENCH)}, format="json")
+    assert time.monotonic() - start < 10.0
+    assert r.status_code == 400 and r["Content-Type"].startswith("application/json")
+    message = r.json()["errors"]["file"][0]
+    assert "This calibration took longer than 1 s" in message and "was stopped" in message
+    assert "fewer or shorter requests" in message
+    assert not CalibrationProfile.objects.exists()
+
+
+def test_the_page_shows_an_oversized_calibration_as_a_form_error(user):
+    from django.test import Client
+
+    c = Client()
+    c.force_login(user)
+    start = time.monotonic()
+    r = c.post("/calibrations/", {"name": "big", "model": "qwen2-5-7b", "gpu": "h100-sxm5-80gb",
+                                  "tensor_parallel_size": 1, "file": SimpleUploadedFile("m.csv", BIG_CSV.encode())})
+    assert time.monotonic() - start < 5.0
+    assert r.status_code == 200
+    page = r.content.decode()
+    assert "This calibration (up to 82 simulations of the measured load) is estimated to need about" in page
+    assert not CalibrationProfile.objects.exists()
+
+
+def test_reading_the_file_is_bounded_by_the_wall_clock_too(client, settings):
+    """Up to 5,000,000 characters are read (a 5 MB CSV: 1.5 s on the project's VM): in the child as well."""
+    settings.KVP_SYNC_HARD_SECONDS = 0.001
+    r = client.post("/api/calibrations/", {"name": "big", "model": "qwen2-5-7b", "gpu": "h100-sxm5-80gb",
+                                           "text": BIG_CSV * 20}, format="json")
+    assert r.status_code == 400
+    message = r.json()["errors"]["file"][0]
+    assert "Reading this measurement file took longer than 0.001 s" in message and "smaller file" in message
     assert not CalibrationProfile.objects.exists()

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from simulator.base.specs import DeploymentSpec
+from simulator.batch.budget import fit_simulations
 from simulator.calibration.fit import (
     CalibrationError,
     Measurement,
@@ -13,6 +14,7 @@ from simulator.calibration.fit import (
     parse_prometheus,
     parse_request_csv,
     parse_vllm_bench,
+    price_fit,
 )
 from simulator.calibration.validation import _specs, load_experiments
 
@@ -108,6 +110,25 @@ def test_fit_recovers_the_coefficients_a_simulated_measurement_was_made_with():
     again = fit(meas, model, gpu, dep, fit_params=("bandwidth_efficiency", "serve_request_s"), max_requests=60,
                 max_evaluations=15)
     assert again.fitted == res.fitted  # reproducible
+    assert res.evaluations + 2 <= fit_simulations(2, 15)  # the simulations the price counts bound the fit's
+
+
+def test_a_fit_is_priced_by_its_replayed_load_and_its_most_simulations():
+    """Issue 37: the price a calibration is refused by, before any simulation runs."""
+    model, gpu = _qwen()
+    dep = DeploymentSpec(max_num_batched_tokens=2048, max_num_seqs=128, max_model_len=4096)
+    meas = parse_measurement(json.dumps(BENCH))  # 200 requests of 750 + 250 tokens at 4/s
+    base = price_fit(meas, model, gpu, dep, max_requests=200, max_evaluations=20)
+    assert fit_simulations(3, 20) == 82
+    assert base.seconds == pytest.approx(price_fit(meas, model, gpu, dep, max_requests=200,
+                                                   max_evaluations=10).seconds * 82 / 42)
+    fewer = price_fit(meas, model, gpu, dep, max_requests=50, max_evaluations=20)  # only 50 replayed
+    longer = price_fit(parse_measurement(json.dumps({**BENCH, "total_output_tokens": 200 * 2500})), model, gpu, dep,
+                       max_requests=200, max_evaluations=20)
+    assert fewer.seconds < base.seconds / 2 < base.seconds * 5 < longer.seconds
+    assert base.memory_bytes == price_fit(meas, model, gpu, dep, max_requests=200, max_evaluations=5).memory_bytes
+    with pytest.raises(CalibrationError, match="request_rate"):  # refused as the fit would be
+        price_fit(parse_measurement(PROM), model, gpu, dep)
 
 
 def test_fit_refuses_unknown_parameters_and_a_scrape_without_rate():
