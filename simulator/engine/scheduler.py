@@ -283,6 +283,8 @@ class Scheduler:
             tgt = np.minimum(tgt, self.max_model_len)
         h = held[run]
         need = (tgt + (B - 1)) // B - h
+        if self.lookahead:
+            need[n0 == 0] = 0  # (vLLM calls allocate_slots only for requests it schedules tokens)
         np.maximum(need, 0, out=need)
         cn = _acc(need)
         free = pool.num_free()
@@ -541,7 +543,8 @@ class Scheduler:
             need_full = max(-(-capped // B) - nh, 0) + evictable
             if not pool.can_allocate(need_full + wm, free):
                 return -1
-        new = max(-(-min(tokens, self.max_model_len) // B) - nh, 0)
+        # allocate_slots' lookahead slots (EAGLE, draft model) are held from admission on
+        new = max(-(-min(tokens + self.lookahead, self.max_model_len) // B) - nh, 0)
         if not pool.can_allocate(new + evictable + wm, free):
             return -1
         return new
