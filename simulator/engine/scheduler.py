@@ -178,6 +178,7 @@ class Scheduler:
         self.placeholders[q] = 0
         if self.spec_k:
             self.spec[q] = 0
+            self.dummy[q] = False
         self.npre[q] += 1
         self.waiting.prepend(q)
 
@@ -233,11 +234,15 @@ class Scheduler:
             self.inflight[e] += ns
             sampled = comp[e] >= tok[e] + self.placeholders[e]
             if self.spec_k:
+                self.chunk[e] = ~sampled
                 self._spec_placeholders(e, sampled)
             else:
                 self.placeholders[e[sampled]] += 1
             return sampled
-        return comp[e] >= tok[e]
+        sampled = comp[e] >= tok[e]
+        if self.spec_k:
+            self.chunk[e] = ~sampled
+        return sampled
 
     def _running_wants(self, run: np.ndarray, c: np.ndarray, t: np.ndarray, budget: int, thr: int) -> np.ndarray:
         """Tokens each running request gets if blocks allow: what it wants, capped by the prefill
@@ -283,6 +288,8 @@ class Scheduler:
             tgt = np.minimum(tgt, self.max_model_len)
         h = held[run]
         need = (tgt + (B - 1)) // B - h
+        if self.lookahead:
+            need[n0 == 0] = 0  # (vLLM calls allocate_slots only for requests it schedules tokens)
         np.maximum(need, 0, out=need)
         cn = _acc(need)
         free = pool.num_free()
@@ -423,6 +430,9 @@ class Scheduler:
                 if self._drop_if_never_schedulable(q, kept, budget):
                     continue
                 break
+            n = self._pad_admission(q, n, nh, kept, budget, ids_l)
+            if n < 0:
+                break
             if n > budget:
                 n = budget
             new = self._admission_blocks(nh, hit, kept, nh * B + n, capped)
@@ -440,6 +450,24 @@ class Scheduler:
             ids_l.append(np.array(admitted, np.int64))
             n_l.append(np.array(ns, np.int64))
         return budget, admitted, ns
+
+    def _pad_admission(self, q: int, n: int, nh: int, kept: int, budget: int, ids_l) -> int:
+        """vLLM's ``pad_spec_decode`` (rule R7): a 1-token admission gets ``k`` dummy drafts (``1 + k``
+        tokens) when no running request scheduled in this call is a prefill chunk, some running request
+        was scheduled or it has hits, and ``1 + k`` more tokens fit ``max_model_len``; -1 (admission stops)
+        when ``1 + k`` exceeds the budget left. Else ``n``, the tokens it has to compute."""
+        if n != 1 or not self.spec_k or ids_l is None:
+            return n
+        ran = [ids for ids in ids_l if ids.size]
+        if (not ran and nh == 0) or any(self.chunk[ids].any() for ids in ran):
+            return n
+        if nh * self.B + 1 + self.spec_k + 1 > self.max_model_len:
+            return n
+        if 1 + self.spec_k > budget:
+            if kept:
+                self._free(q, keep_keys=True)
+            return -1
+        return 1 + self.spec_k
 
     def _loads_done(self, q: int) -> int:
         """Waiting request ``q``: -1 when admission passes it over (stale tokens in flight, or loads
@@ -541,7 +569,8 @@ class Scheduler:
             need_full = max(-(-capped // B) - nh, 0) + evictable
             if not pool.can_allocate(need_full + wm, free):
                 return -1
-        new = max(-(-min(tokens, self.max_model_len) // B) - nh, 0)
+        # allocate_slots' lookahead slots (EAGLE, draft model) are held from admission on
+        new = max(-(-min(tokens + self.lookahead, self.max_model_len) // B) - nh, 0)
         if not pool.can_allocate(new + evictable + wm, free):
             return -1
         return new
@@ -565,6 +594,8 @@ class Scheduler:
             btab[o + nh:o + nh + new] = blocks
         self.held[q] = nh + new
         self.ncached[q] = nh
+        if self.spec_k:
+            self.dummy[q] = n > num_tokens - h  # admission's padded drafts (rule R7)
         if self.caching:
             full = (h + n if h + n < num_tokens else num_tokens) // B
             if full > nh:

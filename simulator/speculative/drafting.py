@@ -242,6 +242,8 @@ class SpecDecoding:
         if not self.spec_k:
             return
         self.spec = np.zeros(self.wl.n, np.int64)  # draft tokens each request holds
+        self.dummy = np.zeros(self.wl.n, bool)  # its drafts in flight are admission's padding (always rejected)
+        self.chunk = np.zeros(self.wl.n, bool)  # vLLM's is_prefill_chunk as the last schedule call left it
         # async scheduling: the drafts each step in flight scheduled, per request of its batch, oldest first
         self._spec_inflight: deque[np.ndarray] = deque()
         self._survival = sc.survival()
@@ -267,6 +269,10 @@ class SpecDecoding:
         q, dv = a[v], d[v]
         u = uniform_draws(self._spec_seed, q, self.tok[q] - self.wl.prompt_len[q])
         acc = np.minimum((u[:, None] < self._survival[None, :]).sum(axis=1), dv)
+        dm = self.dummy[q]
+        if dm.any():  # admission's padded drafts: rejected without a draw
+            acc[dm] = 0
+            self.dummy[q] = False
         if keep is None:
             self.comp[q] -= dv - acc
         else:

@@ -7,7 +7,7 @@ What is checked, against vLLM v1's rules (``vllm/v1/core/sched/scheduler.py``, `
 * the acceptance draws follow the configured model (rate, per-position rates, length distribution)
   and depend only on the seed;
 * the lookahead slots: a decoding request holds ``comp + 1 + k + lookahead`` slots (``k`` for EAGLE,
-  0 for n-gram), none at admission; the unservable minimum and preemptions move with ``k``;
+  0 for n-gram), ``tokens + lookahead`` from admission on; the unservable minimum and preemptions move with ``k``;
 * throughput with a roofline clock rises, then falls with ``k`` (the expectation is stated in the test).
 """
 
@@ -113,16 +113,17 @@ def test_same_draws_whatever_the_kv_size():
 
 @pytest.mark.parametrize("method, lookahead", [("eagle", 3), ("mtp", 3), ("draft_model", 3), ("ngram", 0)])
 def test_lookahead_slots(method, lookahead):
-    """Prompt 28 (2 blocks of 16 at admission: no lookahead there), then the first verification
-    schedules 1 + 3 tokens at 28 computed: 32 slots, plus the lookahead."""
+    """Prompt 30: admission holds its 30 slots plus the lookahead (vLLM's waiting loop passes
+    ``num_lookahead_tokens`` to ``allocate_slots``: 3 blocks of 16 with EAGLE, 2 with n-gram), then
+    the first verification schedules 1 + 3 tokens at 30 computed: 34 slots, plus the lookahead."""
     cfg = EngineConfig(block_size=16, speculative=spec(3, method, acceptance_rate=0.0))
-    eng = FastEngine(one_request(28, 3), cfg)
+    eng = FastEngine(one_request(30, 3), cfg)
     eng.start()
     eng.advance(until=1)
-    assert int(eng.held[0]) == 2
+    assert int(eng.held[0]) == (3 if lookahead else 2)
     eng.advance(until=2)
-    assert int(eng.comp[0]) == 28 + 1  # three drafts rejected: computed back to the verified token
-    assert int(eng.held[0]) == -(-(32 + lookahead) // 16)  # rejected slots stay held
+    assert int(eng.comp[0]) == 30 + 1  # three drafts rejected: computed back to the verified token
+    assert int(eng.held[0]) == -(-(34 + lookahead) // 16)  # rejected slots stay held
 
 
 def test_unservable_minimum_moves_with_k():
