@@ -153,8 +153,7 @@ def sub_workload(wl: Workload, lo_s: float, hi_s: float) -> tuple[Workload, np.n
     outside the window is dropped (the turn becomes a fresh prompt)."""
     arrival = np.asarray(wl.arrival)
     idx = np.flatnonzero((arrival >= lo_s) & (arrival < hi_s))
-    sub = wl.select(idx, arrival=arrival, arrival_unit="s")
-    return sub, idx
+    return wl.select(idx), idx
 
 
 def _alive_at(pods, t: float) -> list[float]:

@@ -233,15 +233,14 @@ class Scheduler:
         if self.async_mode:
             self.inflight[e] += ns
             sampled = comp[e] >= tok[e] + self.placeholders[e]
-            if self.spec_k:
-                self.chunk[e] = ~sampled
-                self._spec_placeholders(e, sampled)
-            else:
-                self.placeholders[e[sampled]] += 1
-            return sampled
-        sampled = comp[e] >= tok[e]
+        else:
+            sampled = comp[e] >= tok[e]
         if self.spec_k:
-            self.chunk[e] = ~sampled
+            self.chunk[e] = ~sampled  # vLLM's is_prefill_chunk (rule R7)
+            if self.async_mode:
+                self._spec_placeholders(e, sampled)
+        elif self.async_mode:
+            self.placeholders[e[sampled]] += 1
         return sampled
 
     def _running_wants(self, run: np.ndarray, c: np.ndarray, t: np.ndarray, budget: int, thr: int) -> np.ndarray:

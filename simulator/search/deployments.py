@@ -217,11 +217,6 @@ def _independent(workload: Workload, routing: str) -> bool:
     return routing == "round-robin" and not bool((workload.parent >= 0).any())
 
 
-def _share(workload: Workload, idx: np.ndarray) -> Workload:
-    """The requests ``idx`` of ``workload`` (in arrival order) as a workload of their own."""
-    return workload.select(idx)
-
-
 class _Run:
     """The state of one search: the workload's precomputation, counters, the stop check.
 
@@ -268,7 +263,7 @@ class _Run:
         key = (id(wl), n)
         if key not in self._share_cache:
             order = prep.order
-            self._share_cache[key] = [(idx, wl if n == 1 else _share(wl, idx))
+            self._share_cache[key] = [(idx, wl if n == 1 else wl.select(idx))
                                       for idx in (order[i::n] for i in range(n))]
         return self._share_cache[key]
 

@@ -202,20 +202,17 @@ class Workload:
         """Number of requests."""
         return int(self.prompt_len.shape[0])
 
-    def select(self, idx: np.ndarray, *, arrival: np.ndarray | None = None,
-               arrival_unit: ArrivalUnit | None = None) -> Workload:
+    def select(self, idx: np.ndarray) -> Workload:
         """The requests ``idx`` (indices, in the order kept) as a workload of their own, every per-request
         column carried (priority and parent_len included). A parent among ``idx`` is renumbered; a parent
-        left out is dropped, so that turn becomes a fresh prompt of the same length. ``arrival`` replaces
-        the arrival column (indexed by ``idx`` like the others), ``arrival_unit`` its unit."""
+        left out is dropped, so that turn becomes a fresh prompt of the same length."""
         idx = np.asarray(idx, dtype=np.int64)
         local = np.full(self.n, -1, np.int64)
         local[idx] = np.arange(idx.size)
         parent = self.parent[idx]
         par = np.where(parent >= 0, local[np.maximum(parent, 0)], -1)
-        arr = self.arrival if arrival is None else np.asarray(arrival)
-        return Workload(prompt_len=self.prompt_len[idx], output_len=self.output_len[idx], arrival=arr[idx],
-                        arrival_unit=self.arrival_unit if arrival_unit is None else arrival_unit,
+        return Workload(prompt_len=self.prompt_len[idx], output_len=self.output_len[idx],
+                        arrival=self.arrival[idx], arrival_unit=self.arrival_unit,
                         prefix_id=self.prefix_id[idx], prefix_len=self.prefix_len, parent=par,
                         ids=tuple(self.ids[i] for i in idx.tolist()), prefix_names=self.prefix_names,
                         parent_len=np.where(par >= 0, self.parent_len[idx], -1), priority=self.priority[idx])

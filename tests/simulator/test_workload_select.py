@@ -1,12 +1,12 @@
 """Workload.select: a subset of requests keeps every per-request column (the search's replica shares and
-screening leads, and the day's chunks, once dropped ``priority`` and ``parent_len``)."""
+screening leads, and the day's chunks, each built their subset by hand and dropped ``priority``; the leads
+also ``parent_len``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from simulator.day.chunks import sub_workload
-from simulator.search.deployments import _share
 from simulator.search.evaluate import leading_requests
 from simulator.workload.requests import Workload
 
@@ -37,10 +37,10 @@ def test_select_keeps_a_partial_parent_share():
     assert sub.shared_len().tolist() == [0, 40]
 
 
-def test_search_shares_screening_leads_and_day_chunks_keep_priority():
+def test_screening_leads_and_day_chunks_keep_priority():
     wl = Workload(prompt_len=np.full(6, 100), output_len=np.full(6, 10), arrival=np.arange(6.0),
                   arrival_unit="s", priority=np.array([5, 4, 3, 2, 1, 0]))
-    assert _share(wl, np.array([1, 3, 5])).priority.tolist() == [4, 2, 0]
+    assert wl.select(np.array([1, 3, 5])).priority.tolist() == [4, 2, 0]  # (a replica's share in a search)
     assert leading_requests(wl, 4).priority.tolist() == [5, 4, 3, 2]
     sub, idx = sub_workload(wl, 2.0, 5.0)
     assert idx.tolist() == [2, 3, 4]
