@@ -25,9 +25,10 @@ from config.strict_input import StrictFieldsMixin
 from planner.api.validation import VLLM_BLOCK_SIZES, block_size_problem
 from planner.errors import InputError, field_and_message
 from planner.sizing import selectors, services
+from planner.sizing.knobs import KNOBS
 from simulator.base import DTYPE_BYTES, KV_CACHE_DTYPES, GpuSpec, SpecError
 from simulator.sizing import parse_hf_config
-from simulator.speculative import MAX_SPECULATIVE_TOKENS, METHODS, DraftSpec
+from simulator.speculative import METHODS, DraftSpec
 
 LIMITS = services.LIMITS
 MAX_CONFIG_KEYS = 2000  # keys in an inline config.json, all levels together
@@ -64,6 +65,22 @@ class BlockSizeField(StrictIntegerField):
         if problem:
             raise serializers.ValidationError(problem[0].upper() + problem[1:] + ".")
         return value
+
+
+def knob_serializer_field(name: str, **overrides: Any) -> serializers.Field:
+    """The API field of a sizing knob (:data:`planner.sizing.knobs.KNOBS`), with the same bounds and rule as the
+    form's; absent means the knob's default (or null: the service decides, as the help says)."""
+    k = KNOBS[name]
+    kw: dict[str, Any] = {"help_text": k.api_help(), "validators": k.validators()}
+    if k.default is not None:
+        kw["default"] = k.default
+    else:
+        kw.update(required=False, allow_null=True)
+    if k.kind == "bool":
+        return serializers.BooleanField(**{**kw, **overrides})
+    kw.update(min_value=k.low, max_value=k.high)
+    field = StrictIntegerField if k.kind == "int" else FiniteFloatField
+    return field(**{**kw, **overrides})
 
 
 def _count_keys(obj: Any, limit: int, depth: int = 0) -> int:
@@ -165,8 +182,8 @@ class SpeculativeInputSerializer(StrictFieldsMixin, serializers.Serializer):
 
     method = serializers.ChoiceField(choices=list(METHODS), default="eagle",
                                      help_text="vLLM's speculative method: eagle, eagle3, mtp, draft_model or ngram.")
-    num_speculative_tokens = StrictIntegerField(min_value=0, max_value=MAX_SPECULATIVE_TOKENS,
-                                                help_text="Draft tokens per step (k); 0 = off.")
+    num_speculative_tokens = knob_serializer_field("num_speculative_tokens", required=True, allow_null=False,
+                                                   help_text=KNOBS["num_speculative_tokens"].help)
     draft_model = ModelRefField(required=False, allow_null=True,
                                 help_text="method draft_model only: the draft model (catalog slug or inline config); "
                                           "smaller than the target, same vocabulary.")
@@ -193,43 +210,25 @@ class PlanCreateApi(APIView):
     class InputSerializer(StrictFieldsMixin, serializers.Serializer):
         model = ModelRefField(help_text="Catalog slug, or {config: <config.json>, num_parameters?: int}.")
         gpu = GpuRefField(help_text="Catalog slug, or {memory_gib: number, name?, price_per_hour?}.")
-        tensor_parallel_size = StrictIntegerField(default=1, min_value=1, max_value=LIMITS["tensor_parallel_size"])
-        pipeline_parallel_size = StrictIntegerField(default=1, min_value=1,
-                                                    max_value=LIMITS["pipeline_parallel_size"])
-        data_parallel_size = StrictIntegerField(
-            default=1, min_value=1, max_value=LIMITS["data_parallel_size"],
-            help_text="vLLM --data-parallel-size: engines with their own attention and KV cache; an MoE model's "
-                      "experts are sharded over TP x DP GPUs. GPUs = TP x PP x DP.")
-        enable_expert_parallel = serializers.BooleanField(
-            default=False, help_text="vLLM --enable-expert-parallel (MoE models only): the routed experts spread "
-                                     "whole over EP = TP x DP GPUs instead of each expert split.")
-        num_gpus = StrictIntegerField(required=False, allow_null=True, min_value=1, max_value=LIMITS["num_gpus"],
-                                      help_text="GPUs in all; a multiple of TP x PP x DP (replicas). "
-                                                "Default TP x PP x DP.")
+        tensor_parallel_size = knob_serializer_field("tensor_parallel_size")
+        pipeline_parallel_size = knob_serializer_field("pipeline_parallel_size")
+        data_parallel_size = knob_serializer_field("data_parallel_size")
+        enable_expert_parallel = knob_serializer_field("enable_expert_parallel")
+        num_gpus = knob_serializer_field("num_gpus")
         dtype = serializers.ChoiceField(choices=_DTYPES, default="auto", help_text="Weights dtype (vLLM --dtype).")
         kv_cache_dtype = serializers.ChoiceField(choices=list(KV_CACHE_DTYPES), default="auto")
         block_size = BlockSizeField(default=16, help_text="Tokens per KV block: one of vLLM's "
                                                           f"{', '.join(map(str, VLLM_BLOCK_SIZES))}.")
-        gpu_memory_utilization = FiniteFloatField(default=0.9, help_text="Fraction in (0, 1].")
-        max_model_len = StrictIntegerField(required=False, allow_null=True, min_value=1,
-                                           max_value=LIMITS["max_model_len"],
-                                           help_text="Tokens; default the model's max_position_embeddings.")
-        max_num_batched_tokens = StrictIntegerField(required=False, allow_null=True, min_value=1,
-                                                    max_value=LIMITS["max_num_batched_tokens"],
-                                                    help_text="Tokens per step; default vLLM's for the GPU.")
+        gpu_memory_utilization = knob_serializer_field("gpu_memory_utilization")
+        max_model_len = knob_serializer_field("max_model_len")
+        max_num_batched_tokens = knob_serializer_field("max_num_batched_tokens")
         max_num_seqs = StrictIntegerField(required=False, allow_null=True, min_value=1,
                                           max_value=LIMITS["max_num_seqs"])
         vllm_version = serializers.CharField(required=False, allow_null=True, max_length=20,
                                              help_text="vLLM version to imitate (e.g. '0.11.0'); default recent.")
-        cpu_tier_gib = FiniteFloatField(required=False, allow_null=True, min_value=0,
-                                        max_value=LIMITS["cpu_tier_gib"], help_text="CPU offload tier, GiB.")
-        weights_gib = FiniteFloatField(required=False, allow_null=True, min_value=0, max_value=LIMITS["weights_gib"],
-                                       help_text="Calibration: 'Model loading took X GiB' (per GPU).")
-        available_kv_gib = FiniteFloatField(required=False, allow_null=True, min_value=-LIMITS["available_kv_gib"],
-                                            max_value=LIMITS["available_kv_gib"],
-                                            help_text="Calibration: 'Available KV cache memory: Y GiB' (per GPU); "
-                                                      "negative when vLLM failed to start (the answer is then "
-                                                      "fits: false with the shortfall).")
+        cpu_tier_gib = knob_serializer_field("cpu_tier_gib")
+        weights_gib = knob_serializer_field("weights_gib")
+        available_kv_gib = knob_serializer_field("available_kv_gib")
         activation_gib = FiniteFloatField(required=False, allow_null=True, min_value=0,
                                           max_value=LIMITS["activation_gib"],
                                           help_text="Calibration: the log's peak activation (per GPU); replaces the "
@@ -248,10 +247,8 @@ class PlanCreateApi(APIView):
                       "config.json quantization_config). Does not change kv_cache_dtype auto.")
         quant_group_size = StrictIntegerField(required=False, allow_null=True, min_value=-1, max_value=1_000_000,
                                               help_text="Weights per quantization scale (-1: per channel).")
-        max_loras = StrictIntegerField(required=False, allow_null=True, min_value=0, max_value=4096,
-                                       help_text="LoRA adapter slots (vLLM --max-loras); 0 or absent: no LoRA.")
-        max_lora_rank = StrictIntegerField(required=False, allow_null=True, min_value=1, max_value=4096,
-                                           help_text="vLLM --max-lora-rank (default 16).")
+        max_loras = knob_serializer_field("max_loras")
+        max_lora_rank = knob_serializer_field("max_lora_rank")
         lora_target_modules = serializers.ListField(
             child=serializers.CharField(max_length=40), required=False, allow_null=True, max_length=16,
             help_text="Projections with adapters (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj); "
@@ -264,11 +261,6 @@ class PlanCreateApi(APIView):
             required=False, allow_null=True, default=None,
             help_text="Subtract the CUDA-graph estimate before sizing; default as the vLLM version does "
                       "(subtracted since 0.21).")
-
-        def validate_gpu_memory_utilization(self, value: float) -> float:
-            if not (0 < value <= 1):
-                raise serializers.ValidationError("Must be more than 0 and at most 1.")
-            return value
 
     class MemorySerializer(serializers.Serializer):
         total = serializers.FloatField(help_text="GiB")

@@ -22,6 +22,7 @@ from simulator.base import KV_CACHE_DTYPES, SpecError
 from simulator.speculative import MAX_SPECULATIVE_TOKENS, DraftSpec
 
 from . import selectors
+from .knobs import KNOBS
 from .services import LIMITS, PlanInputError, lengths_distribution
 
 WEIGHT_DTYPE_CHOICES = [
@@ -54,91 +55,63 @@ DEFAULTS: dict[str, str] = {
 _NUMBER = {"class": "num"}
 
 
+def knob_field(name: str, **overrides: Any) -> forms.Field:
+    """The form field of a sizing knob (:data:`planner.sizing.knobs.KNOBS`): its bounds, label, help and rule;
+    ``overrides`` for a form that words it its own way (the replicas form's TP label)."""
+    k = KNOBS[name]
+    kw: dict[str, Any] = {"label": k.label, "help_text": k.form_help(), "validators": k.validators(),
+                          "required": k.kind != "bool" and not k.optional}
+    if k.kind == "bool":
+        return forms.BooleanField(**{**kw, **overrides})
+    kw.update(min_value=k.low, max_value=k.high)
+    if k.kind == "int":
+        return forms.IntegerField(**{**kw, "widget": forms.NumberInput(attrs=_NUMBER), **overrides})
+    return forms.FloatField(**{**kw, "widget": forms.NumberInput(attrs={"step": k.step, **_NUMBER}), **overrides})
+
+
 class SizingForm(forms.Form):
     """Model, GPU and vLLM knobs of one deployment, plus optional calibration."""
 
     model = forms.ChoiceField(label="Model", help_text="A catalog model or one of your own profiles.")
     gpu = forms.ChoiceField(label="GPU", help_text="Memory as vLLM sees it (GiB = 2³⁰ bytes) and the catalog's "
                                                    "lowest price per GPU-hour ($/h).")
-    num_gpus = forms.IntegerField(
-        label="Number of GPUs", required=False, min_value=1, max_value=LIMITS["num_gpus"],
-        help_text="GPUs in the deployment. Blank = TP × PP × DP (one deployment); a multiple of TP × PP × DP runs "
-                  "that many replicas.", widget=forms.NumberInput(attrs=_NUMBER))
-    tensor_parallel_size = forms.IntegerField(
-        label="Tensor parallel size (TP)", min_value=1, max_value=LIMITS["tensor_parallel_size"],
-        help_text="GPUs one layer is split across; must divide the attention heads.",
-        widget=forms.NumberInput(attrs=_NUMBER))
-    pipeline_parallel_size = forms.IntegerField(
-        label="Pipeline parallel size (PP)", min_value=1, max_value=LIMITS["pipeline_parallel_size"],
-        help_text="Stages the layers are split into; the fullest stage decides the KV cache.",
-        widget=forms.NumberInput(attrs=_NUMBER))
-    data_parallel_size = forms.IntegerField(
-        label="Data parallel size (DP)", required=False, min_value=1, max_value=LIMITS["data_parallel_size"],
-        help_text="vLLM --data-parallel-size: engines with their own attention and KV cache; an MoE model's experts "
-                  "are sharded over TP × DP GPUs. GPUs = TP × PP × DP. Blank = 1.",
-        widget=forms.NumberInput(attrs=_NUMBER))
-    enable_expert_parallel = forms.BooleanField(
-        label="Expert parallelism (EP)", required=False,
-        help_text="vLLM --enable-expert-parallel, MoE models only: each GPU holds whole experts, EP = TP × DP of "
-                  "them spread over the GPUs, instead of a slice of every expert.")
+    num_gpus = knob_field("num_gpus")
+    tensor_parallel_size = knob_field("tensor_parallel_size")
+    pipeline_parallel_size = knob_field("pipeline_parallel_size")
+    data_parallel_size = knob_field("data_parallel_size")
+    enable_expert_parallel = knob_field("enable_expert_parallel")
     dtype = forms.ChoiceField(label="Weight dtype", choices=WEIGHT_DTYPE_CHOICES,
                               help_text="vLLM --dtype; quantized checkpoints keep their own format.")
     kv_cache_dtype = forms.ChoiceField(label="KV cache dtype", choices=KV_DTYPE_CHOICES,
                                        help_text="Bytes per cached K/V element.")
     block_size = forms.TypedChoiceField(label="Block size", choices=BLOCK_SIZE_CHOICES, coerce=int,
                                         help_text="Tokens per KV block (vLLM default 16).")
-    gpu_memory_utilization = forms.FloatField(
-        label="GPU memory utilization", help_text="Fraction of each GPU's memory vLLM may use, in (0, 1]; "
-                                                  "vLLM default 0.9.",
-        widget=forms.NumberInput(attrs={"step": "0.01", **_NUMBER}))
-    max_model_len = forms.IntegerField(
-        label="Max model length", required=False, min_value=1, max_value=LIMITS["max_model_len"],
-        help_text="Tokens per request (prompt + output). Blank = the model's maximum.",
-        widget=forms.NumberInput(attrs=_NUMBER))
-    max_num_batched_tokens = forms.IntegerField(
-        label="Max batched tokens", required=False, min_value=1, max_value=LIMITS["max_num_batched_tokens"],
-        help_text="Tokens per engine step; sizes the activation peak. Blank = vLLM's default for the GPU "
-                  "(8,192 on 80 GB-class GPUs, else 2,048).", widget=forms.NumberInput(attrs=_NUMBER))
-    cpu_tier_gib = forms.FloatField(
-        label="CPU offload tier (GiB)", required=False, min_value=0, max_value=LIMITS["cpu_tier_gib"],
-        help_text="Optional host memory for offloaded KV blocks, per deployment, GiB.",
-        widget=forms.NumberInput(attrs={"step": "any", **_NUMBER}))
+    gpu_memory_utilization = knob_field("gpu_memory_utilization")
+    max_model_len = knob_field("max_model_len")
+    max_num_batched_tokens = knob_field("max_num_batched_tokens")
+    cpu_tier_gib = knob_field("cpu_tier_gib")
     vllm_log = forms.CharField(
         label="Calibrate from a vLLM log", required=False, max_length=LIMITS["vllm_log"],
         widget=forms.Textarea(attrs={"rows": 4, "placeholder": "Model loading took 14.99 GiB …\n"
                                                               "Available KV cache memory: 55.26 GiB"}),
         help_text="Optional: paste the start-up lines 'Model loading took … GiB' and 'Available KV cache memory: "
                   "… GiB' of your own run; their figures replace the modelled ones.")
-    weights_gib = forms.FloatField(
-        label="Weights per GPU (GiB)", required=False, min_value=0, max_value=LIMITS["weights_gib"],
-        help_text="Optional: vLLM's 'Model loading took X GiB'.",
-        widget=forms.NumberInput(attrs={"step": "any", **_NUMBER}))
-    available_kv_gib = forms.FloatField(
-        label="Available KV cache per GPU (GiB)", required=False, min_value=-LIMITS["available_kv_gib"],
-        max_value=LIMITS["available_kv_gib"], help_text="Optional: vLLM's 'Available KV cache memory: Y GiB' "
-                                                        "(negative when vLLM failed to start: the answer says how "
-                                                        "much is short).",
-        widget=forms.NumberInput(attrs={"step": "any", **_NUMBER}))
+    weights_gib = knob_field("weights_gib")
+    available_kv_gib = knob_field("available_kv_gib")
     quantization = forms.ChoiceField(
         label="Weights quantization", required=False,
         choices=[("", "the model's own"), ("none", "none (16-bit)"),
                  *((q, q) for q in ("awq", "gptq", "compressed-tensors", "fp8", "int8", "int4", "mxfp4", "nvfp4",
                                     "bitsandbytes"))],
         help_text="Overrides the checkpoint's quantization_config; the KV cache keeps its own dtype.")
-    max_loras = forms.IntegerField(
-        label="LoRA slots (max_loras)", required=False, min_value=0, max_value=4096,
-        help_text="vLLM --max-loras; blank or 0 = no LoRA.", widget=forms.NumberInput(attrs=_NUMBER))
-    max_lora_rank = forms.IntegerField(
-        label="Max LoRA rank", required=False, min_value=1, max_value=4096,
-        help_text="vLLM --max-lora-rank (default 16).", widget=forms.NumberInput(attrs=_NUMBER))
+    max_loras = knob_field("max_loras")
+    max_lora_rank = knob_field("max_lora_rank")
     speculative_method = forms.ChoiceField(
         label="Speculative decoding", required=False,
         choices=[("", "off"), ("eagle", "EAGLE head"), ("eagle3", "EAGLE-3 head"), ("mtp", "MTP layer"),
                  ("draft_model", "draft model"), ("ngram", "n-gram lookup")],
         help_text="vLLM --speculative-config method: the drafter's weights and KV come out of the KV cache.")
-    num_speculative_tokens = forms.IntegerField(
-        label="Draft tokens per step (k)", required=False, min_value=0, max_value=MAX_SPECULATIVE_TOKENS,
-        help_text="num_speculative_tokens; blank or 0 = off.", widget=forms.NumberInput(attrs=_NUMBER))
+    num_speculative_tokens = knob_field("num_speculative_tokens")
     draft_model = forms.ChoiceField(
         label="Draft model", required=False,
         help_text="Only for the draft model method: a smaller model of the same vocabulary.")
@@ -194,13 +167,6 @@ class SizingForm(forms.Form):
         return form
 
     # -- validation ---------------------------------------------------------
-
-    def clean_gpu_memory_utilization(self) -> float:
-        v = self.cleaned_data["gpu_memory_utilization"]
-        if not (0 < v <= 1):
-            raise forms.ValidationError(
-                f"Must be more than 0 and at most 1 (a fraction of each GPU's memory, e.g. 0.9 for 90%); got {v:g}.")
-        return v
 
     def clean_vllm_version(self) -> str | None:
         v = (self.cleaned_data.get("vllm_version") or "").strip().lstrip("v")
@@ -398,10 +364,9 @@ class ReplicasForm(forms.Form):
     model = forms.ChoiceField(label="Model", help_text="A catalog model or one of your own profiles.")
     gpu = forms.ChoiceField(label="GPU", help_text="Memory as vLLM sees it (GiB) and the catalog's lowest price "
                                                    "per GPU-hour ($/h).")
-    tensor_parallel_size = forms.IntegerField(
-        label="GPUs per replica (TP)", min_value=1, max_value=LIMITS["tensor_parallel_size"],
-        help_text="Tensor parallel size of one replica, in GPUs; must divide the attention heads.",
-        widget=forms.NumberInput(attrs=_NUMBER))
+    tensor_parallel_size = knob_field(
+        "tensor_parallel_size", label="GPUs per replica (TP)",
+        help_text="Tensor parallel size of one replica, in GPUs; must divide the attention heads.")
     sampling = sampling_field()
     rate = forms.FloatField(
         label="Request rate (requests/s)", min_value=0.001, max_value=100_000,
@@ -470,10 +435,9 @@ class ReplicasForm(forms.Form):
         label="Speculative decoding", required=False, choices=SPEC_METHOD_CHOICES,
         help_text="Optional: vLLM's drafter on every replica; an EAGLE/EAGLE-3 head or an MTP layer takes its "
                   "weights and KV out of the KV cache (docs/speculative_decoding.md). Blank = off.")
-    num_speculative_tokens = forms.IntegerField(
-        label="Draft tokens per step (k)", required=False, min_value=0, max_value=MAX_SPECULATIVE_TOKENS,
-        help_text=f"num_speculative_tokens, 0 to {MAX_SPECULATIVE_TOKENS} (0 = the engine without speculation).",
-        widget=forms.NumberInput(attrs=_NUMBER))
+    num_speculative_tokens = knob_field(
+        "num_speculative_tokens",
+        help_text=f"num_speculative_tokens, 0 to {MAX_SPECULATIVE_TOKENS} (0 = the engine without speculation).")
     acceptance_rate = forms.FloatField(
         label="Draft acceptance rate", required=False, min_value=0, max_value=1,
         error_messages={"min_value": "Must be a fraction from 0 to 1.", "max_value": "Must be a fraction from 0 to 1."},
