@@ -12,6 +12,8 @@ profile cannot be read, planned with or even detected by anyone else.
 
 from __future__ import annotations
 
+from simulator.base.errors import FieldError
+
 
 class InputError(Exception):
     """Input the planner cannot use; ``errors`` maps a field path to its messages.
@@ -35,7 +37,11 @@ class InputError(Exception):
 
 
 def field_and_message(exc: Exception | str) -> tuple[str | None, str]:
-    """``"field: problem"`` -> ``("field", "problem")``; a message that names no one-word field -> ``(None, message)``."""
+    """The field path and the words of an input error: ``exc.field`` and ``exc.message`` of a
+    :class:`simulator.base.errors.FieldError` that names its field; else ``"field: problem"`` read from the text
+    (a message naming no one-word field -> ``(None, message)``)."""
+    if isinstance(exc, FieldError) and exc.field:
+        return exc.field, exc.message
     message = str(exc)
     field, sep, rest = message.partition(": ")
     return (field, rest) if sep and field and " " not in field else (None, message)

@@ -70,7 +70,7 @@ def trace_options(raw: Any) -> TraceOptions | None:
     window = kw.get("window")
     if window is not None:
         if not isinstance(window, (list, tuple)) or len(window) != 2:
-            raise WorkloadError("window: give [START, END] in seconds after the trace's first request")
+            raise WorkloadError("give [START, END] in seconds after the trace's first request", field="window")
         kw["window"] = tuple(window)
     return TraceOptions(**kw)
 

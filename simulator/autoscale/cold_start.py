@@ -65,7 +65,7 @@ class ColdStart:
     @classmethod
     def from_dict(cls, data: Any) -> ColdStart:
         if not isinstance(data, dict):
-            raise ConfigError("cold_start: must be an object of seconds and GiB/s")
+            raise ConfigError("must be an object of seconds and GiB/s", field="cold_start")
         bad = unknown_field(cls, data)
         if bad:
             raise ConfigError(f"cold_start.{bad[0]}: {bad[1]}")

@@ -68,7 +68,7 @@ def _number(name: str, v: Any, lo: float, hi: float, *, whole: bool = False, lo_
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < lo or v > hi \
             or (lo_open and v == lo) or (whole and v != int(v)):
         kind = "a whole number" if whole else "a number"
-        raise ConfigError(f"{name}: must be {kind} {'>' if lo_open else '>='} {lo:g} and <= {hi:g}, got {v!r}")
+        raise ConfigError(f"must be {kind} {'>' if lo_open else '>='} {lo:g} and <= {hi:g}, got {v!r}", field=name)
     return int(v) if whole else float(v)
 
 
@@ -115,11 +115,11 @@ class ScheduledPolicy(Policy):
 
     def __post_init__(self) -> None:
         if not isinstance(self.replicas, (list, tuple)) or not 1 <= len(self.replicas) <= 10_000:
-            raise ConfigError("policy.replicas: give 1 to 10,000 replica counts, one per period")
+            raise ConfigError("give 1 to 10,000 replica counts, one per period", field="policy.replicas")
         object.__setattr__(self, "replicas", tuple(
             _number(f"policy.replicas[{i}]", r, 0, MAX_REPLICAS, whole=True) for i, r in enumerate(self.replicas)))
         if not any(self.replicas):
-            raise ConfigError("policy.replicas: at least one period needs a replica")
+            raise ConfigError("at least one period needs a replica", field="policy.replicas")
         _number("policy.period_s", self.period_s, 1, 1e7)
         _number("policy.lead_s", self.lead_s, 0, self.period_s)
 
@@ -161,24 +161,24 @@ class HpaPolicy(Policy):
 
     def __post_init__(self) -> None:
         if self.metric not in METRICS:
-            raise ConfigError(f"policy.metric: {self.metric!r} is not a fleet metric (known: {', '.join(METRICS)})")
+            raise ConfigError(f"{self.metric!r} is not a fleet metric (known: {', '.join(METRICS)})", field="policy.metric")
         _number("policy.target", self.target, 0, 1e9, lo_open=True)
         lo = _number("policy.min_replicas", self.min_replicas, 1, MAX_REPLICAS, whole=True)
         hi = _number("policy.max_replicas", self.max_replicas, 1, MAX_REPLICAS, whole=True)
         if hi < lo:
-            raise ConfigError(f"policy.max_replicas: {hi} is below min_replicas {lo}: the policy could never "
-                              f"satisfy both")
+            raise ConfigError(f"{hi} is below min_replicas {lo}: the policy could never "
+                              f"satisfy both", field="policy.max_replicas")
         _number("policy.tolerance", self.tolerance, 0, 1)
         _number("policy.sync_s", self.sync_s, 1, 3600)
         for name in ("scale_up_window_s", "scale_down_window_s", "cooldown_s"):
             _number(f"policy.{name}", getattr(self, name), 0, 86_400)
         if self.scale_down_window_s == 0 and self.cooldown_s == 0 and self.tolerance == 0:
-            raise ConfigError("policy.scale_down_window_s: with no stabilization window, no cooldown and no "
-                              "tolerance the fleet would change at every sync; give one of them")
+            raise ConfigError("with no stabilization window, no cooldown and no "
+                              "tolerance the fleet would change at every sync; give one of them", field="policy.scale_down_window_s")
         _number("policy.scale_up_percent", self.scale_up_percent, 0, 10_000)
         _number("policy.scale_up_pods", self.scale_up_pods, 0, MAX_REPLICAS, whole=True)
         if self.scale_up_percent == 0 and self.scale_up_pods == 0 and hi > lo:
-            raise ConfigError("policy.scale_up_pods: with scale_up_percent 0 too the policy can never scale up")
+            raise ConfigError("with scale_up_percent 0 too the policy can never scale up", field="policy.scale_up_pods")
         _number("policy.scale_down_percent", self.scale_down_percent, 0, 100)
         _number("policy.period_s", self.period_s, 1, 3600)
 
@@ -273,7 +273,7 @@ class OraclePolicy(Policy):
 
     def __post_init__(self) -> None:
         if not isinstance(self.rates, (list, tuple)) or not self.rates:
-            raise ConfigError("policy.rates: give the rate of each period, requests/s")
+            raise ConfigError("give the rate of each period, requests/s", field="policy.rates")
         object.__setattr__(self, "rates", tuple(_number(f"policy.rates[{i}]", r, 0, 1e9)
                                                 for i, r in enumerate(self.rates)))
         _number("policy.period_s", self.period_s, 1, 1e7)
@@ -282,7 +282,7 @@ class OraclePolicy(Policy):
         _number("policy.sync_s", self.sync_s, 1, 3600)
         lo = _number("policy.min_replicas", self.min_replicas, 1, MAX_REPLICAS, whole=True)
         if _number("policy.max_replicas", self.max_replicas, 1, MAX_REPLICAS, whole=True) < lo:
-            raise ConfigError("policy.max_replicas: below min_replicas")
+            raise ConfigError("below min_replicas", field="policy.max_replicas")
 
     def need(self, t0: float, t1: float) -> int:
         first, last = int(t0 // self.period_s), int(t1 // self.period_s)
@@ -302,7 +302,7 @@ POLICIES = {"fixed": FixedPolicy, "scheduled": ScheduledPolicy, "hpa": HpaPolicy
 def policy_from_dict(data: Any) -> Policy:
     """``{"kind": "hpa", "metric": "running", "target": 32, ...}`` as a policy; every error names the field."""
     if not isinstance(data, dict) or data.get("kind") not in POLICIES:
-        raise ConfigError(f"policy.kind: must be one of {', '.join(POLICIES)}")
+        raise ConfigError(f"must be one of {', '.join(POLICIES)}", field="policy.kind")
     cls = POLICIES[data["kind"]]
     known = {f.name for f in fields(cls)}
     extra = sorted(set(data) - known - {"kind"})

@@ -16,6 +16,8 @@ import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
 
+from simulator.base.errors import FieldError
+
 #: How alike (difflib's ratio, 0 to 1) a known name must be to an unknown one to be offered as "did you mean".
 CLOSE_NAME_CUTOFF = 0.6
 
@@ -43,7 +45,7 @@ def unknown_field(cls, data: dict, ignore: frozenset = frozenset(), *, what: str
     return (bad[0], unknown_message(bad[0], known, what=what)) if bad else None
 
 
-class ConfigError(ValueError):
+class ConfigError(FieldError):
     """An engine configuration that cannot be simulated; the message names the field."""
 
 
@@ -65,4 +67,4 @@ class StepTimeModel:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v >= 0) or v == float("inf"):
                 raise ConfigError(f"step_time_model.{f.name}: must be a finite number >= 0 seconds")
         if self.base_s + self.per_token_s + self.per_req_s <= 0:
-            raise ConfigError("step_time_model: at least one coefficient must be positive")
+            raise ConfigError("at least one coefficient must be positive", field="step_time_model")

@@ -29,6 +29,8 @@ import math
 import re
 from typing import Any
 
+from simulator.base.errors import FieldError
+
 #: Deepest nesting accepted (objects and arrays); a Hugging Face config.json uses about 4.
 MAX_JSON_DEPTH = 32
 #: Largest whole number accepted (exclusive): what a 64-bit integer holds; more digits than 20 are refused
@@ -39,12 +41,12 @@ MAX_INT_DIGITS = 20
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-class JsonInputError(ValueError):
+class JsonInputError(FieldError):
     """A parsed JSON value the service refuses; ``field`` is its path ('' for the whole body)."""
 
     def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}" if field else message)
-        self.field, self.message = field, message
+        super().__init__(message, field=field or None)
+        self.field = field
 
 
 def _text_problem(text: str) -> str | None:

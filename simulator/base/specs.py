@@ -23,13 +23,14 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from simulator.base.config_base import unknown_message
+from simulator.base.errors import FieldError
 from simulator.base.sampling import SAMPLER_PATHS
 
 GIB = 2**30  # bytes
 MIB = 2**20  # bytes
 
 
-class SpecError(ValueError):
+class SpecError(FieldError):
     """A model, GPU or deployment spec that cannot be sized; the message names the field."""
 
 
@@ -103,14 +104,14 @@ def normalize_dtype(value: Any, field_name: str, *, allow_auto: bool = False) ->
         Accept ``"auto"`` (returned as is).
     """
     if not isinstance(value, str) or not value.strip():
-        raise SpecError(f"{field_name}: must be a dtype name such as bf16, fp16, fp8")
+        raise SpecError("must be a dtype name such as bf16, fp16, fp8", field=field_name)
     v = value.strip().lower()
     if allow_auto and v == "auto":
         return "auto"
     v = _DTYPE_ALIASES.get(v, v)
     if v not in DTYPE_BYTES:
         known = ", ".join(sorted(set(DTYPE_BYTES) | ({"auto"} if allow_auto else set())))
-        raise SpecError(f"{field_name}: unknown dtype {value!r} (known: {known})")
+        raise SpecError(f"unknown dtype {value!r} (known: {known})", field=field_name)
     return v
 
 
@@ -119,10 +120,10 @@ def _whole(obj: Any, name: str, lo: int, hi: int | None = None, *, optional: boo
     if v is None and optional:
         return
     if isinstance(v, bool) or not isinstance(v, int):
-        raise SpecError(f"{name}: must be a whole number, got {v!r}")
+        raise SpecError(f"must be a whole number, got {v!r}", field=name)
     if v < lo or (hi is not None and v > hi):
         limit = f"between {lo:,} and {hi:,}" if hi is not None else f">= {lo:,}"
-        raise SpecError(f"{name}: must be {limit}, got {v:,}")
+        raise SpecError(f"must be {limit}, got {v:,}", field=name)
 
 
 def _number(obj: Any, name: str, *, lo: float = 0.0, lo_open: bool = False, hi: float | None = None,
@@ -131,13 +132,13 @@ def _number(obj: Any, name: str, *, lo: float = 0.0, lo_open: bool = False, hi: 
     if v is None:
         if optional:
             return
-        raise SpecError(f"{name}: is required")
+        raise SpecError("is required", field=name)
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise SpecError(f"{name}: must be a finite number, got {v!r}")
+        raise SpecError(f"must be a finite number, got {v!r}", field=name)
     if (v <= lo) if lo_open else (v < lo):
-        raise SpecError(f"{name}: must be {'>' if lo_open else '>='} {lo:g}, got {v:g}")
+        raise SpecError(f"must be {'>' if lo_open else '>='} {lo:g}, got {v:g}", field=name)
     if hi is not None and v > hi:
-        raise SpecError(f"{name}: must be <= {hi:g}, got {v:g}")
+        raise SpecError(f"must be <= {hi:g}, got {v:g}", field=name)
     object.__setattr__(obj, name, float(v))
 
 
@@ -176,10 +177,10 @@ class LayerSpec:
 
     def __post_init__(self) -> None:
         if self.kind not in LAYER_KINDS:
-            raise SpecError(f"layers.kind: must be one of {', '.join(LAYER_KINDS)}, got {self.kind!r}")
+            raise SpecError(f"must be one of {', '.join(LAYER_KINDS)}, got {self.kind!r}", field="layers.kind")
         if self.kind == LAYER_SLIDING:
             if self.window is None:
-                raise SpecError("layers.window: a sliding-window layer needs a window in tokens")
+                raise SpecError("a sliding-window layer needs a window in tokens", field="layers.window")
             _whole_named(self.window, "layers.window", 1, 100_000_000)
         elif self.window is not None:
             _whole_named(self.window, "layers.window", 1, 100_000_000)
@@ -193,9 +194,9 @@ class LayerSpec:
 def _whole_named(v: Any, name: str, lo: int, hi: int) -> None:
     """A whole number in ``[lo, hi]`` (the upper bounds keep absurd configs out of 64-bit database columns)."""
     if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-        raise SpecError(f"{name}: must be a whole number >= {lo}, got {v!r}")
+        raise SpecError(f"must be a whole number >= {lo}, got {v!r}", field=name)
     if v > hi:
-        raise SpecError(f"{name}: {v:,} is more than the limit of {hi:,}")
+        raise SpecError(f"{v:,} is more than the limit of {hi:,}", field=name)
 
 
 @dataclass(frozen=True)
@@ -318,12 +319,12 @@ class ModelSpec:
         self._check_parameters()
         self._check_quantization()
         if self.sampling is not None and self.sampling not in SAMPLER_PATHS:
-            raise SpecError(f"sampling: must be one of {', '.join(SAMPLER_PATHS)}, got {self.sampling!r}")
+            raise SpecError(f"must be one of {', '.join(SAMPLER_PATHS)}, got {self.sampling!r}", field="sampling")
 
     def _check_shape(self) -> None:
         """Name, layers, hidden size, heads; ``head_dim`` derived when absent."""
         if not isinstance(self.name, str) or not self.name.strip():
-            raise SpecError("name: must be a non-empty string")
+            raise SpecError("must be a non-empty string", field="name")
         _whole(self, "num_layers", 1, 100_000)
         _whole(self, "hidden_size", 1, 10_000_000)
         _whole(self, "num_attention_heads", 1, 100_000)
@@ -331,9 +332,9 @@ class ModelSpec:
         if self.head_dim is None:
             if self.hidden_size % self.num_attention_heads:
                 raise SpecError(
-                    f"head_dim: not given and hidden_size {self.hidden_size} is not a multiple of "
+                    f"not given and hidden_size {self.hidden_size} is not a multiple of "
                     f"num_attention_heads {self.num_attention_heads}"
-                )
+                , field="head_dim")
             object.__setattr__(self, "head_dim", self.hidden_size // self.num_attention_heads)
         _whole(self, "head_dim", 1, 100_000)
 
@@ -350,7 +351,7 @@ class ModelSpec:
             else:
                 attn = "GQA"
         if attn not in ATTENTION_KINDS:
-            raise SpecError(f"attention: must be one of {', '.join(ATTENTION_KINDS)}, got {self.attention!r}")
+            raise SpecError(f"must be one of {', '.join(ATTENTION_KINDS)}, got {self.attention!r}", field="attention")
         object.__setattr__(self, "attention", attn)
         if attn == "MLA":
             _whole(self, "kv_lora_rank", 1, 1_000_000)
@@ -358,12 +359,12 @@ class ModelSpec:
         else:
             if self.num_kv_heads > self.num_attention_heads:
                 raise SpecError(
-                    f"num_kv_heads: {self.num_kv_heads} is more than num_attention_heads {self.num_attention_heads}"
-                )
+                    f"{self.num_kv_heads} is more than num_attention_heads {self.num_attention_heads}"
+                , field="num_kv_heads")
             if self.num_attention_heads % self.num_kv_heads:
                 raise SpecError(
-                    f"num_kv_heads: {self.num_kv_heads} does not divide num_attention_heads {self.num_attention_heads}"
-                )
+                    f"{self.num_kv_heads} does not divide num_attention_heads {self.num_attention_heads}"
+                , field="num_kv_heads")
 
     def _check_sizes(self) -> None:
         """Optional MLA sizes, vocabulary, FFN and mixture-of-experts counts."""
@@ -377,34 +378,34 @@ class ModelSpec:
         _whole(self, "num_shared_experts", 0, 1_000_000)
         _whole(self, "num_dense_layers", 0, self.num_layers)
         if self.num_experts and not self.num_experts_per_tok:
-            raise SpecError("num_experts_per_tok: an MoE model needs the number of experts per token")
+            raise SpecError("an MoE model needs the number of experts per token", field="num_experts_per_tok")
         if self.num_experts_per_tok > max(self.num_experts, 0) and self.num_experts:
             raise SpecError(
-                f"num_experts_per_tok: {self.num_experts_per_tok} is more than num_experts {self.num_experts}"
-            )
+                f"{self.num_experts_per_tok} is more than num_experts {self.num_experts}"
+            , field="num_experts_per_tok")
 
     def _check_layers(self) -> None:
         """Per-layer kinds: LayerSpec entries (or dicts), one per layer when given."""
         layers = tuple(LayerSpec(**lay) if isinstance(lay, dict) else lay for lay in (self.layers or ()))
         for lay in layers:
             if not isinstance(lay, LayerSpec):
-                raise SpecError("layers: each entry must be a LayerSpec or an object with kind/window/state_bytes")
+                raise SpecError("each entry must be a LayerSpec or an object with kind/window/state_bytes", field="layers")
         if layers and len(layers) != self.num_layers:
-            raise SpecError(f"layers: {len(layers)} layer kinds given for num_layers {self.num_layers}")
+            raise SpecError(f"{len(layers)} layer kinds given for num_layers {self.num_layers}", field="layers")
         object.__setattr__(self, "layers", layers)
 
     def _check_parameters(self) -> None:
         """Boolean flags, parameter counts and the weights' dtype."""
         for name in ("attention_bias", "tie_word_embeddings", "gated_mlp"):
             if not isinstance(getattr(self, name), bool):
-                raise SpecError(f"{name}: must be true or false")
+                raise SpecError("must be true or false", field=name)
         _whole(self, "num_parameters", 1, 10**15, optional=True)
         _whole(self, "num_active_parameters", 1, 10**15, optional=True)
         if self.num_parameters and self.num_active_parameters and self.num_active_parameters > self.num_parameters:
             raise SpecError(
-                f"num_active_parameters: {self.num_active_parameters:,} is more than num_parameters "
+                f"{self.num_active_parameters:,} is more than num_parameters "
                 f"{self.num_parameters:,}"
-            )
+            , field="num_active_parameters")
         object.__setattr__(self, "weights_dtype", normalize_dtype(self.weights_dtype, "weights_dtype"))
 
     def _check_quantization(self) -> None:
@@ -412,13 +413,13 @@ class ModelSpec:
         q = self.quantization
         if q is not None:
             if not isinstance(q, str):
-                raise SpecError(f"quantization: must be one of {', '.join(x for x in QUANTIZATIONS if x)}")
+                raise SpecError(f"must be one of {', '.join(x for x in QUANTIZATIONS if x)}", field="quantization")
             q = q.strip().lower() or None
             if q in ("fp8_e4m3", "e4m3", "float8", "modelopt", "compressed-tensors-fp8"):
                 q = "fp8"
             if q is not None and q not in QUANTIZATIONS:
-                raise SpecError(f"quantization: unknown method {self.quantization!r} "
-                                f"(known: {', '.join(x for x in QUANTIZATIONS if x)})")
+                raise SpecError(f"unknown method {self.quantization!r} "
+                                f"(known: {', '.join(x for x in QUANTIZATIONS if x)})", field="quantization")
             object.__setattr__(self, "quantization", q)
         if self.quant_bits is not None:
             _whole(self, "quant_bits", 1, 32)
@@ -509,18 +510,18 @@ class GpuSpec:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
-            raise SpecError("name: must be a non-empty string")
+            raise SpecError("must be a non-empty string", field="name")
         object.__setattr__(self, "measured", check_measured(self.measured))
         if not isinstance(self.measured_source, str) or len(self.measured_source) > 2000:
-            raise SpecError("measured_source: must be a text of at most 2,000 characters")
+            raise SpecError("must be a text of at most 2,000 characters", field="measured_source")
         _number(self, "memory_mib", lo=0.0, lo_open=True, hi=100 * 1024 * 1024)
         _number(self, "memory_gib", lo=0.0, lo_open=True, hi=100 * 1024)
         if self.memory_gib is None:
             if self.memory_mib is None:
-                raise SpecError("memory_gib: is required (or give memory_mib as nvidia-smi reports it)")
+                raise SpecError("is required (or give memory_mib as nvidia-smi reports it)", field="memory_gib")
             est = self.memory_mib / 1024 - DRIVER_RESERVED_GIB
             if est <= 0:
-                raise SpecError(f"memory_mib: {self.memory_mib:g} MiB is too small")
+                raise SpecError(f"{self.memory_mib:g} MiB is too small", field="memory_mib")
             object.__setattr__(self, "memory_gib", est)
             object.__setattr__(self, "memory_gib_estimated", True)
         for name in ("bandwidth_tbps", "bf16_tflops", "fp8_tflops", "fp4_tflops", "interconnect_gbps"):
@@ -580,7 +581,7 @@ def check_measured(value: Any) -> tuple[tuple[str, float], ...]:
     try:
         pairs = [(k, v) for k, v in items]
     except (TypeError, ValueError):
-        raise SpecError("measured: must be an object of measured figures (name: value)") from None
+        raise SpecError("must be an object of measured figures (name: value)", field="measured") from None
     out = {}
     for key, v in pairs:
         kind = GPU_MEASURED_FIELDS.get(key) if isinstance(key, str) else None
@@ -700,13 +701,13 @@ class DeploymentSpec:
         object.__setattr__(self, "dtype", normalize_dtype(self.dtype, "dtype", allow_auto=True))
         kv = normalize_dtype(self.kv_cache_dtype, "kv_cache_dtype", allow_auto=True)
         if kv not in KV_CACHE_DTYPES:
-            raise SpecError(f"kv_cache_dtype: {self.kv_cache_dtype!r} is not a KV cache dtype "
-                            f"(known: {', '.join(KV_CACHE_DTYPES)})")
+            raise SpecError(f"{self.kv_cache_dtype!r} is not a KV cache dtype "
+                            f"(known: {', '.join(KV_CACHE_DTYPES)})", field="kv_cache_dtype")
         object.__setattr__(self, "kv_cache_dtype", kv)
         _whole(self, "block_size", 1, 4096)
         g = self.gpu_memory_utilization
         if isinstance(g, bool) or not isinstance(g, (int, float)) or not (0.0 < g <= 1.0):
-            raise SpecError(f"gpu_memory_utilization: must be a fraction in (0, 1], got {g!r}")
+            raise SpecError(f"must be a fraction in (0, 1], got {g!r}", field="gpu_memory_utilization")
         object.__setattr__(self, "gpu_memory_utilization", float(g))
         _whole(self, "max_model_len", 1, 100_000_000, optional=True)
         _whole(self, "max_num_batched_tokens", 1, 100_000_000, optional=True)
@@ -714,11 +715,11 @@ class DeploymentSpec:
         if self.vllm_version is not None:
             v = self.vllm_version
             if not isinstance(v, str) or not v.strip() or not v.strip().lstrip("v")[:1].isdigit():
-                raise SpecError(f"vllm_version: must look like '0.11.0', got {v!r}")
+                raise SpecError(f"must look like '0.11.0', got {v!r}", field="vllm_version")
         for name in ("enforce_eager", "subtract_cudagraph", "enable_expert_parallel"):
             if not isinstance(getattr(self, name), bool) and not (name == "subtract_cudagraph" and
                                                                   self.subtract_cudagraph is None):
-                raise SpecError(f"{name}: must be true or false")
+                raise SpecError("must be true or false", field=name)
         for name in ("cpu_tier_gib", "disk_tier_gib", "weights_gib", "activation_gib", "non_torch_gib"):
             _number(self, name, lo=0.0, hi=10**7)
         # A failed start-up prints a negative "Available KV cache memory": the plan then says how much is short.

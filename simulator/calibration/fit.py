@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from simulator.base.errors import FieldError
 from simulator.base.json_input import loads_checked
 from simulator.batch import budget, simulate
 from simulator.batch.budget import Price, WorkloadSize
@@ -59,7 +60,7 @@ MAX_TOKENS = 10_000_000
 MAX_SIMULATED = 2000
 
 
-class CalibrationError(ValueError):
+class CalibrationError(FieldError):
     """An unusable measurement file or fit request; the message names the row and field."""
 
 
@@ -91,17 +92,17 @@ def _number(value: Any, where: str, lo: float, hi: float) -> float:
         v = float(value)
     except (TypeError, ValueError, OverflowError):
         shown = "a number too large" if isinstance(value, int) else repr(value)[:60]
-        raise CalibrationError(f"{where}: must be a number, got {shown}") from None
+        raise CalibrationError(f"must be a number, got {shown}", field=where) from None
     if not math.isfinite(v) or not lo <= v <= hi:
-        raise CalibrationError(f"{where}: {v:g} is outside [{lo:g}, {hi:g}]")
+        raise CalibrationError(f"{v:g} is outside [{lo:g}, {hi:g}]", field=where)
     return v
 
 
 def _latencies(ttft: float, itl: float, e2e: float, where: str) -> None:
     if e2e < ttft:
-        raise CalibrationError(f"{where}: mean E2E ({e2e:g} s) is shorter than mean TTFT ({ttft:g} s)")
+        raise CalibrationError(f"mean E2E ({e2e:g} s) is shorter than mean TTFT ({ttft:g} s)", field=where)
     if itl <= 0:
-        raise CalibrationError(f"{where}: the inter-token latency must be > 0")
+        raise CalibrationError("the inter-token latency must be > 0", field=where)
 
 
 # --------------------------------------------------------------------------- parsers
@@ -112,20 +113,20 @@ def parse_vllm_bench(text: str) -> Measurement:
     try:
         d = loads_checked(text)
     except json.JSONDecodeError as exc:
-        raise CalibrationError(f"file: not JSON ({exc.msg} at line {exc.lineno})") from None
+        raise CalibrationError(f"not JSON ({exc.msg} at line {exc.lineno})", field="file") from None
     except ValueError as exc:  # JsonInputError: too deep, a number too large, NUL ... (the request body's checks)
-        raise CalibrationError(f"file: {exc}") from None
+        raise CalibrationError(f"{exc}", field="file") from None
     if not isinstance(d, dict):
-        raise CalibrationError("file: a vllm bench serve result is a JSON object")
+        raise CalibrationError("a vllm bench serve result is a JSON object", field="file")
     for key in ("mean_ttft_ms", "mean_e2el_ms", "completed", "total_input_tokens", "total_output_tokens"):
         if key not in d:
-            raise CalibrationError(f"{key}: missing (is this the JSON of vllm bench serve --save-result?)")
+            raise CalibrationError("missing (is this the JSON of vllm bench serve --save-result?)", field=key)
     n = int(_number(d["completed"], "completed", 1, 1e9))
     ttft = _number(d["mean_ttft_ms"], "mean_ttft_ms", 0, MAX_LATENCY_S * 1e3) / 1e3
     e2e = _number(d["mean_e2el_ms"], "mean_e2el_ms", 0, MAX_LATENCY_S * 1e3) / 1e3
     itl_key = "mean_itl_ms" if "mean_itl_ms" in d else "mean_tpot_ms"
     if itl_key not in d:
-        raise CalibrationError("mean_itl_ms: missing (nor mean_tpot_ms)")
+        raise CalibrationError("missing (nor mean_tpot_ms)", field="mean_itl_ms")
     itl = _number(d[itl_key], itl_key, 0, MAX_LATENCY_S * 1e3) / 1e3
     _latencies(ttft, itl, e2e, "file")
     rate = d.get("request_rate")
@@ -168,14 +169,14 @@ def parse_request_csv(text: str) -> Measurement:
         if out["e2e_s"][-1] < out["ttft_s"][-1]:
             raise CalibrationError(f"{where}, e2e: shorter than its TTFT")
     if not out["arrival_time"]:
-        raise CalibrationError("file: no request rows")
+        raise CalibrationError("no request rows", field="file")
     rows = {k: np.array(v) for k, v in out.items()}
     order = np.argsort(rows["arrival_time"], kind="stable")
     rows = {k: v[order] for k, v in rows.items()}
     rows["arrival_time"] = rows["arrival_time"] - rows["arrival_time"][0]
     multi = rows["output_tokens"] > 1
     if not multi.any():
-        raise CalibrationError("output_tokens: every request has one output token; no inter-token latency to fit")
+        raise CalibrationError("every request has one output token; no inter-token latency to fit", field="output_tokens")
     itl = float(np.mean((rows["e2e_s"] - rows["ttft_s"])[multi] / (rows["output_tokens"][multi] - 1)))
     m = Measurement("csv", None, len(order), float(rows["prompt_tokens"].mean()), float(rows["output_tokens"].mean()),
                     float(rows["ttft_s"].mean()), itl, float(rows["e2e_s"].mean()), rows=rows)
@@ -207,7 +208,7 @@ def parse_prometheus(text: str) -> Measurement:
         if name.endswith(("_sum", "_count", "_total")):
             sums[name] = sums.get(name, 0.0) + _number(value, f"line {i}, {name}", 0, 1e15)
     if len(models) > 1:
-        raise CalibrationError(f"model_name: the scrape mixes models ({', '.join(sorted(models))}); scrape one")
+        raise CalibrationError(f"the scrape mixes models ({', '.join(sorted(models))}); scrape one", field="model_name")
 
     def mean(base: str, *alts: str) -> float:
         for b in (base, *alts):
@@ -235,7 +236,7 @@ def parse_measurement(text: str, fmt: str | None = None) -> Measurement:
             else "csv"
     parsers = {"vllm-bench": parse_vllm_bench, "csv": parse_request_csv, "prometheus": parse_prometheus}
     if fmt not in parsers:
-        raise CalibrationError(f"format: must be one of {', '.join(parsers)}, got {fmt!r}")
+        raise CalibrationError(f"must be one of {', '.join(parsers)}, got {fmt!r}", field="format")
     return parsers[fmt](text)
 
 
@@ -272,7 +273,7 @@ def replay_workload(meas: Measurement, request_rate: float | None = None, max_re
         return parse_trace("\n".join(lines) + "\n", fmt="csv", name="measurement")
     rate = request_rate or meas.request_rate
     if not rate:
-        raise CalibrationError("request_rate: the file has no arrival times; give the request rate of the run")
+        raise CalibrationError("the file has no arrival times; give the request rate of the run", field="request_rate")
     rng = np.random.default_rng(seed)
     n = max(min(meas.requests, max_requests), 1)
     arrivals = np.cumsum(rng.exponential(1.0 / rate, n))
@@ -307,10 +308,10 @@ def _fit_setup(meas: Measurement, model, gpu, deployment, fit_params: tuple[str,
     """The engine (its KV cache sized by :func:`simulator.sizing.closed_form.plan`) and the replayed workload."""
     for p in fit_params:
         if p not in FIT_BOUNDS:
-            raise CalibrationError(f"fit: {p!r} cannot be fitted (choose from {', '.join(FIT_BOUNDS)})")
+            raise CalibrationError(f"{p!r} cannot be fitted (choose from {', '.join(FIT_BOUNDS)})", field="fit")
     size = plan(model, gpu, deployment)
     if not size.fits:
-        raise CalibrationError(f"deployment: does not start ({size.reason})")
+        raise CalibrationError(f"does not start ({size.reason})", field="deployment")
     engine = {"num_gpu_blocks": int(size.num_gpu_blocks), "block_size": deployment.block_size or 16,
               "max_num_seqs": size.max_num_seqs, "max_num_batched_tokens": size.max_num_batched_tokens,
               "enable_prefix_caching": True, "enable_chunked_prefill": True}

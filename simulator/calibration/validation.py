@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from simulator.base import DeploymentSpec, GpuSpec
+from simulator.base.errors import FieldError
 from simulator.batch import simulate
 from simulator.clock import RooflineStepTime
 from simulator.engine import EngineConfig
@@ -39,7 +40,7 @@ VLLM_VERSION = "0.15.1"
 BLIS = ("blis-evolved", "blis-roofline")
 
 
-class ValidationError(ValueError):
+class ValidationError(FieldError):
     """A validation input that cannot be used (the message names it)."""
 
 

@@ -100,7 +100,7 @@ def _ints(text: str, option: str) -> tuple[int, ...]:
     try:
         return tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise SearchError(f"{option}: {text!r} must be whole numbers separated by commas") from None
+        raise SearchError(f"{text!r} must be whole numbers separated by commas", field=option) from None
 
 
 def _words(text: str) -> tuple[str, ...]:
@@ -184,7 +184,7 @@ def run_search_command(args: argparse.Namespace, *, load_workload_file) -> str:
         raise
     except ValueError as exc:
         option = "--generation-config" if str(exc).startswith("generation_config") else "--model"
-        raise SearchError(f"{option}: {exc}") from None
+        raise SearchError(f"{exc}", field=option) from None
     slo = Slo(tuple(parse_slo_target(t) for t in args.slo), args.min_goodput)
     space = SearchSpace(_gpus(args.gpus), tensor_parallel=_ints(args.tp, "--tp"),
                         pipeline_parallel=_ints(args.pp, "--pp"), precisions=_words(args.precision),

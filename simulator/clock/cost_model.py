@@ -83,7 +83,7 @@ GIGA = 1e9
 def sampling_coefficients(path: str) -> dict[str, float]:
     """The :class:`RooflineCoefficients` overrides of one sampler path of :data:`SAMPLER_PATHS`."""
     if path not in SAMPLER_PATHS:
-        raise CostModelError(f"sampling: must be one of {', '.join(SAMPLER_PATHS)}, got {path!r}")
+        raise CostModelError(f"must be one of {', '.join(SAMPLER_PATHS)}, got {path!r}", field="sampling")
     return dict(zip(SAMPLER_FIELDS, SAMPLER_PATHS[path]))
 
 
@@ -265,39 +265,39 @@ class RooflineCoefficients:
         for name in _FRACTIONS:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0.0 < v <= 1.0):
-                raise CostModelError(f"{name}: must be a fraction in (0, 1], got {v!r}")
+                raise CostModelError(f"must be a fraction in (0, 1], got {v!r}", field=name)
             object.__setattr__(self, name, float(v))
         for name in _OPTIONAL_FRACTIONS:
             v = getattr(self, name)
             if v is None:
                 continue
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0.0 < v <= 1.0):
-                raise CostModelError(f"{name}: must be a fraction in (0, 1] or null, got {v!r}")
+                raise CostModelError(f"must be a fraction in (0, 1] or null, got {v!r}", field=name)
             object.__setattr__(self, name, float(v))
         h = self.expert_half_tokens
         if h is not None:
             if isinstance(h, bool) or not isinstance(h, (int, float)) or not math.isfinite(h) or not 0.0 <= h <= 1e5:
-                raise CostModelError(f"expert_half_tokens: must be a number of tokens in [0, 100000] or null, got {h!r}")
+                raise CostModelError(f"must be a number of tokens in [0, 100000] or null, got {h!r}", field="expert_half_tokens")
             object.__setattr__(self, "expert_half_tokens", float(h))
         s = self.sampler_scale
         if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s) or not 0.0 < s <= 100.0:
-            raise CostModelError(f"sampler_scale: must be a multiple of the H100's sampler time in (0, 100], got {s!r}")
+            raise CostModelError(f"must be a multiple of the H100's sampler time in (0, 100], got {s!r}", field="sampler_scale")
         object.__setattr__(self, "sampler_scale", float(s))
         for name in (*_SECONDS, *_COUNTS):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 what = {"gemm_half_tokens": "tokens", "async_lag_steps": "steps", "host_link_gbps": "GB/s"}.get(name, "seconds")
-                raise CostModelError(f"{name}: must be a finite number of {what} >= 0, got {v!r}")
+                raise CostModelError(f"must be a finite number of {what} >= 0, got {v!r}", field=name)
             object.__setattr__(self, name, float(v))
         if self.host_link_gbps <= 0:
-            raise CostModelError(f"host_link_gbps: must be a number of GB/s > 0, got {self.host_link_gbps!r}")
+            raise CostModelError(f"must be a number of GB/s > 0, got {self.host_link_gbps!r}", field="host_link_gbps")
         a = self.allreduces_per_layer
         if isinstance(a, bool) or not isinstance(a, int) or a < 0:
-            raise CostModelError(f"allreduces_per_layer: must be a whole number >= 0, got {a!r}")
+            raise CostModelError(f"must be a whole number >= 0, got {a!r}", field="allreduces_per_layer")
         b = self.activation_bytes
         if b is not None:
             if isinstance(b, bool) or not isinstance(b, (int, float)) or not math.isfinite(b) or b <= 0:
-                raise CostModelError(f"activation_bytes: must be a number of bytes > 0, got {b!r}")
+                raise CostModelError(f"must be a number of bytes > 0, got {b!r}", field="activation_bytes")
             object.__setattr__(self, "activation_bytes", float(b))
 
     @classmethod
@@ -365,7 +365,7 @@ class LinearStepTime(_Single):
             lin = StepTimeModel(**lin)
             object.__setattr__(self, "linear", lin)
         if not isinstance(lin, StepTimeModel):
-            raise CostModelError("linear: must be a StepTimeModel or an object with base_s, per_token_s, per_req_s")
+            raise CostModelError("must be a StepTimeModel or an object with base_s, per_token_s, per_req_s", field="linear")
 
     @property
     def terms(self) -> StepCostTerms:
@@ -426,7 +426,7 @@ def _flops_dtype(model: ModelSpec, gpu: GpuSpec, dtype: str,
         if v:
             break
     else:
-        raise CostModelError(f"gpu.bf16_tflops: {gpu.name} has no dense TFLOPS figure; the roofline needs one")
+        raise CostModelError(f"{gpu.name} has no dense TFLOPS figure; the roofline needs one", field="gpu.bf16_tflops")
     narrow = name != "bf16" or kind == "int4"  # (weight-only int4 streams its own way whatever the peak)
     mfu = next((getattr(co, f) for f in mfus if getattr(co, f) is not None), None) if name != "bf16" else None
     bw = next((getattr(co, f) for f in bws if getattr(co, f) is not None), None) if narrow else None
@@ -518,26 +518,26 @@ def _roofline_inputs(model: ModelSpec, gpu: GpuSpec, tp: int, coefficients: Roof
     """Checked inputs of :meth:`RooflineStepTime.from_specs`: the coefficients, the deployment (``tp`` in it) and
     the GPU's measured physics (applied beneath the given coefficients when those are a dict or None)."""
     if not isinstance(model, ModelSpec):
-        raise CostModelError("model: a ModelSpec is required for the roofline model")
+        raise CostModelError("a ModelSpec is required for the roofline model", field="model")
     if not isinstance(gpu, GpuSpec):
-        raise CostModelError("gpu: a GpuSpec is required for the roofline model")
+        raise CostModelError("a GpuSpec is required for the roofline model", field="gpu")
     if deployment is None:
         if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
-            raise CostModelError(f"tp: must be a whole number >= 1, got {tp!r}")
+            raise CostModelError(f"must be a whole number >= 1, got {tp!r}", field="tp")
         deployment = DeploymentSpec(tensor_parallel_size=tp)
     tp = deployment.tensor_parallel_size
     physics = gpu_physics(gpu, tp)
     if coefficients is None or isinstance(coefficients, dict):
         coefficients = RooflineCoefficients.from_dict(model_coefficients(model, coefficients, gpu, tp))
     if not isinstance(coefficients, RooflineCoefficients):
-        raise CostModelError("coefficients: must be RooflineCoefficients or a dict of them")
+        raise CostModelError("must be RooflineCoefficients or a dict of them", field="coefficients")
     if deployment.pipeline_parallel_size != 1:
-        raise CostModelError("pipeline_parallel_size: the roofline models tensor parallelism only")
+        raise CostModelError("the roofline models tensor parallelism only", field="pipeline_parallel_size")
     check_parallelism(model, tp)
     if not gpu.bandwidth_tbps:
-        raise CostModelError(f"gpu.bandwidth_tbps: {gpu.name} has no HBM bandwidth; the roofline needs one")
+        raise CostModelError(f"{gpu.name} has no HBM bandwidth; the roofline needs one", field="gpu.bandwidth_tbps")
     if tp > 1 and not gpu.interconnect_gbps:
-        raise CostModelError(f"gpu.interconnect_gbps: {gpu.name} has no GPU-to-GPU bandwidth; needed for tp > 1")
+        raise CostModelError(f"{gpu.name} has no GPU-to-GPU bandwidth; needed for tp > 1", field="gpu.interconnect_gbps")
     return coefficients, deployment, physics
 
 
@@ -741,7 +741,7 @@ def build_step_time_model(kind: str, *, model: ModelSpec | None = None, gpu: Gpu
         return RooflineStepTime.from_specs(model, gpu, tp, coefficients, deployment)
     if kind == "linear":
         return LinearStepTime(StepTimeModel() if linear is None else linear)
-    raise CostModelError(f"kind: must be one of {', '.join(STEP_TIME_KINDS)}, got {kind!r}")
+    raise CostModelError(f"must be one of {', '.join(STEP_TIME_KINDS)}, got {kind!r}", field="kind")
 
 
 COST_MODEL_KINDS = ("linear", "roofline", "terms")
@@ -761,7 +761,7 @@ def parse_cost_model(value: Any):
     if isinstance(terms, StepCostTerms):
         return terms
     if not isinstance(value, dict):
-        raise ConfigError('cost_model: must be an object with "kind" (linear, roofline or terms)')
+        raise ConfigError('must be an object with "kind" (linear, roofline or terms)', field="cost_model")
     data = dict(value)
     kind = data.pop("kind", None)
     try:
@@ -777,19 +777,19 @@ def parse_cost_model(value: Any):
             if bad:
                 raise ConfigError(f"cost_model.{bad[0]}: {unknown_message(bad[0], ['model', 'generation_config', 'gpu', 'tp', 'coefficients'], what='field for the roofline model')}")
             if not isinstance(data.get("model"), dict):
-                raise ConfigError("cost_model.model: the model's config.json object is required")
+                raise ConfigError("the model's config.json object is required", field="cost_model.model")
             if not isinstance(data.get("gpu"), dict):
-                raise ConfigError("cost_model.gpu: an object with name, memory_gib, bandwidth_tbps, bf16_tflops ... is required")
+                raise ConfigError("an object with name, memory_gib, bandwidth_tbps, bf16_tflops ... is required", field="cost_model.gpu")
             try:
                 model = parse_hf_config(data["model"], generation_config=data.get("generation_config"))
                 gpu = GpuSpec(**data["gpu"])
             except (SpecError, TypeError, ValueError) as exc:
-                raise ConfigError(f"cost_model: {exc}") from exc
+                raise ConfigError(f"{exc}", field="cost_model") from exc
             return build_step_time_model("roofline", model=model, gpu=gpu, tp=data.get("tp", 1),
                                          coefficients=data.get("coefficients")).terms
     except CostModelError as exc:
         raise ConfigError(str(exc) if str(exc).startswith("cost_model") else f"cost_model: {exc}") from exc
-    raise ConfigError(f"cost_model.kind: must be one of {', '.join(COST_MODEL_KINDS)}, got {kind!r}")
+    raise ConfigError(f"must be one of {', '.join(COST_MODEL_KINDS)}, got {kind!r}", field="cost_model.kind")
 
 
 __all__ = [

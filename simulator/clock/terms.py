@@ -49,16 +49,17 @@ from typing import Any
 import numpy as np
 
 from simulator.base import unknown_field
+from simulator.base.errors import FieldError
 
 
-class CostModelError(ValueError):
+class CostModelError(FieldError):
     """A cost model that cannot be built; the message names the field."""
 
 
 def _known_fields(cls, data: Any, name: str, prefix: str, what: str) -> None:
     """Refuse a non-object or a key that is not a field of dataclass ``cls`` (the message names it)."""
     if not isinstance(data, dict):
-        raise CostModelError(f"{name}: must be an object")
+        raise CostModelError("must be an object", field=name)
     bad = unknown_field(cls, data, what=what.removeprefix("unknown "))
     if bad:
         raise CostModelError(f"{prefix}{bad[0]}: {bad[1]}")
@@ -109,15 +110,15 @@ class StepCostTerms:
 
     def __post_init__(self) -> None:
         if not (len(self.windows) == len(self.attn_sliding_s) == len(self.kv_read_sliding_s)):
-            raise CostModelError("windows: one attention and one KV coefficient per window")
+            raise CostModelError("one attention and one KV coefficient per window", field="windows")
         if self.dec_sliding_s and len(self.dec_sliding_s) != len(self.windows):
-            raise CostModelError("dec_sliding_s: one decode coefficient per window")
+            raise CostModelError("one decode coefficient per window", field="dec_sliding_s")
         if self.windows and not self.dec_sliding_s:  # older rows: the KV read bounds decode attention
             object.__setattr__(self, "dec_sliding_s", tuple(self.kv_read_sliding_s))
         if list(self.windows) != sorted(self.windows):
-            raise CostModelError("windows: must be ascending")
+            raise CostModelError("must be ascending", field="windows")
         if self.cpu_overlap not in (0.0, 1.0):
-            raise CostModelError("cpu_overlap: must be 0 (CPU time adds to the step) or 1 (it overlaps the GPU's)")
+            raise CostModelError("must be 0 (CPU time adds to the step) or 1 (it overlaps the GPU's)", field="cpu_overlap")
 
     # -- scalar evaluation (the engine's per-step clock) ---------------------
 
@@ -247,9 +248,9 @@ class StepCostTerms:
                     raise CostModelError(f"cost_model.{k}: must be finite numbers >= 0, got {x!r}")
             kw[k] = v
         if not 0.0 <= kw.get("expert_keep", 1.0) <= 1.0:
-            raise CostModelError("cost_model.expert_keep: must be a fraction in [0, 1]")
+            raise CostModelError("must be a fraction in [0, 1]", field="cost_model.expert_keep")
         if kw.get("cpu_overlap", 0.0) not in (0, 1):
-            raise CostModelError("cost_model.cpu_overlap: must be 0 or 1")
+            raise CostModelError("must be 0 or 1", field="cost_model.cpu_overlap")
         return cls(**kw)
 
     def to_dict(self) -> dict[str, Any]:
@@ -265,7 +266,7 @@ class StepCostTerms:
 def _arr(x: Any, name: str) -> np.ndarray:
     a = np.asarray(x, dtype=np.float64)
     if a.ndim > 1:
-        raise CostModelError(f"{name}: must be a scalar or a 1-D array (one entry per configuration)")
+        raise CostModelError("must be a scalar or a 1-D array (one entry per configuration)", field=name)
     return a
 
 
@@ -286,7 +287,7 @@ class BatchStepTime:
 
     def __init__(self, terms: Sequence[StepCostTerms]):
         if not terms:
-            raise CostModelError("models: at least one configuration is needed")
+            raise CostModelError("at least one configuration is needed", field="models")
         self.terms = tuple(terms)
         self.size = len(self.terms)
         for name in _SCALARS:
@@ -378,7 +379,7 @@ class BatchStepTime:
         B = self.size
         K = np.broadcast_to(_arr(k, "k"), (B,)).astype(np.float64)
         if np.any(K < 0):
-            raise CostModelError("k: must be >= 0 steps")
+            raise CostModelError("must be >= 0 steps", field="k")
         n = np.broadcast_to(_arr(decode_tokens, "decode_tokens"), (B,))
         c0 = np.broadcast_to(_arr(decode_context_tokens, "decode_context_tokens"), (B,))
         r = n if num_reqs is None else np.broadcast_to(_arr(num_reqs, "num_reqs"), (B,))

@@ -67,13 +67,13 @@ class ClosedLoop:
     def __post_init__(self) -> None:
         c = self.clients
         if isinstance(c, bool) or not isinstance(c, int) or not 1 <= c <= MAX_CLIENTS:
-            raise ClusterError(f"closed_loop.clients: must be a whole number from 1 to {MAX_CLIENTS:,}, got {c!r}")
+            raise ClusterError(f"must be a whole number from 1 to {MAX_CLIENTS:,}, got {c!r}", field="closed_loop.clients")
         self.think_sampler(1)  # validates think_s
         if not isinstance(self.paced, bool):
-            raise ClusterError(f"closed_loop.paced: must be true or false, got {self.paced!r}")
+            raise ClusterError(f"must be true or false, got {self.paced!r}", field="closed_loop.paced")
         s = self.seed
         if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < 2**63:
-            raise ClusterError(f"closed_loop.seed: must be a whole number >= 0, got {s!r}")
+            raise ClusterError(f"must be a whole number >= 0, got {s!r}", field="closed_loop.seed")
 
     def think_sampler(self, n: int) -> np.ndarray:
         """``n`` think times, seconds, shape (n,)."""
@@ -81,23 +81,23 @@ class ClosedLoop:
         where = "closed_loop.think_s"
         if isinstance(t, (int, float)) and not isinstance(t, bool):
             if not (math.isfinite(t) and 0 <= t <= MAX_THINK_S):
-                raise ClusterError(f"{where}: must be from 0 to {MAX_THINK_S:,.0f} seconds, got {t!r}")
+                raise ClusterError(f"must be from 0 to {MAX_THINK_S:,.0f} seconds, got {t!r}", field=where)
             return np.full(n, float(t))
         if not isinstance(t, str):
-            raise ClusterError(f"{where}: must be seconds, exponential:MEAN or uniform:LO,HI, got {t!r}")
+            raise ClusterError(f"must be seconds, exponential:MEAN or uniform:LO,HI, got {t!r}", field=where)
         kind, _, rest = t.partition(":")
         try:
             nums = [float(x) for x in rest.split(",")] if rest else []
         except ValueError:
-            raise ClusterError(f"{where}: {t!r}: the parameters must be numbers") from None
+            raise ClusterError(f"{t!r}: the parameters must be numbers", field=where) from None
         ok = all(math.isfinite(x) and 0 <= x <= MAX_THINK_S for x in nums)
         rng = np.random.default_rng(self.seed)
         if kind == "exponential" and len(nums) == 1 and ok:
             return rng.exponential(nums[0], n) if nums[0] > 0 else np.zeros(n)
         if kind == "uniform" and len(nums) == 2 and ok and nums[0] <= nums[1]:
             return rng.uniform(nums[0], nums[1], n)
-        raise ClusterError(f"{where}: {t!r} must be seconds, exponential:MEAN or uniform:LO,HI "
-                           f"(0 to {MAX_THINK_S:,.0f} s, LO <= HI)")
+        raise ClusterError(f"{t!r} must be seconds, exponential:MEAN or uniform:LO,HI "
+                           f"(0 to {MAX_THINK_S:,.0f} s, LO <= HI)", field=where)
 
     def to_dict(self) -> dict[str, Any]:
         return {"clients": self.clients, "think_s": self.think_s, "paced": self.paced, "seed": self.seed}
@@ -302,11 +302,11 @@ def simulate_closed_loop(
     sent (``paced=True``); arrivals must be in seconds. Raises :class:`ClusterError` naming the field.
     """
     if not isinstance(workload, Workload):
-        raise ClusterError("workload: must be a simulator.workload.requests.Workload")
+        raise ClusterError("must be a simulator.workload.requests.Workload", field="workload")
     if not isinstance(load, ClosedLoop):
-        raise ClusterError("closed_loop: must be a ClosedLoop")
+        raise ClusterError("must be a ClosedLoop", field="closed_loop")
     if workload.arrival_unit != "s":
-        raise ClusterError("workload: a closed loop needs arrivals in seconds (think times are seconds)")
+        raise ClusterError("a closed loop needs arrivals in seconds (think times are seconds)", field="workload")
     d = Deployment(config, num_instances, routing, 0.0, seed)  # validates the count and the policy
     wl = replace(workload, arrival=np.asarray(workload.arrival, np.float64).copy())
     wl.arrival.setflags(write=True)  # this run's own copy: each request's send time is written in as it is sent

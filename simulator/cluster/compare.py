@@ -44,11 +44,11 @@ def engine_config_for(model: ModelSpec, gpu: GpuSpec, *, max_model_len: int, tp:
                          gpu_memory_utilization=gpu_memory_utilization, **kw)
     sizing = plan(model, gpu, dep)
     if not sizing.fits or sizing.num_gpu_blocks < 2:
-        raise DisaggError(f"gpu: {model.name} does not fit on {tp}x {gpu.name}: {sizing.reason}")
+        raise DisaggError(f"{model.name} does not fit on {tp}x {gpu.name}: {sizing.reason}", field="gpu")
     try:
         terms = RooflineStepTime.from_specs(model, gpu, deployment=dep).terms
     except (CostModelError, ValueError) as exc:
-        raise DisaggError(f"gpu: no step-time model for {gpu.name}: {exc}") from None
+        raise DisaggError(f"no step-time model for {gpu.name}: {exc}", field="gpu") from None
     cfg = EngineConfig(num_gpu_blocks=sizing.num_gpu_blocks, block_size=sizing.block_size,
                        max_num_seqs=sizing.max_num_seqs, max_num_batched_tokens=sizing.max_num_batched_tokens,
                        max_model_len=max_model_len, cost_model=terms,
@@ -116,10 +116,10 @@ def compare_splits(workload: Workload, config: EngineConfig, *, instances: int, 
         Aggregated first, then the splits in the order given.
     """
     if isinstance(instances, bool) or not isinstance(instances, int) or not 2 <= instances <= 256:
-        raise DisaggError(f"instances: must be a whole number from 2 to 256, got {instances!r}")
+        raise DisaggError(f"must be a whole number from 2 to 256, got {instances!r}", field="instances")
     splits = list(range(1, instances)) if splits is None else splits
     if any(isinstance(x, bool) or not isinstance(x, int) or not 1 <= x < instances for x in splits):
-        raise DisaggError(f"splits: prefill counts must lie between 1 and {instances - 1}, got {splits!r}")
+        raise DisaggError(f"prefill counts must lie between 1 and {instances - 1}, got {splits!r}", field="splits")
     agg = simulate_cluster(workload, config, instances, routing=routing)
     cost = None if cost_per_hour is None else instances * cost_per_hour
     rows = [SplitRow(f"aggregated x{instances}", 0, instances, instances * gpus_per_instance, cost,

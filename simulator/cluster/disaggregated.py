@@ -60,11 +60,11 @@ class DisaggError(ClusterError):
 
 def _number(name: str, v: Any, *, positive: bool, allow_inf: bool = False) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or math.isnan(v):
-        raise DisaggError(f"{name}: must be a number, got {v!r}")
+        raise DisaggError(f"must be a number, got {v!r}", field=name)
     if math.isinf(v) and not (allow_inf and v > 0):
-        raise DisaggError(f"{name}: must be finite, got {v!r}")
+        raise DisaggError(f"must be finite, got {v!r}", field=name)
     if v < 0 or (positive and v == 0):
-        raise DisaggError(f"{name}: must be {'> 0' if positive else '>= 0'}, got {v!r}")
+        raise DisaggError(f"must be {'> 0' if positive else '>= 0'}, got {v!r}", field=name)
     return float(v)
 
 
@@ -159,7 +159,7 @@ def pool_from_dict(data: Any, role: str) -> Pool:
     if isinstance(data, Pool):
         return data.checked(role)
     if not isinstance(data, dict):
-        raise DisaggError(f"{role}: must be an object with config, num_instances, routing ...")
+        raise DisaggError("must be an object with config, num_instances, routing ...", field=role)
     bad = sorted(set(data) - set(_POOL_FIELDS))
     if bad:
         raise DisaggError(f"{role}.{bad[0]}: {unknown_message(bad[0], _POOL_FIELDS)}")
@@ -216,13 +216,13 @@ class DisaggregatedDeployment:
             object.__setattr__(self, "link", link_from_dict(self.link))
         cfg = self.decode.config
         if not cfg.enable_prefix_caching or cfg.prefix_cache != "vllm":
-            raise DisaggError("decode.config.enable_prefix_caching: the decode pool needs vLLM's prefix cache on "
-                              "(the transferred KV enters it as computed blocks)")
+            raise DisaggError("the decode pool needs vLLM's prefix cache on "
+                              "(the transferred KV enters it as computed blocks)", field="decode.config.enable_prefix_caching")
         if cfg.cpu_tier is not None or cfg.disk_tier is not None:
-            raise DisaggError("decode.config.cpu_tier: KV tiers on the decode pool are not modelled")
+            raise DisaggError("KV tiers on the decode pool are not modelled", field="decode.config.cpu_tier")
         object.__setattr__(self, "kv_bytes_per_token", self._bytes_per_token())
         if not isinstance(self.prefill_holds_kv, bool):
-            raise DisaggError(f"prefill_holds_kv: must be true or false, got {self.prefill_holds_kv!r}")
+            raise DisaggError(f"must be true or false, got {self.prefill_holds_kv!r}", field="prefill_holds_kv")
         try:
             object.__setattr__(self, "seed", _check_int("seed", self.seed, 0, 2**63 - 1))
             for name in ("slo_ttft_s", "slo_itl_s"):
@@ -236,11 +236,11 @@ class DisaggregatedDeployment:
         if v is None:
             cfg = self.decode.config
             if not cfg.kv_bytes_per_block:
-                raise DisaggError("kv_bytes_per_token: required to time the transfer (or give the decode "
-                                  "config's kv_bytes_per_block)")
+                raise DisaggError("required to time the transfer (or give the decode "
+                                  "config's kv_bytes_per_block)", field="kv_bytes_per_token")
             return max(1, round(cfg.kv_bytes_per_block * self.decode.gpus_per_instance / cfg.block_size))
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 1 <= v <= 2**40:
-            raise DisaggError(f"kv_bytes_per_token: must be a whole number of bytes from 1 to 2**40, got {v!r}")
+            raise DisaggError(f"must be a whole number of bytes from 1 to 2**40, got {v!r}", field="kv_bytes_per_token")
         return int(v)
 
     @property
@@ -278,7 +278,7 @@ def link_from_dict(data: Any) -> KvLink:
     if isinstance(data, KvLink):
         return data
     if not isinstance(data, dict):
-        raise DisaggError("link: must be an object with bandwidth_gbps and latency_s")
+        raise DisaggError("must be an object with bandwidth_gbps and latency_s", field="link")
     bad = unknown_field(KvLink, data)
     if bad:
         raise DisaggError(f"link.{bad[0]}: {bad[1]}")
@@ -288,13 +288,13 @@ def link_from_dict(data: Any) -> KvLink:
 def deployment_from_dict(data: Any) -> DisaggregatedDeployment:
     """A :class:`DisaggregatedDeployment` from its JSON object (``docs/disaggregated_serving.md``)."""
     if not isinstance(data, dict):
-        raise DisaggError("disaggregated: must be an object with prefill, decode and link")
+        raise DisaggError("must be an object with prefill, decode and link", field="disaggregated")
     bad = sorted(set(data) - set(_DEPLOYMENT_FIELDS))
     if bad:
         raise DisaggError(f"{bad[0]}: {unknown_message(bad[0], _DEPLOYMENT_FIELDS)}")
     for role in ("prefill", "decode"):
         if role not in data:
-            raise DisaggError(f"{role}: required (a pool: config, num_instances, routing)")
+            raise DisaggError("required (a pool: config, num_instances, routing)", field=role)
     return DisaggregatedDeployment(**data)
 
 
@@ -503,13 +503,13 @@ def _hold_seconds(workload: Workload, d: DisaggregatedDeployment, block_bytes: f
 
 def _check_workload(workload: Workload) -> None:
     if not isinstance(workload, Workload):
-        raise DisaggError("workload: must be a simulator.workload.requests.Workload")
+        raise DisaggError("must be a simulator.workload.requests.Workload", field="workload")
     if workload.arrival_unit != "s":
-        raise DisaggError("workload: a disaggregated deployment needs arrivals in seconds (the KV transfer "
-                          "takes seconds)")
+        raise DisaggError("a disaggregated deployment needs arrivals in seconds (the KV transfer "
+                          "takes seconds)", field="workload")
     if bool((workload.parent >= 0).any()):
-        raise DisaggError("workload: multi-turn conversations (parent) are not supported by the disaggregated "
-                          "simulation yet")
+        raise DisaggError("multi-turn conversations (parent) are not supported by the disaggregated "
+                          "simulation yet", field="workload")
 
 
 def _progress_of(progress: Callable[[float], None] | None, n: int, offset: float) -> Callable[[int], None] | None:
@@ -553,9 +553,9 @@ def simulate_disaggregated(workload: Workload, deployment: DisaggregatedDeployme
     """
     _check_workload(workload)
     if not isinstance(deployment, DisaggregatedDeployment):
-        raise DisaggError("deployment: must be a DisaggregatedDeployment")
+        raise DisaggError("must be a DisaggregatedDeployment", field="deployment")
     if max_step_points is not None and (not isinstance(max_step_points, int) or max_step_points < 2):
-        raise DisaggError("max_step_points: must be at least 2")
+        raise DisaggError("must be at least 2", field="max_step_points")
     d = deployment
     n = workload.n
     steps = (record_steps, max_step_points)

@@ -57,9 +57,9 @@ _STATUS_DONE = ("finished", "dropped_unservable")
 
 def _check_int(name: str, v: Any, lo: int, hi: int) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        raise ClusterError(f"{name}: must be a whole number, got {v!r}")
+        raise ClusterError(f"must be a whole number, got {v!r}", field=name)
     if not lo <= int(v) <= hi:
-        raise ClusterError(f"{name}: must be between {lo} and {hi}, got {v}")
+        raise ClusterError(f"must be between {lo} and {hi}, got {v}", field=name)
     return int(v)
 
 
@@ -67,9 +67,9 @@ def _check_seconds(name: str, v: Any, *, allow_none: bool = False, positive: boo
     if v is None and allow_none:
         return None
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v):
-        raise ClusterError(f"{name}: must be a finite number of seconds, got {v!r}")
+        raise ClusterError(f"must be a finite number of seconds, got {v!r}", field=name)
     if v < 0 or (positive and v == 0):
-        raise ClusterError(f"{name}: must be {'> 0' if positive else '>= 0'} seconds, got {v!r}")
+        raise ClusterError(f"must be {'> 0' if positive else '>= 0'} seconds, got {v!r}", field=name)
     return float(v)
 
 
@@ -85,14 +85,14 @@ def _check_cache_tables(config: EngineConfig, num_instances: int, prep: Workload
     need = num_instances * nkeys * 8
     if need > MAX_CACHE_TABLE_BYTES:
         raise ClusterError(
-            f"num_instances: {num_instances} instances x {nkeys:,} content keys of this workload need "
+            f"{num_instances} instances x {nkeys:,} content keys of this workload need "
             f"{need / 1024 ** 3:.1f} GiB of prefix-cache tables, more than the {MAX_CACHE_TABLE_BYTES // 1024 ** 3} GiB "
-            "limit; use fewer instances or fewer (or shorter) requests")
+            "limit; use fewer instances or fewer (or shorter) requests", field="num_instances")
 
 
 def _check_delay_unit(delay: float, workload: Workload) -> None:
     if delay > 0 and workload.arrival_unit != "s":
-        raise ClusterError("router_delay_s: needs arrivals in seconds (this workload's arrivals are engine steps)")
+        raise ClusterError("needs arrivals in seconds (this workload's arrivals are engine steps)", field="router_delay_s")
 
 
 @dataclass(frozen=True)
@@ -250,7 +250,7 @@ class Deployment:
 
     def __post_init__(self) -> None:
         if not isinstance(self.config, EngineConfig):
-            raise ClusterError("config: must be an EngineConfig")
+            raise ClusterError("must be an EngineConfig", field="config")
         object.__setattr__(self, "num_instances", _check_int("num_instances", self.num_instances, 1, MAX_INSTANCES))
         object.__setattr__(self, "routing", str(parse_routing(self.routing)))
         object.__setattr__(self, "router_delay_s", _check_seconds("router_delay_s", self.router_delay_s))
@@ -337,10 +337,10 @@ def simulate_cluster(
         A bad argument (the message names it).
     """
     if not isinstance(workload, Workload):
-        raise ClusterError("workload: must be a simulator.workload.requests.Workload")
+        raise ClusterError("must be a simulator.workload.requests.Workload", field="workload")
     d = Deployment(config, num_instances, routing, router_delay_s, seed, slo_ttft_s, slo_itl_s)  # validates
     if max_step_points is not None and (not isinstance(max_step_points, int) or max_step_points < 2):
-        raise ClusterError("max_step_points: must be at least 2")
+        raise ClusterError("must be at least 2", field="max_step_points")
     wl = workload
     n = wl.n
     prep = prep or WorkloadPrep(wl)
@@ -544,15 +544,15 @@ def smallest_replicas(
         A bad argument, or a workload with arrivals in steps.
     """
     if not isinstance(workload, Workload):
-        raise ClusterError("workload: must be a simulator.workload.requests.Workload")
+        raise ClusterError("must be a simulator.workload.requests.Workload", field="workload")
     if workload.arrival_unit != "s":
-        raise ClusterError("workload: smallest_replicas needs arrivals in seconds (latency SLOs are in seconds)")
+        raise ClusterError("smallest_replicas needs arrivals in seconds (latency SLOs are in seconds)", field="workload")
     slo_ttft_s = _check_seconds("slo_ttft_s", slo_ttft_s, allow_none=True, positive=True)
     slo_itl_s = _check_seconds("slo_itl_s", slo_itl_s, allow_none=True, positive=True)
     if slo_ttft_s is None and slo_itl_s is None:
-        raise ClusterError("slo_ttft_s: give a TTFT or an ITL SLO (or both)")
+        raise ClusterError("give a TTFT or an ITL SLO (or both)", field="slo_ttft_s")
     if percentile not in SLO_PERCENTILES:
-        raise ClusterError(f"percentile: must be one of {', '.join(SLO_PERCENTILES)}, got {percentile!r}")
+        raise ClusterError(f"must be one of {', '.join(SLO_PERCENTILES)}, got {percentile!r}", field="percentile")
     max_n = _check_int("max_instances", max_instances, 1, MAX_INSTANCES)
     policy = parse_routing(routing)
     tried: dict[int, ReplicaTrial] = {}

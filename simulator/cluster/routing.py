@@ -35,6 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simulator.base.errors import FieldError
+
 #: Most instances one cluster may hold.
 MAX_INSTANCES = 256
 #: Named policies (besides ``weighted:...``).
@@ -45,7 +47,7 @@ SCORERS = ("queue-depth", "running", "kv-usage", "prefix-affinity", "round-robin
 _STATEFUL = frozenset({"queue-depth", "running", "kv-usage", "prefix-affinity"})
 
 
-class ClusterError(ValueError):
+class ClusterError(FieldError):
     """Bad cluster or routing input; the message names the field."""
 
 
@@ -67,18 +69,18 @@ class RoutingPolicy:
 
     def __post_init__(self) -> None:
         if self.kind not in POLICIES + ("weighted",):
-            raise ClusterError(f"routing: unknown policy {self.kind!r} (known: {', '.join(POLICIES)}, weighted:...)")
+            raise ClusterError(f"unknown policy {self.kind!r} (known: {', '.join(POLICIES)}, weighted:...)", field="routing")
         for name, w in self.scorers:
             if name not in SCORERS:
-                raise ClusterError(f"routing: unknown scorer {name!r} (known: {', '.join(SCORERS)})")
+                raise ClusterError(f"unknown scorer {name!r} (known: {', '.join(SCORERS)})", field="routing")
             if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
-                raise ClusterError(f"routing: weight of {name!r} must be a number >= 0, got {w!r}")
+                raise ClusterError(f"weight of {name!r} must be a number >= 0, got {w!r}", field="routing")
         if self.kind == "prefix-affinity" and not self.scorers:
             object.__setattr__(self, "scorers", (("prefix-affinity", 1.0),))
         elif self.kind in ("round-robin", "least-loaded", "random") and self.scorers:
-            raise ClusterError(f"routing: {self.kind} takes no scorers (use weighted:...)")
+            raise ClusterError(f"{self.kind} takes no scorers (use weighted:...)", field="routing")
         elif self.kind == "weighted" and not any(w > 0 for _, w in self.scorers):
-            raise ClusterError("routing: a weighted policy needs at least one weight > 0")
+            raise ClusterError("a weighted policy needs at least one weight > 0", field="routing")
 
     @property
     def uses(self) -> frozenset[str]:
@@ -110,12 +112,12 @@ def parse_routing(text: str | RoutingPolicy) -> RoutingPolicy:
     if isinstance(text, RoutingPolicy):
         return text
     if not isinstance(text, str) or not text.strip():
-        raise ClusterError(f"routing: must be a non-empty string such as 'round-robin', got {text!r}")
+        raise ClusterError(f"must be a non-empty string such as 'round-robin', got {text!r}", field="routing")
     s = text.strip()
     if s in POLICIES:
         return RoutingPolicy(s)
     if s == "weighted":
-        raise ClusterError("routing: 'weighted' needs scorers, e.g. weighted:prefix-affinity:3,queue-depth:1")
+        raise ClusterError("'weighted' needs scorers, e.g. weighted:prefix-affinity:3,queue-depth:1", field="routing")
     weighted = s.startswith("weighted:")
     body = s[len("weighted:"):] if weighted else s
     if not weighted and ":" not in body:
@@ -126,20 +128,20 @@ def parse_routing(text: str | RoutingPolicy) -> RoutingPolicy:
         name, colon, w = part.strip().partition(":")
         name = name.strip()
         if not colon or not name or not w.strip():
-            raise ClusterError(f"routing: {part.strip()!r} in {s!r} is not SCORER:WEIGHT (e.g. queue-depth:1)")
+            raise ClusterError(f"{part.strip()!r} in {s!r} is not SCORER:WEIGHT (e.g. queue-depth:1)", field="routing")
         if name not in SCORERS:
-            raise ClusterError(f"routing: unknown scorer {name!r} in {s!r} (known: {', '.join(SCORERS)})")
+            raise ClusterError(f"unknown scorer {name!r} in {s!r} (known: {', '.join(SCORERS)})", field="routing")
         try:
             weight = float(w)
         except ValueError:
-            raise ClusterError(f"routing: weight {w.strip()!r} of {name!r} is not a number") from None
+            raise ClusterError(f"weight {w.strip()!r} of {name!r} is not a number", field="routing") from None
         if not math.isfinite(weight) or weight < 0:
-            raise ClusterError(f"routing: weight of {name!r} must be a finite number >= 0, got {w.strip()!r}")
+            raise ClusterError(f"weight of {name!r} must be a finite number >= 0, got {w.strip()!r}", field="routing")
         if any(n == name for n, _ in pairs):
-            raise ClusterError(f"routing: scorer {name!r} given twice in {s!r}")
+            raise ClusterError(f"scorer {name!r} given twice in {s!r}", field="routing")
         pairs.append((name, weight))
     if not any(w > 0 for _, w in pairs):
-        raise ClusterError(f"routing: at least one weight must be > 0 in {s!r}")
+        raise ClusterError(f"at least one weight must be > 0 in {s!r}", field="routing")
     return RoutingPolicy("weighted", tuple(pairs))
 
 

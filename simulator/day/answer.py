@@ -91,7 +91,7 @@ def _positive(name: str, v: Any, *, optional: bool = False) -> float | None:
     if v is None and optional:
         return None
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-        raise ConfigError(f"{name}: must be a number > 0, got {v!r}")
+        raise ConfigError(f"must be a number > 0, got {v!r}", field=name)
     return float(v)
 
 

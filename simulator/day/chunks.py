@@ -112,9 +112,9 @@ class DayChunk:
 
 def _whole(name: str, v: float, sync_s: float) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-        raise ConfigError(f"{name}: must be a number of seconds >= 0, got {v!r}")
+        raise ConfigError(f"must be a number of seconds >= 0, got {v!r}", field=name)
     if abs(v / sync_s - round(v / sync_s)) > 1e-9:
-        raise ConfigError(f"{name}: must be a whole number of the policy's syncs ({sync_s:g} s), got {v:g}")
+        raise ConfigError(f"must be a whole number of the policy's syncs ({sync_s:g} s), got {v:g}", field=name)
     return float(v)
 
 
@@ -135,9 +135,9 @@ def chunk_plans(last_arrival_s: float, chunk_s: float, overlap_s: float, sync_s:
     chunk_s = _whole("chunk_s", chunk_s, sync_s)
     overlap_s = _whole("overlap_s", overlap_s, sync_s)
     if chunk_s <= 0:
-        raise ConfigError("chunk_s: must be > 0 seconds")
+        raise ConfigError("must be > 0 seconds", field="chunk_s")
     if overlap_s > chunk_s:
-        raise ConfigError(f"overlap_s: at most chunk_s ({chunk_s:g} s), got {overlap_s:g}")
+        raise ConfigError(f"at most chunk_s ({chunk_s:g} s), got {overlap_s:g}", field="overlap_s")
     count = max(1, math.floor(last_arrival_s / chunk_s) + 1)
     plans = []
     for h in range(count):
@@ -167,7 +167,7 @@ def simulate_chunk(workload: Workload, config: EngineConfig, policy: Policy, pla
     sub, idx = sub_workload(workload, plan.lo_s, plan.hi_s)
     check_day_input(sub, config, policy, cold_start_s, routing)
     if handover is None and plan.lo_s > 0:
-        raise ConfigError("handover: a chunk after the first needs the previous chunk's handover")
+        raise ConfigError("a chunk after the first needs the previous chunk's handover", field="handover")
     run = run_fleet(sub, config, policy, cold_start_s, routing, start_s=plan.lo_s,
                     start_pods=None if handover is None else list(handover.ready_s),
                     script=None if handover is None else handover.script)
@@ -222,7 +222,7 @@ def simulate_day_in_chunks(workload: Workload, config: EngineConfig, policy: Pol
     """The whole day, chunk after chunk in this process (a worker pool runs :func:`simulate_chunk` itself);
     ``overlap_s`` defaults to :func:`default_overlap_s`."""
     if not isinstance(workload, Workload) or workload.arrival_unit != "s":
-        raise ConfigError("workload: a day needs arrivals in seconds")
+        raise ConfigError("a day needs arrivals in seconds", field="workload")
     if overlap_s is None:
         overlap_s = default_overlap_s(policy)
     plans = chunk_plans(float(np.max(workload.arrival, initial=0.0)), chunk_s, overlap_s, float(policy.sync_s))

@@ -117,23 +117,23 @@ class DayResult:
 
 def check_day_input(workload: Workload, config: EngineConfig, policy: Policy, cold_start_s: float, routing: str) -> None:
     if not isinstance(workload, Workload) or workload.arrival_unit != "s":
-        raise ConfigError("workload: a day needs arrivals in seconds")
+        raise ConfigError("a day needs arrivals in seconds", field="workload")
     if not isinstance(config, EngineConfig):
-        raise ConfigError("config: must be an EngineConfig")
+        raise ConfigError("must be an EngineConfig", field="config")
     if not isinstance(policy, Policy):
-        raise ConfigError("policy: must be an autoscaling policy (simulator.autoscale)")
+        raise ConfigError("must be an autoscaling policy (simulator.autoscale)", field="policy")
     if isinstance(cold_start_s, bool) or not isinstance(cold_start_s, (int, float)) \
             or not math.isfinite(cold_start_s) or not 0 <= cold_start_s <= 86_400:
-        raise ConfigError(f"cold_start_s: must be 0 to 86,400 seconds, got {cold_start_s!r}")
+        raise ConfigError(f"must be 0 to 86,400 seconds, got {cold_start_s!r}", field="cold_start_s")
     if routing not in ROUTINGS:
-        raise ConfigError(f"routing: must be one of {', '.join(ROUTINGS)}, got {routing!r}")
+        raise ConfigError(f"must be one of {', '.join(ROUTINGS)}, got {routing!r}", field="routing")
     most = min(MAX_PODS, getattr(policy, "max_replicas", None) or MAX_PODS)
     need = most * workload.n * ENGINE_BYTES_PER_REQUEST
     if need > MAX_ENGINE_BYTES:
         raise ConfigError(
-            f"workload: {workload.n:,} requests on up to {most} live replicas need about {need / 1024 ** 3:.1f} GiB "
+            f"{workload.n:,} requests on up to {most} live replicas need about {need / 1024 ** 3:.1f} GiB "
             f"of engine state, more than the {MAX_ENGINE_BYTES // 1024 ** 3} GiB limit; simulate fewer requests "
-            f"(a shorter window or a sample of the trace) or cap max_replicas")
+            f"(a shorter window or a sample of the trace) or cap max_replicas", field="workload")
 
 
 class _DayRun:
@@ -296,7 +296,7 @@ class _DayRun:
         desired = min(int(desired), MAX_PODS)
         if desired > current:
             if len(self.engines) + desired - current > MAX_PODS:
-                raise ConfigError(f"policy: more than {MAX_PODS} replicas alive at once (draining ones count)")
+                raise ConfigError(f"more than {MAX_PODS} replicas alive at once (draining ones count)", field="policy")
             for _ in range(desired - current):
                 self._start_pod(t, t + self.cold)
             return
@@ -365,8 +365,8 @@ def run_fleet(workload: Workload, config: EngineConfig, policy: Policy, cold_sta
         if p >= n and not run.queue:
             break
     else:
-        raise ConfigError("policy: the fleet never took every request (no replica asked for in two days after "
-                          "the last arrival)")
+        raise ConfigError("the fleet never took every request (no replica asked for in two days after "
+                          "the last arrival)", field="policy")
     for i in list(run.engines):
         run._retire(i, math.inf, drain=True)
     return run

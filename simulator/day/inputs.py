@@ -15,7 +15,7 @@ def build_policy(data: dict[str, Any], arrival, cold_s: float) -> Policy:
         period = data.get("period_s", 60.0)
         if "rates" not in data:
             if isinstance(period, bool) or not isinstance(period, (int, float)) or not 1 <= period <= 1e7:
-                raise ConfigError(f"policy.period_s: must be a number of seconds from 1 to 1e7, got {period!r}")
+                raise ConfigError(f"must be a number of seconds from 1 to 1e7, got {period!r}", field="policy.period_s")
             data["rates"] = list(rate_curve(arrival, float(period)))
         sync = data.get("sync_s", 15.0)
         if isinstance(sync, (int, float)) and not isinstance(sync, bool):  # (a bad one is named by the policy)

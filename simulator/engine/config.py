@@ -123,21 +123,21 @@ class EngineConfig:
         whole("kv_bytes_per_block", 1, 1 << 40, optional=True)
         for name in ("enable_prefix_caching", "enable_chunked_prefill", "scheduler_reserve_full_isl", "async_scheduling"):
             if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"{name}: must be true or false")
+                raise ConfigError("must be true or false", field=name)
         w = self.watermark
         if isinstance(w, bool) or not isinstance(w, (int, float)) or not (0.0 <= w < 1.0):
-            raise ConfigError("watermark: must be a fraction in [0, 1)")
+            raise ConfigError("must be a fraction in [0, 1)", field="watermark")
         if self.prefix_cache not in ("vllm", "radix"):
-            raise ConfigError(f"prefix_cache: must be 'vllm' or 'radix', got {self.prefix_cache!r}")
+            raise ConfigError(f"must be 'vllm' or 'radix', got {self.prefix_cache!r}", field="prefix_cache")
         if self.prefix_cache == "radix" and (self.num_gpu_blocks - 1) * self.block_size + 1 > MAX_NUM_GPU_BLOCKS:
-            raise ConfigError(f"prefix_cache: radix counts memory in tokens; at most {MAX_NUM_GPU_BLOCKS:,} "
-                              "token slots (num_gpu_blocks x block_size)")
+            raise ConfigError(f"radix counts memory in tokens; at most {MAX_NUM_GPU_BLOCKS:,} "
+                              "token slots (num_gpu_blocks x block_size)", field="prefix_cache")
         if self.policy not in POLICIES:
-            raise ConfigError(f"policy: must be 'fcfs' or 'priority' (vLLM's --scheduling-policy), got {self.policy!r}")
+            raise ConfigError(f"must be 'fcfs' or 'priority' (vLLM's --scheduling-policy), got {self.policy!r}", field="policy")
         if isinstance(self.step_time_model, dict):
             object.__setattr__(self, "step_time_model", StepTimeModel(**self.step_time_model))
         if not isinstance(self.step_time_model, StepTimeModel):
-            raise ConfigError("step_time_model: must be an object with base_s, per_token_s, per_req_s")
+            raise ConfigError("must be an object with base_s, per_token_s, per_req_s", field="step_time_model")
         if self.cost_model is not None:
             # imported here: a run without a cost model does not load the cost models (and the model
             # specs, sizing and quantization they build on: about 0.08 s of CPU at start-up)
@@ -153,10 +153,10 @@ class EngineConfig:
         if v is None and optional:
             return
         if isinstance(v, bool) or not isinstance(v, int):
-            raise ConfigError(f"{name}: must be a whole number")
+            raise ConfigError("must be a whole number", field=name)
         if v < lo or (hi is not None and v > hi):
             limit = f"between {lo:,} and {hi:,}" if hi is not None else f">= {lo:,}"
-            raise ConfigError(f"{name}: must be {limit}, got {v:,}")
+            raise ConfigError(f"must be {limit}, got {v:,}", field=name)
 
     def _check_speculative(self) -> None:
         if self.speculative is None:
@@ -168,7 +168,7 @@ class EngineConfig:
         except SpeculativeError as exc:
             raise ConfigError(str(exc)) from exc
         except TypeError as exc:
-            raise ConfigError(f"speculative: {exc}") from exc
+            raise ConfigError(f"{exc}", field="speculative") from exc
 
     def _check_tiers(self) -> None:
         for name in ("cpu_tier", "disk_tier"):
@@ -180,10 +180,10 @@ class EngineConfig:
                     msg = str(exc)
                     raise ConfigError(msg if msg.startswith(name) else f"{name}: {msg}") from exc
         if self.disk_tier is not None and self.cpu_tier is None:
-            raise ConfigError("disk_tier: needs a cpu_tier above it (blocks reach disk through the CPU tier)")
+            raise ConfigError("needs a cpu_tier above it (blocks reach disk through the CPU tier)", field="disk_tier")
         tiers = [t for t in (self.cpu_tier, self.disk_tier) if t is not None]
         if tiers and not self.enable_prefix_caching:
-            raise ConfigError("cpu_tier: KV tiers keep cached prefixes, so they need enable_prefix_caching")
+            raise ConfigError("KV tiers keep cached prefixes, so they need enable_prefix_caching", field="cpu_tier")
         for name, t in (("cpu_tier", self.cpu_tier), ("disk_tier", self.disk_tier)):
             if t is not None and t.size_gib is not None and self.kv_bytes_per_block is None:
                 raise ConfigError(f"{name}.size_gib: needs kv_bytes_per_block to convert GiB to blocks "
@@ -191,9 +191,9 @@ class EngineConfig:
         thr = self.kv_offload_threshold
         if thr is not None:
             if isinstance(thr, bool) or not isinstance(thr, (int, float)) or not 0.0 < thr <= 1.0:
-                raise ConfigError(f"kv_offload_threshold: must be a fraction in (0, 1], got {thr!r}")
+                raise ConfigError(f"must be a fraction in (0, 1], got {thr!r}", field="kv_offload_threshold")
             if self.cpu_tier is None:
-                raise ConfigError("kv_offload_threshold: needs a cpu_tier to offload to")
+                raise ConfigError("needs a cpu_tier to offload to", field="kv_offload_threshold")
 
     #: Oracle config keys we accept and ignore (they do not change decisions).
     IGNORED_KEYS = frozenset({"prefix_caching_hash_algo", "seed"})
@@ -202,7 +202,7 @@ class EngineConfig:
     def from_dict(cls, data: dict[str, Any]) -> EngineConfig:
         """Build from the oracle's config JSON; unknown keys raise :class:`ConfigError`."""
         if not isinstance(data, dict):
-            raise ConfigError("config: must be a JSON object")
+            raise ConfigError("must be a JSON object", field="config")
         bad = unknown_field(cls, data, cls.IGNORED_KEYS, what="config field")
         if bad:
             raise ConfigError(f"{bad[0]}: {bad[1]}")
@@ -211,7 +211,7 @@ class EngineConfig:
         stm = kwargs.get("step_time_model")
         if stm is not None:
             if not isinstance(stm, dict):
-                raise ConfigError("step_time_model: must be an object with base_s, per_token_s, per_req_s")
+                raise ConfigError("must be an object with base_s, per_token_s, per_req_s", field="step_time_model")
             bad = sorted(set(stm) - {"base_s", "per_token_s", "per_req_s"})
             if bad:
                 raise ConfigError(f"step_time_model.{bad[0]}: {unknown_message(bad[0], ['base_s', 'per_token_s', 'per_req_s'])}")

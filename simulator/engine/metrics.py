@@ -46,8 +46,10 @@ from typing import Any
 
 import numpy as np
 
+from simulator.base.errors import FieldError
 
-class MetricsError(ValueError):
+
+class MetricsError(FieldError):
     """Inputs that cannot be summarised; the message names the field."""
 
 
@@ -221,11 +223,11 @@ class LatencySummary:
     def percentile(self, metric: str, q: float) -> float:
         """``metric`` (one of :data:`LATENCY_METRICS`) at percentile ``q`` in (0, 100), NaN without data.  # s"""
         if metric not in LATENCY_METRICS:
-            raise MetricsError(f"metric: must be one of {', '.join(LATENCY_METRICS)}, got {metric!r}")
+            raise MetricsError(f"must be one of {', '.join(LATENCY_METRICS)}, got {metric!r}", field="metric")
         if isinstance(q, bool) or not isinstance(q, (int, float)) or not 0 < q < 100:
-            raise MetricsError(f"percentile: must be a number strictly between 0 and 100, got {q!r}")
+            raise MetricsError(f"must be a number strictly between 0 and 100, got {q!r}", field="percentile")
         if self.samples is None:
-            raise MetricsError("percentile: this summary keeps no samples (made by from_dict?)")
+            raise MetricsError("this summary keeps no samples (made by from_dict?)", field="percentile")
         v, w = self.samples[metric]
         if not w.size:
             return float("nan")
@@ -250,9 +252,9 @@ class LatencySummary:
 def _vec(x: Any, name: str, n: int | None = None) -> np.ndarray:
     a = np.asarray(x, dtype=np.float64)
     if a.ndim != 1:
-        raise MetricsError(f"{name}: must be a 1-D array (one entry per request)")
+        raise MetricsError("must be a 1-D array (one entry per request)", field=name)
     if n is not None and a.shape[0] != n:
-        raise MetricsError(f"{name}: has {a.shape[0]} entries, expected {n}")
+        raise MetricsError(f"has {a.shape[0]} entries, expected {n}", field=name)
     return a
 
 
@@ -265,7 +267,7 @@ def request_latencies(*, arrival_time, first_token_time, finish_time, num_output
     fin = _vec(finish_time, "finish_time", n)
     out = _vec(num_output_tokens, "num_output_tokens", n)
     if np.any(out[np.isfinite(out)] < 0):
-        raise MetricsError("num_output_tokens: must be >= 0")
+        raise MetricsError("must be >= 0", field="num_output_tokens")
     completed = np.isfinite(arr) & np.isfinite(ft) & np.isfinite(fin)
     nan = np.full(n, np.nan)
     ttft = np.where(completed, ft - arr, nan)
@@ -278,7 +280,7 @@ def request_latencies(*, arrival_time, first_token_time, finish_time, num_output
         fs = _vec(first_scheduled_time, "first_scheduled_time", n)
         queueing = np.where(completed, fs - arr, nan)
     if np.any(ttft[completed] < 0) or np.any(e2e[completed] < ttft[completed]):
-        raise MetricsError("first_token_time: must lie between arrival_time and finish_time")
+        raise MetricsError("must lie between arrival_time and finish_time", field="first_token_time")
     return RequestLatencies(completed=completed, ttft=ttft, tpot=tpot, e2e=e2e, queueing=queueing)
 
 
@@ -332,7 +334,7 @@ def summarize_latency(*, arrival_time, first_token_time, finish_time, num_output
     for name, v in (("slo_ttft_s", slo_ttft_s), ("slo_tpot_s", slo_tpot_s), ("duration_s", duration_s)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0
                               or not math.isfinite(v)):
-            raise MetricsError(f"{name}: must be a positive number of seconds, got {v!r}")
+            raise MetricsError(f"must be a positive number of seconds, got {v!r}", field=name)
 
     itl_v, itl_w, approx = _itl_sample(lat, out, n, itl_values, itl_offsets, token_gaps, gaps_known)
     itl = Percentiles.of(itl_v, weights=itl_w)
@@ -381,11 +383,11 @@ def _itl_sample(lat: RequestLatencies, out: np.ndarray, n: int, itl_values, itl_
     parts_v, parts_w = [], []
     if itl_values is not None or itl_offsets is not None:
         if itl_values is None or itl_offsets is None:
-            raise MetricsError("itl_offsets: itl_values and itl_offsets go together")
+            raise MetricsError("itl_values and itl_offsets go together", field="itl_offsets")
         vals = np.asarray(itl_values, dtype=np.float64).ravel()
         offs = np.asarray(itl_offsets, dtype=np.int64).ravel()
         if offs.shape[0] != n + 1 or offs[0] != 0 or offs[-1] != vals.shape[0] or np.any(np.diff(offs) < 0):
-            raise MetricsError(f"itl_offsets: must be {n + 1} non-decreasing offsets from 0 to len(itl_values)")
+            raise MetricsError(f"must be {n + 1} non-decreasing offsets from 0 to len(itl_values)", field="itl_offsets")
         owner = np.repeat(np.arange(n), np.diff(offs))
         parts_v.append(vals[done[owner]])
         parts_w.append(np.ones(int(done[owner].sum()), np.int64))
@@ -393,7 +395,7 @@ def _itl_sample(lat: RequestLatencies, out: np.ndarray, n: int, itl_values, itl_
     elif token_gaps is not None:
         known = np.ones(n, bool) if gaps_known is None else np.asarray(gaps_known, bool).ravel()
         if known.shape[0] != n:
-            raise MetricsError(f"gaps_known: has {known.shape[0]} entries, expected {n}")
+            raise MetricsError(f"has {known.shape[0]} entries, expected {n}", field="gaps_known")
         parts_v.append(np.asarray(token_gaps.values, np.float64))
         parts_w.append(np.asarray(token_gaps.counts, np.int64))
     rest = done & ~known & (out >= 2)

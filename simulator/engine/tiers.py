@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from simulator.base import unknown_field
+from simulator.base.errors import FieldError
 from simulator.engine.pool import compact_fifo
 
 GIB = 1024 ** 3
@@ -43,7 +44,7 @@ GB = 1e9
 MAX_TIER_BLOCKS = 200_000_000
 
 
-class TierError(ValueError):
+class TierError(FieldError):
     """A tier that cannot be simulated; the message names the field."""
 
 
@@ -83,26 +84,26 @@ class KvTier:
         if self.num_blocks is not None:
             v = self.num_blocks
             if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_TIER_BLOCKS:
-                raise TierError(f"num_blocks: must be a whole number between 0 and {MAX_TIER_BLOCKS:,}, got {v!r}")
+                raise TierError(f"must be a whole number between 0 and {MAX_TIER_BLOCKS:,}, got {v!r}", field="num_blocks")
         if self.size_gib is not None:
             v = self.size_gib
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v <= 1e6:
-                raise TierError(f"size_gib: must be a number of GiB between 0 and 1,000,000, got {v!r}")
+                raise TierError(f"must be a number of GiB between 0 and 1,000,000, got {v!r}", field="size_gib")
         for name in ("read_gbps", "write_gbps"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-                raise TierError(f"{name}: must be a bandwidth in GB/s > 0, got {v!r}")
+                raise TierError(f"must be a bandwidth in GB/s > 0, got {v!r}", field=name)
         for name in ("read_latency_s", "write_latency_s"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-                raise TierError(f"{name}: must be a number of seconds >= 0, got {v!r}")
+                raise TierError(f"must be a number of seconds >= 0, got {v!r}", field=name)
 
     @classmethod
     def from_dict(cls, data: Any, name: str = "tier") -> KvTier:
         if isinstance(data, KvTier):
             return data
         if not isinstance(data, dict):
-            raise TierError(f"{name}: must be an object with num_blocks or size_gib, read_gbps, write_gbps ...")
+            raise TierError("must be an object with num_blocks or size_gib, read_gbps, write_gbps ...", field=name)
         bad = unknown_field(cls, data)
         if bad:
             raise TierError(f"{name}.{bad[0]}: {bad[1]}")
@@ -119,7 +120,7 @@ class KvTier:
         if self.num_blocks is not None:
             return self.num_blocks
         if not bytes_per_block:
-            raise TierError("size_gib: needs kv_bytes_per_block to convert GiB to blocks")
+            raise TierError("needs kv_bytes_per_block to convert GiB to blocks", field="size_gib")
         return min(int(self.size_gib * GIB // bytes_per_block), MAX_TIER_BLOCKS)
 
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+from simulator.base.errors import FieldError
+
 #: The vLLM OpenAI server image; the tag is the chosen version's.
 IMAGE = "vllm/vllm-openai"
 #: The image tag when no version is chosen.
@@ -38,7 +40,7 @@ QUANTIZATION = {"bf16": None, "fp8": "fp8", "int4": None, "int8": None, "awq": N
 _NAME = re.compile(r"[^a-z0-9-]+")
 
 
-class LaunchError(ValueError):
+class LaunchError(FieldError):
     """A plan that cannot be written as a vLLM launch; the message names the field."""
 
 
@@ -79,17 +81,17 @@ class LaunchSpec:
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip() or any(c.isspace() for c in self.model):
-            raise LaunchError(f"model: a Hugging Face repository id or a path without spaces, got {self.model!r}")
+            raise LaunchError(f"a Hugging Face repository id or a path without spaces, got {self.model!r}", field="model")
         for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "replicas"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 4096:
-                raise LaunchError(f"{name}: a whole number from 1 to 4096, got {v!r}")
+                raise LaunchError(f"a whole number from 1 to 4096, got {v!r}", field=name)
         if self.kv_cache_dtype not in KV_CACHE_DTYPES:
-            raise LaunchError(f"kv_cache_dtype: vLLM takes one of {', '.join(KV_CACHE_DTYPES)}, got "
-                              f"{self.kv_cache_dtype!r}")
+            raise LaunchError(f"vLLM takes one of {', '.join(KV_CACHE_DTYPES)}, got "
+                              f"{self.kv_cache_dtype!r}", field="kv_cache_dtype")
         u = self.gpu_memory_utilization
         if u is not None and not (isinstance(u, (int, float)) and 0 < u <= 1):
-            raise LaunchError(f"gpu_memory_utilization: a fraction in (0, 1], got {u!r}")
+            raise LaunchError(f"a fraction in (0, 1], got {u!r}", field="gpu_memory_utilization")
 
     @property
     def gpus_per_replica(self) -> int:
@@ -205,7 +207,7 @@ def _hpa(spec: LaunchSpec, name: str, labels: dict[str, str]) -> dict[str, Any]:
     lo = int(a.get("min_replicas", max(1, spec.replicas)))
     hi = int(a.get("max_replicas", max(lo, spec.replicas)))
     if not 1 <= lo <= hi:
-        raise LaunchError(f"autoscale: min_replicas {lo} and max_replicas {hi} must satisfy 1 <= min <= max")
+        raise LaunchError(f"min_replicas {lo} and max_replicas {hi} must satisfy 1 <= min <= max", field="autoscale")
     target = a.get("target_waiting", 5)
     return {
         "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",

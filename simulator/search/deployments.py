@@ -425,8 +425,8 @@ def search_deployments(
     mml = space.max_model_len or default_max_model_len(workload, model)
     longest = int((workload.prompt_len + workload.output_len).max())
     if longest > mml:
-        raise SearchError(f"workload: its longest request ({longest:,} tokens) is longer than max_model_len "
-                          f"({mml:,} tokens{', the model context' if space.max_model_len is None else ''})")
+        raise SearchError(f"its longest request ({longest:,} tokens) is longer than max_model_len "
+                          f"({mml:,} tokens{', the model context' if space.max_model_len is None else ''})", field="workload")
     all_cands = space.candidates()
     idx = list(range(len(all_cands))) if candidates is None else list(candidates)
     prepared = [prepare_candidate(i, all_cands[i], model, space, mml, workload, slo) for i in idx]
@@ -478,15 +478,15 @@ def _in_processes(workload, model, space, slo, processes, exhaustive, screen, st
 
 def _check_inputs(workload: Workload, model: ModelSpec, space: SearchSpace, slo: Slo) -> None:
     if not isinstance(workload, Workload):
-        raise SearchError("workload: must be a simulator.workload.requests.Workload")
+        raise SearchError("must be a simulator.workload.requests.Workload", field="workload")
     if workload.arrival_unit != "s":
-        raise SearchError("workload: give arrivals in seconds (latency targets are in seconds)")
+        raise SearchError("give arrivals in seconds (latency targets are in seconds)", field="workload")
     if not isinstance(model, ModelSpec):
-        raise SearchError("model: must be a ModelSpec")
+        raise SearchError("must be a ModelSpec", field="model")
     if not isinstance(space, SearchSpace):
-        raise SearchError("space: must be a SearchSpace")
+        raise SearchError("must be a SearchSpace", field="space")
     if not isinstance(slo, Slo):
-        raise SearchError("slo: must be a Slo")
+        raise SearchError("must be a Slo", field="slo")
 
 
 def assemble(outcomes: list[Outcome], slo: Slo, simulations: int, elapsed_s: float) -> SearchResult:

@@ -94,7 +94,7 @@ def check_seeds(result: SearchResult, make_workload: Callable[[int], Workload], 
         return None
     seeds = tuple(int(s) for s in seeds)
     if not seeds or len(seeds) > MAX_SEEDS or len(set(seeds)) != len(seeds):
-        raise SearchError(f"seeds: give 1 to {MAX_SEEDS} different seeds, got {list(seeds)}")
+        raise SearchError(f"give 1 to {MAX_SEEDS} different seeds, got {list(seeds)}", field="seeds")
     cand = space.candidates()[best.index]
     meets, fewer, values = [], [], {tg.label: [] for tg in slo.targets}
     for seed in seeds:

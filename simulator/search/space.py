@@ -20,6 +20,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from simulator.base import KV_CACHE_DTYPES, GpuSpec, ModelSpec, milliseconds, unknown_message
+from simulator.base.errors import FieldError
 from simulator.clock import sampling_coefficients
 from simulator.clock.cost_model import SAMPLER_PATHS
 from simulator.cluster import ClusterError, parse_routing
@@ -55,7 +56,7 @@ MAX_SEARCH_REPLICAS = 256
 MAX_CANDIDATES = 2_000
 
 
-class SearchError(ValueError):
+class SearchError(FieldError):
     """Bad search input; the message starts with the field it is about."""
 
 
@@ -80,17 +81,17 @@ class SpecOption:
         if isinstance(value, str):
             parts = value.split(":")
             if len(parts) != 3:
-                raise SearchError(f"{field}: {value!r} must look like METHOD:K:ACCEPTANCE, e.g. eagle:3:0.7")
+                raise SearchError(f"{value!r} must look like METHOD:K:ACCEPTANCE, e.g. eagle:3:0.7", field=field)
             try:
                 value = {"method": parts[0].strip(), "num_speculative_tokens": int(parts[1]),
                          "acceptance_rate": float(parts[2])}
             except ValueError:
-                raise SearchError(f"{field}: {value!r}: K must be a whole number and ACCEPTANCE a number") from None
+                raise SearchError(f"{value!r}: K must be a whole number and ACCEPTANCE a number", field=field) from None
         if not isinstance(value, dict):
-            raise SearchError(f"{field}: must be null, METHOD:K:ACCEPTANCE or an object, got {value!r}")
+            raise SearchError(f"must be null, METHOD:K:ACCEPTANCE or an object, got {value!r}", field=field)
         unknown = set(value) - {"method", "num_speculative_tokens", "acceptance_rate"}
         if unknown:
-            raise SearchError(f"{field}: unknown field(s) {', '.join(sorted(map(str, unknown)))}")
+            raise SearchError(f"unknown field(s) {', '.join(sorted(map(str, unknown)))}", field=field)
         method, k, alpha = value.get("method"), value.get("num_speculative_tokens"), value.get("acceptance_rate")
         if method not in SEARCH_SPEC_METHODS:
             raise SearchError(f"{field}.method: must be one of {', '.join(SEARCH_SPEC_METHODS)} (a draft model needs "
@@ -121,27 +122,27 @@ class SpecOption:
 
 def _whole_tuple(name: str, values: Any, lo: int, hi: int) -> tuple[int, ...]:
     if isinstance(values, (int, str)) or not hasattr(values, "__iter__"):
-        raise SearchError(f"{name}: must be a list of whole numbers")
+        raise SearchError("must be a list of whole numbers", field=name)
     out = []
     for v in values:
         if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-            raise SearchError(f"{name}: each value must be a whole number from {lo} to {hi}, got {v!r}")
+            raise SearchError(f"each value must be a whole number from {lo} to {hi}, got {v!r}", field=name)
         out.append(int(v))
     if not out:
-        raise SearchError(f"{name}: give at least one value (the space is empty)")
+        raise SearchError("give at least one value (the space is empty)", field=name)
     return tuple(dict.fromkeys(out))
 
 
 def _choice_tuple(name: str, values: Any, allowed: tuple[str, ...]) -> tuple[str, ...]:
     if isinstance(values, str) or not hasattr(values, "__iter__"):
-        raise SearchError(f"{name}: must be a list of {', '.join(allowed)}")
+        raise SearchError(f"must be a list of {', '.join(allowed)}", field=name)
     out = []
     for v in values:
         if v not in allowed:
-            raise SearchError(f"{name}: {v!r} is not one of {', '.join(allowed)}")
+            raise SearchError(f"{v!r} is not one of {', '.join(allowed)}", field=name)
         out.append(v)
     if not out:
-        raise SearchError(f"{name}: give at least one value (the space is empty)")
+        raise SearchError("give at least one value (the space is empty)", field=name)
     return tuple(dict.fromkeys(out))
 
 
@@ -164,11 +165,11 @@ class SloTarget:
 
     def __post_init__(self) -> None:
         if self.metric not in SLO_METRICS:
-            raise SearchError(f"slo.metric: must be one of {', '.join(SLO_METRICS)}, got {self.metric!r}")
+            raise SearchError(f"must be one of {', '.join(SLO_METRICS)}, got {self.metric!r}", field="slo.metric")
         parse_percentile(self.percentile)
         v = self.max_s
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 < v <= 86_400:
-            raise SearchError(f"slo.max_s: must be a number of seconds in (0, 86400], got {v!r}")
+            raise SearchError(f"must be a number of seconds in (0, 86400], got {v!r}", field="slo.max_s")
         object.__setattr__(self, "max_s", float(v))
 
     @property
@@ -205,13 +206,13 @@ class Slo:
     def __post_init__(self) -> None:
         ts = tuple(t if isinstance(t, SloTarget) else SloTarget(**t) for t in self.targets)
         if not ts:
-            raise SearchError("slo.targets: give at least one latency target (e.g. TTFT p90 <= 0.5 s)")
+            raise SearchError("give at least one latency target (e.g. TTFT p90 <= 0.5 s)", field="slo.targets")
         if len({(t.metric, t.percentile) for t in ts}) != len(ts):
-            raise SearchError("slo.targets: each metric and percentile at most once")
+            raise SearchError("each metric and percentile at most once", field="slo.targets")
         object.__setattr__(self, "targets", ts)
         g = self.min_goodput
         if isinstance(g, bool) or not isinstance(g, (int, float)) or not 0.0 <= g <= 1.0:
-            raise SearchError(f"slo.min_goodput: must be a fraction from 0 to 1, got {g!r}")
+            raise SearchError(f"must be a fraction from 0 to 1, got {g!r}", field="slo.min_goodput")
         object.__setattr__(self, "min_goodput", float(g))
 
     @property
@@ -239,17 +240,17 @@ class Slo:
     @classmethod
     def from_dict(cls, data: Any) -> Slo:
         if not isinstance(data, dict):
-            raise SearchError("slo: must be an object {\"targets\": [...], \"min_goodput\": ...}")
+            raise SearchError("must be an object {\"targets\": [...], \"min_goodput\": ...}", field="slo")
         unknown = set(data) - {"targets", "min_goodput"}
         if unknown:
             raise SearchError(f"slo.{sorted(unknown)[0]}: {unknown_message(sorted(unknown)[0], ['targets', 'min_goodput'])}")
         targets = data.get("targets")
         if not isinstance(targets, (list, tuple)):
-            raise SearchError("slo.targets: must be a list of {metric, percentile, max_s}")
+            raise SearchError("must be a list of {metric, percentile, max_s}", field="slo.targets")
         parsed = []
         for t in targets:
             if not isinstance(t, dict) or set(t) - {"metric", "percentile", "max_s"}:
-                raise SearchError("slo.targets: each target is {\"metric\", \"percentile\", \"max_s\"}")
+                raise SearchError("each target is {\"metric\", \"percentile\", \"max_s\"}", field="slo.targets")
             parsed.append(SloTarget(t.get("metric"), t.get("percentile", "p90"), t.get("max_s")))
         return cls(tuple(parsed), data.get("min_goodput", 0.0))
 
@@ -258,11 +259,11 @@ def parse_slo_target(text: str) -> SloTarget:
     """``ttft:p90:0.5`` (seconds) -> :class:`SloTarget`."""
     parts = text.strip().split(":")
     if len(parts) != 3:
-        raise SearchError(f"slo: {text!r} must look like METRIC:PERCENTILE:SECONDS, e.g. ttft:p90:0.5")
+        raise SearchError(f"{text!r} must look like METRIC:PERCENTILE:SECONDS, e.g. ttft:p90:0.5", field="slo")
     try:
         seconds = float(parts[2])
     except ValueError:
-        raise SearchError(f"slo.max_s: {parts[2]!r} is not a number of seconds") from None
+        raise SearchError(f"{parts[2]!r} is not a number of seconds", field="slo.max_s") from None
     return SloTarget(parts[0].lower(), parts[1].lower(), seconds)
 
 
@@ -324,13 +325,13 @@ def space_defaults() -> dict:
 
 def _spec_tuple(values: Any) -> tuple[SpecOption | None, ...]:
     if isinstance(values, (str, dict)) or not hasattr(values, "__iter__"):
-        raise SearchError("space.speculative: must be a list of settings (null for none)")
+        raise SearchError("must be a list of settings (null for none)", field="space.speculative")
     out = tuple(None if v is None or v == "none" else SpecOption.parse(v, f"space.speculative[{i}]")
                 for i, v in enumerate(values))
     if not out:
-        raise SearchError("space.speculative: give at least one value (null: without speculative decoding)")
+        raise SearchError("give at least one value (null: without speculative decoding)", field="space.speculative")
     if len(set(out)) != len(out):
-        raise SearchError("space.speculative: each setting at most once")
+        raise SearchError("each setting at most once", field="space.speculative")
     return out
 
 
@@ -392,11 +393,11 @@ class SearchSpace:
     def __post_init__(self) -> None:
         gpus = tuple(self.gpus) if hasattr(self.gpus, "__iter__") else ()
         if not gpus:
-            raise SearchError("space.gpus: give at least one GPU type (the space is empty)")
+            raise SearchError("give at least one GPU type (the space is empty)", field="space.gpus")
         if any(not isinstance(g, GpuSpec) for g in gpus):
-            raise SearchError("space.gpus: must be GpuSpec objects")
+            raise SearchError("must be GpuSpec objects", field="space.gpus")
         if len({g.name for g in gpus}) != len(gpus):
-            raise SearchError("space.gpus: each GPU type at most once")
+            raise SearchError("each GPU type at most once", field="space.gpus")
         object.__setattr__(self, "gpus", gpus)
         object.__setattr__(self, "tensor_parallel", _whole_tuple("space.tensor_parallel", self.tensor_parallel, 1, 64))
         object.__setattr__(self, "pipeline_parallel",
@@ -407,32 +408,32 @@ class SearchSpace:
         object.__setattr__(self, "max_num_seqs", _whole_tuple("space.max_num_seqs", self.max_num_seqs, 1, 65_536))
         m = self.max_replicas
         if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= MAX_SEARCH_REPLICAS:
-            raise SearchError(f"space.max_replicas: must be a whole number from 1 to {MAX_SEARCH_REPLICAS}, got {m!r}")
+            raise SearchError(f"must be a whole number from 1 to {MAX_SEARCH_REPLICAS}, got {m!r}", field="space.max_replicas")
         try:
             object.__setattr__(self, "routing", str(parse_routing(self.routing)))
         except (ClusterError, TypeError, AttributeError) as exc:
-            raise SearchError(f"space.routing: {str(exc).removeprefix('routing: ')}") from None
+            raise SearchError(f"{str(exc).removeprefix('routing: ')}", field="space.routing") from None
         g = self.gpu_memory_utilization
         if isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 < g <= 1:
-            raise SearchError(f"space.gpu_memory_utilization: must be a fraction in (0, 1], got {g!r}")
+            raise SearchError(f"must be a fraction in (0, 1], got {g!r}", field="space.gpu_memory_utilization")
         mml = self.max_model_len
         if mml is not None and (isinstance(mml, bool) or not isinstance(mml, int) or not 1 <= mml <= 10_000_000):
-            raise SearchError(f"space.max_model_len: must be a whole number of tokens from 1 to 10,000,000, got {mml!r}")
+            raise SearchError(f"must be a whole number of tokens from 1 to 10,000,000, got {mml!r}", field="space.max_model_len")
         if self.sampling is not None and (not isinstance(self.sampling, str) or self.sampling not in SAMPLER_PATHS):
-            raise SearchError(f"space.sampling: must be one of {', '.join(SAMPLER_PATHS)}, got {self.sampling!r}")
+            raise SearchError(f"must be one of {', '.join(SAMPLER_PATHS)}, got {self.sampling!r}", field="space.sampling")
         if self.async_scheduling is not None and not isinstance(self.async_scheduling, bool):
-            raise SearchError(f"space.async_scheduling: must be true, false or null (vLLM's default), "
-                              f"got {self.async_scheduling!r}")
+            raise SearchError(f"must be true, false or null (vLLM's default), "
+                              f"got {self.async_scheduling!r}", field="space.async_scheduling")
         by_gpu = self.coefficients_by_gpu
         if by_gpu is not None and (not isinstance(by_gpu, dict) or not set(by_gpu) <= {g.name for g in gpus}
                                    or not all(isinstance(c, dict) for c in by_gpu.values())):
-            raise SearchError("space.coefficients_by_gpu: must map GPU names of space.gpus to coefficient objects")
+            raise SearchError("must map GPU names of space.gpus to coefficient objects", field="space.coefficients_by_gpu")
         object.__setattr__(self, "speculative", _spec_tuple(self.speculative))
         n = self.size
         if n > MAX_CANDIDATES:
-            raise SearchError(f"space: {n:,} replica shapes (GPUs x TP x PP x precisions x KV dtypes x max_num_seqs"
+            raise SearchError(f"{n:,} replica shapes (GPUs x TP x PP x precisions x KV dtypes x max_num_seqs"
                               f"{' x speculative settings' if len(self.speculative) > 1 else ''}) "
-                              f"is more than the {MAX_CANDIDATES:,} a search may hold")
+                              f"is more than the {MAX_CANDIDATES:,} a search may hold", field="space")
 
     @property
     def size(self) -> int:

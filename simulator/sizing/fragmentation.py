@@ -60,7 +60,7 @@ def paged_vs_naive(lengths: Iterable[int], num_blocks: int, block_size: int, max
     """
     lens = np.minimum(np.asarray(list(lengths), dtype=np.int64), max_model_len)
     if lens.size == 0 or np.any(lens < 1):
-        raise SpecError("lengths: need at least one length, each >= 1 token")
+        raise SpecError("need at least one length, each >= 1 token", field="lengths")
     blocks = -(-lens // block_size)
     capacity_tokens = num_blocks * block_size
     naive = capacity_tokens // max_model_len
@@ -86,7 +86,7 @@ def paged_vs_naive(lengths: Iterable[int], num_blocks: int, block_size: int, max
 def tier_blocks(tier_gib: float, bytes_per_block: float) -> int:
     """Blocks a CPU or disk tier of ``tier_gib`` GiB holds.  # blocks"""
     if bytes_per_block <= 0:
-        raise SpecError("bytes_per_block: must be > 0")
+        raise SpecError("must be > 0", field="bytes_per_block")
     return int(tier_gib * GIB // bytes_per_block)
 
 

@@ -66,9 +66,9 @@ def _int(cfg: dict, keys: tuple[str, ...], *, required: bool = False, default: i
             if isinstance(v, float) and v.is_integer():
                 v = int(v)
             if isinstance(v, bool) or not isinstance(v, int):
-                raise SpecError(f"{k}: must be a whole number, got {v!r}")
+                raise SpecError(f"must be a whole number, got {v!r}", field=k)
             if v < lo:
-                raise SpecError(f"{k}: must be >= {lo}, got {v}")
+                raise SpecError(f"must be >= {lo}, got {v}", field=k)
             return v
     if required:
         raise SpecError(f"{keys[0]}: missing from config.json")
@@ -84,19 +84,19 @@ def _quantization(cfg: dict, quant_config: dict | None) -> tuple[dict[str, Any],
     if qc is None:
         return {}, None
     if not isinstance(qc, dict):
-        raise SpecError("quantization_config: must be an object")
+        raise SpecError("must be an object", field="quantization_config")
     raw = str(qc.get("quant_method") or "").strip()
     if not raw:
-        raise SpecError("quantization_config.quant_method: missing")
+        raise SpecError("missing", field="quantization_config.quant_method")
     method = METHOD_ALIASES.get(raw.lower())
     if method == "none":
         return {}, None
     if method is None:
-        raise SpecError(f"quantization_config.quant_method: {raw!r} is not a quantization method the planner "
-                        f"knows (known: {', '.join(sorted(set(METHOD_ALIASES)))})")
+        raise SpecError(f"{raw!r} is not a quantization method the planner "
+                        f"knows (known: {', '.join(sorted(set(METHOD_ALIASES)))})", field="quantization_config.quant_method")
     ignore = qc.get("modules_to_not_convert") or qc.get("ignore") or qc.get("llm_int8_skip_modules") or []
     if not isinstance(ignore, list):
-        raise SpecError("quantization_config.modules_to_not_convert: must be a list of module names")
+        raise SpecError("must be a list of module names", field="quantization_config.modules_to_not_convert")
     out: dict[str, Any] = {"quantization": method, "quant_ignore": tuple(str(x) for x in ignore)}
     return out, _method_fields(method, qc, out)
 
@@ -108,7 +108,7 @@ def _method_fields(method: str, qc: dict, out: dict[str, Any]) -> str | None:
     if method in ("awq", "gptq"):
         bits = _int(qc, ("bits", "w_bit"), default=4, lo=1)
         if bits not in (4, 8) or (method == "awq" and bits != 4):
-            raise SpecError(f"quantization_config.bits: {bits}-bit {method} is not supported (awq: 4; gptq: 4 or 8)")
+            raise SpecError(f"{bits}-bit {method} is not supported (awq: 4; gptq: 4 or 8)", field="quantization_config.bits")
         group = _int(qc, ("group_size", "q_group_size"), default=128, lo=-1)
         out.update(quant_bits=bits, quant_group_size=group, quant_scheme="w4a16" if bits == 4 else "w8a16")
     elif method == "fp8":
@@ -135,7 +135,7 @@ def _compressed_tensors(qc: dict) -> dict[str, Any]:
     """Scheme of a compressed-tensors checkpoint (the first config group that quantizes weights)."""
     groups = qc.get("config_groups") or {}
     if not isinstance(groups, dict):
-        raise SpecError("quantization_config.config_groups: must be an object")
+        raise SpecError("must be an object", field="quantization_config.config_groups")
     for g in groups.values():
         w = (g or {}).get("weights") if isinstance(g, dict) else None
         if not isinstance(w, dict):
@@ -160,15 +160,15 @@ def _compressed_tensors(qc: dict) -> dict[str, Any]:
                     "quant_group_size": -1 if group is None else group}
         if bits == 8:
             return {"quant_scheme": "w8a16", "quant_bits": 8, "quant_group_size": 128 if group is None else group}
-        raise SpecError(f"quantization_config.config_groups: {bits}-bit {typ} weights are not supported")
-    raise SpecError("quantization_config.config_groups: cannot tell the weight bits")
+        raise SpecError(f"{bits}-bit {typ} weights are not supported", field="quantization_config.config_groups")
+    raise SpecError("cannot tell the weight bits", field="quantization_config.config_groups")
 
 
 def _modelopt_quantization(quant_config: dict) -> tuple[dict[str, Any], str | None]:
     """A ModelOpt ``hf_quant_config.json`` (NVIDIA FP8 / NVFP4 checkpoints)."""
     q = quant_config.get("quantization", quant_config)
     if not isinstance(q, dict):
-        raise SpecError("quantization: hf_quant_config.json must hold a 'quantization' object")
+        raise SpecError("hf_quant_config.json must hold a 'quantization' object", field="quantization")
     algo = str(q.get("quant_algo") or "").lower()
     kv_algo = q.get("kv_cache_quant_algo")
     kv_hint = "fp8" if kv_algo and "fp8" in str(kv_algo).lower() else None
@@ -183,8 +183,8 @@ def _modelopt_quantization(quant_config: dict) -> tuple[dict[str, Any], str | No
                 "quant_group_size": _int(q, ("group_size",), default=128, lo=1)}, kv_hint
     if "int8" in algo or "w8a8" in algo:
         return {"quantization": "int8", "quant_scheme": "w8a8-int8", "quant_ignore": ignore}, kv_hint
-    raise SpecError(f"quantization.quant_algo: {q.get('quant_algo')!r} is not a quantization the planner knows "
-                    "(known: FP8, NVFP4, W4A16_AWQ, W8A8)")
+    raise SpecError(f"{q.get('quant_algo')!r} is not a quantization the planner knows "
+                    "(known: FP8, NVFP4, W4A16_AWQ, W8A8)", field="quantization.quant_algo")
 
 
 def _layer_kinds(cfg: dict, model_type: str, n_layers: int, dtype_bytes: float) -> tuple[LayerSpec, ...]:
@@ -236,7 +236,7 @@ def _listed_layer_kinds(layer_types: Any, n_layers: int, full: LayerSpec, window
     """Per-layer kinds from the config's ``layer_types`` list; () when every layer is plain full attention."""
     if not isinstance(layer_types, list) or len(layer_types) != n_layers:
         got = len(layer_types) if isinstance(layer_types, list) else type(layer_types).__name__
-        raise SpecError(f"layer_types: {got} entries for num_hidden_layers {n_layers}")
+        raise SpecError(f"{got} entries for num_hidden_layers {n_layers}", field="layer_types")
     out = []
     for i, t in enumerate(layer_types):
         t = str(t).lower()
@@ -244,12 +244,12 @@ def _listed_layer_kinds(layer_types: Any, n_layers: int, full: LayerSpec, window
             out.append(full)
         elif t in ("sliding_attention", "sliding_window", "local", "chunked_attention"):
             if window is None:
-                raise SpecError(f"sliding_window: layer_types[{i}] is sliding but no sliding_window is given")
+                raise SpecError(f"layer_types[{i}] is sliding but no sliding_window is given", field="sliding_window")
             out.append(LayerSpec(kind=LAYER_SLIDING, window=window))
         elif t in ("linear_attention", "mamba", "mamba2", "ssm", "gated_deltanet", "conv", "linear"):
             out.append(LayerSpec(kind=LAYER_LINEAR, state_bytes=linear_state))
         else:
-            raise SpecError(f"layer_types: unknown layer type {layer_types[i]!r} at index {i}")
+            raise SpecError(f"unknown layer type {layer_types[i]!r} at index {i}", field="layer_types")
     if all(lay.kind == LAYER_FULL and lay.num_kv_heads is None and lay.head_dim is None for lay in out):
         return ()
     return tuple(out)
@@ -320,14 +320,14 @@ def parse_hf_config(config: dict, *, name: str | None = None, quant_config: dict
         When a required key is missing or values are inconsistent; the message starts with the key.
     """
     if not isinstance(config, dict):
-        raise SpecError("config: must be a JSON object")
+        raise SpecError("must be a JSON object", field="config")
     outer, cfg, model_type = _text_config(config)
     # read in this order: the first problem found is the one reported
     shape = _attention_shape(cfg)
     weights_dtype = _weights_dtype(cfg, outer, model_type)
     quant, _kv_hint = _quantization(outer if "quantization_config" in outer else cfg, quant_config)
     if quant.get("quant_group_size") is not None and quant["quant_group_size"] < -1:
-        raise SpecError(f"quantization_config.group_size: {quant['quant_group_size']} must be -1 or more")
+        raise SpecError(f"{quant['quant_group_size']} must be -1 or more", field="quantization_config.group_size")
     ffn = _ffn_and_experts(cfg, model_type, shape["num_layers"], shape["hidden_size"])
     layers = _layer_kinds(cfg, model_type, shape["num_layers"], DTYPE_BYTES[weights_dtype])
 
@@ -370,7 +370,7 @@ def _sampling(generation_config: dict | None, *names: str | None) -> str | None:
     """The sampler path of a given ``generation_config.json``, else of the first known name; None if neither."""
     if generation_config is not None:
         if not isinstance(generation_config, dict):
-            raise SpecError("generation_config: must be a JSON object")
+            raise SpecError("must be a JSON object", field="generation_config")
         try:
             return generation_config_path(generation_config)
         except ValueError as exc:
@@ -403,21 +403,21 @@ def _attention_shape(cfg: dict) -> dict[str, Any]:
         n_kv = 1
     if not is_mla:
         if n_kv > n_heads:
-            raise SpecError(f"num_key_value_heads: {n_kv} is more than num_attention_heads {n_heads}")
+            raise SpecError(f"{n_kv} is more than num_attention_heads {n_heads}", field="num_key_value_heads")
         if n_heads % n_kv:
-            raise SpecError(f"num_key_value_heads: {n_kv} does not divide num_attention_heads {n_heads}")
+            raise SpecError(f"{n_kv} does not divide num_attention_heads {n_heads}", field="num_key_value_heads")
     head_dim = _int(cfg, ("head_dim",), lo=1)
     if head_dim is None and not is_mla:
         if hidden % n_heads:
-            raise SpecError(f"head_dim: missing and hidden_size {hidden} is not a multiple of "
-                            f"num_attention_heads {n_heads}")
+            raise SpecError(f"missing and hidden_size {hidden} is not a multiple of "
+                            f"num_attention_heads {n_heads}", field="head_dim")
         head_dim = hidden // n_heads
     qk_rope = _int(cfg, ("qk_rope_head_dim",), lo=0)
     qk_nope = _int(cfg, ("qk_nope_head_dim",), lo=0)
     v_head = _int(cfg, ("v_head_dim",), lo=1)
     if is_mla:
         if qk_rope is None:
-            raise SpecError("qk_rope_head_dim: required with kv_lora_rank (MLA)")
+            raise SpecError("required with kv_lora_rank (MLA)", field="qk_rope_head_dim")
         if head_dim is None:
             head_dim = (qk_nope or 0) + qk_rope or (hidden // n_heads)
     return dict(num_layers=n_layers, hidden_size=hidden, num_attention_heads=n_heads,
@@ -433,7 +433,7 @@ def _weights_dtype(cfg: dict, outer: dict, model_type: str) -> str:
     try:
         return normalize_dtype(str(dtype_raw), "torch_dtype")
     except SpecError:
-        raise SpecError(f"torch_dtype: unknown dtype {dtype_raw!r}") from None
+        raise SpecError(f"unknown dtype {dtype_raw!r}", field="torch_dtype") from None
 
 
 def _ffn_and_experts(cfg: dict, model_type: str, n_layers: int, hidden: int) -> dict[str, Any]:
@@ -443,9 +443,9 @@ def _ffn_and_experts(cfg: dict, model_type: str, n_layers: int, hidden: int) -> 
         n_experts = 0
     topk = _int(cfg, ("num_experts_per_tok", "experts_per_token", "top_k_experts", "moe_top_k"), default=0)
     if n_experts and not topk:
-        raise SpecError("num_experts_per_tok: the config has experts but no experts per token")
+        raise SpecError("the config has experts but no experts per token", field="num_experts_per_tok")
     if n_experts and topk > n_experts:
-        raise SpecError(f"num_experts_per_tok: {topk} is more than the {n_experts} experts")
+        raise SpecError(f"{topk} is more than the {n_experts} experts", field="num_experts_per_tok")
     inter = _int(cfg, ("intermediate_size", "n_inner", "ffn_hidden_size"), default=None)
     if inter is None:
         inter = 4 * hidden if model_type == "gpt2" else 0

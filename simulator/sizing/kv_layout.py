@@ -50,7 +50,7 @@ def kv_element_bytes(kv_dtype: str) -> float:
         Canonical dtype name (``bf16``, ``fp8``, ``int4``, ``fp4``...).
     """
     if kv_dtype not in DTYPE_BYTES:
-        raise SpecError(f"kv_cache_dtype: unknown dtype {kv_dtype!r}")
+        raise SpecError(f"unknown dtype {kv_dtype!r}", field="kv_cache_dtype")
     return DTYPE_BYTES[kv_dtype] + KV_SCALE_OVERHEAD_BYTES.get(kv_dtype, 0.0)
 
 
@@ -69,13 +69,13 @@ def check_parallelism(model: ModelSpec, tensor_parallel_size: int, pipeline_para
     """Raise :class:`SpecError` when vLLM would refuse this TP / PP split."""
     tp, pp = tensor_parallel_size, pipeline_parallel_size
     if model.num_attention_heads % tp:
-        raise SpecError(f"tensor_parallel_size: {tp} does not divide num_attention_heads {model.num_attention_heads}")
+        raise SpecError(f"{tp} does not divide num_attention_heads {model.num_attention_heads}", field="tensor_parallel_size")
     if model.attention != "MLA":
         for kv in {lay.num_kv_heads or model.num_kv_heads for lay in model.layer_specs}:
             if kv % tp and tp % kv:
-                raise SpecError(f"tensor_parallel_size: {tp} and num_kv_heads {kv} must divide one another")
+                raise SpecError(f"{tp} and num_kv_heads {kv} must divide one another", field="tensor_parallel_size")
     if pp > model.num_layers:
-        raise SpecError(f"pipeline_parallel_size: {pp} is more than num_layers {model.num_layers}")
+        raise SpecError(f"{pp} is more than num_layers {model.num_layers}", field="pipeline_parallel_size")
 
 
 def layer_kv_elements_per_token(model: ModelSpec, layer: LayerSpec, tensor_parallel_size: int = 1) -> int:

@@ -212,7 +212,7 @@ def default_batch_knobs(model: ModelSpec, gpu: GpuSpec, deployment: DeploymentSp
     """
     mml = deployment.max_model_len or model.max_position_embeddings
     if mml is None:
-        raise SpecError("max_model_len: required (the model gives no max_position_embeddings)")
+        raise SpecError("required (the model gives no max_position_embeddings)", field="max_model_len")
     big = gpu.memory_gib >= 70 and "a100" not in gpu.name.lower()
     v0 = _version_key(deployment.vllm_version) == "v0"
     if deployment.max_num_batched_tokens is not None:
@@ -353,7 +353,7 @@ def lora_bytes_per_gpu(model: ModelSpec, deployment: DeploymentSpec) -> float:
     targets = deployment.lora_target_modules or tuple(shapes)
     unknown = [t for t in targets if t not in shapes]
     if unknown:
-        raise SpecError(f"lora_target_modules: unknown module {unknown[0]!r} (known: {', '.join(shapes)})")
+        raise SpecError(f"unknown module {unknown[0]!r} (known: {', '.join(shapes)})", field="lora_target_modules")
     per_layer = 0.0
     for name in targets:
         i, o, kind = shapes[name]

@@ -51,17 +51,17 @@ def check_moe_shape(model: ModelSpec, deployment: DeploymentSpec) -> None:
     """
     dp = deployment.data_parallel_size
     if dp > MAX_DATA_PARALLEL_SIZE:
-        raise SpecError(f"data_parallel_size: {dp:,} is more than the limit of {MAX_DATA_PARALLEL_SIZE:,}")
+        raise SpecError(f"{dp:,} is more than the limit of {MAX_DATA_PARALLEL_SIZE:,}", field="data_parallel_size")
     if not deployment.enable_expert_parallel:
         return
     if not model.is_moe:
-        raise SpecError(f"enable_expert_parallel: {model.name} has no experts; vLLM's expert parallelism "
-                        "(--enable-expert-parallel) applies to MoE layers only")
+        raise SpecError(f"{model.name} has no experts; vLLM's expert parallelism "
+                        "(--enable-expert-parallel) applies to MoE layers only", field="enable_expert_parallel")
     ep = deployment.expert_parallel_size
     if ep > model.num_experts:
-        raise SpecError(f"enable_expert_parallel: EP size = TP x DP = {deployment.tensor_parallel_size} x {dp} = "
+        raise SpecError(f"EP size = TP x DP = {deployment.tensor_parallel_size} x {dp} = "
                         f"{ep} is more than {model.name}'s {model.num_experts} routed experts (vLLM's "
-                        "determine_expert_map gives each EP rank at least one); lower TP x DP or turn EP off")
+                        "determine_expert_map gives each EP rank at least one); lower TP x DP or turn EP off", field="enable_expert_parallel")
 
 
 def local_experts(model: ModelSpec, deployment: DeploymentSpec) -> int:

@@ -157,14 +157,14 @@ def scheme_for(model: ModelSpec, deployment_dtype: str = "auto") -> QuantScheme 
         bits = group = None
     formats = _FORMATS.get(method)
     if formats is None:
-        raise SpecError(f"quantization: unknown method {method!r} (known: {known_methods()})")
+        raise SpecError(f"unknown method {method!r} (known: {known_methods()})", field="quantization")
     if scheme is None and bits is not None:
         scheme = _BITS_SCHEME.get((method, bits), _DEFAULT_SCHEME[method])
         if scheme is None:
-            raise SpecError(f"quant_bits: {bits}-bit {method} is not supported")
+            raise SpecError(f"{bits}-bit {method} is not supported", field="quant_bits")
     scheme = scheme or _DEFAULT_SCHEME[method]
     if scheme not in formats:
-        raise SpecError(f"quant_scheme: {scheme!r} is not a {method} format (known: {', '.join(formats)})")
+        raise SpecError(f"{scheme!r} is not a {method} format (known: {', '.join(formats)})", field="quant_scheme")
     fbits, fgroup, scale_b, zero_b, block = formats[scheme]
     if method in ("gptq",) and bits:
         zero_b = bits
@@ -179,11 +179,11 @@ def check_group_size(model: ModelSpec, scheme: QuantScheme | None, tensor_parall
         return
     g = scheme.group_size
     if model.hidden_size % g:
-        raise SpecError(f"quantization_config.group_size: {g} does not divide hidden_size {model.hidden_size}")
+        raise SpecError(f"{g} does not divide hidden_size {model.hidden_size}", field="quantization_config.group_size")
     inter = (model.moe_intermediate_size or model.intermediate_size) if model.is_moe else model.intermediate_size
     if inter and not scheme.block and scheme.method != "mxfp4" and (inter // tensor_parallel_size) % g:
-        raise SpecError(f"tensor_parallel_size: the MLP input per GPU ({inter} / {tensor_parallel_size}) is not a "
-                        f"multiple of the quantization group size {g}")
+        raise SpecError(f"the MLP input per GPU ({inter} / {tensor_parallel_size}) is not a "
+                        f"multiple of the quantization group size {g}", field="tensor_parallel_size")
 
 
 # --- unquantized modules -----------------------------------------------------

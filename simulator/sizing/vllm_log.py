@@ -60,7 +60,7 @@ def parse_vllm_log(text: str) -> dict[str, float | int]:
         Only the keys found; GiB figures as float, counts as int.
     """
     if not isinstance(text, str):
-        raise SpecError("log: must be text")
+        raise SpecError("must be text", field="log")
     out: dict[str, float | int] = {}
     for key, pat, unit in _LOG_PATTERNS:
         if key in out:

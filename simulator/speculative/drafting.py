@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from simulator.base import unknown_message
+from simulator.base.errors import FieldError
 
 #: vLLM's speculative methods; those whose proposer writes KV for the drafts hold lookahead slots.
 METHODS = ("eagle", "eagle3", "mtp", "draft_model", "ngram")
@@ -55,7 +56,7 @@ _FIELDS = ("method", "num_speculative_tokens", "acceptance_rate", "position_acce
            "acceptance_length_probs", "seed", "draft_cost_model")
 
 
-class SpeculativeError(ValueError):
+class SpeculativeError(FieldError):
     """A speculative decoding setting that cannot be simulated; the message names the field."""
 
 
@@ -70,13 +71,13 @@ def method_and_k_problem(method: Any, k: Any) -> str | None:
 
 def _fraction(v: Any, name: str) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0.0 <= v <= 1.0:
-        raise SpeculativeError(f"{name}: must be a number in [0, 1], got {v!r}")
+        raise SpeculativeError(f"must be a number in [0, 1], got {v!r}", field=name)
     return float(v)
 
 
 def _fractions(v: Any, name: str, length: int, what: str) -> tuple[float, ...]:
     if not isinstance(v, (list, tuple)) or len(v) != length:
-        raise SpeculativeError(f"{name}: must be a list of {length} numbers ({what})")
+        raise SpeculativeError(f"must be a list of {length} numbers ({what})", field=name)
     return tuple(_fraction(x, f"{name}[{i}]") for i, x in enumerate(v))
 
 
@@ -195,8 +196,8 @@ class SpeculativeConfig(Drafting):
         if isinstance(data, cls):
             return data
         if not isinstance(data, dict):
-            raise SpeculativeError("speculative: must be an object with method, num_speculative_tokens and "
-                                   "an acceptance model")
+            raise SpeculativeError("must be an object with method, num_speculative_tokens and "
+                                   "an acceptance model", field="speculative")
         bad = sorted(set(data) - set(_FIELDS))
         if bad:
             raise SpeculativeError(f"speculative.{bad[0]}: {unknown_message(bad[0], _FIELDS)}")

@@ -73,13 +73,13 @@ class DraftSpec(Drafting):
 def check_draft_model(target: ModelSpec, draft: ModelSpec) -> None:
     """A draft model must share the target's vocabulary and be smaller (else it is no draft)."""
     if draft.vocab_size and target.vocab_size and draft.vocab_size != target.vocab_size:
-        raise SpecError(f"speculative.draft_model: its vocabulary ({draft.vocab_size:,} tokens) is not the "
-                        f"target's ({target.vocab_size:,}); the target cannot verify its tokens")
+        raise SpecError(f"its vocabulary ({draft.vocab_size:,} tokens) is not the "
+                        f"target's ({target.vocab_size:,}); the target cannot verify its tokens", field="speculative.draft_model")
     dp = draft.num_parameters or estimate_num_parameters(draft)[0]
     tp_ = target.num_parameters or estimate_num_parameters(target)[0]
     if dp >= tp_:
-        raise SpecError(f"speculative.draft_model: {draft.name} ({dp / 1e9:.2f}B parameters) is not smaller than "
-                        f"the target {target.name} ({tp_ / 1e9:.2f}B); a draft must be cheaper than the target")
+        raise SpecError(f"{draft.name} ({dp / 1e9:.2f}B parameters) is not smaller than "
+                        f"the target {target.name} ({tp_ / 1e9:.2f}B); a draft must be cheaper than the target", field="speculative.draft_model")
 
 
 def head_spec(target: ModelSpec, spec: DraftSpec) -> tuple[ModelSpec | None, int]:

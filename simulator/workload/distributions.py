@@ -49,14 +49,14 @@ def _number(name: str, value: Any, *, lo: float | None = None, hi: float | None 
             lo_open: bool = False) -> float:
     """Validate a finite real number in a range; raise WorkloadError naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise WorkloadError(f"{name}: must be a number, got {value!r}")
+        raise WorkloadError(f"must be a number, got {value!r}", field=name)
     v = float(value)
     if not math.isfinite(v):
-        raise WorkloadError(f"{name}: must be finite, got {value!r}")
+        raise WorkloadError(f"must be finite, got {value!r}", field=name)
     if lo is not None and (v < lo or (lo_open and v == lo)):
-        raise WorkloadError(f"{name}: must be {'>' if lo_open else '>='} {lo:g}, got {v:g}")
+        raise WorkloadError(f"must be {'>' if lo_open else '>='} {lo:g}, got {v:g}", field=name)
     if hi is not None and v > hi:
-        raise WorkloadError(f"{name}: must be <= {hi:g}, got {v:g}")
+        raise WorkloadError(f"must be <= {hi:g}, got {v:g}", field=name)
     return v
 
 
@@ -64,9 +64,9 @@ def _whole(name: str, value: Any, lo: int, hi: int) -> int:
     """Validate a whole number in ``[lo, hi]``."""
     v = _number(name, value)
     if v != round(v):
-        raise WorkloadError(f"{name}: must be a whole number, got {value!r}")
+        raise WorkloadError(f"must be a whole number, got {value!r}", field=name)
     if not lo <= v <= hi:
-        raise WorkloadError(f"{name}: must be between {lo:,} and {hi:,}, got {int(v):,}")
+        raise WorkloadError(f"must be between {lo:,} and {hi:,}, got {int(v):,}", field=name)
     return int(v)
 
 
@@ -324,7 +324,7 @@ class Empirical(_Base):
         try:
             text = p.read_text()
         except OSError as exc:
-            raise WorkloadError(f"{name}: cannot read empirical file {str(p)!r}: {exc.strerror or exc}") from None
+            raise WorkloadError(f"cannot read empirical file {str(p)!r}: {exc.strerror or exc}", field=name) from None
         values: list[int] = []
         for lineno, line in enumerate(text.splitlines(), 1):
             line = line.split("#", 1)[0]
@@ -335,8 +335,8 @@ class Empirical(_Base):
                     v = float("nan")
                 if not math.isfinite(v) or v != round(v) or v < 1:
                     raise WorkloadError(
-                        f"{name}: {p.name} line {lineno}: {tok!r} is not a token count (a whole number >= 1)"
-                    )
+                        f"{p.name} line {lineno}: {tok!r} is not a token count (a whole number >= 1)"
+                    , field=name)
                 values.append(int(v))
         return cls(values=tuple(values), source=str(p), **kwargs)
 
@@ -385,15 +385,15 @@ def parse_distribution(text: str, *, name: str = "length", min: int | None = Non
         Unknown kind, wrong number of arguments, or an impossible value.
     """
     if not isinstance(text, str) or not text.strip():
-        raise WorkloadError(f"{name}: expected a distribution such as 'normal:512,128'")
+        raise WorkloadError("expected a distribution such as 'normal:512,128'", field=name)
     kind, _, rest = text.strip().partition(":")
     kind = kind.strip().lower()
     cls = KINDS.get(kind)
     if cls is None:
         raise WorkloadError(
-            f"{name}: unknown distribution {kind!r} (known: const, uniform, normal, lognormal, "
+            f"unknown distribution {kind!r} (known: const, uniform, normal, lognormal, "
             "lognormal-mu, paretolognormal, empirical)"
-        )
+        , field=name)
     bounds: dict[str, int] = {}
     if min is not None:
         bounds["min"] = min
@@ -402,7 +402,7 @@ def parse_distribution(text: str, *, name: str = "length", min: int | None = Non
     if cls is Empirical:
         path = rest.strip()
         if not path:
-            raise WorkloadError(f"{name}: empirical needs a file, e.g. 'empirical:lengths.txt'")
+            raise WorkloadError("empirical needs a file, e.g. 'empirical:lengths.txt'", field=name)
         return Empirical.from_file(path, name=name, **bounds)
     args: list[float] = []
     for item in (s.strip() for s in rest.split(",")) if rest.strip() else ():
@@ -410,10 +410,10 @@ def parse_distribution(text: str, *, name: str = "length", min: int | None = Non
         try:
             num = float(val if eq else item)
         except ValueError:
-            raise WorkloadError(f"{name}: {item!r} is not a number in {text!r}") from None
+            raise WorkloadError(f"{item!r} is not a number in {text!r}", field=name) from None
         if eq:
             if key.strip() not in ("min", "max"):
-                raise WorkloadError(f"{name}: unknown option {key.strip()!r} in {text!r} (only min=, max=)")
+                raise WorkloadError(f"unknown option {key.strip()!r} in {text!r} (only min=, max=)", field=name)
             bounds[key.strip()] = num  # validated as whole numbers by the class
         else:
             args.append(num)
@@ -422,8 +422,8 @@ def parse_distribution(text: str, *, name: str = "length", min: int | None = Non
         pass  # BLIS defaults
     elif len(args) != len(params):
         raise WorkloadError(
-            f"{name}: {kind} takes {len(params)} argument(s) ({', '.join(params)}), got {len(args)} in {text!r}"
-        )
+            f"{kind} takes {len(params)} argument(s) ({', '.join(params)}), got {len(args)} in {text!r}"
+        , field=name)
     return cls(**dict(zip(params, args)), name=name, **bounds)
 
 
@@ -434,7 +434,7 @@ def distribution_from_dict(data: Any, *, name: str = "length") -> LengthDistribu
     if isinstance(data, _Base):
         return data
     if not isinstance(data, dict):
-        raise WorkloadError(f"{name}: must be an object with a 'kind' or a string like 'normal:512,128'")
+        raise WorkloadError("must be an object with a 'kind' or a string like 'normal:512,128'", field=name)
     kind = str(data.get("kind", "")).lower()
     cls = KINDS.get(kind)
     if cls is None:

@@ -55,28 +55,28 @@ MAX_SEGMENTS = 10_000
 
 def _num(name: str, v: Any, lo: float, hi: float, *, lo_open: bool = False) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-        raise WorkloadError(f"{name}: must be a number, got {v!r}")
+        raise WorkloadError(f"must be a number, got {v!r}", field=name)
     x = float(v)
     if not math.isfinite(x) or x < lo or (lo_open and x == lo) or x > hi:
         rng_txt = f"{'>' if lo_open else '>='} {lo:g} and <= {hi:g}"
-        raise WorkloadError(f"{name}: must be {rng_txt}, got {v!r}")
+        raise WorkloadError(f"must be {rng_txt}, got {v!r}", field=name)
     return x
 
 
 def _int(name: str, v: Any, lo: int, hi: int) -> int:
     x = _num(name, v, lo, hi)
     if x != int(x):
-        raise WorkloadError(f"{name}: must be a whole number, got {v!r}")
+        raise WorkloadError(f"must be a whole number, got {v!r}", field=name)
     return int(x)
 
 
 def _check_keys(name: str, data: Any, allowed: set[str]) -> dict:
     if not isinstance(data, dict):
-        raise WorkloadError(f"{name}: must be an object")
+        raise WorkloadError("must be an object", field=name)
     unknown = sorted(set(data) - allowed)
     if unknown:
         where = f"{name}.{unknown[0]}" if name else unknown[0]
-        raise WorkloadError(f"{where}: {unknown_message(unknown[0], sorted(allowed))}")
+        raise WorkloadError(f"{unknown_message(unknown[0], sorted(allowed))}", field=where)
     return data
 
 
@@ -123,10 +123,10 @@ class ArrivalProcess:
 
     def __post_init__(self) -> None:
         if self.kind not in ("burst", "poisson", "gamma", "periodic", "piecewise"):
-            raise WorkloadError(f"arrival.kind: must be burst, poisson, gamma, periodic or piecewise, got {self.kind!r}")
+            raise WorkloadError(f"must be burst, poisson, gamma, periodic or piecewise, got {self.kind!r}", field="arrival.kind")
         object.__setattr__(self, "segments", _segments(self.segments, self.kind == "piecewise"))
         if self.unit not in ("step", "s"):
-            raise WorkloadError(f"arrival.unit: must be 'step' or 's', got {self.unit!r}")
+            raise WorkloadError(f"must be 'step' or 's', got {self.unit!r}", field="arrival.unit")
         object.__setattr__(self, "rate", _num("arrival.rate", self.rate, 0, 1e9, lo_open=True))
         object.__setattr__(self, "cv", _num("arrival.cv", self.cv, 0, 100, lo_open=True))
         object.__setattr__(self, "interval", _num("arrival.interval", self.interval, 0, 1e9))
@@ -187,10 +187,10 @@ def _segments(raw: Any, needed: bool) -> tuple[tuple[float, float], ...]:
     """The checked (rate, duration) pairs of a piecewise rate; () when not ``needed`` and not given."""
     if not needed:
         if raw:
-            raise WorkloadError("arrival.segments: only a piecewise arrival takes segments")
+            raise WorkloadError("only a piecewise arrival takes segments", field="arrival.segments")
         return ()
     if not isinstance(raw, (list, tuple)) or not 1 <= len(raw) <= MAX_SEGMENTS:
-        raise WorkloadError(f"arrival.segments: give 1 to {MAX_SEGMENTS:,} [rate, duration] pairs")
+        raise WorkloadError(f"give 1 to {MAX_SEGMENTS:,} [rate, duration] pairs", field="arrival.segments")
     out = []
     for i, pair in enumerate(raw):
         if not isinstance(pair, (list, tuple)) or len(pair) != 2:
@@ -198,9 +198,9 @@ def _segments(raw: Any, needed: bool) -> tuple[tuple[float, float], ...]:
         out.append((_num(f"arrival.segments[{i}] rate", pair[0], 0, 1e9),
                     _num(f"arrival.segments[{i}] duration", pair[1], 0, MAX_ARRIVAL, lo_open=True)))
     if not any(r > 0 for r, _ in out):
-        raise WorkloadError("arrival.segments: at least one segment needs a rate above 0")
+        raise WorkloadError("at least one segment needs a rate above 0", field="arrival.segments")
     if sum(d for _, d in out) > MAX_ARRIVAL:
-        raise WorkloadError(f"arrival.segments: {sum(d for _, d in out):.3g} units in all, above {MAX_ARRIVAL:g}")
+        raise WorkloadError(f"{sum(d for _, d in out):.3g} units in all, above {MAX_ARRIVAL:g}", field="arrival.segments")
     return tuple(out)
 
 
@@ -214,11 +214,11 @@ def _stages(kind: str, rest: str, text: str) -> list[tuple[float, float]]:
             return [(float(r), float(d)) for r, d in pairs]
         nums = [float(x) for x in rest.split(",")]
     except ValueError:
-        raise WorkloadError(f"arrival: {kind} expects {_STAGE_FORMS[kind]}, got {text!r}") from None
+        raise WorkloadError(f"{kind} expects {_STAGE_FORMS[kind]}, got {text!r}", field="arrival") from None
     if kind == "hourly":
         return [(r / 3600.0, 3600.0) for r in nums]
     if len(nums) != 5 or not 0 < nums[2] < nums[3] or nums[4] <= 0:
-        raise WorkloadError(f"arrival: bursts expects {_STAGE_FORMS[kind]} (0 < LEN < EVERY), got {text!r}")
+        raise WorkloadError(f"bursts expects {_STAGE_FORMS[kind]} (0 < LEN < EVERY), got {text!r}", field="arrival")
     base, peak, length, every, total = nums
     full, rest_s = divmod(total, every)
     segments = [(peak, length), (base, every - length)] * int(full)
@@ -243,7 +243,7 @@ def parse_arrival(text: str, unit: str | None = None) -> ArrivalProcess:
     "s") overrides the default unit ("step", or "s" for poisson-time and hourly).
     """
     if not isinstance(text, str) or not text.strip():
-        raise WorkloadError("arrival: expected e.g. 'burst', 'poisson:4', 'gamma:4,2' or 'every:2'")
+        raise WorkloadError("expected e.g. 'burst', 'poisson:4', 'gamma:4,2' or 'every:2'", field="arrival")
     kind, _, rest = text.strip().partition(":")
     kind = kind.lower()
     if kind in _STAGE_FORMS:
@@ -252,15 +252,15 @@ def parse_arrival(text: str, unit: str | None = None) -> ArrivalProcess:
     try:
         args = [float(x) for x in rest.split(",")] if rest.strip() else []
     except ValueError:
-        raise WorkloadError(f"arrival: arguments must be numbers in {text!r}") from None
+        raise WorkloadError(f"arguments must be numbers in {text!r}", field="arrival") from None
     default_unit = "s" if kind == "poisson-time" else "step"
     u = unit or default_unit
     want = {"burst": 0, "poisson": 1, "poisson-time": 1, "gamma": 2, "every": 1, "periodic": 1, "uniform": 1}
     if kind not in want:
-        raise WorkloadError(f"arrival: unknown process {kind!r} (known: burst, poisson:RATE, gamma:RATE,CV, every:K, "
-                            f"stages:RxD,..., hourly:R0,..., bursts:BASE,PEAK,LEN,EVERY,TOTAL)")
+        raise WorkloadError(f"unknown process {kind!r} (known: burst, poisson:RATE, gamma:RATE,CV, every:K, "
+                            f"stages:RxD,..., hourly:R0,..., bursts:BASE,PEAK,LEN,EVERY,TOTAL)", field="arrival")
     if len(args) != want[kind]:
-        raise WorkloadError(f"arrival: {kind} takes {want[kind]} number(s), got {len(args)} in {text!r}")
+        raise WorkloadError(f"{kind} takes {want[kind]} number(s), got {len(args)} in {text!r}", field="arrival")
     if kind == "burst":
         return ArrivalProcess("burst", unit=u)
     if kind in ("poisson", "poisson-time"):
@@ -392,11 +392,11 @@ class WorkloadSpec:
         groups = tuple(g if isinstance(g, PrefixGroup) else PrefixGroup.from_dict(g) for g in self.prefixes)
         object.__setattr__(self, "prefixes", groups)
         if sum(g.fraction for g in groups) > 1 + 1e-9:
-            raise WorkloadError("prefixes.fraction: the fractions of all prefix groups must add up to at most 1")
+            raise WorkloadError("the fractions of all prefix groups must add up to at most 1", field="prefixes.fraction")
         if sum(g.count for g in groups) > MAX_PREFIXES:
-            raise WorkloadError(f"prefixes.count: at most {MAX_PREFIXES:,} shared prefixes in all")
+            raise WorkloadError(f"at most {MAX_PREFIXES:,} shared prefixes in all", field="prefixes.count")
         if self.prefix_mode not in ("prepend", "include"):
-            raise WorkloadError(f"prefix_mode: must be 'prepend' or 'include', got {self.prefix_mode!r}")
+            raise WorkloadError(f"must be 'prepend' or 'include', got {self.prefix_mode!r}", field="prefix_mode")
         if self.turns is not None and not isinstance(self.turns, TurnSpec):
             object.__setattr__(self, "turns", TurnSpec.from_dict(self.turns))
 
@@ -423,7 +423,7 @@ class WorkloadSpec:
             d["arrival"] = ArrivalProcess.from_dict(d["arrival"])
         if "prefixes" in d:
             if not isinstance(d["prefixes"], (list, tuple)):
-                raise WorkloadError("prefixes: must be a list of {length, fraction, count}")
+                raise WorkloadError("must be a list of {length, fraction, count}", field="prefixes")
             d["prefixes"] = tuple(PrefixGroup.from_dict(g) for g in d["prefixes"])
         if d.get("turns") is not None:
             d["turns"] = TurnSpec.from_dict(d["turns"])
@@ -478,7 +478,7 @@ def generate_workload(spec: WorkloadSpec, seed: int = 0) -> Workload:
         conversations) or arrivals would exceed 1e12 units.
     """
     if not isinstance(spec, WorkloadSpec):
-        raise WorkloadError("spec: expected a WorkloadSpec")
+        raise WorkloadError("expected a WorkloadSpec", field="spec")
     seed = _int("seed", seed, 0, 2**63 - 1)
     rng = np.random.default_rng(seed)
     n = spec.n
@@ -527,9 +527,9 @@ def generate_workload(spec: WorkloadSpec, seed: int = 0) -> Workload:
         parent = np.where(follow, np.arange(n) - 1, -1)
     if prompt.max() > MAX_TOKENS:
         what = "conversation context" if spec.turns is not None else "prompt with its shared prefix"
-        raise WorkloadError(f"prompt: a {what} reaches {int(prompt.max()):,} tokens, above the {MAX_TOKENS:,}-token limit")
+        raise WorkloadError(f"a {what} reaches {int(prompt.max()):,} tokens, above the {MAX_TOKENS:,}-token limit", field="prompt")
     if arrival.max() > MAX_ARRIVAL:
-        raise WorkloadError(f"arrival: arrivals reach {arrival.max():.3g} {unit}, above the {MAX_ARRIVAL:g} limit")
+        raise WorkloadError(f"arrivals reach {arrival.max():.3g} {unit}, above the {MAX_ARRIVAL:g} limit", field="arrival")
     arrival = np.floor(arrival) if unit == "step" else np.round(arrival, 6)
 
     pid = np.where(turn == 0, pid_conv[conv], -1)

@@ -34,10 +34,10 @@ def workload_from_dict(data: dict[str, Any]) -> Workload:
         On a missing or malformed field; the message names it.
     """
     if not isinstance(data, dict) or not isinstance(data.get("requests"), list):
-        raise WorkloadError("requests: the workload needs a list of requests")
+        raise WorkloadError("the workload needs a list of requests", field="requests")
     prefixes = data.get("prefixes") or {}
     if not isinstance(prefixes, dict):
-        raise WorkloadError("prefixes: must be an object of name -> token list")
+        raise WorkloadError("must be an object of name -> token list", field="prefixes")
     names = list(prefixes)
     plen = []
     for name in names:
@@ -61,7 +61,7 @@ def workload_from_dict(data: dict[str, Any]) -> Workload:
         priority[i] = _priority(r.get("priority", 0), f"requests[{i}].priority")
         kinds.add(_read_request(i, r, prefixes, names, plen, prompt, output, arrival, pid))
     if len(kinds) > 1:
-        raise WorkloadError("requests: mix of arrival_time and arrival_step")
+        raise WorkloadError("mix of arrival_time and arrival_step", field="requests")
     return Workload(
         prompt_len=prompt, output_len=output, arrival=arrival,
         arrival_unit=kinds.pop() if kinds else "step", prefix_id=pid,
@@ -73,8 +73,8 @@ def workload_from_dict(data: dict[str, Any]) -> Workload:
 def _priority(v: Any, where: str) -> int:
     """A whole number (not a bool) of magnitude at most :data:`MAX_PRIORITY`, else a :class:`WorkloadError`."""
     if isinstance(v, bool) or not isinstance(v, int) or abs(v) > MAX_PRIORITY:
-        raise WorkloadError(f"{where}: must be a whole number from {-MAX_PRIORITY:,} to {MAX_PRIORITY:,} "
-                            f"(lower is served first with the priority policy), got {v!r}")
+        raise WorkloadError(f"must be a whole number from {-MAX_PRIORITY:,} to {MAX_PRIORITY:,} "
+                            f"(lower is served first with the priority policy), got {v!r}", field=where)
     return v
 
 

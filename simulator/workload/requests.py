@@ -32,6 +32,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from simulator.base.errors import FieldError
+
 ArrivalUnit = Literal["step", "s"]
 
 #: Longest prompt or output a distribution may draw or a trace may give, tokens.
@@ -42,7 +44,7 @@ MAX_REQUESTS = 1_000_000
 MAX_PRIORITY = 2**31
 
 
-class WorkloadError(ValueError):
+class WorkloadError(FieldError):
     """A workload that cannot be simulated; the message names the field."""
 
 
@@ -52,11 +54,11 @@ def _int_column(name: str, value: Any, n: int, default: int | None = None) -> np
         value = np.full(n, default, dtype=np.int64)
     arr = np.asarray(value)
     if arr.shape != (n,):
-        raise WorkloadError(f"{name}: expected {n} entries, got shape {arr.shape}")
+        raise WorkloadError(f"expected {n} entries, got shape {arr.shape}", field=name)
     if arr.size and not np.all(np.isfinite(arr.astype(np.float64))):
-        raise WorkloadError(f"{name}: values must be finite")
+        raise WorkloadError("values must be finite", field=name)
     if arr.size and not np.all(np.asarray(arr, np.float64) == np.round(np.asarray(arr, np.float64))):
-        raise WorkloadError(f"{name}: values must be whole numbers")
+        raise WorkloadError("values must be whole numbers", field=name)
     out = arr.astype(np.int64)
     out.setflags(write=False)
     return out
@@ -65,14 +67,14 @@ def _int_column(name: str, value: Any, n: int, default: int | None = None) -> np
 def _arrival_column(value: Any, unit: str, n: int) -> np.ndarray:
     """A read-only float64 copy of ``n`` arrivals: finite, >= 0, whole numbers when ``unit`` is steps."""
     if unit not in ("step", "s"):
-        raise WorkloadError("arrival_unit: must be 'step' or 's'")
+        raise WorkloadError("must be 'step' or 's'", field="arrival_unit")
     arrival = np.asarray(value, dtype=np.float64)
     if arrival.shape != (n,):
-        raise WorkloadError(f"arrival: expected {n} entries, got shape {arrival.shape}")
+        raise WorkloadError(f"expected {n} entries, got shape {arrival.shape}", field="arrival")
     if n and (not np.all(np.isfinite(arrival)) or arrival.min() < 0):
-        raise WorkloadError("arrival: times must be finite and >= 0")
+        raise WorkloadError("times must be finite and >= 0", field="arrival")
     if unit == "step" and n and not np.all(arrival == np.floor(arrival)):
-        raise WorkloadError("arrival: step arrivals must be whole step numbers")
+        raise WorkloadError("step arrivals must be whole step numbers", field="arrival")
     arrival = arrival.copy()
     arrival.setflags(write=False)
     return arrival
@@ -132,24 +134,24 @@ class Workload:
     def __post_init__(self) -> None:
         n = int(np.asarray(self.prompt_len).shape[0]) if np.ndim(self.prompt_len) == 1 else -1
         if n < 0:
-            raise WorkloadError("prompt_len: must be a one-dimensional array")
+            raise WorkloadError("must be a one-dimensional array", field="prompt_len")
         prompt = _int_column("prompt_len", self.prompt_len, n)
         output = _int_column("output_len", self.output_len, n)
         if n and prompt.min() < 1:
-            raise WorkloadError("prompt_len: every prompt needs at least 1 token")
+            raise WorkloadError("every prompt needs at least 1 token", field="prompt_len")
         if n and output.min() < 1:
-            raise WorkloadError("output_len: every request generates at least 1 token")
+            raise WorkloadError("every request generates at least 1 token", field="output_len")
         arrival = _arrival_column(self.arrival, self.arrival_unit, n)
         plen = np.asarray(self.prefix_len, dtype=np.int64).reshape(-1).copy()
         if plen.size and plen.min() < 1:
-            raise WorkloadError("prefix_len: shared prefixes need at least 1 token")
+            raise WorkloadError("shared prefixes need at least 1 token", field="prefix_len")
         plen.setflags(write=False)
         pid = _int_column("prefix_id", self.prefix_id, n, -1)
         if n and (pid.min() < -1 or pid.max() >= plen.size):
-            raise WorkloadError(f"prefix_id: must be -1 or an index below {plen.size}")
+            raise WorkloadError(f"must be -1 or an index below {plen.size}", field="prefix_id")
         par = _int_column("parent", self.parent, n, -1)
         if n and np.any((par < -1) | (par >= np.arange(n))):
-            raise WorkloadError("parent: must be -1 or the index of an earlier request")
+            raise WorkloadError("must be -1 or the index of an earlier request", field="parent")
         plen_par = _int_column("parent_len", self.parent_len, n, -1)
         if n and np.any(plen_par != -1):
             ctx = prompt + output
@@ -157,8 +159,8 @@ class Workload:
             bad = given & ((plen_par < 1) | (plen_par > ctx[np.maximum(par, 0)]))
             if bad.any():
                 r = int(np.flatnonzero(bad)[0])
-                raise WorkloadError(f"parent_len: request {r} shares {plen_par[r]} tokens of request {par[r]}, "
-                                    f"whose context is {ctx[par[r]]} tokens (give 1 to {ctx[par[r]]}, or -1 for all)")
+                raise WorkloadError(f"request {r} shares {plen_par[r]} tokens of request {par[r]}, "
+                                    f"whose context is {ctx[par[r]]} tokens (give 1 to {ctx[par[r]]}, or -1 for all)", field="parent_len")
             plen_par = np.where(par >= 0, plen_par, -1)
 
         object.__setattr__(self, "prompt_len", prompt)
@@ -169,7 +171,7 @@ class Workload:
         object.__setattr__(self, "parent", par)
         prio = _int_column("priority", self.priority, n, 0)
         if n and np.abs(prio).max() > MAX_PRIORITY:
-            raise WorkloadError(f"priority: must be whole numbers from {-MAX_PRIORITY:,} to {MAX_PRIORITY:,}")
+            raise WorkloadError(f"must be whole numbers from {-MAX_PRIORITY:,} to {MAX_PRIORITY:,}", field="priority")
         object.__setattr__(self, "priority", prio)
         plen_par.setflags(write=False)
         object.__setattr__(self, "parent_len", plen_par)
@@ -177,16 +179,16 @@ class Workload:
         if n and np.any(shared > prompt):
             bad = int(np.flatnonzero(shared > prompt)[0])
             raise WorkloadError(
-                f"prompt_len: request {bad} is shorter ({prompt[bad]} tokens) than the "
+                f"request {bad} is shorter ({prompt[bad]} tokens) than the "
                 f"prefix or parent context it starts with ({shared[bad]} tokens)"
-            )
+            , field="prompt_len")
         self._set_names(n, plen.size)
 
     def _set_names(self, n: int, num_prefixes: int) -> None:
         """Request ids (row numbers by default) and prefix names (``p0``, ``p1``... by default), checked."""
         ids = tuple(map(str, range(n) if self.ids is None else self.ids))
         if len(ids) != n:
-            raise WorkloadError(f"ids: expected {n} ids, got {len(ids)}")
+            raise WorkloadError(f"expected {n} ids, got {len(ids)}", field="ids")
         object.__setattr__(self, "ids", ids)
         names = (
             tuple(f"p{i}" for i in range(num_prefixes))
@@ -194,7 +196,7 @@ class Workload:
             else tuple(str(s) for s in self.prefix_names)
         )
         if len(names) != num_prefixes:
-            raise WorkloadError("prefix_names: one name per shared prefix")
+            raise WorkloadError("one name per shared prefix", field="prefix_names")
         object.__setattr__(self, "prefix_names", names)
 
     @property

@@ -226,27 +226,27 @@ def _where(name: str, line: int, col: str | None = None, kind: str = "column") -
 def _number(value: Any, where: str, what: str) -> float:
     """``value`` (a JSON number or a CSV cell) as a finite float; the error says ``what`` was expected."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise WorkloadError(f"{where}: expected {what}, got {value!r}")
+        raise WorkloadError(f"expected {what}, got {value!r}", field=where)
     try:
         x = float(value)
     except ValueError:
-        raise WorkloadError(f"{where}: expected {what}, got {value!r}") from None
+        raise WorkloadError(f"expected {what}, got {value!r}", field=where) from None
     if not math.isfinite(x):
-        raise WorkloadError(f"{where}: expected {what}, got {value!r}")
+        raise WorkloadError(f"expected {what}, got {value!r}", field=where)
     return x
 
 
 def _whole(value: Any, where: str, lo: int = 0, hi: int = MAX_TOKENS) -> int:
     x = _number(value, where, "a whole number of tokens")
     if x != round(x) or not lo <= x <= hi:
-        raise WorkloadError(f"{where}: expected a whole number from {lo:,} to {hi:,}, got {value!r}")
+        raise WorkloadError(f"expected a whole number from {lo:,} to {hi:,}, got {value!r}", field=where)
     return int(x)
 
 
 def _time(value: Any, where: str, unit: str) -> float:
     x = _number(value, where, f"a time in {unit}")
     if x < 0:
-        raise WorkloadError(f"{where}: must be a finite time >= 0 {unit}, got {value!r}")
+        raise WorkloadError(f"must be a finite time >= 0 {unit}, got {value!r}", field=where)
     return x
 
 
@@ -262,8 +262,8 @@ def _sorted_arrivals(arrival: list[float], lines: list[int], name: str, col: str
 
 def _check_size(text: str, name: str) -> None:
     if len(text) > MAX_TRACE_BYTES:
-        raise WorkloadError(f"{name}: {len(text) / 2**30:.1f} GiB of trace, more than the {MAX_TRACE_BYTES >> 30} "
-                            f"GiB limit; cut it with a time window or sample it before uploading")
+        raise WorkloadError(f"{len(text) / 2**30:.1f} GiB of trace, more than the {MAX_TRACE_BYTES >> 30} "
+                            f"GiB limit; cut it with a time window or sample it before uploading", field=name)
 
 
 def read_mooncake(text: str, name: str, block_size: int = MOONCAKE_BLOCK_TOKENS) -> TraceTable:
@@ -305,7 +305,7 @@ def read_mooncake(text: str, name: str, block_size: int = MOONCAKE_BLOCK_TOKENS)
         lines.append(line)
         hashes.append(ids)
     if not prompt:
-        raise WorkloadError(f"{name}: no requests in the trace")
+        raise WorkloadError("no requests in the trace", field=name)
     _sorted_arrivals(arrival, lines, name, "timestamp", "field")
     table = _table(arrival, prompt, output, lines)
     table.hash_lens = np.fromiter(map(len, hashes), np.int64, len(hashes))
@@ -369,13 +369,13 @@ def _json_object(raw: str, name: str, line: int) -> dict:
 def _hash_ids(ids: Any, prompt: int, block_size: int, name: str, line: int) -> np.ndarray:
     where = _where(name, line, "hash_ids", "field")
     if not isinstance(ids, list):
-        raise WorkloadError(f"{where}: expected a list of block ids, got {type(ids).__name__}")
+        raise WorkloadError(f"expected a list of block ids, got {type(ids).__name__}", field=where)
     most = -(-prompt // block_size)
     if len(ids) > most:
-        raise WorkloadError(f"{where}: {len(ids)} block ids for {prompt:,} prompt tokens, more than the "
-                            f"{most} blocks of {block_size} tokens they can fill (is --trace-block-size right?)")
+        raise WorkloadError(f"{len(ids)} block ids for {prompt:,} prompt tokens, more than the "
+                            f"{most} blocks of {block_size} tokens they can fill (is --trace-block-size right?)", field=where)
     if not all(type(i) is int and 0 <= i < 2**62 for i in ids):
-        raise WorkloadError(f"{where}: block ids must be whole numbers >= 0")
+        raise WorkloadError("block ids must be whole numbers >= 0", field=where)
     return np.asarray(ids, np.int64)
 
 
@@ -406,10 +406,10 @@ def _csv_rows(text: str, name: str, required: tuple[str, ...]) -> tuple[list[str
             raise WorkloadError(f"{_where(name, reader.line_num)}: expected {len(header)} cells, got {len(row)}")
         rows.append((reader.line_num, row))
     if header is None or not rows:
-        raise WorkloadError(f"{name}: no requests in the trace")
+        raise WorkloadError("no requests in the trace", field=name)
     if len(rows) > MAX_REQUESTS:
-        raise WorkloadError(f"{name}: {len(rows):,} rows, more than {MAX_REQUESTS:,} requests; cut the trace "
-                            f"with a time window first")
+        raise WorkloadError(f"{len(rows):,} rows, more than {MAX_REQUESTS:,} requests; cut the trace "
+                            f"with a time window first", field=name)
     return header, rows
 
 
@@ -465,9 +465,9 @@ def read_vllm_bench(text: str, name: str, seed: int = 0) -> TraceTable:
         data = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
         msg = f"{exc.msg}, line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
-        raise WorkloadError(f"{name}: invalid JSON ({msg})") from None
+        raise WorkloadError(f"invalid JSON ({msg})", field=name) from None
     if not isinstance(data, dict):
-        raise WorkloadError(f"{name}: expected the JSON object vllm bench serve writes")
+        raise WorkloadError("expected the JSON object vllm bench serve writes", field=name)
     n = _bench_length(data, name)
     ok = _bench_succeeded(data, n)
     prompt = [_whole(v, f"{name}: input_lens[{i}]") for i, v in enumerate(data["input_lens"])]
@@ -488,13 +488,13 @@ def read_vllm_bench(text: str, name: str, seed: int = 0) -> TraceTable:
 def _bench_length(data: dict, name: str) -> int:
     for key in ("input_lens", "output_lens"):
         if not isinstance(data.get(key), list):
-            raise WorkloadError(f"{name}: {key} missing (save the result with --save-result --save-detailed)")
+            raise WorkloadError(f"{key} missing (save the result with --save-result --save-detailed)", field=name)
     n = len(data["input_lens"])
     if not 1 <= n <= MAX_REQUESTS:
-        raise WorkloadError(f"{name}: {n:,} requests; expected 1 to {MAX_REQUESTS:,}")
+        raise WorkloadError(f"{n:,} requests; expected 1 to {MAX_REQUESTS:,}", field=name)
     for key in ("output_lens", "ttfts", "itls", "latencies", "start_times", "errors"):
         if key in data and data[key] is not None and (not isinstance(data[key], list) or len(data[key]) != n):
-            raise WorkloadError(f"{name}: {key} must be a list of {n} entries, one per request")
+            raise WorkloadError(f"{key} must be a list of {n} entries, one per request", field=name)
     return n
 
 
@@ -509,7 +509,7 @@ def _bench_arrivals(data: dict, n: int, name: str, seed: int) -> tuple[list[floa
         arrival = [_time(v, f"{name}: start_times[{i}]", "s") for i, v in enumerate(starts)]
         order = np.argsort(arrival, kind="stable")
         if np.any(order != np.arange(n)):
-            raise WorkloadError(f"{name}: start_times are not in request order")
+            raise WorkloadError("start_times are not in request order", field=name)
         return arrival, None
     rate = data.get("request_rate")
     if isinstance(rate, (int, float)) and not isinstance(rate, bool) and math.isfinite(rate) and rate > 0:
@@ -537,7 +537,7 @@ def _bench_all_gaps(data: dict, ok: np.ndarray, name: str) -> np.ndarray | None:
     for i, row in enumerate(itls):
         if ok[i] and row:
             if not isinstance(row, list):
-                raise WorkloadError(f"{name}: itls[{i}] must be a list of seconds")
+                raise WorkloadError(f"itls[{i}] must be a list of seconds", field=name)
             gaps += [_time(v, f"{name}: itls[{i}]", "s") for v in row]
     return np.asarray(gaps, np.float64)
 

@@ -46,10 +46,10 @@ def read_public_trace(text: str, fmt: str | None = None, *, name: str = "trace",
     if fmt is None:
         fmt = guess_format(text)
         if fmt is None:
-            raise WorkloadError(f"{name}: not a trace format this planner knows ({', '.join(TRACE_FORMATS)}, or "
-                                f"its own CSV/JSONL columns); name one with --trace-format")
+            raise WorkloadError(f"not a trace format this planner knows ({', '.join(TRACE_FORMATS)}, or "
+                                f"its own CSV/JSONL columns); name one with --trace-format", field=name)
     if fmt not in READERS:
-        raise WorkloadError(f"{name}: unknown trace format {fmt!r} (known: {', '.join(TRACE_FORMATS)})")
+        raise WorkloadError(f"unknown trace format {fmt!r} (known: {', '.join(TRACE_FORMATS)})", field=name)
     if fmt == "vllm-bench":
         table = read_vllm_bench(text, name, options.seed)
     elif fmt == "mooncake":
@@ -74,8 +74,8 @@ def read_any_trace(text: str, fmt: str | None = None, *, name: str = "trace",
         fmt = guess_format(text) or ("jsonl" if text.lstrip().startswith("{") else "csv")
     if fmt in ("csv", "jsonl"):
         if options is not None and options.changed():
-            raise WorkloadError(f"{name}: trace options ({', '.join(options.changed())}) apply to the public "
-                                f"formats ({', '.join(TRACE_FORMATS)}), not to the planner's own columns")
+            raise WorkloadError(f"trace options ({', '.join(options.changed())}) apply to the public "
+                                f"formats ({', '.join(TRACE_FORMATS)}), not to the planner's own columns", field=name)
         return parse_trace(text, fmt=fmt, name=name), None
     return read_public_trace(text, fmt, name=name, options=options)
 
@@ -100,8 +100,8 @@ def apply_options(table: TraceTable, options: TraceOptions) -> TraceTable:
     if options.speedup != 1.0:
         table.arrival = table.arrival / options.speedup
     if table.n == 0:
-        raise WorkloadError("trace: no request is left after the options "
-                            f"({', '.join(f'{k}: {v:,}' for k, v in table.dropped.items())} kept out)")
+        raise WorkloadError("no request is left after the options "
+                            f"({', '.join(f'{k}: {v:,}' for k, v in table.dropped.items())} kept out)", field="trace")
     return table
 
 

@@ -79,27 +79,27 @@ def _shown(value: Any) -> str:
 
 def _whole(value: Any, where: str, lo: int, hi: int) -> int:
     if isinstance(value, bool):
-        raise WorkloadError(f"{where}: expected a whole number, got {value!r}")
+        raise WorkloadError(f"expected a whole number, got {value!r}", field=where)
     try:
         x = float(value)
     except (TypeError, ValueError, OverflowError):
-        raise WorkloadError(f"{where}: expected a whole number, got {_shown(value)}") from None
+        raise WorkloadError(f"expected a whole number, got {_shown(value)}", field=where) from None
     if not math.isfinite(x) or x != round(x):
-        raise WorkloadError(f"{where}: expected a whole number, got {value!r}")
+        raise WorkloadError(f"expected a whole number, got {value!r}", field=where)
     if not lo <= x <= hi:
-        raise WorkloadError(f"{where}: must be between {lo:,} and {hi:,}, got {value!r}")
+        raise WorkloadError(f"must be between {lo:,} and {hi:,}, got {value!r}", field=where)
     return int(x)
 
 
 def _seconds(value: Any, where: str) -> float:
     if isinstance(value, bool):
-        raise WorkloadError(f"{where}: expected a time in seconds, got {value!r}")
+        raise WorkloadError(f"expected a time in seconds, got {value!r}", field=where)
     try:
         x = float(value)
     except (TypeError, ValueError, OverflowError):
-        raise WorkloadError(f"{where}: expected a time in seconds, got {_shown(value)}") from None
+        raise WorkloadError(f"expected a time in seconds, got {_shown(value)}", field=where) from None
     if not math.isfinite(x) or x < 0:
-        raise WorkloadError(f"{where}: must be a finite time >= 0 s, got {value!r}")
+        raise WorkloadError(f"must be a finite time >= 0 s, got {value!r}", field=where)
     return x
 
 
@@ -123,7 +123,7 @@ def _rows_csv(text: str, name: str) -> Iterable[tuple[int, dict[str, Any]]]:
             raise WorkloadError(f"{_where(name, line)}: expected {len(header)} cells, got {len(row)}")
         yield line, {k: (v.strip() if v.strip() != "" else None) for k, v in zip(header, row)}
     if header is None:
-        raise WorkloadError(f"{name}: empty trace (expected a header row, e.g. arrival_time,prompt_tokens,output_tokens)")
+        raise WorkloadError("empty trace (expected a header row, e.g. arrival_time,prompt_tokens,output_tokens)", field=name)
 
 
 def _rows_jsonl(text: str, name: str) -> Iterable[tuple[int, dict[str, Any]]]:
@@ -284,7 +284,7 @@ def parse_trace(text: str, *, fmt: str, name: str = "trace") -> Workload:
     row, which names the line and column of the first error.
     """
     if fmt not in ("csv", "jsonl"):
-        raise WorkloadError(f"{name}: unknown trace format {fmt!r} (csv or jsonl)")
+        raise WorkloadError(f"unknown trace format {fmt!r} (csv or jsonl)", field=name)
     fast = _columnwise(text, fmt)
     return fast if fast is not None else _parse_rows(text, fmt, name)
 
@@ -447,9 +447,9 @@ def read_trace(path: str | Path, fmt: str | None = None) -> Workload:
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise WorkloadError(f"{p}: no such file") from None
+        raise WorkloadError("no such file", field=p) from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise WorkloadError(f"{p}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+        raise WorkloadError(f"cannot read ({getattr(exc, 'strerror', None) or exc})", field=p) from None
     return parse_trace(text, fmt=fmt, name=p.name)
 
 
@@ -471,7 +471,7 @@ def workload_to_oracle_dict(workload: Workload, *, seed: int = 0, meta: dict | N
         ``{"generator"?, "seed", "prefixes": {name: [token ids]}, "requests": [...], "note"}``.
     """
     if len(set(workload.ids)) != workload.n:
-        raise WorkloadError("ids: request ids must be unique (the oracle derives each prompt from its id)")
+        raise WorkloadError("request ids must be unique (the oracle derives each prompt from its id)", field="ids")
     rng = np.random.default_rng(seed)
     prefixes = {name: rng.integers(3, ORACLE_VOCAB, int(length)).tolist()
                 for name, length in zip(workload.prefix_names, workload.prefix_len)}
