@@ -65,7 +65,7 @@ def trace_options(raw: Any) -> TraceOptions | None:
         raise WorkloadError(f"must be an object of {', '.join(TRACE_OPTION_KEYS)}")
     bad = sorted(set(raw) - set(TRACE_OPTION_KEYS))
     if bad:
-        raise WorkloadError(f"{bad[0]}: unknown trace option (known: {', '.join(TRACE_OPTION_KEYS)})")
+        raise WorkloadError(f"unknown trace option (known: {', '.join(TRACE_OPTION_KEYS)})", field=bad[0])
     kw = dict(raw)
     window = kw.get("window")
     if window is not None:

@@ -48,7 +48,7 @@ class ColdStart:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0 \
                     or (lo_open and v == 0) or v > 1e6:
                 need = "a number of GiB/s > 0" if lo_open else "a number of seconds >= 0"
-                raise ConfigError(f"cold_start.{f.name}: must be {need} (at most 1,000,000), got {v!r}")
+                raise ConfigError(f"must be {need} (at most 1,000,000), got {v!r}", field=f"cold_start.{f.name}")
 
     def seconds(self, weights_gib: float) -> float:
         """Seconds from the start request to serving, for ``weights_gib`` of weights per GPU (read in parallel)."""
@@ -68,5 +68,5 @@ class ColdStart:
             raise ConfigError("must be an object of seconds and GiB/s", field="cold_start")
         bad = unknown_field(cls, data)
         if bad:
-            raise ConfigError(f"cold_start.{bad[0]}: {bad[1]}")
+            raise ConfigError(f"{bad[1]}", field=f"cold_start.{bad[0]}")
         return cls(**data)

@@ -307,8 +307,8 @@ def policy_from_dict(data: Any) -> Policy:
     known = {f.name for f in fields(cls)}
     extra = sorted(set(data) - known - {"kind"})
     if extra:
-        raise ConfigError(f"policy.{extra[0]}: unknown field of a {data['kind']} policy (known: "
-                          f"{', '.join(sorted(known))})")
+        raise ConfigError(f"unknown field of a {data['kind']} policy (known: "
+                          f"{', '.join(sorted(known))})", field=f"policy.{extra[0]}")
     kw = {k: v for k, v in data.items() if k != "kind"}
     for key in ("replicas", "rates"):
         if isinstance(kw.get(key), list):

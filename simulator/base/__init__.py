@@ -7,6 +7,8 @@ how numbers are printed, and the engine configuration's shared pieces.
 - :mod:`~simulator.base.readable`: one rule for printing figures and milliseconds.
 - :mod:`~simulator.base.json_input`: :func:`loads_checked`, the depth, text and number checks of every JSON input
   (API bodies, traces, measurements).
+- :mod:`~simulator.base.errors`: :class:`FieldError`, the one input-error type (``field`` path, ``message``);
+  every error of the simulator about its input derives from it.
 - :mod:`~simulator.base.config_base`: :class:`ConfigError`, :class:`StepTimeModel`, :func:`unknown_field`,
   :func:`unknown_message` (the one wording of an unknown field, with the closest known name).
 
@@ -14,6 +16,7 @@ May import: nothing else of simulator.
 """
 
 from simulator.base.config_base import ConfigError, StepTimeModel, closest_name, unknown_field, unknown_message
+from simulator.base.errors import FieldError
 from simulator.base.readable import figure, milliseconds, ms_against, ms_figure, ms_target
 from simulator.base.sampling import (
     DEFAULT_SAMPLER_PATH,
@@ -45,4 +48,4 @@ from simulator.base.specs import (
     normalize_dtype,
 )
 
-__all__ = ["ConfigError", "DEFAULT_SAMPLER_PATH", "DRIVER_RESERVED_GIB", "DTYPE_BYTES", "DeploymentSpec", "GIB", "GPU_MEASURED_FIELDS", "GpuSpec", "KV_CACHE_DTYPES", "LAYER_FULL", "LAYER_LINEAR", "LAYER_SLIDING", "LayerSpec", "ModelSpec", "PATH_WORDS", "SAMPLER_FIELDS", "SAMPLER_PATHS", "SAMPLING_KEYS", "SpecError", "StepTimeModel", "check_measured", "closest_name", "figure", "generation_config_path", "generation_defaults", "milliseconds", "model_sampler_path", "ms_against", "ms_figure", "ms_target", "normalize_dtype", "path_words", "timed_path", "unknown_field", "unknown_message"]
+__all__ = ["ConfigError", "DEFAULT_SAMPLER_PATH", "DRIVER_RESERVED_GIB", "DTYPE_BYTES", "DeploymentSpec", "FieldError", "GIB", "GPU_MEASURED_FIELDS", "GpuSpec", "KV_CACHE_DTYPES", "LAYER_FULL", "LAYER_LINEAR", "LAYER_SLIDING", "LayerSpec", "ModelSpec", "PATH_WORDS", "SAMPLER_FIELDS", "SAMPLER_PATHS", "SAMPLING_KEYS", "SpecError", "StepTimeModel", "check_measured", "closest_name", "figure", "generation_config_path", "generation_defaults", "milliseconds", "model_sampler_path", "ms_against", "ms_figure", "ms_target", "normalize_dtype", "path_words", "timed_path", "unknown_field", "unknown_message"]

@@ -65,6 +65,6 @@ class StepTimeModel:
         for f in fields(self):
             v = getattr(self, f.name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v >= 0) or v == float("inf"):
-                raise ConfigError(f"step_time_model.{f.name}: must be a finite number >= 0 seconds")
+                raise ConfigError("must be a finite number >= 0 seconds", field=f"step_time_model.{f.name}")
         if self.base_s + self.per_token_s + self.per_req_s <= 0:
             raise ConfigError("at least one coefficient must be positive", field="step_time_model")

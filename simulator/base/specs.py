@@ -586,17 +586,17 @@ def check_measured(value: Any) -> tuple[tuple[str, float], ...]:
     for key, v in pairs:
         kind = GPU_MEASURED_FIELDS.get(key) if isinstance(key, str) else None
         if kind is None:
-            raise SpecError(f"measured.{key}: {unknown_message(key, GPU_MEASURED_FIELDS, what='measured figure')}")
+            raise SpecError(f"{unknown_message(key, GPU_MEASURED_FIELDS, what='measured figure')}", field=f"measured.{key}")
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise SpecError(f"measured.{key}: must be a finite number, got {v!r}")
+            raise SpecError(f"must be a finite number, got {v!r}", field=f"measured.{key}")
         if kind == "fraction" and not 0.0 < v <= 1.0:
-            raise SpecError(f"measured.{key}: must be a fraction of the peak in (0, 1], got {v:g}")
+            raise SpecError(f"must be a fraction of the peak in (0, 1], got {v:g}", field=f"measured.{key}")
         if kind == "seconds" and not 0.0 <= v <= 1.0:
-            raise SpecError(f"measured.{key}: must be a number of seconds in [0, 1], got {v:g}")
+            raise SpecError(f"must be a number of seconds in [0, 1], got {v:g}", field=f"measured.{key}")
         if kind == "tokens" and not 0.0 <= v <= 1e5:
-            raise SpecError(f"measured.{key}: must be a number of tokens in [0, 100000], got {v:g}")
+            raise SpecError(f"must be a number of tokens in [0, 100000], got {v:g}", field=f"measured.{key}")
         if kind == "scale" and not 0.0 < v <= 100.0:
-            raise SpecError(f"measured.{key}: must be a multiple of the H100's time in (0, 100], got {v:g}")
+            raise SpecError(f"must be a multiple of the H100's time in (0, 100], got {v:g}", field=f"measured.{key}")
         out[key] = float(v)
     return tuple(sorted(out.items()))
 

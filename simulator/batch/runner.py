@@ -152,7 +152,7 @@ def _checked(workload, configs, max_step_points, step_time, step_cost, processes
     items = list(configs)
     for i, c in enumerate(items):
         if not isinstance(c, (EngineConfig, Deployment)):
-            raise ConfigError(f"configs[{i}]: must be an EngineConfig or a simulator.cluster.replicas.Deployment")
+            raise ConfigError("must be an EngineConfig or a simulator.cluster.replicas.Deployment", field=f"configs[{i}]")
     clusters = {i: d for i, d in enumerate(items) if isinstance(d, Deployment)}
     if clusters and (step_time is not None or step_cost is not None):
         raise ValueError("step_time, step_cost: not supported in a batch with Deployment items "

@@ -215,7 +215,7 @@ def parse_prometheus(text: str) -> Measurement:
             s, c = sums.get(f"vllm:{b}_sum"), sums.get(f"vllm:{b}_count")
             if s is not None and c:
                 return s / c
-        raise CalibrationError(f"vllm:{base}: no _sum/_count samples with a count > 0")
+        raise CalibrationError("no _sum/_count samples with a count > 0", field=f"vllm:{base}")
     ttft = mean("time_to_first_token_seconds")
     itl = mean("inter_token_latency_seconds", "time_per_output_token_seconds")
     e2e = mean("e2e_request_latency_seconds")

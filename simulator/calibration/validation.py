@@ -114,7 +114,7 @@ def build_run(exp: dict[str, Any], max_requests: int | None = None, coefficients
                          vllm_version=VLLM_VERSION)
     size = plan(model, gpu, dep)
     if not size.fits:
-        raise ValidationError(f"{exp['name']}: the deployment does not start ({size.reason})")
+        raise ValidationError(f"the deployment does not start ({size.reason})", field=exp['name'])
     clock = RooflineStepTime.from_specs(model, gpu, coefficients=coefficients, deployment=dep,
                                         cpu_offload=bool(exp.get("cpu_offload", False)))
     config = EngineConfig.from_dict({

@@ -770,12 +770,12 @@ def parse_cost_model(value: Any):
         if kind == "linear":
             bad = sorted(set(data) - {"base_s", "per_token_s", "per_req_s"})
             if bad:
-                raise ConfigError(f"cost_model.{bad[0]}: {unknown_message(bad[0], ['base_s', 'per_token_s', 'per_req_s'], what='field for the linear model')}")
+                raise ConfigError(f"{unknown_message(bad[0], ['base_s', 'per_token_s', 'per_req_s'], what='field for the linear model')}", field=f"cost_model.{bad[0]}")
             return build_step_time_model("linear", linear=StepTimeModel(**data)).terms
         if kind == "roofline":
             bad = sorted(set(data) - {"model", "generation_config", "gpu", "tp", "coefficients"})
             if bad:
-                raise ConfigError(f"cost_model.{bad[0]}: {unknown_message(bad[0], ['model', 'generation_config', 'gpu', 'tp', 'coefficients'], what='field for the roofline model')}")
+                raise ConfigError(f"{unknown_message(bad[0], ['model', 'generation_config', 'gpu', 'tp', 'coefficients'], what='field for the roofline model')}", field=f"cost_model.{bad[0]}")
             if not isinstance(data.get("model"), dict):
                 raise ConfigError("the model's config.json object is required", field="cost_model.model")
             if not isinstance(data.get("gpu"), dict):

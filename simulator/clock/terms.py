@@ -62,7 +62,7 @@ def _known_fields(cls, data: Any, name: str, prefix: str, what: str) -> None:
         raise CostModelError("must be an object", field=name)
     bad = unknown_field(cls, data, what=what.removeprefix("unknown "))
     if bad:
-        raise CostModelError(f"{prefix}{bad[0]}: {bad[1]}")
+        raise CostModelError(f"{bad[1]}", field=f"{prefix}{bad[0]}")
 
 
 _TUPLES = ("attn_sliding_s", "windows", "kv_read_sliding_s", "dec_sliding_s")
@@ -238,14 +238,14 @@ class StepCostTerms:
         for k, v in data.items():
             if k in _TUPLES:
                 if not isinstance(v, (list, tuple)):
-                    raise CostModelError(f"cost_model.{k}: must be a list")
+                    raise CostModelError("must be a list", field=f"cost_model.{k}")
                 v = tuple(v)
                 items = v
             else:
                 items = (v,)
             for x in items:
                 if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
-                    raise CostModelError(f"cost_model.{k}: must be finite numbers >= 0, got {x!r}")
+                    raise CostModelError(f"must be finite numbers >= 0, got {x!r}", field=f"cost_model.{k}")
             kw[k] = v
         if not 0.0 <= kw.get("expert_keep", 1.0) <= 1.0:
             raise CostModelError("must be a fraction in [0, 1]", field="cost_model.expert_keep")

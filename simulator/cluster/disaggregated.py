@@ -133,7 +133,7 @@ class Pool:
     def checked(self, role: str) -> Pool:
         """This pool validated, with its routing in canonical form (errors name ``role.field``)."""
         if not isinstance(self.config, EngineConfig):
-            raise DisaggError(f"{role}.config: must be an EngineConfig")
+            raise DisaggError("must be an EngineConfig", field=f"{role}.config")
         try:
             routing = str(parse_routing(self.routing))
             n = _check_int("num_instances", self.num_instances, 1, MAX_INSTANCES)
@@ -162,13 +162,13 @@ def pool_from_dict(data: Any, role: str) -> Pool:
         raise DisaggError("must be an object with config, num_instances, routing ...", field=role)
     bad = sorted(set(data) - set(_POOL_FIELDS))
     if bad:
-        raise DisaggError(f"{role}.{bad[0]}: {unknown_message(bad[0], _POOL_FIELDS)}")
+        raise DisaggError(f"{unknown_message(bad[0], _POOL_FIELDS)}", field=f"{role}.{bad[0]}")
     if "config" not in data:
-        raise DisaggError(f"{role}.config: required (one instance's engine configuration)")
+        raise DisaggError("required (one instance's engine configuration)", field=f"{role}.config")
     cfg = data["config"]
     if not isinstance(cfg, EngineConfig):
         if not isinstance(cfg, dict):
-            raise DisaggError(f"{role}.config: must be an object (an engine configuration)")
+            raise DisaggError("must be an object (an engine configuration)", field=f"{role}.config")
         try:
             cfg = EngineConfig.from_dict(cfg)
         except (ConfigError, TypeError, ValueError) as exc:
@@ -281,7 +281,7 @@ def link_from_dict(data: Any) -> KvLink:
         raise DisaggError("must be an object with bandwidth_gbps and latency_s", field="link")
     bad = unknown_field(KvLink, data)
     if bad:
-        raise DisaggError(f"link.{bad[0]}: {bad[1]}")
+        raise DisaggError(f"{bad[1]}", field=f"link.{bad[0]}")
     return KvLink(**data)
 
 
@@ -291,7 +291,7 @@ def deployment_from_dict(data: Any) -> DisaggregatedDeployment:
         raise DisaggError("must be an object with prefill, decode and link", field="disaggregated")
     bad = sorted(set(data) - set(_DEPLOYMENT_FIELDS))
     if bad:
-        raise DisaggError(f"{bad[0]}: {unknown_message(bad[0], _DEPLOYMENT_FIELDS)}")
+        raise DisaggError(f"{unknown_message(bad[0], _DEPLOYMENT_FIELDS)}", field=bad[0])
     for role in ("prefill", "decode"):
         if role not in data:
             raise DisaggError("required (a pool: config, num_instances, routing)", field=role)

@@ -186,8 +186,8 @@ class EngineConfig:
             raise ConfigError("KV tiers keep cached prefixes, so they need enable_prefix_caching", field="cpu_tier")
         for name, t in (("cpu_tier", self.cpu_tier), ("disk_tier", self.disk_tier)):
             if t is not None and t.size_gib is not None and self.kv_bytes_per_block is None:
-                raise ConfigError(f"{name}.size_gib: needs kv_bytes_per_block to convert GiB to blocks "
-                                  "(or give num_blocks)")
+                raise ConfigError("needs kv_bytes_per_block to convert GiB to blocks "
+                                  "(or give num_blocks)", field=f"{name}.size_gib")
         thr = self.kv_offload_threshold
         if thr is not None:
             if isinstance(thr, bool) or not isinstance(thr, (int, float)) or not 0.0 < thr <= 1.0:
@@ -205,7 +205,7 @@ class EngineConfig:
             raise ConfigError("must be a JSON object", field="config")
         bad = unknown_field(cls, data, cls.IGNORED_KEYS, what="config field")
         if bad:
-            raise ConfigError(f"{bad[0]}: {bad[1]}")
+            raise ConfigError(f"{bad[1]}", field=bad[0])
         known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in known}
         stm = kwargs.get("step_time_model")
@@ -214,7 +214,7 @@ class EngineConfig:
                 raise ConfigError("must be an object with base_s, per_token_s, per_req_s", field="step_time_model")
             bad = sorted(set(stm) - {"base_s", "per_token_s", "per_req_s"})
             if bad:
-                raise ConfigError(f"step_time_model.{bad[0]}: {unknown_message(bad[0], ['base_s', 'per_token_s', 'per_req_s'])}")
+                raise ConfigError(f"{unknown_message(bad[0], ['base_s', 'per_token_s', 'per_req_s'])}", field=f"step_time_model.{bad[0]}")
             kwargs["step_time_model"] = StepTimeModel(**stm)
         try:
             return cls(**kwargs)

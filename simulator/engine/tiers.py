@@ -106,7 +106,7 @@ class KvTier:
             raise TierError("must be an object with num_blocks or size_gib, read_gbps, write_gbps ...", field=name)
         bad = unknown_field(cls, data)
         if bad:
-            raise TierError(f"{name}.{bad[0]}: {bad[1]}")
+            raise TierError(f"{bad[1]}", field=f"{name}.{bad[0]}")
         try:
             return cls(**data)
         except TierError as exc:

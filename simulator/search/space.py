@@ -94,10 +94,10 @@ class SpecOption:
             raise SearchError(f"unknown field(s) {', '.join(sorted(map(str, unknown)))}", field=field)
         method, k, alpha = value.get("method"), value.get("num_speculative_tokens"), value.get("acceptance_rate")
         if method not in SEARCH_SPEC_METHODS:
-            raise SearchError(f"{field}.method: must be one of {', '.join(SEARCH_SPEC_METHODS)} (a draft model needs "
-                              f"its own checkpoint: size it on the sizing page), got {method!r}")
+            raise SearchError(f"must be one of {', '.join(SEARCH_SPEC_METHODS)} (a draft model needs "
+                              f"its own checkpoint: size it on the sizing page), got {method!r}", field=f"{field}.method")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise SearchError(f"{field}.num_speculative_tokens: must be a whole number from 1, got {k!r}")
+            raise SearchError(f"must be a whole number from 1, got {k!r}", field=f"{field}.num_speculative_tokens")
         try:
             SpeculativeConfig(method=method, num_speculative_tokens=k, acceptance_rate=alpha)
         except SpeculativeError as exc:
@@ -243,7 +243,7 @@ class Slo:
             raise SearchError("must be an object {\"targets\": [...], \"min_goodput\": ...}", field="slo")
         unknown = set(data) - {"targets", "min_goodput"}
         if unknown:
-            raise SearchError(f"slo.{sorted(unknown)[0]}: {unknown_message(sorted(unknown)[0], ['targets', 'min_goodput'])}")
+            raise SearchError(f"{unknown_message(sorted(unknown)[0], ['targets', 'min_goodput'])}", field=f"slo.{sorted(unknown)[0]}")
         targets = data.get("targets")
         if not isinstance(targets, (list, tuple)):
             raise SearchError("must be a list of {metric, percentile, max_s}", field="slo.targets")

@@ -71,7 +71,7 @@ def _int(cfg: dict, keys: tuple[str, ...], *, required: bool = False, default: i
                 raise SpecError(f"must be >= {lo}, got {v}", field=k)
             return v
     if required:
-        raise SpecError(f"{keys[0]}: missing from config.json")
+        raise SpecError("missing from config.json", field=keys[0])
     return default
 
 

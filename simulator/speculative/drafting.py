@@ -139,24 +139,24 @@ class SpeculativeConfig(Drafting):
             raise SpeculativeError(problem)
         s = self.seed
         if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < 2**63:
-            raise SpeculativeError(f"{p}seed: must be a whole number >= 0, got {s!r}")
+            raise SpeculativeError(f"must be a whole number >= 0, got {s!r}", field=f"{p}seed")
         self._check_acceptance()
         if self.draft_cost_model is not None:
             if self.method == "ngram":
-                raise SpeculativeError(f"{p}draft_cost_model: n-gram lookup runs no draft model")
+                raise SpeculativeError("n-gram lookup runs no draft model", field=f"{p}draft_cost_model")
             if not callable(getattr(self.draft_cost_model, "time", None)):
-                raise SpeculativeError(f"{p}draft_cost_model: must be a cost model (StepCostTerms)")
+                raise SpeculativeError("must be a cost model (StepCostTerms)", field=f"{p}draft_cost_model")
 
     def _check_acceptance(self) -> None:
         p, k = "speculative.", self.num_speculative_tokens
         given = [n for n in ("acceptance_rate", "position_acceptance_rates", "acceptance_length_probs")
                  if getattr(self, n) is not None]
         if len(given) > 1:
-            raise SpeculativeError(f"{p}{given[1]}: give one acceptance model, not {' and '.join(given)}")
+            raise SpeculativeError(f"give one acceptance model, not {' and '.join(given)}", field=f"{p}{given[1]}")
         if not given:
             if k:
-                raise SpeculativeError(f"{p}acceptance_rate: required with num_speculative_tokens > 0 (or give "
-                                       "position_acceptance_rates or acceptance_length_probs)")
+                raise SpeculativeError("required with num_speculative_tokens > 0 (or give "
+                                       "position_acceptance_rates or acceptance_length_probs)", field=f"{p}acceptance_rate")
             return
         if self.acceptance_rate is not None:
             object.__setattr__(self, "acceptance_rate", _fraction(self.acceptance_rate, f"{p}acceptance_rate"))
@@ -164,14 +164,14 @@ class SpeculativeConfig(Drafting):
             r = _fractions(self.position_acceptance_rates, f"{p}position_acceptance_rates", k,
                            "one per draft position")
             if any(b > a for a, b in zip(r, r[1:])):
-                raise SpeculativeError(f"{p}position_acceptance_rates: must not increase (a draft is accepted "
-                                       "only when the drafts before it were)")
+                raise SpeculativeError("must not increase (a draft is accepted "
+                                       "only when the drafts before it were)", field=f"{p}position_acceptance_rates")
             object.__setattr__(self, "position_acceptance_rates", r)
         else:
             q = _fractions(self.acceptance_length_probs, f"{p}acceptance_length_probs", k + 1,
                            "P(0 accepted) ... P(k accepted)")
             if abs(sum(q) - 1.0) > 1e-6:
-                raise SpeculativeError(f"{p}acceptance_length_probs: must sum to 1, got {sum(q):.6g}")
+                raise SpeculativeError(f"must sum to 1, got {sum(q):.6g}", field=f"{p}acceptance_length_probs")
             object.__setattr__(self, "acceptance_length_probs", q)
 
     def survival(self) -> np.ndarray:
@@ -200,7 +200,7 @@ class SpeculativeConfig(Drafting):
                                    "an acceptance model", field="speculative")
         bad = sorted(set(data) - set(_FIELDS))
         if bad:
-            raise SpeculativeError(f"speculative.{bad[0]}: {unknown_message(bad[0], _FIELDS)}")
+            raise SpeculativeError(f"{unknown_message(bad[0], _FIELDS)}", field=f"speculative.{bad[0]}")
         dcm = data.get("draft_cost_model")
         if dcm is not None and parse_cost_model is not None and not callable(getattr(dcm, "time", None)):
             try:

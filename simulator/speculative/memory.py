@@ -61,13 +61,13 @@ class DraftSpec(Drafting):
         if problem:
             raise SpecError(problem)
         if self.method == "draft_model" and self.draft_model is None:
-            raise SpecError(f"{p}draft_model: the draft_model method needs the draft model")
+            raise SpecError("the draft_model method needs the draft model", field=f"{p}draft_model")
         if self.method != "draft_model" and self.draft_model is not None:
-            raise SpecError(f"{p}draft_model: only the draft_model method takes a draft model "
-                            f"({self.method} derives its head from the target)")
+            raise SpecError(f"only the draft_model method takes a draft model "
+                            f"({self.method} derives its head from the target)", field=f"{p}draft_model")
         v = self.draft_vocab_size
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 10_000_000):
-            raise SpecError(f"{p}draft_vocab_size: must be a whole number from 1 to 10,000,000, got {v!r}")
+            raise SpecError(f"must be a whole number from 1 to 10,000,000, got {v!r}", field=f"{p}draft_vocab_size")
 
 
 def check_draft_model(target: ModelSpec, draft: ModelSpec) -> None:

@@ -88,7 +88,7 @@ class _Base:
         lo = _whole(f"{self.name}.min", self.min, 1, MAX_TOKENS)
         hi = _whole(f"{self.name}.max", self.max, 1, MAX_TOKENS)
         if lo > hi:
-            raise WorkloadError(f"{self.name}.min: {lo:,} is above max {hi:,}")
+            raise WorkloadError(f"{lo:,} is above max {hi:,}", field=f"{self.name}.min")
         object.__setattr__(self, "min", lo)
         object.__setattr__(self, "max", hi)
         self._validate()
@@ -170,7 +170,7 @@ class Uniform(_Base):
         self._set("low", _whole(f"{self.name}.low", self.low, 1, MAX_TOKENS))
         self._set("high", _whole(f"{self.name}.high", self.high, 1, MAX_TOKENS))
         if self.low > self.high:
-            raise WorkloadError(f"{self.name}.low: {self.low:,} is above high {self.high:,}")
+            raise WorkloadError(f"{self.low:,} is above high {self.high:,}", field=f"{self.name}.low")
 
     def _draw(self, rng, n):
         return rng.integers(self.low, self.high + 1, n).astype(np.float64)
@@ -296,19 +296,19 @@ class Empirical(_Base):
         if isinstance(vals, np.ndarray):
             vals = vals.reshape(-1).tolist()
         if isinstance(vals, (str, bytes)) or not hasattr(vals, "__len__"):
-            raise WorkloadError(f"{self.name}.values: must be a list of token counts")
+            raise WorkloadError("must be a list of token counts", field=f"{self.name}.values")
         if len(vals) == 0:
-            raise WorkloadError(f"{self.name}.values: needs at least one value")
+            raise WorkloadError("needs at least one value", field=f"{self.name}.values")
         if len(vals) > MAX_EMPIRICAL_VALUES:
-            raise WorkloadError(f"{self.name}.values: at most {MAX_EMPIRICAL_VALUES:,} values")
+            raise WorkloadError(f"at most {MAX_EMPIRICAL_VALUES:,} values", field=f"{self.name}.values")
         arr = np.asarray(vals)
         if arr.dtype.kind not in "iuf":
-            raise WorkloadError(f"{self.name}.values: must all be numbers")
+            raise WorkloadError("must all be numbers", field=f"{self.name}.values")
         arr = arr.astype(np.float64)
         if not np.all(np.isfinite(arr)) or np.any(arr != np.rint(arr)):
-            raise WorkloadError(f"{self.name}.values: must all be whole numbers")
+            raise WorkloadError("must all be whole numbers", field=f"{self.name}.values")
         if arr.min() < 1 or arr.max() > MAX_TOKENS:
-            raise WorkloadError(f"{self.name}.values: must all be between 1 and {MAX_TOKENS:,}")
+            raise WorkloadError(f"must all be between 1 and {MAX_TOKENS:,}", field=f"{self.name}.values")
         self._set("values", tuple(int(v) for v in arr))
         self._set("source", str(self.source))
 
@@ -438,11 +438,11 @@ def distribution_from_dict(data: Any, *, name: str = "length") -> LengthDistribu
     kind = str(data.get("kind", "")).lower()
     cls = KINDS.get(kind)
     if cls is None:
-        raise WorkloadError(f"{name}.kind: unknown distribution {data.get('kind')!r}")
+        raise WorkloadError(f"unknown distribution {data.get('kind')!r}", field=f"{name}.kind")
     allowed = {f.name for f in fields(cls)} - {"name"}
     unknown = sorted(set(data) - allowed - {"kind"})
     if unknown:
-        raise WorkloadError(f"{name}.{unknown[0]}: {unknown_message(unknown[0], sorted(allowed), what='field for ' + cls.kind)}")
+        raise WorkloadError(f"{unknown_message(unknown[0], sorted(allowed), what='field for ' + cls.kind)}", field=f"{name}.{unknown[0]}")
     kwargs = {k: v for k, v in data.items() if k != "kind"}
     if cls is Empirical and "values" in kwargs:
         kwargs["values"] = tuple(kwargs["values"]) if isinstance(kwargs["values"], list) else kwargs["values"]

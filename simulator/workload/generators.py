@@ -194,7 +194,7 @@ def _segments(raw: Any, needed: bool) -> tuple[tuple[float, float], ...]:
     out = []
     for i, pair in enumerate(raw):
         if not isinstance(pair, (list, tuple)) or len(pair) != 2:
-            raise WorkloadError(f"arrival.segments[{i}]: expected [rate, duration], got {pair!r}")
+            raise WorkloadError(f"expected [rate, duration], got {pair!r}", field=f"arrival.segments[{i}]")
         out.append((_num(f"arrival.segments[{i}] rate", pair[0], 0, 1e9),
                     _num(f"arrival.segments[{i}] duration", pair[1], 0, MAX_ARRIVAL, lo_open=True)))
     if not any(r > 0 for r, _ in out):

@@ -43,7 +43,7 @@ def workload_from_dict(data: dict[str, Any]) -> Workload:
     for name in names:
         toks = prefixes[name]
         if not isinstance(toks, list) or not toks:
-            raise WorkloadError(f"prefixes.{name}: must be a non-empty token list")
+            raise WorkloadError("must be a non-empty token list", field=f"prefixes.{name}")
         plen.append(len(toks))
     reqs = data["requests"]
     n = len(reqs)
@@ -56,7 +56,7 @@ def workload_from_dict(data: dict[str, Any]) -> Workload:
     kinds = set()
     for i, r in enumerate(reqs):
         if not isinstance(r, dict):
-            raise WorkloadError(f"requests[{i}]: must be an object")
+            raise WorkloadError("must be an object", field=f"requests[{i}]")
         ids.append(str(r.get("id", i)))
         priority[i] = _priority(r.get("priority", 0), f"requests[{i}].priority")
         kinds.add(_read_request(i, r, prefixes, names, plen, prompt, output, arrival, pid))
@@ -86,27 +86,27 @@ def _read_request(i: int, r: dict[str, Any], prefixes: dict, names: list[str], p
     base = 0
     if p:
         if p not in prefixes:
-            raise WorkloadError(f"requests[{i}].prefix: unknown prefix {p!r}")
+            raise WorkloadError(f"unknown prefix {p!r}", field=f"requests[{i}].prefix")
         pid[i] = names.index(p)
         base = plen[pid[i]]
     if "prompt_token_ids" in r:
         toks = r["prompt_token_ids"]
         if not isinstance(toks, list):
-            raise WorkloadError(f"requests[{i}].prompt_token_ids: must be a list")
+            raise WorkloadError("must be a list", field=f"requests[{i}].prompt_token_ids")
         prompt[i] = base + len(toks)
     elif "prompt_len" in r:
         try:
             prompt[i] = int(r["prompt_len"])
         except (TypeError, ValueError) as exc:
-            raise WorkloadError(f"requests[{i}].prompt_len: must be a whole number") from exc
+            raise WorkloadError("must be a whole number", field=f"requests[{i}].prompt_len") from exc
     else:
-        raise WorkloadError(f"requests[{i}]: needs prompt_token_ids or prompt_len")
+        raise WorkloadError("needs prompt_token_ids or prompt_len", field=f"requests[{i}]")
     if "max_tokens" not in r:
-        raise WorkloadError(f"requests[{i}].max_tokens: missing")
+        raise WorkloadError("missing", field=f"requests[{i}].max_tokens")
     try:
         output[i] = int(r["max_tokens"])
     except (TypeError, ValueError) as exc:
-        raise WorkloadError(f"requests[{i}].max_tokens: must be a whole number") from exc
+        raise WorkloadError("must be a whole number", field=f"requests[{i}].max_tokens") from exc
     if "arrival_time" in r:
         arrival[i] = float(r["arrival_time"])
         return "s"

@@ -256,8 +256,8 @@ def _sorted_arrivals(arrival: list[float], lines: list[int], name: str, col: str
     back = np.flatnonzero(a[1:] < a[:-1])
     if back.size:
         i = int(back[0]) + 1
-        raise WorkloadError(f"{_where(name, lines[i], col, kind)}: arrives before the row above it "
-                            f"(line {lines[i - 1]}); a trace must be sorted by time")
+        raise WorkloadError(f"arrives before the row above it "
+                            f"(line {lines[i - 1]}); a trace must be sorted by time", field=_where(name, lines[i], col, kind))
 
 
 def _check_size(text: str, name: str) -> None:
@@ -288,7 +288,7 @@ def read_mooncake(text: str, name: str, block_size: int = MOONCAKE_BLOCK_TOKENS)
             extra[key] = extra.get(key, 0) + 1
         for key in _MOONCAKE_KEYS[:3]:
             if key not in obj:
-                raise WorkloadError(f"{_where(name, line, key, 'field')}: missing")
+                raise WorkloadError("missing", field=_where(name, line, key, 'field'))
         t = _time(obj["timestamp"], _where(name, line, "timestamp", "field"), "ms") / 1000.0
         p = _whole(obj["input_length"], _where(name, line, "input_length", "field"))
         o = _whole(obj["output_length"], _where(name, line, "output_length", "field"))
@@ -297,8 +297,8 @@ def read_mooncake(text: str, name: str, block_size: int = MOONCAKE_BLOCK_TOKENS)
             zero += 1
             continue
         if len(prompt) >= MAX_REQUESTS:
-            raise WorkloadError(f"{_where(name, line)}: more than {MAX_REQUESTS:,} requests; cut the trace "
-                                f"with a time window first")
+            raise WorkloadError(f"more than {MAX_REQUESTS:,} requests; cut the trace "
+                                f"with a time window first", field=_where(name, line))
         arrival.append(t)
         prompt.append(p)
         output.append(o)
@@ -360,9 +360,9 @@ def _json_object(raw: str, name: str, line: int) -> dict:
         obj = json.loads(raw)
     except (json.JSONDecodeError, RecursionError) as exc:
         msg = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
-        raise WorkloadError(f"{_where(name, line)}: invalid JSON ({msg})") from None
+        raise WorkloadError(f"invalid JSON ({msg})", field=_where(name, line)) from None
     if not isinstance(obj, dict):
-        raise WorkloadError(f"{_where(name, line)}: expected a JSON object")
+        raise WorkloadError("expected a JSON object", field=_where(name, line))
     return obj
 
 
@@ -399,11 +399,11 @@ def _csv_rows(text: str, name: str, required: tuple[str, ...]) -> tuple[list[str
             if missing:
                 found = ", ".join(header)
                 found = found if len(found) <= 80 else found[:77] + "..."
-                raise WorkloadError(f"{_where(name, reader.line_num)}: the header lacks {', '.join(missing)} "
-                                    f"(found {found})")
+                raise WorkloadError(f"the header lacks {', '.join(missing)} "
+                                    f"(found {found})", field=_where(name, reader.line_num))
             continue
         if len(row) != len(header):
-            raise WorkloadError(f"{_where(name, reader.line_num)}: expected {len(header)} cells, got {len(row)}")
+            raise WorkloadError(f"expected {len(header)} cells, got {len(row)}", field=_where(name, reader.line_num))
         rows.append((reader.line_num, row))
     if header is None or not rows:
         raise WorkloadError("no requests in the trace", field=name)
@@ -425,8 +425,8 @@ def read_azure(text: str, name: str) -> TraceTable:
             try:
                 np.datetime64(stamp, "ns")
             except ValueError:
-                raise WorkloadError(f"{_where(name, line, 'TIMESTAMP')}: not a date and time "
-                                    f"(like 2023-11-16 18:15:46.6805900), got {stamp!r}") from None
+                raise WorkloadError(f"not a date and time "
+                                    f"(like 2023-11-16 18:15:46.6805900), got {stamp!r}", field=_where(name, line, 'TIMESTAMP')) from None
         raise
     lines = [line for line, _ in rows]
     arrival = ((times - times[0]) / np.timedelta64(1, "ns") / 1e9).tolist()

@@ -114,13 +114,13 @@ def _rows_csv(text: str, name: str) -> Iterable[tuple[int, dict[str, Any]]]:
             header = [c.strip() for c in row]
             for col in header:
                 if col not in COLUMNS:
-                    raise WorkloadError(f"{_where(name, line, col or '(empty)')}: unknown column "
-                                        f"(known: {', '.join(COLUMNS)})")
+                    raise WorkloadError(f"unknown column "
+                                        f"(known: {', '.join(COLUMNS)})", field=_where(name, line, col or '(empty)'))
             if len(set(header)) != len(header):
-                raise WorkloadError(f"{_where(name, line)}: a column appears twice in the header")
+                raise WorkloadError("a column appears twice in the header", field=_where(name, line))
             continue
         if len(row) != len(header):
-            raise WorkloadError(f"{_where(name, line)}: expected {len(header)} cells, got {len(row)}")
+            raise WorkloadError(f"expected {len(header)} cells, got {len(row)}", field=_where(name, line))
         yield line, {k: (v.strip() if v.strip() != "" else None) for k, v in zip(header, row)}
     if header is None:
         raise WorkloadError("empty trace (expected a header row, e.g. arrival_time,prompt_tokens,output_tokens)", field=name)
@@ -133,14 +133,14 @@ def _rows_jsonl(text: str, name: str) -> Iterable[tuple[int, dict[str, Any]]]:
         try:
             obj = loads_checked(raw)
         except json.JSONDecodeError as exc:
-            raise WorkloadError(f"{_where(name, line)}: invalid JSON ({exc.msg}, column {exc.colno})") from None
+            raise WorkloadError(f"invalid JSON ({exc.msg}, column {exc.colno})", field=_where(name, line)) from None
         except ValueError as exc:  # JsonInputError: nested too deeply, a number too large, NUL ... (the body's checks)
-            raise WorkloadError(f"{_where(name, line)}: {exc}") from None
+            raise WorkloadError(f"{exc}", field=_where(name, line)) from None
         if not isinstance(obj, dict):
-            raise WorkloadError(f"{_where(name, line)}: expected a JSON object")
+            raise WorkloadError("expected a JSON object", field=_where(name, line))
         for key in obj:
             if key not in COLUMNS:
-                raise WorkloadError(f"{_where(name, line, key, 'field')}: {unknown_message(key, COLUMNS)}")
+                raise WorkloadError(f"{unknown_message(key, COLUMNS)}", field=_where(name, line, key, 'field'))
         yield line, obj
 
 
@@ -323,11 +323,11 @@ class _RowReader:
     def add(self, line: int, row: dict[str, Any]) -> None:
         where = self.where
         if len(self.prompt) >= MAX_REQUESTS:
-            raise WorkloadError(f"{where(line)}: more than {MAX_REQUESTS:,} requests")
+            raise WorkloadError(f"more than {MAX_REQUESTS:,} requests", field=where(line))
         row = {k: v for k, v in row.items() if v is not None}
         for col in _REQUIRED:
             if col not in row:
-                raise WorkloadError(f"{where(line, col)}: missing")
+                raise WorkloadError("missing", field=where(line, col))
         t = self._arrival(line, row)
         p = _whole(row["prompt_tokens"], where(line, "prompt_tokens"), 1, MAX_TOKENS)
         o = _whole(row["output_tokens"], where(line, "output_tokens"), 1, MAX_TOKENS)
@@ -348,14 +348,14 @@ class _RowReader:
         """The row's arrival (seconds or steps; every row in the same unit)."""
         has_t, has_s = "arrival_time" in row, "arrival_step" in row
         if has_t == has_s:
-            raise WorkloadError(f"{self.where(line)}: give exactly one of arrival_time (s) or arrival_step")
+            raise WorkloadError("give exactly one of arrival_time (s) or arrival_step", field=self.where(line))
         this_unit = "s" if has_t else "step"
         if self.unit is None:
             self.unit = this_unit
         elif self.unit != this_unit:
             col = "arrival_time" if has_t else "arrival_step"
-            raise WorkloadError(f"{self.where(line, col)}: earlier rows use "
-                                f"{'arrival_time' if self.unit == 's' else 'arrival_step'}; do not mix the two")
+            raise WorkloadError(f"earlier rows use "
+                                f"{'arrival_time' if self.unit == 's' else 'arrival_step'}; do not mix the two", field=self.where(line, col))
         if has_t:
             return _seconds(row["arrival_time"], self.where(line, "arrival_time"))
         return float(_whole(row["arrival_step"], self.where(line, "arrival_step"), 0, 10**12))
@@ -365,21 +365,21 @@ class _RowReader:
         where = self.where
         if "prefix_id" not in row:
             if "prefix_len" in row:
-                raise WorkloadError(f"{where(line, 'prefix_id')}: missing (prefix_len needs a prefix_id)")
+                raise WorkloadError("missing (prefix_len needs a prefix_id)", field=where(line, 'prefix_id'))
             return -1
         key = str(row["prefix_id"])
         if "prefix_len" not in row:
-            raise WorkloadError(f"{where(line, 'prefix_len')}: missing (required with prefix_id)")
+            raise WorkloadError("missing (required with prefix_id)", field=where(line, 'prefix_len'))
         plen = _whole(row["prefix_len"], where(line, "prefix_len"), 1, MAX_TOKENS)
         if key not in self.prefix_index:
             self.prefix_index[key] = len(self.prefix_len)
             self.prefix_len.append(plen)
         elif self.prefix_len[self.prefix_index[key]] != plen:
-            raise WorkloadError(f"{where(line, 'prefix_len')}: prefix {key!r} was "
-                                f"{self.prefix_len[self.prefix_index[key]]} tokens on an earlier row, here {plen}")
+            raise WorkloadError(f"prefix {key!r} was "
+                                f"{self.prefix_len[self.prefix_index[key]]} tokens on an earlier row, here {plen}", field=where(line, 'prefix_len'))
         if plen > p:
-            raise WorkloadError(f"{where(line, 'prompt_tokens')}: {p} tokens, shorter than "
-                                f"its {plen}-token prefix {key!r}")
+            raise WorkloadError(f"{p} tokens, shorter than "
+                                f"its {plen}-token prefix {key!r}", field=where(line, 'prompt_tokens'))
         return self.prefix_index[key]
 
     def _previous_turn(self, line: int, row: dict[str, Any], p: int, t: float, i: int) -> int:
@@ -393,23 +393,23 @@ class _RowReader:
             ctx = self.prompt[par] + self.output[par]
             if p < ctx:
                 raise WorkloadError(
-                    f"{self.where(line, 'prompt_tokens')}: {p} tokens, fewer than the {ctx}-token context "
-                    f"(prompt + output) of the previous turn of conversation {conv!r} on line {self.lines[par]}")
+                    f"{p} tokens, fewer than the {ctx}-token context "
+                    f"(prompt + output) of the previous turn of conversation {conv!r} on line {self.lines[par]}", field=self.where(line, 'prompt_tokens'))
             if t < self.arrival[par]:
                 col = "arrival_time" if self.unit == "s" else "arrival_step"
-                raise WorkloadError(f"{self.where(line, col)}: arrives before the previous turn of "
-                                    f"conversation {conv!r} on line {self.lines[par]}")
+                raise WorkloadError(f"arrives before the previous turn of "
+                                    f"conversation {conv!r} on line {self.lines[par]}", field=self.where(line, col))
         self.last_turn[conv] = i
         return par
 
     def workload(self) -> Workload:
         if not self.prompt:
-            raise WorkloadError(f"{self.name}: no requests in the trace")
+            raise WorkloadError("no requests in the trace", field=self.name)
         if len(set(self.ids)) != len(self.ids):
             seen: set[str] = set()
             for k, rid in enumerate(self.ids):
                 if rid in seen:
-                    raise WorkloadError(f"{self.where(self.lines[k], 'id')}: duplicate request id {rid!r}")
+                    raise WorkloadError(f"duplicate request id {rid!r}", field=self.where(self.lines[k], 'id'))
                 seen.add(rid)
         return Workload(
             prompt_len=np.asarray(self.prompt, np.int64),
@@ -443,7 +443,7 @@ def read_trace(path: str | Path, fmt: str | None = None) -> Workload:
     p = Path(path)
     fmt = fmt or trace_format(p)
     if fmt is None:
-        raise WorkloadError(f"{p.name}: unknown trace format (use a .csv or .jsonl file)")
+        raise WorkloadError("unknown trace format (use a .csv or .jsonl file)", field=p.name)
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -533,7 +533,7 @@ def apply_parents(workload: Workload, data: dict[str, Any]) -> Workload:
         if isinstance(r, dict) and r.get("parent") is not None:
             p = index.get(str(r["parent"]))
             if p is None or p >= i:
-                raise WorkloadError(f"requests[{i}].parent: {r['parent']!r} is not the id of an earlier request")
+                raise WorkloadError(f"{r['parent']!r} is not the id of an earlier request", field=f"requests[{i}].parent")
             parent[i] = p
             if r.get("parent_len") is not None:
                 parent_len[i] = _whole(r["parent_len"], f"requests[{i}].parent_len", 1, MAX_TOKENS)
