@@ -71,6 +71,26 @@ class SeedCheck:
                 "stable": self.stable, "words": self.words()}
 
 
+def seed_count(value: Any, field: str = "check_seeds") -> int:
+    """How many other seeds to check (every door's range check: the command line's ``--check-seeds``, the
+    planner's ``check_seeds``): a whole number from 0 (no check) to :data:`MAX_SEEDS`, else :class:`SearchError`
+    naming ``field``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEEDS:
+        raise SearchError(f"{field}: a whole number of seeds from 0 to {MAX_SEEDS} (0: not checked), got {value!r}")
+    return value
+
+
+def seed_check_words(check: SeedCheck | dict | None, *, asked: int, one_draw: str | None = None) -> str | None:
+    """The seed check in words, or why there is none: ``not checked (a workload file is one draw)`` (``one_draw``:
+    what the traffic is when nothing can be re-drawn), ``not checked (no answer)``; None when none was asked
+    (``asked`` 0)."""
+    if check is not None:
+        return check["words"] if isinstance(check, dict) else check.words()
+    if asked == 0:
+        return None
+    return f"not checked ({one_draw} is one draw)" if one_draw else "not checked (no answer)"
+
+
 def other_seeds(seed: int, count: int = DEFAULT_SEED_COUNT) -> tuple[int, ...]:
     """The ``count`` seeds after ``seed``: draws other than the one the search judged."""
     return tuple(seed + k for k in range(1, count + 1))
@@ -119,4 +139,5 @@ def check_seeds(result: SearchResult, make_workload: Callable[[int], Workload], 
                      {tg.label: tg.max_s for tg in slo.targets}, tuple(fewer) if best.replicas > 1 else None)
 
 
-__all__ = ["DEFAULT_SEED_COUNT", "MAX_SEEDS", "SeedCheck", "check_seeds", "other_seeds"]
+__all__ = ["DEFAULT_SEED_COUNT", "MAX_SEEDS", "SeedCheck", "check_seeds", "other_seeds", "seed_check_words",
+           "seed_count"]

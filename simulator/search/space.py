@@ -23,7 +23,7 @@ from simulator.base import KV_CACHE_DTYPES, GpuSpec, ModelSpec, milliseconds, un
 from simulator.clock import sampling_coefficients
 from simulator.clock.cost_model import SAMPLER_PATHS
 from simulator.cluster import ClusterError, parse_routing
-from simulator.speculative import SpeculativeConfig, SpeculativeError
+from simulator.speculative import MAX_SPECULATIVE_TOKENS, SpeculativeConfig, SpeculativeError
 
 #: Weight precision -> the ModelSpec ``quantization`` it deploys as.
 PRECISIONS: dict[str, str | None] = {"bf16": None, "fp8": "fp8", "int4": "int4"}
@@ -95,8 +95,12 @@ class SpecOption:
         if method not in SEARCH_SPEC_METHODS:
             raise SearchError(f"{field}.method: must be one of {', '.join(SEARCH_SPEC_METHODS)} (a draft model needs "
                               f"its own checkpoint: size it on the sizing page), got {method!r}")
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise SearchError(f"{field}.num_speculative_tokens: must be a whole number from 1, got {k!r}")
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_SPECULATIVE_TOKENS:
+            raise SearchError(f"{field}.num_speculative_tokens: must be a whole number from 1 to "
+                              f"{MAX_SPECULATIVE_TOKENS}, got {k!r}")
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha <= 1:
+            raise SearchError(f"{field}.acceptance_rate: must be a number in (0, 1] (the chance a draft is accepted "
+                              f"when the drafts before it were), got {alpha!r}")
         try:
             SpeculativeConfig(method=method, num_speculative_tokens=k, acceptance_rate=alpha)
         except SpeculativeError as exc:
