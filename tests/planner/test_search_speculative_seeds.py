@@ -9,9 +9,12 @@ here, not against figures written down.
 
 from __future__ import annotations
 
+import copy
 import csv
 import io
 import json
+import re
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -26,8 +29,19 @@ from tests.planner.test_search_api import _run_all
 
 pytestmark = pytest.mark.django_db
 
-SPEC = {"n": 24, "prompt": "normal:1024,256", "output": "normal:64,16",
-        "arrival": {"kind": "poisson", "rate": 10, "unit": "s"}}
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def doc_json(page: str, after: str, count: int = 1) -> list:
+    """The first ``count`` JSON blocks of ``docs/<page>`` after the line holding ``after``."""
+    text = (DOCS / page).read_text(encoding="utf-8")
+    start = text.index(after)
+    return [json.loads(m) for m in re.findall(r"```json\n(.*?)```", text[start:], re.S)[:count]]
+
+
+#: docs/search.md's search with speculative decoding and a seed check: every test here starts from it.
+EXAMPLE = doc_json("search.md", "**Speculative decoding and the seed check at the planner's doors.**")[0]
+SPEC = EXAMPLE["workload"]["spec"]
 
 
 @pytest.fixture
@@ -38,11 +52,13 @@ def api(django_user_model):
 
 
 def _body(**extra) -> dict:
-    return {"model": "llama-3-1-8b", "workload": {"spec": dict(SPEC), "seed": 0},
-            "slo": {"targets": [{"metric": "ttft", "percentile": "p90", "max_s": 0.5},
-                                {"metric": "itl", "percentile": "p90", "max_s": 0.05}]},
-            "space": {"gpus": ["h100-sxm5-80gb"], "tensor_parallel": [1], "precisions": ["bf16"], "max_replicas": 2,
-                      "speculative": [None, "eagle:3:0.7"]}, "check_seeds": 2, **extra}
+    return {**copy.deepcopy(EXAMPLE), **extra}
+
+
+def test_the_api_pages_refused_request_answers_as_it_says(api):
+    request, answer = doc_json("api.md", "Each bad setting is a 400 naming its entry and field", 2)
+    r = api.post("/api/searches/", request, format="json")
+    assert r.status_code == 400 and r.json() == answer
 
 
 @pytest.mark.parametrize("change, field, words", [
@@ -87,7 +103,7 @@ def _checked_here(search: Search) -> dict:
                        other_seeds(0, k)).to_dict()
 
 
-def test_a_speculative_search_runs_on_the_workers_and_stores_its_seed_check(api):
+def test_the_docs_search_runs_on_the_workers_and_stores_its_seed_check(api):
     r = api.post("/api/searches/", _body(), format="json")
     assert r.status_code == 202, r.content
     assert len(r.json()["progress"]["chunks"]) == 2  # the H100's shapes, then the seed check
@@ -111,6 +127,11 @@ def test_a_speculative_search_runs_on_the_workers_and_stores_its_seed_check(api)
     assert exported["result"]["seed_check"] == res["seed_check"]
     assert exported["seed_check_words"] == res["seed_check"]["words"]
     assert "Across seeds:" in anon.get(f"/searches/r/{s.slug}/download.html").content.decode()
+    said = " ".join((DOCS / "search.md").read_text(encoding="utf-8").split())  # what the page says it answers
+    assert f"answers `{res['best']['replicas']} replica of {res['best']['candidate']['label']} (1 GPU) at $3.78/h`" \
+        in said and f"`seed_check_words` `{res['seed_check']['words']}`" in said
+    itl = [o["trials"][0]["values"]["ITL p90"] * 1000 for o in res["outcomes"]]
+    assert f"ITL p90 {itl[1]:.2f} ms against {itl[0]:.2f} ms" in said
 
 
 def test_a_search_without_speculation_keeps_its_csv_columns(api):
