@@ -60,8 +60,10 @@ class SeedCheck:
         if self.fewer_meets is not None:
             fewer, k = self.replicas - 1, sum(self.fewer_meets)
             reps = f"{fewer} replica{'s' if fewer > 1 else ''}"
-            out += (f"; {reps} miss on {n} of {n}" if k == 0 else
-                    f"; {reps} meet on {k} of {n}: the answer may be one replica more than the traffic needs")
+            one = fewer == 1  # "1 replica misses", "2 replicas miss"
+            out += (f"; {reps} {'misses' if one else 'miss'} on {n} of {n}" if k == 0 else
+                    f"; {reps} {'meets' if one else 'meet'} on {k} of {n}: the answer may be one replica more than "
+                    "the traffic needs")
         return out
 
     def to_dict(self) -> dict[str, Any]:

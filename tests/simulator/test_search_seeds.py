@@ -57,7 +57,7 @@ def test_a_flipping_verdict_is_called_marginal_and_a_meeting_fewer_is_said():
                      {"ITL p90": 0.05}, (False, True, False))
     assert not flip.stable
     assert flip.words() == ("on 3 more traffic seeds (1, 2, 3): meets on 2 of 3 (ITL p90 9.7-55.6 ms against 50 ms): "
-                            "marginal, consider one replica more; 1 replica meet on 1 of 3: the answer may be one "
+                            "marginal, consider one replica more; 1 replica meets on 1 of 3: the answer may be one "
                             "replica more than the traffic needs")
     steady = SeedCheck((4,), 3, (True,), {"TTFT p90": (0.2,)}, {"TTFT p90": 0.5}, (False,))
     assert steady.stable
