@@ -224,3 +224,20 @@ def test_a_speculative_shape_is_priced_by_the_one_price_of_a_run():
                                                      for p in (plain, eagle)))
     assert budget.price_seed_check(size, eagle.config, 2, 3).seconds == pytest.approx(3 * sum(
         budget.price_run(size, eagle.config, instances=n).seconds for n in (2, 1)))
+
+
+def test_while_the_seeds_are_checked_the_page_says_so(api):
+    from planner import tasks
+    from planner.search import selectors
+
+    out = api.post("/api/searches/", _body(), format="json").json()
+    assert tasks.run_search_chunk(out["id"], 0) == "done"
+    s = Search.objects.get(pk=out["id"])
+    p = selectors.search_progress(search=s)
+    assert s.status == "running" and p["phase"] == "seeds" and p["fraction"] < 1
+    web = Client()
+    web.force_login(s.owner)
+    assert "checking the answer on more traffic seeds" in web.get(f"/searches/{s.pk}/").content.decode()
+    assert tasks.run_search_chunk(out["id"], 1) == "done"
+    s.refresh_from_db()
+    assert s.status == "done" and selectors.search_progress(search=s)["phase"] == "shapes"
