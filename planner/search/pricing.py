@@ -26,7 +26,7 @@ from planner.sweeps.pricing import chunk_max_seconds, run_max_bytes
 from simulator.batch import OverBudget, Price, WorkloadSize, budget
 from simulator.search import default_max_model_len, prepare_candidate
 
-__all__ = ["OverBudget", "SearchPrice", "price_search", "check_search"]
+__all__ = ["OverBudget", "SearchPrice", "check_search", "price_search", "price_stage"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,22 @@ def price_search(workload, model, space, slo, splits: list[tuple[int, int]] | No
         shapes[i] = [round(p.min_replicas * p.candidate.price_per_replica, 6),
                      round(budget.price_run(size, p.config).seconds, 4)]
     return SearchPrice(heaviest, stage, shapes)
+
+
+def price_stage(workload, model, space, slo, answer: dict, dis: dict | None, seeds: int) -> Price:
+    """The last stage for the answer found (``answer``: the result's ``best``, its shape and replicas): its xPyD
+    splits of N and N - 1 instances (``dis``) and its seed check (``seeds``). What the stage's chunk is
+    estimated at once the answer is known, for the time left (the limit was checked at the heaviest answer)."""
+    from simulator.search import split_counts
+
+    index, replicas = int(answer["index"]), int(answer["replicas"])
+    max_model_len = space.max_model_len or default_max_model_len(workload, model)
+    p = prepare_candidate(index, space.candidates()[index], model, space, max_model_len, workload, slo)
+    if p.config is None:
+        return Price()
+    splits = None if dis is None else split_counts(replicas, dis.get("prefill_instances"), dis.get("decode_instances"))
+    xpyd, seeded = _stage_price(WorkloadSize.of(workload), p.config, splits, replicas, seeds)
+    return Price(max(xpyd.memory_bytes, seeded.memory_bytes), xpyd.seconds + seeded.seconds)
 
 
 def check_search(workload, model, space, slo, splits: list[tuple[int, int]] | None = None,

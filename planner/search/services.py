@@ -31,6 +31,7 @@ from planner.search import definition as sdefn
 from planner.search import exports
 from planner.search.disaggregated import run_stage
 from planner.search.models import Search, SearchChunk
+from planner.search.pricing import price_stage
 from planner.search.seeds import run_seed_check
 from simulator.search import SearchCancelled, Slo, merge_results, search_deployments
 
@@ -168,9 +169,21 @@ def _gather(search: Search, chunk: SearchChunk) -> None:
     search.result["launch"] = exports.search_launch(search.result, search.snapshot)  # what to run
     if has_stage:
         search.save(update_fields=["result"])
+        _price_stage_for_answer(search)
         transaction.on_commit(lambda: search_enqueue(search.pk))
         return
     _finish(search)
+
+
+def _price_stage_for_answer(search: Search) -> None:
+    """The last stage's estimate, now that the answer is known: its shape at its replicas, not the heaviest shape
+    at ``space.max_replicas`` it was checked at (the time left reads it; nothing to do without an answer)."""
+    best = search.result.get("best")
+    seconds = 0.0
+    if best:
+        seconds = price_stage(*sdefn.build_inputs(search.snapshot), best, search.snapshot.get("disaggregated"),
+                              sdefn.seeds_to_check(search.snapshot)).seconds
+    search.chunks.filter(index=search.num_chunks - 1).update(shapes=[[0.0, round(seconds, 4)]])
 
 
 def stage_store(*, search_id: int, index: int, result: dict) -> None:

@@ -235,6 +235,10 @@ def test_while_the_seeds_are_checked_the_page_says_so(api):
     s = Search.objects.get(pk=out["id"])
     p = selectors.search_progress(search=s)
     assert s.status == "running" and p["phase"] == "seeds" and p["fraction"] < 1
+    from planner.search.pricing import price_stage  # the stage's estimate is now the answer's, not the heaviest's
+
+    answered = price_stage(*build_inputs(s.snapshot), s.result["best"], None, 2).seconds
+    assert s.chunks.get(index=1).shapes == [[0.0, round(answered, 4)]] and answered > 0
     web = Client()
     web.force_login(s.owner)
     assert "checking the answer on more traffic seeds" in web.get(f"/searches/{s.pk}/").content.decode()
