@@ -27,6 +27,7 @@ from planner.sampling_words import sampling_answer
 from planner.search import disaggregated as sdis
 from planner.search import exports, selectors, services
 from planner.search.models import Search
+from planner.search.seeds import seed_words
 from planner.sweeps import definition as defn
 from simulator.clock.cost_model import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS
 
@@ -63,10 +64,16 @@ class SearchDefinitionSerializer(serializers.Serializer):
     slo = serializers.JSONField(help_text='{"targets": [{"metric": "ttft", "percentile": "p90", "max_s": 0.5}], '
                                 '"min_goodput": 0.9}')
     space = serializers.JSONField(required=False, help_text="GPUs, TP/PP, precisions, KV dtypes, max_num_seqs, "
-                                  "max_replicas (default: every priced catalog GPU, TP 1-8, bf16); sampling: the "
+                                  "max_replicas (default: every priced catalog GPU, TP 1-8, bf16); speculative: settings to try, each "
+                                  "null (without), \"eagle:3:0.7\" or {method, num_speculative_tokens, "
+                                  "acceptance_rate} (methods eagle, eagle3, mtp, ngram); sampling: the "
                                   f"requests' sampler path, one of {', '.join(SAMPLER_PATHS)} (absent or null, the "
                                   "default: the model's own, from its generation_config.json; "
                                   f"{DEFAULT_SAMPLER_PATH} when the planner does not know it)")
+    check_seeds = serializers.IntegerField(
+        required=False, help_text="how many more traffic seeds the answer, and one replica fewer, are simulated on "
+        "once the search is done (default 3; 0 to skip; at most 10); the result's 'seed_check' says on how many each "
+        "meets the SLO ('stable', 'words'); a trace workload is one draw and is not checked. docs/search.md")
     disaggregated = serializers.JSONField(
         required=False, help_text="optional: true or {\"link_gbps\": 50 (GB/s per decode instance, > 0), "
         "\"link_latency_s\": 0.0001 (0 to 10), \"routing\": both pools' router (default space.routing), "
@@ -85,6 +92,7 @@ def search_out(search: Search, request, *, result: bool = True) -> dict:
            "progress": selectors.search_progress(search=search), **sampling_answer(search.snapshot)}
     if result:
         out["result"] = exports.result_with_launch(search) if done else None
+        out["seed_check_words"] = seed_words(search.result, search.snapshot) if done else None
     return out
 
 

@@ -10,7 +10,11 @@
                "tensor_parallel": [1, 2, 4, 8], "precisions": ["bf16", "fp8", "int4"],
                "kv_cache_dtypes": ["auto"], "max_num_seqs": [64, 256], "max_replicas": 16},
      "disaggregated": {"link_gbps": 50, "link_latency_s": 0.0001},   # optional: xPyD splits of the answer
-     "calibration": 3}                                               # optional: one of your calibrations
+     "calibration": 3,                                               # optional: one of your calibrations
+     "check_seeds": 3}                                               # the answer on 3 more seeds (0: off)
+
+``space.speculative`` lists speculative decoding settings to try (``null``: without; ``"eagle:3:0.7"`` or
+``{"method", "num_speculative_tokens", "acceptance_rate"}``), as the command line's ``--speculative``.
 
 Every error is collected under its field path (``space.gpus[1]``, ``slo.max_s``,
 ``workload.spec.arrival.rate``) and raised as one
@@ -19,6 +23,7 @@ Every error is collected under its field path (``space.gpus[1]``, ``slo.max_s``,
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.conf import settings
@@ -28,17 +33,17 @@ from planner.calibration.fields import calibration_on
 from planner.errors import FieldErrors, InputError, every_problem, field_and_message
 from planner.sampling_words import timed_path
 from planner.search import disaggregated as sdis
-from planner.search.pricing import OverBudget, check_search
+from planner.search.pricing import OverBudget, SearchPrice, check_search
 from planner.sweeps import definition as defn
 from planner.sweeps import specs
 from planner.sweeps.sections import parse_workload
-from simulator.search import SearchError, SearchSpace, Slo
+from simulator.search import DEFAULT_SEED_COUNT, SearchError, SearchSpace, Slo, seed_count
 
 #: Fields of a definition and of its space.
-FIELDS = {"name", "model", "workload", "slo", "space", "disaggregated", "calibration"}
+FIELDS = {"name", "model", "workload", "slo", "space", "disaggregated", "calibration", "check_seeds"}
 SPACE_FIELDS = {"gpus", "tensor_parallel", "pipeline_parallel", "precisions", "kv_cache_dtypes", "max_num_seqs",
                 "max_replicas", "routing", "gpu_memory_utilization", "max_model_len", "sampling",
-                "async_scheduling"}
+                "async_scheduling", "speculative"}
 
 
 def max_requests() -> int:
@@ -69,11 +74,11 @@ def _gpus(raw: Any, owner, err) -> list[dict]:
     return [g for i, r in enumerate(refs) if (g := specs.resolve_profile("gpu", r, owner, f"space.gpus[{i}]", err))]
 
 
-def validate(raw: Any, *, owner) -> tuple[dict, dict, dict[int, list[float]]]:
-    """``(normalized definition, snapshot, shape prices)``; raises DefinitionError with messages per field.
+def validate(raw: Any, *, owner) -> tuple[dict, dict, SearchPrice]:
+    """``(normalized definition, snapshot, price)``; raises DefinitionError with messages per field.
 
-    The shape prices (``{candidate index: [least cost per hour, seconds of one simulation]}``,
-    :class:`planner.search.pricing.SearchPrice`) come from the check that the search fits the limits."""
+    The price (:class:`planner.search.pricing.SearchPrice`: each shape's ``[least cost per hour, seconds of one
+    simulation]``, the last stage's estimate) comes from the check that the search fits the limits."""
     err = FieldErrors()
     if not isinstance(raw, dict):
         raise defn.DefinitionError({"non_field_errors": ["must be a JSON object"]})
@@ -108,10 +113,12 @@ def validate(raw: Any, *, owner) -> tuple[dict, dict, dict[int, list[float]]]:
     dis = sdis.parse(raw.get("disaggregated"), max_replicas=space.get("max_replicas", SearchSpace.max_replicas),
                      add=err.add)
     calibration = _calibration(raw.get("calibration"), owner, gpus, err)
+    check_seeds = _check_seeds(raw.get("check_seeds", DEFAULT_SEED_COUNT), err)
     if model is not None and workload:  # the requests' lengths against the context, with the other problems
         _check_runnable(model, space, build_workload({"workload": workload}), err)
     err.raise_if_any()
-    snapshot = {"model": model, "gpus": gpus, "workload": workload, "slo": slo.to_dict(), "space": space}
+    snapshot = {"model": model, "gpus": gpus, "workload": workload, "slo": slo.to_dict(), "space": space,
+                "check_seeds": check_seeds}
     if calibration is not None:
         snapshot["calibration"] = calibration
     if model is not None:  # the sampler path every shape's clock times, and why (planner.sampling_words)
@@ -120,15 +127,39 @@ def validate(raw: Any, *, owner) -> tuple[dict, dict, dict[int, list[float]]]:
     if dis is not None:
         snapshot["disaggregated"] = dis
     inputs = build_inputs(snapshot)
-    shapes = _check_price(inputs, err, dis)
+    price = _check_price(inputs, err, dis, seeds_to_check(snapshot))
     err.raise_if_any()
     norm = {"name": name, "model": raw["model"], "workload": raw["workload"], "slo": slo.to_dict(),
-            "space": {**space_raw}}
+            "space": {**space_raw}, "check_seeds": check_seeds}
     if dis is not None:
         norm["disaggregated"] = raw["disaggregated"]
     if calibration is not None:
         norm["calibration"] = raw["calibration"]
-    return norm, snapshot, shapes
+    return norm, snapshot, price
+
+
+def _check_seeds(raw: Any, err) -> int:
+    """``check_seeds``: how many more traffic seeds the answer is simulated on (:func:`simulator.search.seed_count`
+    checks the range for every door); the default when refused, so that the other fields are still checked."""
+    try:
+        return seed_count(raw, "check_seeds")
+    except SearchError as exc:
+        _add_search_error(err, exc)
+        return DEFAULT_SEED_COUNT
+
+
+def seeds_to_check(snapshot: dict) -> int:
+    """Seeds the search's last stage checks the answer on: ``check_seeds`` of a generated workload; 0 for a trace
+    (one draw: nothing to re-draw) and for a search stored before the check existed."""
+    if (snapshot.get("workload") or {}).get("source") != "spec":
+        return 0
+    return int(snapshot.get("check_seeds", 0))
+
+
+def has_stage(snapshot: dict) -> bool:
+    """Whether the search ends with a stage after its shapes are searched (its last chunk, with no candidates):
+    the xPyD splits of the answer (``disaggregated``), its seed check (``check_seeds``), or both."""
+    return snapshot.get("disaggregated") is not None or seeds_to_check(snapshot) > 0
 
 
 def _calibration(ref: Any, owner, gpus: list[dict], err) -> dict | None:
@@ -161,8 +192,9 @@ def _check_space(gpus: list[dict], space: dict, err) -> None:
         except (TypeError, ValueError) as exc:
             raise InputError.one("space", str(exc)) from None
 
-    def reset(values: dict, field: str) -> bool:
-        return field.startswith("space.") and values.pop(field.removeprefix("space."), None) is not None
+    def reset(values: dict, field: str) -> bool:  # space.speculative[1].method: the whole of space.speculative
+        key = re.split(r"[.\[]", field.removeprefix("space."), maxsplit=1)[0]
+        return field.startswith("space.") and values.pop(key, None) is not None
 
     try:
         every_problem(attempt, space, reset=reset)
@@ -186,15 +218,15 @@ def _check_runnable(model_d: dict, space: dict, wl, err) -> None:
         err.add("space.max_model_len" if given else "workload", problems["request"])
 
 
-def _check_price(inputs: tuple, err, dis: dict | None = None) -> dict[int, list[float]]:
-    """The heaviest shape of the search, and its xPyD stage, must fit the limits of one chunk
-    (``planner/search/pricing.py``): the shapes' prices, or ``{}`` with the error added."""
+def _check_price(inputs: tuple, err, dis: dict | None = None, seeds: int = 0) -> SearchPrice | None:
+    """The heaviest shape of the search, and its last stage (xPyD splits, seed check), must fit the limits of
+    one chunk (``planner/search/pricing.py``): the search's price, or None with the error added."""
     splits = None if dis is None else sdis.splits_priced(dis, inputs[2].max_replicas)
     try:
-        return check_search(*inputs, splits=splits).shapes
+        return check_search(*inputs, splits=splits, seeds=seeds)
     except OverBudget as exc:
         err.add(exc.field, str(exc))
-        return {}
+        return None
 
 
 def build_space(snapshot: dict) -> SearchSpace:

@@ -1,5 +1,10 @@
 """Downloads of a search report: CSV (one row per simulated deployment, the xPyD splits included), JSON,
-standalone HTML."""
+standalone HTML.
+
+A search whose space tried speculative decoding has one more CSV column, ``speculative`` (after
+``max_num_seqs``): each row's setting as the command line writes it (``eagle:3:0.7``), ``none`` without. The JSON
+carries it in each candidate (``candidate.speculative``) and the seed check as ``result.seed_check`` with
+``seed_check_words``."""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from django.template.loader import render_to_string
 
 from planner.csv_cells import csv_writer
 from planner.sampling_words import sampling_answer
+from planner.search.seeds import seed_words
 
 CSV_COLUMNS = ("candidate", "status", "gpu", "tensor_parallel", "pipeline_parallel", "precision", "kv_cache_dtype",
                "max_num_seqs", "replicas", "cost_per_hour_usd", "cost_per_million_output_tokens_usd", "meets",
@@ -78,6 +84,20 @@ def trial_figure(t: dict | None, lab: str):
     return v if v is not None else (t.get("figures") or {}).get(lab)
 
 
+def speculative_cell(candidate: dict) -> str:
+    """A shape's speculative setting as the command line writes it: ``eagle:3:0.7``, or ``none``."""
+    spec = candidate.get("speculative")
+    if not spec:
+        return "none"
+    return f"{spec['method']}:{spec['num_speculative_tokens']}:{spec['acceptance_rate']:g}"
+
+
+def _shape(c: dict, speculative: bool) -> list:
+    """A row's shape cells: GPU to ``max_num_seqs``, then the speculative setting when the search tried any."""
+    return [c["gpu"], c["tensor_parallel"], c["pipeline_parallel"], c["precision"], c["kv_cache_dtype"],
+            c["max_num_seqs"], *([speculative_cell(c)] if speculative else [])]
+
+
 def to_csv(search) -> str:
     """One row per simulated deployment, plus one per candidate never simulated (with its reason), then one
     per xPyD split of the answer (a search with ``disaggregated``); latencies in seconds."""
@@ -85,12 +105,15 @@ def to_csv(search) -> str:
     labels = figure_labels(res)
     buf = io.StringIO()
     w = csv_writer(buf)
-    w.writerow([*CSV_COLUMNS, *(f"{lab} (s)" for lab in labels), *XPYD_COLUMNS])
+    spec = any(o["candidate"].get("speculative") for o in res["outcomes"])
+    columns = list(CSV_COLUMNS)
+    if spec:
+        columns.insert(columns.index("max_num_seqs") + 1, "speculative")
+    w.writerow([*columns, *(f"{lab} (s)" for lab in labels), *XPYD_COLUMNS])
     aggregated = ["aggregated", "", "", ""]
     for o in res["outcomes"]:
         c = o["candidate"]
-        shape = [c["gpu"], c["tensor_parallel"], c["pipeline_parallel"], c["precision"], c["kv_cache_dtype"],
-                 c["max_num_seqs"]]
+        shape = _shape(c, spec)
         if not o["trials"]:
             w.writerow([c["label"], o["status"], *shape, "", "", "", "", "", "", o["reason"], *([""] * len(labels)),
                         *aggregated])
@@ -100,19 +123,18 @@ def to_csv(search) -> str:
                         _num(t["cost_per_million_tokens"]), t["meets"], _num(t["goodput"]),
                         _num(t["output_tokens_per_s"]), why, *(_num(trial_figure(t, lab)) for lab in labels),
                         *aggregated])
-    _xpyd_rows(w, res, labels)
+    _xpyd_rows(w, res, labels, spec)
     return buf.getvalue()
 
 
-def _xpyd_rows(w, res: dict, labels: list[str]) -> None:
+def _xpyd_rows(w, res: dict, labels: list[str], spec: bool = False) -> None:
     """The xPyD splits of the answer, on the answer's shape, in the columns of the other rows."""
     alt = res.get("disaggregated")
     if not alt:
         return
     c = res["best"]["candidate"]
     for r in alt["splits"]:
-        w.writerow([r["name"], "split", c["gpu"], c["tensor_parallel"], c["pipeline_parallel"], c["precision"],
-                    c["kv_cache_dtype"], c["max_num_seqs"], r["prefill_instances"] + r["decode_instances"],
+        w.writerow([r["name"], "split", *_shape(c, spec), r["prefill_instances"] + r["decode_instances"],
                     _num(r["cost_per_hour"]), _num(r.get("cost_per_million_tokens")), r["meets"],
                     _num(r["goodput"]), _num(r["output_tokens_per_s"]),
                     "; ".join(r["misses"]) or "meets the SLO",
@@ -128,7 +150,8 @@ def to_json(search) -> str:
     return json.dumps({"report": {"slug": search.slug, "title": search.name,
                                   "created_at": search.created_at.isoformat()},
                        "definition": search.definition, "inputs": search.snapshot, "result": result_with_launch(search),
-                       "sampling_words": sampling_answer(search.snapshot)["sampling_words"]},
+                       "sampling_words": sampling_answer(search.snapshot)["sampling_words"],
+                       "seed_check_words": seed_words(search.result, search.snapshot)},
                       indent=1)
 
 

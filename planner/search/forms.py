@@ -7,7 +7,9 @@ from django import forms
 from planner.sampling_words import sampling_field
 from simulator.cluster import POLICIES
 from simulator.search import (
+    DEFAULT_SEED_COUNT,
     DURATION_BOUNDS_S,
+    MAX_SEEDS,
     PRECISIONS,
     TRAFFIC_DEFAULTS,
     SearchError,
@@ -16,6 +18,7 @@ from simulator.search import (
     requests_for_percentile,
     space_defaults,
 )
+from simulator.search.space import SEARCH_SPEC_METHODS, SpecOption
 from simulator.workload import parse_distribution
 
 PERCENTILES = [("p50", "p50"), ("p90", "p90"), ("p95", "p95"), ("p99", "p99"), ("p99.9", "p99.9")]
@@ -89,6 +92,15 @@ class SearchForm(forms.Form):
                                                 choices=[("auto", "auto (the compute dtype)"), ("fp8", "fp8")],
                                                 initial=list(_SPACE["kv_cache_dtypes"]))
     max_num_seqs = forms.CharField(label="max_num_seqs values", initial=_listed(_SPACE["max_num_seqs"]))
+    speculative = forms.CharField(
+        label="Speculative decoding to try", required=False, initial="none",
+        help_text=f"settings separated by commas, each METHOD:K:ACCEPTANCE (methods {', '.join(SEARCH_SPEC_METHODS)}; "
+                  "k draft tokens per step; the chance a draft is accepted), none for without: e.g. none, eagle:3:0.7")
+    check_seeds = forms.IntegerField(
+        label="Check the answer on more seeds", required=False, min_value=0, max_value=MAX_SEEDS,
+        initial=DEFAULT_SEED_COUNT, widget=forms.NumberInput(attrs={"step": 1}),
+        help_text=f"traffic draws after the search's own on which the answer, and one replica fewer, are simulated "
+                  f"again (0 to {MAX_SEEDS}; 0: not checked; empty: {DEFAULT_SEED_COUNT})")
     max_replicas = forms.IntegerField(label="Most replicas", min_value=1, max_value=64, initial=_SPACE["max_replicas"])
     sampling = sampling_field()
     routing = forms.ChoiceField(label="Router", choices=[(p, p) for p in POLICIES], initial=_SPACE["routing"],
@@ -129,6 +141,29 @@ class SearchForm(forms.Form):
     def clean_max_num_seqs(self):
         return _list(self.cleaned_data["max_num_seqs"], "max_num_seqs")
 
+    def clean_speculative(self):
+        """``none, eagle:3:0.7`` -> ``[None, "eagle:3:0.7"]``, each setting checked as the search checks it."""
+        out = []
+        for word in (w.strip() for w in self.cleaned_data["speculative"].split(",")):
+            if not word:
+                continue
+            if word.lower() == "none":
+                out.append(None)
+                continue
+            try:
+                SpecOption.parse(word, "setting")
+            except SearchError as exc:
+                problem = str(exc).removeprefix("setting").lstrip(".").replace(": ", " ", 1)
+                raise forms.ValidationError(f"{word}: {problem}") from None
+            out.append(word)
+        if len(set(out)) != len(out):
+            raise forms.ValidationError("each setting at most once")
+        return out or [None]
+
+    def clean_check_seeds(self):
+        k = self.cleaned_data["check_seeds"]
+        return DEFAULT_SEED_COUNT if k is None else k
+
     def clean_prefill_instances(self):
         text = self.cleaned_data["prefill_instances"]
         return _list(text, "prefill_instances") if text.strip() else None
@@ -160,7 +195,7 @@ class SearchForm(forms.Form):
     FALLBACKS = {"rate": 20.0, "duration_s": None, "prompt_mean": 1024, "prompt_std": 256, "output_mean": 256,
                  "output_std": 64, "tensor_parallel": [1], "pipeline_parallel": [1], "precisions": ["bf16"],
                  "max_num_seqs": [256], "max_replicas": 16, "ttft_pct": "p90", "tpot_pct": "p90", "itl_pct": "p90",
-                 "e2e_pct": "p90"}
+                 "e2e_pct": "p90", "speculative": [None], "check_seeds": DEFAULT_SEED_COUNT}
     #: Definition paths that come from more than one field: not reported when one of those fields is refused.
     DEPENDS = {"workload.spec.n": ("rate", "duration_s"), "slo.targets": ("ttft_ms", "tpot_ms", "itl_ms", "e2e_s")}
 
@@ -194,6 +229,9 @@ class SearchForm(forms.Form):
         }
         if d.get("sampling"):  # empty: each model's own path
             out["space"]["sampling"] = d["sampling"]
+        if d["speculative"] != [None]:  # none: without speculative decoding (the space's default)
+            out["space"]["speculative"] = d["speculative"]
+        out["check_seeds"] = d["check_seeds"]
         dis = self._disaggregated()
         if dis is not None:
             out["disaggregated"] = dis
@@ -210,10 +248,10 @@ class SearchForm(forms.Form):
                  "disaggregated": "disaggregated", "disaggregated.link_gbps": "link_gbps",
                  "disaggregated.link_latency_s": "link_latency_ms",
                  "disaggregated.prefill_instances": "prefill_instances",
-                 "disaggregated.decode_instances": "decode_instances"}
+                 "disaggregated.decode_instances": "decode_instances", "check_seeds": "check_seeds"}
+        prefixes = {"space.gpus": "gpus", "workload.spec.prefixes": "prefix_tokens", "space.speculative": "speculative"}
         for path, msgs in errors.items():
-            field = where.get(path) or ("gpus" if path.startswith("space.gpus") else None) or (
-                "prefix_tokens" if path.startswith("workload.spec.prefixes") else None)
+            field = where.get(path) or next((f for pre, f in prefixes.items() if path.startswith(pre)), None)
             if field in self.errors or set(self.DEPENDS.get(path, ())) & set(self.errors):
                 continue  # the field's own error says it already; a stand-in value caused this one
             if path == "slo.targets" and forms.forms.NON_FIELD_ERRORS in self.errors:

@@ -9,7 +9,12 @@ simulation call (``KVP_RUN_MAX_BYTES``); otherwise the search is refused with a 
 limit and the estimate. A search with ``disaggregated`` adds a last stage, the prefill/decode splits of
 the answer (``planner/search/disaggregated.py``): priced for the largest answer (``space.max_replicas``
 replicas of the heaviest shape), each split as one run of its instances, one after another, it must fit
-the same limits (field ``disaggregated``). No ORM here: a snapshot in, a :class:`SearchPrice` out (also each shape's
+the same limits (field ``disaggregated``). A search with ``check_seeds`` K (a generated workload) adds to that
+stage the answer, and one replica fewer, simulated on K more seeds (:func:`simulator.search.check_seeds`), priced
+as K runs of ``space.max_replicas`` and K of one fewer of the heaviest shape
+(:func:`simulator.batch.budget.price_seed_check`; field ``check_seeds``). Every run is priced by
+:func:`simulator.batch.budget.price_run`, the one price of a simulation: a speculative shape by its drafted output
+tokens and requests (``SECONDS_PER_DRAFTED_OUTPUT_TOKEN``, ``SECONDS_PER_SPECULATIVE_REQUEST``). No ORM here: a snapshot in, a :class:`SearchPrice` out (also each shape's
 price, from which a running search's time left is estimated).
 """
 
@@ -21,7 +26,7 @@ from planner.sweeps.pricing import chunk_max_seconds, run_max_bytes
 from simulator.batch import OverBudget, Price, WorkloadSize, budget
 from simulator.search import default_max_model_len, prepare_candidate
 
-__all__ = ["OverBudget", "SearchPrice", "price_search", "check_search"]
+__all__ = ["OverBudget", "SearchPrice", "check_search", "price_search", "price_stage"]
 
 
 @dataclass(frozen=True)
@@ -30,7 +35,7 @@ class SearchPrice:
 
     #: The most memory of one simulation and the most time of one shape's replicas search.
     heaviest: Price
-    #: The same of the xPyD stage over the splits asked (``Price()`` without).
+    #: The same of the last stage: the xPyD splits asked and the seed check (``Price()`` without either).
     stage: Price
     #: ``{candidate index: [least cost per hour, estimated seconds of one simulation]}`` of every shape that
     #: will be simulated: what a running search's time left is estimated from
@@ -50,8 +55,18 @@ def _splits_price(size: WorkloadSize, config, splits: list[tuple[int, int]]) -> 
     return Price(max((p.memory_bytes for p in runs), default=0), sum(p.seconds for p in runs))
 
 
-def price_search(workload, model, space, slo, splits: list[tuple[int, int]] | None = None) -> SearchPrice:
-    """Price every shape that sizes and can meet the SLO (rejected shapes are never simulated), once."""
+def _stage_price(size: WorkloadSize, config, splits: list[tuple[int, int]] | None, max_replicas: int,
+                 seeds: int) -> tuple[Price, Price]:
+    """The last stage on one shape as its answer: ``(xPyD splits, seed check)``, each ``Price()`` when not asked."""
+    xpyd = _splits_price(size, config, splits) if splits else Price()
+    seeded = budget.price_seed_check(size, config, max_replicas, seeds) if seeds else Price()
+    return xpyd, seeded
+
+
+def price_search(workload, model, space, slo, splits: list[tuple[int, int]] | None = None,
+                 seeds: int = 0) -> SearchPrice:
+    """Price every shape that sizes and can meet the SLO (rejected shapes are never simulated), once; the last
+    stage (``splits``, ``seeds`` more seeds) for the heaviest answer it may have."""
     size = WorkloadSize.of(workload)
     max_model_len = space.max_model_len or default_max_model_len(workload, model)
     heaviest, stage, shapes = Price(), Price(), {}
@@ -60,24 +75,51 @@ def price_search(workload, model, space, slo, splits: list[tuple[int, int]] | No
         if p.config is None:
             continue
         heaviest = _max(heaviest, budget.price_replicas_search(size, p.config, space.max_replicas))
-        if splits:
-            stage = _max(stage, _splits_price(size, p.config, splits))
+        xpyd, seeded = _stage_price(size, p.config, splits, space.max_replicas, seeds)
+        stage = _max(stage, Price(max(xpyd.memory_bytes, seeded.memory_bytes), xpyd.seconds + seeded.seconds))
         shapes[i] = [round(p.min_replicas * p.candidate.price_per_replica, 6),
                      round(budget.price_run(size, p.config).seconds, 4)]
     return SearchPrice(heaviest, stage, shapes)
 
 
-def check_search(workload, model, space, slo, splits: list[tuple[int, int]] | None = None) -> SearchPrice:
+def price_stage(workload, model, space, slo, answer: dict, dis: dict | None, seeds: int) -> Price:
+    """The last stage for the answer found (``answer``: the result's ``best``, its shape and replicas): its xPyD
+    splits of N and N - 1 instances (``dis``) and its seed check (``seeds``). What the stage's chunk is
+    estimated at once the answer is known, for the time left (the limit was checked at the heaviest answer)."""
+    from simulator.search import split_counts
+
+    index, replicas = int(answer["index"]), int(answer["replicas"])
+    max_model_len = space.max_model_len or default_max_model_len(workload, model)
+    p = prepare_candidate(index, space.candidates()[index], model, space, max_model_len, workload, slo)
+    if p.config is None:
+        return Price()
+    splits = None if dis is None else split_counts(replicas, dis.get("prefill_instances"), dis.get("decode_instances"))
+    xpyd, seeded = _stage_price(WorkloadSize.of(workload), p.config, splits, replicas, seeds)
+    return Price(max(xpyd.memory_bytes, seeded.memory_bytes), xpyd.seconds + seeded.seconds)
+
+
+def check_search(workload, model, space, slo, splits: list[tuple[int, int]] | None = None,
+                 seeds: int = 0) -> SearchPrice:
     """The search's price (:func:`price_search`); raise :class:`OverBudget` (field ``workload``) when the
-    heaviest shape is over a limit, or (field ``disaggregated``) when the xPyD stage over ``splits`` is."""
-    priced = price_search(workload, model, space, slo, splits)
+    heaviest shape is over a limit, or when the last stage is: field ``disaggregated`` with ``splits``, else
+    ``check_seeds``."""
+    priced = price_search(workload, model, space, slo, splits, seeds)
     price, stage = priced.heaviest, priced.stage
     budget.check(price, max_bytes=run_max_bytes(), max_seconds=chunk_max_seconds(),
                  what="One deployment shape of this search", field="workload",
                  advice="use fewer or shorter requests, or a smaller space.max_replicas")
+    seeded = f"the answer on {seeds} more seed{'s' if seeds > 1 else ''}" if seeds else ""
     if splits:
+        also = f" and {seeded}" if seeds else ""
         budget.check(stage, max_bytes=run_max_bytes(), max_seconds=chunk_max_seconds(),
-                     what=f"The prefill/decode stage ({len(splits)} splits of up to {space.max_replicas} instances)",
+                     what=f"The prefill/decode stage ({len(splits)} splits of up to {space.max_replicas} "
+                          f"instances{also})",
                      field="disaggregated", advice="restrict disaggregated.prefill_instances or decode_instances, "
-                     "use fewer or shorter requests, or a smaller space.max_replicas")
+                     "use fewer or shorter requests, or a smaller space.max_replicas" + (
+                         ", or fewer check_seeds" if seeds else ""))
+    elif seeds:
+        budget.check(stage, max_bytes=run_max_bytes(), max_seconds=chunk_max_seconds(),
+                     what=f"The seed check ({seeded}, up to {space.max_replicas} replicas, and one fewer)",
+                     field="check_seeds", advice="ask fewer check_seeds (0: none), use fewer or shorter requests, "
+                     "or a smaller space.max_replicas")
     return priced

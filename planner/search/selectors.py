@@ -10,6 +10,7 @@ from django.http import Http404
 from django.utils import timezone
 
 from planner import jobs
+from planner.search import definition as search_definition
 from planner.search.models import Search
 
 
@@ -39,7 +40,7 @@ def search_report(*, slug: str) -> Search:
     return s
 
 
-#: The most a search's bar shows before the search is done (its xPyD stage may still be running).
+#: The most a search's bar shows before the search is done (its last stage may still be running).
 UNFINISHED_CAP = 0.99
 
 
@@ -54,8 +55,9 @@ def search_progress(*, search: Search) -> dict:
     chunk's worker has stopped (its heartbeat did; the chunk is being sent again).
 
     The bar reaches 100 % only when the search is done: until then ``fraction`` stops at :data:`UNFINISHED_CAP`.
-    ``phase`` is ``"xpyd"`` while a search with ``disaggregated`` has settled every shape and its xPyD stage
-    (the last chunk) still compares the answer's prefill/decode splits, else ``"shapes"``."""
+    ``phase`` is ``"xpyd"`` while a search with ``disaggregated`` has settled every shape and its last stage
+    (the last chunk) still compares the answer's prefill/decode splits (and checks its seeds, when asked),
+    ``"seeds"`` while a search without it checks the answer on more seeds, else ``"shapes"``."""
     chunks = list(search.chunks.values("index", "status", "progress", "candidates", "heartbeat_at", "shapes",
                                        "cost_bound", "started_at", "finished_at",
                                        best_cost=models.F("result__best__cost_per_hour")))
@@ -64,9 +66,10 @@ def search_progress(*, search: Search) -> dict:
     done = sum(len(c["candidates"]) for c in chunks if c["status"] == "done")
     partial = sum(len(c["candidates"]) * c["progress"] for c in chunks if c["status"] == "running")
     fraction = 1.0 if search.status == Search.Status.DONE else min(UNFINISHED_CAP, (done + partial) / total)
-    has_stage, stage = search.snapshot.get("disaggregated") is not None, search.num_chunks - 1
-    phase = "xpyd" if (has_stage and not search.is_final and all(
-        c["status"] == "done" for c in chunks if c["index"] != stage)) else "shapes"
+    has_stage, stage = search_definition.has_stage(search.snapshot), search.num_chunks - 1
+    phase = "shapes"
+    if has_stage and not search.is_final and all(c["status"] == "done" for c in chunks if c["index"] != stage):
+        phase = "xpyd" if search.snapshot.get("disaggregated") is not None else "seeds"
     end = search.finished_at or timezone.now()
     elapsed = (end - search.started_at).total_seconds() if search.started_at else None
     eta = None
@@ -88,10 +91,13 @@ CHUNK_OVERHEAD_S = 0.5
 UNBOUNDED_TRIALS = 4.0
 
 
-def chunk_cost(shapes: list, bound: float | None) -> float:
+def chunk_cost(shapes: list, bound: float | None, *, stage: bool = False) -> float:
     """A chunk's cost in estimated seconds: one simulation's price (``shapes``, set at creation) for each shape
     the search will simulate, those whose least cost is below ``bound`` (the best answer known; dearer ones
-    are skipped), times :data:`UNBOUNDED_TRIALS` when no answer is known yet."""
+    are skipped), times :data:`UNBOUNDED_TRIALS` when no answer is known yet. The last ``stage`` (a chunk of no
+    candidates: xPyD splits, seed check) costs its one price, set at creation."""
+    if stage:
+        return CHUNK_OVERHEAD_S + sum(seconds for _, seconds in shapes)
     live = sum(seconds for least, seconds in shapes if bound is None or least < bound)
     return CHUNK_OVERHEAD_S + live * (UNBOUNDED_TRIALS if bound is None else 1.0)
 
@@ -125,7 +131,12 @@ def time_left(chunks: list[dict], *, elapsed: float, fraction: float) -> float |
     its own progress once a quarter of its shapes is settled.
     """
     return jobs.time_left(chunks, elapsed=elapsed, fraction=fraction, pending_cost=_pending_cost,
-                          cost=lambda c: chunk_cost(c["shapes"], c["cost_bound"]))
+                          cost=lambda c: chunk_cost(c["shapes"], c["cost_bound"], stage=_is_stage(c)))
+
+
+def _is_stage(chunk: dict) -> bool:
+    """Whether a chunk (a row's values) is the search's last stage: the one chunk with no candidates."""
+    return chunk.get("candidates") == []
 
 
 def _pending_cost(chunks: list[dict]) -> float:
@@ -137,8 +148,8 @@ def _pending_cost(chunks: list[dict]) -> float:
     for c in sorted(running, key=lambda c: c["index"]) + sorted(
             (c for c in chunks if c["status"] == "pending"), key=lambda c: c["index"]):
         if c["status"] == "pending":
-            cost += chunk_cost(c["shapes"], best)
-        if ratio is not None and c["shapes"]:
+            cost += chunk_cost(c["shapes"], best, stage=_is_stage(c))
+        if ratio is not None and c["shapes"] and not _is_stage(c):
             foreseen = ratio * _least(c["shapes"])
             best = foreseen if best is None else min(best, foreseen)
     return cost

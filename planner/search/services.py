@@ -12,7 +12,9 @@ A search with ``disaggregated`` has one more chunk, the last, with no candidates
 (``planner/search/disaggregated.py``). It waits until the other chunks have gathered the answer
 (sent earlier, it returns ``waiting``), is sent by the chunk that gathers it, then simulates the
 answer's prefill/decode splits and finishes the search. It has the other chunks' heartbeat, retries
-and healing.
+and healing. The same last stage checks the answer on ``check_seeds`` more traffic seeds (``planner/search/seeds.py``)
+when the workload is generated: a search has that stage when it asks for either, and the stage stores what it
+computed (``disaggregated``, ``seed_check``) into the gathered answer.
 """
 
 from __future__ import annotations
@@ -29,26 +31,30 @@ from planner.search import definition as sdefn
 from planner.search import exports
 from planner.search.disaggregated import run_stage
 from planner.search.models import Search, SearchChunk
+from planner.search.pricing import price_stage
+from planner.search.seeds import run_seed_check
 from simulator.search import SearchCancelled, Slo, merge_results, search_deployments
 
 
 def search_create(*, owner, definition: Any) -> Search:
     """Validate, store the search and its chunks (one per GPU type), enqueue after commit."""
-    norm, snapshot, prices = sdefn.validate(definition, owner=owner)
+    norm, snapshot, price = sdefn.validate(definition, owner=owner)
+    prices = price.shapes
     SEARCHES.check_quota(owner, limit=int(getattr(settings, "KVP_USER_MAX_SEARCHES", 3)), one="deployment search",
                          many="deployment searches")
     space = sdefn.build_space(snapshot)
     cands = space.candidates()
     groups = [[i for i, c in enumerate(cands) if c.gpu.name == g.name] for g in space.gpus]
-    if snapshot.get("disaggregated") is not None:
-        groups.append([])  # the xPyD stage, last
+    if sdefn.has_stage(snapshot):
+        groups.append([])  # the last stage: xPyD splits, seed check
     with transaction.atomic():
         search = Search.objects.create(owner=owner, name=norm["name"] or _default_name(snapshot),
                                        definition=norm, snapshot=snapshot, total_candidates=len(cands),
                                        num_chunks=len(groups))
-        SearchChunk.objects.bulk_create([
+        SearchChunk.objects.bulk_create([  # the stage's price: one entry at no cost (skipped by no answer)
             SearchChunk(search=search, index=i, candidates=g, task_id=str(uuid.uuid4()),
-                        shapes=[prices[c] for c in g if c in prices]) for i, g in enumerate(groups)])
+                        shapes=[prices[c] for c in g if c in prices] if g else [[0.0, round(price.stage.seconds, 4)]])
+            for i, g in enumerate(groups)])
         search_id = search.pk
         transaction.on_commit(lambda: search_enqueue(search_id))
     return search
@@ -65,30 +71,31 @@ CHUNK_TASK = "planner.run_search_chunk"
 
 
 def search_enqueue(search_id: int) -> None:
-    """Send the pending chunks' tasks (the xPyD stage's only once the answer is gathered)."""
+    """Send the pending chunks' tasks (the last stage's only once the answer is gathered)."""
     search = Search.objects.only("snapshot", "num_chunks", "status").get(pk=search_id)
-    stage_waits = search.snapshot.get("disaggregated") is not None and not _stage_ready(search)
+    stage_waits = sdefn.has_stage(search.snapshot) and not _stage_ready(search)
     SEARCHES.enqueue(search_id, indices=range(search.num_chunks - 1) if stage_waits else None)
 
 
 def is_stage(search: Search, index: int) -> bool:
-    """Whether chunk ``index`` of ``search`` is its xPyD stage (the last chunk of a search with ``disaggregated``)."""
-    return search.snapshot.get("disaggregated") is not None and index == search.num_chunks - 1
+    """Whether chunk ``index`` of ``search`` is its last stage (the last chunk of a search with ``disaggregated``
+    or a seed check: :func:`planner.search.definition.has_stage`)."""
+    return sdefn.has_stage(search.snapshot) and index == search.num_chunks - 1
 
 
 def _stage_ready(search: Search) -> bool:
-    """Whether the xPyD stage may run: every other chunk is done (the answer is gathered)."""
+    """Whether the last stage may run: every other chunk is done (the answer is gathered)."""
     return not search.chunks.exclude(index=search.num_chunks - 1).exclude(status="done").exists()
 
 
 class Searches(ChunkedJob):
-    """Deployment searches' chunks in the job lifecycle: each the candidates of one GPU type, or the xPyD stage."""
+    """Deployment searches' chunks in the job lifecycle: each the candidates of one GPU type, or the last stage."""
 
     job_model, chunk_model, parent, chunk_task, noun = Search, SearchChunk, "search", CHUNK_TASK, "search"
     stop_on = (SearchCancelled,)
 
     def waiting(self, search: Search, chunk: SearchChunk) -> bool:
-        """The xPyD stage waits for the answer (sent again by the chunk that gathers it)."""
+        """The last stage waits for the answer (sent again by the chunk that gathers it)."""
         return is_stage(search, chunk.index) and not _stage_ready(search)
 
     def claim_fields(self, search: Search, chunk: SearchChunk) -> dict:
@@ -97,8 +104,7 @@ class Searches(ChunkedJob):
     def run(self, search: Search, chunk: SearchChunk, watch: Watch) -> dict:
         wl, model, space, slo = sdefn.build_inputs(search.snapshot)
         if is_stage(search, chunk.index):
-            return {"disaggregated": run_stage(Search.objects.get(pk=search.pk).result,
-                                               search.snapshot["disaggregated"], wl, model, space, slo)}
+            return last_stage(search.snapshot, Search.objects.get(pk=search.pk).result, (wl, model, space, slo))
         return search_deployments(wl, model, space, slo, candidates=chunk.candidates, progress=watch.progress,
                                   should_stop=watch.should_stop, cost_bound=chunk.cost_bound).to_dict()
 
@@ -127,6 +133,18 @@ def chunk_run(*, search_id: int, index: int) -> str:
     return SEARCHES.run_chunk(search_id, index)
 
 
+def last_stage(snapshot: dict, result: dict, inputs: tuple) -> dict:
+    """What the last stage adds to the gathered ``result``: ``disaggregated`` (the answer's xPyD splits) and
+    ``seed_check`` (the answer on more seeds), each when the search asks for it."""
+    wl, model, space, slo = inputs
+    out = {}
+    if snapshot.get("disaggregated") is not None:
+        out["disaggregated"] = run_stage(result, snapshot["disaggregated"], wl, model, space, slo)
+    if sdefn.seeds_to_check(snapshot):
+        out["seed_check"] = run_seed_check(result, snapshot, model, space, slo)
+    return out
+
+
 def _best_so_far(search_id: int) -> float | None:
     """Cost per hour of the cheapest answer among the search's finished chunks (they prune the rest)."""
     costs = [r["best"]["cost_per_hour"] for r in SearchChunk.objects.filter(search_id=search_id, status="done")
@@ -142,7 +160,7 @@ def chunk_store(*, search_id: int, index: int, result: dict) -> None:
 
 def _gather(search: Search, chunk: SearchChunk) -> None:
     """Under the search's lock: once every searched chunk is done, merge their results into the answer."""
-    has_stage = search.snapshot.get("disaggregated") is not None
+    has_stage = sdefn.has_stage(search.snapshot)
     searched = search.chunks.exclude(index=search.num_chunks - 1) if has_stage else search.chunks
     if search.is_final or searched.exclude(status="done").exists():
         return
@@ -151,16 +169,28 @@ def _gather(search: Search, chunk: SearchChunk) -> None:
     search.result["launch"] = exports.search_launch(search.result, search.snapshot)  # what to run
     if has_stage:
         search.save(update_fields=["result"])
+        _price_stage_for_answer(search)
         transaction.on_commit(lambda: search_enqueue(search.pk))
         return
     _finish(search)
 
 
+def _price_stage_for_answer(search: Search) -> None:
+    """The last stage's estimate, now that the answer is known: its shape at its replicas, not the heaviest shape
+    at ``space.max_replicas`` it was checked at (the time left reads it; nothing to do without an answer)."""
+    best = search.result.get("best")
+    seconds = 0.0
+    if best:
+        seconds = price_stage(*sdefn.build_inputs(search.snapshot), best, search.snapshot.get("disaggregated"),
+                              sdefn.seeds_to_check(search.snapshot)).seconds
+    search.chunks.filter(index=search.num_chunks - 1).update(shapes=[[0.0, round(seconds, 4)]])
+
+
 def stage_store(*, search_id: int, index: int, result: dict) -> None:
-    """Write the xPyD stage's splits into the gathered answer and finish the search."""
+    """Write the last stage's findings (xPyD splits, seed check) into the gathered answer and finish the search."""
     def gather(search: Search, chunk: SearchChunk) -> None:
         if not search.is_final:
-            search.result = {**search.result, "disaggregated": result["disaggregated"]}
+            search.result = {**search.result, **result}
             _finish(search)
 
     SEARCHES.store_done(search_id, index, {"result": result}, gather=gather)

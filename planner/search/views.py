@@ -16,6 +16,7 @@ from planner.search import exports, selectors, services
 from planner.search.figures import build_pareto_figure
 from planner.search.forms import SearchForm
 from planner.search.models import Search
+from planner.search.seeds import seed_words
 from planner.sweeps import definition as defn
 
 
@@ -79,6 +80,7 @@ def report_context(search: Search) -> dict:
     return {"search": search, "result": res, "best": res["best"], "labels": labels, "rows": rows, "launch": launch,
             "figure": build_pareto_figure(res), "title": search.name,
             "sampling_words": sampling_answer(search.snapshot)["sampling_words"],
+            "seed_words": seed_words(res, search.snapshot),
             **_xpyd_context(res, [f"{t['metric'].upper()} {t['percentile']}" for t in res["slo"]["targets"]])}
 
 

@@ -192,6 +192,14 @@ def price_replicas_search(size: WorkloadSize, config: EngineConfig, max_instance
     return Price(max(p.memory_bytes for p in trials), sum(p.seconds for p in trials))
 
 
+def price_seed_check(size: WorkloadSize, config: EngineConfig, max_instances: int, seeds: int) -> Price:
+    """A seed check (:func:`simulator.search.check_seeds`) of an answer of at most ``max_instances`` replicas:
+    on each of ``seeds`` draws, the answer and one replica fewer, one run after another (memory: the largest)."""
+    counts = [n for n in (max_instances, max_instances - 1) if n >= 1]
+    trials = [price_run(size, config, instances=n) for n in counts]
+    return Price(max((p.memory_bytes for p in trials), default=0), seeds * sum(p.seconds for p in trials))
+
+
 def fit_simulations(n_params: int, max_evaluations: int) -> int:
     """The most simulations a calibration fit runs: ``least_squares`` (method ``trf``) stops after
     ``max_evaluations`` evaluations of the residuals, and each iteration's finite-difference Jacobian costs

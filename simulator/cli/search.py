@@ -29,6 +29,8 @@ from simulator.search import (
     Slo,
     format_seconds,
     parse_slo_target,
+    seed_check_words,
+    seed_count,
     space_defaults,
 )
 
@@ -161,9 +163,7 @@ def _seed_check(args: argparse.Namespace, result, load_workload_file, model, spa
     nothing meets, or when the traffic is a file (one draw, no seed to change)."""
     from simulator.search import check_seeds, other_seeds
 
-    if not 0 <= args.check_seeds <= MAX_SEEDS:
-        raise SearchError(f"--check-seeds: from 0 to {MAX_SEEDS}, got {args.check_seeds}")
-    if args.check_seeds == 0 or args.workload or result.best is None:
+    if seed_count(args.check_seeds, "--check-seeds") == 0 or args.workload or result.best is None:
         return None
     return check_seeds(result, lambda seed: _workload(args, load_workload_file, slo, seed), model, space, slo,
                        other_seeds(args.seed, args.check_seeds))
@@ -192,8 +192,7 @@ def run_search_command(args: argparse.Namespace, *, load_workload_file) -> str:
                         max_replicas=args.max_replicas, routing=args.routing, sampling=args.sampling,
                         speculative=_speculative(args.speculative))
     workload = _workload(args, load_workload_file, slo)
-    if not 0 <= args.check_seeds <= MAX_SEEDS:
-        raise SearchError(f"--check-seeds: from 0 to {MAX_SEEDS}, got {args.check_seeds}")
+    seed_count(args.check_seeds, "--check-seeds")  # before the search, not after it
     result = search_deployments(workload, model, space, slo)
     seeds = _seed_check(args, result, load_workload_file, model, space, slo)
     alt = _disaggregated(args, result, workload, model, space, slo) if args.disaggregated else None
@@ -233,11 +232,8 @@ def traffic_words(workload, args: argparse.Namespace, chosen: str | None = None)
 
 def seed_line(check, args: argparse.Namespace) -> str:
     """The ``--summary`` line of the seed check, or why there is none."""
-    if check is not None:
-        return f"across seeds: {check.words()}\n"
-    if args.workload:
-        return "across seeds: not checked (a workload file is one draw)\n"
-    return "" if args.check_seeds == 0 else "across seeds: not checked (no answer)\n"
+    words = seed_check_words(check, asked=args.check_seeds, one_draw="a workload file" if args.workload else None)
+    return "" if words is None else f"across seeds: {words}\n"
 
 
 def launch_text(asked: bool, launched: dict | None) -> str:

@@ -10,7 +10,15 @@ May import: simulator.base, simulator.sizing, simulator.clock, simulator.specula
 from simulator.search.deployments import Outcome, SearchCancelled, merge_results, search_deployments
 from simulator.search.disaggregated import split_counts, xpyd_alternatives
 from simulator.search.evaluate import default_max_model_len, prepare_candidate
-from simulator.search.seeds import DEFAULT_SEED_COUNT, MAX_SEEDS, SeedCheck, check_seeds, other_seeds
+from simulator.search.seeds import (
+    DEFAULT_SEED_COUNT,
+    MAX_SEEDS,
+    SeedCheck,
+    check_seeds,
+    other_seeds,
+    seed_check_words,
+    seed_count,
+)
 from simulator.search.space import (
     DURATION_BOUNDS_S,
     PRECISIONS,
@@ -27,4 +35,4 @@ from simulator.search.space import (
     space_defaults,
 )
 
-__all__ = ["DEFAULT_SEED_COUNT", "DURATION_BOUNDS_S", "default_duration", "requests_for_percentile", "MAX_SEEDS", "Outcome", "SeedCheck", "check_seeds", "other_seeds", "PRECISIONS", "SLO_METRIC_LABELS", "TRAFFIC_DEFAULTS", "SearchCancelled", "SearchError", "SearchSpace", "Slo", "SloTarget", "default_max_model_len", "format_seconds", "merge_results", "parse_slo_target", "prepare_candidate", "search_deployments", "space_defaults", "split_counts", "xpyd_alternatives"]
+__all__ = ["DEFAULT_SEED_COUNT", "DURATION_BOUNDS_S", "default_duration", "requests_for_percentile", "MAX_SEEDS", "Outcome", "SeedCheck", "check_seeds", "other_seeds", "seed_check_words", "seed_count", "PRECISIONS", "SLO_METRIC_LABELS", "TRAFFIC_DEFAULTS", "SearchCancelled", "SearchError", "SearchSpace", "Slo", "SloTarget", "default_max_model_len", "format_seconds", "merge_results", "parse_slo_target", "prepare_candidate", "search_deployments", "space_defaults", "split_counts", "xpyd_alternatives"]

@@ -60,8 +60,10 @@ class SeedCheck:
         if self.fewer_meets is not None:
             fewer, k = self.replicas - 1, sum(self.fewer_meets)
             reps = f"{fewer} replica{'s' if fewer > 1 else ''}"
-            out += (f"; {reps} miss on {n} of {n}" if k == 0 else
-                    f"; {reps} meet on {k} of {n}: the answer may be one replica more than the traffic needs")
+            one = fewer == 1  # "1 replica misses", "2 replicas miss"
+            out += (f"; {reps} {'misses' if one else 'miss'} on {n} of {n}" if k == 0 else
+                    f"; {reps} {'meets' if one else 'meet'} on {k} of {n}: the answer may be one replica more than "
+                    "the traffic needs")
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -69,6 +71,26 @@ class SeedCheck:
                 "values": {k: list(v) for k, v in self.values.items()}, "targets": dict(self.targets),
                 "fewer_meets": None if self.fewer_meets is None else list(self.fewer_meets),
                 "stable": self.stable, "words": self.words()}
+
+
+def seed_count(value: Any, field: str = "check_seeds") -> int:
+    """How many other seeds to check (every door's range check: the command line's ``--check-seeds``, the
+    planner's ``check_seeds``): a whole number from 0 (no check) to :data:`MAX_SEEDS`, else :class:`SearchError`
+    naming ``field``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEEDS:
+        raise SearchError(f"a whole number of seeds from 0 to {MAX_SEEDS} (0: not checked), got {value!r}", field=field)
+    return value
+
+
+def seed_check_words(check: SeedCheck | dict | None, *, asked: int, one_draw: str | None = None) -> str | None:
+    """The seed check in words, or why there is none: ``not checked (a workload file is one draw)`` (``one_draw``:
+    what the traffic is when nothing can be re-drawn), ``not checked (no answer)``; None when none was asked
+    (``asked`` 0)."""
+    if check is not None:
+        return check["words"] if isinstance(check, dict) else check.words()
+    if asked == 0:
+        return None
+    return f"not checked ({one_draw} is one draw)" if one_draw else "not checked (no answer)"
 
 
 def other_seeds(seed: int, count: int = DEFAULT_SEED_COUNT) -> tuple[int, ...]:
@@ -119,4 +141,5 @@ def check_seeds(result: SearchResult, make_workload: Callable[[int], Workload], 
                      {tg.label: tg.max_s for tg in slo.targets}, tuple(fewer) if best.replicas > 1 else None)
 
 
-__all__ = ["DEFAULT_SEED_COUNT", "MAX_SEEDS", "SeedCheck", "check_seeds", "other_seeds"]
+__all__ = ["DEFAULT_SEED_COUNT", "MAX_SEEDS", "SeedCheck", "check_seeds", "other_seeds", "seed_check_words",
+           "seed_count"]

@@ -24,7 +24,7 @@ from simulator.base.errors import FieldError
 from simulator.clock import sampling_coefficients
 from simulator.clock.cost_model import SAMPLER_PATHS
 from simulator.cluster import ClusterError, parse_routing
-from simulator.speculative import SpeculativeConfig, SpeculativeError
+from simulator.speculative import MAX_SPECULATIVE_TOKENS, SpeculativeConfig, SpeculativeError
 
 #: Weight precision -> the ModelSpec ``quantization`` it deploys as.
 PRECISIONS: dict[str, str | None] = {"bf16": None, "fp8": "fp8", "int4": "int4"}
@@ -96,8 +96,12 @@ class SpecOption:
         if method not in SEARCH_SPEC_METHODS:
             raise SearchError(f"must be one of {', '.join(SEARCH_SPEC_METHODS)} (a draft model needs "
                               f"its own checkpoint: size it on the sizing page), got {method!r}", field=f"{field}.method")
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise SearchError(f"must be a whole number from 1, got {k!r}", field=f"{field}.num_speculative_tokens")
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_SPECULATIVE_TOKENS:
+            raise SearchError(f"must be a whole number from 1 to {MAX_SPECULATIVE_TOKENS}, got {k!r}",
+                              field=f"{field}.num_speculative_tokens")
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha <= 1:
+            raise SearchError(f"must be a number in (0, 1] (the chance a draft is accepted when the drafts before "
+                              f"it were), got {alpha!r}", field=f"{field}.acceptance_rate")
         try:
             SpeculativeConfig(method=method, num_speculative_tokens=k, acceptance_rate=alpha)
         except SpeculativeError as exc:

@@ -17,7 +17,7 @@
     shownMax = Math.max(shownMax, p.candidates_shown);
     view.show(s);
     view.set("shown", String(shownMax));
-    view.set("phase", p.phase === "xpyd" ? "· comparing prefill/decode splits" : "");
+    view.set("phase", {xpyd: "· comparing prefill/decode splits", seeds: "· checking the answer on more traffic seeds"}[p.phase] || "");
     view.set("elapsed", String(Math.round(p.elapsed_s || 0)));
     return true;
   });

@@ -36,7 +36,7 @@ def test_search_runs_end_to_end_on_a_real_worker(worker_factory, sender_on_redis
     worker = worker_factory(concurrency=2)
     owner = get_user_model().objects.create_user("searcher", password="pw-123456789")
     search = services.search_create(owner=owner, definition=DEFINITION)
-    assert search.num_chunks == 3 and search.total_candidates == 6
+    assert search.num_chunks == 4 and search.total_candidates == 6  # one chunk per GPU type, then the seed check
 
     def finished():
         search.refresh_from_db()
@@ -50,6 +50,8 @@ def test_search_runs_end_to_end_on_a_real_worker(worker_factory, sender_on_redis
     assert search.result["best"]["index"] == here["best"]["index"]
     assert search.result["best"]["replicas"] == here["best"]["replicas"]
     assert search.result["message"] == here["message"]
+    assert search.result["seed_check"]["seeds"] == [1, 2, 3]  # the last stage ran on the worker (sent after commit)
+    assert search.result["seed_check"]["replicas"] == here["best"]["replicas"]
 
 
 def test_a_search_with_disaggregated_runs_its_xpyd_stage_on_the_worker(worker_factory, sender_on_redis):
@@ -76,3 +78,4 @@ def test_a_search_with_disaggregated_runs_its_xpyd_stage_on_the_worker(worker_fa
     alt = search.result["disaggregated"]
     assert alt["aggregated"]["replicas"] == search.result["best"]["replicas"] >= 2
     assert alt["splits"] and alt["verdict"]["winner"] in ("aggregated", "disaggregated")
+    assert len(search.result["seed_check"]["meets"]) == 3  # the same stage checks the answer's seeds

@@ -44,7 +44,7 @@ def test_search_runs_in_chunks_and_publishes_an_immutable_report(client):
     assert r.status_code == 202, r.content
     out = r.json()
     assert out["status"] == "queued" and out["progress"]["candidates_total"] == 6
-    assert len(out["progress"]["chunks"]) == 3  # one chunk per GPU type
+    assert len(out["progress"]["chunks"]) == 4  # one chunk per GPU type, then the seed check (check_seeds 3)
     s = _run_all(out["id"])
     detail = client.get(f"/api/searches/{s.pk}/").json()
     assert detail["status"] == "done" and detail["progress"]["fraction"] == 1.0

@@ -52,6 +52,9 @@ def test_the_command_line_the_api_and_the_page_search_the_same_space_by_default(
     expected = space_defaults()
     assert space_of(build_space(page)) == space_of(build_space(api)) == cli == expected
     assert expected["precisions"] == ("bf16", "fp8")
+    # speculative decoding and the seed check, left out: none tried, the answer checked on 3 more seeds
+    assert build_space(page).speculative == build_space(api).speculative == (None,) and args.speculative == "none"
+    assert page["check_seeds"] == api["check_seeds"] == args.check_seeds == 3
     # the traffic: the page's default workload is the command line's
     # the traffic's length, left out: the requests the SLO's p90 asks for (simulator.search.default_duration)
     from simulator.cli.search import _duration

@@ -13,7 +13,15 @@ import pytest
 
 from simulator.cli.commands import main
 from simulator.cluster.replicas import simulate_cluster
-from simulator.search import SearchError, SeedCheck, check_seeds, other_seeds, search_deployments
+from simulator.search import (
+    SearchError,
+    SeedCheck,
+    check_seeds,
+    other_seeds,
+    search_deployments,
+    seed_check_words,
+    seed_count,
+)
 from simulator.search.evaluate import default_max_model_len, judge, prepare_candidate
 from simulator.search.space import Slo, SloTarget
 from tests.simulator.test_search import LLAMA_8B, SMALL, _workload
@@ -49,7 +57,7 @@ def test_a_flipping_verdict_is_called_marginal_and_a_meeting_fewer_is_said():
                      {"ITL p90": 0.05}, (False, True, False))
     assert not flip.stable
     assert flip.words() == ("on 3 more traffic seeds (1, 2, 3): meets on 2 of 3 (ITL p90 9.7-55.6 ms against 50 ms): "
-                            "marginal, consider one replica more; 1 replica meet on 1 of 3: the answer may be one "
+                            "marginal, consider one replica more; 1 replica meets on 1 of 3: the answer may be one "
                             "replica more than the traffic needs")
     steady = SeedCheck((4,), 3, (True,), {"TTFT p90": (0.2,)}, {"TTFT p90": 0.5}, (False,))
     assert steady.stable
@@ -73,7 +81,8 @@ def test_the_cli_checks_three_seeds_by_default_and_says_how_much_traffic(capsys)
     text = capsys.readouterr().out
     assert "across seeds" not in text and "traffic: 20 requests arriving over" in text
     assert main(BASE + ["--slo", "ttft:p90:0.5", "--check-seeds", "11"]) == 2
-    assert capsys.readouterr().err.startswith("error: --check-seeds: from 0 to 10, got 11")
+    assert capsys.readouterr().err.startswith("error: --check-seeds: a whole number of seeds from 0 to 10 (0: not checked), "
+                                              "got 11")
 
 
 def test_a_workload_file_is_one_draw(capsys, tmp_path):
@@ -85,3 +94,31 @@ def test_a_workload_file_is_one_draw(capsys, tmp_path):
     text = capsys.readouterr().out
     assert "across seeds: not checked (a workload file is one draw)" in text
     assert "traffic: 12 requests arriving over 2.8 s (file wl.csv, 4 requests/s)" in text
+
+
+@pytest.mark.parametrize("value", [0, 3, 10])
+def test_the_seed_count_takes_0_to_10(value):
+    assert seed_count(value) == value
+
+
+@pytest.mark.parametrize("value", [-1, 11, True, "3", 2.0, None])
+def test_the_seed_count_refuses_the_rest_naming_the_field(value):
+    """One range check for the command line (``--check-seeds``) and the planner (``check_seeds``)."""
+    with pytest.raises(SearchError) as exc:
+        seed_count(value, "--check-seeds")
+    assert str(exc.value) == f"--check-seeds: a whole number of seeds from 0 to 10 (0: not checked), got {value!r}"
+    with pytest.raises(SearchError, match=r"^check_seeds: "):
+        seed_count(value)
+
+
+def test_the_cli_refuses_a_negative_seed_count_before_searching(capsys):
+    assert main(BASE + ["--slo", "ttft:p90:0.5", "--check-seeds", "-1"]) == 2
+    assert capsys.readouterr().err.startswith("error: --check-seeds: a whole number of seeds from 0 to 10")
+
+
+def test_words_say_why_there_is_no_check():
+    check = SeedCheck((4,), 1, (True,), {"TTFT p90": (0.2,)}, {"TTFT p90": 0.5}, None)
+    assert seed_check_words(check, asked=1) == check.words() == seed_check_words(check.to_dict(), asked=1)
+    assert seed_check_words(None, asked=3, one_draw="a trace") == "not checked (a trace is one draw)"
+    assert seed_check_words(None, asked=3) == "not checked (no answer)"
+    assert seed_check_words(None, asked=0, one_draw="a trace") is None

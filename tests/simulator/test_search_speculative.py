@@ -45,9 +45,10 @@ def test_the_default_space_is_as_before_and_a_setting_multiplies_the_shapes():
     ("eagle:3", "space.speculative[0]: 'eagle:3' must look like METHOD:K:ACCEPTANCE"),
     ("eagle:x:0.7", "K must be a whole number"),
     ("draft_model:3:0.7", "space.speculative[0].method: must be one of eagle, eagle3, mtp, ngram (a draft model"),
-    ("eagle:0:0.7", "space.speculative[0].num_speculative_tokens: must be a whole number from 1, got 0"),
-    ("eagle:17:0.7", "space.speculative[0].num_speculative_tokens: must be a whole number from 0 to 16"),
-    ("eagle:3:1.5", "space.speculative[0].acceptance_rate: must be a number in [0, 1], got 1.5"),
+    ("eagle:0:0.7", "space.speculative[0].num_speculative_tokens: must be a whole number from 1 to 16, got 0"),
+    ("eagle:17:0.7", "space.speculative[0].num_speculative_tokens: must be a whole number from 1 to 16, got 17"),
+    ("eagle:3:1.5", "space.speculative[0].acceptance_rate: must be a number in (0, 1]"),
+    ("eagle:3:0", "space.speculative[0].acceptance_rate: must be a number in (0, 1]"),
     ({"method": "eagle", "num_speculative_tokens": 3, "acceptance": 0.7}, "unknown field(s) acceptance"),
 ])
 def test_bad_settings_name_the_entry_and_the_rule(value, message):
@@ -116,4 +117,4 @@ def test_the_cli_tries_the_settings_and_launches_the_drafter(capsys):
     else:
         assert "--speculative-config" not in out["launch"]["vllm_serve"]
     assert main(BASE + ["--slo", "tpot:p90:0.02", "--speculative", "eagle:3:2"]) == 2
-    assert capsys.readouterr().err.startswith("error: space.speculative[0].acceptance_rate: must be a number in [0, 1]")
+    assert capsys.readouterr().err.startswith("error: space.speculative[0].acceptance_rate: must be a number in (0, 1]")

@@ -23,6 +23,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from planner.search import exports, selectors, services
 from planner.search.models import Search
+from planner.search.seeds import seed_words
 from planner.sweeps.definition import DefinitionError
 
 
@@ -68,6 +69,9 @@ class Command(BaseCommand):
         if search.status != Search.Status.DONE:
             raise CommandError(f"search {search.pk} {search.status}: {search.error or 'no answer'}")
         self.stdout.write(search.result["message"])
+        seeds = seed_words(search.result, search.snapshot)
+        if seeds:  # as the command line's --summary says it
+            self.stdout.write(f"across seeds: {seeds}")
         if "disaggregated" in search.result:
             from simulator.cli.search import disaggregated_text
 
