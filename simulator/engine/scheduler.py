@@ -261,12 +261,25 @@ class Scheduler:
         if self.max_model_len_binds:
             np.minimum(n0, self.max_model_len - c - 1, out=n0)
         np.maximum(n0, 0, out=n0)
-        cs = _acc(n0)
+        s = self.draft_slots
+        # each request scheduled takes its tokens (+ s input slots, rule R6) of the budget, in order
+        cs = _acc(n0 + s * (n0 > 0)) if s else _acc(n0)
         if cs.item(-1) > budget:
             k = int(cs.searchsorted(budget, "right"))
-            n0[k] = budget - (cs.item(k - 1) if k else 0)
+            n0[k] = max(budget - (cs.item(k - 1) if k else 0) - s, 0)
             n0[k + 1:] = 0
         return n0
+
+    def _input_cap(self, budget: int, ids_l: list | None, more: int = 0) -> int:
+        """The most tokens the next request may get: the token budget left, less the draft model's
+        input slots (vLLM's ``min(token_budget, input_budget - draft_slots)``, rule R6; both budgets
+        start at ``max_num_batched_tokens`` and each request scheduled takes its tokens plus
+        ``draft_slots`` of the input budget). ``more``: requests scheduled beside ``ids_l``."""
+        s = self.draft_slots
+        if not s:
+            return budget
+        done = more + (sum(ids.size for ids in ids_l) if ids_l is not None else 0)
+        return budget - s * (done + 1)
 
     def _schedule_running(self, budget: int, thr: int, ids_l: list, n_l: list) -> tuple[int, int]:
         """The running queue in running order: tokens and blocks; preemptions where blocks run out.
@@ -326,6 +339,9 @@ class Scheduler:
         mml = self.max_model_len
         npre = 0
         while i < self.num_running and budget > 0:
+            cap = self._input_cap(budget, ids_l)
+            if cap <= 0:  # (the input budget is spent: rule R6)
+                break
             q = int(self.run[i])
             cq = int(comp[q])
             pq = int(ph[q])
@@ -337,7 +353,7 @@ class Scheduler:
                 n += int(self.spec[q])
             if 0 < thr < n:
                 n = thr
-            n = min(n, budget, mml - cq - 1)
+            n = min(n, cap, mml - cq - 1)
             if n <= 0:
                 i += 1
                 continue
@@ -407,6 +423,9 @@ class Scheduler:
         admitted: list[int] = []
         ns: list[int] = []
         while budget > 0 and waiting and self.num_running < max_seqs:
+            cap = self._input_cap(budget, ids_l, len(admitted))
+            if cap <= 0:  # (the input budget is spent: rule R6)
+                break
             q = waiting[0]
             kept = self._loads_done(q)  # blocks it keeps as its prefix hits (its loads are done)
             if kept < 0:
@@ -425,15 +444,14 @@ class Scheduler:
             n = num_tokens - nh * B
             if 0 < thr < n:
                 n = thr
-            if not chunked and n > budget:
+            if not chunked and n > cap:
                 if self._drop_if_never_schedulable(q, kept, budget):
                     continue
                 break
-            n = self._pad_admission(q, n, nh, kept, budget, ids_l)
+            n = self._pad_admission(q, n, nh, kept, cap, ids_l)
             if n < 0:
                 break
-            if n > budget:
-                n = budget
+            n = min(n, cap)
             new = self._admission_blocks(nh, hit, kept, nh * B + n, capped)
             if new < 0:
                 if kept:

@@ -10,7 +10,9 @@ What vLLM does (``vllm/v1/core/sched/scheduler.py``, ``kv_cache_manager.py``; ``
   num_computed_tokens`` as any request; its drafts are cleared once it is scheduled;
 * ``allocate_slots`` holds ``num_lookahead_tokens`` more slots than the tokens scheduled for a
   running request: ``k`` for EAGLE, EAGLE-3, MTP and a draft model (their proposer writes the
-  drafts' KV), 0 for n-gram lookup; none at admission (``num_computed_tokens == 0``);
+  drafts' KV), 0 for n-gram lookup, from admission on (rule R2);
+* the draft model takes one more input slot per scheduled request (``max_num_new_slots_for_drafting``,
+  rule R6): each request is capped at the input budget left less that slot;
 * only verified tokens are published to the prefix cache (capped at ``num_tokens``);
 * ``update_from_output``: of ``d`` drafts scored, ``a`` are accepted and ``a + 1`` tokens come out
   (the bonus or correction token), trimmed at the request's stop; ``num_computed_tokens`` goes
@@ -49,6 +51,9 @@ from simulator.base import unknown_message
 #: vLLM's speculative methods; those whose proposer writes KV for the drafts hold lookahead slots.
 METHODS = ("eagle", "eagle3", "mtp", "draft_model", "ngram")
 LOOKAHEAD_METHODS = ("eagle", "eagle3", "mtp", "draft_model")
+#: Methods whose drafter keeps one more input slot per scheduled request (vLLM's
+#: ``SpeculativeConfig.max_num_new_slots_for_drafting``: 1 for the draft model, rule R6).
+DRAFT_SLOT_METHODS = ("draft_model",)
 #: Most draft tokens per step accepted as input (vLLM suggests 1 to 5; beyond 16 nothing is gained).
 MAX_SPECULATIVE_TOKENS = 16
 _FIELDS = ("method", "num_speculative_tokens", "acceptance_rate", "position_acceptance_rates",
@@ -94,6 +99,12 @@ class Drafting:
     def num_lookahead_tokens(self) -> int:
         """vLLM's ``num_lookahead_tokens``: KV slots held beyond the tokens scheduled."""
         return self.num_speculative_tokens if self.method in LOOKAHEAD_METHODS else 0
+
+    @property
+    def num_draft_slots(self) -> int:
+        """vLLM's ``max_num_new_slots_for_drafting``: input slots a scheduled request takes beyond its
+        tokens (rule R6: 1 for the draft model, 0 otherwise)."""
+        return 1 if self.enabled and self.method in DRAFT_SLOT_METHODS else 0
 
 
 @dataclass(frozen=True)
@@ -239,6 +250,7 @@ class SpecDecoding:
         sc = self.cfg.speculative
         self.spec_k = sc.num_speculative_tokens if sc is not None else 0
         self.lookahead = sc.num_lookahead_tokens if self.spec_k else 0
+        self.draft_slots = sc.num_draft_slots if self.spec_k else 0  # rule R6 (the input budget)
         if not self.spec_k:
             return
         self.spec = np.zeros(self.wl.n, np.int64)  # draft tokens each request holds

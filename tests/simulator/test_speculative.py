@@ -8,6 +8,7 @@ What is checked, against vLLM v1's rules (``vllm/v1/core/sched/scheduler.py``, `
   and depend only on the seed;
 * the lookahead slots: a decoding request holds ``comp + 1 + k + lookahead`` slots (``k`` for EAGLE,
   0 for n-gram), ``tokens + lookahead`` from admission on; the unservable minimum and preemptions move with ``k``;
+* the draft model's input slot: each scheduled request takes one budget token more (rule R6);
 * throughput with a roofline clock rises, then falls with ``k`` (the expectation is stated in the test).
 """
 
@@ -124,6 +125,19 @@ def test_lookahead_slots(method, lookahead):
     eng.advance(until=2)
     assert int(eng.comp[0]) == 30 + 1  # three drafts rejected: computed back to the verified token
     assert int(eng.held[0]) == -(-(34 + lookahead) // 16)  # rejected slots stay held
+
+
+@pytest.mark.parametrize("method, slot", [("draft_model", 1), ("eagle", 0), ("ngram", 0)])
+def test_draft_model_input_slot(method, slot):
+    """vLLM's input budget (rule R6): with a 64-token budget and three 30-token prompts at once, the
+    draft model charges each scheduled request one slot more: request 0 gets 30 (31 slots), request 1
+    ``64 - 31 - 1 = 32`` tokens (the others 34)."""
+    wl = Workload(prompt_len=np.array([30, 40, 30]), output_len=np.array([4, 4, 4]), arrival=np.zeros(3))
+    cfg = EngineConfig(block_size=16, max_num_batched_tokens=64, speculative=spec(3, method))
+    eng = FastEngine(wl, cfg)
+    eng.start()
+    eng.advance(until=1)
+    assert eng.comp[:3].tolist() == [30, 34 - 2 * slot, 0]
 
 
 def test_unservable_minimum_moves_with_k():
