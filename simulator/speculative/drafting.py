@@ -306,13 +306,20 @@ class SpecDecoding:
     def _receive_verified(self, a: np.ndarray, d: np.ndarray | None = None,
                           keep: np.ndarray | None = None) -> np.ndarray:
         """``_update_request_with_output``: each sampled request appends its accepted drafts and one more
-        token, trimmed at its stop (its output length, or ``max_model_len``). Returns the tokens each
-        appended (``d``, ``keep``: :meth:`_spec_accept`)."""
+        token, trimmed at its stop (its output length, or ``max_model_len``); the tokens the stop cut
+        come off ``comp`` too (rule R5: ``num_computed_tokens -= len(new_token_ids) - num_new``, so the
+        block the last token completes is not cached), except for a stale output. Returns the tokens
+        each appended (``d``, ``keep``: :meth:`_spec_accept`)."""
         old = self.tok[a]
-        new = old + self._spec_accept(a, d, keep)
-        np.minimum(new, self.final_len[a], out=new)
+        gained = old + self._spec_accept(a, d, keep)
+        new = np.minimum(gained, self.final_len[a])
         if self.max_model_len_binds:
             np.minimum(new, self.max_model_len, out=new)
+        cut = gained - new
+        if keep is not None:
+            cut[~keep] = 0
+        if cut.any():
+            self.comp[a] -= cut
         self.tok[a] = new
         return new - old
 
