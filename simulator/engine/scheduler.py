@@ -681,6 +681,8 @@ class Scheduler:
             if cc.size and self.caching:
                 self._publish(cc, self.comp[cc] - self.inflight[cc])
         if self.spec_k and not self.async_mode:
+            if self.caching:  # verified full blocks are cached at once (rule R1; comp trimmed by R5)
+                self._publish(a, self.comp[a])
             self._spec_propose(a, stopped)
         if _cnz(stopped):
             self._finish(a[stopped], step, t_end)
