@@ -106,7 +106,10 @@ class Scheduler:
     """vLLM v1's schedule / admit / preempt / finish rules over the engine's request arrays."""
 
     def _publish(self, ids: np.ndarray, upto: np.ndarray) -> None:
-        """Publish each request's full blocks below ``upto`` tokens (``cache_blocks``), in order."""
+        """Publish each request's full blocks below ``upto`` tokens (``cache_blocks``), in order; a block
+        whose hash covers tokens not yet known is not (rule R4: ``upto <= tok - hash_lookahead``)."""
+        if self.hash_lookahead:
+            upto = np.minimum(upto, self.tok[ids] - self.hash_lookahead)
         full = upto // self.B
         nc = self.ncached[ids]
         g = (full > nc).nonzero()[0]
@@ -128,6 +131,8 @@ class Scheduler:
         self.ncached[ids] = full
 
     def _publish_one(self, q: int, upto: int) -> None:
+        if self.hash_lookahead:
+            upto = min(upto, int(self.tok[q]) - self.hash_lookahead)
         full = upto // self.B
         nc = int(self.ncached[q])
         if full <= nc:
@@ -614,7 +619,7 @@ class Scheduler:
         if self.spec_k:
             self.dummy[q] = n > num_tokens - h  # admission's padded drafts (rule R7)
         if self.caching:
-            full = (h + n if h + n < num_tokens else num_tokens) // B
+            full = min(h + n, num_tokens - self.hash_lookahead) // B
             if full > nh:
                 if self.own_keys and not pre_q:
                     # its own keys, never published (see _publish_one); the blocks just allocated

@@ -51,6 +51,8 @@ from simulator.base import unknown_message
 #: vLLM's speculative methods; those whose proposer writes KV for the drafts hold lookahead slots.
 METHODS = ("eagle", "eagle3", "mtp", "draft_model", "ngram")
 LOOKAHEAD_METHODS = ("eagle", "eagle3", "mtp", "draft_model")
+#: Methods whose prefix-cache block hashes cover the next token too (vLLM's ``use_eagle()``: rule R4).
+HASH_LOOKAHEAD_METHODS = ("eagle", "eagle3", "mtp")
 #: Methods whose drafter keeps one more input slot per scheduled request (vLLM's
 #: ``SpeculativeConfig.max_num_new_slots_for_drafting``: 1 for the draft model, rule R6).
 DRAFT_SLOT_METHODS = ("draft_model",)
@@ -99,6 +101,12 @@ class Drafting:
     def num_lookahead_tokens(self) -> int:
         """vLLM's ``num_lookahead_tokens``: KV slots held beyond the tokens scheduled."""
         return self.num_speculative_tokens if self.method in LOOKAHEAD_METHODS else 0
+
+    @property
+    def num_hash_lookahead_tokens(self) -> int:
+        """vLLM's ``num_hash_lookahead_tokens`` with prefix caching (rule R4): tokens after a block that
+        its hash also covers; 1 for EAGLE, EAGLE-3 and MTP, 0 for the draft model and n-gram."""
+        return 1 if self.enabled and self.method in HASH_LOOKAHEAD_METHODS else 0
 
     @property
     def num_draft_slots(self) -> int:

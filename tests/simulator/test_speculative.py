@@ -9,6 +9,7 @@ What is checked, against vLLM v1's rules (``vllm/v1/core/sched/scheduler.py``, `
 * the lookahead slots: a decoding request holds ``comp + 1 + k + lookahead`` slots (``k`` for EAGLE,
   0 for n-gram), ``tokens + lookahead`` from admission on; the unservable minimum and preemptions move with ``k``;
 * the draft model's input slot: each scheduled request takes one budget token more (rule R6);
+* EAGLE-style hashes cover the next token, so a shared prefix's last block is not hit (rule R4);
 * throughput with a roofline clock rises, then falls with ``k`` (the expectation is stated in the test).
 """
 
@@ -138,6 +139,17 @@ def test_draft_model_input_slot(method, slot):
     eng.start()
     eng.advance(until=1)
     assert eng.comp[:3].tolist() == [30, 34 - 2 * slot, 0]
+
+
+@pytest.mark.parametrize("method, hit", [("eagle", 16), ("mtp", 16), ("ngram", 32), ("draft_model", 32)])
+def test_hash_lookahead(method, hit):
+    """EAGLE-style block hashes cover the next token too (rule R4): of a 32-token shared prefix
+    followed by a tail of its own, the second block's hash covers the tail's first token, so a later
+    request hits 16 tokens with EAGLE and MTP, 32 with n-gram and the draft model."""
+    wl = Workload(prompt_len=np.array([40, 40]), output_len=np.array([4, 4]), arrival=np.array([0.0, 5.0]),
+                  prefix_id=np.array([0, 0]), prefix_len=np.array([32]))
+    r = simulate(wl, [EngineConfig(block_size=16, enable_prefix_caching=True, speculative=spec(3, method))])[0]
+    assert [q["prefix_hit_tokens"] for q in r.to_dict()["requests"]] == [0, hit]
 
 
 def test_unservable_minimum_moves_with_k():
