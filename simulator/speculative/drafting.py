@@ -23,7 +23,7 @@ What vLLM does (``vllm/v1/core/sched/scheduler.py``, ``kv_cache_manager.py``; ``
   request that samples with ``d`` drafts, its output placeholders grow by ``1 + d`` and it holds
   ``k`` draft placeholders for the next step (the worker fills them; ``update_draft_token_ids`` is
   not called), so the next step schedules ``1 + k`` before this one's output is known; running
-  requests left out of a step drop theirs; the output takes the rejected drafts off both
+  requests left out of a step keep theirs (rule R3); the output takes the rejected drafts off both
   ``num_computed_tokens`` and the placeholders (where above 0, not for a stale output), then the
   appended tokens off the placeholders.
 
@@ -335,12 +335,12 @@ class SpecDecoding:
         """vLLM's ``AsyncScheduler._update_after_schedule`` with drafts: a scheduled request that samples
         (not a prompt chunk) gets ``1 + d`` output placeholders for its ``d`` drafts scheduled and ``k``
         draft placeholders for its next step (the worker fills them: no ``update_draft_token_ids``);
-        running requests left out of this step drop theirs. Records ``d`` for :meth:`process`."""
+        running requests left out of this step keep theirs (rule R3: only those scheduled were cleared,
+        in :meth:`Scheduler._after_schedule`). Records ``d`` for :meth:`process`."""
         ph, s = self.placeholders, e[sampled]
         d = np.zeros(e.size, np.int64)
         d[sampled] = self.comp[s] - self.tok[s] - ph[s]  # (0 for a prompt's last chunk)
         ph[s] += 1 + d[sampled]
-        self.spec[self.run[:self.num_running]] = 0
         self.spec[s] = self.spec_k
         self._spec_inflight.append(d)
 
