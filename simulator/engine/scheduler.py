@@ -293,6 +293,8 @@ class Scheduler:
         as sequential pops would), then request by request (:meth:`_schedule_one_by_one`).
         Returns the budget left and the number of preemptions.
         """
+        if self.prefill_lookahead > 1:  # (rule R8 cuts chunks one by one: the budget left moves on)
+            return self._schedule_one_by_one(0, budget, thr, ids_l, n_l)
         B, pool, held = self.B, self.pool, self.held
         R = self.num_running
         run = self.run[:R].copy()
@@ -359,6 +361,8 @@ class Scheduler:
             if 0 < thr < n:
                 n = thr
             n = min(n, cap, mml - cq - 1)
+            if self.prefill_lookahead > 1:
+                n = self._reserve_prefill_lookahead(q, cq, n)
             if n <= 0:
                 i += 1
                 continue
@@ -453,10 +457,9 @@ class Scheduler:
                 if self._drop_if_never_schedulable(q, kept, budget):
                     continue
                 break
-            n = self._pad_admission(q, n, nh, kept, cap, ids_l)
+            n = self._admission_tokens(q, n, nh, kept, cap, ids_l)
             if n < 0:
                 break
-            n = min(n, cap)
             new = self._admission_blocks(nh, hit, kept, nh * B + n, capped)
             if new < 0:
                 if kept:
@@ -472,6 +475,31 @@ class Scheduler:
             ids_l.append(np.array(admitted, np.int64))
             n_l.append(np.array(ns, np.int64))
         return budget, admitted, ns
+
+    def _admission_tokens(self, q: int, n: int, nh: int, kept: int, cap: int, ids_l) -> int:
+        """Tokens admission gives waiting request ``q`` (``n`` to compute past ``nh`` hit blocks): R7's
+        padding, the cap, R8's chunk end; -1 when admission stops here."""
+        n = self._pad_admission(q, n, nh, kept, cap, ids_l)
+        if n < 0:
+            return -1
+        n = min(n, cap)
+        if self.prefill_lookahead > 1:
+            n = self._reserve_prefill_lookahead(q, nh * self.B, n)
+            if n == 0:
+                if kept:
+                    self._free(q, keep_keys=True)
+                return -1
+        return n
+
+    def _reserve_prefill_lookahead(self, q: int, computed: int, n: int) -> int:
+        """vLLM's ``Scheduler._reserve_prefill_lookahead`` (multi-module MTP, rule R8): a chunk of ``n``
+        tokens at ``computed`` that would end ``0 < r < L`` tokens before request ``q``'s known tokens
+        end is shortened by ``L - r`` (to 0 at least), ``L`` the prefill lookahead (``k``)."""
+        L = self.prefill_lookahead
+        r = int(self.tok[q]) - computed - n
+        if 0 < r < L:
+            return max(n - (L - r), 0)
+        return n
 
     def _pad_admission(self, q: int, n: int, nh: int, kept: int, budget: int, ids_l) -> int:
         """vLLM's ``pad_spec_decode`` (rule R7): a 1-token admission gets ``k`` dummy drafts (``1 + k``

@@ -59,7 +59,7 @@ DRAFT_SLOT_METHODS = ("draft_model",)
 #: Most draft tokens per step accepted as input (vLLM suggests 1 to 5; beyond 16 nothing is gained).
 MAX_SPECULATIVE_TOKENS = 16
 _FIELDS = ("method", "num_speculative_tokens", "acceptance_rate", "position_acceptance_rates",
-           "acceptance_length_probs", "seed", "draft_cost_model")
+           "acceptance_length_probs", "seed", "draft_cost_model", "num_mtp_modules")
 
 
 class SpeculativeError(ValueError):
@@ -102,11 +102,24 @@ class Drafting:
         """vLLM's ``num_lookahead_tokens``: KV slots held beyond the tokens scheduled."""
         return self.num_speculative_tokens if self.method in LOOKAHEAD_METHODS else 0
 
+    #: MTP modules of the checkpoint (``num_nextn_predict_layers``; 1 for DeepSeek-V3)
+    num_mtp_modules: int = 1
+
+    @property
+    def num_prefill_lookahead_tokens(self) -> int:
+        """vLLM's ``num_prefill_lookahead_tokens``: 1 for EAGLE, EAGLE-3 and MTP, ``k`` for multi-module
+        MTP (more than one module and ``k > 1``: ``use_multi_module_mtp``, rule R8), 0 otherwise."""
+        if not self.enabled or self.method not in HASH_LOOKAHEAD_METHODS:
+            return 0
+        k = self.num_speculative_tokens
+        return k if self.method == "mtp" and self.num_mtp_modules > 1 and k > 1 else 1
+
     @property
     def num_hash_lookahead_tokens(self) -> int:
         """vLLM's ``num_hash_lookahead_tokens`` with prefix caching (rule R4): tokens after a block that
-        its hash also covers; 1 for EAGLE, EAGLE-3 and MTP, 0 for the draft model and n-gram."""
-        return 1 if self.enabled and self.method in HASH_LOOKAHEAD_METHODS else 0
+        its hash also covers, the prefill lookahead (1 for EAGLE, EAGLE-3 and MTP, ``k`` for multi-module
+        MTP, 0 for the draft model and n-gram)."""
+        return self.num_prefill_lookahead_tokens
 
     @property
     def num_draft_slots(self) -> int:
@@ -140,6 +153,10 @@ class SpeculativeConfig(Drafting):
         :meth:`from_dict`). Each step charges one
         drafter pass over the step's tokens and ``k - 1`` passes of one token per drafting request.
         None: the drafts cost no time (n-gram lookup runs on the CPU).
+    num_mtp_modules : int
+        MTP only: the checkpoint's MTP modules (``num_nextn_predict_layers``, 1 to 16; 1 for
+        DeepSeek-V3). With more than one and ``k > 1`` vLLM keeps prefill chunks ``k`` tokens away
+        from the prompt's end and hashes blocks with the ``k`` tokens after them (rule R8).
     """
 
     method: str = "eagle"
@@ -149,6 +166,7 @@ class SpeculativeConfig(Drafting):
     acceptance_length_probs: tuple[float, ...] | None = None
     seed: int = 0
     draft_cost_model: Any = None
+    num_mtp_modules: int = 1
 
     def __post_init__(self) -> None:
         p = "speculative."
@@ -158,6 +176,12 @@ class SpeculativeConfig(Drafting):
         s = self.seed
         if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < 2**63:
             raise SpeculativeError(f"{p}seed: must be a whole number >= 0, got {s!r}")
+        m = self.num_mtp_modules
+        if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= MAX_SPECULATIVE_TOKENS:
+            raise SpeculativeError(f"{p}num_mtp_modules: must be a whole number from 1 to "
+                                   f"{MAX_SPECULATIVE_TOKENS}, got {m!r}")
+        if m > 1 and self.method != "mtp":
+            raise SpeculativeError(f"{p}num_mtp_modules: only for method mtp, got method {self.method!r}")
         self._check_acceptance()
         if self.draft_cost_model is not None:
             if self.method == "ngram":
@@ -234,6 +258,8 @@ class SpeculativeConfig(Drafting):
                 d[n] = list(d[n])
         if self.draft_cost_model is not None:
             d["draft_cost_model"] = {"kind": "terms", **self.draft_cost_model.to_dict()}
+        if self.num_mtp_modules == 1:
+            del d["num_mtp_modules"]  # (the default: configurations without it read as before)
         return d
 
 
@@ -259,6 +285,8 @@ class SpecDecoding:
         self.spec_k = sc.num_speculative_tokens if sc is not None else 0
         self.lookahead = sc.num_lookahead_tokens if self.spec_k else 0
         self.draft_slots = sc.num_draft_slots if self.spec_k else 0  # rule R6 (the input budget)
+        # multi-module MTP keeps prefill chunks this far from the prompt's end (rule R8; 1: no effect)
+        self.prefill_lookahead = sc.num_prefill_lookahead_tokens if self.spec_k else 0
         if not self.spec_k:
             return
         self.spec = np.zeros(self.wl.n, np.int64)  # draft tokens each request holds

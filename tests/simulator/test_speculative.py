@@ -10,6 +10,7 @@ What is checked, against vLLM v1's rules (``vllm/v1/core/sched/scheduler.py``, `
   0 for n-gram), ``tokens + lookahead`` from admission on; the unservable minimum and preemptions move with ``k``;
 * the draft model's input slot: each scheduled request takes one budget token more (rule R6);
 * EAGLE-style hashes cover the next token, so a shared prefix's last block is not hit (rule R4);
+* multi-module MTP keeps prefill chunks ``k`` tokens from the prompt's end (rule R8);
 * throughput with a roofline clock rises, then falls with ``k`` (the expectation is stated in the test).
 """
 
@@ -150,6 +151,26 @@ def test_hash_lookahead(method, hit):
                   prefix_id=np.array([0, 0]), prefix_len=np.array([32]))
     r = simulate(wl, [EngineConfig(block_size=16, enable_prefix_caching=True, speculative=spec(3, method))])[0]
     assert [q["prefix_hit_tokens"] for q in r.to_dict()["requests"]] == [0, hit]
+
+
+@pytest.mark.parametrize("modules, second", [(1, 2), (3, 1)])
+def test_multi_module_mtp_chunk_end(modules, second):
+    """Multi-module MTP (rule R8): with a 12-token budget request 1 (4 tokens) would get a 2-token chunk
+    ending 2 < k = 3 tokens before its prompt's end; with three modules vLLM shortens it by 1."""
+    wl = Workload(prompt_len=np.array([10, 4]), output_len=np.array([4, 4]), arrival=np.zeros(2))
+    sp = {**spec(3, "mtp"), "num_mtp_modules": modules}
+    eng = FastEngine(wl, EngineConfig(block_size=16, max_num_batched_tokens=12, speculative=sp))
+    eng.start()
+    eng.advance(until=1)
+    assert eng.comp[:2].tolist() == [10, second]
+
+
+def test_num_mtp_modules_is_checked():
+    with pytest.raises(ConfigError, match="speculative.num_mtp_modules: only for method mtp"):
+        EngineConfig(speculative={**spec(3, "eagle"), "num_mtp_modules": 2})
+    with pytest.raises(ConfigError, match="speculative.num_mtp_modules: must be a whole number from 1 to 16"):
+        EngineConfig(speculative={**spec(3, "mtp"), "num_mtp_modules": 0})
+    assert "num_mtp_modules" not in EngineConfig(speculative=spec(3, "mtp")).to_dict()["speculative"]
 
 
 def test_unservable_minimum_moves_with_k():
