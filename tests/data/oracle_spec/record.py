@@ -312,7 +312,7 @@ def record(tool, workload: dict, case: dict, patches=()) -> dict:
 
 # --------------------------------------------------------------------------------------------------
 # Ablations (--ablate): which rule changes each case. Each switches one rule of vLLM 0.33 off, that is
-# makes vLLM do what the planner's engine does instead (docs/speculative_decoding.md, "vLLM 0.33's
+# makes vLLM do what the planner's engine did before it followed the rule (docs/speculative_decoding.md, "vLLM 0.33's
 # rules, step by step"); a rule "changes the outcome" of a case when vLLM without it schedules
 # differently (tokens per request per step, preemptions, KV blocks used, a request's first-token or
 # finish step, preemptions or prefix hits).
