@@ -107,7 +107,11 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
         """The block pool over the workload's key space, and the KV tiers attached to it."""
         cfg = self.cfg
         sc = cfg.speculative  # (draft and lookahead slots beyond a request's context)
-        ks = self.prep.keys(self.B, sc.num_speculative_tokens + sc.num_lookahead_tokens if sc is not None else 0)
+        # EAGLE-style hashes cover the next token(s) too (rule R4): fewer shared blocks, later publishing
+        self.hash_lookahead = (sc.num_hash_lookahead_tokens if sc is not None and self.caching
+                               and not self.radix else 0)
+        ks = self.prep.keys(self.B, sc.num_speculative_tokens + sc.num_lookahead_tokens if sc is not None else 0,
+                            self.hash_lookahead)
         self.koff = ks.koff
         self.keyarr = ks.keyarr
         self.btab = np.zeros(ks.slots, np.int64)

@@ -29,9 +29,12 @@ class KeySpace:
     None when no request shares a full block (key == slot). ``extra``: tokens a
     request may hold slots for beyond its context (speculative decoding's draft
     and lookahead slots, :mod:`simulator.speculative.drafting`).  # tokens
+    ``hash_lookahead``: tokens after a block that its hash covers too (vLLM's
+    ``num_hash_lookahead_tokens``, EAGLE-style drafters with prefix caching): a
+    block is shared only when they lie in the shared part as well.  # tokens
     """
 
-    def __init__(self, wl: Workload, B: int, extra: int = 0) -> None:
+    def __init__(self, wl: Workload, B: int, extra: int = 0, hash_lookahead: int = 0) -> None:
         n = wl.n
         ctx = wl.prompt_len + wl.output_len + extra
         nblk = (ctx + 2 + B - 1) // B + 1
@@ -42,7 +45,7 @@ class KeySpace:
         poff = self.slots + np.concatenate(([0], np.cumsum(pb)))
         self.num_keys = int(poff[-1])
         shared = wl.shared_len()
-        sb = shared // B
+        sb = np.maximum(shared - hash_lookahead, 0) // B
         self.keyarr = None
         if n and sb.max() > 0:
             keyarr = np.arange(self.slots, dtype=np.int64)
@@ -68,11 +71,13 @@ class WorkloadPrep:
         self.order = np.argsort(wl.arrival, kind="stable")
         self.arrival_sorted = wl.arrival[self.order]
         self.longest = int((wl.prompt_len + wl.output_len).max()) if wl.n else 0
-        self._keys: dict[int, KeySpace] = {}
+        self._keys: dict[tuple[int, int, int], KeySpace] = {}
 
-    def keys(self, B: int, extra: int = 0) -> KeySpace:
-        """The key space of block size ``B`` (``extra`` slots beyond each context: see :class:`KeySpace`)."""
-        ks = self._keys.get((B, extra))
+    def keys(self, B: int, extra: int = 0, hash_lookahead: int = 0) -> KeySpace:
+        """The key space of block size ``B`` (``extra`` slots beyond each context, ``hash_lookahead``
+        tokens in each hash beyond its block: see :class:`KeySpace`)."""
+        key = (B, extra, hash_lookahead)
+        ks = self._keys.get(key)
         if ks is None:
-            ks = self._keys[(B, extra)] = KeySpace(self.wl, B, extra)
+            ks = self._keys[key] = KeySpace(self.wl, B, extra, hash_lookahead)
         return ks

@@ -106,7 +106,10 @@ class Scheduler:
     """vLLM v1's schedule / admit / preempt / finish rules over the engine's request arrays."""
 
     def _publish(self, ids: np.ndarray, upto: np.ndarray) -> None:
-        """Publish each request's full blocks below ``upto`` tokens (``cache_blocks``), in order."""
+        """Publish each request's full blocks below ``upto`` tokens (``cache_blocks``), in order; a block
+        whose hash covers tokens not yet known is not (rule R4: ``upto <= tok - hash_lookahead``)."""
+        if self.hash_lookahead:
+            upto = np.minimum(upto, self.tok[ids] - self.hash_lookahead)
         full = upto // self.B
         nc = self.ncached[ids]
         g = (full > nc).nonzero()[0]
@@ -128,6 +131,8 @@ class Scheduler:
         self.ncached[ids] = full
 
     def _publish_one(self, q: int, upto: int) -> None:
+        if self.hash_lookahead:
+            upto = min(upto, int(self.tok[q]) - self.hash_lookahead)
         full = upto // self.B
         nc = int(self.ncached[q])
         if full <= nc:
@@ -261,12 +266,25 @@ class Scheduler:
         if self.max_model_len_binds:
             np.minimum(n0, self.max_model_len - c - 1, out=n0)
         np.maximum(n0, 0, out=n0)
-        cs = _acc(n0)
+        s = self.draft_slots
+        # each request scheduled takes its tokens (+ s input slots, rule R6) of the budget, in order
+        cs = _acc(n0 + s * (n0 > 0)) if s else _acc(n0)
         if cs.item(-1) > budget:
             k = int(cs.searchsorted(budget, "right"))
-            n0[k] = budget - (cs.item(k - 1) if k else 0)
+            n0[k] = max(budget - (cs.item(k - 1) if k else 0) - s, 0)
             n0[k + 1:] = 0
         return n0
+
+    def _input_cap(self, budget: int, ids_l: list | None, more: int = 0) -> int:
+        """The most tokens the next request may get: the token budget left, less the draft model's
+        input slots (vLLM's ``min(token_budget, input_budget - draft_slots)``, rule R6; both budgets
+        start at ``max_num_batched_tokens`` and each request scheduled takes its tokens plus
+        ``draft_slots`` of the input budget). ``more``: requests scheduled beside ``ids_l``."""
+        s = self.draft_slots
+        if not s:
+            return budget
+        done = more + (sum(ids.size for ids in ids_l) if ids_l is not None else 0)
+        return budget - s * (done + 1)
 
     def _schedule_running(self, budget: int, thr: int, ids_l: list, n_l: list) -> tuple[int, int]:
         """The running queue in running order: tokens and blocks; preemptions where blocks run out.
@@ -275,6 +293,8 @@ class Scheduler:
         as sequential pops would), then request by request (:meth:`_schedule_one_by_one`).
         Returns the budget left and the number of preemptions.
         """
+        if self.prefill_lookahead > 1:  # (rule R8 cuts chunks one by one: the budget left moves on)
+            return self._schedule_one_by_one(0, budget, thr, ids_l, n_l)
         B, pool, held = self.B, self.pool, self.held
         R = self.num_running
         run = self.run[:R].copy()
@@ -326,6 +346,9 @@ class Scheduler:
         mml = self.max_model_len
         npre = 0
         while i < self.num_running and budget > 0:
+            cap = self._input_cap(budget, ids_l)
+            if cap <= 0:  # (the input budget is spent: rule R6)
+                break
             q = int(self.run[i])
             cq = int(comp[q])
             pq = int(ph[q])
@@ -337,7 +360,9 @@ class Scheduler:
                 n += int(self.spec[q])
             if 0 < thr < n:
                 n = thr
-            n = min(n, budget, mml - cq - 1)
+            n = min(n, cap, mml - cq - 1)
+            if self.prefill_lookahead > 1:
+                n = self._reserve_prefill_lookahead(q, cq, n)
             if n <= 0:
                 i += 1
                 continue
@@ -407,6 +432,9 @@ class Scheduler:
         admitted: list[int] = []
         ns: list[int] = []
         while budget > 0 and waiting and self.num_running < max_seqs:
+            cap = self._input_cap(budget, ids_l, len(admitted))
+            if cap <= 0:  # (the input budget is spent: rule R6)
+                break
             q = waiting[0]
             kept = self._loads_done(q)  # blocks it keeps as its prefix hits (its loads are done)
             if kept < 0:
@@ -425,15 +453,13 @@ class Scheduler:
             n = num_tokens - nh * B
             if 0 < thr < n:
                 n = thr
-            if not chunked and n > budget:
+            if not chunked and n > cap:
                 if self._drop_if_never_schedulable(q, kept, budget):
                     continue
                 break
-            n = self._pad_admission(q, n, nh, kept, budget, ids_l)
+            n = self._admission_tokens(q, n, nh, kept, cap, ids_l)
             if n < 0:
                 break
-            if n > budget:
-                n = budget
             new = self._admission_blocks(nh, hit, kept, nh * B + n, capped)
             if new < 0:
                 if kept:
@@ -449,6 +475,31 @@ class Scheduler:
             ids_l.append(np.array(admitted, np.int64))
             n_l.append(np.array(ns, np.int64))
         return budget, admitted, ns
+
+    def _admission_tokens(self, q: int, n: int, nh: int, kept: int, cap: int, ids_l) -> int:
+        """Tokens admission gives waiting request ``q`` (``n`` to compute past ``nh`` hit blocks): R7's
+        padding, the cap, R8's chunk end; -1 when admission stops here."""
+        n = self._pad_admission(q, n, nh, kept, cap, ids_l)
+        if n < 0:
+            return -1
+        n = min(n, cap)
+        if self.prefill_lookahead > 1:
+            n = self._reserve_prefill_lookahead(q, nh * self.B, n)
+            if n == 0:
+                if kept:
+                    self._free(q, keep_keys=True)
+                return -1
+        return n
+
+    def _reserve_prefill_lookahead(self, q: int, computed: int, n: int) -> int:
+        """vLLM's ``Scheduler._reserve_prefill_lookahead`` (multi-module MTP, rule R8): a chunk of ``n``
+        tokens at ``computed`` that would end ``0 < r < L`` tokens before request ``q``'s known tokens
+        end is shortened by ``L - r`` (to 0 at least), ``L`` the prefill lookahead (``k``)."""
+        L = self.prefill_lookahead
+        r = int(self.tok[q]) - computed - n
+        if 0 < r < L:
+            return max(n - (L - r), 0)
+        return n
 
     def _pad_admission(self, q: int, n: int, nh: int, kept: int, budget: int, ids_l) -> int:
         """vLLM's ``pad_spec_decode`` (rule R7): a 1-token admission gets ``k`` dummy drafts (``1 + k``
@@ -596,7 +647,7 @@ class Scheduler:
         if self.spec_k:
             self.dummy[q] = n > num_tokens - h  # admission's padded drafts (rule R7)
         if self.caching:
-            full = (h + n if h + n < num_tokens else num_tokens) // B
+            full = min(h + n, num_tokens - self.hash_lookahead) // B
             if full > nh:
                 if self.own_keys and not pre_q:
                     # its own keys, never published (see _publish_one); the blocks just allocated
@@ -663,6 +714,8 @@ class Scheduler:
             if cc.size and self.caching:
                 self._publish(cc, self.comp[cc] - self.inflight[cc])
         if self.spec_k and not self.async_mode:
+            if self.caching:  # verified full blocks are cached at once (rule R1; comp trimmed by R5)
+                self._publish(a, self.comp[a])
             self._spec_propose(a, stopped)
         if _cnz(stopped):
             self._finish(a[stopped], step, t_end)

@@ -10,7 +10,9 @@ What vLLM does (``vllm/v1/core/sched/scheduler.py``, ``kv_cache_manager.py``; ``
   num_computed_tokens`` as any request; its drafts are cleared once it is scheduled;
 * ``allocate_slots`` holds ``num_lookahead_tokens`` more slots than the tokens scheduled for a
   running request: ``k`` for EAGLE, EAGLE-3, MTP and a draft model (their proposer writes the
-  drafts' KV), 0 for n-gram lookup; none at admission (``num_computed_tokens == 0``);
+  drafts' KV), 0 for n-gram lookup, from admission on (rule R2);
+* the draft model takes one more input slot per scheduled request (``max_num_new_slots_for_drafting``,
+  rule R6): each request is capped at the input budget left less that slot;
 * only verified tokens are published to the prefix cache (capped at ``num_tokens``);
 * ``update_from_output``: of ``d`` drafts scored, ``a`` are accepted and ``a + 1`` tokens come out
   (the bonus or correction token), trimmed at the request's stop; ``num_computed_tokens`` goes
@@ -21,7 +23,7 @@ What vLLM does (``vllm/v1/core/sched/scheduler.py``, ``kv_cache_manager.py``; ``
   request that samples with ``d`` drafts, its output placeholders grow by ``1 + d`` and it holds
   ``k`` draft placeholders for the next step (the worker fills them; ``update_draft_token_ids`` is
   not called), so the next step schedules ``1 + k`` before this one's output is known; running
-  requests left out of a step drop theirs; the output takes the rejected drafts off both
+  requests left out of a step keep theirs (rule R3); the output takes the rejected drafts off both
   ``num_computed_tokens`` and the placeholders (where above 0, not for a stale output), then the
   appended tokens off the placeholders.
 
@@ -50,10 +52,15 @@ from simulator.base.errors import FieldError
 #: vLLM's speculative methods; those whose proposer writes KV for the drafts hold lookahead slots.
 METHODS = ("eagle", "eagle3", "mtp", "draft_model", "ngram")
 LOOKAHEAD_METHODS = ("eagle", "eagle3", "mtp", "draft_model")
+#: Methods whose prefix-cache block hashes cover the next token too (vLLM's ``use_eagle()``: rule R4).
+HASH_LOOKAHEAD_METHODS = ("eagle", "eagle3", "mtp")
+#: Methods whose drafter keeps one more input slot per scheduled request (vLLM's
+#: ``SpeculativeConfig.max_num_new_slots_for_drafting``: 1 for the draft model, rule R6).
+DRAFT_SLOT_METHODS = ("draft_model",)
 #: Most draft tokens per step accepted as input (vLLM suggests 1 to 5; beyond 16 nothing is gained).
 MAX_SPECULATIVE_TOKENS = 16
 _FIELDS = ("method", "num_speculative_tokens", "acceptance_rate", "position_acceptance_rates",
-           "acceptance_length_probs", "seed", "draft_cost_model")
+           "acceptance_length_probs", "seed", "draft_cost_model", "num_mtp_modules")
 
 
 class SpeculativeError(FieldError):
@@ -96,6 +103,31 @@ class Drafting:
         """vLLM's ``num_lookahead_tokens``: KV slots held beyond the tokens scheduled."""
         return self.num_speculative_tokens if self.method in LOOKAHEAD_METHODS else 0
 
+    #: MTP modules of the checkpoint (``num_nextn_predict_layers``; 1 for DeepSeek-V3)
+    num_mtp_modules: int = 1
+
+    @property
+    def num_prefill_lookahead_tokens(self) -> int:
+        """vLLM's ``num_prefill_lookahead_tokens``: 1 for EAGLE, EAGLE-3 and MTP, ``k`` for multi-module
+        MTP (more than one module and ``k > 1``: ``use_multi_module_mtp``, rule R8), 0 otherwise."""
+        if not self.enabled or self.method not in HASH_LOOKAHEAD_METHODS:
+            return 0
+        k = self.num_speculative_tokens
+        return k if self.method == "mtp" and self.num_mtp_modules > 1 and k > 1 else 1
+
+    @property
+    def num_hash_lookahead_tokens(self) -> int:
+        """vLLM's ``num_hash_lookahead_tokens`` with prefix caching (rule R4): tokens after a block that
+        its hash also covers, the prefill lookahead (1 for EAGLE, EAGLE-3 and MTP, ``k`` for multi-module
+        MTP, 0 for the draft model and n-gram)."""
+        return self.num_prefill_lookahead_tokens
+
+    @property
+    def num_draft_slots(self) -> int:
+        """vLLM's ``max_num_new_slots_for_drafting``: input slots a scheduled request takes beyond its
+        tokens (rule R6: 1 for the draft model, 0 otherwise)."""
+        return 1 if self.enabled and self.method in DRAFT_SLOT_METHODS else 0
+
 
 @dataclass(frozen=True)
 class SpeculativeConfig(Drafting):
@@ -122,6 +154,10 @@ class SpeculativeConfig(Drafting):
         :meth:`from_dict`). Each step charges one
         drafter pass over the step's tokens and ``k - 1`` passes of one token per drafting request.
         None: the drafts cost no time (n-gram lookup runs on the CPU).
+    num_mtp_modules : int
+        MTP only: the checkpoint's MTP modules (``num_nextn_predict_layers``, 1 to 16; 1 for
+        DeepSeek-V3). With more than one and ``k > 1`` vLLM keeps prefill chunks ``k`` tokens away
+        from the prompt's end and hashes blocks with the ``k`` tokens after them (rule R8).
     """
 
     method: str = "eagle"
@@ -131,6 +167,7 @@ class SpeculativeConfig(Drafting):
     acceptance_length_probs: tuple[float, ...] | None = None
     seed: int = 0
     draft_cost_model: Any = None
+    num_mtp_modules: int = 1
 
     def __post_init__(self) -> None:
         p = "speculative."
@@ -140,6 +177,12 @@ class SpeculativeConfig(Drafting):
         s = self.seed
         if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < 2**63:
             raise SpeculativeError(f"must be a whole number >= 0, got {s!r}", field=f"{p}seed")
+        m = self.num_mtp_modules
+        if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= MAX_SPECULATIVE_TOKENS:
+            raise SpeculativeError(f"must be a whole number from 1 to {MAX_SPECULATIVE_TOKENS}, got {m!r}",
+                                   field=f"{p}num_mtp_modules")
+        if m > 1 and self.method != "mtp":
+            raise SpeculativeError(f"only for method mtp, got method {self.method!r}", field=f"{p}num_mtp_modules")
         self._check_acceptance()
         if self.draft_cost_model is not None:
             if self.method == "ngram":
@@ -216,6 +259,8 @@ class SpeculativeConfig(Drafting):
                 d[n] = list(d[n])
         if self.draft_cost_model is not None:
             d["draft_cost_model"] = {"kind": "terms", **self.draft_cost_model.to_dict()}
+        if self.num_mtp_modules == 1:
+            del d["num_mtp_modules"]  # (the default: configurations without it read as before)
         return d
 
 
@@ -240,6 +285,9 @@ class SpecDecoding:
         sc = self.cfg.speculative
         self.spec_k = sc.num_speculative_tokens if sc is not None else 0
         self.lookahead = sc.num_lookahead_tokens if self.spec_k else 0
+        self.draft_slots = sc.num_draft_slots if self.spec_k else 0  # rule R6 (the input budget)
+        # multi-module MTP keeps prefill chunks this far from the prompt's end (rule R8; 1: no effect)
+        self.prefill_lookahead = sc.num_prefill_lookahead_tokens if self.spec_k else 0
         if not self.spec_k:
             return
         self.spec = np.zeros(self.wl.n, np.int64)  # draft tokens each request holds
@@ -295,13 +343,20 @@ class SpecDecoding:
     def _receive_verified(self, a: np.ndarray, d: np.ndarray | None = None,
                           keep: np.ndarray | None = None) -> np.ndarray:
         """``_update_request_with_output``: each sampled request appends its accepted drafts and one more
-        token, trimmed at its stop (its output length, or ``max_model_len``). Returns the tokens each
-        appended (``d``, ``keep``: :meth:`_spec_accept`)."""
+        token, trimmed at its stop (its output length, or ``max_model_len``); the tokens the stop cut
+        come off ``comp`` too (rule R5: ``num_computed_tokens -= len(new_token_ids) - num_new``, so the
+        block the last token completes is not cached), except for a stale output. Returns the tokens
+        each appended (``d``, ``keep``: :meth:`_spec_accept`)."""
         old = self.tok[a]
-        new = old + self._spec_accept(a, d, keep)
-        np.minimum(new, self.final_len[a], out=new)
+        gained = old + self._spec_accept(a, d, keep)
+        new = np.minimum(gained, self.final_len[a])
         if self.max_model_len_binds:
             np.minimum(new, self.max_model_len, out=new)
+        cut = gained - new
+        if keep is not None:
+            cut[~keep] = 0
+        if cut.any():
+            self.comp[a] -= cut
         self.tok[a] = new
         return new - old
 
@@ -309,12 +364,12 @@ class SpecDecoding:
         """vLLM's ``AsyncScheduler._update_after_schedule`` with drafts: a scheduled request that samples
         (not a prompt chunk) gets ``1 + d`` output placeholders for its ``d`` drafts scheduled and ``k``
         draft placeholders for its next step (the worker fills them: no ``update_draft_token_ids``);
-        running requests left out of this step drop theirs. Records ``d`` for :meth:`process`."""
+        running requests left out of this step keep theirs (rule R3: only those scheduled were cleared,
+        in :meth:`Scheduler._after_schedule`). Records ``d`` for :meth:`process`."""
         ph, s = self.placeholders, e[sampled]
         d = np.zeros(e.size, np.int64)
         d[sampled] = self.comp[s] - self.tok[s] - ph[s]  # (0 for a prompt's last chunk)
         ph[s] += 1 + d[sampled]
-        self.spec[self.run[:self.num_running]] = 0
         self.spec[s] = self.spec_k
         self._spec_inflight.append(d)
 

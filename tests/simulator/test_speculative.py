@@ -8,6 +8,9 @@ What is checked, against vLLM v1's rules (``vllm/v1/core/sched/scheduler.py``, `
   and depend only on the seed;
 * the lookahead slots: a decoding request holds ``comp + 1 + k + lookahead`` slots (``k`` for EAGLE,
   0 for n-gram), ``tokens + lookahead`` from admission on; the unservable minimum and preemptions move with ``k``;
+* the draft model's input slot: each scheduled request takes one budget token more (rule R6);
+* EAGLE-style hashes cover the next token, so a shared prefix's last block is not hit (rule R4);
+* multi-module MTP keeps prefill chunks ``k`` tokens from the prompt's end (rule R8);
 * throughput with a roofline clock rises, then falls with ``k`` (the expectation is stated in the test).
 """
 
@@ -124,6 +127,50 @@ def test_lookahead_slots(method, lookahead):
     eng.advance(until=2)
     assert int(eng.comp[0]) == 30 + 1  # three drafts rejected: computed back to the verified token
     assert int(eng.held[0]) == -(-(34 + lookahead) // 16)  # rejected slots stay held
+
+
+@pytest.mark.parametrize("method, slot", [("draft_model", 1), ("eagle", 0), ("ngram", 0)])
+def test_draft_model_input_slot(method, slot):
+    """vLLM's input budget (rule R6): with a 64-token budget and three 30-token prompts at once, the
+    draft model charges each scheduled request one slot more: request 0 gets 30 (31 slots), request 1
+    ``64 - 31 - 1 = 32`` tokens (the others 34)."""
+    wl = Workload(prompt_len=np.array([30, 40, 30]), output_len=np.array([4, 4, 4]), arrival=np.zeros(3))
+    cfg = EngineConfig(block_size=16, max_num_batched_tokens=64, speculative=spec(3, method))
+    eng = FastEngine(wl, cfg)
+    eng.start()
+    eng.advance(until=1)
+    assert eng.comp[:3].tolist() == [30, 34 - 2 * slot, 0]
+
+
+@pytest.mark.parametrize("method, hit", [("eagle", 16), ("mtp", 16), ("ngram", 32), ("draft_model", 32)])
+def test_hash_lookahead(method, hit):
+    """EAGLE-style block hashes cover the next token too (rule R4): of a 32-token shared prefix
+    followed by a tail of its own, the second block's hash covers the tail's first token, so a later
+    request hits 16 tokens with EAGLE and MTP, 32 with n-gram and the draft model."""
+    wl = Workload(prompt_len=np.array([40, 40]), output_len=np.array([4, 4]), arrival=np.array([0.0, 5.0]),
+                  prefix_id=np.array([0, 0]), prefix_len=np.array([32]))
+    r = simulate(wl, [EngineConfig(block_size=16, enable_prefix_caching=True, speculative=spec(3, method))])[0]
+    assert [q["prefix_hit_tokens"] for q in r.to_dict()["requests"]] == [0, hit]
+
+
+@pytest.mark.parametrize("modules, second", [(1, 2), (3, 1)])
+def test_multi_module_mtp_chunk_end(modules, second):
+    """Multi-module MTP (rule R8): with a 12-token budget request 1 (4 tokens) would get a 2-token chunk
+    ending 2 < k = 3 tokens before its prompt's end; with three modules vLLM shortens it by 1."""
+    wl = Workload(prompt_len=np.array([10, 4]), output_len=np.array([4, 4]), arrival=np.zeros(2))
+    sp = {**spec(3, "mtp"), "num_mtp_modules": modules}
+    eng = FastEngine(wl, EngineConfig(block_size=16, max_num_batched_tokens=12, speculative=sp))
+    eng.start()
+    eng.advance(until=1)
+    assert eng.comp[:2].tolist() == [10, second]
+
+
+def test_num_mtp_modules_is_checked():
+    with pytest.raises(ConfigError, match="speculative.num_mtp_modules: only for method mtp"):
+        EngineConfig(speculative={**spec(3, "eagle"), "num_mtp_modules": 2})
+    with pytest.raises(ConfigError, match="speculative.num_mtp_modules: must be a whole number from 1 to 16"):
+        EngineConfig(speculative={**spec(3, "mtp"), "num_mtp_modules": 0})
+    assert "num_mtp_modules" not in EngineConfig(speculative=spec(3, "mtp")).to_dict()["speculative"]
 
 
 def test_unservable_minimum_moves_with_k():

@@ -133,6 +133,8 @@ def _case(wl: str, method: str, k: int, blocks: int, pc: bool, mode: str, mbt: i
            "enable_chunked_prefill": True, "long_prefill_token_threshold": 0,
            "num_gpu_blocks": blocks, "enable_prefix_caching": pc,
            "async_scheduling": mode == "async", "speculative": _spec(method, k, acc, seed)}
+    if mtp_layers > 1:
+        cfg["speculative"]["num_mtp_modules"] = mtp_layers  # (the planner's field; the tool gets the checkpoint)
     return {"name": name, "workload": wl, "config": cfg, "mtp_layers": mtp_layers}
 
 
@@ -290,6 +292,7 @@ def record(tool, workload: dict, case: dict, patches=()) -> dict:
     """One case through the tool: its output (steps columnar). ``patches``: context managers entered
     around the run (the ablations of the analysis script; none for the recorded cases)."""
     cfg = json.loads(json.dumps(case["config"]))
+    cfg["speculative"].pop("num_mtp_modules", None)  # (the tool refuses it: vLLM reads the MTP checkpoint's)
     method = cfg["speculative"]["method"]
     with contextlib.ExitStack() as stack:
         if method in ("eagle3", "mtp"):
@@ -309,7 +312,7 @@ def record(tool, workload: dict, case: dict, patches=()) -> dict:
 
 # --------------------------------------------------------------------------------------------------
 # Ablations (--ablate): which rule changes each case. Each switches one rule of vLLM 0.33 off, that is
-# makes vLLM do what the planner's engine does instead (docs/speculative_decoding.md, "vLLM 0.33's
+# makes vLLM do what the planner's engine did before it followed the rule (docs/speculative_decoding.md, "vLLM 0.33's
 # rules, step by step"); a rule "changes the outcome" of a case when vLLM without it schedules
 # differently (tokens per request per step, preemptions, KV blocks used, a request's first-token or
 # finish step, preemptions or prefix hits).
