@@ -10,8 +10,6 @@ without reading it back out of the words.
 
 from __future__ import annotations
 
-import copy
-
 
 class FieldError(ValueError):
     """Input that cannot be used; ``field`` is the path of the field it is about (None: the input as a whole)."""
@@ -21,9 +19,10 @@ class FieldError(ValueError):
         super().__init__(f"{path}: {message}" if path is not None else message)
         self.field, self.message = path, message
 
-    def within(self, prefix: str) -> FieldError:
-        """The same error one level down: ``field`` becomes ``prefix.field`` (or ``prefix``)."""
-        path = f"{prefix}.{self.field}" if self.field else prefix
-        new = copy.copy(self)
-        new.field, new.args = path, (f"{path}: {self.message}",)
-        return new
+    @classmethod
+    def nested(cls, exc: Exception, prefix: str, *, join: str = ".") -> FieldError:
+        """``exc`` as this type one level down: its field becomes ``prefix + join + field`` (a :class:`FieldError`
+        with a field), else ``prefix`` with ``exc``'s words."""
+        if isinstance(exc, FieldError):
+            return cls(exc.message, field=f"{prefix}{join}{exc.field}" if exc.field else prefix)
+        return cls(str(exc), field=prefix)

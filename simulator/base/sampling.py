@@ -22,6 +22,8 @@ import json
 from functools import cache
 from pathlib import Path
 
+from simulator.base.errors import FieldError
+
 #: The sampler's GPU time per path, ``(sampling_step_s, sampling_vocab_s, sampling_request_vocab_s)``:
 #: least squares over 8-64 requests and 32K-202K vocabularies of the times measured on one H100
 #: (``tests/data/latency/h100_sampler_offload_times.json``; ``docs/cost-model.md``).
@@ -108,9 +110,9 @@ def _number(fields: dict, key: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-        raise ValueError(f"{key}: must be a number, got {value!r}")
+        raise FieldError(f"must be a number, got {value!r}", field=key)
     if value < 0 and key != "top_k":  # top_k -1 (like 0) means no top-k
-        raise ValueError(f"{key}: must be 0 or more, got {value!r}")
+        raise FieldError(f"must be 0 or more, got {value!r}", field=key)
     return float(value)
 
 

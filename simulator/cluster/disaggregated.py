@@ -139,7 +139,7 @@ class Pool:
             n = _check_int("num_instances", self.num_instances, 1, MAX_INSTANCES)
             g = _check_int("gpus_per_instance", self.gpus_per_instance, 1, 1024)
         except ClusterError as exc:
-            raise DisaggError(f"{role}.{exc}") from None
+            raise DisaggError.nested(exc, role) from None
         cost = (None if self.cost_per_hour is None
                 else _number(f"{role}.cost_per_hour", self.cost_per_hour, positive=False))
         return replace(self, num_instances=n, routing=routing, gpus_per_instance=g, cost_per_hour=cost,
@@ -172,7 +172,7 @@ def pool_from_dict(data: Any, role: str) -> Pool:
         try:
             cfg = EngineConfig.from_dict(cfg)
         except (ConfigError, TypeError, ValueError) as exc:
-            raise DisaggError(f"{role}.config.{exc}") from None
+            raise DisaggError.nested(exc, f"{role}.config") from None
     kw = {k: v for k, v in data.items() if k != "config"}
     return Pool(cfg, **kw).checked(role)
 

@@ -121,8 +121,8 @@ def parse_routing(text: str | RoutingPolicy) -> RoutingPolicy:
     weighted = s.startswith("weighted:")
     body = s[len("weighted:"):] if weighted else s
     if not weighted and ":" not in body:
-        raise ClusterError(f"routing: unknown policy {s!r} (known: {', '.join(POLICIES)}, "
-                           "or weighted:SCORER:WEIGHT,... with scorers " + ", ".join(SCORERS) + ")")
+        raise ClusterError(f"unknown policy {s!r} (known: {', '.join(POLICIES)}, "
+                           "or weighted:SCORER:WEIGHT,... with scorers " + ", ".join(SCORERS) + ")", field="routing")
     pairs: list[tuple[str, float]] = []
     for part in body.split(","):
         name, colon, w = part.strip().partition(":")

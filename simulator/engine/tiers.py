@@ -110,7 +110,7 @@ class KvTier:
         try:
             return cls(**data)
         except TierError as exc:
-            raise TierError(f"{name}.{exc}") from exc
+            raise TierError.nested(exc, name) from exc
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -105,7 +105,7 @@ class SpecOption:
         try:
             SpeculativeConfig(method=method, num_speculative_tokens=k, acceptance_rate=alpha)
         except SpeculativeError as exc:
-            raise SearchError(f"{field}.{str(exc).removeprefix('speculative.')}") from None
+            raise SearchError(exc.message, field=f"{field}.{(exc.field or '').removeprefix('speculative.')}".rstrip(".")) from None
         return cls(method, k, float(alpha))
 
     def config(self, draft_cost_model=None) -> SpeculativeConfig:

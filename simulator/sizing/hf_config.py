@@ -374,7 +374,7 @@ def _sampling(generation_config: dict | None, *names: str | None) -> str | None:
         try:
             return generation_config_path(generation_config)
         except ValueError as exc:
-            raise SpecError(f"generation_config.{exc}") from None
+            raise SpecError.nested(exc, "generation_config") from None
     return next((path for path in map(model_sampler_path, names) if path), None)
 
 

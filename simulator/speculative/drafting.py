@@ -249,7 +249,7 @@ class SpeculativeConfig(Drafting):
             try:
                 data = {**data, "draft_cost_model": parse_cost_model(dcm)}
             except ValueError as exc:
-                raise SpeculativeError(f"speculative.draft_{exc}") from exc
+                raise SpeculativeError.nested(exc, "speculative.draft", join="_") from exc
         return cls(**data)
 
     def to_dict(self) -> dict[str, Any]:

@@ -52,8 +52,8 @@ def test_the_planner_takes_the_field_not_the_words():
     # words that themselves look like "field: ..." are not read as a path
     exc = WorkloadError("requests: 3 of them have no output", field="workload.requests[2]")
     assert field_and_message(exc) == ("workload.requests[2]", "requests: 3 of them have no output")
-    assert field_and_message(exc.within("definition")) == ("definition.workload.requests[2]",
-                                                           "requests: 3 of them have no output")
+    assert field_and_message(SearchError.nested(exc, "definition")) == ("definition.workload.requests[2]",
+                                                                         "requests: 3 of them have no output")
     assert field_and_message(SearchError("no deployment fits")) == (None, "no deployment fits")
 
 
