@@ -8,7 +8,8 @@ here, once:
   on the job row, fail, cancel), :class:`Watch` (progress and the cancel check) and the failure messages;
 - :mod:`planner.jobs.heartbeat`: the heartbeat thread of a running chunk and the test for a stall;
 - :mod:`planner.jobs.healing`: stalled chunks put back and sent again, pending chunks whose message was lost;
-- :mod:`planner.jobs.progress`: stalled chunks and the time left on a status page.
+- :mod:`planner.jobs.progress`: stalled chunks and the time left on a status page;
+- :mod:`planner.jobs.fairness`: each chunk's broker priority from its owner's chunks ahead of it (fair sharing).
 
 A kind (in ``planner/sweeps/services.py``, ``planner/search/services.py``, ``planner/dayplans/services.py``)
 subclasses :class:`ChunkedJob` with its models, chunk task and noun, and supplies only its steps: ``run``

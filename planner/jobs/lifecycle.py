@@ -33,6 +33,7 @@ from django.utils import timezone
 
 from config.celery import app as celery_app
 from planner.errors import InputError
+from planner.jobs import fairness
 from planner.jobs.heartbeat import MAX_CHUNK_ATTEMPTS, Heartbeat, gave_up_message, is_stalled
 from planner.run_state import FINAL_STATES, RunStatus
 
@@ -60,9 +61,11 @@ def queue_options() -> dict:
     return {"queue": queue} if queue else {}
 
 
-def send_now(name: str, args: list, *, task_id: str) -> None:
-    """Send task ``name`` with ``args`` to the planner's queue (no queue declared: see :mod:`planner.broker_messages`)."""
-    celery_app.send_task(name, args=args, task_id=task_id, **queue_options())
+def send_now(name: str, args: list, *, task_id: str, priority: int | None = None) -> None:
+    """Send task ``name`` with ``args`` to the planner's queue (no queue declared: see :mod:`planner.broker_messages`),
+    at broker ``priority`` when given (:mod:`planner.jobs.fairness`)."""
+    extra = {"priority": priority} if priority is not None else {}
+    celery_app.send_task(name, args=args, task_id=task_id, **queue_options(), **extra)
 
 
 def failure_message(exc: BaseException) -> str:
@@ -194,8 +197,10 @@ class ChunkedJob:
         pending = self.of_job(job_id).filter(status="pending")
         if indices is not None:
             pending = pending.filter(index__in=list(indices))
-        for chunk in pending.only("index", "task_id"):
-            send_now(self.chunk_task, [job_id, chunk.index], task_id=chunk.task_id)
+        chunks = list(pending.only("index", "task_id"))
+        owner_id = self.job_model.objects.filter(pk=job_id).values_list("owner_id", flat=True).first()
+        for chunk, priority in zip(chunks, fairness.priorities(self.job_model, job_id, owner_id, len(chunks))):
+            send_now(self.chunk_task, [job_id, chunk.index], task_id=chunk.task_id, priority=priority)
 
     def run_chunk(self, job_id: int, index: int) -> str:
         """The chunk task: run chunk ``index`` of job ``job_id`` and store it; idempotent (outcomes: module
