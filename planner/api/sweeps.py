@@ -3,7 +3,8 @@
 * ``POST /api/sweeps/`` create (asynchronous; 202 with the status URL), ``GET`` list (own).
 * ``GET /api/sweeps/{id}/`` status with progress; ``POST /api/sweeps/{id}/cancel/``;
   ``GET /api/sweeps/{id}/results/`` gathered points (``?series=1`` adds time series).
-* ``POST /api/simulations/`` one synchronous simulation, capped in requests.
+* ``POST /api/simulations/`` one simulation, capped in requests: answered in the request when priced within
+  ``KVP_INLINE_MAX_SECONDS``, else 202 with a job to poll at ``/api/runs/{id}/`` (:mod:`planner.runs.api`).
 * ``GET /api/reports/`` own reports; ``GET /api/reports/{slug}/`` public
   (``?format=csv|json``), ``DELETE`` owner only.
 
@@ -12,7 +13,6 @@ Errors are ``{"errors": {field: [messages]}}`` (``planner.api.errors``).
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
@@ -33,8 +33,6 @@ from planner.sampling_words import SOURCES, sampling_answer
 from planner.sweeps import definition as defn
 from planner.sweeps import disaggregated as disagg
 from planner.sweeps import exports, pricing, selectors, services
-from planner.sweeps.bounded import run_bounded
-from planner.sweeps.runner import simulate_points, workload_of
 from simulator.batch import OverBudget
 from simulator.clock.cost_model import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS
 
@@ -296,16 +294,6 @@ class SweepResultsApi(APIView):
                          "cliff_result": sweep.snapshot.get("cliff_result")})
 
 
-def simulation_max_requests() -> int:
-    return int(getattr(settings, "KVP_SIMULATION_MAX_REQUESTS", 5_000))
-
-
-def _simulate_one(point: dict, wl_base: dict) -> dict:
-    """One point's simulation (runs in a child process: :func:`planner.sweeps.bounded.run_bounded`)."""
-    wl = workload_of(point["workload"], wl_base)
-    return simulate_points(wl, [point], record_steps=True)[0]
-
-
 class SimulationApi(APIView):
     permission_classes = [IsAuthenticated]
     heavy_throttle = True  # simulates inside the request: THROTTLE_HEAVY per user
@@ -326,28 +314,27 @@ class SimulationApi(APIView):
                   _ex("Simulation result", EXAMPLE_SIMULATION)],
     )
     def post(self, request):
+        from planner.runs.api import accepted, hand_over
+        from planner.runs.services import runs_inline
+        from planner.sweeps import simulation
+
         data = _as_dict(request.data)
         try:
-            _, snapshot, points = defn.validate(data, owner=request.user, single=True)
-        except defn.DefinitionError as exc:
-            raise _definition_error(exc) from None
-        n = snapshot["workload"]["n"]
-        cap = simulation_max_requests()
-        if n > cap:
-            raise ValidationError({"workload": [
-                f"{n:,} requests is more than the {cap:,} a synchronous simulation allows; "
-                f"create a sweep at /api/sweeps/ (it runs on workers, with progress)"]})
-        p = points[0]
-        wl_base = snapshot["workload"]
-        try:
-            pricing.check_sync(snapshot, p)
-            result = run_bounded(_simulate_one, p, wl_base, what="This simulation")
+            prepared = simulation.prepare(data, owner=request.user)
+            price = prepared["price"]
+            if not runs_inline(price.seconds):
+                run = hand_over(request, kind="simulation", definition=data, price=price, what="This simulation",
+                                advice="use fewer or shorter requests, or a sweep at /api/sweeps/ (its points run "
+                                       "in parallel)")
+                return accepted(run, request)
+            pricing.check_sync(prepared["snapshot"], prepared["point"])
+            return Response(simulation.answer(prepared, inline=True))
+        except services.QuotaExceeded as exc:
+            raise QuotaExceededApi(exc.errors["non_field_errors"][0]) from None
         except OverBudget as exc:
             raise ValidationError({exc.field: [str(exc)]}) from None
-        except (ValueError, TypeError) as exc:  # ConfigError / WorkloadError: input the engine refuses
-            raise ValidationError({"non_field_errors": [str(exc)]}) from None
-        return Response({"metrics": result["metrics"], "totals": result["totals"], "series": result["series"],
-                         "config": p["config"], "meta": p["meta"], **sampling_answer(snapshot)})
+        except defn.DefinitionError as exc:
+            raise _definition_error(exc) from None
 
 
 class ReplicasSerializer(DefinitionSerializer):
@@ -388,10 +375,21 @@ class ReplicasApi(APIView):
                                                             "generation_config.json)"})],
     )
     def post(self, request):
-        from planner.sweeps.replicas import find_replicas
+        from planner.runs.api import accepted, hand_over
+        from planner.runs.services import runs_inline
+        from planner.sweeps.replicas import answer_replicas, check_replicas
 
+        data = _as_dict(request.data)
         try:
-            return Response(find_replicas(_as_dict(request.data), owner=request.user))
+            checked = check_replicas(data, owner=request.user)
+            if runs_inline(checked["price"].seconds):
+                return Response(answer_replicas(checked, inline=True))
+            run = hand_over(request, kind="replicas", definition=data, price=checked["price"],
+                            what=f"This replicas search (up to {checked['max_n']} instances)",
+                            advice="use fewer or shorter requests or a lower max_instances")
+            return accepted(run, request)
+        except services.QuotaExceeded as exc:
+            raise QuotaExceededApi(exc.errors["non_field_errors"][0]) from None
         except defn.DefinitionError as exc:
             raise _definition_error(exc) from None
 
