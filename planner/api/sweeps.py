@@ -29,6 +29,7 @@ from config.parsers import CheckedJSONParser
 from config.strict_input import refuse_unknown_fields
 from planner.api.errors import input_error_as_api_exception
 from planner.models import Report, Sweep
+from planner.runs.api import EXAMPLE_RUN, RunOut
 from planner.sampling_words import SOURCES, sampling_answer
 from planner.sweeps import definition as defn
 from planner.sweeps import disaggregated as disagg
@@ -302,16 +303,20 @@ class SimulationApi(APIView):
     @extend_schema(
         summary="One synchronous simulation (small); larger ones go to /api/sweeps/",
         request=DefinitionSerializer,
-        responses=inline_serializer("SimulationResult", {
+        description="Priced first: within `KVP_INLINE_MAX_SECONDS` (1 s) it runs in the request and answers 200; "
+                    "dearer, it runs on a worker and answers 202 with a job to poll at `GET /api/runs/{id}/` (its "
+                    "`url`), whose `result` is then the 200's body.",
+        responses={200: inline_serializer("SimulationResult", {
             "metrics": serializers.DictField(), "totals": serializers.DictField(),
             "series": serializers.DictField(allow_null=True), "config": serializers.DictField(),
             "meta": serializers.DictField(),
-            **SAMPLING_FIELDS}),
+            **SAMPLING_FIELDS}), 202: RunOut},
         examples=[OpenApiExample("Engine only", request_only=True, value={
             "engine": {"num_gpu_blocks": 2000},
             "workload": {"spec": {"n": 200, "arrival": "poisson:4"}, "seed": 0}}),
                   OpenApiExample("1P3D on H100", request_only=True, value=EXAMPLE_DISAGGREGATED_SIMULATION),
-                  _ex("Simulation result", EXAMPLE_SIMULATION)],
+                  _ex("Simulation result", EXAMPLE_SIMULATION, status_codes=["200"]),
+                  _ex("Sent to a worker", EXAMPLE_RUN, status_codes=["202"])],
     )
     def post(self, request):
         from planner.runs.api import accepted, hand_over
@@ -353,13 +358,15 @@ class ReplicasApi(APIView):
         description="A one-simulation definition (model + GPU, a generated workload with arrivals in seconds) "
                     "with `slo` (`ttft_s`, `itl_s`, `percentile` p50/p90/p99) and optionally `cluster` (routing, "
                     "router delay) and `max_instances`. Tries 1, 2, 4 ... then bisects; every count tried is "
-                    "in `trials`. At most 2,000 requests.",
+                    "in `trials`. At most 2,000 requests. Priced first: within `KVP_INLINE_MAX_SECONDS` (1 s) "
+                    "it runs in the request (200), dearer on a worker (202 with a job to poll at `GET /api/runs/{id}/`, "
+                    "whose `result` is then the 200's body).",
         request=ReplicasSerializer,
-        responses=inline_serializer("ReplicasResult", {
+        responses={200: inline_serializer("ReplicasResult", {
             "num_instances": serializers.IntegerField(allow_null=True), "percentile": serializers.CharField(),
             "trials": serializers.ListField(child=serializers.DictField()), "reason": serializers.CharField(),
             "num_gpu_blocks": serializers.IntegerField(), "cost_per_hour": serializers.FloatField(allow_null=True),
-            **SAMPLING_FIELDS}),
+            **SAMPLING_FIELDS}), 202: RunOut},
         examples=[OpenApiExample("Llama 3.1 8B on H100 at 20 requests/s", request_only=True, value={
             "model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb",
             "workload": {"spec": {"n": 400, "arrival": {"kind": "poisson", "rate": 20, "unit": "s"}}, "seed": 0},
@@ -372,7 +379,8 @@ class ReplicasApi(APIView):
                                           "clock": "cost_model", "sampling": "top_k_top_p",
                                           "sampling_source": "model",
                                           "sampling_words": "top-k / top-p sampling (Llama 3.1 8B's "
-                                                            "generation_config.json)"})],
+                                                            "generation_config.json)"}, status_codes=["200"]),
+                  _ex("Sent to a worker", {**EXAMPLE_RUN, "kind": "replicas"}, status_codes=["202"])],
     )
     def post(self, request):
         from planner.runs.api import accepted, hand_over

@@ -78,7 +78,10 @@ class RunCancelApi(APIView):
     permission_classes = [IsAuthenticated]
     parser_classes = [CheckedJSONParser]
 
-    @extend_schema(summary="Cancel a queued or running run", request=None, responses=RunOut, tags=["simulations"])
+    @extend_schema(summary="Cancel a queued or running run", request=None, responses=RunOut, tags=["simulations"],
+                   examples=[OpenApiExample("Cancelled", response_only=True, value={
+                       **EXAMPLE_RUN, "status": "cancelled", "finished_at": "2026-05-01T12:00:03Z",
+                       "progress": {**EXAMPLE_RUN["progress"], "status": "cancelled", "eta_s": None}})])
     def post(self, request, run_id: int):
         refuse_unknown_fields(request.data, ())  # takes no fields
         run = selectors.run_get(run_id=run_id, user=request.user, token=None)

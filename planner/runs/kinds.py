@@ -32,8 +32,14 @@ def _replicas_page(definition: dict, *, owner, progress) -> dict:
     return {"found": found, "disaggregated": rows}
 
 
+def _calibration(definition: dict, *, owner, progress) -> dict:
+    from planner.calibration.services import fit_on_worker
+
+    return fit_on_worker(definition, owner=owner)
+
+
 KINDS: dict[str, Callable[..., dict]] = {
-    "simulation": _simulation, "replicas": _replicas, "replicas-page": _replicas_page}
+    "simulation": _simulation, "replicas": _replicas, "replicas-page": _replicas_page, "calibration": _calibration}
 
 
 def run_kind(kind: str, definition: Any, *, owner, progress) -> dict:

@@ -1,4 +1,4 @@
-"""Issue 37: simulations and replicas searches priced over KVP_INLINE_MAX_SECONDS run on a worker; the request
+"""Issue 37: simulations, replicas searches and calibrations priced over KVP_INLINE_MAX_SECONDS run on a worker; the request
 answers 202 with a job to poll, whose result is the body the synchronous answer would have had.
 
 The chunk runs here in the test's process through the job lifecycle (``services.chunk_run``, what the worker's
@@ -6,12 +6,15 @@ task calls; tests/integration/test_worker_runs.py runs it on a real worker)."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
+from planner.calibration.models import CalibrationProfile
 from planner.runs import services
 from planner.runs.models import Run
 
@@ -151,3 +154,51 @@ def test_the_replicas_page_shows_a_failed_run_s_error(client, settings, monkeypa
     assert services.chunk_run(run_id=Run.objects.get().pk) == "failed"
     html = client.get(location).content.decode()
     assert re.search(r'id="run-error">RuntimeError: worker trouble</p>', html), html
+
+
+# A vLLM bench result (tests/planner/test_calibration_api.py's BENCH: Qwen2.5-7B on one H100, 6 requests/s)
+BENCH = {"model_id": "Qwen/Qwen2.5-7B-Instruct", "completed": 300, "request_rate": 6.0, "mean_ttft_ms": 26.7,
+         "mean_itl_ms": 7.02, "mean_e2el_ms": 1772.0, "total_input_tokens": 300 * 751,
+         "total_output_tokens": 300 * 251}
+CALIBRATION = {"model": "qwen2-5-7b", "gpu": "h100-sxm5-80gb", "tensor_parallel_size": 1,
+               "deployment": {"max_num_batched_tokens": 2048, "max_num_seqs": 128, "max_model_len": 4096},
+               "text": json.dumps(BENCH)}
+
+
+@pytest.fixture
+def small_fit(monkeypatch):
+    monkeypatch.setattr("planner.calibration.services.FIT_MAX_REQUESTS", 30)
+    monkeypatch.setattr("planner.calibration.services.FIT_MAX_EVALUATIONS", 3)
+
+
+def test_a_calibration_over_the_bound_is_fitted_on_a_worker_with_the_synchronous_answer(api, settings, small_fit):
+    settings.KVP_INLINE_MAX_SECONDS = 100
+    inline = api.post("/api/calibrations/", {**CALIBRATION, "name": "here"}, format="json")
+    assert inline.status_code == 201, inline.content
+    settings.KVP_INLINE_MAX_SECONDS = 0
+    job = _job(api.post("/api/calibrations/", {**CALIBRATION, "name": "there"}, format="json"))
+    assert job["kind"] == "calibration" and not CalibrationProfile.objects.filter(name="there").exists()
+    assert services.chunk_run(run_id=job["id"]) == "done"
+    done = api.get(f"/api/runs/{job['id']}/").json()
+    assert done["status"] == "done"
+    row = CalibrationProfile.objects.get(name="there")
+    assert done["result"] == api.get(f"/api/calibrations/{row.pk}/").json()
+    same = {k: v for k, v in inline.json().items() if k not in ("id", "name", "created_at")}
+    assert {k: v for k, v in done["result"].items() if k not in ("id", "name", "created_at")} == same
+
+
+def test_the_calibration_page_shows_a_worker_s_fit_progress_then_the_calibration(user, client, settings, small_fit):
+    settings.KVP_INLINE_MAX_SECONDS = 0
+    client.force_login(user)
+    upload = SimpleUploadedFile("bench.json", CALIBRATION["text"].encode())
+    r = client.post("/calibrations/", {"name": "lab", "model": "qwen2-5-7b", "gpu": "h100-sxm5-80gb",
+                                       "tensor_parallel_size": 1, "file": upload})
+    run = Run.objects.get(kind="calibration")
+    assert r.status_code == 302 and r["Location"] == f"/calibrations/runs/{run.pk}/"
+    waiting = client.get(r["Location"])
+    html = waiting.content.decode()
+    assert waiting.status_code == 200 and 'id="run-progress"' in html
+    assert f'data-status-url="/api/runs/{run.pk}/"' in html and "js/run_progress.js" in html
+    assert services.chunk_run(run_id=run.pk) == "done"
+    done = client.get(r["Location"])
+    assert done.status_code == 302 and done["Location"] == f"/calibrations/{CalibrationProfile.objects.get().pk}/"
