@@ -202,3 +202,26 @@ def test_the_calibration_page_shows_a_worker_s_fit_progress_then_the_calibration
     assert services.chunk_run(run_id=run.pk) == "done"
     done = client.get(r["Location"])
     assert done.status_code == 302 and done["Location"] == f"/calibrations/{CalibrationProfile.objects.get().pk}/"
+
+
+def _docs_run_examples() -> list[dict]:
+    """The JSON blocks of docs/api.md's "Long runs: 202 and a job to poll"."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text(encoding="utf-8")
+    section = text.split("## Long runs: 202 and a job to poll", 1)[1].split("\n## ", 1)[0]
+    return [json.loads(b) for b in re.findall(r"```json\n(.*?)\n```", section, re.S)]
+
+
+def test_the_docs_202_and_poll_examples_are_what_the_api_answers(api):
+    """docs/api.md's example: the same replicas search (priced at 28.7268 s), the same fields in the 202 and the
+    poll."""
+    queued, done = _docs_run_examples()
+    body = {**REPLICAS, "workload": {"spec": {"n": 2000, "prompt": "const:4000", "output": "const:1000",
+                                              "arrival": {"kind": "poisson", "rate": 20, "unit": "s"}}, "seed": 0}}
+    body.pop("max_instances")
+    job = _job(api.post("/api/replicas/", body, format="json"))
+    assert job["progress"]["price_s"] == queued["progress"]["price_s"] == done["progress"]["price_s"]
+    assert set(job) == set(queued) == set(done) and set(job["progress"]) == set(queued["progress"])
+    assert job["progress"] == {**queued["progress"]}
+    assert (queued["status"], done["status"], done["progress"]["fraction"]) == ("queued", "done", 1.0)
