@@ -225,3 +225,32 @@ def test_the_docs_202_and_poll_examples_are_what_the_api_answers(api):
     assert set(job) == set(queued) == set(done) and set(job["progress"]) == set(queued["progress"])
     assert job["progress"] == {**queued["progress"]}
     assert (queued["status"], done["status"], done["progress"]["fraction"]) == ("queued", "done", 1.0)
+
+
+def test_a_run_whose_worker_died_is_sent_again_and_shows_as_stalled(api, settings, monkeypatch):
+    """The job lifecycle's healing (planner/runs/stalls.py): a running chunk whose heartbeat stopped goes back
+    to pending with a new task id and is sent again; until then the poll says ``stalled``."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from planner.runs import stalls
+    from planner.runs.models import RunChunk
+
+    settings.KVP_INLINE_MAX_SECONDS = 0
+    settings.KVP_STALL_AFTER_S = 15
+    job = _job(api.post("/api/simulations/", SIMULATION, format="json"))
+    long_ago = timezone.now() - timedelta(seconds=60)
+    RunChunk.objects.filter(run_id=job["id"]).update(status="running", attempts=1, heartbeat_at=long_ago,
+                                                     started_at=long_ago)
+    Run.objects.filter(pk=job["id"]).update(status="running", started_at=long_ago)
+    assert api.get(f"/api/runs/{job['id']}/").json()["progress"]["status"] == "stalled"
+    old_task = RunChunk.objects.get(run_id=job["id"]).task_id
+    sent = []
+    monkeypatch.setattr(stalls, "send_task", lambda name, args, *, task_id: sent.append((name, args, task_id)))
+    assert stalls.chunks_heal() == 1
+    chunk = RunChunk.objects.get(run_id=job["id"])
+    assert chunk.status == "pending" and chunk.task_id != old_task
+    assert sent == [("planner.run_worker_run", [job["id"], 0], chunk.task_id)]
+    assert services.chunk_run(run_id=job["id"]) == "done"
+    assert api.get(f"/api/runs/{job['id']}/").json()["progress"]["attempts"] == 2
