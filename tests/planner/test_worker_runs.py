@@ -254,3 +254,21 @@ def test_a_run_whose_worker_died_is_sent_again_and_shows_as_stalled(api, setting
     assert sent == [("planner.run_worker_run", [job["id"], 0], chunk.task_id)]
     assert services.chunk_run(run_id=job["id"]) == "done"
     assert api.get(f"/api/runs/{job['id']}/").json()["progress"]["attempts"] == 2
+
+
+def test_the_replicas_page_s_xpyd_comparison_runs_on_the_worker_too(user, client, settings):
+    """Signed in this time: the run page needs no token; the comparison rows equal the inline page's."""
+    client.force_login(user)
+    query = {**PAGE, "rate": "10", "prefill_instances": "1", "decode_instances": "2", "link_gbps": "25"}
+    settings.KVP_INLINE_MAX_SECONDS = 100
+    inline = client.get("/replicas/", query)
+    assert inline.status_code == 200 and inline.context["disaggregated"]
+    settings.KVP_INLINE_MAX_SECONDS = 0
+    r = client.get("/replicas/", query)
+    run = Run.objects.get()
+    assert run.owner == user and r["Location"] == f"/replicas/runs/{run.pk}/"
+    assert run.definition["disaggregated"]["decode_instances"] == 2
+    assert services.chunk_run(run_id=run.pk) == "done"
+    done = client.get(r["Location"])
+    assert done.context["disaggregated"] == inline.context["disaggregated"]
+    assert done.context["answer"] == inline.context["answer"]
