@@ -301,7 +301,7 @@ class SimulationApi(APIView):
     parser_classes = [CheckedJSONParser]
 
     @extend_schema(
-        summary="One synchronous simulation (small); larger ones go to /api/sweeps/",
+        summary="One simulation: answered at once within 1 s of estimated work, else a job on a worker (202)",
         request=DefinitionSerializer,
         description="Priced first: within `KVP_INLINE_MAX_SECONDS` (1 s) it runs in the request and answers 200; "
                     "dearer, it runs on a worker and answers 202 with a job to poll at `GET /api/runs/{id}/` (its "

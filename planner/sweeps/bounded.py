@@ -1,7 +1,8 @@
 """Run a simulation made inside a web request in a child process, under a wall clock and a memory limit.
 
 ``/api/simulations/``, ``/api/replicas/``, ``/replicas/``, ``/api/calibrations/``
-and ``/calibrations/`` simulate while the request waits. They are priced first (:mod:`planner.sweeps.pricing`), but a
+and ``/calibrations/`` simulate while the request waits when the run is priced within ``KVP_INLINE_MAX_SECONDS``
+(dearer runs go to the workers, :mod:`planner.runs`). They are priced first (:mod:`planner.sweeps.pricing`), but a
 price is an estimate; so the simulation itself runs in a forked child process
 that the web process kills after ``KVP_SYNC_HARD_SECONDS`` (well inside
 gunicorn's 60 s worker timeout) and whose address space is capped at
