@@ -18,7 +18,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from .env import env_bool, env_int, env_list, env_str, load_env_file
+from .env import env_bool, env_float, env_int, env_list, env_str, load_env_file
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 LOCAL_ENV_FILE = env_str("KVP_ENV_FILE", str(BASE_DIR / "local.env"))
@@ -221,6 +221,8 @@ CELERY_WORKER_MAX_MEMORY_PER_CHILD = env_int("CELERY_WORKER_MAX_MEMORY_PER_CHILD
 KVP_WORKER_MAX_BYTES = env_int("KVP_WORKER_MAX_BYTES", 6 * 2**30)  # address space of a pool process / sync run
 KVP_RUN_MAX_BYTES = env_int("KVP_RUN_MAX_BYTES", 2 * 2**30)  # estimated memory of one simulation call
 KVP_SYNC_MAX_SECONDS = env_int("KVP_SYNC_MAX_SECONDS", 10)  # estimated time of a run inside a web request
+# Runs priced over this (estimated seconds) go to the workers and the request answers 202 with a job (issue 37).
+KVP_INLINE_MAX_SECONDS = env_float("KVP_INLINE_MAX_SECONDS", 1.0)
 KVP_SYNC_HARD_SECONDS = env_int("KVP_SYNC_HARD_SECONDS", 20)  # wall clock after which such a run is stopped
 KVP_CHUNK_MAX_SECONDS = env_int("KVP_CHUNK_MAX_SECONDS", CELERY_TASK_SOFT_TIME_LIMIT // 2)  # estimate per chunk
 KVP_USER_QUEUE_SECONDS = env_int("KVP_USER_QUEUE_SECONDS", 3600)  # estimated queued work per user

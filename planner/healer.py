@@ -2,8 +2,9 @@
 worker died (a stopped heartbeat, :mod:`planner.jobs.heartbeat`; the healing is the job lifecycle's,
 :mod:`planner.jobs.healing`): grid chunks and cliff searches of sweeps
 (:func:`planner.sweeps.stalls.chunks_heal`), chunks of deployment searches
-(:func:`planner.search.stalls.chunks_heal`) and of day plans (:func:`planner.dayplans.stalls.chunks_heal`); and
-the work of sweeps and searches whose message was lost (:class:`LostMessages`).
+(:func:`planner.search.stalls.chunks_heal`), of day plans (:func:`planner.dayplans.stalls.chunks_heal`) and of runs
+handed over by web requests (:func:`planner.runs.stalls.chunks_heal`); and the work of sweeps, searches and runs
+whose message was lost (:class:`LostMessages`).
 
 The healing rule (docs/operations.md, "Stalls are seen and healed"): work that is **running** with no
 heartbeat for ``KVP_STALL_AFTER_S`` is put back to pending and sent again; work that is **pending** (or a
@@ -28,6 +29,7 @@ from django.db import connection
 
 from planner import broker_messages
 from planner.dayplans import stalls as dayplan_stalls
+from planner.runs import stalls as run_stalls
 from planner.search import stalls as search_stalls
 from planner.sweeps import stalls as sweep_stalls
 
@@ -47,7 +49,8 @@ class LostMessages:
         if live is None:
             self.suspects = set()
             return 0
-        lost = {**sweep_stalls.lost_messages(live), **search_stalls.lost_messages(live)}
+        lost = {**sweep_stalls.lost_messages(live), **search_stalls.lost_messages(live),
+                **run_stalls.lost_messages(live)}
         sent = [key for key in lost if key in self.suspects]
         for key in sent:
             logger.warning("%s %s: no message in the broker at two checks, sent again", key[0], key[1:])
@@ -60,7 +63,8 @@ def _heal_forever(interval_s: float) -> None:
     lost = LostMessages()
     while not _healer_stop.wait(interval_s):
         for what, heal in (("sweep", sweep_stalls.chunks_heal), ("search", search_stalls.chunks_heal),
-                           ("day plan", dayplan_stalls.chunks_heal), ("lost", lost.tick)):
+                           ("day plan", dayplan_stalls.chunks_heal), ("run", run_stalls.chunks_heal),
+                           ("lost", lost.tick)):
             try:
                 sent = heal()
                 if sent:

@@ -120,4 +120,5 @@ class Report(models.Model):
 
 
 from planner.dayplans.models import DayPlan, DayPlanChunk  # noqa: E402, F401  (day plans, planner/dayplans/)
+from planner.runs.models import Run, RunChunk  # noqa: E402, F401  (runs handed to workers, planner/runs/)
 from planner.search.models import Search, SearchChunk  # noqa: E402, F401  (deployment searches, planner/search/)

@@ -13,6 +13,7 @@ from celery import shared_task
 
 from planner import healer  # noqa: F401  (registers the worker's healer on worker_ready)
 from planner.dayplans import services as dayplan_services
+from planner.runs import services as run_services
 from planner.search import services as search_services
 from planner.sweeps import runner, services
 
@@ -49,3 +50,9 @@ def run_day_plan_chunk(plan_id: int, index: int) -> str:
 def answer_day_plan(plan_id: int) -> str:
     """Join day plan ``plan_id``'s stored chunks into its answer (a cancelled plan: its finished hours)."""
     return dayplan_services.plan_answer(plan_id=int(plan_id))
+
+
+@shared_task(name="planner.run_worker_run", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def run_worker_run(run_id: int, index: int = 0) -> str:
+    """Run ``run_id`` (a simulation, replicas search or calibration a web request priced over the inline bound)."""
+    return run_services.chunk_run(run_id=int(run_id))

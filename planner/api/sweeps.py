@@ -3,7 +3,8 @@
 * ``POST /api/sweeps/`` create (asynchronous; 202 with the status URL), ``GET`` list (own).
 * ``GET /api/sweeps/{id}/`` status with progress; ``POST /api/sweeps/{id}/cancel/``;
   ``GET /api/sweeps/{id}/results/`` gathered points (``?series=1`` adds time series).
-* ``POST /api/simulations/`` one synchronous simulation, capped in requests.
+* ``POST /api/simulations/`` one simulation, capped in requests: answered in the request when priced within
+  ``KVP_INLINE_MAX_SECONDS``, else 202 with a job to poll at ``/api/runs/{id}/`` (:mod:`planner.runs.api`).
 * ``GET /api/reports/`` own reports; ``GET /api/reports/{slug}/`` public
   (``?format=csv|json``), ``DELETE`` owner only.
 
@@ -12,7 +13,6 @@ Errors are ``{"errors": {field: [messages]}}`` (``planner.api.errors``).
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
@@ -29,12 +29,11 @@ from config.parsers import CheckedJSONParser
 from config.strict_input import refuse_unknown_fields
 from planner.api.errors import input_error_as_api_exception
 from planner.models import Report, Sweep
+from planner.runs.api import EXAMPLE_RUN, RunOut
 from planner.sampling_words import SOURCES, sampling_answer
 from planner.sweeps import definition as defn
 from planner.sweeps import disaggregated as disagg
 from planner.sweeps import exports, pricing, selectors, services
-from planner.sweeps.bounded import run_bounded
-from planner.sweeps.runner import simulate_points, workload_of
 from simulator.batch import OverBudget
 from simulator.clock.cost_model import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS
 
@@ -296,58 +295,51 @@ class SweepResultsApi(APIView):
                          "cliff_result": sweep.snapshot.get("cliff_result")})
 
 
-def simulation_max_requests() -> int:
-    return int(getattr(settings, "KVP_SIMULATION_MAX_REQUESTS", 5_000))
-
-
-def _simulate_one(point: dict, wl_base: dict) -> dict:
-    """One point's simulation (runs in a child process: :func:`planner.sweeps.bounded.run_bounded`)."""
-    wl = workload_of(point["workload"], wl_base)
-    return simulate_points(wl, [point], record_steps=True)[0]
-
-
 class SimulationApi(APIView):
     permission_classes = [IsAuthenticated]
     heavy_throttle = True  # simulates inside the request: THROTTLE_HEAVY per user
     parser_classes = [CheckedJSONParser]
 
     @extend_schema(
-        summary="One synchronous simulation (small); larger ones go to /api/sweeps/",
+        summary="One simulation: answered at once within 1 s of estimated work, else a job on a worker (202)",
         request=DefinitionSerializer,
-        responses=inline_serializer("SimulationResult", {
+        description="Priced first: within `KVP_INLINE_MAX_SECONDS` (1 s) it runs in the request and answers 200; "
+                    "dearer, it runs on a worker and answers 202 with a job to poll at `GET /api/runs/{id}/` (its "
+                    "`url`), whose `result` is then the 200's body.",
+        responses={200: inline_serializer("SimulationResult", {
             "metrics": serializers.DictField(), "totals": serializers.DictField(),
             "series": serializers.DictField(allow_null=True), "config": serializers.DictField(),
             "meta": serializers.DictField(),
-            **SAMPLING_FIELDS}),
+            **SAMPLING_FIELDS}), 202: RunOut},
         examples=[OpenApiExample("Engine only", request_only=True, value={
             "engine": {"num_gpu_blocks": 2000},
             "workload": {"spec": {"n": 200, "arrival": "poisson:4"}, "seed": 0}}),
                   OpenApiExample("1P3D on H100", request_only=True, value=EXAMPLE_DISAGGREGATED_SIMULATION),
-                  _ex("Simulation result", EXAMPLE_SIMULATION)],
+                  _ex("Simulation result", EXAMPLE_SIMULATION, status_codes=["200"]),
+                  _ex("Sent to a worker", EXAMPLE_RUN, status_codes=["202"])],
     )
     def post(self, request):
+        from planner.runs.api import accepted, hand_over
+        from planner.runs.services import runs_inline
+        from planner.sweeps import simulation
+
         data = _as_dict(request.data)
         try:
-            _, snapshot, points = defn.validate(data, owner=request.user, single=True)
-        except defn.DefinitionError as exc:
-            raise _definition_error(exc) from None
-        n = snapshot["workload"]["n"]
-        cap = simulation_max_requests()
-        if n > cap:
-            raise ValidationError({"workload": [
-                f"{n:,} requests is more than the {cap:,} a synchronous simulation allows; "
-                f"create a sweep at /api/sweeps/ (it runs on workers, with progress)"]})
-        p = points[0]
-        wl_base = snapshot["workload"]
-        try:
-            pricing.check_sync(snapshot, p)
-            result = run_bounded(_simulate_one, p, wl_base, what="This simulation")
+            prepared = simulation.prepare(data, owner=request.user)
+            price = prepared["price"]
+            if not runs_inline(price.seconds):
+                run = hand_over(request, kind="simulation", definition=data, price=price, what="This simulation",
+                                advice="use fewer or shorter requests, or a sweep at /api/sweeps/ (its points run "
+                                       "in parallel)")
+                return accepted(run, request)
+            pricing.check_sync(prepared["snapshot"], prepared["point"])
+            return Response(simulation.answer(prepared, inline=True))
+        except services.QuotaExceeded as exc:
+            raise QuotaExceededApi(exc.errors["non_field_errors"][0]) from None
         except OverBudget as exc:
             raise ValidationError({exc.field: [str(exc)]}) from None
-        except (ValueError, TypeError) as exc:  # ConfigError / WorkloadError: input the engine refuses
-            raise ValidationError({"non_field_errors": [str(exc)]}) from None
-        return Response({"metrics": result["metrics"], "totals": result["totals"], "series": result["series"],
-                         "config": p["config"], "meta": p["meta"], **sampling_answer(snapshot)})
+        except defn.DefinitionError as exc:
+            raise _definition_error(exc) from None
 
 
 class ReplicasSerializer(DefinitionSerializer):
@@ -366,13 +358,15 @@ class ReplicasApi(APIView):
         description="A one-simulation definition (model + GPU, a generated workload with arrivals in seconds) "
                     "with `slo` (`ttft_s`, `itl_s`, `percentile` p50/p90/p99) and optionally `cluster` (routing, "
                     "router delay) and `max_instances`. Tries 1, 2, 4 ... then bisects; every count tried is "
-                    "in `trials`. At most 2,000 requests.",
+                    "in `trials`. At most 2,000 requests. Priced first: within `KVP_INLINE_MAX_SECONDS` (1 s) "
+                    "it runs in the request (200), dearer on a worker (202 with a job to poll at `GET /api/runs/{id}/`, "
+                    "whose `result` is then the 200's body).",
         request=ReplicasSerializer,
-        responses=inline_serializer("ReplicasResult", {
+        responses={200: inline_serializer("ReplicasResult", {
             "num_instances": serializers.IntegerField(allow_null=True), "percentile": serializers.CharField(),
             "trials": serializers.ListField(child=serializers.DictField()), "reason": serializers.CharField(),
             "num_gpu_blocks": serializers.IntegerField(), "cost_per_hour": serializers.FloatField(allow_null=True),
-            **SAMPLING_FIELDS}),
+            **SAMPLING_FIELDS}), 202: RunOut},
         examples=[OpenApiExample("Llama 3.1 8B on H100 at 20 requests/s", request_only=True, value={
             "model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb",
             "workload": {"spec": {"n": 400, "arrival": {"kind": "poisson", "rate": 20, "unit": "s"}}, "seed": 0},
@@ -385,13 +379,25 @@ class ReplicasApi(APIView):
                                           "clock": "cost_model", "sampling": "top_k_top_p",
                                           "sampling_source": "model",
                                           "sampling_words": "top-k / top-p sampling (Llama 3.1 8B's "
-                                                            "generation_config.json)"})],
+                                                            "generation_config.json)"}, status_codes=["200"]),
+                  _ex("Sent to a worker", {**EXAMPLE_RUN, "kind": "replicas"}, status_codes=["202"])],
     )
     def post(self, request):
-        from planner.sweeps.replicas import find_replicas
+        from planner.runs.api import accepted, hand_over
+        from planner.runs.services import runs_inline
+        from planner.sweeps.replicas import answer_replicas, check_replicas
 
+        data = _as_dict(request.data)
         try:
-            return Response(find_replicas(_as_dict(request.data), owner=request.user))
+            checked = check_replicas(data, owner=request.user)
+            if runs_inline(checked["price"].seconds):
+                return Response(answer_replicas(checked, inline=True))
+            run = hand_over(request, kind="replicas", definition=data, price=checked["price"],
+                            what=f"This replicas search (up to {checked['max_n']} instances)",
+                            advice="use fewer or shorter requests or a lower max_instances")
+            return accepted(run, request)
+        except services.QuotaExceeded as exc:
+            raise QuotaExceededApi(exc.errors["non_field_errors"][0]) from None
         except defn.DefinitionError as exc:
             raise _definition_error(exc) from None
 

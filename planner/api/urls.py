@@ -8,4 +8,5 @@ urlpatterns = [
     path("", include("planner.search.api_urls")),
     path("", include("planner.calibration.api_urls")),
     path("", include("planner.dayplans.api_urls")),
+    path("", include("planner.runs.api_urls")),
 ]

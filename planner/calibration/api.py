@@ -13,16 +13,11 @@ from rest_framework.views import APIView
 from config.json_input import JsonInputError, loads_checked, object_id
 from config.parsers import CheckedJSONParser
 from config.strict_input import FORM_KEYS, StrictFieldsMixin, refuse_unknown_fields
+from planner.calibration.handover import calibration_or_run
 from planner.calibration.models import CalibrationProfile
-from planner.calibration.services import create_calibration
-
-
-def calibration_dict(row: CalibrationProfile) -> dict:
-    return {"id": row.id, "name": row.name, "model": row.model.slug, "gpu": row.gpu.slug,
-            "tensor_parallel_size": row.tensor_parallel_size, "deployment": row.deployment,
-            "source_format": row.source_format, "measurement": row.measurement, "coefficients": row.coefficients,
-            "fit": row.fit, "created_at": row.created_at.isoformat()}
-
+from planner.calibration.services import calibration_dict
+from planner.runs.api import EXAMPLE_RUN, RunOut
+from planner.runs.models import Run
 
 #: What a stored calibration looks like (GET one, GET the list's rows, and the answer to POST).
 EXAMPLE_CALIBRATION = {
@@ -86,31 +81,44 @@ class CalibrationListCreateApi(APIView):
                     "prompt_tokens, output_tokens, ttft_s, e2e_s) or a Prometheus scrape of vLLM's /metrics. "
                     "The fit (scipy least squares, bounded) moves bandwidth_efficiency, mfu and serve_request_s. "
                     "A bad file gets a 400 naming the row and field, and nothing is stored. The fit is priced "
-                    "before it runs (a measurement estimated past the limit for a run inside a web request is a "
-                    "400 on `file` with the estimate) and stopped past the wall clock; it counts against the "
-                    "`heavy` rate limit. Use the calibration "
+                    "before it runs: within `KVP_INLINE_MAX_SECONDS` (1 s) it runs in the request (stopped past the "
+                    "wall clock), dearer it runs on a worker and the answer is a 202 with a job to poll at "
+                    "`GET /api/runs/{id}/`, whose `result` is then this 201's body; one estimated past the chunk "
+                    "limit is a 400 on `file` with the estimate. It counts against the `heavy` rate limit. Use the calibration "
                     "in a sweep, simulation or replicas definition as `\"calibration\": <id or name>`.",
         request=CalibrationInSerializer,
         responses={201: inline_serializer("Calibration", {"id": serializers.IntegerField(),
                                                           "coefficients": serializers.DictField(),
-                                                          "fit": serializers.DictField()})},
+                                                          "fit": serializers.DictField()}),
+                   202: RunOut},
         examples=[OpenApiExample("A vllm bench result as text", request_only=True, value={
             "name": "h100-qwen-prod", "model": "qwen2-5-7b", "gpu": "h100-sxm5-80gb", "tensor_parallel_size": 1,
             "text": "{\"completed\": 500, \"request_rate\": 6, \"mean_ttft_ms\": 27, \"mean_itl_ms\": 7.0, "
                     "\"mean_e2el_ms\": 1770, \"total_input_tokens\": 375500, \"total_output_tokens\": 125500}"}),
                   OpenApiExample("The stored calibration", response_only=True, status_codes=["201"],
-                                 value=EXAMPLE_CALIBRATION)],
+                                 value=EXAMPLE_CALIBRATION),
+                  OpenApiExample("Sent to a worker", response_only=True, status_codes=["202"],
+                                 value={**EXAMPLE_RUN, "kind": "calibration"})],
     )
     def post(self, request):
         data = request.data
         if not hasattr(data, "get"):  # a JSON list or scalar
             raise serializers.ValidationError({"non_field_errors": ["The body must be a JSON object."]})
         refuse_unknown_fields(data, CalibrationInSerializer().fields, ignore=FORM_KEYS)
-        row = create_calibration(
-            request.user, name=data.get("name"), model=data.get("model"), gpu=data.get("gpu"), text=_text(request),
-            tensor_parallel_size=_int(data.get("tensor_parallel_size", 1)), file_format=data.get("format"),
-            request_rate=data.get("request_rate"), deployment=_dict(data.get("deployment")))
-        return Response(calibration_dict(row), status=status.HTTP_201_CREATED)
+        from planner.api.sweeps import QuotaExceededApi
+        from planner.jobs import QuotaExceeded
+        from planner.runs.api import accepted
+
+        fields = {"name": data.get("name"), "model": data.get("model"), "gpu": data.get("gpu"), "text": _text(request),
+                  "tensor_parallel_size": _int(data.get("tensor_parallel_size", 1)), "file_format": data.get("format"),
+                  "request_rate": data.get("request_rate"), "deployment": _dict(data.get("deployment"))}
+        try:
+            made = calibration_or_run(request, fields)
+        except QuotaExceeded as exc:
+            raise QuotaExceededApi(exc.errors["non_field_errors"][0]) from None
+        if isinstance(made, Run):  # priced over KVP_INLINE_MAX_SECONDS: the fit runs on a worker
+            return accepted(made, request)
+        return Response(calibration_dict(made), status=status.HTTP_201_CREATED)
 
 
 def _int(v):

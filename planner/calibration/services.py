@@ -13,9 +13,9 @@ from config.strict_input import unknown_field_errors
 from planner.calibration.models import CalibrationProfile
 from planner.errors import field_and_message
 
-#: Requests replayed and residual evaluations allowed per fit. It runs inside the request: priced first
-#: (``planner.sweeps.limits.check_calibration``), then run in a child process under the wall clock
-#: (``planner.sweeps.bounded.run_bounded``).
+#: Requests replayed and residual evaluations allowed per fit. It is priced first (``simulator.calibration.price_fit``):
+#: within ``KVP_INLINE_MAX_SECONDS`` it runs inside the request, in a child process under the wall clock
+#: (``planner.sweeps.bounded.run_bounded``), else on a worker (:mod:`planner.runs`, :mod:`planner.calibration.handover`).
 FIT_MAX_REQUESTS = 300
 FIT_MAX_EVALUATIONS = 20
 MAX_UPLOAD_CHARS = 5_000_000
@@ -82,15 +82,13 @@ def _fit(meas, model, gpu, deployment, rate):
                max_evaluations=FIT_MAX_EVALUATIONS)
 
 
-def create_calibration(owner, *, name: Any, model: Any, gpu: Any, text: Any, tensor_parallel_size: Any = 1,
-                       file_format: str | None = None, request_rate: Any = None,
-                       deployment: dict | None = None) -> CalibrationProfile:
-    """Parse ``text``, fit the clock of ``model`` on ``gpu`` at the given TP, store and return the profile.
-
-    Raises ``ValidationError`` with field messages (nothing is stored then).
-    """
+def prepare_calibration(owner, *, name: Any, model: Any, gpu: Any, text: Any, tensor_parallel_size: Any = 1,
+                        file_format: str | None = None, request_rate: Any = None, deployment: dict | None = None,
+                        inline: bool = True) -> dict:
+    """Check the upload and parse it (``inline``: in a child process under the wall clock, else here, on a
+    worker), then price its fit: ``{"name", "model_row", "gpu_row", "deployment", "meas", "rate", "price",
+    "simulations"}``. Raises ``ValidationError`` with field messages."""
     from planner.sweeps.bounded import run_bounded
-    from planner.sweeps.limits import check_calibration
     from simulator.batch.budget import OverBudget, fit_simulations
     from simulator.calibration import CalibrationError, parse_measurement, price_fit
     from simulator.calibration.fit import DEFAULT_FIT
@@ -114,17 +112,34 @@ def create_calibration(owner, *, name: Any, model: Any, gpu: Any, text: Any, ten
     rate = _rate(request_rate)
     try:  # up to MAX_UPLOAD_CHARS (5 MB of CSV: 1.5 s), so under the wall clock too
         meas = run_bounded(parse_measurement, text, file_format or None, what="Reading this measurement file",
-                           field="file", advice="upload a smaller file")
+                           field="file", advice="upload a smaller file") if inline else \
+            parse_measurement(text, file_format or None)
     except (CalibrationError, OverBudget) as exc:
         raise ValidationError({"file": [str(exc)]}) from None
     _check_model(meas, model_row)
-    specs = (meas, model_row.to_spec(), gpu_row.to_spec(), dep)
+    price = price_fit(meas, model_row.to_spec(), gpu_row.to_spec(), dep, request_rate=rate,
+                      max_requests=FIT_MAX_REQUESTS, max_evaluations=FIT_MAX_EVALUATIONS)
+    return {"name": name, "model_row": model_row, "gpu_row": gpu_row, "deployment": dep, "meas": meas, "rate": rate,
+            "price": price, "simulations": fit_simulations(len(DEFAULT_FIT), FIT_MAX_EVALUATIONS)}
+
+
+def fit_and_store(owner, prepared: dict, *, inline: bool) -> CalibrationProfile:
+    """Fit what :func:`prepare_calibration` returned (``inline``: in a child process under the wall clock, after
+    the synchronous price check; else here, on a worker) and store the profile. Raises ``ValidationError``."""
+    from planner.sweeps.bounded import run_bounded
+    from planner.sweeps.limits import check_calibration
+    from simulator.batch.budget import OverBudget
+    from simulator.calibration import CalibrationError
+
+    meas, dep, rate = prepared["meas"], prepared["deployment"], prepared["rate"]
+    specs = (meas, prepared["model_row"].to_spec(), prepared["gpu_row"].to_spec(), dep)
     try:
-        check_calibration(price_fit(*specs, request_rate=rate, max_requests=FIT_MAX_REQUESTS,
-                                    max_evaluations=FIT_MAX_EVALUATIONS),
-                          fit_simulations(len(DEFAULT_FIT), FIT_MAX_EVALUATIONS))
-        result = run_bounded(_fit, *specs, rate, what="This calibration", field="file",
-                             advice="upload a measurement of fewer or shorter requests")
+        if inline:
+            check_calibration(prepared["price"], prepared["simulations"])
+            result = run_bounded(_fit, *specs, rate, what="This calibration", field="file",
+                                 advice="upload a measurement of fewer or shorter requests")
+        else:
+            result = _fit(*specs, rate)
     except OverBudget as exc:  # priced over a limit, or stopped past the wall clock / memory limit
         raise ValidationError({exc.field: [str(exc)]}) from None
     except CalibrationError as exc:
@@ -134,9 +149,40 @@ def create_calibration(owner, *, name: Any, model: Any, gpu: Any, text: Any, ten
         raise ValidationError({"gpu": [f"no roofline clock for this deployment: {exc}"]}) from None
     with transaction.atomic():
         return CalibrationProfile.objects.create(
-            owner=owner, name=name, model=model_row, gpu=gpu_row, tensor_parallel_size=dep.tensor_parallel_size,
-            deployment={k: getattr(dep, k) for k in DEPLOYMENT_KNOBS}, source_format=meas.source,
-            measurement=meas.to_dict(), coefficients=result.coefficients, fit=result.to_dict())
+            owner=owner, name=prepared["name"], model=prepared["model_row"], gpu=prepared["gpu_row"],
+            tensor_parallel_size=dep.tensor_parallel_size, deployment={k: getattr(dep, k) for k in DEPLOYMENT_KNOBS},
+            source_format=meas.source, measurement=meas.to_dict(), coefficients=result.coefficients,
+            fit=result.to_dict())
+
+
+def create_calibration(owner, **fields: Any) -> CalibrationProfile:
+    """Parse the upload, fit the clock of ``model`` on ``gpu`` at the given TP, store and return the profile, all
+    in this request (``fields``: those of :func:`prepare_calibration`). Raises ``ValidationError`` with field
+    messages (nothing is stored then)."""
+    return fit_and_store(owner, prepare_calibration(owner, **fields), inline=True)
+
+
+def calibration_dict(row: CalibrationProfile) -> dict:
+    """A stored calibration as the API answers it (``GET``, and the answer to ``POST``)."""
+    return {"id": row.id, "name": row.name, "model": row.model.slug, "gpu": row.gpu.slug,
+            "tensor_parallel_size": row.tensor_parallel_size, "deployment": row.deployment,
+            "source_format": row.source_format, "measurement": row.measurement, "coefficients": row.coefficients,
+            "fit": row.fit, "created_at": row.created_at.isoformat()}
+
+
+def fit_on_worker(fields: dict, *, owner) -> dict:
+    """A calibration sent to a worker (:mod:`planner.calibration.handover`): checked, parsed, priced against the
+    chunk limit and fitted here; returns the API's answer to a ``POST`` (:func:`calibration_dict`)."""
+    from planner.sweeps.limits import chunk_max_seconds, run_max_bytes
+    from simulator.batch.budget import OverBudget, check
+
+    prepared = prepare_calibration(owner, **fields, inline=False)
+    try:
+        check(prepared["price"], max_bytes=run_max_bytes(), max_seconds=chunk_max_seconds(), field="file",
+              what="This calibration", advice="upload a measurement of fewer or shorter requests")
+    except OverBudget as exc:
+        raise ValidationError({exc.field: [str(exc)]}) from None
+    return calibration_dict(fit_and_store(owner, prepared, inline=False))
 
 
 def calibration_for(owner, ref: Any) -> tuple[dict, list[str]] | None:

@@ -1,15 +1,19 @@
-"""Calibration pages: upload a measurement (``/calibrations/``) and see the fit (``/calibrations/<id>/``)."""
+"""Calibration pages: upload a measurement (``/calibrations/``), a fit running on a worker
+(``/calibrations/runs/<id>/``) and the fit (``/calibrations/<id>/``)."""
 
 from __future__ import annotations
 
 from django import forms as dj_forms
 from django.contrib.auth.decorators import login_required
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
 from planner.calibration.forms import CalibrationForm
+from planner.calibration.handover import calibration_or_run
 from planner.calibration.models import CalibrationProfile
-from planner.calibration.services import create_calibration
+from planner.errors import InputError
+from planner.runs.models import Run
 
 
 @login_required
@@ -24,16 +28,38 @@ def calibration_list(request):
             form.add_error("file", "must be UTF-8 text")
         else:
             try:
-                row = create_calibration(request.user, name=d["name"], model=d["model"], gpu=d["gpu"], text=text,
-                                         tensor_parallel_size=d["tensor_parallel_size"],
-                                         request_rate=d.get("request_rate"), deployment=form.deployment())
+                made = calibration_or_run(request, {
+                    "name": d["name"], "model": d["model"], "gpu": d["gpu"], "text": text,
+                    "tensor_parallel_size": d["tensor_parallel_size"], "request_rate": d.get("request_rate"),
+                    "deployment": form.deployment()})
             except dj_forms.ValidationError as exc:
                 for field, msgs in exc.message_dict.items():
                     form.add_error(field if field in form.fields else None, msgs)
+            except InputError as exc:  # the queue quota, or a fit over the chunk limit
+                for field, msgs in exc.errors.items():
+                    form.add_error(field if field in form.fields else None, msgs)
             else:
-                return redirect("calibration:detail", calibration_id=row.pk)
+                if isinstance(made, Run):  # priced over KVP_INLINE_MAX_SECONDS: fitted on a worker
+                    return redirect("calibration:run", run_id=made.pk)
+                return redirect("calibration:detail", calibration_id=made.pk)
     rows = CalibrationProfile.objects.filter(owner=request.user).select_related("model", "gpu")[:100]
     return render(request, "planner/calibration/list.html", {"form": form, "rows": rows, "nav": "replicas"})
+
+
+@login_required
+def calibration_run(request, run_id: int):
+    """A fit sent to a worker: its progress (the box polls ``/api/runs/{id}/`` and reloads when it ends), then the
+    calibration's page once it is stored, or its error."""
+    from planner.runs import selectors as run_selectors
+
+    run = run_selectors.run_get(run_id=run_id, user=request.user, token=None)
+    if run.kind != Run.Kind.CALIBRATION:
+        raise Http404("No such calibration run.")
+    if run.status == Run.Status.DONE:
+        return redirect("calibration:detail", calibration_id=run.result["id"])
+    return render(request, "planner/calibration/run.html", {
+        "run": run, "progress": run_selectors.run_progress(run), "status_url": run_selectors.status_path(run),
+        "name": run.definition.get("name"), "nav": "replicas"})
 
 
 def _figure(fit: dict) -> dict:

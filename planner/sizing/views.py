@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from django.http import QueryDict
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 
 from planner.calibration import fields as calibration_fields
 from simulator.base import ms_against, ms_figure, ms_target
@@ -146,49 +146,108 @@ def _replicas_query(form) -> str:
 
 
 def replicas(request):
-    """Replicas for this rate: the fewest replicas meeting TTFT/ITL targets, simulated while the page loads.
+    """Replicas for this rate: the fewest replicas meeting TTFT/ITL targets.
 
     GET form (works without JavaScript). An unsubmitted form (no ``rate`` in the query, e.g. the link
-    from the sizing page) is only pre-filled; a submitted one runs
-    :func:`planner.sweeps.replicas.find_replicas` synchronously (a few seconds for 300 requests).
+    from the sizing page) is only pre-filled; a submitted one is priced (:func:`planner.sweeps.replicas.check_replicas`,
+    with the xPyD comparison when asked): within ``KVP_INLINE_MAX_SECONDS`` it is answered while the page loads,
+    dearer it runs on a worker and the page redirects to :func:`replicas_run`, which shows its progress and then
+    the same answer.
     """
     from planner.sweeps.definition import DefinitionError
-    from planner.sweeps.figures import build_replicas_figure
-    from planner.sweeps.replicas import find_replicas
 
     form, submitted = ReplicasForm.from_query(request.GET, user=request.user)
     calibration_fields.attach(form, request.user)
     ctx = {"nav": "replicas", "form": form, "answer": None, "submitted": submitted}
+    owner = request.user if request.user.is_authenticated else None
     if submitted and not form.is_valid():
         # every problem at once: the search's own checks on the fields that passed the form's
         from planner.sweeps.replicas import check_replicas
 
         try:
-            check_replicas(calibration_fields.into(form.to_request(), form), owner=request.user
-                           if request.user.is_authenticated else None)
+            check_replicas(calibration_fields.into(form.to_request(), form), owner=owner)
         except DefinitionError as exc:
             form.add_definition_errors(exc.errors)
         except (KeyError, TypeError, ValueError):  # a request built around fields already in error
             pass
     elif submitted:
-        owner = request.user if request.user.is_authenticated else None
         try:
-            found = find_replicas(calibration_fields.into(form.to_request(), form), owner=owner)
+            found, rows, run = _replicas_priced(request, form, owner)
         except DefinitionError as exc:
             form.add_definition_errors(exc.errors)
         else:
-            answer = replicas_answer(found, form)
-            answer["calibration"] = calibration_fields.name_of(request.user, calibration_fields.chosen(form))
-            ctx["answer"] = answer
-            ctx["launch"] = found.get("launch")
-            ctx["disaggregated"] = _disaggregated_rows(form, owner)
-            points = [{"params": {"num_instances": t["num_instances"]},
-                       "metrics": {f"ttft_{found['percentile']}_s": t["ttft_s"],
-                                   f"itl_{found['percentile']}_s": t["itl_s"]}} for t in found["trials"]]
-            ctx["figure"] = build_replicas_figure(
-                points, slo={"ttft_s": found["slo_ttft_s"], "itl_s": found["slo_itl_s"]},
-                percentile=found["percentile"], answer=found["num_instances"],
-                title=f"TTFT and ITL {found['percentile']} against replicas at {answer['rate']} requests/s")
+            if run is not None:
+                return redirect(_run_page(run))
+            _replicas_context(ctx, request, form, found, rows)
+    return render(request, "planner/replicas.html", ctx)
+
+
+def _replicas_priced(request, form: ReplicasForm, owner):
+    """``(found, xPyD rows, None)`` answered here when the page's runs are priced within the inline bound, else
+    ``(None, None, run)``: a run sent to the workers. Raises ``DefinitionError`` (also ``QuotaExceeded``)."""
+    from planner.runs.api import hand_over
+    from planner.runs.services import runs_inline
+    from planner.sweeps import disaggregated_compare
+    from planner.sweeps.definition import DefinitionError
+    from planner.sweeps.replicas import answer_replicas, check_replicas
+
+    body = calibration_fields.into(form.to_request(), form)
+    checked = check_replicas(body, owner=owner)
+    dis = form.disaggregated()
+    price = checked["price"]
+    if dis is not None:
+        try:
+            for *_, p in disaggregated_compare.prepare(body, dis, owner=owner, inline=False):
+                price = price + p
+        except DefinitionError:
+            dis = None  # shown as a form error when answered here; a worker's run leaves it out
+    if runs_inline(price.seconds):
+        return answer_replicas(checked, inline=True), _disaggregated_rows(form, owner), None
+    run = hand_over(request, kind="replicas-page", price=price, what=f"This replicas search (up to "
+                    f"{checked['max_n']} instances){' and its xPyD comparison' if dis else ''}",
+                    advice="use fewer or shorter requests or a lower max_instances",
+                    definition={"request": body, "disaggregated": dis, "query": request.GET.urlencode()})
+    return None, None, run
+
+
+def _run_page(run) -> str:
+    from django.urls import reverse
+
+    path = reverse("replicas-run", kwargs={"run_id": run.pk})
+    return path if run.owner_id is not None else f"{path}?token={run.token}"
+
+
+def _replicas_context(ctx: dict, request, form: ReplicasForm, found: dict, rows: list[dict] | None) -> None:
+    """The answer's part of the page: words, table, figure, launch, and the xPyD rows when asked."""
+    from planner.sweeps.figures import build_replicas_figure
+
+    answer = replicas_answer(found, form)
+    answer["calibration"] = calibration_fields.name_of(request.user, calibration_fields.chosen(form))
+    ctx["answer"] = answer
+    ctx["launch"] = found.get("launch")
+    ctx["disaggregated"] = None if rows is None else _rows_shown(rows)
+    points = [{"params": {"num_instances": t["num_instances"]},
+               "metrics": {f"ttft_{found['percentile']}_s": t["ttft_s"],
+                           f"itl_{found['percentile']}_s": t["itl_s"]}} for t in found["trials"]]
+    ctx["figure"] = build_replicas_figure(
+        points, slo={"ttft_s": found["slo_ttft_s"], "itl_s": found["slo_itl_s"]},
+        percentile=found["percentile"], answer=found["num_instances"],
+        title=f"TTFT and ITL {found['percentile']} against replicas at {answer['rate']} requests/s")
+
+
+def replicas_run(request, run_id: int):
+    """A replicas search the page sent to the workers: its progress while it runs (the box polls
+    ``/api/runs/{id}/`` and reloads when it ends), then the same answer as a search answered in the page; the
+    form is bound again to the query it was made from. A run made without signing in needs its ``token``."""
+    from planner.runs import selectors as run_selectors
+
+    run = run_selectors.run_get(run_id=run_id, user=request.user, token=request.GET.get("token"))
+    form, submitted = ReplicasForm.from_query(QueryDict(run.definition.get("query", "")), user=request.user)
+    calibration_fields.attach(form, request.user)
+    ctx = {"nav": "replicas", "form": form, "answer": None, "submitted": submitted, "run": run,
+           "progress": run_selectors.run_progress(run), "status_url": run_selectors.status_path(run)}
+    if form.is_valid() and run.status == run.Status.DONE:
+        _replicas_context(ctx, request, form, run.result["found"], run.result["disaggregated"])
     return render(request, "planner/replicas.html", ctx)
 
 
@@ -201,10 +260,14 @@ def _disaggregated_rows(form: ReplicasForm, owner) -> list[dict] | None:
     if dis is None:
         return None
     try:
-        rows = compare(calibration_fields.into(form.to_request(), form), dis, owner=owner)
+        return compare(calibration_fields.into(form.to_request(), form), dis, owner=owner)
     except DefinitionError as exc:
         form.add_definition_errors(exc.errors)
         return None
+
+
+def _rows_shown(rows: list[dict]) -> list[dict]:
+    """The comparison's rows as the page shows them (milliseconds, percentages)."""
     pct = lambda v: "–" if v is None else f"{v * 100:,.0f}"  # noqa: E731
     return [{**r, "ttft_p50": _ms(r["ttft_p50_s"]), "ttft_p90": _ms(r["ttft_p90_s"]), "itl_p90": _ms(r["itl_p90_s"]),
              "transfer_p90": _ms(r["transfer_p90_s"]), "prefill_util": pct(r["prefill_utilisation"]),

@@ -1,7 +1,8 @@
 """Run a simulation made inside a web request in a child process, under a wall clock and a memory limit.
 
 ``/api/simulations/``, ``/api/replicas/``, ``/replicas/``, ``/api/calibrations/``
-and ``/calibrations/`` simulate while the request waits. They are priced first (:mod:`planner.sweeps.pricing`), but a
+and ``/calibrations/`` simulate while the request waits when the run is priced within ``KVP_INLINE_MAX_SECONDS``
+(dearer runs go to the workers, :mod:`planner.runs`). They are priced first (:mod:`planner.sweeps.pricing`), but a
 price is an estimate; so the simulation itself runs in a forked child process
 that the web process kills after ``KVP_SYNC_HARD_SECONDS`` (well inside
 gunicorn's 60 s worker timeout) and whose address space is capped at
@@ -13,13 +14,23 @@ views answer as a 400 (API) or a form error (page).
 The child touches no database connection and leaves through ``os._exit`` (what
 ``multiprocessing`` does after a forked target), so the parent's connections are
 untouched. Where ``fork`` is not available the function runs in the process.
+
+A web worker killed while it waits (gunicorn's SIGKILL past its timeout, the out-of-memory killer) leaves no
+child behind: on Linux the child asks the kernel, right after the fork, to SIGKILL it when its parent dies
+(``prctl(PR_SET_PDEATHSIG, SIGKILL)``), then checks that the parent is still the one that forked it (a parent
+that died before the ``prctl`` would never signal). The signal follows the parent *thread* that forked the
+child; gunicorn's sync and gthread workers serve a request on a thread that outlives it.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import multiprocessing
+import os
 import pickle
+import signal
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -38,7 +49,27 @@ def max_bytes() -> int:
     return int(getattr(settings, "KVP_WORKER_MAX_BYTES", 0) or 0)
 
 
-def _child(conn, fn: Callable[..., Any], args: tuple, limit: int) -> None:
+#: ``prctl`` option: the signal the kernel sends this process when its parent dies (``<linux/prctl.h>``).
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int) -> bool:
+    """In a forked child: be SIGKILLed when the parent dies (Linux), and leave now if it already has; True
+    when the kernel took the request."""
+    armed = False
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            armed = libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
+        except (OSError, AttributeError):  # no libc or no prctl: the parent's wall clock still stops it
+            armed = False
+    if os.getppid() != parent_pid:  # the parent died before the prctl: nobody waits for the answer
+        os._exit(1)
+    return armed
+
+
+def _child(conn, fn: Callable[..., Any], args: tuple, limit: int, parent_pid: int) -> None:
+    die_with_parent(parent_pid)
     if limit > 0:
         import resource
 
@@ -73,7 +104,8 @@ def run_bounded(fn: Callable[..., Any], *args: Any, what: str, field: str = "wor
         return fn(*args)
     seconds, limit = hard_seconds(), max_bytes()
     receiver, sender = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(sender, fn, args, limit), daemon=True)
+    proc = ctx.Process(target=_child, args=(sender, fn, args, limit, os.getpid()),
+                       daemon=True)
     proc.start()
     sender.close()
     try:

@@ -47,6 +47,12 @@ def sync_max_seconds() -> float:
     return float(getattr(settings, "KVP_SYNC_MAX_SECONDS", 10.0))
 
 
+def inline_max_seconds() -> float:
+    """Estimated seconds up to which a simulation, replicas search or calibration runs inside the web request;
+    a dearer one runs on a worker (:mod:`planner.runs`)."""
+    return float(getattr(settings, "KVP_INLINE_MAX_SECONDS", 1.0))
+
+
 def chunk_max_seconds() -> float:
     return float(getattr(settings, "KVP_CHUNK_MAX_SECONDS", 300.0))
 

@@ -11,7 +11,11 @@ Limits (settings, each overridable from the environment in ``config/settings.py`
 
 - ``KVP_RUN_MAX_BYTES``: estimated memory of one simulation call (a synchronous
   run, one sweep chunk, one replicas trial).
-- ``KVP_SYNC_MAX_SECONDS``: estimated time of a run made inside a web request.
+- ``KVP_INLINE_MAX_SECONDS``: estimated time up to which ``/api/simulations/``, ``/api/replicas/``,
+  ``/replicas/`` and the calibrations run inside the web request; dearer ones run on a worker as one chunk
+  (:mod:`planner.runs`), under the chunk limit.
+- ``KVP_SYNC_MAX_SECONDS``: estimated time of a run made inside a web request with no worker alternative
+  (:func:`check_sync`).
 - ``KVP_CHUNK_MAX_SECONDS``: estimated time of one sweep chunk (below the
   chunk's soft time limit); bigger chunks are split, a bigger point is refused.
 - ``KVP_USER_QUEUE_SECONDS``: estimated time of one user's queued and running work.
@@ -36,7 +40,7 @@ from simulator.batch import OverBudget, Price, WorkloadSize, budget
 from simulator.engine import EngineConfig
 
 __all__ = ["OverBudget", "Price", "point_prices", "check_sync", "split_chunks", "check_points",
-           "check_calibration", "chunk_max_seconds", "run_max_bytes", "sync_max_seconds", "user_queue_seconds"]
+           "check_calibration", "check_worker_run", "chunk_max_seconds", "run_max_bytes", "sync_max_seconds", "user_queue_seconds"]
 
 
 def _sizes(snapshot: dict, points: list[dict]) -> dict[str, WorkloadSize]:
@@ -120,12 +124,20 @@ def split_chunks(chunks: list[dict], prices_by_index: dict[int, Price]) -> list[
 
 
 def check_replicas(size: WorkloadSize, config: EngineConfig, max_instances: int) -> Price:
-    """Refuse a replicas search (it runs inside the web request) over the synchronous limits."""
+    """Refuse a replicas search over the memory limit or the chunk time limit (past ``KVP_INLINE_MAX_SECONDS``
+    it runs on a worker, as one chunk: :mod:`planner.runs`)."""
     price = budget.price_replicas_search(size, config, max_instances)
-    budget.check(price, max_bytes=run_max_bytes(), max_seconds=sync_max_seconds(),
+    budget.check(price, max_bytes=run_max_bytes(), max_seconds=chunk_max_seconds(),
                  what=f"This replicas search (up to {max_instances} instances)", field="workload",
                  advice="use fewer or shorter requests, a lower max_instances, or a sweep over num_instances "
-                        "at /api/sweeps/ (it runs on workers)")
+                        "at /api/sweeps/ (its points run in parallel)")
+    return price
+
+
+def check_worker_run(price: Price, *, what: str, advice: str, field: str = "workload") -> Price:
+    """Refuse a run handed to a worker as one chunk (:mod:`planner.runs`) over the memory or the chunk time limit."""
+    budget.check(price, max_bytes=run_max_bytes(), max_seconds=chunk_max_seconds(), what=what, advice=advice,
+                 field=field)
     return price
 
 

@@ -5,10 +5,11 @@ workload with arrivals in seconds) plus ``slo`` and optionally ``cluster``
 (routing, router delay) and ``max_instances``; the answer comes from
 :func:`simulator.cluster.replicas.smallest_replicas` on the sized engine (its roofline
 clock when the definition names a model and a GPU). No ORM beyond the
-catalog lookups of :func:`planner.sweeps.definition.validate`. The search runs in the
-web request: it is priced first (refused over ``KVP_SYNC_MAX_SECONDS`` or
-``KVP_RUN_MAX_BYTES``, :mod:`planner.sweeps.pricing`) and then runs in a child
-process stopped after ``KVP_SYNC_HARD_SECONDS`` (:mod:`planner.sweeps.bounded`).
+catalog lookups of :func:`planner.sweeps.definition.validate`. The search is priced first
+(:func:`check_replicas`: refused over ``KVP_RUN_MAX_BYTES`` or the chunk limit ``KVP_CHUNK_MAX_SECONDS``,
+:mod:`planner.sweeps.pricing`); within ``KVP_INLINE_MAX_SECONDS`` it runs in the web request, in a child process
+stopped after ``KVP_SYNC_HARD_SECONDS`` (:mod:`planner.sweeps.bounded`), else on a worker (:mod:`planner.runs`).
+:func:`answer_replicas` shapes the same answer either way.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ MAX_REPLICA_REQUESTS = 2_000
 
 
 def _search(wl, config, slo: dict, cl: dict, max_n: int):
-    """The search itself (runs in a child process: :func:`planner.sweeps.bounded.run_bounded`)."""
+    """The search itself (in a child process of the web request, :func:`planner.sweeps.bounded.run_bounded`, or
+    on a worker)."""
     from simulator.cluster import smallest_replicas
 
     return smallest_replicas(wl, config, slo_ttft_s=slo.get("ttft_s"), slo_itl_s=slo.get("itl_s"),
@@ -82,24 +84,33 @@ def check_replicas(raw: Any, *, owner) -> dict:
     config = EngineConfig.from_dict(p["config"])
     check_context(data, snapshot, wl)
     try:
-        pricing.check_replicas(WorkloadSize.of(wl), config, max_n)
+        price = pricing.check_replicas(WorkloadSize.of(wl), config, max_n)
     except OverBudget as exc:
         raise defn.DefinitionError({exc.field: [str(exc)]}) from None
-    return {"snapshot": snapshot, "point": p, "workload": wl, "config": config, "max_n": max_n,
+    return {"snapshot": snapshot, "point": p, "workload": wl, "config": config, "max_n": max_n, "price": price,
             "cluster": snapshot.get("cluster") or {"routing": "round-robin", "router_delay_s": 0.0}}
 
 
 def find_replicas(raw: Any, *, owner) -> dict:
-    """Validate and answer; raises :class:`planner.sweeps.definition.DefinitionError` with field messages."""
+    """Validate and answer in this request (under the wall clock, whatever the price); raises
+    :class:`planner.sweeps.definition.DefinitionError` with field messages."""
+    return answer_replicas(check_replicas(raw, owner=owner), inline=True)
+
+
+def answer_replicas(checked: dict, *, inline: bool) -> dict:
+    """Run a search :func:`check_replicas` returned and shape the answer: ``inline`` in a child process under the
+    wall clock (:func:`planner.sweeps.bounded.run_bounded`), else here (a worker)."""
     from simulator.cluster import ClusterError
 
-    checked = check_replicas(raw, owner=owner)
     snapshot, p, wl, config, max_n, cl = (checked[k] for k in ("snapshot", "point", "workload", "config", "max_n",
                                                                "cluster"))
     slo = snapshot["slo"]
     try:
-        found = run_bounded(_search, wl, config, slo, cl, max_n, what=f"This replicas search (up to {max_n} "
-                                                                    "instances)")
+        if inline:
+            found = run_bounded(_search, wl, config, slo, cl, max_n, what=f"This replicas search (up to {max_n} "
+                                                                        "instances)")
+        else:
+            found = _search(wl, config, slo, cl, max_n)
     except ClusterError as exc:
         raise defn.DefinitionError({"non_field_errors": [str(exc)]}) from None
     except OverBudget as exc:

@@ -148,7 +148,8 @@ def test_fifty_million_blocks_are_refused_as_too_much_memory(token_client):
 
 
 def test_a_long_simulation_is_refused_by_its_estimated_time(token_client, settings):
-    settings.KVP_SYNC_MAX_SECONDS = 1
+    """Priced at about 188 s: over the inline bound it would run on a worker, so the chunk limit refuses it."""
+    settings.KVP_CHUNK_MAX_SECONDS = 1
     body = {"engine": {"num_gpu_blocks": 4000, "max_num_seqs": 8},
             "workload": {"spec": {"n": 5000, "prompt": "const:1000", "output": "const:2000"}}}
     errors = assert_error_shape(token_client.post("/api/simulations/", body, format="json"), 400)

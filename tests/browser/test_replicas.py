@@ -83,3 +83,25 @@ def test_replicas_form_refuses_a_prompt_longer_than_the_model(page, screenshot):
     expect(page.locator("#replicas-answer")).to_have_count(0)
     expect(page.get_by_text("try more replicas")).to_have_count(0)
     screenshot(page, "replicas-prompt-too-long")
+
+
+def test_a_search_priced_over_the_bound_shows_its_progress_then_the_answer(page, settings, monkeypatch):
+    """Issue 37: a visitor (not signed in) whose search is priced over KVP_INLINE_MAX_SECONDS lands on a
+    progress page that polls the job and opens the answer when the worker is done (here the chunk runs from the
+    test, what the worker's task calls)."""
+    from planner.runs import services
+    from planner.runs.models import Run
+
+    settings.KVP_INLINE_MAX_SECONDS = 0
+    monkeypatch.setattr(services.RUNS, "enqueue", lambda *_a, **_k: None)  # no broker: the test runs it
+    page.goto("/replicas/?model=llama-3-1-8b&gpu=h100-sxm5-80gb&rate=20&num_requests=60&max_instances=2")
+    expect(page).to_have_url(re.compile(r"/replicas/runs/\d+/\?token=[\w-]+$"))
+    box = page.locator("#run-progress")
+    expect(box.locator('[data-field="status"]')).to_have_text("Queued")
+    expect(page.get_by_role("progressbar", name="Replicas search progress")).to_be_visible()
+    expect(page.locator("#replicas-answer")).to_have_count(0)
+    run = Run.objects.get()
+    assert services.chunk_run(run_id=run.pk) == "done"
+    expect(page.locator("#replicas-answer")).to_have_text(re.compile(r"replicas? of 1× H100 SXM5 80GB"),
+                                                          timeout=15_000)
+    expect(page.locator("#run-progress")).to_have_count(0)

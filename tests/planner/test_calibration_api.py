@@ -115,16 +115,22 @@ _BIG_ROWS = "\n".join(f"{i / 10:.2f},30000,2000,2.5,60.0" for i in range(360))
 BIG_CSV = "arrival_time,prompt_tokens,output_tokens,ttft_s,e2e_s\n" + _BIG_ROWS + "\n"
 
 
-def test_the_issue_s_oversized_calibration_is_refused_at_once_with_the_estimate(client):
+def test_the_issue_s_oversized_calibration_goes_to_a_worker_at_once_with_the_estimate(client, settings):
+    """Priced at about 4.0 min: far over the inline bound, so the request answers 202 at once (issue 37: it runs
+    on a worker); over a lower chunk limit it is refused at once with the estimate."""
     body = {"name": "big", "model": "qwen2-5-7b", "gpu": "h100-sxm5-80gb", "text": BIG_CSV}
     assert 9_000 < len(json.dumps(body)) < 11_000
     start = time.monotonic()
     r = client.post("/api/calibrations/", body, format="json")
     assert time.monotonic() - start < 5.0  # imports included; the fit itself would take minutes
+    assert r.status_code == 202, r.json()
+    assert r.json()["kind"] == "calibration" and 200 < r.json()["progress"]["price_s"] < 270
+    settings.KVP_CHUNK_MAX_SECONDS = 60
+    r = client.post("/api/calibrations/", {**body, "name": "bigger"}, format="json")
     assert r.status_code == 400, r.json()
     message = r.json()["errors"]["file"][0]
     assert "This calibration (up to 82 simulations of the measured load) is estimated to need about" in message
-    assert "(the limit is 10.0 s)" in message
+    assert "(the limit is 1.0 min)" in message
     assert not CalibrationProfile.objects.exists()
 
 
@@ -147,6 +153,7 @@ def test_a_calibration_past_the_wall_clock_is_stopped_and_answers_json_400(clien
     """A fit priced within the limit that runs longer (here: one that would take a minute) is killed."""
     monkeypatch.setattr("planner.calibration.services._fit", lambda *args: time.sleep(60))
     settings.KVP_SYNC_HARD_SECONDS = 1.0
+    settings.KVP_INLINE_MAX_SECONDS = 100  # (priced at about 8 s: it runs in the request)
     start = time.monotonic()
     r = client.post("/api/calibrations/", {**BASE, "name": "slow", "text": json.dumps(BENCH)}, format="json")
     assert time.monotonic() - start < 10.0
@@ -157,14 +164,18 @@ def test_a_calibration_past_the_wall_clock_is_stopped_and_answers_json_400(clien
     assert not CalibrationProfile.objects.exists()
 
 
-def test_the_page_shows_an_oversized_calibration_as_a_form_error(user):
+def test_the_page_shows_an_oversized_calibration_as_a_form_error(user, settings):
+    """About 4.0 min: within the chunk limit it goes to a worker (issue 37), over a lower one it is refused."""
     from django.test import Client
 
     c = Client()
     c.force_login(user)
+    form = {"name": "big", "model": "qwen2-5-7b", "gpu": "h100-sxm5-80gb", "tensor_parallel_size": 1}
+    r = c.post("/calibrations/", {**form, "file": SimpleUploadedFile("m.csv", BIG_CSV.encode())})
+    assert r.status_code == 302 and r["Location"].startswith("/calibrations/runs/")
+    settings.KVP_CHUNK_MAX_SECONDS = 60
     start = time.monotonic()
-    r = c.post("/calibrations/", {"name": "big", "model": "qwen2-5-7b", "gpu": "h100-sxm5-80gb",
-                                  "tensor_parallel_size": 1, "file": SimpleUploadedFile("m.csv", BIG_CSV.encode())})
+    r = c.post("/calibrations/", {**form, "name": "bigger", "file": SimpleUploadedFile("m.csv", BIG_CSV.encode())})
     assert time.monotonic() - start < 5.0
     assert r.status_code == 200
     page = r.content.decode()

@@ -47,7 +47,7 @@ def test_the_issue_s_replicas_search_is_refused_at_once_with_the_estimate(client
     assert response.status_code == 400
     message = response.json()["errors"]["workload"][0]
     assert "replicas search (up to 16 instances) is estimated to need about" in message
-    assert "(the limit is 10.0 s)" in message
+    assert "(the limit is 4.5 min)" in message  # the chunk limit: dearer than a second, it would run on a worker
 
 
 def test_a_replicas_search_past_the_wall_clock_is_stopped_and_answers_json_400(client, settings):
