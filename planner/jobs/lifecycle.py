@@ -33,7 +33,7 @@ from django.utils import timezone
 
 from config.celery import app as celery_app
 from planner.errors import InputError
-from planner.jobs import fairness
+from planner.jobs.fairness import priorities as fair_priorities
 from planner.jobs.heartbeat import MAX_CHUNK_ATTEMPTS, Heartbeat, gave_up_message, is_stalled
 from planner.run_state import FINAL_STATES, RunStatus
 
@@ -199,7 +199,7 @@ class ChunkedJob:
             pending = pending.filter(index__in=list(indices))
         chunks = list(pending.only("index", "task_id"))
         owner_id = self.job_model.objects.filter(pk=job_id).values_list("owner_id", flat=True).first()
-        for chunk, priority in zip(chunks, fairness.priorities(self.job_model, job_id, owner_id, len(chunks))):
+        for chunk, priority in zip(chunks, fair_priorities(self.job_model, job_id, owner_id, len(chunks))):
             send_now(self.chunk_task, [job_id, chunk.index], task_id=chunk.task_id, priority=priority)
 
     def run_chunk(self, job_id: int, index: int) -> str:
