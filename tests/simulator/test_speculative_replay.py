@@ -104,12 +104,17 @@ def test_padded_admissions_take_no_pattern_entry():
     assert int(sim._nver.sum()) == t["spec_num_drafts"] - len(padded)
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_a_pattern_on_the_general_path_is_simulate(seed):
+@pytest.mark.parametrize("seed", range(8))
+def test_replay_on_the_general_path_is_simulate(seed):
+    """Random workloads and configurations (KV pressure, tiers, radix, sync and async): a pattern (even seeds)
+    or a trace matched by order (odd seeds, cycling or drawing beyond its lines) gives on the general path what
+    ``simulate`` gives, and every request finishes or is dropped."""
     rng = np.random.default_rng(4100 + seed)
     wl = random_workload(rng, int(rng.integers(20, 60)))
-    cfg = replace(random_config(rng, bool(rng.random() < 0.3)), async_scheduling=bool(seed % 2),
-                  speculative=spec(3, acceptance_pattern=[int(x) for x in rng.integers(0, 4, 5)]))
+    acc = {"acceptance_pattern": [int(x) for x in rng.integers(0, 4, 5)]} if seed % 2 == 0 else {
+        "acceptance_trace": {"requests": _trace(rng, 7), "beyond": ["cycle", "histogram"][seed // 2 % 2]}}
+    cfg = replace(random_config(rng, bool(rng.random() < 0.3)), async_scheduling=bool(seed // 2 % 2),
+                  speculative=spec(3, **acc))
     a = simulate(wl, [cfg], record_steps=True)[0]
     sim = FastEngine(wl, cfg, record_steps=True, accelerate=False)
     sim.run_all()
@@ -254,6 +259,8 @@ def test_config_round_trip():
         cfg = EngineConfig(speculative=sp)
         again = EngineConfig.from_dict(json.loads(json.dumps(cfg.to_dict())))
         assert again == cfg and hash(again) == hash(cfg)
+        if "acceptance_pattern" in sp:  # (1 + the pattern's mean drafts accepted)
+            assert again.speculative.expected_tokens_per_step() == pytest.approx(2.5)
         written = cfg.to_dict()["speculative"]
         assert {k: v for k, v in written.items() if k in sp} == sp
 
