@@ -25,6 +25,7 @@ from simulator.batch.runner import simulate
 from simulator.engine.config import ConfigError, EngineConfig
 from simulator.engine.core import FastEngine
 from simulator.engine.results import assemble_result
+from simulator.speculative.drafting import SpeculativeConfig
 from simulator.workload.oracle_io import load_json, read_workload
 from simulator.workload.requests import Workload
 from tests.simulator.test_accelerate import random_config, random_workload
@@ -317,3 +318,41 @@ def test_the_caps():
     with pytest.raises(ConfigError) as exc:
         EngineConfig(speculative=spec(3, acceptance_trace={"requests": [line, big, big]}))
     assert exc.value.field == f"{T}.requests[2].per_step_accepted" and "10,000,000" in exc.value.message
+
+
+def _vllm_trace(oracle: dict, k: int) -> dict:
+    """The accepted lengths vLLM's own run recorded, per request in verification order, as a trace (the
+    verifications of drafts vLLM padded in, rule R7, left out: a trace of vLLM's metrics marks only an
+    admission's through ``usage``)."""
+    s = oracle["steps"]
+    padded = s.get("padded_ids") or [[]] * len(s["step"])
+    per: dict[str, list[int]] = {r["id"]: [] for r in oracle["requests"]}
+    for ids, acc, pad in zip(s["acc_ids"], s["acc"], padded):
+        for rid, a in zip(ids, acc):
+            if rid not in (pad or ()):
+                per[rid].append(int(a))
+    return {"requests": [{"id": rid, "num_spec_tokens": k, "per_step_accepted": a} for rid, a in per.items()],
+            "match": "id"}
+
+
+def _replay_cases() -> list[str]:
+    from tests.simulator.test_engine_oracle_spec import CASES
+    return CASES
+
+
+@pytest.mark.parametrize("case", _replay_cases())
+def test_vllms_own_accepted_lengths_replay_step_by_step(case):
+    """Replaying the accepted lengths vLLM recorded in a golden case (``tests/data/oracle_spec``) as an
+    ``acceptance_trace`` gives vLLM's schedule step by step, as the seeded draws do, on all 69 cases (sync and
+    async, KV pressure, preemptions, padded admissions in 6, every method)."""
+    from tests.simulator.test_engine_oracle_spec import case_files, engine_run, first_divergence, oracle_trace
+
+    oracle, wl, cfg = case_files(case)
+    k = cfg.speculative.num_speculative_tokens
+    replayed = replace(cfg, speculative=SpeculativeConfig(
+        method=cfg.speculative.method, num_speculative_tokens=k, num_mtp_modules=cfg.speculative.num_mtp_modules,
+        acceptance_trace=_vllm_trace(oracle, k)))
+    result, got = engine_run(wl, replayed)
+    assert first_divergence(oracle_trace(oracle), got) is None
+    assert result.totals["spec_num_accepted_tokens"] == oracle["totals"]["spec_num_accepted_tokens"]
+    assert result.totals["spec_trace_coverage"] == 1.0
