@@ -356,3 +356,20 @@ def test_vllms_own_accepted_lengths_replay_step_by_step(case):
     assert first_divergence(oracle_trace(oracle), got) is None
     assert result.totals["spec_num_accepted_tokens"] == oracle["totals"]["spec_num_accepted_tokens"]
     assert result.totals["spec_trace_coverage"] == 1.0
+
+
+def test_a_trace_on_replicas_replays_what_one_engine_does():
+    """Four replicas behind a router (each a full engine given the requests routed to it): every request replays
+    its own line whichever replica serves it, so with nothing cut the cluster accepts the trace's tokens."""
+    from simulator.cluster.replicas import simulate_cluster
+
+    rng = np.random.default_rng(7)
+    lines = _trace(rng, 60)
+    wl = _exact_workload(lines, [ln["id"] for ln in lines])
+    cfg = EngineConfig(num_gpu_blocks=50_000, max_num_batched_tokens=16_384,
+                       speculative=spec(3, acceptance_trace={"requests": lines}))
+    res = simulate_cluster(wl, cfg, 4, routing="round-robin")
+    per = [inst.result.totals for inst in res.instances]
+    assert sum(t["spec_num_accepted_tokens"] for t in per) == sum(sum(ln["per_step_accepted"]) for ln in lines)
+    assert all(t["spec_trace_coverage"] == 1.0 for t in per) and len(per) == 4
+    assert res.totals["finished"] == 60
