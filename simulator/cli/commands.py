@@ -37,11 +37,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from simulator.base.errors import FieldError
 from simulator.cli.traces import add_trace_arguments, read_trace_file
 from simulator.cli.values import whole_numbers
 from simulator.engine import jsonable
 from simulator.engine.config import POLICIES, ConfigError, EngineConfig, StepTimeModel
 from simulator.engine.windows import time_windows
+from simulator.speculative.acceptance import inline_trace_file
 from simulator.workload import (
     TraceReport,
     Workload,
@@ -133,6 +135,10 @@ def load_config_file(path: str) -> dict[str, Any]:
     data = _read_json(path, "config")
     if not isinstance(data, dict):
         raise CliError(f"config file {path!r}: must be a JSON object")
+    try:  # (an acceptance trace in a file of its own, relative to the config's folder)
+        data = inline_trace_file(data, Path(path).parent)
+    except FieldError as exc:
+        raise CliError(f"config file {path!r}: {exc}") from None
     _config(data, f"config file {path!r}")
     return data
 
@@ -325,7 +331,8 @@ def _apply(base: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
         if dot and obj in _SUB_FIELDS:
             part = dict(d.get(obj) or {})
             if sub == "acceptance_rate":  # (replaces whichever acceptance model the base gives)
-                for other in ("position_acceptance_rates", "acceptance_length_probs"):
+                for other in ("position_acceptance_rates", "acceptance_length_probs", "acceptance_pattern",
+                              "acceptance_trace"):
                     part.pop(other, None)
             part[sub] = value
             d[obj] = part

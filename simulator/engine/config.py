@@ -166,7 +166,7 @@ class EngineConfig:
         try:
             object.__setattr__(self, "speculative", SpeculativeConfig.from_dict(self.speculative, parse_cost_model))
         except SpeculativeError as exc:
-            raise ConfigError(str(exc)) from exc
+            raise ConfigError(exc.message, field=exc.field) from exc
         except TypeError as exc:
             raise ConfigError(f"{exc}", field="speculative") from exc
 

@@ -41,13 +41,14 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
 from simulator.base import unknown_message
 from simulator.base.errors import FieldError
+from simulator.speculative.acceptance import AcceptanceError, AcceptanceTrace, check_pattern
 
 #: vLLM's speculative methods; those whose proposer writes KV for the drafts hold lookahead slots.
 METHODS = ("eagle", "eagle3", "mtp", "draft_model", "ngram")
@@ -60,7 +61,11 @@ DRAFT_SLOT_METHODS = ("draft_model",)
 #: Most draft tokens per step accepted as input (vLLM suggests 1 to 5; beyond 16 nothing is gained).
 MAX_SPECULATIVE_TOKENS = 16
 _FIELDS = ("method", "num_speculative_tokens", "acceptance_rate", "position_acceptance_rates",
-           "acceptance_length_probs", "seed", "draft_cost_model", "num_mtp_modules")
+           "acceptance_length_probs", "seed", "draft_cost_model", "num_mtp_modules", "acceptance_pattern",
+           "acceptance_trace")
+#: The acceptance models, one per configuration (the last two replay given accepted lengths).
+ACCEPTANCE_MODELS = ("acceptance_rate", "position_acceptance_rates", "acceptance_length_probs",
+                     "acceptance_pattern", "acceptance_trace")
 
 
 class SpeculativeError(FieldError):
@@ -158,6 +163,13 @@ class SpeculativeConfig(Drafting):
         MTP only: the checkpoint's MTP modules (``num_nextn_predict_layers``, 1 to 16; 1 for
         DeepSeek-V3). With more than one and ``k > 1`` vLLM keeps prefill chunks ``k`` tokens away
         from the prompt's end and hashes blocks with the ``k`` tokens after them (rule R8).
+    acceptance_pattern : list of whole numbers in 0..k, optional
+        The ``j``-th verification of request ``i`` (workload order) accepts
+        ``min(pattern[(i + j) mod len(pattern)], d)`` of its ``d`` drafts scored.
+    acceptance_trace : AcceptanceTrace, optional
+        Accepted lengths recorded per request by vLLM (``{"requests": [...], "match", "beyond"}``,
+        :mod:`simulator.speculative.acceptance`): the ``j``-th verification of a request replays
+        ``min(a_j, d)`` of its line.
     """
 
     method: str = "eagle"
@@ -168,6 +180,8 @@ class SpeculativeConfig(Drafting):
     seed: int = 0
     draft_cost_model: Any = None
     num_mtp_modules: int = 1
+    acceptance_pattern: tuple[int, ...] | None = None
+    acceptance_trace: Any = None
 
     def __post_init__(self) -> None:
         p = "speculative."
@@ -192,14 +206,14 @@ class SpeculativeConfig(Drafting):
 
     def _check_acceptance(self) -> None:
         p, k = "speculative.", self.num_speculative_tokens
-        given = [n for n in ("acceptance_rate", "position_acceptance_rates", "acceptance_length_probs")
-                 if getattr(self, n) is not None]
+        given = [n for n in ACCEPTANCE_MODELS if getattr(self, n) is not None]
         if len(given) > 1:
             raise SpeculativeError(f"give one acceptance model, not {' and '.join(given)}", field=f"{p}{given[1]}")
         if not given:
             if k:
-                raise SpeculativeError("required with num_speculative_tokens > 0 (or give "
-                                       "position_acceptance_rates or acceptance_length_probs)", field=f"{p}acceptance_rate")
+                raise SpeculativeError("required with num_speculative_tokens > 0 (or give position_acceptance_rates, "
+                                       "acceptance_length_probs, acceptance_pattern or acceptance_trace)",
+                                       field=f"{p}acceptance_rate")
             return
         if self.acceptance_rate is not None:
             object.__setattr__(self, "acceptance_rate", _fraction(self.acceptance_rate, f"{p}acceptance_rate"))
@@ -210,16 +224,44 @@ class SpeculativeConfig(Drafting):
                 raise SpeculativeError("must not increase (a draft is accepted "
                                        "only when the drafts before it were)", field=f"{p}position_acceptance_rates")
             object.__setattr__(self, "position_acceptance_rates", r)
-        else:
+        elif self.acceptance_length_probs is not None:
             q = _fractions(self.acceptance_length_probs, f"{p}acceptance_length_probs", k + 1,
                            "P(0 accepted) ... P(k accepted)")
             if abs(sum(q) - 1.0) > 1e-6:
                 raise SpeculativeError(f"must sum to 1, got {sum(q):.6g}", field=f"{p}acceptance_length_probs")
             object.__setattr__(self, "acceptance_length_probs", q)
+        else:
+            self._check_replay()
+
+    def _check_replay(self) -> None:
+        """``acceptance_pattern`` or ``acceptance_trace`` (their errors re-raised as SpeculativeError)."""
+        k = self.num_speculative_tokens
+        try:
+            if self.acceptance_pattern is not None:
+                object.__setattr__(self, "acceptance_pattern", check_pattern(self.acceptance_pattern, k))
+            else:
+                tr = self.acceptance_trace
+                if not isinstance(tr, AcceptanceTrace):
+                    tr = AcceptanceTrace(tr)
+                tr.check_k(k)
+                object.__setattr__(self, "acceptance_trace", tr)
+        except AcceptanceError as exc:
+            raise SpeculativeError(exc.message, field=exc.field) from exc
+
+    @property
+    def replays(self) -> bool:
+        """Acceptance given per verification (a pattern or a trace), not drawn from an aggregate."""
+        return self.acceptance_pattern is not None or self.acceptance_trace is not None
 
     def survival(self) -> np.ndarray:
-        """``P(A >= i)`` for ``i = 1..k``, shape ``(k,)``, non-increasing."""
+        """``P(A >= i)`` for ``i = 1..k``, shape ``(k,)``, non-increasing (a pattern's or a trace's
+        pooled entries for the replaying models)."""
         k = self.num_speculative_tokens
+        if self.replays:
+            a = np.array(self.acceptance_pattern, np.int64) if self.acceptance_pattern is not None \
+                else self.acceptance_trace.accepted
+            return (np.minimum(a, k)[:, None] >= np.arange(1, k + 1)[None, :]).mean(axis=0) if a.size \
+                else np.zeros(k)
         if self.acceptance_rate is not None:
             return self.acceptance_rate ** np.arange(1, k + 1, dtype=np.float64)
         if self.position_acceptance_rates is not None:
@@ -253,10 +295,15 @@ class SpeculativeConfig(Drafting):
         return cls(**data)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        for n in ("position_acceptance_rates", "acceptance_length_probs"):
+        d = {f.name: getattr(self, f.name) for f in fields(self)}  # (asdict would deep-copy a trace)
+        for n in ("position_acceptance_rates", "acceptance_length_probs", "acceptance_pattern"):
             if d[n] is not None:
                 d[n] = list(d[n])
+        for n in ("acceptance_pattern", "acceptance_trace"):  # (absent unless given: as before)
+            if d[n] is None:
+                del d[n]
+        if self.acceptance_trace is not None:
+            d["acceptance_trace"] = self.acceptance_trace.to_dict()
         if self.draft_cost_model is not None:
             d["draft_cost_model"] = {"kind": "terms", **self.draft_cost_model.to_dict()}
         if self.num_mtp_modules == 1:
@@ -300,6 +347,57 @@ class SpecDecoding:
         self.draft_terms = sc.draft_cost_model
         self.spec_stats = {"num_drafts": 0, "num_draft_tokens": 0, "num_accepted_tokens": 0,
                            "accepted_per_pos": np.zeros(self.spec_k, np.int64)}
+        self._replay = sc.replays
+        if self._replay:
+            self._init_replay(sc)
+
+    def _init_replay(self, sc: SpeculativeConfig) -> None:
+        """A pattern's or a trace's state: each request's real verifications so far (padded ones of
+        rule R7 excluded) and, for a trace, the entries of the line it replays."""
+        self._nver = np.zeros(self.wl.n, np.int64)
+        self._pattern = None if sc.acceptance_pattern is None else np.array(sc.acceptance_pattern, np.int64)
+        tr = sc.acceptance_trace
+        if tr is None:
+            return
+        try:
+            line = tr.rows(self.wl.ids)
+        except AcceptanceError as exc:
+            raise SpeculativeError(exc.message, field=exc.field) from exc
+        skip = (tr.padded & (tr.lengths > 0)).astype(np.int64)[line]  # (vLLM's padded first entry)
+        self._t_start = tr.offsets[:-1][line] + skip
+        self._t_len = tr.lengths[line] - skip
+        self._t_acc = tr.accepted
+        self._t_histogram = tr.beyond == "histogram"
+        if self._t_histogram:
+            self._t_survival = tr.survival(self.spec_k)[line]
+        self.spec_stats["trace_verifications"] = 0
+        self.spec_stats["trace_replayed"] = 0
+
+    def _replayed(self, q: np.ndarray, real: np.ndarray) -> np.ndarray:
+        """Drafts the pattern or the trace accepts (before the cap at the drafts scored) for verifications
+        of ``q``; those ``real`` marks (not admission's padding) take their request's next entry."""
+        j = self._nver[q]
+        self._nver[q[real]] += 1
+        if self._pattern is not None:
+            return self._pattern[(q + j) % self._pattern.size]
+        n = self._t_len[q]
+        covered = j < n
+        st = self.spec_stats
+        st["trace_verifications"] += int(real.sum())
+        st["trace_replayed"] += int((covered & real).sum())
+        out = np.zeros(q.size, np.int64)
+        if self._t_histogram:
+            beyond = ~covered
+            if beyond.any():
+                qb = q[beyond]
+                u = uniform_draws(self._spec_seed, qb, self.tok[qb] - self.wl.prompt_len[qb])
+                out[beyond] = (u[:, None] < self._t_survival[qb]).sum(axis=1)
+        else:
+            covered = n > 0  # (cycle: restart the request's own list; a line without entries accepts none)
+        if covered.any():
+            jc = j[covered] % n[covered] if not self._t_histogram else j[covered]
+            out[covered] = self._t_acc[self._t_start[q[covered]] + jc]
+        return out
 
     def _spec_accept(self, a: np.ndarray, d: np.ndarray | None = None, keep: np.ndarray | None = None) -> np.ndarray:
         """Sampled requests ``a`` (before their tokens are added): tokens each gains this step.
@@ -316,9 +414,12 @@ class SpecDecoding:
         if not v.any():
             return gain
         q, dv = a[v], d[v]
-        u = uniform_draws(self._spec_seed, q, self.tok[q] - self.wl.prompt_len[q])
-        acc = np.minimum((u[:, None] < self._survival[None, :]).sum(axis=1), dv)
         dm = self.dummy[q]
+        if self._replay:
+            acc = np.minimum(self._replayed(q, ~dm), dv)
+        else:
+            u = uniform_draws(self._spec_seed, q, self.tok[q] - self.wl.prompt_len[q])
+            acc = np.minimum((u[:, None] < self._survival[None, :]).sum(axis=1), dv)
         if dm.any():  # admission's padded drafts: rejected without a draw
             acc[dm] = 0
             self.dummy[q] = False
@@ -412,4 +513,6 @@ def spec_totals(sim) -> dict[str, Any]:
         "spec_mean_acceptance_length": 1.0 + acc / n if n else 0.0,
         "spec_position_acceptance_rates": [int(x) / n if n else 0.0 for x in st["accepted_per_pos"]],
         "output_tokens_per_step": out_tokens / steps if steps else 0.0,
+        **({"spec_trace_coverage": st["trace_replayed"] / st["trace_verifications"] if st["trace_verifications"]
+            else 0.0} if "trace_verifications" in st else {}),
     }
