@@ -14,6 +14,8 @@ the priority orders delivery; the embedded filesystem broker ignores it and runs
 
 from __future__ import annotations
 
+import functools
+
 #: Depth (chunks of the same owner ahead) below which a chunk gets each priority step.
 DEPTH_STEPS = ((2, 0), (8, 3), (32, 6))
 #: The step of a chunk with 32 or more of its owner's chunks ahead.
@@ -48,9 +50,11 @@ def owner_backlog(owner_id: int | None, *, exclude: tuple[type, int] | None = No
 CHUNK_FIELDS = {"index", "status", "task_id", "heartbeat_at", "attempts"}
 
 
-def chunk_models() -> list[tuple[type, str, type]]:
+@functools.cache
+def chunk_models() -> tuple[tuple[type, str, type], ...]:
     """``(chunk model, its foreign key to the job, job model)`` of every job kind installed, found in Django's
-    app registry by the chunk fields (so a kind counts whether or not its module was imported here)."""
+    app registry by the chunk fields (so a kind counts whether or not its module was imported here); read once:
+    the registry does not change after start-up."""
     from django.apps import apps
 
     out = []
@@ -63,7 +67,7 @@ def chunk_models() -> list[tuple[type, str, type]]:
             if field.many_to_one and related is not None and "owner" in {f.name for f in related._meta.get_fields()}:
                 out.append((model, field.name, related))
                 break
-    return out
+    return tuple(out)
 
 
 def priorities(job_model: type, job_id: int, owner_id: int | None, count: int) -> list[int]:
