@@ -114,6 +114,21 @@ class BlockPool:
         self.hash_of[block] = key
         self.table.setdefault(key, {})[block] = None
 
+    def offload(self, blocks: list[int], step) -> None:
+        """Demote free cached ``blocks`` now (``kv_offload_threshold``): their hashes are evicted (to
+        ``on_evict``) and they become plain free blocks at the head of the free queue, in the order given."""
+        for b in blocks:
+            key = self.hash_of.pop(b)
+            entry = self.table[key]
+            del entry[b]
+            if not entry:
+                del self.table[key]
+            self.evictions += 1
+            if self.on_evict is not None:
+                self.on_evict(key, step)
+        for b in reversed(blocks):
+            self.free.move_to_end(b, last=False)
+
     def release(self, blocks: list[int]) -> None:
         """Free a request's blocks (given in allocation order)."""
         head = []

@@ -46,9 +46,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simulator.engine.config import EngineConfig, step_limit
-from simulator.engine.tiers import TierChain
 from simulator.workload.requests import Workload
 from tests.simulator.reference_blocks import BlockPool
+from tests.simulator.reference_tiers import ScalarTiers
 
 WAITING, RUNNING, PREEMPTED, FINISHED, DROPPED = 0, 1, 2, 3, 4
 
@@ -163,28 +163,35 @@ class EngineSim:
 
     # -------------------------------------------------------------- CPU tier
     def _init_cpu_tier(self) -> None:
-        """A CPU KV tier (``cpu_tier``): every block evicted from the GPU is demoted into it, and a
-        waiting request whose prefix continues there after its GPU hits loads those blocks first.
+        """The KV tiers (``cpu_tier``, ``disk_tier``): every block evicted from the GPU is demoted into them, and
+        a waiting request whose prefix continues there after its GPU hits loads those blocks first.
 
-        The tier store is :class:`simulator.engine.tiers.TierChain` (checked on its own against an ordered
-        dict in ``test_tiers.py``), without its shortcuts; this kernel's keys are mapped to dense ids.
+        The tier store is :class:`tests.simulator.reference_tiers.ScalarTiers` (one key at a time, an ordered
+        dict per tier), not the engine's: the engine's tiers are held to it, not to themselves.
         """
         cfg = self.cfg
         self.tiers = None
+        self.offload_at = None
         self.loading: dict[int, float] = {}  # request -> time its loaded blocks are on the GPU
         self._onboard_gate: int | None = None
-        if cfg.cpu_tier is None or not cfg.enable_prefix_caching:
+        tiers = [(name, t) for name, t in (("cpu", cfg.cpu_tier), ("disk", cfg.disk_tier)) if t is not None]
+        if not tiers or not cfg.enable_prefix_caching:
             return
-        assert cfg.disk_tier is None and cfg.kv_offload_threshold is None and cfg.prefix_cache == "vllm"
-        wl, B = self.wl, self.B
-        bound = int(((wl.prompt_len + wl.output_len) // B + 2).sum() + (wl.prefix_len // B + 2).sum())
-        self.tiers = TierChain([("cpu", cfg.cpu_tier)], cfg.kv_bytes_per_block, bound)
-        self.tiers.accelerate = False
-        self._dense: dict[int, int] = {}
-        self.pool.on_evict = lambda key, step: self.tiers.demote(np.array([self._dense_key(key)]), step)
+        assert cfg.prefix_cache == "vllm"
+        self.tiers = ScalarTiers(tiers, cfg.kv_bytes_per_block)
+        self.pool.on_evict = self.tiers.demote
+        if cfg.kv_offload_threshold is not None:
+            self.offload_at = int(cfg.kv_offload_threshold * self.pool.usable)
 
-    def _dense_key(self, key: int) -> int:
-        return self._dense.setdefault(key, len(self._dense))
+    def _offload_early(self) -> None:
+        """``kv_offload_threshold``: after a schedule call, while the GPU holds more than the threshold's blocks
+        (in use or cached), the least recently freed cached blocks are demoted to the CPU tier and become
+        plain free blocks at the head of the free queue."""
+        pool = self.pool
+        cached_free = [b for b in pool.free if b in pool.hash_of]
+        over = (pool.usable - (pool.num_free() - len(cached_free))) - self.offload_at
+        if over > 0 and cached_free:
+            pool.offload(cached_free[:over], self.exec_step)
 
     def _start_onboard(self, q: Req, hit_blocks: list[int], m: int) -> bool:
         """Start loading ``q``'s prefix blocks after its GPU hits from the tier (True), or not: no room
@@ -196,7 +203,7 @@ class EngineSim:
         free = pool.num_free()
         if 1 + evictable + wm > free:
             return False
-        rest = np.array([self._dense_key(self.key(q.idx, j)) for j in range(nh, m)], np.int64)
+        rest = [self.key(q.idx, j) for j in range(nh, m)]
         counts = self.tiers.match(rest)
         k = sum(counts)
         if not k or k + evictable + wm > free:
@@ -588,6 +595,8 @@ class EngineSim:
                     self.step_ends.append(self.clock)
                 if self.loading and ntok == 0 and not self.running:
                     self._wait_for_loads(float(arrival[order[pending]]) if pending < n and time_mode else None)
+                if self.offload_at is not None:
+                    self._offload_early()
                 queue.appendleft((sched, step, self.clock))
                 if len(queue) < depth and (ntok > 0 or self.running or self.waiting):
                     continue

@@ -309,3 +309,35 @@ def test_without_max_steps_the_step_limit_follows_from_the_workload(monkeypatch)
     assert res.totals["unfinished"] == 0 and res.totals["num_schedule_calls"] > 20 * 30
     cut = simulate(wl, [EngineConfig(**{**cfg.__dict__, "max_steps": 10})])[0]
     assert cut.totals["unfinished"] > 0
+
+
+tier_configs = st.builds(
+    EngineConfig,
+    num_gpu_blocks=st.integers(12, 80),
+    block_size=st.sampled_from([4, 8, 16]),
+    max_num_seqs=st.integers(1, 12),
+    max_num_batched_tokens=st.sampled_from([16, 64, 256]),
+    enable_prefix_caching=st.just(True),
+    long_prefill_token_threshold=st.sampled_from([0, 8, 40]),
+    watermark=st.sampled_from([0.0, 0.05]),
+    async_scheduling=st.booleans(),
+    kv_bytes_per_block=st.sampled_from([None, 2 ** 20]),
+    cpu_tier=st.builds(dict, num_blocks=st.integers(0, 60), read_gbps=st.sampled_from([0.5, 50.0])),
+    disk_tier=st.one_of(st.none(), st.builds(dict, num_blocks=st.integers(0, 80), read_gbps=st.just(1.0),
+                                             read_latency_s=st.just(1e-3))),
+    kv_offload_threshold=st.one_of(st.none(), st.sampled_from([0.1, 0.5, 0.9])),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 25), shared=st.booleans(), unit=st.sampled_from(["step", "s"]),
+       config=tier_configs)
+def test_fast_engine_with_tiers_equals_scalar_reference(seed, n, shared, unit, config):
+    """CPU and disk tiers and ``kv_offload_threshold`` against the scalar kernel, whose tiers are its own
+    (:class:`tests.simulator.reference_tiers.ScalarTiers`), not the engine's."""
+    wl = _workload(seed, n, shared, unit)
+    fast = simulate(wl, [config], record_steps=True)[0]
+    slow = simulate_scalar(wl, config, record_steps=True)
+    _same(fast, slow)
+    for k, v in fast.steps.items():
+        assert np.array_equal(v, slow.steps[k]), k
