@@ -36,15 +36,13 @@ class InputError(Exception):
         return 404 if self.not_found else 400
 
 
-def field_and_message(exc: Exception | str) -> tuple[str | None, str]:
+def field_and_message(exc: Exception) -> tuple[str | None, str]:
     """The field path and the words of an input error: ``exc.field`` and ``exc.message`` of a
-    :class:`simulator.base.errors.FieldError` that names its field; else ``"field: problem"`` read from the text
-    (a message naming no one-word field -> ``(None, message)``)."""
+    :class:`simulator.base.errors.FieldError` that names its field; any other error names none (``(None, its
+    words)``): no field is read back out of a message."""
     if isinstance(exc, FieldError) and exc.field:
         return exc.field, exc.message
-    message = str(exc)
-    field, sep, rest = message.partition(": ")
-    return (field, rest) if sep and field and " " not in field else (None, message)
+    return None, str(exc)
 
 
 class FieldErrors:
@@ -70,7 +68,8 @@ class FieldErrors:
             self.add(field, messages[0])
 
     def add_from(self, prefix: str, exc: Exception) -> None:
-        """Add ``exc``'s message under ``prefix``, or under ``prefix.field`` when it reads ``"field: problem"``."""
+        """Add ``exc``'s message under ``prefix``, or under ``prefix.field`` when it is a :class:`FieldError` naming
+        ``field``."""
         field, message = field_and_message(exc)
         self.add(f"{prefix}.{field}" if field else prefix, message)
 

@@ -14,6 +14,7 @@ from gpuprofiles.models import GpuProfile, ModelProfile
 from gpuprofiles.selectors import profile_find
 from planner.errors import FieldErrors
 from simulator.base import SAMPLER_FIELDS, DeploymentSpec, GpuSpec, LayerSpec, ModelSpec, SpecError, unknown_field
+from simulator.base.errors import FieldError
 from simulator.clock.cost_model import (
     SAMPLER_PATHS,
     CostModelError,
@@ -88,16 +89,16 @@ NOT_SIMULATED = {"data_parallel_size": 1, "enable_expert_parallel": False}
 
 
 def deployment_spec(d: dict) -> DeploymentSpec:
-    """The deployment's spec; a ``ValueError`` reading "field: unknown field ..." for a key it has no field for,
-    or "field: ..." for a shape the simulation cannot run yet (:data:`NOT_SIMULATED`)."""
+    """The deployment's spec; a :class:`FieldError` on the key it has no field for, or on a field whose value the
+    simulation cannot run yet (:data:`NOT_SIMULATED`)."""
     bad = unknown_field(DeploymentSpec, d)
     if bad:
-        raise ValueError(f"{bad[0]}: {bad[1]}")
+        raise FieldError(bad[1], field=bad[0])
     for name, only in NOT_SIMULATED.items():
         if name in d and d[name] != only:
-            raise ValueError(f"{name}: simulations run TP x PP replicas only (data-parallel ranks and expert "
+            raise FieldError("simulations run TP x PP replicas only (data-parallel ranks and expert "
                              f"parallelism are sized on the sizing page and POST /api/plan/, not simulated yet); "
-                             f"leave it at {str(only).lower()}")
+                             f"leave it at {str(only).lower()}", field=name)
     return DeploymentSpec(**d)
 
 

@@ -148,22 +148,22 @@ def simulate(
 def _checked(workload, configs, max_step_points, step_time, step_cost, processes):
     """:func:`simulate`'s arguments checked: the Deployment items by index, and every item's config."""
     if not isinstance(workload, Workload):
-        raise TypeError("workload: must be a simulator.workload.requests.Workload")
+        raise ConfigError("must be a simulator.workload.requests.Workload", field="workload")
     items = list(configs)
     for i, c in enumerate(items):
         if not isinstance(c, (EngineConfig, Deployment)):
             raise ConfigError("must be an EngineConfig or a simulator.cluster.replicas.Deployment", field=f"configs[{i}]")
     clusters = {i: d for i, d in enumerate(items) if isinstance(d, Deployment)}
     if clusters and (step_time is not None or step_cost is not None):
-        raise ValueError("step_time, step_cost: not supported in a batch with Deployment items "
-                         "(give the cost model in the configuration)")
+        raise ConfigError("not supported in a batch with Deployment items (give the cost model in the "
+                          "configuration)", field="step_time, step_cost")
     configs = [d.config if isinstance(d, Deployment) else d for d in items]
     if max_step_points is not None and max_step_points < 2:
-        raise ValueError("max_step_points: must be at least 2")
+        raise ConfigError("must be at least 2", field="max_step_points")
     if step_time is not None and len(step_time) != len(configs):
-        raise ValueError("step_time: one entry per configuration")
+        raise ConfigError("one entry per configuration", field="step_time")
     if not isinstance(processes, int) or not 0 <= processes <= MAX_PROCESSES:
-        raise ValueError(f"processes: must be a whole number from 0 to {MAX_PROCESSES}")
+        raise ConfigError(f"must be a whole number from 0 to {MAX_PROCESSES}", field="processes")
     return clusters, configs
 
 

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from simulator.base.errors import FieldError
+
 #: Most windows one run is cut into (a day in 1-minute windows is 1,440).
 MAX_WINDOWS = 100_000
 
@@ -35,7 +37,7 @@ def time_windows(result: Any, window_s: float) -> list[dict[str, Any]]:
         Arrivals not in seconds, or ``window_s`` not a positive number giving at most :data:`MAX_WINDOWS`.
     """
     if getattr(result, "arrival_unit", "step") != "s":
-        raise ValueError("windows: the workload's arrivals must be in seconds")
+        raise FieldError("the workload's arrivals must be in seconds", field="windows")
     req = result.requests
     arrival = np.asarray(req["arrival"], np.float64)
     first = np.asarray(req["first_token_time_s"], np.float64)
@@ -44,8 +46,8 @@ def time_windows(result: Any, window_s: float) -> list[dict[str, Any]]:
     end = float(np.nanmax(np.concatenate((finish, arrival)))) if arrival.size else 0.0
     if isinstance(window_s, bool) or not isinstance(window_s, (int, float)) or not math.isfinite(window_s) \
             or window_s <= 0 or end / window_s > MAX_WINDOWS:
-        raise ValueError(f"windows: window_s must be a number of seconds > 0 giving at most {MAX_WINDOWS:,} "
-                         f"windows over the run's {end:,.0f} s, got {window_s!r}")
+        raise FieldError(f"window_s must be a number of seconds > 0 giving at most {MAX_WINDOWS:,} "
+                         f"windows over the run's {end:,.0f} s, got {window_s!r}", field="windows")
     count = max(1, math.ceil(end / window_s)) if end > 0 else 1
     edges = np.arange(count + 1) * float(window_s)
     rows = _latency_rows(edges, arrival, first, finish, out_tokens)

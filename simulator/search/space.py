@@ -39,8 +39,8 @@ GOODPUT_METRICS = ("ttft", "tpot", "e2e")
 
 def parse_percentile(text: Any) -> float:
     """``p90`` -> 90.0, ``p99.9`` -> 99.9; :class:`SearchError` unless strictly between 0 and 100."""
-    bad = SearchError(f"slo.percentile: must be p followed by a number strictly between 0 and 100 "
-                      f"(p50, p90, p99.9), got {text!r}")
+    bad = SearchError(f"must be p followed by a number strictly between 0 and 100 (p50, p90, p99.9), got {text!r}",
+                      field="slo.percentile")
     if not isinstance(text, str) or not text[:1] == "p":
         raise bad
     try:
