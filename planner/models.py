@@ -18,22 +18,17 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from planner.run_state import FINAL_STATES, RunStatus, new_report_slug
+from planner.run_state import ChunkRecord, JobRecord, new_report_slug
 
 
-class Sweep(models.Model):
-    Status = RunStatus
-
+class Sweep(JobRecord):
     class Mode(models.TextChoices):
         GRID = "grid", "Grid"
         CLIFF = "cliff", "Find the cliff"
 
-    FINAL_STATES = FINAL_STATES
-
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sweeps")
     name = models.CharField(max_length=200, blank=True)
     mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.GRID)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True)
     #: The definition as the user sent it, normalized (see planner.sweeps.definition).
     definition = models.JSONField()
     #: Resolved inputs: copies of the model and GPU specs, the base sizing, the
@@ -42,10 +37,6 @@ class Sweep(models.Model):
     total_points = models.PositiveIntegerField()  # points planned (cliff: an upper bound until done)
     points_done = models.PositiveIntegerField(default=0)
     num_chunks = models.PositiveIntegerField(default=0)
-    error = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -53,12 +44,8 @@ class Sweep(models.Model):
     def __str__(self) -> str:
         return self.name or f"Sweep {self.pk}"
 
-    @property
-    def is_final(self) -> bool:
-        return self.status in self.FINAL_STATES
 
-
-class SweepChunk(models.Model):
+class SweepChunk(ChunkRecord):
     """One batched simulation: the points of a sweep that share a workload."""
 
     class Status(models.TextChoices):
@@ -77,13 +64,7 @@ class SweepChunk(models.Model):
     points = models.JSONField()
     #: ``[{"index", "params", "meta", "metrics", "totals", "series"}]`` once done.
     results = models.JSONField(null=True, blank=True)
-    task_id = models.CharField(max_length=64, blank=True)
-    attempts = models.PositiveIntegerField(default=0)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)  # stamped while running (stall detection)
     progress = models.FloatField(default=0.0)  # fraction of this chunk's simulation done, 0..1
-    error = models.TextField(blank=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["sweep_id", "index"]

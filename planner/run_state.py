@@ -1,7 +1,8 @@
-"""What sweeps and searches share: their run states and the slug of their public report.
+"""What every chunked job shares: its run states, the slug of its public report, and the fields of a job and of a
+chunk in the job lifecycle (:mod:`planner.jobs`).
 
-Kept apart from the models so that both :mod:`planner.models` and :mod:`planner.search.models` can use them
-without importing each other.
+Kept apart from the models so that :mod:`planner.models` (sweeps), :mod:`planner.search.models`,
+:mod:`planner.dayplans.models` and :mod:`planner.runs.models` can use them without importing each other.
 """
 
 from __future__ import annotations
@@ -26,3 +27,40 @@ class RunStatus(models.TextChoices):
 
 #: States a sweep or search never leaves.
 FINAL_STATES = (RunStatus.DONE, RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+class JobRecord(models.Model):
+    """A job of the lifecycle (a sweep, a search, a day plan, a run): its state, why it failed, and when it was
+    made, started and finished. Each kind adds its definition, snapshot and result."""
+
+    Status = RunStatus
+    FINAL_STATES = FINAL_STATES
+
+    status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in self.FINAL_STATES
+
+
+class ChunkRecord(models.Model):
+    """A chunk of a job, as the lifecycle claims, runs and heals it: the Celery task sent for it, how many times
+    it was claimed, the heartbeat a running chunk stamps (planner/jobs/heartbeat.py), why it failed, and when it
+    started and finished. Each kind adds its index, status and what the chunk holds."""
+
+    task_id = models.CharField(max_length=64, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)  # stamped while running: stalls are seen by it
+    error = models.TextField(blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True

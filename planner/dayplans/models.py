@@ -13,16 +13,12 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from planner.run_state import FINAL_STATES, RunStatus
+from planner.run_state import ChunkRecord, JobRecord
 
 
-class DayPlan(models.Model):
-    Status = RunStatus
-    FINAL_STATES = FINAL_STATES
-
+class DayPlan(JobRecord):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="day_plans")
     name = models.CharField(max_length=200, blank=True)
-    status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True)
     #: The definition as the user sent it (a trace's text replaced by a note of its size).
     definition = models.JSONField()
     #: Resolved inputs (planner/dayplans/definition.py): never re-read from profiles.
@@ -33,10 +29,6 @@ class DayPlan(models.Model):
     #: ``DayAnswer.to_dict()`` plus ``fleet`` (columns over time) and ``chunks_done``; once every chunk is
     #: stored, or for a cancelled plan the answer of its finished chunks (``partial``: true).
     answer = models.JSONField(null=True, blank=True)
-    error = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         app_label = "planner"
@@ -45,12 +37,8 @@ class DayPlan(models.Model):
     def __str__(self) -> str:
         return self.name or f"Day plan {self.pk}"
 
-    @property
-    def is_final(self) -> bool:
-        return self.status in self.FINAL_STATES
 
-
-class DayPlanChunk(models.Model):
+class DayPlanChunk(ChunkRecord):
     """One span of the day, simulated by one task from the previous chunk's handover."""
 
     Status = models.TextChoices("Status", "pending running done failed skipped")
@@ -64,12 +52,6 @@ class DayPlanChunk(models.Model):
     #: ``simulator.day.DayChunk.to_dict()`` once done (its requests' columns, billed pods, fleet samples and
     #: the handover the next chunk starts from).
     result = models.JSONField(null=True, blank=True)
-    task_id = models.CharField(max_length=64, blank=True)
-    attempts = models.PositiveIntegerField(default=0)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)  # stamped while running (planner/jobs/heartbeat.py)
-    error = models.TextField(blank=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         app_label = "planner"

@@ -16,13 +16,10 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from planner.run_state import FINAL_STATES, RunStatus, new_report_slug
+from planner.run_state import ChunkRecord, JobRecord, new_report_slug
 
 
-class Run(models.Model):
-    Status = RunStatus
-    FINAL_STATES = FINAL_STATES
-
+class Run(JobRecord):
     class Kind(models.TextChoices):
         SIMULATION = "simulation", "Simulation"
         REPLICAS = "replicas", "Replicas search"
@@ -35,17 +32,12 @@ class Run(models.Model):
     client = models.CharField(max_length=120, db_index=True)
     token = models.CharField(max_length=32, unique=True, default=new_report_slug, editable=False)
     kind = models.CharField(max_length=20, choices=Kind.choices)
-    status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True)
     #: What the request sent (its body, or what the page built from its form).
     definition = models.JSONField()
     #: Estimated seconds (``simulator.batch.budget``) the run was priced at.
     price_s = models.FloatField()
     #: The answer, exactly the body the synchronous request would have returned.
     result = models.JSONField(null=True, blank=True)
-    error = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         app_label = "planner"
@@ -54,24 +46,14 @@ class Run(models.Model):
     def __str__(self) -> str:
         return f"{self.get_kind_display()} {self.pk}"
 
-    @property
-    def is_final(self) -> bool:
-        return self.status in self.FINAL_STATES
 
-
-class RunChunk(models.Model):
+class RunChunk(ChunkRecord):
     """The run's one chunk in the job lifecycle (claim, heartbeat, attempts, progress)."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="chunks")
     index = models.PositiveIntegerField(default=0)
     status = models.CharField(max_length=10, default="pending")
-    task_id = models.CharField(max_length=64, blank=True)
-    attempts = models.PositiveIntegerField(default=0)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
     progress = models.FloatField(default=0.0)
-    error = models.TextField(blank=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         app_label = "planner"

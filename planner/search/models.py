@@ -11,17 +11,12 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from planner.run_state import FINAL_STATES, RunStatus, new_report_slug
+from planner.run_state import ChunkRecord, JobRecord, new_report_slug
 
 
-class Search(models.Model):
-    Status = RunStatus
-    FINAL_STATES = FINAL_STATES
-
+class Search(JobRecord):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="searches")
     name = models.CharField(max_length=200, blank=True)
-    status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.QUEUED,
-                              db_index=True)
     definition = models.JSONField()
     #: Resolved inputs: model and GPU specs (copies), workload, SLO, space.
     snapshot = models.JSONField()
@@ -30,10 +25,6 @@ class Search(models.Model):
     #: ``simulator.search.deployments.SearchResult.to_dict()`` of all chunks gathered, once done.
     result = models.JSONField(null=True, blank=True)
     slug = models.CharField(max_length=32, unique=True, default=new_report_slug, editable=False)
-    error = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         app_label = "planner"
@@ -42,12 +33,8 @@ class Search(models.Model):
     def __str__(self) -> str:
         return self.name or f"Search {self.pk}"
 
-    @property
-    def is_final(self) -> bool:
-        return self.status in self.FINAL_STATES
 
-
-class SearchChunk(models.Model):
+class SearchChunk(ChunkRecord):
     """The candidates of one GPU type, searched as one unit by one task."""
 
     Status = models.TextChoices("Status", "pending running done failed skipped")
@@ -62,13 +49,7 @@ class SearchChunk(models.Model):
     #: The best answer's cost per hour (USD) known when the chunk started: its dearer shapes were skipped.
     cost_bound = models.FloatField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
-    task_id = models.CharField(max_length=64, blank=True)
-    attempts = models.PositiveIntegerField(default=0)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)  # stamped while running (planner/jobs/heartbeat.py)
     progress = models.FloatField(default=0.0)
-    error = models.TextField(blank=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         app_label = "planner"
