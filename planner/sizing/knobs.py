@@ -2,7 +2,8 @@
 
 The sizing form (:mod:`planner.sizing.forms`) and ``POST /api/plan/``'s input serializer
 (:mod:`planner.api.sizing`) both build their fields from it (:func:`planner.sizing.forms.knob_field`,
-:func:`planner.api.sizing.knob_serializer_field`), so a bound or a default is written once. Each door adds only
+:func:`planner.api.sizing.knob_serializer_field`), so a bound or a default is written once; a deployment field's
+top is its simulator spec's (:data:`simulator.base.specs.DEPLOYMENT_LIMITS`, through ``LIMITS``). Each door adds only
 what is its own: the form a widget and "Blank = …", the API "Default: …" and its strict number types.
 """
 

@@ -27,9 +27,10 @@ import numpy as np
 from planner.api.validation import context_problems
 from planner.errors import InputError, every_problem
 from simulator.base import GIB, DeploymentSpec, GpuSpec, ModelSpec, SpecError
+from simulator.base.specs import DEPLOYMENT_LIMITS
 from simulator.sizing import closed_form as sizing
 from simulator.sizing import quantization
-from simulator.sizing.moe_parallel import MAX_DATA_PARALLEL_SIZE, shape_label
+from simulator.sizing.moe_parallel import shape_label
 from simulator.speculative import plan_with_draft
 from simulator.workload import WorkloadError, parse_distribution
 
@@ -64,22 +65,12 @@ KNOB_FIELDS = (
 #: Knobs that override the model's checkpoint quantization (``quantization`` method, ``quant_group_size``).
 QUANT_FIELDS = ("quantization", "quant_group_size")
 
-#: Caps on what a form or an API call may ask for (absurd values get a message, not a long computation).
+#: Caps on what a form or an API call may ask for (absurd values get a message, not a long computation): a
+#: deployment's fields as its spec bounds them (:data:`simulator.base.specs.DEPLOYMENT_LIMITS`, the one table of
+#: those ranges; :class:`DeploymentSpec` refuses past them), and the page's own inputs.
 LIMITS = {
-    "tensor_parallel_size": 512,
-    "pipeline_parallel_size": 128,
-    "data_parallel_size": MAX_DATA_PARALLEL_SIZE,
+    **DEPLOYMENT_LIMITS,
     "num_gpus": 4096,
-    "block_size": 1024,  # tokens
-    "max_model_len": 10_000_000,  # tokens
-    "max_num_batched_tokens": 10_000_000,  # tokens
-    "max_num_seqs": 1_000_000,  # requests
-    "cpu_tier_gib": 1_048_576.0,  # GiB (1 PiB)
-    "weights_gib": 100_000.0,  # GiB
-    "available_kv_gib": 100_000.0,  # GiB (negative figures down to minus this: a failed start-up)
-    "activation_gib": 100_000.0,  # GiB
-    "non_torch_gib": 100_000.0,  # GiB
-    "cudagraph_gib": 100_000.0,  # GiB (vLLM prints negative CUDA-graph figures too)
     "vllm_log": 200_000,  # characters
     "compare_gpus": 4,
 }
@@ -275,10 +266,6 @@ def build_deployment(*, model: ModelSpec, gpu: GpuSpec, knobs: dict[str, Any]) -
                                 max_model_len=values.get("max_model_len"))
     if too_long:
         raise PlanInputError.one("max_model_len", too_long["max_model_len"])
-    for name, cap in LIMITS.items():
-        v = values.get(name)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > cap:
-            raise PlanInputError.one(name, f"at most {cap:,}, got {v:,}")
     try:
         dep = DeploymentSpec(**values)
     except SpecError as exc:

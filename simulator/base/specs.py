@@ -115,6 +115,31 @@ def normalize_dtype(value: Any, field_name: str, *, allow_auto: bool = False) ->
     return v
 
 
+#: The largest value of each sized field a :class:`DeploymentSpec` accepts (sensible caps, not vLLM's, which has
+#: none below its process limits: an absurd size gets a message, not a long computation). Its lower bounds are
+#: its own rules (1 for a size, 0 for memory; ``available_kv_gib`` and ``cudagraph_gib`` down to minus their cap:
+#: vLLM prints negative figures). The planner's sizing form and ``POST /api/plan/`` take their bounds from here
+#: (:data:`planner.sizing.services.LIMITS`), so a range is written once.
+DEPLOYMENT_LIMITS: dict[str, float] = {
+    "tensor_parallel_size": 512,
+    "pipeline_parallel_size": 128,
+    "data_parallel_size": 1024,  # DP ranks
+    "block_size": 1024,  # tokens
+    "max_model_len": 10_000_000,  # tokens
+    "max_num_batched_tokens": 10_000_000,  # tokens
+    "max_num_seqs": 1_000_000,  # requests
+    "max_loras": 4096,
+    "max_lora_rank": 4096,
+    "cpu_tier_gib": 1_048_576.0,  # GiB (1 PiB)
+    "disk_tier_gib": 1_048_576.0,  # GiB
+    "weights_gib": 100_000.0,  # GiB
+    "available_kv_gib": 100_000.0,  # GiB
+    "activation_gib": 100_000.0,  # GiB
+    "non_torch_gib": 100_000.0,  # GiB
+    "cudagraph_gib": 100_000.0,  # GiB
+}
+
+
 def _whole(obj: Any, name: str, lo: int, hi: int | None = None, *, optional: bool = False) -> None:
     v = getattr(obj, name)
     if v is None and optional:
@@ -124,6 +149,11 @@ def _whole(obj: Any, name: str, lo: int, hi: int | None = None, *, optional: boo
     if v < lo or (hi is not None and v > hi):
         limit = f"between {lo:,} and {hi:,}" if hi is not None else f">= {lo:,}"
         raise SpecError(f"must be {limit}, got {v:,}", field=name)
+
+
+def _plain(x: float) -> str:
+    """A number as a person reads it: 1,048,576 and 0.05, not 1.04858e+06."""
+    return f"{x:,.0f}" if float(x).is_integer() and abs(x) < 1e15 else f"{x:,g}"
 
 
 def _number(obj: Any, name: str, *, lo: float = 0.0, lo_open: bool = False, hi: float | None = None,
@@ -136,9 +166,9 @@ def _number(obj: Any, name: str, *, lo: float = 0.0, lo_open: bool = False, hi: 
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
         raise SpecError(f"must be a finite number, got {v!r}", field=name)
     if (v <= lo) if lo_open else (v < lo):
-        raise SpecError(f"must be {'>' if lo_open else '>='} {lo:g}, got {v:g}", field=name)
+        raise SpecError(f"must be {'>' if lo_open else '>='} {_plain(lo)}, got {_plain(v)}", field=name)
     if hi is not None and v > hi:
-        raise SpecError(f"must be <= {hi:g}, got {v:g}", field=name)
+        raise SpecError(f"must be at most {_plain(hi)}, got {_plain(v)}", field=name)
     object.__setattr__(obj, name, float(v))
 
 
@@ -690,28 +720,29 @@ class DeploymentSpec:
     enable_expert_parallel: bool = False
 
     def __post_init__(self) -> None:
-        _whole(self, "max_loras", 0, 4096)
-        _whole(self, "max_lora_rank", 1, 4096)
+        top = DEPLOYMENT_LIMITS
+        _whole(self, "max_loras", 0, top["max_loras"])
+        _whole(self, "max_lora_rank", 1, top["max_lora_rank"])
         if isinstance(self.lora_target_modules, str):
             object.__setattr__(self, "lora_target_modules", (self.lora_target_modules,))
         object.__setattr__(self, "lora_target_modules", tuple(self.lora_target_modules or ()))
-        _whole(self, "tensor_parallel_size", 1, 4096)
-        _whole(self, "pipeline_parallel_size", 1, 4096)
-        _whole(self, "data_parallel_size", 1, 4096)
+        _whole(self, "tensor_parallel_size", 1, top["tensor_parallel_size"])
+        _whole(self, "pipeline_parallel_size", 1, top["pipeline_parallel_size"])
+        _whole(self, "data_parallel_size", 1, top["data_parallel_size"])
         object.__setattr__(self, "dtype", normalize_dtype(self.dtype, "dtype", allow_auto=True))
         kv = normalize_dtype(self.kv_cache_dtype, "kv_cache_dtype", allow_auto=True)
         if kv not in KV_CACHE_DTYPES:
             raise SpecError(f"{self.kv_cache_dtype!r} is not a KV cache dtype "
                             f"(known: {', '.join(KV_CACHE_DTYPES)})", field="kv_cache_dtype")
         object.__setattr__(self, "kv_cache_dtype", kv)
-        _whole(self, "block_size", 1, 4096)
+        _whole(self, "block_size", 1, top["block_size"])
         g = self.gpu_memory_utilization
         if isinstance(g, bool) or not isinstance(g, (int, float)) or not (0.0 < g <= 1.0):
             raise SpecError(f"must be a fraction in (0, 1], got {g!r}", field="gpu_memory_utilization")
         object.__setattr__(self, "gpu_memory_utilization", float(g))
-        _whole(self, "max_model_len", 1, 100_000_000, optional=True)
-        _whole(self, "max_num_batched_tokens", 1, 100_000_000, optional=True)
-        _whole(self, "max_num_seqs", 1, 1_000_000, optional=True)
+        _whole(self, "max_model_len", 1, top["max_model_len"], optional=True)
+        _whole(self, "max_num_batched_tokens", 1, top["max_num_batched_tokens"], optional=True)
+        _whole(self, "max_num_seqs", 1, top["max_num_seqs"], optional=True)
         if self.vllm_version is not None:
             v = self.vllm_version
             if not isinstance(v, str) or not v.strip() or not v.strip().lstrip("v")[:1].isdigit():
@@ -721,11 +752,11 @@ class DeploymentSpec:
                                                                   self.subtract_cudagraph is None):
                 raise SpecError("must be true or false", field=name)
         for name in ("cpu_tier_gib", "disk_tier_gib", "weights_gib", "activation_gib", "non_torch_gib"):
-            _number(self, name, lo=0.0, hi=10**7)
+            _number(self, name, lo=0.0, hi=top[name])
         # A failed start-up prints a negative "Available KV cache memory": the plan then says how much is short.
-        _number(self, "available_kv_gib", lo=-10**7, hi=10**7)
-        # vLLM has printed negative CUDA-graph figures (R36: -0.76 GiB), so allow them.
-        _number(self, "cudagraph_gib", lo=-10**7, hi=10**7)
+        # vLLM has printed negative CUDA-graph figures too (R36: -0.76 GiB), so allow them.
+        for name in ("available_kv_gib", "cudagraph_gib"):
+            _number(self, name, lo=-top[name], hi=top[name])
 
     @property
     def num_gpus(self) -> int:

@@ -34,9 +34,10 @@ Pure: no Django. Units: ``# experts``, ``# GPUs``, fractions as named.
 from __future__ import annotations
 
 from simulator.base import DeploymentSpec, ModelSpec, SpecError
+from simulator.base.specs import DEPLOYMENT_LIMITS
 
-#: Caps on a deployment's shape (sensible, not vLLM's: vLLM has none below its process limits).
-MAX_DATA_PARALLEL_SIZE = 1024  # DP ranks
+#: Cap on a deployment's DP ranks (one of :data:`simulator.base.specs.DEPLOYMENT_LIMITS`).
+MAX_DATA_PARALLEL_SIZE = int(DEPLOYMENT_LIMITS["data_parallel_size"])  # DP ranks
 
 
 def check_moe_shape(model: ModelSpec, deployment: DeploymentSpec) -> None:

@@ -9,6 +9,8 @@ from django.test import Client
 from planner.api.sizing import PlanCreateApi
 from planner.sizing.forms import SizingForm
 from planner.sizing.knobs import KNOBS
+from simulator.base import DeploymentSpec, SpecError
+from simulator.base.specs import DEPLOYMENT_LIMITS
 
 pytestmark = pytest.mark.django_db
 
@@ -68,3 +70,23 @@ def test_help_says_what_blank_means_in_each_doors_words():
     form, field = SizingForm.base_fields["max_model_len"], INPUT().fields["max_model_len"]
     assert form.help_text.endswith("Blank = the model's maximum.")
     assert field.help_text.endswith("Default: the model's maximum.")
+
+
+SPEC_BOUNDED = [k for k in NUMERIC if k.name in DEPLOYMENT_LIMITS]
+
+
+def test_the_spec_bounds_most_knobs():
+    assert len(SPEC_BOUNDED) >= 8, [k.name for k in SPEC_BOUNDED]
+
+
+@pytest.mark.parametrize("knob", SPEC_BOUNDED, ids=lambda k: k.name)
+def test_a_knobs_top_is_the_simulator_specs_and_the_spec_refuses_past_it(knob):
+    """Range rules live once, in the simulator's spec (simulator.base.specs.DEPLOYMENT_LIMITS): the doors' tops are
+    the spec's, and the spec itself (what the CLI, sweeps and searches build) accepts the top and refuses past it,
+    naming the field."""
+    assert knob.high == DEPLOYMENT_LIMITS[knob.name]
+    top = int(knob.high) if knob.kind == "int" else float(knob.high)
+    DeploymentSpec(**{knob.name: top})
+    with pytest.raises(SpecError) as caught:
+        DeploymentSpec(**{knob.name: top + (1 if knob.kind == "int" else 0.5)})
+    assert caught.value.field == knob.name and f"{top:,.0f}" in caught.value.message
