@@ -13,7 +13,7 @@ from typing import Any
 from gpuprofiles.models import GpuProfile, ModelProfile
 from gpuprofiles.selectors import profile_find
 from planner.errors import FieldErrors
-from simulator.base import SAMPLER_FIELDS, DeploymentSpec, GpuSpec, LayerSpec, ModelSpec, SpecError, unknown_field
+from simulator.base import SAMPLER_FIELDS, DeploymentSpec, GpuSpec, ModelSpec, SpecError, unknown_field
 from simulator.base.errors import FieldError
 from simulator.clock.cost_model import (
     SAMPLER_PATHS,
@@ -74,13 +74,11 @@ def spec_dict(spec) -> dict:
 
 
 def model_spec(d: dict) -> ModelSpec:
-    d = dict(d)
-    d["layers"] = tuple(LayerSpec(**x) if isinstance(x, dict) else x for x in d.get("layers") or ())
-    return ModelSpec(**d)
+    return ModelSpec.from_dict(d)
 
 
 def gpu_spec(d: dict) -> GpuSpec:
-    return GpuSpec(**d)
+    return GpuSpec.from_dict(d)
 
 
 #: What a simulated deployment cannot be yet: the engine runs TP x PP replicas; data-parallel ranks (each its own
@@ -91,15 +89,12 @@ NOT_SIMULATED = {"data_parallel_size": 1, "enable_expert_parallel": False}
 def deployment_spec(d: dict) -> DeploymentSpec:
     """The deployment's spec; a :class:`FieldError` on the key it has no field for, or on a field whose value the
     simulation cannot run yet (:data:`NOT_SIMULATED`)."""
-    bad = unknown_field(DeploymentSpec, d)
-    if bad:
-        raise FieldError(bad[1], field=bad[0])
     for name, only in NOT_SIMULATED.items():
         if name in d and d[name] != only:
             raise FieldError("simulations run TP x PP replicas only (data-parallel ranks and expert "
                              f"parallelism are sized on the sizing page and POST /api/plan/, not simulated yet); "
                              f"leave it at {str(only).lower()}", field=name)
-    return DeploymentSpec(**d)
+    return DeploymentSpec.from_dict(d)
 
 
 def size_deployment(model_d: dict, gpu_d: dict, dep_d: dict, where: str, err: FieldErrors) -> dict | None:

@@ -22,7 +22,7 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from simulator.base.config_base import unknown_message
+from simulator.base.config_base import unknown_field, unknown_message
 from simulator.base.errors import FieldError
 from simulator.base.sampling import SAMPLER_PATHS
 
@@ -177,8 +177,25 @@ def _number(obj: Any, name: str, *, lo: float = 0.0, lo_open: bool = False, hi: 
 # --------------------------------------------------------------------------
 
 
+class _FromDict:
+    """``from_dict``: a spec from its JSON object (what ``to_dict`` / ``asdict`` wrote), every key checked."""
+
+    @classmethod
+    def from_dict(cls, data: Any):
+        """The spec of ``data`` (a spec already is returned as it is); :class:`SpecError` naming an unknown key
+        (with the closest field) or the field a value breaks."""
+        if isinstance(data, cls):
+            return data
+        if not isinstance(data, dict):
+            raise SpecError(f"must be a JSON object of {cls.__name__} fields, got {type(data).__name__}")
+        bad = unknown_field(cls, data)
+        if bad:
+            raise SpecError(bad[1], field=bad[0])
+        return cls(**data)
+
+
 @dataclass(frozen=True)
-class LayerSpec:
+class LayerSpec(_FromDict):
     """One decoder layer as the KV cache sees it.
 
     Parameters
@@ -230,7 +247,7 @@ def _whole_named(v: Any, name: str, lo: int, hi: int) -> None:
 
 
 @dataclass(frozen=True)
-class ModelSpec:
+class ModelSpec(_FromDict):
     """A decoder-only language model, as far as memory sizing needs it.
 
     Parameters
@@ -416,7 +433,13 @@ class ModelSpec:
 
     def _check_layers(self) -> None:
         """Per-layer kinds: LayerSpec entries (or dicts), one per layer when given."""
-        layers = tuple(LayerSpec(**lay) if isinstance(lay, dict) else lay for lay in (self.layers or ()))
+        layers = []
+        for i, lay in enumerate(self.layers or ()):
+            try:
+                layers.append(LayerSpec.from_dict(lay) if isinstance(lay, dict) else lay)
+            except SpecError as exc:
+                raise SpecError.nested(exc, f"layers[{i}]", join=".") from None
+        layers = tuple(layers)
         for lay in layers:
             if not isinstance(lay, LayerSpec):
                 raise SpecError("each entry must be a LayerSpec or an object with kind/window/state_bytes", field="layers")
@@ -492,7 +515,7 @@ DRIVER_RESERVED_GIB = 0.5  # GiB
 
 
 @dataclass(frozen=True)
-class GpuSpec:
+class GpuSpec(_FromDict):
     """One GPU model.
 
     Parameters
@@ -637,7 +660,7 @@ def check_measured(value: Any) -> tuple[tuple[str, float], ...]:
 
 
 @dataclass(frozen=True)
-class DeploymentSpec:
+class DeploymentSpec(_FromDict):
     """The vLLM knobs of one deployment, plus optional calibration overrides.
 
     Parameters

@@ -65,7 +65,7 @@ def load_experiments(path: Path = DATA) -> list[dict[str, Any]]:
 def _specs(exp: dict[str, Any]):
     model = parse_hf_config(exp["model_config"], name=exp["model"], num_parameters=exp.get("num_parameters"),
                             num_active_parameters=exp.get("num_active_parameters"))
-    return model, GpuSpec(**exp["gpu"])
+    return model, GpuSpec.from_dict(exp["gpu"])
 
 
 def stage_counts(stages: list, max_requests: int | None) -> list[tuple[float, int, float]]:

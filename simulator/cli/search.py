@@ -123,7 +123,7 @@ def _gpus(path: str) -> tuple:
     out = []
     for i, g in enumerate(data):
         try:
-            out.append(GpuSpec(**g))
+            out.append(GpuSpec.from_dict(g))
         except (TypeError, ValueError) as exc:
             raise SearchError(f"--gpus: GPU {i + 1}: {exc}") from None
     return tuple(out)

@@ -782,9 +782,14 @@ def parse_cost_model(value: Any):
                 raise ConfigError("an object with name, memory_gib, bandwidth_tbps, bf16_tflops ... is required", field="cost_model.gpu")
             try:
                 model = parse_hf_config(data["model"], generation_config=data.get("generation_config"))
-                gpu = GpuSpec(**data["gpu"])
+            except (SpecError, TypeError, ValueError) as exc:  # the generation_config's fields sit beside the model
+                inner = getattr(exc, "field", None) or ""
+                raise ConfigError.nested(exc, "cost_model" if inner.startswith("generation_config")
+                                         else "cost_model.model") from exc
+            try:
+                gpu = GpuSpec.from_dict(data["gpu"])
             except (SpecError, TypeError, ValueError) as exc:
-                raise ConfigError(f"{exc}", field="cost_model") from exc
+                raise ConfigError.nested(exc, "cost_model.gpu") from exc
             return build_step_time_model("roofline", model=model, gpu=gpu, tp=data.get("tp", 1),
                                          coefficients=data.get("coefficients")).terms
     except CostModelError as exc:

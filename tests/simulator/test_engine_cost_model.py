@@ -180,9 +180,9 @@ def test_a_roofline_config_times_the_sampler_its_generation_config_asks_for():
     ({"kind": "roofline", "model": LLAMA_8B_JSON, "gpu": {"name": "X"}}, "memory_gib"),
     ({"kind": "roofline", "model": LLAMA_8B_JSON, "gpu": H100, "coefficients": {"mfu": 3}}, "mfu"),
     ({"kind": "roofline", "model": LLAMA_8B_JSON, "gpu": H100, "generation_config": {"top_p": "0.9"}},
-     "cost_model: generation_config.top_p"),
+     "cost_model.generation_config.top_p: "),
     ({"kind": "roofline", "model": LLAMA_8B_JSON, "gpu": H100, "generation_config": "greedy"},
-     "cost_model: generation_config: must be a JSON object"),
+     "cost_model.generation_config: must be a JSON object"),
     ({"kind": "terms", "tok_s": "fast"}, "cost_model.tok_s"),
     ([1, 2], "cost_model"),
 ])

@@ -296,3 +296,29 @@ def test_calibrate_from_pasted_log_reproduces_its_token_count():
     res = plan(m, GpuSpec(name="A100 40GB", memory_mib=40960), dep)
     assert res.kv_cache_tokens == pytest.approx(first_number("157,648"), rel=0.01)
     assert res.weights_source == "given" and res.available_kv_source == "given"
+
+
+def test_every_spec_reads_its_own_json_back_and_names_what_it_cannot():
+    """``from_dict`` (issue 29 item 5: typed inputs): each spec is rebuilt from its ``to_dict`` JSON equal to itself;
+    an unknown key is refused naming it and the closest field, a nested layer's by its index."""
+    import json
+    from dataclasses import asdict
+
+    model = ModelSpec(name="m", num_layers=2, hidden_size=64, num_attention_heads=4, num_kv_heads=2,
+                      intermediate_size=128, vocab_size=100, layers=(LayerSpec(), LayerSpec(kind="sliding", window=16)))
+    gpu = GpuSpec(name="g", memory_gib=80.0, bandwidth_tbps=3.35, bf16_tflops=989.0)
+    dep = DeploymentSpec(tensor_parallel_size=2, max_num_seqs=64)
+    for spec in (model, gpu, dep, LayerSpec(kind="sliding", window=8)):
+        data = json.loads(json.dumps(asdict(spec)))
+        assert type(spec).from_dict(data) == spec
+        assert type(spec).from_dict(spec) is spec
+    with pytest.raises(SpecError) as caught:
+        DeploymentSpec.from_dict({"tensor_paralel_size": 2})
+    assert caught.value.field == "tensor_paralel_size" and "did you mean 'tensor_parallel_size'" in caught.value.message
+    data = json.loads(json.dumps(asdict(model)))
+    data["layers"][1]["windw"] = 4
+    with pytest.raises(SpecError) as caught:
+        ModelSpec.from_dict(data)
+    assert caught.value.field == "layers[1].windw" and "did you mean 'window'" in caught.value.message
+    with pytest.raises(SpecError, match="must be a JSON object of GpuSpec fields"):
+        GpuSpec.from_dict([1, 2])
