@@ -19,7 +19,9 @@ the test makes users and runs there). Then, for each client count in ``--clients
 Per level it prints requests answered per second, p50 / p99 latency per kind, the counts of 2xx (202
 apart), 429, 503, other 4xx, other 5xx and no answer, and ``/healthz`` p50 / p99 / max with the probes
 slower than the health check's timeout (or failed). Requests still in flight when a level ends are
-waited for (they count in that level) before the next level starts.
+waited for (they count in that level) before the next level starts. Exit status 1 when the service did not
+hold: a request answered 5xx other than 503 or not at all, or a /healthz probe failed or took longer than
+the health check's timeout.
 
 Bounded: at most 128 clients per level, 8 levels, 60 s per level and 300 s of load in all (levels x
 ``--seconds``), plus the drain after each level (at most the client timeout, 70 s); nothing leaves the
@@ -112,6 +114,7 @@ class Level:
         self.health_ms: list[float] = []  # every probe, a failed one at its time to fail
         self.health_failed = 0
         self.seconds = 0.0
+        self.peak_rss = 0
 
     def add(self, kind: str, status: int, ms: float) -> None:
         with self.lock:
@@ -132,7 +135,7 @@ class Level:
         per_s = (lambda n: round(n / self.seconds, 2)) if self.seconds else (lambda n: 0.0)
         return {"clients": self.clients, "seconds": round(self.seconds, 1), "answered": answered,
                 "rps": per_s(answered), "served_rps": per_s(served), "status": by_class,
-                "kinds": kinds,
+                "kinds": kinds, "peak_rss_mib": round(self.peak_rss / 2**20),
                 "healthz": {"probes": len(h), "failed": self.health_failed,
                             "over_timeout": slow, "timeout_s": health_timeout_s,
                             "p50_ms": round(statistics.median(h), 1) if h else None,
@@ -188,6 +191,29 @@ def health_loop(base: str, stop: threading.Event, level: Level, timeout_s: float
         stop.wait(0.2)
 
 
+def tree_rss_bytes(pids: list[int]) -> int:
+    """Resident memory of these processes and all their descendants (Linux /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    total, todo = 0, list(pids)
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    return total
+
+
 def start_servers(port: int, users: int, workdir: Path, anon_rate: str | None) -> tuple[list[subprocess.Popen],
                                                                                        list[str]]:
     env = {**os.environ, "DEBUG": "false", "SECRET_KEY": "load-test-" + "x" * 50, "ALLOWED_HOSTS": HOST,
@@ -196,16 +222,17 @@ def start_servers(port: int, users: int, workdir: Path, anon_rate: str | None) -
     if anon_rate:
         env["THROTTLE_ANON"] = anon_rate
     py = sys.executable
-    subprocess.run([py, "manage.py", "migrate", "--no-input", "-v", "0"], cwd=ROOT, env=env, check=True)
-    make_users = ("from django.contrib.auth import get_user_model; from accounts.models import ApiToken; "
+    make_users = ("import django; django.setup(); from django.core.management import call_command\n"
+                  "call_command('migrate', interactive=False, verbosity=0)\n"
+                  "from django.contrib.auth import get_user_model; from accounts.models import ApiToken; "
                   "from accounts.services import api_token_create; U = get_user_model()\n"
                   f"for i in range({users}):\n"
                   "    u, _ = U.objects.get_or_create(username=f'load{i}')\n"
                   "    ApiToken.objects.filter(user=u, name='load test').delete()  # a database used before\n"
-                  "    print(api_token_create(user=u, name='load test')[1])")
-    out = subprocess.run([py, "manage.py", "shell", "-c", make_users], cwd=ROOT, env=env, check=True,
-                         capture_output=True, text=True).stdout
-    tokens = [t for t in out.split() if t][-users:]
+                  "    print('token', api_token_create(user=u, name='load test')[1])")
+    out = subprocess.run([py, "-c", make_users], cwd=ROOT, env={**env, "DJANGO_SETTINGS_MODULE": "config.settings"},
+                         check=True, capture_output=True, text=True).stdout
+    tokens = [line.split()[1] for line in out.splitlines() if line.startswith("token ")]
     log = open(workdir / "servers.log", "ab")  # noqa: SIM115 - lives as long as the servers
     web = subprocess.Popen([py, "-m", "gunicorn", "config.wsgi:application", "--bind", f"{HOST}:{port}",
                             "--workers", "3", "--timeout", "60"], cwd=ROOT, env=env, stdout=log, stderr=log,
@@ -226,7 +253,7 @@ def wait_until_up(base: str, timeout: float = 60) -> None:
 
 
 def run_level(base: str, tokens: list[str], clients: int, seconds: float, health_timeout_s: float,
-              seed: int) -> Level:
+              seed: int, pids: list[int]) -> Level:
     level, stop = Level(clients), threading.Event()
     threads = [threading.Thread(target=user_loop, args=(base, tokens[i], stop, level, seed * 1000 + i), daemon=True)
                for i in range(clients)]
@@ -235,8 +262,10 @@ def run_level(base: str, tokens: list[str], clients: int, seconds: float, health
     start = time.monotonic()
     for t in threads:
         t.start()
-    stop.wait(seconds)
-    stop.set()
+    while not stop.wait(min(0.5, max(0.0, start + seconds - time.monotonic()))):
+        level.peak_rss = max(level.peak_rss, tree_rss_bytes(pids) if pids else 0)
+        if time.monotonic() - start >= seconds:
+            stop.set()
     for t in threads:  # requests in flight finish (each within the client timeout)
         t.join(timeout=CLIENT_TIMEOUT_S + 5)
     level.seconds = time.monotonic() - start
@@ -253,6 +282,7 @@ def print_level(s: dict) -> None:
         print(f"  {kind:22s} n {k['n']:5d}  p50 {k['p50_ms']:8.0f} ms  p99 {k['p99_ms']:8.0f} ms  ({statuses})")
     print(f"  /healthz: {h['probes']} probes, {h['failed']} failed, {h['over_timeout']} over the health check's "
           f"{h['timeout_s']:.0f} s; p50 {h['p50_ms']} ms, p99 {h['p99_ms']} ms, max {h['max_ms']} ms")
+    print(f"  peak resident memory of gunicorn + Celery (all processes): {s['peak_rss_mib']} MiB")
 
 
 def print_table(levels: list[dict]) -> None:
@@ -295,33 +325,40 @@ def main(argv: list[str] | None = None) -> int:
     base = f"http://{HOST}:{args.port}"
     db = "PostgreSQL" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "SQLite"
     broker = "Redis" if os.environ.get("REDIS_URL") else "the embedded broker"
+    shed = os.environ.get("KVP_SHED_WAIT_S", "") or "the default"
     print(f"gunicorn x 3 (--timeout 60) + Celery x 2 on {db} and {broker}; levels {args.clients}, "
-          f"{args.seconds:.0f} s each; health check timeout {health_timeout_s:.0f} s")
-    levels = []
+          f"{args.seconds:.0f} s each; health check timeout {health_timeout_s:.0f} s; KVP_SHED_WAIT_S {shed}")
+    levels, held = [], False
     try:
         wait_until_up(base)
         for i, clients in enumerate(args.clients):
-            summary = run_level(base, tokens, clients, args.seconds, health_timeout_s, i).summary(health_timeout_s)
+            level = run_level(base, tokens, clients, args.seconds, health_timeout_s, i, [p.pid for p in procs])
+            summary = level.summary(health_timeout_s)
             print_level(summary)
             levels.append(summary)
         print_table(levels)
         if args.json:
             args.json.write_text(json.dumps(levels, indent=1), encoding="utf-8")
         errors = sum(s["status"]["5xx"] + s["status"]["none"] for s in levels)
+        unhealthy = sum(s["healthz"]["failed"] + s["healthz"]["over_timeout"] for s in levels)
         if errors:
             print(f"\n{errors} requests answered 5xx (not 503) or not at all: see {workdir / 'servers.log'}")
+        if unhealthy:
+            print(f"\n{unhealthy} /healthz probes failed or took longer than the health check's "
+                  f"{health_timeout_s:.0f} s")
+        held = not errors and not unhealthy
     finally:
-        for p in procs:
+        for p in procs:  # quick shutdown (gunicorn) and cold shutdown (Celery): nothing here is kept
             if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
+                os.killpg(p.pid, signal.SIGQUIT)
         for p in procs:
             try:
-                p.wait(timeout=20)
+                p.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
         if not levels or not any(s["status"]["5xx"] + s["status"]["none"] for s in levels):
             shutil.rmtree(workdir, ignore_errors=True)
-    return 0
+    return 0 if held else 1
 
 
 if __name__ == "__main__":
