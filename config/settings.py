@@ -64,8 +64,8 @@ INSTALLED_APPS = [
 # token, is new on each response that carries it and is sent no-store; session ids travel in cookies only.
 # docs/operations.md, "Compression".
 MIDDLEWARE = [
-    "config.shedding.LoadSheddingMiddleware",  # first: a 503 past KVP_SHED_WAIT_S of queue costs little
     "django.middleware.security.SecurityMiddleware",
+    "config.shedding.LoadSheddingMiddleware",  # before the rest: a 503 past KVP_SHED_WAIT_S of queue costs little
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.middleware.gzip.GZipMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -6,7 +6,8 @@ kernel's accept queue of the listening socket, ``/healthz`` among them, in arriv
 and each waited ``depth x (mean service time) / workers``, about 8 s on the project's 2-core VM: past the
 compose health check's 5 s timeout, though no client broke a rate limit.
 
-:class:`LoadSheddingMiddleware`, first in ``MIDDLEWARE``, reads that queue's length from the kernel
+:class:`LoadSheddingMiddleware`, in ``MIDDLEWARE`` right after ``SecurityMiddleware`` (so that a 503 carries
+the security headers, and nothing else runs before it), reads that queue's length from the kernel
 (``getsockopt(TCP_INFO)`` on the listening socket: ``tcpi_unacked`` is the accept queue of a socket in
 LISTEN state, Linux) before anything else runs, and estimates the wait of a new connection as
 ``waiting x (time per request) / KVP_WEB_WORKERS`` (``KVP_WEB_WORKERS``, default 3, gunicorn's

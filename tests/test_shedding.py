@@ -73,6 +73,7 @@ def test_past_the_wait_requests_are_shed_with_retry_after_and_healthz_still_answ
     assert response.status_code == 503
     assert response["Retry-After"] == "3"
     assert response["Content-Type"] == "application/json"
+    assert response["X-Content-Type-Options"] == "nosniff"  # after SecurityMiddleware: its headers are there
     message = json.loads(response.content)["errors"]["non_field_errors"][0]
     assert "busy" in message and "try again in 3 s" in message
     page = client.get("/catalog/gpus/")
