@@ -14,8 +14,8 @@ LISTEN state, Linux) before anything else runs, and estimates the wait of a new 
 ``--workers``; the time per request, served or shed, a moving average of what this worker took from the
 start of one request to the start of the next while connections were waiting: all of a request's cost,
 gunicorn's part and the CPU other processes took included). Within
-``KVP_SHED_WAIT_S`` (default 1 s, well inside the compose health check's 5 s; 0 turns shedding off)
-every request is served. Past it, only the share that brings the estimate back to the target is served
+``KVP_SHED_WAIT_S`` (default 1 s, well inside the compose health check's 5 s; 0 turns shedding off),
+or with at most two connections waiting per worker, every request is served. Past it, only the share that brings the estimate back to the target is served
 (:func:`admitted_share`, spread evenly) and the others are answered at once ``503`` with ``Retry-After:
 KVP_SHED_RETRY_AFTER_S`` (default 2) and, under ``/api/``, the API's error shape
 ``{"errors": {"non_field_errors": [...]}}`` (a short HTML page elsewhere). A shed request costs a few
@@ -51,6 +51,8 @@ logger = logging.getLogger(__name__)
 _UNACKED_OFFSET = 24
 _TCP_INFO_LEN = 104
 NEVER_SHED = ("/healthz", "/static/")
+#: Connections waiting per worker that are always served, whatever the estimate (see :func:`admitted_share`).
+SERVED_QUEUE_PER_WORKER = 2
 
 _found: tuple[int, list[socket.socket]] | None = None  # (pid, listening sockets) of this process
 _lock = threading.Lock()
@@ -131,9 +133,11 @@ def admitted_share(waiting: int, served_s: float, shed_s: float, workers: int, t
     ``waiting`` connections ahead, each taking a worker ``served_s`` when served and ``shed_s`` when shed,
     on ``workers`` workers, make a new one wait ``waiting x (f x served_s + (1 - f) x shed_s) / workers``
     when a share ``f`` is served: every request (1.0) while that is within the target at ``f = 1``, else the
-    ``f`` that brings it back to the target (0.0 when even shedding every one waits longer).
+    ``f`` that brings it back to the target (0.0 when even shedding every one waits longer). A queue of at
+    most two requests per worker is always served (:data:`SERVED_QUEUE_PER_WORKER`): a burst from a few
+    clients at once, or a fuzzer running a few threads, is never shed for one slow request's estimate.
     """
-    if waiting <= 0:
+    if waiting <= SERVED_QUEUE_PER_WORKER * max(1, workers):
         return 1.0
     per_request = target_s * max(1, workers) / waiting  # the time a worker may spend on each waiting one
     if per_request >= served_s:
