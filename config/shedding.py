@@ -9,21 +9,21 @@ compose health check's 5 s timeout, though no client broke a rate limit.
 :class:`LoadSheddingMiddleware`, in ``MIDDLEWARE`` right after ``SecurityMiddleware`` (so that a 503 carries
 the security headers, and nothing else runs before it), reads that queue's length from the kernel
 (``getsockopt(TCP_INFO)`` on the listening socket: ``tcpi_unacked`` is the accept queue of a socket in
-LISTEN state, Linux) before anything else runs, and estimates the wait of a new connection as
-``waiting x (time per request) / KVP_WEB_WORKERS`` (``KVP_WEB_WORKERS``, default 3, gunicorn's
-``--workers``; the time per request, served or shed, a moving average of what this worker took from the
-start of one request to the start of the next while connections were waiting: all of a request's cost,
-gunicorn's part and the CPU other processes took included). Within
-``KVP_SHED_WAIT_S`` (default 1 s, well inside the compose health check's 5 s; 0 turns shedding off),
-or with at most two connections waiting per worker, every request is served. Past it, only the share that brings the estimate back to the target is served
+LISTEN state, Linux), and estimates the wait of a new connection as ``waiting x
+(time per request) / KVP_WEB_WORKERS`` (``KVP_WEB_WORKERS``, default 3, gunicorn's ``--workers``; the time
+per request, served or shed, a moving average of what this worker took from the start of one request to the
+start of the next while connections were waiting at both: all of a request's cost, gunicorn's part and the
+CPU other processes took included). Within ``KVP_SHED_WAIT_S`` (default 1 s, well inside the compose health
+check's 5 s; 0 turns shedding off), or with at most two connections waiting per worker, every request is
+served. Past it, only the share that brings the estimate back to the target is served
 (:func:`admitted_share`, spread evenly) and the others are answered at once ``503`` with ``Retry-After:
-KVP_SHED_RETRY_AFTER_S`` (default 2) and, under ``/api/``, the API's error shape
-``{"errors": {"non_field_errors": [...]}}`` (a short HTML page elsewhere). A shed request costs a few
-milliseconds instead of a full one, so the queue moves, ``/healthz`` waits about ``KVP_SHED_WAIT_S`` at
-most, and the workers still serve about as many requests as they can (shedding everything past a queue
-length would starve the clients that do not back off: each sees the same long queue). ``/healthz`` and
-``/static/`` are never shed (the health check must see the truth: the database answers). The arithmetic
-with measured figures is in docs/operations.md, "Load test".
+KVP_SHED_RETRY_AFTER_S`` (default 2) and, under ``/api/``, the API's error shape ``{"errors":
+{"non_field_errors": [...]}}`` (a short HTML page elsewhere). A shed request costs a few milliseconds
+instead of a full one, so the queue moves, ``/healthz`` waits about ``KVP_SHED_WAIT_S`` at most, and the
+workers still serve about as many requests as they can (shedding everything past a queue length would starve
+the clients that do not back off: each sees the same long queue). ``/healthz`` and ``/static/`` are never
+shed (the health check must see the truth: the database answers). The arithmetic with measured figures is in
+docs/operations.md, "Load test".
 
 Where no listening TCP socket is in the process (the Django test client, a Unix socket, not Linux) the
 queue reads as 0 and nothing is shed. The sockets are found once per process (after gunicorn's fork):
@@ -159,19 +159,20 @@ class LoadSheddingMiddleware:
     def __init__(self, get_response):
         self.get_response = get_response
         self.cost = {"served": self.FIRST_SERVED_S, "shed": self.FIRST_SHED_S, "exempt": self.FIRST_SHED_S}
-        self.last: tuple[float, str] | None = None  # (start, "served" / "shed") of this process's last request
+        self.last: tuple[float, str, int] | None = None  # (start, kind, waiting) of this process's last request
         self.credit = 0.0  # shares of requests earned and not yet served (spreads the served ones evenly)
         self.lock = threading.Lock()
 
     def _measure(self, now: float, waiting: int, outcome: str) -> None:
         """The time since the last request began is what that one cost this worker, all of it (gunicorn's
-        parsing and writing, the CPU other processes took) when connections were waiting meanwhile, so
-        the worker never sat idle."""
+        parsing and writing, the CPU other processes took), when connections were waiting at its start and
+        at this one's: the worker went from one to the next without sitting idle (an idle gap counted
+        would make the first burst after a quiet hour look like an hour's work a request)."""
         with self.lock:
-            if self.last is not None and waiting > 0:
-                began, kind = self.last
+            if self.last is not None and waiting > 0 and self.last[2] > 0:
+                began, kind, _ = self.last
                 self.cost[kind] += self.ALPHA * (now - began - self.cost[kind])
-            self.last = (now, outcome)
+            self.last = (now, outcome, waiting)
 
     def __call__(self, request):
         target = float(getattr(settings, "KVP_SHED_WAIT_S", 0) or 0)

@@ -40,6 +40,19 @@ def test_the_share_served_brings_the_wait_back_to_the_target():
     assert shedding.admitted_share(7, 30.0, 0.005, 3, 0.001) == 0.0
 
 
+def test_a_worker_times_requests_only_back_to_back():
+    """The time from one request's start to the next is a request's cost only when connections waited at
+    both: an idle hour before a burst is not an hour's work a request."""
+    middleware = shedding.LoadSheddingMiddleware(lambda request: None)
+    middleware._measure(0.0, 0, "served")  # noqa: SLF001
+    middleware._measure(3600.0, 9, "served")  # noqa: SLF001 - idle before: nothing learnt
+    assert middleware.cost["served"] == middleware.FIRST_SERVED_S
+    middleware._measure(3600.5, 9, "shed")  # noqa: SLF001 - back to back: the served one took 0.5 s
+    assert middleware.cost["served"] == pytest.approx(0.1 + 0.1 * (0.5 - 0.1))
+    middleware._measure(3600.51, 8, "served")  # noqa: SLF001 - the shed one took 10 ms
+    assert middleware.cost["shed"] == pytest.approx(0.005 + 0.1 * (0.01 - 0.005))
+
+
 @pytest.fixture
 def queued_connections():
     """A listening socket in this process with ``n`` connections waiting in its accept queue."""
