@@ -65,6 +65,7 @@ INSTALLED_APPS = [
 # docs/operations.md, "Compression".
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "config.shedding.LoadSheddingMiddleware",  # before the rest: a 503 past KVP_SHED_WAIT_S of queue costs little
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.middleware.gzip.GZipMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -223,6 +224,12 @@ KVP_RUN_MAX_BYTES = env_int("KVP_RUN_MAX_BYTES", 2 * 2**30)  # estimated memory 
 KVP_SYNC_MAX_SECONDS = env_int("KVP_SYNC_MAX_SECONDS", 10)  # estimated time of a run inside a web request
 # Runs priced over this (estimated seconds) go to the workers and the request answers 202 with a job (issue 37).
 KVP_INLINE_MAX_SECONDS = env_float("KVP_INLINE_MAX_SECONDS", 1.0)
+# Load shedding (config/shedding.py): when connections waiting for a web worker would wait longer than this
+# (seconds; 0: never shed), serve only the share that keeps the wait there and answer the others 503 with
+# Retry-After at once, so that /healthz never waits past the health check's 5 s timeout behind a flood.
+KVP_SHED_WAIT_S = env_float("KVP_SHED_WAIT_S", 1.0)
+KVP_WEB_WORKERS = env_int("KVP_WEB_WORKERS", 3)  # gunicorn's --workers (docker-compose.yml): the estimate's divisor
+KVP_SHED_RETRY_AFTER_S = env_int("KVP_SHED_RETRY_AFTER_S", 2)
 KVP_SYNC_HARD_SECONDS = env_int("KVP_SYNC_HARD_SECONDS", 20)  # wall clock after which such a run is stopped
 KVP_CHUNK_MAX_SECONDS = env_int("KVP_CHUNK_MAX_SECONDS", CELERY_TASK_SOFT_TIME_LIMIT // 2)  # estimate per chunk
 KVP_USER_QUEUE_SECONDS = env_int("KVP_USER_QUEUE_SECONDS", 3600)  # estimated queued work per user

@@ -9,7 +9,8 @@ errors (``planner.api.errors``, ``planner.api.handlers``, ``planner.api.throttli
 - 404 an unknown object, or a page past the end of a list;
 - 413 a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` and 415 a media type it does not
   take (operations with a body);
-- 429 a rate limit or a quota.
+- 429 a rate limit or a quota;
+- 503 the service is busy: more waits for a web worker than it can serve in time (``config.shedding``).
 
 This hook adds them, each pointing at one ``ErrorResponse`` component
 (``{"errors": {field: [messages]}}``), so that clients and schemathesis's
@@ -36,11 +37,12 @@ DESCRIPTIONS = {
     413: "Request body too large.",
     415: "Unsupported media type.",
     429: "Rate limit or quota reached; see the Retry-After header.",
+    503: "The service is busy (load shedding, KVP_SHED_WAIT_S); try again after the Retry-After header's seconds.",
 }
 
 
 def _statuses(path: str, operation: dict) -> list[int]:
-    codes = [400, 401, 403, 404, 429]  # 404: an unknown object, or a page past the last of a list
+    codes = [400, 401, 403, 404, 429, 503]  # 404: an unknown object, or a page past the last of a list
     if "requestBody" in operation:
         codes += [413, 415]
     return sorted(codes)
