@@ -61,18 +61,31 @@ def _deep(depth: int, kind: str) -> str:
     return "[" * depth + "]" * depth if kind == "list" else '{"a":' * depth + "1" + "}" * depth
 
 
-raw_values = st.one_of(  # JSON text put in the body as it is
-    st.builds(_deep, st.sampled_from([33, 200, 3000, 20000]), st.sampled_from(["list", "object"])),
-    st.builds(lambda n, sign: sign + "9" * n, st.sampled_from([21, 400, 4300, 5000]), st.sampled_from(["", "-"])),
-    st.sampled_from(["1e999", "-1e999", "1e308", "0.1e-999", "123456789012345678901234567890.5"]),
+#: The three kinds of hostile JSON text: nested deeply, a huge whole number, a number out of a float's range.
+nested_values = st.builds(_deep, st.sampled_from([33, 200, 3000, 20000]), st.sampled_from(["list", "object"]))
+digit_values = st.builds(lambda n, sign: sign + "9" * n, st.sampled_from([21, 400, 4300, 5000]),
+                         st.sampled_from(["", "-"]))
+number_values = st.sampled_from(["1e999", "-1e999", "1e308", "0.1e-999", "123456789012345678901234567890.5"])
+HOSTILE_KINDS = (nested_values, digit_values, number_values)
+raw_values = st.one_of(*HOSTILE_KINDS)  # JSON text put in the body as it is
+
+
+#: Texts holding a value, for the fields that are parsed again (a trace, a measurement); the last: the value alone.
+HOLDERS = (
+    lambda v: f'{{"arrival_time": 0, "prompt_tokens": {v}, "output_tokens": 4}}\n',
+    lambda v: f"arrival_time,prompt_tokens,output_tokens\n0,{v},4\n",
+    lambda v: f'{{"completed": {v}, "mean_ttft_ms": 5, "mean_itl_ms": 1, "mean_e2el_ms": 90, '
+              f'"total_input_tokens": 100, "total_output_tokens": 50}}',
+    lambda v: v,
 )
-text_values = st.one_of(  # text holding them, for the fields that are parsed again (a trace, a measurement)
-    raw_values.map(lambda v: f'{{"arrival_time": 0, "prompt_tokens": {v}, "output_tokens": 4}}\n'),
-    raw_values.map(lambda v: f"arrival_time,prompt_tokens,output_tokens\n0,{v},4\n"),
-    raw_values.map(lambda v: f'{{"completed": {v}, "mean_ttft_ms": 5, "mean_itl_ms": 1, "mean_e2el_ms": 90, '
-                             f'"total_input_tokens": 100, "total_output_tokens": 50}}'),
-    raw_values,
-)
+
+
+def holding(raw):
+    """Text holding ``raw``'s values (:data:`HOLDERS`)."""
+    return st.one_of(*(raw.map(holder) for holder in HOLDERS))
+
+
+text_values = holding(raw_values)
 
 
 def _put(body: dict, path: str, value) -> dict:
