@@ -51,7 +51,7 @@ __all__ = ["DROPPED", "FINISHED", "PREEMPTED", "RUNNING", "WAITING", "FastEngine
 StepTimeFn = Callable[[int, int], float]
 
 
-class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, StepClock):
+class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps):
     """Simulate one :class:`EngineConfig` over one :class:`Workload` (array kernel).
 
     Parameters
@@ -95,9 +95,9 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
         self.time_mode = workload.arrival_unit == "s"
         self.record_steps = record_steps
         self._init_pool(num_blocks, pool_factory)
-        self._init_clock(step_time, step_cost, cost_index)
         self._init_requests(record_steps)
         self._init_spec()
+        self._init_clock(step_time, step_cost, cost_index)
         self._init_shortcuts(accelerate)
         self._init_lazy_state()
         if hooks is not None:
@@ -134,18 +134,19 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
         self._onboard_gate: int | None = None
 
     def _init_clock(self, step_time, step_cost, cost_index: int) -> None:
-        """The cost model behind :class:`simulator.engine.step_clock.StepClock`."""
+        """The step clock (:class:`StepClock`: seconds of each step) and the engine's time (``clock``, s;
+        ``exec_step``, steps that scheduled tokens). After the request state and ``spec_k``."""
         stm = self.cfg.step_time_model
-        self.step_time = step_time or (
-            lambda t, r: stm.base_s + stm.per_token_s * t + stm.per_req_s * r)
-        # Batched cost model hook (``BatchStepTime``-like): when set, each step's
-        # time is ``step_cost.step_time(prefill_tokens, prefill_attention_tokens,
-        # decode_tokens, decode_context_tokens, num_reqs)[cost_index]``.
-        self.step_cost = step_cost
-        self.cost_index = cost_index
-        # Per-configuration cost model (StepCostTerms, scalar evaluation) unless the hook is set.
-        # (async scheduling: a step's CPU time runs under the previous step's GPU work, simulator.clock.terms)
-        self.terms = overlapped(self.cfg.cost_model, self.async_mode) if step_cost is None else None
+        sc = self.cfg.speculative
+        self.step_clock = StepClock(
+            self.requests.comp, self.requests.tok,
+            step_time=step_time or (lambda t, r: stm.base_s + stm.per_token_s * t + stm.per_req_s * r),
+            # Per-configuration cost model (StepCostTerms, scalar evaluation) unless the batched hook
+            # (``BatchStepTime``-like) is set. (async scheduling: a step's CPU time runs under the
+            # previous step's GPU work, simulator.clock.terms)
+            terms=overlapped(self.cfg.cost_model, self.async_mode) if step_cost is None else None,
+            step_cost=step_cost, cost_index=cost_index, spec_k=self.spec_k,
+            draft_terms=sc.draft_cost_model if self.spec_k else None)
         self.exec_step = 0
         self.clock = 0.0
 
@@ -180,7 +181,7 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
         self.accelerators = taken = choose(RunFacts(
             config=cfg, own_keys=self.keyarr is None, has_parents=bool((self.wl.parent >= 0).any()),
             max_model_len_binds=self.max_model_len_binds, has_tiers=self.tiers is not None,
-            batched_cost_hook=self.step_cost is not None,
+            batched_cost_hook=self.step_clock.step_cost is not None,
             holds_finished_blocks=self.hooks is not None and self.hooks.holds_finished_blocks), accelerate)
         # what the shortcuts did (tests check each is taken; all 0 with accelerate=False)
         self.shortcuts = dict(lazy_steps=0, window_steps=0, jumped_steps=0, kept_loads=0, hit_runs=0)
@@ -430,7 +431,7 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
         if res is None:
             e, ns, sampled, npre = self.schedule()
             ntok = int(ns.sum()) if ns.size else 0
-            n_prefill = int(ns[self._prefill_mask(e, ns, sampled)].sum()) if ntok else 0
+            n_prefill = int(ns[self.step_clock.prefill_mask(e, ns, sampled)].sum()) if ntok else 0
             nreq = int(e.size)
         else:
             e = ns = sampled = None
@@ -438,7 +439,10 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
             self.shortcuts["lazy_steps"] += 1
         step = self.exec_step
         self._count_step(stats, ntok, n_prefill, npre)
-        self.clock += self._seconds_of_step(res is not None, e, ns, sampled, ntok, nreq)
+        if res is None:
+            self.clock += self.step_clock.seconds(e, ns, sampled, ntok, nreq)
+        else:
+            self.clock += self.step_clock.lazy_seconds(self._lazy_batch, self.num_lazy, self.lazy_base_sum, ntok, nreq)
         if ntok > 0:
             self.step_ends.append(self.clock)
         if self.loading and ntok == 0 and not self.num_running and (hooks is None or not hooks.stalled(until)):

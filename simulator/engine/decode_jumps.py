@@ -139,9 +139,9 @@ class DecodeJumps:
         ``next_arrival`` and ``until``) and the blocks its crossing decoders take, while they fit in
         ``free``. Returns the starts, the blocks per step, the clock after the last and the blocks in all."""
         D, S, B = self.num_lazy, self.lazy_step, self.B
-        buckets, terms, time_mode = self.buckets, self.terms, self.time_mode
+        buckets, terms, time_mode = self.buckets, self.step_clock.terms, self.time_mode
         if terms is None:
-            dt = self.step_time(D, D)
+            dt = self.step_clock.step_time(D, D)
         else:
             base = self.lazy_base_sum + D * (S + 1)
             dstep = terms.decode_step(D)
@@ -227,7 +227,7 @@ class DecodeJumps:
         per_step_alloc = self._jump_blocks(run, c, held, extra, tot, k) if tot else np.zeros(k, np.int64)
         used = (self.pool.usable - free) + _acc(per_step_alloc)
         if starts is None:  # the linear clock, one step at a time
-            dt = self.step_time(R, R)
+            dt = self.step_clock.step_time(R, R)
             starts = [self.clock]
             for _ in range(k):
                 starts.append(starts[-1] + dt)
@@ -244,8 +244,9 @@ class DecodeJumps:
             rem = np.minimum(rem, self.max_model_len - tk)
         k = min(int(rem.min()) - 1, max_k)
         starts = None
-        if self.terms is not None and k >= 2:
-            times = self.terms.decode_times(k, R, float(c.sum()) + R)
+        terms = self.step_clock.terms
+        if terms is not None and k >= 2:
+            times = terms.decode_times(k, R, float(c.sum()) + R)
             # step j starts at starts[j], added up one step at a time as the stepping engine does
             starts = [self.clock]
             for dt in times.tolist():
@@ -256,7 +257,7 @@ class DecodeJumps:
             k = bisect.bisect_left(starts, next_arrival, 0, k)
         elif self.time_mode:
             clock = self.clock
-            dt = self.step_time(R, R)
+            dt = self.step_clock.step_time(R, R)
             j = 0
             while j < k and not (next_arrival <= clock):
                 clock += dt

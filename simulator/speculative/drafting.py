@@ -344,7 +344,6 @@ class SpecDecoding:
         self._spec_inflight: deque[np.ndarray] = deque()
         self._survival = sc.survival()
         self._spec_seed = sc.seed
-        self.draft_terms = sc.draft_cost_model
         self.spec_stats = {"num_drafts": 0, "num_draft_tokens": 0, "num_accepted_tokens": 0,
                            "accepted_per_pos": np.zeros(self.spec_k, np.int64)}
         self._replay = sc.replays
@@ -477,17 +476,6 @@ class SpecDecoding:
     def _spec_propose(self, a: np.ndarray, stopped: np.ndarray) -> None:
         """The proposer: ``k`` drafts for each request that sampled and goes on."""
         self.spec[a[~stopped]] = self.spec_k
-
-    def _spec_seconds(self, P: int, A: int, D: int, C: int, R: int, PK: int, drafting: int, ctx: int) -> float:
-        """The drafter's passes in a step: one over the step's tokens, ``k - 1`` of one token for each of
-        the ``drafting`` requests (their context ``ctx``, growing a token a pass).  # s"""
-        dt = self.draft_terms
-        if dt is None or P + D <= 0:
-            return 0.0
-        s = dt.time(P, A, D, C, R, PK)
-        for j in range(1, self.spec_k if drafting else 1):
-            s += dt.time(0, 0, drafting, ctx + j * drafting, drafting, 0)
-        return s
 
 
 def spec_totals(sim) -> dict[str, Any]:
