@@ -51,7 +51,7 @@ __all__ = ["DROPPED", "FINISHED", "PREEMPTED", "RUNNING", "WAITING", "FastEngine
 StepTimeFn = Callable[[int, int], float]
 
 
-class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps):
+class FastEngine(Scheduler, SpecDecoding, LazyDecoders, DecodeJumps):
     """Simulate one :class:`EngineConfig` over one :class:`Workload` (array kernel).
 
     Parameters
@@ -99,6 +99,7 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps):
         self._init_spec()
         self._init_clock(step_time, step_cost, cost_index)
         self._init_shortcuts(accelerate)
+        self._init_loads()
         self._init_lazy_state()
         if hooks is not None:
             hooks.attach(self)
@@ -125,13 +126,6 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps):
         self.tiers = TierChain(tiers, bpb, ks.num_keys) if tiers and self.caching else None
         if self.tiers is not None:
             self.pool.on_evict = self.tiers.demote
-        self.offload_at = (int(cfg.kv_offload_threshold * self.pool.usable)
-                           if self.tiers is not None and cfg.kv_offload_threshold is not None else None)
-        self.loading: dict[int, float] = {}  # request -> time its onboarded blocks are on the GPU
-        # After a load stall no request starts loads until this one (the head of the queue then)
-        # has finished: otherwise loads (its own or those of requests behind it) take the blocks
-        # it needs again, or preempt it once admitted, and the stall repeats for ever.
-        self._onboard_gate: int | None = None
 
     def _init_clock(self, step_time, step_cost, cost_index: int) -> None:
         """The step clock (:class:`StepClock`: seconds of each step) and the engine's time (``clock``, s;
@@ -199,7 +193,7 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps):
         # release runs: per request, its GPU hits are the first this many keys' blocks still cached (-1:
         # unknown), so _head_blocked may answer for a tiered head that has no room to load; and whether its
         # last load started from its release run with synchronous scheduling: the blocks it then holds are
-        # its keys' only cached carriers (_keep_loaded)
+        # its keys' only cached carriers (TierLoads.keep_loaded)
         release_runs = "release_runs" in taken
         self.hit_run = np.full(n, -1, np.int64) if release_runs else None
         self.load_from_run = np.zeros(n, bool) if release_runs else None
@@ -226,6 +220,18 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps):
         self.windows_ok = "lazy_windows" in taken
         self._retry_jump_at = 0
         self._backoff = 1
+
+    def _init_loads(self) -> None:
+        """Blocks loading onto the GPU for waiting requests (:class:`TierLoads`: tier onboarding, a hook's
+        transfers) and ``kv_offload_threshold``'s early offloads. After the shortcuts."""
+        cfg, pool = self.cfg, self.pool
+        self.loads = TierLoads(
+            self.requests, pool, self.tiers, koff=self.koff, keyarr=self.keyarr, btab=self.btab, block_size=self.B,
+            watermark_blocks=self.watermark_blocks, free=self._free,
+            offload_at=(int(cfg.kv_offload_threshold * pool.usable)
+                        if self.tiers is not None and cfg.kv_offload_threshold is not None else None),
+            sole_carriers_check=self.own_keys and self.accelerate, load_from_run=self.load_from_run,
+            shortcuts=self.shortcuts)
 
     def _init_lazy_state(self) -> None:
         """Lazy decoders' state (see :mod:`simulator.engine.lazy_decoders`)."""
@@ -404,6 +410,25 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps):
         """Request ``q``'s blocks go back to the pool (a hook giving back the blocks it kept)."""
         self._free(q)
 
+    def start_load(self, q: int, nh: int, hit, k: int, ready: float) -> None:
+        """Waiting request ``q`` takes GPU blocks for its ``nh`` prefix hits (``hit``) and its next ``k`` blocks
+        of KV, which land there by ``ready`` (s; a hook's transfer): :meth:`TierLoads.start_load`."""
+        self.loads.start_load(q, nh, hit, k, ready, self.exec_step)
+
+    def let_loads_go(self) -> None:
+        """Every request waiting for loaded blocks lets them go (they stay cached): :meth:`TierLoads.let_go`."""
+        self.loads.let_go()
+
+    def _wait_for_loads(self, until) -> None:
+        """Only requests waiting for loaded blocks: the clock moves to the first load done (or arrival, or
+        ``until``)."""
+        nxt_t = self.loads.first_ready(self.clock, self.waiting)
+        if self._pending < self._num_requests and self.time_mode:
+            nxt_t = min(nxt_t, self._arr[self._pending])
+        if until is not None and self.time_mode:
+            nxt_t = min(nxt_t, until)
+        self._clock_to(nxt_t)
+
     def _report_progress(self) -> None:
         n, t = self._num_requests, self.t
         if self._progress is not None and n and t["finished"] / n >= self._next_report:
@@ -445,10 +470,11 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps):
             self.clock += self.step_clock.lazy_seconds(self._lazy_batch, self.num_lazy, self.lazy_base_sum, ntok, nreq)
         if ntok > 0:
             self.step_ends.append(self.clock)
-        if self.loading and ntok == 0 and not self.num_running and (hooks is None or not hooks.stalled(until)):
+        loads = self.loads
+        if loads.loading and ntok == 0 and not self.num_running and (hooks is None or not hooks.stalled(until)):
             self._wait_for_loads(until)
-        if self.offload_at is not None:
-            self._offload_early()
+        if loads.offload_at is not None:
+            loads.offload_early(self.exec_step)
         if res is not None:
             self._process_lazy_step(step)
             if self._progress is not None:

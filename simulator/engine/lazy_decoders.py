@@ -357,8 +357,8 @@ class LazyDecoders:
         Requests still loading from a lower tier are passed over, as admission passes them.
         """
         q = self.waiting[0]
-        if self.loading:
-            loading = self.loading
+        loading = self.loads.loading
+        if loading:
             i = 0
             while q in loading:
                 if loading[q] <= self.clock:
@@ -371,7 +371,7 @@ class LazyDecoders:
             return 0
         if not (self.full_isl_own or (self.full_isl_untiered and not self.tiered[q])):
             # A head that let its blocks go (``tiered``) is offered loads first, and loads nothing
-            # without room for one block beyond its GPU hits (_start_onboard). From its release on its
+            # without room for one block beyond its GPU hits (TierLoads.start_onboard). From its release on its
             # hits are known without a lookup (``hit_run``, FastPool.one_release_run): they only shrink,
             # as its blocks are evicted last block first. Without that room the full-prompt check fails
             # too: its hits are all free blocks (own keys) and fewer than its whole prompt.

@@ -524,13 +524,14 @@ class Scheduler:
         not done), else the blocks it keeps as prefix hits (0 unless its loads just finished)."""
         if self.stale[q] > 0:
             return -1
-        if self.loading:
-            ready = self.loading.get(q)
+        loading = self.loads.loading
+        if loading:
+            ready = loading.get(q)
             if ready is not None:
                 if ready > self.clock:
                     return -1
-                del self.loading[q]  # its blocks are on the GPU now: they are its prefix hits
-                return self._keep_loaded(q)
+                del loading[q]  # its blocks are on the GPU now: they are its prefix hits
+                return self.loads.keep_loaded(q)
         return 0
 
     def _whole_prompt_cannot_fit(self, q: int, capped: int) -> bool:
@@ -577,11 +578,12 @@ class Scheduler:
             else:
                 hit = pool.lookup(np.arange(o, o + m) if keyarr is None else keyarr[o:o + m])
             nh = hit.size
-        g = self._onboard_gate
+        loads = self.loads
+        g = loads.gate
         if g is not None and self.status[g] >= FINISHED:
-            g = self._onboard_gate = None
+            g = loads.gate = None
         if (self.tiers is not None and nh < m and g is None and (self.tiered[q] or not self.own_keys)
-                and self._start_onboard(q, o, nh, m, hit)):
+                and loads.start_onboard(q, o, nh, m, hit, self.num_running, self.exec_step, self.clock)):
             if hit_run is not None:
                 self.load_from_run[q] = r >= 0
             return nh, hit, True
@@ -595,13 +597,13 @@ class Scheduler:
         of blocking the queue (False: admission stops)."""
         if kept:
             self._free(q, keep_keys=True)
-        if self.num_running or budget != self.cfg.max_num_batched_tokens or self.loading:
+        if self.num_running or budget != self.cfg.max_num_batched_tokens or self.loads.loading:
             return False
         self.waiting.popleft()
         self.status[q] = DROPPED
         self.t["dropped_unservable"] += 1
-        if q == self._onboard_gate:
-            self._onboard_gate = None
+        if q == self.loads.gate:
+            self.loads.gate = None
         return True
 
     def _admission_blocks(self, nh: int, hit, kept: int, tokens: int, capped: int) -> int:
