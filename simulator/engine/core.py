@@ -51,7 +51,7 @@ __all__ = ["DROPPED", "FINISHED", "PREEMPTED", "RUNNING", "WAITING", "FastEngine
 StepTimeFn = Callable[[int, int], float]
 
 
-class FastEngine(Scheduler, SpecDecoding, LazyDecoders, DecodeJumps):
+class FastEngine(Scheduler, SpecDecoding, LazyDecoders):
     """Simulate one :class:`EngineConfig` over one :class:`Workload` (array kernel).
 
     Parameters
@@ -100,6 +100,7 @@ class FastEngine(Scheduler, SpecDecoding, LazyDecoders, DecodeJumps):
         self._init_clock(step_time, step_cost, cost_index)
         self._init_shortcuts(accelerate)
         self._init_loads()
+        self._init_jumps()
         self._init_lazy_state()
         if hooks is not None:
             hooks.attach(self)
@@ -218,8 +219,6 @@ class FastEngine(Scheduler, SpecDecoding, LazyDecoders, DecodeJumps):
         self.lazy_ok = "lazy_decoders" in taken
         self.jumps_ok = "decode_jumps" in taken
         self.windows_ok = "lazy_windows" in taken
-        self._retry_jump_at = 0
-        self._backoff = 1
 
     def _init_loads(self) -> None:
         """Blocks loading onto the GPU for waiting requests (:class:`TierLoads`: tier onboarding, a hook's
@@ -232,6 +231,16 @@ class FastEngine(Scheduler, SpecDecoding, LazyDecoders, DecodeJumps):
                         if self.tiers is not None and cfg.kv_offload_threshold is not None else None),
             sole_carriers_check=self.own_keys and self.accelerate, load_from_run=self.load_from_run,
             shortcuts=self.shortcuts)
+
+    def _init_jumps(self) -> None:
+        """Decode jumps (:class:`DecodeJumps`: the general path's decode-only stretches in one go)."""
+        cfg = self.cfg
+        self.jumps = DecodeJumps(
+            self.requests, self.pool, self.step_clock, koff=self.koff, btab=self.btab, block_size=self.B,
+            max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens,
+            max_model_len=self.max_model_len, max_model_len_binds=self.max_model_len_binds,
+            time_mode=self.time_mode, publish=self._publish if self.caching else None, totals=self.t,
+            step_ends=self.step_ends, log=self.log)
 
     def _init_lazy_state(self) -> None:
         """Lazy decoders' state (see :mod:`simulator.engine.lazy_decoders`)."""
@@ -341,7 +350,7 @@ class FastEngine(Scheduler, SpecDecoding, LazyDecoders, DecodeJumps):
                 done = True
                 break
             if (self.jumps_ok and has_req and not self._queue and self.num_running
-                    and self.exec_step >= self._retry_jump_at and self._try_jump(until)):
+                    and self.exec_step >= self.jumps.retry_at and self._try_jump(until)):
                 continue
             if has_req:
                 if self._schedule_call(until, stats):
@@ -354,6 +363,38 @@ class FastEngine(Scheduler, SpecDecoding, LazyDecoders, DecodeJumps):
         stats.merge_into(self.t)
         self._done = done
         return done
+
+    def _try_jump(self, until) -> bool:
+        """Jump over a decode-only stretch if one starts now (True: :class:`DecodeJumps`, the lazy decoders
+        written back for it and lazy again after); else back off before trying again."""
+        nxt = self._next_arrival()
+        if until is not None and (nxt is None or until < nxt):
+            nxt = until
+        tick = self._tick
+        max_k = self.max_steps - tick
+        if not self.lazy_active:
+            jumped = self._jump(nxt, tick, max_k)
+        elif self._jump_precheck(nxt, tick):
+            self._materialize(keep=True)
+            jumped = self._jump(nxt, tick, max_k)
+            self._relazify(jumped)
+        else:
+            jumped = 0
+        self.jumps.tried(jumped, self.exec_step)
+        if jumped:
+            self.shortcuts["jumped_steps"] += jumped
+            self._tick += jumped
+            return True
+        return False
+
+    def _jump(self, next_arrival, tick: int, max_k: int) -> int:
+        """:meth:`DecodeJumps.jump` from now; the engine's time moves past the steps jumped (how many)."""
+        k, clock = self.jumps.jump(next_arrival, tick, max_k, self.clock, self.exec_step, self.num_running,
+                                   self.log is not None or self._external)
+        if k:
+            self.clock = clock
+            self.exec_step += k
+        return k
 
     def _take_arrivals(self, now: float) -> None:
         """Requests arrived by ``now`` join the waiting queue (unservable ones are dropped)."""
