@@ -51,7 +51,7 @@ __all__ = ["DROPPED", "FINISHED", "PREEMPTED", "RUNNING", "WAITING", "FastEngine
 StepTimeFn = Callable[[int, int], float]
 
 
-class FastEngine(Scheduler, SpecDecoding, LazyDecoders):
+class FastEngine(Scheduler, LazyDecoders):
     """Simulate one :class:`EngineConfig` over one :class:`Workload` (array kernel).
 
     Parameters
@@ -127,6 +127,19 @@ class FastEngine(Scheduler, SpecDecoding, LazyDecoders):
         self.tiers = TierChain(tiers, bpb, ks.num_keys) if tiers and self.caching else None
         if self.tiers is not None:
             self.pool.on_evict = self.tiers.demote
+
+    def _init_spec(self) -> None:
+        """Speculative decoding: ``spec_k`` draft tokens a verification (0: off), the slots beyond a request's
+        context its drafts hold (``lookahead``), rule R6's input slot (``draft_slots``), rule R8's prefill
+        lookahead, and the drafts' state (:class:`SpecDecoding`, ``drafts``; None when off)."""
+        sc = self.cfg.speculative
+        self.spec_k = sc.num_speculative_tokens if sc is not None else 0
+        self.lookahead = sc.num_lookahead_tokens if self.spec_k else 0
+        self.draft_slots = sc.num_draft_slots if self.spec_k else 0  # rule R6 (the input budget)
+        # multi-module MTP keeps prefill chunks this far from the prompt's end (rule R8; 1: no effect)
+        self.prefill_lookahead = sc.num_prefill_lookahead_tokens if self.spec_k else 0
+        self.drafts = (SpecDecoding(sc, self.requests, self.wl, self.max_model_len, self.max_model_len_binds)
+                       if self.spec_k else None)
 
     def _init_clock(self, step_time, step_cost, cost_index: int) -> None:
         """The step clock (:class:`StepClock`: seconds of each step) and the engine's time (``clock``, s;

@@ -182,8 +182,7 @@ class Scheduler:
         self.stale[q] = self.inflight[q]
         self.placeholders[q] = 0
         if self.spec_k:
-            self.spec[q] = 0
-            self.dummy[q] = False
+            self.drafts.clear(q)
         self.npre[q] += 1
         self.waiting.prepend(q)
 
@@ -234,16 +233,16 @@ class Scheduler:
         comp, tok = self.comp, self.tok
         comp[e] += ns
         if self.spec_k:
-            self.spec[e] = 0  # drafts scheduled (or cut by the budget) are cleared
+            self.drafts.spec[e] = 0  # drafts scheduled (or cut by the budget) are cleared
         if self.async_mode:
             self.inflight[e] += ns
             sampled = comp[e] >= tok[e] + self.placeholders[e]
         else:
             sampled = comp[e] >= tok[e]
         if self.spec_k:
-            self.chunk[e] = ~sampled  # vLLM's is_prefill_chunk (rule R7)
+            self.drafts.chunk[e] = ~sampled  # vLLM's is_prefill_chunk (rule R7)
             if self.async_mode:
-                self._spec_placeholders(e, sampled)
+                self.drafts.placeholders_after_schedule(e, sampled)
         elif self.async_mode:
             self.placeholders[e[sampled]] += 1
         return sampled
@@ -255,12 +254,12 @@ class Scheduler:
             p = self.placeholders[run]
             n0 = t + p - c
             if self.spec_k:
-                n0 += self.spec[run]  # the draft placeholders of its step in flight
+                n0 += self.drafts.spec[run]  # the draft placeholders of its step in flight
             n0[(p > 0) & (c + 2 - p >= self.final_len[run])] = 0  # its last token is in flight
         else:
             n0 = t - c
             if self.spec_k:
-                n0 += self.spec[run]  # num_tokens_with_spec - num_computed_tokens
+                n0 += self.drafts.spec[run]  # num_tokens_with_spec - num_computed_tokens
         if thr:
             np.minimum(n0, thr, out=n0)
         if self.max_model_len_binds:
@@ -357,7 +356,7 @@ class Scheduler:
                 continue
             n = int(tok[q]) + pq - cq
             if self.spec_k:
-                n += int(self.spec[q])
+                n += int(self.drafts.spec[q])
             if 0 < thr < n:
                 n = thr
             n = min(n, cap, mml - cq - 1)
@@ -509,7 +508,7 @@ class Scheduler:
         if n != 1 or not self.spec_k or ids_l is None:
             return n
         ran = [ids for ids in ids_l if ids.size]
-        if (not ran and nh == 0) or any(self.chunk[ids].any() for ids in ran):
+        if (not ran and nh == 0) or any(self.drafts.chunk[ids].any() for ids in ran):
             return n
         if nh * self.B + 1 + self.spec_k + 1 > self.max_model_len:
             return n
@@ -647,7 +646,7 @@ class Scheduler:
         self.held[q] = nh + new
         self.ncached[q] = nh
         if self.spec_k:
-            self.dummy[q] = n > num_tokens - h  # admission's padded drafts (rule R7)
+            self.drafts.dummy[q] = n > num_tokens - h  # admission's padded drafts (rule R7)
         if self.caching:
             full = min(h + n, num_tokens - self.hash_lookahead) // B
             if full > nh:
@@ -689,14 +688,14 @@ class Scheduler:
             st = st[act]
         else:
             act = sampled
-        drafts = self._spec_inflight.popleft() if self.spec_k and self.async_mode else None
+        drafts = self.drafts.inflight.popleft() if self.spec_k and self.async_mode else None
         a = e[act]
         if not a.size:
             return
         tok = self.tok
         if self.spec_k:
-            gained = self._receive_verified(a, None if drafts is None else drafts[act],
-                                            None if drafts is None else ~st)
+            gained = self.drafts.receive_verified(a, None if drafts is None else drafts[act],
+                                                  None if drafts is None else ~st)
         else:
             tok[a] += 1
         ft = a[self.first_token[a] < 0]
@@ -718,7 +717,7 @@ class Scheduler:
         if self.spec_k and not self.async_mode:
             if self.caching:  # verified full blocks are cached at once (rule R1; comp trimmed by R5)
                 self._publish(a, self.comp[a])
-            self._spec_propose(a, stopped)
+            self.drafts.propose(a, stopped)
         if _cnz(stopped):
             self._finish(a[stopped], step, t_end)
 
