@@ -2,23 +2,30 @@
 
 Same rules and the same results, bit for bit, as the scalar reference kernel
 (``tests/simulator/reference_core.py``, which the oracle cases pin to vLLM). The parts
-(``docs/simulator.md``, "Engine map"):
+(``docs/simulator.md``, "Engine map") are objects the engine holds, each documenting what it owns,
+what it reads and its calls:
 
-* :mod:`simulator.engine.scheduler`: vLLM's rules (schedule the running queue, preempt, admit, finish);
-* :mod:`simulator.engine.pool`: the block pool (allocate, release, lookup, publish, ``can_allocate``;
-  it records the free-block margins :mod:`simulator.batch.sharing` needs), with the KV tiers
-  (:mod:`simulator.engine.tiers`) attached as where its evictions go, and :mod:`simulator.engine.tier_loads`
-  for loads at admission;
-* :mod:`simulator.engine.step_clock`: steps to seconds (linear model, cost model terms or a batched hook);
-* accelerators, all off with ``accelerate=False`` (results unchanged): lazy decoders
-  (:mod:`simulator.engine.lazy_decoders`), decode jumps and lazy windows (:mod:`simulator.engine.decode_jumps`),
-  own-key pool paths (:mod:`simulator.engine.pool`); :mod:`simulator.engine.accelerators` says which runs each
-  supports.
+* ``requests``: :class:`simulator.engine.request_state.RequestState` (per-request arrays, the queues; a
+  request's block table is a slice of one flat array, ``btab[koff[r]:koff[r] + held[r]]``);
+* ``pool``: :class:`simulator.engine.pool.FastPool` (allocate, release, lookup, publish, ``can_allocate``;
+  it records the free-block margins :mod:`simulator.batch.sharing` needs), with ``tiers``
+  (:class:`simulator.engine.tiers.TierChain`) attached as where its evictions go;
+* ``drafts``: :class:`simulator.speculative.SpecDecoding` (speculative decoding's state; None without);
+* ``step_clock``: :class:`simulator.engine.step_clock.StepClock` (steps to seconds: linear model, cost model
+  terms or a batched hook);
+* ``loads``: :class:`simulator.engine.tier_loads.TierLoads` (blocks loading for waiting requests: tier
+  onboarding, a hook's transfers; early offloads);
+* ``jumps``: :class:`simulator.engine.decode_jumps.DecodeJumps` (accelerator: decode-only stretches in one go);
+* ``hooks``: :class:`simulator.engine.hooks.EngineHooks` (where a deployment plugs in; None: none).
 
-This module holds the state (the per-request arrays and the queues in a
-:class:`simulator.engine.request_state.RequestState`; a request's block table is a slice of
-one flat array, ``btab[koff[r]:koff[r] + held[r]]``) and the loop that drives one schedule call after another
-(:meth:`FastEngine.advance`).
+Two parts are still base classes over one ``self``: :class:`simulator.engine.scheduler.Scheduler` (vLLM's
+rules: schedule the running queue, preempt, admit, finish) and the lazy decoders accelerator
+(:class:`simulator.engine.lazy_decoders.LazyDecoders`, with the lazy windows), whose schedule path works
+on the scheduler's state directly. All accelerators are off with ``accelerate=False`` (results unchanged);
+:mod:`simulator.engine.accelerators` says which runs each supports.
+
+This module builds the parts and holds the loop that drives one schedule call after another
+(:meth:`FastEngine.advance`), with the engine's time (``clock``, ``exec_step``, schedule calls).
 """
 
 from __future__ import annotations

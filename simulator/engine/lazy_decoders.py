@@ -29,7 +29,8 @@ _WINDOW_STEPS = 64  # most lazy steps made at once by LazyDecoders._lazy_window
 
 
 class LazyDecoders:
-    """Lazy decoders: enter, schedule, process and leave lazy mode (mixin of ``FastEngine``)."""
+    """Lazy decoders: enter, schedule, process and leave lazy mode, and lazy windows (a base class of
+    ``FastEngine``: it works on the scheduler's state and calls directly)."""
 
     def _lazify(self) -> None:
         """Enter lazy mode: steady decoders of the running queue become implicit."""

@@ -17,8 +17,10 @@ The rules, in the order vLLM applies them (``docs/simulator.md``, "Engine map"):
 
 Every comparison with the free blocks goes through the pool (``can_allocate``, or the inline
 margin record where a loop runs per step), which records the margins that shared schedules
-need (:mod:`simulator.batch.sharing`). This is a mixin of :class:`simulator.engine.core.FastEngine`: the
-state it reads is documented there.
+need (:mod:`simulator.batch.sharing`). This is a base class of :class:`simulator.engine.core.FastEngine`
+(the state it reads is documented there); it calls the engine's parts as objects: ``pool``, ``tiers``,
+``loads`` (:class:`~simulator.engine.tier_loads.TierLoads`), ``drafts``
+(:class:`~simulator.speculative.SpecDecoding`), ``hooks``.
 """
 
 from __future__ import annotations
