@@ -253,9 +253,10 @@ class FastEngine(Scheduler, LazyDecoders):
             shortcuts=self.shortcuts)
 
     def _init_jumps(self) -> None:
-        """Decode jumps (:class:`DecodeJumps`: the general path's decode-only stretches in one go)."""
+        """Decode jumps (:class:`DecodeJumps`: the general path's decode-only stretches in one go), where the
+        run takes them (``jumps_ok``; else ``jumps`` is None)."""
         cfg = self.cfg
-        self.jumps = DecodeJumps(
+        self.jumps = None if not self.jumps_ok else DecodeJumps(
             self.requests, self.pool, self.step_clock, koff=self.koff, btab=self.btab, block_size=self.B,
             max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens,
             max_model_len=self.max_model_len, max_model_len_binds=self.max_model_len_binds,

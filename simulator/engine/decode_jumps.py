@@ -45,6 +45,10 @@ def log_decode_steps(step_ends, log, starts: list, used: list, end: float, step:
 class DecodeJumps:
     """Jumps over the general path's decode-only stretches.
 
+    The accelerator ``decode_jumps`` (:mod:`simulator.engine.accelerators` says which runs it supports:
+    synchronous scheduling, one clock per configuration, no offload after every step, no draft tokens);
+    the engine holds one only for a run that takes it.
+
     Owns: when to try next (``retry_at``, an engine step) and the back-off after a try that found no
     stretch (``backoff``, doubling up to 16 steps).
 
