@@ -424,7 +424,7 @@ class DecodeTransfers(Meter):
 
     def stalled(self, until) -> bool:
         e = self.engine
-        if min(e.loading.values()) > e.clock:
+        if min(e.loads.loading.values()) > e.clock:
             return False  # the engine waits for the first transfer to end
         if self._due_call != e.schedule_calls - 1:
             # a transfer ended during this (empty) schedule call: the next call admits it

@@ -4,7 +4,9 @@
 (:mod:`~simulator.engine.scheduler`), the block pool with vLLM's prefix cache (:mod:`~simulator.engine.pool`),
 CPU/disk tiers below it, the engine's clock (:mod:`~simulator.engine.step_clock`, over the cost models of
 :mod:`simulator.clock`), the accelerators that change no result (:mod:`~simulator.engine.accelerators`), and
-the results (:class:`SimResult`, latency metrics). :class:`FastEngine` assembles them; the batch runner
+the results (:class:`SimResult`, latency metrics). :class:`FastEngine` holds them as objects
+(``requests``, ``pool``, ``tiers``, ``step_clock``, ``loads``, ``jumps``, ``drafts``, ``hooks``;
+:mod:`~simulator.engine.core`) and runs the loop; the batch runner
 (:func:`simulator.batch.simulate`) and the cluster (:mod:`simulator.cluster`) drive it.
 
 May import: simulator.base, simulator.clock, simulator.speculative, simulator.workload.

@@ -20,7 +20,7 @@ The accelerators (name: what it skips; where it lives):
 * ``lazy_decoders``: per-step work for running requests that only decode, their state kept implicit
   (:mod:`simulator.engine.lazy_decoders`);
 * ``decode_jumps``: decode-only stretches in one go (:mod:`simulator.engine.decode_jumps`);
-* ``lazy_windows``: several lazy decode steps in one call (:mod:`simulator.engine.decode_jumps`);
+* ``lazy_windows``: several lazy decode steps in one call (:mod:`simulator.engine.lazy_decoders`);
 * ``sure_checks``: pool and tier checks whose answer is known (a whole release run, a tier read sure
   to hit, a kept load) (:mod:`simulator.engine.pool`, :mod:`simulator.engine.tiers`, :mod:`simulator.engine.tier_loads`);
 * ``shared_schedules``: configurations of a batch derived from one run of another (other block

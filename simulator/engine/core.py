@@ -2,23 +2,30 @@
 
 Same rules and the same results, bit for bit, as the scalar reference kernel
 (``tests/simulator/reference_core.py``, which the oracle cases pin to vLLM). The parts
-(``docs/simulator.md``, "Engine map"):
+(``docs/simulator.md``, "Engine map") are objects the engine holds, each documenting what it owns,
+what it reads and its calls:
 
-* :mod:`simulator.engine.scheduler`: vLLM's rules (schedule the running queue, preempt, admit, finish);
-* :mod:`simulator.engine.pool`: the block pool (allocate, release, lookup, publish, ``can_allocate``;
-  it records the free-block margins :mod:`simulator.batch.sharing` needs), with the KV tiers
-  (:mod:`simulator.engine.tiers`) attached as where its evictions go, and :mod:`simulator.engine.tier_loads`
-  for loads at admission;
-* :mod:`simulator.engine.step_clock`: steps to seconds (linear model, cost model terms or a batched hook);
-* accelerators, all off with ``accelerate=False`` (results unchanged): lazy decoders
-  (:mod:`simulator.engine.lazy_decoders`), decode jumps and lazy windows (:mod:`simulator.engine.decode_jumps`),
-  own-key pool paths (:mod:`simulator.engine.pool`); :mod:`simulator.engine.accelerators` says which runs each
-  supports.
+* ``requests``: :class:`simulator.engine.request_state.RequestState` (per-request arrays, the queues; a
+  request's block table is a slice of one flat array, ``btab[koff[r]:koff[r] + held[r]]``);
+* ``pool``: :class:`simulator.engine.pool.FastPool` (allocate, release, lookup, publish, ``can_allocate``;
+  it records the free-block margins :mod:`simulator.batch.sharing` needs), with ``tiers``
+  (:class:`simulator.engine.tiers.TierChain`) attached as where its evictions go;
+* ``drafts``: :class:`simulator.speculative.SpecDecoding` (speculative decoding's state; None without);
+* ``step_clock``: :class:`simulator.engine.step_clock.StepClock` (steps to seconds: linear model, cost model
+  terms or a batched hook);
+* ``loads``: :class:`simulator.engine.tier_loads.TierLoads` (blocks loading for waiting requests: tier
+  onboarding, a hook's transfers; early offloads);
+* ``jumps``: :class:`simulator.engine.decode_jumps.DecodeJumps` (accelerator: decode-only stretches in one go);
+* ``hooks``: :class:`simulator.engine.hooks.EngineHooks` (where a deployment plugs in; None: none).
 
-This module holds the state (the per-request arrays and the queues in a
-:class:`simulator.engine.request_state.RequestState`; a request's block table is a slice of
-one flat array, ``btab[koff[r]:koff[r] + held[r]]``) and the loop that drives one schedule call after another
-(:meth:`FastEngine.advance`).
+Two parts are still base classes over one ``self``: :class:`simulator.engine.scheduler.Scheduler` (vLLM's
+rules: schedule the running queue, preempt, admit, finish) and the lazy decoders accelerator
+(:class:`simulator.engine.lazy_decoders.LazyDecoders`, with the lazy windows), whose schedule path works
+on the scheduler's state directly. All accelerators are off with ``accelerate=False`` (results unchanged);
+:mod:`simulator.engine.accelerators` says which runs each supports.
+
+This module builds the parts and holds the loop that drives one schedule call after another
+(:meth:`FastEngine.advance`), with the engine's time (``clock``, ``exec_step``, schedule calls).
 """
 
 from __future__ import annotations
@@ -51,7 +58,7 @@ __all__ = ["DROPPED", "FINISHED", "PREEMPTED", "RUNNING", "WAITING", "FastEngine
 StepTimeFn = Callable[[int, int], float]
 
 
-class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, StepClock):
+class FastEngine(Scheduler, LazyDecoders):
     """Simulate one :class:`EngineConfig` over one :class:`Workload` (array kernel).
 
     Parameters
@@ -95,10 +102,12 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
         self.time_mode = workload.arrival_unit == "s"
         self.record_steps = record_steps
         self._init_pool(num_blocks, pool_factory)
-        self._init_clock(step_time, step_cost, cost_index)
         self._init_requests(record_steps)
         self._init_spec()
+        self._init_clock(step_time, step_cost, cost_index)
         self._init_shortcuts(accelerate)
+        self._init_loads()
+        self._init_jumps()
         self._init_lazy_state()
         if hooks is not None:
             hooks.attach(self)
@@ -125,27 +134,34 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
         self.tiers = TierChain(tiers, bpb, ks.num_keys) if tiers and self.caching else None
         if self.tiers is not None:
             self.pool.on_evict = self.tiers.demote
-        self.offload_at = (int(cfg.kv_offload_threshold * self.pool.usable)
-                           if self.tiers is not None and cfg.kv_offload_threshold is not None else None)
-        self.loading: dict[int, float] = {}  # request -> time its onboarded blocks are on the GPU
-        # After a load stall no request starts loads until this one (the head of the queue then)
-        # has finished: otherwise loads (its own or those of requests behind it) take the blocks
-        # it needs again, or preempt it once admitted, and the stall repeats for ever.
-        self._onboard_gate: int | None = None
+
+    def _init_spec(self) -> None:
+        """Speculative decoding: ``spec_k`` draft tokens a verification (0: off), the slots beyond a request's
+        context its drafts hold (``lookahead``), rule R6's input slot (``draft_slots``), rule R8's prefill
+        lookahead, and the drafts' state (:class:`SpecDecoding`, ``drafts``; None when off)."""
+        sc = self.cfg.speculative
+        self.spec_k = sc.num_speculative_tokens if sc is not None else 0
+        self.lookahead = sc.num_lookahead_tokens if self.spec_k else 0
+        self.draft_slots = sc.num_draft_slots if self.spec_k else 0  # rule R6 (the input budget)
+        # multi-module MTP keeps prefill chunks this far from the prompt's end (rule R8; 1: no effect)
+        self.prefill_lookahead = sc.num_prefill_lookahead_tokens if self.spec_k else 0
+        self.drafts = (SpecDecoding(sc, self.requests, self.wl, self.max_model_len, self.max_model_len_binds)
+                       if self.spec_k else None)
 
     def _init_clock(self, step_time, step_cost, cost_index: int) -> None:
-        """The cost model behind :class:`simulator.engine.step_clock.StepClock`."""
+        """The step clock (:class:`StepClock`: seconds of each step) and the engine's time (``clock``, s;
+        ``exec_step``, steps that scheduled tokens). After the request state and ``spec_k``."""
         stm = self.cfg.step_time_model
-        self.step_time = step_time or (
-            lambda t, r: stm.base_s + stm.per_token_s * t + stm.per_req_s * r)
-        # Batched cost model hook (``BatchStepTime``-like): when set, each step's
-        # time is ``step_cost.step_time(prefill_tokens, prefill_attention_tokens,
-        # decode_tokens, decode_context_tokens, num_reqs)[cost_index]``.
-        self.step_cost = step_cost
-        self.cost_index = cost_index
-        # Per-configuration cost model (StepCostTerms, scalar evaluation) unless the hook is set.
-        # (async scheduling: a step's CPU time runs under the previous step's GPU work, simulator.clock.terms)
-        self.terms = overlapped(self.cfg.cost_model, self.async_mode) if step_cost is None else None
+        sc = self.cfg.speculative
+        self.step_clock = StepClock(
+            self.requests.comp, self.requests.tok,
+            step_time=step_time or (lambda t, r: stm.base_s + stm.per_token_s * t + stm.per_req_s * r),
+            # Per-configuration cost model (StepCostTerms, scalar evaluation) unless the batched hook
+            # (``BatchStepTime``-like) is set. (async scheduling: a step's CPU time runs under the
+            # previous step's GPU work, simulator.clock.terms)
+            terms=overlapped(self.cfg.cost_model, self.async_mode) if step_cost is None else None,
+            step_cost=step_cost, cost_index=cost_index, spec_k=self.spec_k,
+            draft_terms=sc.draft_cost_model if self.spec_k else None)
         self.exec_step = 0
         self.clock = 0.0
 
@@ -180,7 +196,7 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
         self.accelerators = taken = choose(RunFacts(
             config=cfg, own_keys=self.keyarr is None, has_parents=bool((self.wl.parent >= 0).any()),
             max_model_len_binds=self.max_model_len_binds, has_tiers=self.tiers is not None,
-            batched_cost_hook=self.step_cost is not None,
+            batched_cost_hook=self.step_clock.step_cost is not None,
             holds_finished_blocks=self.hooks is not None and self.hooks.holds_finished_blocks), accelerate)
         # what the shortcuts did (tests check each is taken; all 0 with accelerate=False)
         self.shortcuts = dict(lazy_steps=0, window_steps=0, jumped_steps=0, kept_loads=0, hit_runs=0)
@@ -198,7 +214,7 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
         # release runs: per request, its GPU hits are the first this many keys' blocks still cached (-1:
         # unknown), so _head_blocked may answer for a tiered head that has no room to load; and whether its
         # last load started from its release run with synchronous scheduling: the blocks it then holds are
-        # its keys' only cached carriers (_keep_loaded)
+        # its keys' only cached carriers (TierLoads.keep_loaded)
         release_runs = "release_runs" in taken
         self.hit_run = np.full(n, -1, np.int64) if release_runs else None
         self.load_from_run = np.zeros(n, bool) if release_runs else None
@@ -223,8 +239,29 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
         self.lazy_ok = "lazy_decoders" in taken
         self.jumps_ok = "decode_jumps" in taken
         self.windows_ok = "lazy_windows" in taken
-        self._retry_jump_at = 0
-        self._backoff = 1
+
+    def _init_loads(self) -> None:
+        """Blocks loading onto the GPU for waiting requests (:class:`TierLoads`: tier onboarding, a hook's
+        transfers) and ``kv_offload_threshold``'s early offloads. After the shortcuts."""
+        cfg, pool = self.cfg, self.pool
+        self.loads = TierLoads(
+            self.requests, pool, self.tiers, koff=self.koff, keyarr=self.keyarr, btab=self.btab, block_size=self.B,
+            watermark_blocks=self.watermark_blocks, free=self._free,
+            offload_at=(int(cfg.kv_offload_threshold * pool.usable)
+                        if self.tiers is not None and cfg.kv_offload_threshold is not None else None),
+            sole_carriers_check=self.own_keys and self.accelerate, load_from_run=self.load_from_run,
+            shortcuts=self.shortcuts)
+
+    def _init_jumps(self) -> None:
+        """Decode jumps (:class:`DecodeJumps`: the general path's decode-only stretches in one go), where the
+        run takes them (``jumps_ok``; else ``jumps`` is None)."""
+        cfg = self.cfg
+        self.jumps = None if not self.jumps_ok else DecodeJumps(
+            self.requests, self.pool, self.step_clock, koff=self.koff, btab=self.btab, block_size=self.B,
+            max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens,
+            max_model_len=self.max_model_len, max_model_len_binds=self.max_model_len_binds,
+            time_mode=self.time_mode, publish=self._publish if self.caching else None, totals=self.t,
+            step_ends=self.step_ends, log=self.log)
 
     def _init_lazy_state(self) -> None:
         """Lazy decoders' state (see :mod:`simulator.engine.lazy_decoders`)."""
@@ -334,7 +371,7 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
                 done = True
                 break
             if (self.jumps_ok and has_req and not self._queue and self.num_running
-                    and self.exec_step >= self._retry_jump_at and self._try_jump(until)):
+                    and self.exec_step >= self.jumps.retry_at and self._try_jump(until)):
                 continue
             if has_req:
                 if self._schedule_call(until, stats):
@@ -347,6 +384,38 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
         stats.merge_into(self.t)
         self._done = done
         return done
+
+    def _try_jump(self, until) -> bool:
+        """Jump over a decode-only stretch if one starts now (True: :class:`DecodeJumps`, the lazy decoders
+        written back for it and lazy again after); else back off before trying again."""
+        nxt = self._next_arrival()
+        if until is not None and (nxt is None or until < nxt):
+            nxt = until
+        tick = self._tick
+        max_k = self.max_steps - tick
+        if not self.lazy_active:
+            jumped = self._jump(nxt, tick, max_k)
+        elif self._jump_precheck(nxt, tick):
+            self._materialize(keep=True)
+            jumped = self._jump(nxt, tick, max_k)
+            self._relazify(jumped)
+        else:
+            jumped = 0
+        self.jumps.tried(jumped, self.exec_step)
+        if jumped:
+            self.shortcuts["jumped_steps"] += jumped
+            self._tick += jumped
+            return True
+        return False
+
+    def _jump(self, next_arrival, tick: int, max_k: int) -> int:
+        """:meth:`DecodeJumps.jump` from now; the engine's time moves past the steps jumped (how many)."""
+        k, clock = self.jumps.jump(next_arrival, tick, max_k, self.clock, self.exec_step, self.num_running,
+                                   self.log is not None or self._external)
+        if k:
+            self.clock = clock
+            self.exec_step += k
+        return k
 
     def _take_arrivals(self, now: float) -> None:
         """Requests arrived by ``now`` join the waiting queue (unservable ones are dropped)."""
@@ -403,6 +472,25 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
         """Request ``q``'s blocks go back to the pool (a hook giving back the blocks it kept)."""
         self._free(q)
 
+    def start_load(self, q: int, nh: int, hit, k: int, ready: float) -> None:
+        """Waiting request ``q`` takes GPU blocks for its ``nh`` prefix hits (``hit``) and its next ``k`` blocks
+        of KV, which land there by ``ready`` (s; a hook's transfer): :meth:`TierLoads.start_load`."""
+        self.loads.start_load(q, nh, hit, k, ready, self.exec_step)
+
+    def let_loads_go(self) -> None:
+        """Every request waiting for loaded blocks lets them go (they stay cached): :meth:`TierLoads.let_go`."""
+        self.loads.let_go()
+
+    def _wait_for_loads(self, until) -> None:
+        """Only requests waiting for loaded blocks: the clock moves to the first load done (or arrival, or
+        ``until``)."""
+        nxt_t = self.loads.first_ready(self.clock, self.waiting)
+        if self._pending < self._num_requests and self.time_mode:
+            nxt_t = min(nxt_t, self._arr[self._pending])
+        if until is not None and self.time_mode:
+            nxt_t = min(nxt_t, until)
+        self._clock_to(nxt_t)
+
     def _report_progress(self) -> None:
         n, t = self._num_requests, self.t
         if self._progress is not None and n and t["finished"] / n >= self._next_report:
@@ -430,7 +518,7 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
         if res is None:
             e, ns, sampled, npre = self.schedule()
             ntok = int(ns.sum()) if ns.size else 0
-            n_prefill = int(ns[self._prefill_mask(e, ns, sampled)].sum()) if ntok else 0
+            n_prefill = int(ns[self.step_clock.prefill_mask(e, ns, sampled)].sum()) if ntok else 0
             nreq = int(e.size)
         else:
             e = ns = sampled = None
@@ -438,13 +526,17 @@ class FastEngine(Scheduler, SpecDecoding, TierLoads, LazyDecoders, DecodeJumps, 
             self.shortcuts["lazy_steps"] += 1
         step = self.exec_step
         self._count_step(stats, ntok, n_prefill, npre)
-        self.clock += self._seconds_of_step(res is not None, e, ns, sampled, ntok, nreq)
+        if res is None:
+            self.clock += self.step_clock.seconds(e, ns, sampled, ntok, nreq)
+        else:
+            self.clock += self.step_clock.lazy_seconds(self._lazy_batch, self.num_lazy, self.lazy_base_sum, ntok, nreq)
         if ntok > 0:
             self.step_ends.append(self.clock)
-        if self.loading and ntok == 0 and not self.num_running and (hooks is None or not hooks.stalled(until)):
+        loads = self.loads
+        if loads.loading and ntok == 0 and not self.num_running and (hooks is None or not hooks.stalled(until)):
             self._wait_for_loads(until)
-        if self.offload_at is not None:
-            self._offload_early()
+        if loads.offload_at is not None:
+            loads.offload_early(self.exec_step)
         if res is not None:
             self._process_lazy_step(step)
             if self._progress is not None:

@@ -10,7 +10,10 @@ slot of a crossing) and by finishing step (``finishing_at``). Only the other run
 (``explicit_running``) are materialized in the arrays. :meth:`LazyDecoders._fast_schedule`
 makes one schedule call that way and returns None when it needs the general path
 (:class:`simulator.engine.scheduler.Scheduler`); the engine then writes the implicit state back
-(:meth:`LazyDecoders._materialize`). Switched off with ``accelerate=False``; the tests compare.
+(:meth:`LazyDecoders._materialize`). Several lazy steps at once while every running request is a lazy
+decoder (lazy windows, :meth:`LazyDecoders._lazy_window`) is the closed form of
+:mod:`simulator.engine.decode_jumps` over this implicit state. Switched off with ``accelerate=False``; the
+tests compare.
 """
 
 from __future__ import annotations
@@ -19,11 +22,15 @@ import heapq
 
 import numpy as np
 
+from simulator.engine.decode_jumps import log_decode_steps
 from simulator.engine.scheduler import FINISHED, RUNNING
+
+_WINDOW_STEPS = 64  # most lazy steps made at once by LazyDecoders._lazy_window
 
 
 class LazyDecoders:
-    """Lazy decoders: enter, schedule, process and leave lazy mode (mixin of ``FastEngine``)."""
+    """Lazy decoders: enter, schedule, process and leave lazy mode, and lazy windows (a base class of
+    ``FastEngine``: it works on the scheduler's state and calls directly)."""
 
     def _lazify(self) -> None:
         """Enter lazy mode: steady decoders of the running queue become implicit."""
@@ -357,8 +364,8 @@ class LazyDecoders:
         Requests still loading from a lower tier are passed over, as admission passes them.
         """
         q = self.waiting[0]
-        if self.loading:
-            loading = self.loading
+        loading = self.loads.loading
+        if loading:
             i = 0
             while q in loading:
                 if loading[q] <= self.clock:
@@ -371,7 +378,7 @@ class LazyDecoders:
             return 0
         if not (self.full_isl_own or (self.full_isl_untiered and not self.tiered[q])):
             # A head that let its blocks go (``tiered``) is offered loads first, and loads nothing
-            # without room for one block beyond its GPU hits (_start_onboard). From its release on its
+            # without room for one block beyond its GPU hits (TierLoads.start_onboard). From its release on its
             # hits are known without a lookup (``hit_run``, FastPool.one_release_run): they only shrink,
             # as its blocks are evicted last block first. Without that room the full-prompt check fails
             # too: its hits are all free blocks (own keys) and fewer than its whole prompt.
@@ -695,3 +702,150 @@ class LazyDecoders:
                 self._fast_process_async(pend)
         else:
             self._fast_process(step, self.clock)
+
+    # ------------------------------------------------------------------ lazy windows (accelerator)
+
+    def _window_possible(self) -> bool:
+        """Cheap tests before :meth:`_lazy_window` (most of its first ones, no progress report due)."""
+        n = self._num_requests
+        at_cap = self.num_running >= self.cfg.max_num_seqs
+        return bool(self.windows_ok and self.lazy_active and not self.explicit_running and self.num_lazy
+                    and not (self.waiting and not at_cap)
+                    and (self.time_mode or self._pending >= n or self._arr[self._pending] - self._tick >= 2
+                         or (at_cap and self.log is None and not self._external))
+                    and (self._progress is None or not (n and self.t["finished"] / n >= self._next_report)))
+
+    def _try_window(self, until, stats) -> bool:
+        """Make a lazy window (True) and count its steps in ``stats``, or nothing (False)."""
+        win = self._lazy_window(self._tick, self._next_arrival(), until, self.max_steps - self._tick)
+        if win is None:
+            return False
+        k, used = win
+        self.shortcuts["window_steps"] += k
+        stats.calls += k
+        stats.steps += k
+        stats.tokens += k * self.num_lazy
+        stats.block_steps += sum(used)
+        if used[-1] > stats.peak_used:
+            stats.peak_used = used[-1]
+        if self.num_running > stats.peak_running:
+            stats.peak_running = self.num_running
+        if len(self.waiting) > stats.peak_waiting:
+            stats.peak_waiting = len(self.waiting)
+        self._tick += k
+        return True
+
+    def _lazy_window(self, tick: int, next_arrival, until, max_k: int):
+        """Several lazy steps at once, identical to as many :meth:`_fast_schedule` calls.
+
+        Sync lazy mode with every running request a lazy decoder, no admission
+        possible, no completion, no arrival or ``until`` inside (arrivals ignored
+        at the running cap, as :meth:`_jump` does) and enough free blocks for
+        the decoders that cross a block boundary. Returns None, or ``(k,
+        used)``: the steps made and the blocks in use after each. The caller
+        counts the steps; this advances the clock, the block tables, ``S``,
+        ``exec_step`` and the step series.
+        """
+        at_cap = self.num_running >= self.cfg.max_num_seqs
+        if not (self.log is not None or not at_cap or self._external):
+            next_arrival = None  # at the running cap (and unobserved) arrivals change nothing
+        k = self._window_length(tick, next_arrival, until, max_k, at_cap)
+        if k < 2:
+            return None
+        pool = self.pool
+        free = pool.top + pool.nfifo
+        starts, cnt, clock, need = self._window_steps(k, next_arrival, until, free)
+        k = len(starts)
+        if k < 2:
+            return None
+        pool.check_passed(free - need)  # the k single steps' checks, the last the closest
+        u = u0 = pool.usable - free
+        used = []
+        for c in cnt:
+            u += c
+            used.append(u)
+        S = self.lazy_step
+        step0 = self.exec_step
+        if u > u0:
+            self._window_blocks(cnt, u - u0)
+        log_decode_steps(self.step_ends, self.log, starts, used, clock, self.exec_step, self.num_running, len(self.waiting))
+        self.clock = clock
+        self.lazy_step = S + k
+        self.exec_step = step0 + k
+        self._lazy_batch = ([], [], S + k - 1, [])
+        return k, used
+
+    def _window_length(self, tick: int, next_arrival, until, max_k: int, at_cap: bool) -> int:
+        """Most steps a lazy window may make (< 2: none): no admission possible, the budget holds the
+        decoders, no arrival (``next_arrival``) or ``until`` inside (counted in steps), no completion."""
+        left = self.cfg.max_num_batched_tokens - self.num_lazy
+        if left < 0 or (self.waiting and not at_cap and left > 0):
+            return 0
+        k = max_k if max_k < _WINDOW_STEPS else _WINDOW_STEPS
+        if not self.time_mode:
+            if next_arrival is not None and int(next_arrival) - tick < k:
+                k = int(next_arrival) - tick
+            if until is not None and int(until) - tick < k:
+                k = int(until) - tick
+            if k < 2:
+                return 0
+        f = self._first_finish() - self.lazy_step
+        return f if f < k else k
+
+    def _window_steps(self, k: int, next_arrival, until, free: int):
+        """Step by step: its start on the clock (in time mode a step starts only before
+        ``next_arrival`` and ``until``) and the blocks its crossing decoders take, while they fit in
+        ``free``. Returns the starts, the blocks per step, the clock after the last and the blocks in all."""
+        D, S, B = self.num_lazy, self.lazy_step, self.B
+        buckets, terms, time_mode = self.buckets, self.step_clock.terms, self.time_mode
+        if terms is None:
+            dt = self.step_clock.step_time(D, D)
+        else:
+            base = self.lazy_base_sum + D * (S + 1)
+            dstep = terms.decode_step(D)
+        clock = self.clock
+        starts = []
+        cnt = []
+        need = 0
+        for j in range(k):
+            if j and time_mode and ((next_arrival is not None and clock >= next_arrival)
+                                    or (until is not None and clock >= until)):
+                break
+            b = buckets.get((S + j) % B)
+            c = len(b) if b else 0
+            if need + c > free:
+                break
+            need += c
+            cnt.append(c)
+            starts.append(clock)
+            clock += dt if terms is None else dstep(base + D * j)
+        return starts, cnt, clock, need
+
+    def _window_blocks(self, cnt: list, total: int) -> None:
+        """The crossing decoders' blocks (``cnt`` per step, ``total`` in all), step by step in running
+        order, as :meth:`_fast_schedule` hands them out."""
+        S, step0 = self.lazy_step, self.exec_step
+        pos: list[int] = []
+        steps: list[int] = []
+        for j, c in enumerate(cnt):
+            if c:
+                pos += self._crossing_slots(S + j)
+                steps += [step0 + j] * c
+        now = steps[0] if steps[0] == steps[-1] else np.array(steps, np.int64)
+        self.btab[np.array(pos, np.int64)] = self.pool.allocate(total, now)
+
+    def _jump_precheck(self, next_arrival, tick: int) -> bool:
+        """In lazy mode: could :meth:`_jump` advance at least 2 steps (cheap, no materializing)?"""
+        if self.explicit_running or not self.num_lazy:
+            return False
+        at_cap = self.num_running >= self.cfg.max_num_seqs
+        if self.waiting and not at_cap:
+            return False
+        if self.num_running > self.cfg.max_num_batched_tokens:
+            return False
+        if self._first_finish() - self.lazy_step < 2:
+            return False
+        if (self.log is not None or not at_cap or self._external) and next_arrival is not None and not self.time_mode:
+            if int(next_arrival) - tick < 2:
+                return False
+        return True

@@ -3,10 +3,12 @@
 vLLM keeps one ``Request`` object per request (``vllm/v1/request.py``); the engine keeps the same facts as
 columns, one entry per request of the workload (request ``q`` is row ``q``), so a step's work is array
 operations over the requests it touches. :class:`RequestState` builds and documents them; the
-scheduler (:class:`simulator.engine.core.FastEngine`) holds it as ``engine.requests``. The engine's parts
-still read the arrays under the same names on the engine itself (``engine.tok is
-engine.requests.tok``): the arrays are shared, never copied, so either name sees every write. The
-scalar counters (``num_running``, ``next_admission_seq``) stay on the engine for now.
+scheduler (:class:`simulator.engine.core.FastEngine`) holds it as ``engine.requests``. The parts that are objects
+(the step clock, the loads, the decode jumps, the drafts) are handed it, or the arrays they read; the
+scheduler and the lazy decoders (base classes of the engine) still read the arrays under the same names on
+the engine itself (``engine.tok is engine.requests.tok``): the arrays are shared, never copied, so either
+name sees every write. The scalar counters (``num_running``, ``next_admission_seq``) stay on the engine
+for now.
 """
 
 from __future__ import annotations

@@ -17,8 +17,10 @@ The rules, in the order vLLM applies them (``docs/simulator.md``, "Engine map"):
 
 Every comparison with the free blocks goes through the pool (``can_allocate``, or the inline
 margin record where a loop runs per step), which records the margins that shared schedules
-need (:mod:`simulator.batch.sharing`). This is a mixin of :class:`simulator.engine.core.FastEngine`: the
-state it reads is documented there.
+need (:mod:`simulator.batch.sharing`). This is a base class of :class:`simulator.engine.core.FastEngine`
+(the state it reads is documented there); it calls the engine's parts as objects: ``pool``, ``tiers``,
+``loads`` (:class:`~simulator.engine.tier_loads.TierLoads`), ``drafts``
+(:class:`~simulator.speculative.SpecDecoding`), ``hooks``.
 """
 
 from __future__ import annotations
@@ -182,8 +184,7 @@ class Scheduler:
         self.stale[q] = self.inflight[q]
         self.placeholders[q] = 0
         if self.spec_k:
-            self.spec[q] = 0
-            self.dummy[q] = False
+            self.drafts.clear(q)
         self.npre[q] += 1
         self.waiting.prepend(q)
 
@@ -234,16 +235,16 @@ class Scheduler:
         comp, tok = self.comp, self.tok
         comp[e] += ns
         if self.spec_k:
-            self.spec[e] = 0  # drafts scheduled (or cut by the budget) are cleared
+            self.drafts.spec[e] = 0  # drafts scheduled (or cut by the budget) are cleared
         if self.async_mode:
             self.inflight[e] += ns
             sampled = comp[e] >= tok[e] + self.placeholders[e]
         else:
             sampled = comp[e] >= tok[e]
         if self.spec_k:
-            self.chunk[e] = ~sampled  # vLLM's is_prefill_chunk (rule R7)
+            self.drafts.chunk[e] = ~sampled  # vLLM's is_prefill_chunk (rule R7)
             if self.async_mode:
-                self._spec_placeholders(e, sampled)
+                self.drafts.placeholders_after_schedule(e, sampled)
         elif self.async_mode:
             self.placeholders[e[sampled]] += 1
         return sampled
@@ -255,12 +256,12 @@ class Scheduler:
             p = self.placeholders[run]
             n0 = t + p - c
             if self.spec_k:
-                n0 += self.spec[run]  # the draft placeholders of its step in flight
+                n0 += self.drafts.spec[run]  # the draft placeholders of its step in flight
             n0[(p > 0) & (c + 2 - p >= self.final_len[run])] = 0  # its last token is in flight
         else:
             n0 = t - c
             if self.spec_k:
-                n0 += self.spec[run]  # num_tokens_with_spec - num_computed_tokens
+                n0 += self.drafts.spec[run]  # num_tokens_with_spec - num_computed_tokens
         if thr:
             np.minimum(n0, thr, out=n0)
         if self.max_model_len_binds:
@@ -357,7 +358,7 @@ class Scheduler:
                 continue
             n = int(tok[q]) + pq - cq
             if self.spec_k:
-                n += int(self.spec[q])
+                n += int(self.drafts.spec[q])
             if 0 < thr < n:
                 n = thr
             n = min(n, cap, mml - cq - 1)
@@ -509,7 +510,7 @@ class Scheduler:
         if n != 1 or not self.spec_k or ids_l is None:
             return n
         ran = [ids for ids in ids_l if ids.size]
-        if (not ran and nh == 0) or any(self.chunk[ids].any() for ids in ran):
+        if (not ran and nh == 0) or any(self.drafts.chunk[ids].any() for ids in ran):
             return n
         if nh * self.B + 1 + self.spec_k + 1 > self.max_model_len:
             return n
@@ -524,13 +525,14 @@ class Scheduler:
         not done), else the blocks it keeps as prefix hits (0 unless its loads just finished)."""
         if self.stale[q] > 0:
             return -1
-        if self.loading:
-            ready = self.loading.get(q)
+        loading = self.loads.loading
+        if loading:
+            ready = loading.get(q)
             if ready is not None:
                 if ready > self.clock:
                     return -1
-                del self.loading[q]  # its blocks are on the GPU now: they are its prefix hits
-                return self._keep_loaded(q)
+                del loading[q]  # its blocks are on the GPU now: they are its prefix hits
+                return self.loads.keep_loaded(q)
         return 0
 
     def _whole_prompt_cannot_fit(self, q: int, capped: int) -> bool:
@@ -577,11 +579,12 @@ class Scheduler:
             else:
                 hit = pool.lookup(np.arange(o, o + m) if keyarr is None else keyarr[o:o + m])
             nh = hit.size
-        g = self._onboard_gate
+        loads = self.loads
+        g = loads.gate
         if g is not None and self.status[g] >= FINISHED:
-            g = self._onboard_gate = None
+            g = loads.gate = None
         if (self.tiers is not None and nh < m and g is None and (self.tiered[q] or not self.own_keys)
-                and self._start_onboard(q, o, nh, m, hit)):
+                and loads.start_onboard(q, o, nh, m, hit, self.num_running, self.exec_step, self.clock)):
             if hit_run is not None:
                 self.load_from_run[q] = r >= 0
             return nh, hit, True
@@ -595,13 +598,13 @@ class Scheduler:
         of blocking the queue (False: admission stops)."""
         if kept:
             self._free(q, keep_keys=True)
-        if self.num_running or budget != self.cfg.max_num_batched_tokens or self.loading:
+        if self.num_running or budget != self.cfg.max_num_batched_tokens or self.loads.loading:
             return False
         self.waiting.popleft()
         self.status[q] = DROPPED
         self.t["dropped_unservable"] += 1
-        if q == self._onboard_gate:
-            self._onboard_gate = None
+        if q == self.loads.gate:
+            self.loads.gate = None
         return True
 
     def _admission_blocks(self, nh: int, hit, kept: int, tokens: int, capped: int) -> int:
@@ -645,7 +648,7 @@ class Scheduler:
         self.held[q] = nh + new
         self.ncached[q] = nh
         if self.spec_k:
-            self.dummy[q] = n > num_tokens - h  # admission's padded drafts (rule R7)
+            self.drafts.dummy[q] = n > num_tokens - h  # admission's padded drafts (rule R7)
         if self.caching:
             full = min(h + n, num_tokens - self.hash_lookahead) // B
             if full > nh:
@@ -687,14 +690,14 @@ class Scheduler:
             st = st[act]
         else:
             act = sampled
-        drafts = self._spec_inflight.popleft() if self.spec_k and self.async_mode else None
+        drafts = self.drafts.inflight.popleft() if self.spec_k and self.async_mode else None
         a = e[act]
         if not a.size:
             return
         tok = self.tok
         if self.spec_k:
-            gained = self._receive_verified(a, None if drafts is None else drafts[act],
-                                            None if drafts is None else ~st)
+            gained = self.drafts.receive_verified(a, None if drafts is None else drafts[act],
+                                                  None if drafts is None else ~st)
         else:
             tok[a] += 1
         ft = a[self.first_token[a] < 0]
@@ -716,7 +719,7 @@ class Scheduler:
         if self.spec_k and not self.async_mode:
             if self.caching:  # verified full blocks are cached at once (rule R1; comp trimmed by R5)
                 self._publish(a, self.comp[a])
-            self._spec_propose(a, stopped)
+            self.drafts.propose(a, stopped)
         if _cnz(stopped):
             self._finish(a[stopped], step, t_end)
 

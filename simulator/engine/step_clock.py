@@ -1,30 +1,80 @@
-"""The clock: seconds of each engine step, from the batch scheduled.
+"""The step clock: seconds of each engine step, from the batch scheduled.
 
-Three cost models sit behind it: the linear ``step_time_model`` (``step_time(tokens,
-requests)``), a per-configuration :class:`simulator.clock.cost_model.StepCostTerms` (``terms.time``)
-and a batched hook (``step_cost.step_time(...)[cost_index]``). :meth:`StepClock._seconds_of_step`
-picks one; the cost-model inputs of a batch are :meth:`StepClock.step_terms`. A mixin of
-:class:`simulator.engine.core.FastEngine`.
+A :class:`StepClock` is one part of :class:`simulator.engine.core.FastEngine` (``engine.step_clock``).
+Three cost models sit behind it: the linear ``step_time_model`` (``step_time(tokens, requests)``), a
+per-configuration :class:`simulator.clock.terms.StepCostTerms` (``terms.time``) and a batched hook
+(``step_cost.step_time(...)[cost_index]``); under speculative decoding it adds the rejection sampler's
+rows and the drafter's passes (``draft_terms``). The engine's time itself (``engine.clock``) stays on the
+engine: the step clock says how long a step takes, the engine adds it up.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
 
 class StepClock:
-    """Steps to seconds (mixin of ``FastEngine``)."""
+    """Steps to seconds.
 
-    def _seconds_of_step(self, lazy: bool, e, ns, sampled, ntok: int, nreq: int) -> float:
-        """Seconds of the schedule call just made (``lazy``: by :meth:`LazyDecoders._fast_schedule`,
-        its batch in ``_lazy_batch``; else the general path's ``(e, ns, sampled)``), with the
-        drafter's passes under speculative decoding."""
+    Interface: :meth:`seconds` (a general-path step), :meth:`lazy_seconds` (a lazy decoders' step),
+    :meth:`prefill_mask` and :meth:`step_terms` (a batch's cost-model inputs); the cost models as
+    attributes, for the accelerators' closed forms (``step_time``, ``terms``).
+
+    Parameters
+    ----------
+    comp, tok : ndarray of int64
+        The request state's computed and received tokens
+        (:class:`simulator.engine.request_state.RequestState`; read, never written).
+    step_time : callable
+        ``(num_scheduled_tokens, num_scheduled_reqs) -> seconds``: the linear clock, used when neither
+        ``terms`` nor ``step_cost`` is set.
+    terms : StepCostTerms or None
+        The configuration's cost model (scalar evaluation).
+    step_cost : batched cost hook or None
+        ``step_cost.step_time(P, A, D, C, R, prefill_kv_tokens=PK)[cost_index]`` seconds a step.
+    cost_index : int
+    spec_k : int
+        Draft tokens per verification (0: no speculative decoding).
+    draft_terms : StepCostTerms or None
+        The drafter's cost model (None: its passes are free).
+    """
+
+    __slots__ = ("comp", "tok", "step_time", "terms", "step_cost", "cost_index", "spec_k", "draft_terms")
+
+    def __init__(self, comp: np.ndarray, tok: np.ndarray, *, step_time: Callable[[int, int], float], terms,
+                 step_cost, cost_index: int, spec_k: int, draft_terms) -> None:
+        self.comp = comp
+        self.tok = tok
+        self.step_time = step_time
+        self.terms = terms
+        self.step_cost = step_cost
+        self.cost_index = cost_index
+        self.spec_k = spec_k
+        self.draft_terms = draft_terms
+
+    def seconds(self, e: np.ndarray, ns: np.ndarray, sampled: np.ndarray, ntok: int, nreq: int) -> float:
+        """Seconds of the general path's step just scheduled (requests ``e``, ``ns`` tokens each, ``sampled``;
+        ``comp`` already advanced), with the drafter's passes under speculative decoding."""
         if self.spec_k and e.size:
             extra = self._verify_sampler_seconds(e, ns, sampled)
             if self.draft_terms is not None:
                 extra += self._draft_seconds(e, ns, sampled)
-            return self._target_seconds(lazy, e, ns, sampled, ntok, nreq) + extra
-        return self._target_seconds(lazy, e, ns, sampled, ntok, nreq)
+            return self._target_seconds(e, ns, sampled, ntok, nreq) + extra
+        return self._target_seconds(e, ns, sampled, ntok, nreq)
+
+    def lazy_seconds(self, batch, num_lazy: int, lazy_base_sum: int, ntok: int, nreq: int) -> float:
+        """Seconds of a lazy decoders' step (:meth:`simulator.engine.lazy_decoders.LazyDecoders._fast_schedule`):
+        ``batch`` its materialized entries ``(requests, sampled, lazy_step, tokens)``, plus ``num_lazy``
+        implicit decoders whose contexts add up to ``lazy_base_sum + num_lazy * (lazy_step + 1)``."""
+        if self.terms is not None:
+            return self._lazy_step_seconds(batch, num_lazy, lazy_base_sum)
+        if self.step_cost is None:
+            return self.step_time(ntok, nreq)
+        fe, fs, lazy_step, fns = batch
+        return self._cost_time(self.step_terms(np.array(fe, np.int64), np.array(fns, np.int64), np.array(fs, bool),
+                                               lazy=(lazy_step, num_lazy, lazy_base_sum)))
 
     def _verify_sampler_seconds(self, e: np.ndarray, ns: np.ndarray, sampled: np.ndarray) -> float:
         """The sampler's time for the draft positions a verification scores (vLLM's rejection sampler applies
@@ -32,28 +82,35 @@ class StepClock:
         bonus token's row the target's clock already charges per request).  # s"""
         if self.terms is None or not self.terms.gpu_req_s:
             return 0.0
-        dec = ~self._prefill_mask(e, ns, sampled)
+        dec = ~self.prefill_mask(e, ns, sampled)
         return self.terms.gpu_req_s * int((ns[dec] - 1).sum())
 
     def _draft_seconds(self, e: np.ndarray, ns: np.ndarray, sampled: np.ndarray) -> float:
-        """The drafter's passes for the step just scheduled (:meth:`SpecDecoding._spec_seconds`)."""
+        """The drafter's passes in the step just scheduled: one over the step's tokens, ``k - 1`` of one
+        token for each request that sampled (vLLM's proposer drafts for each), their context growing a
+        token a pass.  # s"""
         P, A, D, C, R, PK = self.step_terms(e, ns, sampled)
-        drafting = sampled  # (vLLM's proposer drafts for every request of the batch that sampled)
-        return self._spec_seconds(P, A, D, C, R, PK, int(drafting.sum()), int(self.comp[e[drafting]].sum()))
+        if P + D <= 0:
+            return 0.0
+        drafting = int(sampled.sum())
+        ctx = int(self.comp[e[sampled]].sum())
+        dt = self.draft_terms
+        s = dt.time(P, A, D, C, R, PK)
+        for j in range(1, self.spec_k if drafting else 1):
+            s += dt.time(0, 0, drafting, ctx + j * drafting, drafting, 0)
+        return s
 
-    def _target_seconds(self, lazy: bool, e, ns, sampled, ntok: int, nreq: int) -> float:
-        """Seconds of the target model's step."""
+    def _target_seconds(self, e, ns, sampled, ntok: int, nreq: int) -> float:
+        """Seconds of the target model's (general path) step."""
         if self.terms is not None:
-            return self._lazy_step_seconds() if lazy else self._step_seconds(e, ns, sampled)
+            if not e.size:
+                return 0.0
+            return self.terms.time(*self.step_terms(e, ns, sampled))
         if self.step_cost is None:
             return self.step_time(ntok, nreq)
-        if lazy:
-            fe, fs, lazy_step, fns = self._lazy_batch
-            return self._cost_time(self.step_terms(
-                np.array(fe, np.int64), np.array(fns, np.int64), np.array(fs, bool), lazy_S=lazy_step))
         return self._cost_time(self.step_terms(e, ns, sampled))
 
-    def _prefill_mask(self, e: np.ndarray, ns: np.ndarray, sampled: np.ndarray) -> np.ndarray:
+    def prefill_mask(self, e: np.ndarray, ns: np.ndarray, sampled: np.ndarray) -> np.ndarray:
         """Which scheduled requests computed prompt tokens: those that sampled nothing, or more than one
         token without draft tokens (a verification of ``1 + d`` tokens is decoding)."""
         pf = ~sampled | (ns > 1)
@@ -61,7 +118,7 @@ class StepClock:
             pf &= self.comp[e] <= self.tok[e]  # (sync: comp > tok only with drafts scheduled)
         return pf
 
-    def step_terms(self, e: np.ndarray, ns: np.ndarray, sampled: np.ndarray, lazy_S: int | None = None):
+    def step_terms(self, e: np.ndarray, ns: np.ndarray, sampled: np.ndarray, lazy: tuple | None = None):
         """Cost-model inputs of the step just scheduled (``comp`` already advanced).
 
         Returns ``(prefill_tokens, prefill_attention_tokens, decode_tokens,
@@ -69,11 +126,11 @@ class StepClock:
         of ``n`` tokens starting at ``c`` computed tokens attends to ``n * c +
         n (n + 1) / 2`` context tokens and reads ``c + n`` KV tokens; a decode
         token attends to ``c + 1``; a verification of ``n = 1 + d`` tokens (``d`` drafts) counts ``n``
-        decode tokens and reads ``c + n`` KV tokens once. With ``lazy_S`` (the fast step's counter
-        before the step) the implicit decoders are added.
+        decode tokens and reads ``c + n`` KV tokens once. With ``lazy = (lazy_step, num_lazy,
+        lazy_base_sum)`` (the fast step's counter before the step) the implicit decoders are added.
         """
         c0 = self.comp[e] - ns
-        pf = self._prefill_mask(e, ns, sampled)
+        pf = self.prefill_mask(e, ns, sampled)
         npf = ns[pf]
         cpf = c0[pf]
         P = int(npf.sum())
@@ -87,19 +144,20 @@ class StepClock:
             D = int(dec.sum())
             C = int((c0[dec] + 1).sum())
         R = int(e.size)
-        if lazy_S is not None and self.num_lazy:
-            D += self.num_lazy
-            R += self.num_lazy
-            C += self.lazy_base_sum + self.num_lazy * (lazy_S + 1)
+        if lazy is not None and lazy[1]:
+            S, num_lazy, base_sum = lazy
+            D += num_lazy
+            R += num_lazy
+            C += base_sum + num_lazy * (S + 1)
         return P, A, D, C, R, PK
 
     def _cost_time(self, terms) -> float:
         P, A, D, C, R, PK = terms
         return float(self.step_cost.step_time(P, A, D, C, R, prefill_kv_tokens=PK)[self.cost_index])
 
-    def _lazy_step_seconds(self) -> float:
-        """Cost-model seconds of the lazy step just scheduled (materialized entries + implicit decoders)."""
-        eq, sampled, S, en = self._lazy_batch
+    def _lazy_step_seconds(self, batch, num_lazy: int, lazy_base_sum: int) -> float:
+        """Cost-model seconds of a lazy step (materialized entries ``batch`` + ``num_lazy`` implicit decoders)."""
+        eq, sampled, S, en = batch
         comp = self.comp
         P = A = PK = Dm = C = 0
         for q, smp, n in zip(eq, sampled, en):
@@ -111,12 +169,9 @@ class StepClock:
             else:
                 Dm += 1
                 C += c0 + 1
-        D = self.num_lazy
-        C += self.lazy_base_sum + D * (S + 1)
+        D = num_lazy
+        C += lazy_base_sum + D * (S + 1)
         return self.terms.time(P, A, Dm + D, C, len(eq) + D, PK)
 
-    def _step_seconds(self, e: np.ndarray, ns: np.ndarray, sampled: np.ndarray) -> float:
-        """Cost-model seconds of the (general path) step just scheduled."""
-        if not e.size:
-            return 0.0
-        return self.terms.time(*self.step_terms(e, ns, sampled))
+
+__all__ = ["StepClock"]

@@ -32,8 +32,9 @@ with fewer drafts scored (``d < k``, the budget or ``max_model_len`` cut them) `
 accepted. ``A`` is drawn from a counter-based hash of ``(seed, request, output tokens so far)``:
 deterministic under the seed, independent of the schedule (two KV sizes see the same draws).
 
-This is a mixin of :class:`simulator.engine.core.FastEngine` (synchronous and asynchronous scheduling) plus the
-configuration (:class:`SpeculativeConfig`) and the result totals (:func:`spec_totals`).
+:class:`SpecDecoding` is one part of :class:`simulator.engine.core.FastEngine` (``engine.drafts``: synchronous
+and asynchronous scheduling); beside it the configuration (:class:`SpeculativeConfig`) and the result totals
+(:func:`spec_totals`). The drafter's step time is the step clock's (:mod:`simulator.engine.step_clock`).
 """
 
 from __future__ import annotations
@@ -325,42 +326,59 @@ def uniform_draws(seed: int, req: np.ndarray, pos: np.ndarray) -> np.ndarray:
 
 
 class SpecDecoding:
-    """Draft tokens, verification and acceptance (mixin of ``FastEngine``; module docstring)."""
+    """Draft tokens, verification and acceptance: one engine's speculative decoding (``engine.drafts``;
+    module docstring). Built only when ``num_speculative_tokens > 0``.
 
-    def _init_spec(self) -> None:
-        """Speculative state: ``spec_k`` (0 = off), the lookahead slots, each request's drafts."""
-        sc = self.cfg.speculative
-        self.spec_k = sc.num_speculative_tokens if sc is not None else 0
-        self.lookahead = sc.num_lookahead_tokens if self.spec_k else 0
-        self.draft_slots = sc.num_draft_slots if self.spec_k else 0  # rule R6 (the input budget)
-        # multi-module MTP keeps prefill chunks this far from the prompt's end (rule R8; 1: no effect)
-        self.prefill_lookahead = sc.num_prefill_lookahead_tokens if self.spec_k else 0
-        if not self.spec_k:
-            return
-        self.spec = np.zeros(self.wl.n, np.int64)  # draft tokens each request holds
-        self.dummy = np.zeros(self.wl.n, bool)  # its drafts in flight are admission's padding (always rejected)
-        self.chunk = np.zeros(self.wl.n, bool)  # vLLM's is_prefill_chunk as the last schedule call left it
-        # async scheduling: the drafts each step in flight scheduled, per request of its batch, oldest first
-        self._spec_inflight: deque[np.ndarray] = deque()
+    Owns: ``spec`` (draft tokens each request holds), ``dummy`` (its drafts in flight are admission's
+    padding, always rejected), ``chunk`` (vLLM's ``is_prefill_chunk`` as the last schedule call left
+    it), ``inflight`` (async scheduling: the drafts each step in flight scheduled, oldest first), the
+    acceptance model (survival curve, seed, a pattern's or a trace's replay state) and ``stats`` (the
+    totals :func:`spec_totals` reports).
+
+    Interface: :meth:`clear` (a preempted request), :meth:`placeholders_after_schedule` (async),
+    :meth:`receive_verified` (a step's output), :meth:`propose` (sync).
+
+    Parameters
+    ----------
+    sc : SpeculativeConfig
+    requests : RequestState
+        Reads ``final_len``; writes ``tok``, ``comp`` and ``placeholders`` of verified requests.
+    workload : Workload
+        Its ``prompt_len`` (the draws' position: output tokens so far) and ``ids`` (a trace's lines).
+    max_model_len : int
+    max_model_len_binds : bool
+    """
+
+    def __init__(self, sc: SpeculativeConfig, requests, workload, max_model_len: int,
+                 max_model_len_binds: bool) -> None:
+        n = workload.n
+        self.k = sc.num_speculative_tokens
+        self.requests = requests
+        self.prompt_len = workload.prompt_len
+        self.max_model_len = max_model_len
+        self.max_model_len_binds = max_model_len_binds
+        self.spec = np.zeros(n, np.int64)
+        self.dummy = np.zeros(n, bool)
+        self.chunk = np.zeros(n, bool)
+        self.inflight: deque[np.ndarray] = deque()
         self._survival = sc.survival()
         self._spec_seed = sc.seed
-        self.draft_terms = sc.draft_cost_model
-        self.spec_stats = {"num_drafts": 0, "num_draft_tokens": 0, "num_accepted_tokens": 0,
-                           "accepted_per_pos": np.zeros(self.spec_k, np.int64)}
+        self.stats = {"num_drafts": 0, "num_draft_tokens": 0, "num_accepted_tokens": 0,
+                      "accepted_per_pos": np.zeros(self.k, np.int64)}
         self._replay = sc.replays
         if self._replay:
-            self._init_replay(sc)
+            self._init_replay(sc, workload)
 
-    def _init_replay(self, sc: SpeculativeConfig) -> None:
+    def _init_replay(self, sc: SpeculativeConfig, workload) -> None:
         """A pattern's or a trace's state: each request's real verifications so far (padded ones of
         rule R7 excluded) and, for a trace, the entries of the line it replays."""
-        self._nver = np.zeros(self.wl.n, np.int64)
+        self._nver = np.zeros(workload.n, np.int64)
         self._pattern = None if sc.acceptance_pattern is None else np.array(sc.acceptance_pattern, np.int64)
         tr = sc.acceptance_trace
         if tr is None:
             return
         try:
-            line = tr.rows(self.wl.ids)
+            line = tr.rows(workload.ids)
         except AcceptanceError as exc:
             raise SpeculativeError(exc.message, field=exc.field) from exc
         skip = (tr.padded & (tr.lengths > 0)).astype(np.int64)[line]  # (vLLM's padded first entry)
@@ -369,9 +387,14 @@ class SpecDecoding:
         self._t_acc = tr.accepted
         self._t_histogram = tr.beyond == "histogram"
         if self._t_histogram:
-            self._t_survival = tr.survival(self.spec_k)[line]
-        self.spec_stats["trace_verifications"] = 0
-        self.spec_stats["trace_replayed"] = 0
+            self._t_survival = tr.survival(self.k)[line]
+        self.stats["trace_verifications"] = 0
+        self.stats["trace_replayed"] = 0
+
+    def clear(self, q: int) -> None:
+        """Preempted request ``q`` loses its drafts."""
+        self.spec[q] = 0
+        self.dummy[q] = False
 
     def _replayed(self, q: np.ndarray, real: np.ndarray) -> np.ndarray:
         """Drafts the pattern or the trace accepts (before the cap at the drafts scored) for verifications
@@ -382,7 +405,7 @@ class SpecDecoding:
             return self._pattern[(q + j) % self._pattern.size]
         n = self._t_len[q]
         covered = j < n
-        st = self.spec_stats
+        st = self.stats
         st["trace_verifications"] += int(real.sum())
         st["trace_replayed"] += int((covered & real).sum())
         out = np.zeros(q.size, np.int64)
@@ -390,7 +413,7 @@ class SpecDecoding:
             beyond = ~covered
             if beyond.any():
                 qb = q[beyond]
-                u = uniform_draws(self._spec_seed, qb, self.tok[qb] - self.wl.prompt_len[qb])
+                u = uniform_draws(self._spec_seed, qb, self.requests.tok[qb] - self.prompt_len[qb])
                 out[beyond] = (u[:, None] < self._t_survival[qb]).sum(axis=1)
         else:
             covered = n > 0  # (cycle: restart the request's own list; a line without entries accepts none)
@@ -408,7 +431,7 @@ class SpecDecoding:
         above 0 and only for the requests ``keep`` marks (an output that is not stale).
         """
         if d is None:
-            d = self.comp[a] - self.tok[a]
+            d = self.requests.comp[a] - self.requests.tok[a]
         gain = np.ones(a.size, np.int64)
         v = d > 0
         if not v.any():
@@ -418,76 +441,65 @@ class SpecDecoding:
         if self._replay:
             acc = np.minimum(self._replayed(q, ~dm), dv)
         else:
-            u = uniform_draws(self._spec_seed, q, self.tok[q] - self.wl.prompt_len[q])
+            u = uniform_draws(self._spec_seed, q, self.requests.tok[q] - self.prompt_len[q])
             acc = np.minimum((u[:, None] < self._survival[None, :]).sum(axis=1), dv)
         if dm.any():  # admission's padded drafts: rejected without a draw
             acc[dm] = 0
             self.dummy[q] = False
         if keep is None:
-            self.comp[q] -= dv - acc
+            self.requests.comp[q] -= dv - acc
         else:
             self._roll_back_async(q[keep[v]], (dv - acc)[keep[v]])
         gain[v] += acc
-        st = self.spec_stats
+        st = self.stats
         st["num_drafts"] += int(q.size)
         st["num_draft_tokens"] += int(dv.sum())
         st["num_accepted_tokens"] += int(acc.sum())
-        st["accepted_per_pos"] += np.bincount(acc, minlength=self.spec_k + 1)[::-1].cumsum()[::-1][1:]
+        st["accepted_per_pos"] += np.bincount(acc, minlength=self.k + 1)[::-1].cumsum()[::-1][1:]
         return gain
 
     def _roll_back_async(self, q: np.ndarray, rejected: np.ndarray) -> None:
         """Async scheduling: the rejected drafts come off ``comp`` and the placeholders, each where above 0."""
-        for arr in (self.comp, self.placeholders):
+        for arr in (self.requests.comp, self.requests.placeholders):
             pos = arr[q] > 0
             arr[q[pos]] -= rejected[pos]
 
-    def _receive_verified(self, a: np.ndarray, d: np.ndarray | None = None,
+    def receive_verified(self, a: np.ndarray, d: np.ndarray | None = None,
                           keep: np.ndarray | None = None) -> np.ndarray:
         """``_update_request_with_output``: each sampled request appends its accepted drafts and one more
         token, trimmed at its stop (its output length, or ``max_model_len``); the tokens the stop cut
         come off ``comp`` too (rule R5: ``num_computed_tokens -= len(new_token_ids) - num_new``, so the
         block the last token completes is not cached), except for a stale output. Returns the tokens
         each appended (``d``, ``keep``: :meth:`_spec_accept`)."""
-        old = self.tok[a]
+        old = self.requests.tok[a]
         gained = old + self._spec_accept(a, d, keep)
-        new = np.minimum(gained, self.final_len[a])
+        new = np.minimum(gained, self.requests.final_len[a])
         if self.max_model_len_binds:
             np.minimum(new, self.max_model_len, out=new)
         cut = gained - new
         if keep is not None:
             cut[~keep] = 0
         if cut.any():
-            self.comp[a] -= cut
-        self.tok[a] = new
+            self.requests.comp[a] -= cut
+        self.requests.tok[a] = new
         return new - old
 
-    def _spec_placeholders(self, e: np.ndarray, sampled: np.ndarray) -> None:
+    def placeholders_after_schedule(self, e: np.ndarray, sampled: np.ndarray) -> None:
         """vLLM's ``AsyncScheduler._update_after_schedule`` with drafts: a scheduled request that samples
         (not a prompt chunk) gets ``1 + d`` output placeholders for its ``d`` drafts scheduled and ``k``
         draft placeholders for its next step (the worker fills them: no ``update_draft_token_ids``);
         running requests left out of this step keep theirs (rule R3: only those scheduled were cleared,
         in :meth:`Scheduler._after_schedule`). Records ``d`` for :meth:`process`."""
-        ph, s = self.placeholders, e[sampled]
+        ph, s = self.requests.placeholders, e[sampled]
         d = np.zeros(e.size, np.int64)
-        d[sampled] = self.comp[s] - self.tok[s] - ph[s]  # (0 for a prompt's last chunk)
+        d[sampled] = self.requests.comp[s] - self.requests.tok[s] - ph[s]  # (0 for a prompt's last chunk)
         ph[s] += 1 + d[sampled]
-        self.spec[s] = self.spec_k
-        self._spec_inflight.append(d)
+        self.spec[s] = self.k
+        self.inflight.append(d)
 
-    def _spec_propose(self, a: np.ndarray, stopped: np.ndarray) -> None:
+    def propose(self, a: np.ndarray, stopped: np.ndarray) -> None:
         """The proposer: ``k`` drafts for each request that sampled and goes on."""
-        self.spec[a[~stopped]] = self.spec_k
-
-    def _spec_seconds(self, P: int, A: int, D: int, C: int, R: int, PK: int, drafting: int, ctx: int) -> float:
-        """The drafter's passes in a step: one over the step's tokens, ``k - 1`` of one token for each of
-        the ``drafting`` requests (their context ``ctx``, growing a token a pass).  # s"""
-        dt = self.draft_terms
-        if dt is None or P + D <= 0:
-            return 0.0
-        s = dt.time(P, A, D, C, R, PK)
-        for j in range(1, self.spec_k if drafting else 1):
-            s += dt.time(0, 0, drafting, ctx + j * drafting, drafting, 0)
-        return s
+        self.spec[a[~stopped]] = self.k
 
 
 def spec_totals(sim) -> dict[str, Any]:
@@ -498,9 +510,10 @@ def spec_totals(sim) -> dict[str, Any]:
     gains per step, vLLM's "mean acceptance length"); ``spec_position_acceptance_rates``;
     ``output_tokens_per_step`` = output tokens / engine steps.
     """
-    st = getattr(sim, "spec_stats", None)
-    if not getattr(sim, "spec_k", 0) or st is None:
+    drafts = getattr(sim, "drafts", None)
+    if drafts is None:
         return {}
+    st = drafts.stats
     n, dt, acc = st["num_drafts"], st["num_draft_tokens"], st["num_accepted_tokens"]
     out_tokens = int((sim.tok - sim.wl.prompt_len).sum())
     steps = sim.t["num_steps"]

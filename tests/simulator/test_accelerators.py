@@ -59,3 +59,19 @@ def test_the_engine_takes_what_choose_says():
         engine = FastEngine(wl, cfg, accelerate=accelerate)
         assert engine.accelerators == choose(facts(cfg), accelerate)
         assert engine.jumps_ok is False and engine.lazy_ok is accelerate
+
+
+def test_the_decode_jumps_part_exists_only_where_the_run_takes_it():
+    """``engine.jumps`` (:class:`DecodeJumps`) is held only for a run ``choose`` gives ``decode_jumps``: a
+    synchronous run with accelerators, not an asynchronous one nor one with ``accelerate=False``."""
+    from simulator.engine.decode_jumps import DecodeJumps
+
+    wl = Workload(prompt_len=np.full(8, 40), output_len=np.full(8, 30), arrival=np.zeros(8))
+    for cfg, accelerate, held in ((EngineConfig(num_gpu_blocks=200), True, True),
+                                  (EngineConfig(num_gpu_blocks=200), False, False),
+                                  (EngineConfig(num_gpu_blocks=200, async_scheduling=True), True, False)):
+        engine = FastEngine(wl, cfg, accelerate=accelerate)
+        assert ("decode_jumps" in engine.accelerators) is held
+        assert isinstance(engine.jumps, DecodeJumps) if held else engine.jumps is None
+        engine.run_all()
+        assert (engine.shortcuts["jumped_steps"] > 0) is held

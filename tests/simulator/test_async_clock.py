@@ -61,7 +61,7 @@ def test_an_async_engine_times_its_steps_with_the_overlapped_row_and_a_sync_one_
     for async_mode in (False, True):
         sim = FastEngine(_workload(), EngineConfig(num_gpu_blocks=4000, cost_model=terms,
                                                    async_scheduling=async_mode))
-        assert sim.terms.cpu_overlap == (1.0 if async_mode else 0.0)
+        assert sim.step_clock.terms.cpu_overlap == (1.0 if async_mode else 0.0)
 
 
 def test_lazy_and_general_paths_give_the_same_clock_under_async_scheduling():

@@ -71,17 +71,21 @@ def test_a_pattern_by_hand():
     assert "spec_trace_coverage" not in r.totals
 
 
-class _Recorded(FastEngine):
-    """The engine, noting for each verification its request, whether it is real, and the entry index it took."""
+def _recorded(wl, cfg, **kw) -> FastEngine:
+    """The engine, noting (``seen``) for each verification its request, whether it is real, and the entry
+    index it took (it wraps the engine's drafts' replay; it changes no decision)."""
+    sim = FastEngine(wl, cfg, **kw)
+    drafts = sim.drafts
+    replayed = drafts._replayed
+    sim.seen = []
 
-    def _init_replay(self, sc) -> None:
-        super()._init_replay(sc)
-        self.seen: list[tuple[int, bool, int]] = []
+    def noting(q, real):
+        j = drafts._nver[q].copy()
+        sim.seen += list(zip(q.tolist(), real.tolist(), j.tolist()))
+        return replayed(q, real)
 
-    def _replayed(self, q, real):
-        j = self._nver[q].copy()
-        self.seen += list(zip(q.tolist(), real.tolist(), j.tolist()))
-        return super()._replayed(q, real)
+    drafts._replayed = noting
+    return sim
 
 
 def test_padded_admissions_take_no_pattern_entry():
@@ -92,7 +96,7 @@ def test_padded_admissions_take_no_pattern_entry():
     name = "cached_prompts__eagle-k3__b10000__pc-on__sync__mbt512"
     cfg = EngineConfig.from_dict(load_json(ORACLE / "configs" / f"{name}.json"))
     cfg = replace(cfg, speculative=spec(3, acceptance_pattern=[2, 3, 0]))
-    sim = _Recorded(wl, cfg, record_steps=True)
+    sim = _recorded(wl, cfg, record_steps=True)
     sim.run_all()
     padded = [s for s in sim.seen if not s[1]]
     assert len(padded) >= 5, "the case pads admissions"
@@ -102,7 +106,7 @@ def test_padded_admissions_take_no_pattern_entry():
             per.setdefault(q, []).append(j)
     assert all(js == list(range(len(js))) for js in per.values())
     t = assemble_result(sim, True, None).totals
-    assert int(sim._nver.sum()) == t["spec_num_drafts"] - len(padded)
+    assert int(sim.drafts._nver.sum()) == t["spec_num_drafts"] - len(padded)
 
 
 @pytest.mark.parametrize("seed", range(8))

@@ -476,7 +476,7 @@ def test_a_load_from_the_release_run_holds_its_keys_only_cached_carriers():
     for seed in range(16):
         wl, cfg = _pressure_tier_case(seed, async_scheduling=False)
         sim = FastEngine(wl, cfg)
-        keep = sim._keep_loaded
+        keep = sim.loads.keep_loaded
 
         def checked_keep(q, sim=sim, keep=keep, seed=seed):
             nonlocal checked
@@ -485,7 +485,7 @@ def test_a_load_from_the_release_run_holds_its_keys_only_cached_carriers():
                 assert sim.pool.sole_carriers(int(sim.koff[q]), n, (int(sim.tok[q]) - 1) // sim.B), (seed, q)
                 checked += 1
             return keep(q)
-        sim._keep_loaded = checked_keep
+        sim.loads.keep_loaded = checked_keep
         sim.run_all()
     assert checked > 100, checked
 
