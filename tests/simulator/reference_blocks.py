@@ -88,20 +88,24 @@ class BlockPool:
                 self.reuses += 1
                 self.lifetime_sum += self.now - self.born[b]
                 self.idle_sum += self.now - self.last_access[b]
-            key = self.hash_of.pop(b, None)
-            if key is not None:
-                entry = self.table[key]
-                del entry[b]
-                if not entry:
-                    del self.table[key]
-                self.evictions += 1
-                if self.on_evict is not None:
-                    self.on_evict(key, self.now)
+            if b in self.hash_of:
+                self._evict(b, self.now)
             self.ref[b] = 1
             self.born[b] = self.now
             self.last_access[b] = self.now
             out.append(b)
         return out
+
+    def _evict(self, b: int, step) -> None:
+        """Drop block ``b``'s hash from the cache (to ``on_evict``, a KV tier, at ``step``)."""
+        key = self.hash_of.pop(b)
+        entry = self.table[key]
+        del entry[b]
+        if not entry:
+            del self.table[key]
+        self.evictions += 1
+        if self.on_evict is not None:
+            self.on_evict(key, step)
 
     def cache(self, block: int, key: int) -> None:
         """Publish a full block under ``key`` (at allocation, as vLLM does)."""
@@ -118,14 +122,7 @@ class BlockPool:
         """Demote free cached ``blocks`` now (``kv_offload_threshold``): their hashes are evicted (to
         ``on_evict``) and they become plain free blocks at the head of the free queue, in the order given."""
         for b in blocks:
-            key = self.hash_of.pop(b)
-            entry = self.table[key]
-            del entry[b]
-            if not entry:
-                del self.table[key]
-            self.evictions += 1
-            if self.on_evict is not None:
-                self.on_evict(key, step)
+            self._evict(b, step)
         for b in reversed(blocks):
             self.free.move_to_end(b, last=False)
 

@@ -516,28 +516,13 @@ def test_cpu_tier_runs_equal_the_scalar_reference():
     """The test-only scalar kernel with a CPU tier (demotion on eviction, loads at admission, load
     waits and stalls) against the engine, shortcuts on and off: totals, tier figures, per-request
     columns and step series equal; loads and stalls happen on these runs. Odd seeds share prefixes."""
-    from dataclasses import replace
-
-    from tests.simulator.scalar_reference import simulate_scalar
-
     seen = dict(onboarded=0, stalls=0, preemptions=0)
     for seed in range(8):
-        wl, cfg = _pressure_tier_case(seed)
-        n = min(wl.n, 60)
-        rng = np.random.default_rng(seed + 100)
-        pl = np.array([48, 160])
-        pid = rng.integers(-1, 2, n) if seed % 2 else np.full(n, -1)
-        wl = Workload(prompt_len=wl.prompt_len[:n] + np.where(pid >= 0, pl[np.maximum(pid, 0)], 0),
-                      output_len=np.minimum(wl.output_len[:n], 120), arrival=wl.arrival[:n],
-                      arrival_unit=wl.arrival_unit, prefix_id=pid, prefix_len=pl)
-        cfg = replace(cfg, num_gpu_blocks=int(rng.integers(30, 90)), enable_chunked_prefill=True)
-        slow = simulate_scalar(wl, cfg, record_steps=True)
-        for accelerate in (True, False):
-            fast = simulate(wl, [cfg], record_steps=True, accelerate=accelerate)[0]
-            assert fast.to_json(steps=True) == slow.to_json(steps=True), (seed, accelerate)
-        seen["onboarded"] += slow.totals["cpu_tier_blocks_onboarded"]
-        seen["stalls"] += slow.totals["tier_load_stalls"]
-        seen["preemptions"] += slow.totals["preemptions"]
+        wl, cfg, _ = _shared_prefix_case(seed)
+        totals = _equal_to_the_reference(wl, cfg, seed)
+        seen["onboarded"] += totals["cpu_tier_blocks_onboarded"]
+        seen["stalls"] += totals["tier_load_stalls"]
+        seen["preemptions"] += totals["preemptions"]
     assert all(v > 0 for v in seen.values()), seen
 
 
@@ -556,6 +541,17 @@ def _shared_prefix_case(seed: int):
     return wl, replace(cfg, num_gpu_blocks=int(rng.integers(30, 90)), enable_chunked_prefill=True), rng
 
 
+def _equal_to_the_reference(wl: Workload, cfg: EngineConfig, seed: int) -> dict:
+    """Assert the engine, shortcuts on and off, gives the scalar kernel's result (step series included); its totals."""
+    from tests.simulator.scalar_reference import simulate_scalar
+
+    slow = simulate_scalar(wl, cfg, record_steps=True)
+    for accelerate in (True, False):
+        fast = simulate(wl, [cfg], record_steps=True, accelerate=accelerate)[0]
+        assert fast.to_json(steps=True) == slow.to_json(steps=True), (seed, accelerate)
+    return slow.totals
+
+
 def test_cpu_and_disk_tier_runs_equal_the_independent_scalar_tiers():
     """The scalar kernel's tiers are :class:`tests.simulator.reference_tiers.ScalarTiers` (one key at a time, an
     ordered dict per tier), not the engine's: a small CPU tier over a disk tier (keys pushed down, loaded from
@@ -563,21 +559,17 @@ def test_cpu_and_disk_tier_runs_equal_the_independent_scalar_tiers():
     the engine, shortcuts on and off. Each figure below happens on these runs."""
     from dataclasses import replace
 
-    from tests.simulator.scalar_reference import simulate_scalar
 
     seen = dict(cpu=0, disk=0, dropped=0, stalls=0)
     for seed in range(8):
         wl, cfg, rng = _shared_prefix_case(seed)
         cfg = replace(cfg, cpu_tier=KvTier(num_blocks=int(rng.integers(0, 24)), read_gbps=float(rng.choice([5, 50]))),
                       disk_tier=KvTier(num_blocks=int(rng.integers(8, 120)), read_gbps=2.0, read_latency_s=2e-4))
-        slow = simulate_scalar(wl, cfg, record_steps=True)
-        for accelerate in (True, False):
-            fast = simulate(wl, [cfg], record_steps=True, accelerate=accelerate)[0]
-            assert fast.to_json(steps=True) == slow.to_json(steps=True), (seed, accelerate)
-        seen["cpu"] += slow.totals["cpu_tier_blocks_onboarded"]
-        seen["disk"] += slow.totals["disk_tier_blocks_onboarded"]
-        seen["dropped"] += slow.totals["tier_blocks_dropped"]
-        seen["stalls"] += slow.totals["tier_load_stalls"]
+        totals = _equal_to_the_reference(wl, cfg, seed)
+        seen["cpu"] += totals["cpu_tier_blocks_onboarded"]
+        seen["disk"] += totals["disk_tier_blocks_onboarded"]
+        seen["dropped"] += totals["tier_blocks_dropped"]
+        seen["stalls"] += totals["tier_load_stalls"]
     assert all(v > 0 for v in seen.values()), seen
 
 
@@ -596,10 +588,7 @@ def test_offload_threshold_runs_equal_the_independent_scalar_tiers():
         disk = KvTier(num_blocks=64) if seed % 3 == 0 else None
         cfg = replace(cfg, cpu_tier=KvTier(num_blocks=int(rng.integers(16, 200))), disk_tier=disk,
                       kv_offload_threshold=float(rng.choice([0.2, 0.5, 0.8])))
-        slow = simulate_scalar(wl, cfg, record_steps=True)
-        for accelerate in (True, False):
-            fast = simulate(wl, [cfg], record_steps=True, accelerate=accelerate)[0]
-            assert fast.to_json(steps=True) == slow.to_json(steps=True), (seed, accelerate)
+        totals = _equal_to_the_reference(wl, cfg, seed)
         plain = simulate_scalar(wl, replace(cfg, kv_offload_threshold=None))
-        earlier += slow.totals["cpu_tier_blocks_offloaded"] - plain.totals["cpu_tier_blocks_offloaded"]
+        earlier += totals["cpu_tier_blocks_offloaded"] - plain.totals["cpu_tier_blocks_offloaded"]
     assert earlier > 0
