@@ -24,7 +24,7 @@ from tests.api.test_hostile_values import raw_values, text_values
 #: The pages with forms ({gpu} and {model}: the user's own profiles, for the edit pages).
 PAGES = ["/", "/replicas/", "/sweeps/new/", "/searches/", "/calibrations/", "/catalog/models/import/",
          "/catalog/gpus/new/", "/catalog/gpus/{gpu}/edit/", "/catalog/models/{model}/edit/", "/accounts/",
-         "/catalog/gpus/", "/catalog/models/"]
+         "/catalog/gpus/", "/catalog/models/", "/plans/day/"]
 ANONYMOUS_PAGES = ["/accounts/signup/", "/accounts/login/"]
 
 
