@@ -10,7 +10,7 @@ import json
 
 from django import forms
 
-from config.json_input import loads_checked
+from config.json_input import MAX_JSON_VALUES, loads_checked
 
 from .display import MODEL_SAMPLING_CHOICES, SAMPLING_UNKNOWN
 from .models import ATTENTION_CHOICES
@@ -122,7 +122,7 @@ def json_object(text: str, what: str) -> dict:
     """``text`` parsed as a JSON object (deep nesting, NUL characters, lone surrogates and infinite numbers refused:
     :func:`config.json_input.loads_checked`); a ValidationError saying what is wrong with ``what`` otherwise."""
     try:
-        value = loads_checked(text)
+        value = loads_checked(text, max_values=MAX_JSON_VALUES)
     except json.JSONDecodeError as exc:
         raise forms.ValidationError(f"Not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.") from None
     except ValueError as exc:
@@ -149,7 +149,7 @@ class MeasuredFiguresField(forms.CharField):
         if not text:
             return {}
         try:
-            data = loads_checked(text)
+            data = loads_checked(text, max_values=MAX_JSON_VALUES)
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from None
         if not isinstance(data, dict):
