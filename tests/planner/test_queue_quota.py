@@ -47,8 +47,8 @@ def _api(name: str) -> APIClient:
     return c
 
 
-def _price(api, path: str, body: dict, settings) -> float:
-    """The job's estimate, from a first post under a quota it passes (the job is cancelled again)."""
+def _accepted_once(api, path: str, body: dict, settings) -> dict:
+    """The job posted under a quota it passes (so it is a valid job), then cancelled: nothing left queued."""
     settings.KVP_USER_QUEUE_SECONDS = 10**9
     r = api.post(path, body, format="json")
     assert r.status_code == 202, r.content
@@ -66,7 +66,7 @@ def _price(api, path: str, body: dict, settings) -> float:
 def test_a_first_job_over_the_quota_is_refused_with_its_estimate_and_the_limit(settings, path, body, what):
     settings.KVP_INLINE_MAX_SECONDS = 0  # a simulation goes to the workers: a run
     api = _api("first")
-    _price(api, path, body, settings)
+    _accepted_once(api, path, body, settings)
     settings.KVP_USER_QUEUE_SECONDS = 0.001
     r = api.post(path, body, format="json")
     assert r.status_code == 429, r.content
