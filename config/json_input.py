@@ -1,9 +1,17 @@
 """The checked JSON of every input (depth, NUL, surrogates, numbers): :mod:`simulator.base.json_input`, by the
 name the web layers import it from."""
 
-from simulator.base.json_input import MAX_JSON_DEPTH, JsonInputError, check_json, finite_number, loads_checked
+from simulator.base.json_input import (
+    MAX_JSON_DEPTH,
+    MAX_JSON_VALUES,
+    JsonInputError,
+    check_json,
+    count_values,
+    finite_number,
+    loads_checked,
+)
 
-__all__ = ["JsonInputError", "MAX_JSON_DEPTH", "check_json", "finite_number", "loads_checked", "object_id"]
+__all__ = ["JsonInputError", "MAX_JSON_DEPTH", "MAX_JSON_VALUES", "check_json", "count_values", "finite_number", "loads_checked", "object_id"]
 
 
 def object_id(ref) -> int | None:

@@ -11,7 +11,9 @@ in a 500 further down:
 
 :func:`config.json_input.check_json` walks the parsed value once, without
 recursion, and refuses all three with the path of the field
-(``workload.spec.prompt``, ``axes[0].values``).
+(``workload.spec.prompt``, ``axes[0].values``). A body of more than
+:data:`config.json_input.MAX_JSON_VALUES` values is refused before it is parsed (counted at C speed: a 5 MB body of
+2,600,000 numbers took 1.5-2.4 s of CPU to parse and check).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from django.conf import settings
 from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.parsers import JSONParser
 
-from config.json_input import MAX_JSON_DEPTH, JsonInputError, check_json, loads_checked
+from config.json_input import MAX_JSON_DEPTH, MAX_JSON_VALUES, JsonInputError, check_json, loads_checked
 
 __all__ = ["CheckedJSONParser", "MAX_JSON_DEPTH", "check_json", "loads_checked"]
 
@@ -34,7 +36,7 @@ class CheckedJSONParser(JSONParser):
         except UnicodeDecodeError as exc:
             raise ParseError(f"JSON parse error - the body is not valid {encoding}: {exc.reason}") from None
         try:
-            return loads_checked(text)
+            return loads_checked(text, max_values=MAX_JSON_VALUES)
         except JsonInputError as exc:
             raise ValidationError({exc.field or "non_field_errors": [exc.message]}) from None
         except ValueError as exc:

@@ -288,7 +288,7 @@ class ModelImportApi(_CatalogApi):
         size = int(request.META.get("CONTENT_LENGTH") or 0)
         if size > services.MAX_CONFIG_BYTES:
             raise ValidationError({"config": [f"The request is {size:,} bytes; a config.json import is limited to "
-                                              f"{services.MAX_CONFIG_BYTES:,} bytes (1 MiB)."]})
+                                              f"{services.MAX_CONFIG_WORDS}."]})
         data = _validate(ModelImportSerializer, request.data)
         profile = _call(services.model_profile_import, owner=request.user, config=data["config"],
                         name=data.get("name"), num_parameters=data.get("num_parameters"),

@@ -10,11 +10,11 @@ import json
 
 from django import forms
 
-from config.json_input import loads_checked
+from config.json_input import MAX_JSON_VALUES, loads_checked
 
 from .display import MODEL_SAMPLING_CHOICES, SAMPLING_UNKNOWN
 from .models import ATTENTION_CHOICES
-from .services import MAX_CONFIG_BYTES
+from .services import MAX_CONFIG_BYTES, MAX_CONFIG_WORDS
 
 SCOPE_CHOICES = [("", "Catalog and mine"), ("catalog", "Catalog only"), ("mine", "Mine only")]
 BOOL_CHOICES = [("", "Any"), ("true", "Yes"), ("false", "No")]
@@ -62,9 +62,9 @@ class ConfigImportForm(forms.Form):
 
     config_text = forms.CharField(
         required=False, label="config.json (paste)", widget=forms.Textarea(attrs={"rows": 14, "spellcheck": "false"}),
-        help_text=f"The model's config.json from Hugging Face. At most {MAX_CONFIG_BYTES // 2**20} MiB.")
+        help_text=f"The model's config.json from Hugging Face. At most {MAX_CONFIG_BYTES // 2**10} KiB.")
     config_file = forms.FileField(required=False, label="or upload config.json",
-                                  help_text=f"A .json file, at most {MAX_CONFIG_BYTES // 2**20} MiB.")
+                                  help_text=f"A .json file, at most {MAX_CONFIG_BYTES // 2**10} KiB.")
     name = forms.CharField(required=False, max_length=200, help_text="Display name; defaults to the config's.")
     num_parameters = forms.IntegerField(
         required=False, min_value=1, label="Parameters (total)",
@@ -74,7 +74,7 @@ class ConfigImportForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false"}),
         help_text="The model's generation_config.json: its temperature, top_k, top_p, min_p and repetition_penalty "
                   "give the sampling vLLM applies to requests that set none. Empty: known models get their "
-                  f"shipped defaults, others '{SAMPLING_UNKNOWN}'. At most {MAX_CONFIG_BYTES // 2**20} MiB.")
+                  f"shipped defaults, others '{SAMPLING_UNKNOWN}'. At most {MAX_CONFIG_BYTES // 2**10} KiB.")
 
     def clean_generation_config(self) -> dict | None:
         """The pasted generation_config.json as a JSON object; None when left empty."""
@@ -82,7 +82,7 @@ class ConfigImportForm(forms.Form):
         if not text.strip():
             return None
         if len(text.encode("utf-8")) > MAX_CONFIG_BYTES:
-            raise forms.ValidationError(f"The text is larger than the limit of {MAX_CONFIG_BYTES:,} bytes (1 MiB).")
+            raise forms.ValidationError(f"The text is larger than the limit of {MAX_CONFIG_WORDS}.")
         return json_object(text, "generation_config.json")
 
     def clean(self):
@@ -92,7 +92,7 @@ class ConfigImportForm(forms.Form):
         if upload is not None:
             if upload.size > MAX_CONFIG_BYTES:
                 self.add_error("config_file", f"The file is {upload.size:,} bytes; the limit is "
-                                              f"{MAX_CONFIG_BYTES:,} bytes (1 MiB).")
+                                              f"{MAX_CONFIG_WORDS}.")
                 return data
             raw = upload.read()
             try:
@@ -104,8 +104,7 @@ class ConfigImportForm(forms.Form):
         else:
             field = "config_text"
             if len(text.encode("utf-8")) > MAX_CONFIG_BYTES:
-                self.add_error("config_text", f"The text is larger than the limit of {MAX_CONFIG_BYTES:,} "
-                                              "bytes (1 MiB).")
+                self.add_error("config_text", f"The text is larger than the limit of {MAX_CONFIG_WORDS}.")
                 return data
         if not text.strip():
             self.add_error("config_text", "Paste a config.json or upload one.")
@@ -123,7 +122,7 @@ def json_object(text: str, what: str) -> dict:
     """``text`` parsed as a JSON object (deep nesting, NUL characters, lone surrogates and infinite numbers refused:
     :func:`config.json_input.loads_checked`); a ValidationError saying what is wrong with ``what`` otherwise."""
     try:
-        value = loads_checked(text)
+        value = loads_checked(text, max_values=MAX_JSON_VALUES)
     except json.JSONDecodeError as exc:
         raise forms.ValidationError(f"Not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.") from None
     except ValueError as exc:
@@ -150,7 +149,7 @@ class MeasuredFiguresField(forms.CharField):
         if not text:
             return {}
         try:
-            data = loads_checked(text)
+            data = loads_checked(text, max_values=MAX_JSON_VALUES)
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from None
         if not isinstance(data, dict):

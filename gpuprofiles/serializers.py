@@ -5,7 +5,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from config.strict_input import StrictFieldsMixin
-from simulator.base import GPU_MEASURED_FIELDS, SAMPLER_PATHS
+from simulator.base import GPU_MEASURED_FIELDS, MAX_LAYERS, SAMPLER_PATHS
 
 from .display import clock_physics
 from .models import ATTENTION_CHOICES, GpuProfile, ModelProfile
@@ -102,7 +102,7 @@ class ModelInputSerializer(StrictFieldsMixin, serializers.Serializer):
     """A user's model profile entered field by field (``POST /api/models/import/`` takes a config.json)."""
 
     name = serializers.CharField(max_length=200)
-    num_layers = serializers.IntegerField(min_value=1, max_value=100_000)
+    num_layers = serializers.IntegerField(min_value=1, max_value=MAX_LAYERS)
     hidden_size = serializers.IntegerField(min_value=1, max_value=10_000_000)
     num_attention_heads = serializers.IntegerField(min_value=1, max_value=100_000)
     num_kv_heads = serializers.IntegerField(min_value=1, max_value=100_000)

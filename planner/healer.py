@@ -3,8 +3,8 @@ worker died (a stopped heartbeat, :mod:`planner.jobs.heartbeat`; the healing is 
 :mod:`planner.jobs.healing`): grid chunks and cliff searches of sweeps
 (:func:`planner.sweeps.stalls.chunks_heal`), chunks of deployment searches
 (:func:`planner.search.stalls.chunks_heal`), of day plans (:func:`planner.dayplans.stalls.chunks_heal`) and of runs
-handed over by web requests (:func:`planner.runs.stalls.chunks_heal`); and the work of sweeps, searches and runs
-whose message was lost (:class:`LostMessages`).
+handed over by web requests (:func:`planner.runs.stalls.chunks_heal`); and the work of sweeps, searches, runs and day
+plans whose message was lost (:class:`LostMessages`).
 
 The healing rule (docs/operations.md, "Stalls are seen and healed"): work that is **running** with no
 heartbeat for ``KVP_STALL_AFTER_S`` is put back to pending and sent again; work that is **pending** (or a
@@ -50,7 +50,7 @@ class LostMessages:
             self.suspects = set()
             return 0
         lost = {**sweep_stalls.lost_messages(live), **search_stalls.lost_messages(live),
-                **run_stalls.lost_messages(live)}
+                **run_stalls.lost_messages(live), **dayplan_stalls.lost_messages(live)}
         sent = [key for key in lost if key in self.suspects]
         for key in sent:
             logger.warning("%s %s: no message in the broker at two checks, sent again", key[0], key[1:])

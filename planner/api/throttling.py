@@ -24,7 +24,9 @@ address by sending the header; with ``NUM_PROXIES`` 0 the header is ignored).
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import time
+import unicodedata
 
 from django.conf import settings
 from django.core.cache import cache
@@ -41,15 +43,37 @@ def parse_rate(rate: str) -> tuple[int, int]:
     return int(num), _PERIODS[period.strip()[0]]
 
 
+#: Prefix length an IPv6 client is counted by: one host (one subscriber, one cloud VM) is usually given a whole
+#: /64, so counting each of its 2**64 addresses apart would let it pick a fresh one for every request.
+IPV6_CLIENT_PREFIX = 64
+
+
+def client_address(text: str) -> str:
+    """The address a client is counted by: an IPv4 address as it is, an IPv6 one as its /64 network
+    (``2001:db8:1:2::/64``; an IPv4-mapped one as its IPv4 address); text that is no address, cut to 100
+    characters."""
+    text = (text or "").strip()
+    try:
+        addr = ipaddress.ip_address(text.split("%", 1)[0])
+    except ValueError:
+        return text[:100] or "unknown"
+    if isinstance(addr, ipaddress.IPv6Address):
+        if addr.ipv4_mapped is not None:
+            return str(addr.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{addr}/{IPV6_CLIENT_PREFIX}", strict=False))
+    return str(addr)
+
+
 def client_ip(request) -> str:
-    """The client's address: ``REMOTE_ADDR``, or ``X-Forwarded-For`` read behind ``NUM_PROXIES`` proxies."""
+    """The client's address (:func:`client_address`): ``REMOTE_ADDR``, or ``X-Forwarded-For`` read behind
+    ``NUM_PROXIES`` proxies."""
     remote = request.META.get("REMOTE_ADDR", "") or "unknown"
     proxies = int(getattr(settings, "NUM_PROXIES", 0) or 0)
     forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
     if proxies <= 0 or not forwarded:
-        return remote
+        return client_address(remote)
     hops = [h.strip() for h in forwarded.split(",") if h.strip()]
-    return hops[-min(proxies, len(hops))] if hops else remote
+    return client_address(hops[-min(proxies, len(hops))] if hops else remote)
 
 
 def client_key(request) -> str:
@@ -208,7 +232,9 @@ def _login_keys(request, username: str) -> list[tuple[str, str]]:
     address over all names (``LOGIN_FAILURES_PER_IP``). No counter is per user name alone: one that was let
     anyone lock anyone out by failing ten times with their name."""
     ip = client_ip(request)
-    name = hashlib.sha256((username or "").strip().lower()[:150].encode("utf-8", "replace")).hexdigest()[:32]
+    # as the sign-in form reads it (NFKC, stripped) and case-folded: "ＡＬＩＣＥ " is alice's count, not a fresh one
+    name = unicodedata.normalize("NFKC", username or "").strip().casefold()[:150]
+    name = hashlib.sha256(name.encode("utf-8", "replace")).hexdigest()[:32]
     return [(f"pair-{ip}-{name}", settings.LOGIN_FAILURES),
             (f"ip-{ip}", getattr(settings, "LOGIN_FAILURES_PER_IP", "100/h"))]
 

@@ -10,7 +10,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.json_input import JsonInputError, loads_checked, object_id
+from config.json_input import MAX_JSON_VALUES, JsonInputError, loads_checked, object_id
 from config.parsers import CheckedJSONParser
 from config.strict_input import FORM_KEYS, StrictFieldsMixin, refuse_unknown_fields
 from planner.calibration.handover import calibration_or_run
@@ -128,7 +128,7 @@ def _int(v):
 def _dict(v):
     if isinstance(v, str) and v.strip():
         try:
-            v = loads_checked(v)  # the body's checks: depth, NUL, numbers
+            v = loads_checked(v, max_values=MAX_JSON_VALUES)  # the body's checks: depth, NUL, numbers, values
         except JsonInputError as exc:
             raise serializers.ValidationError({"deployment": [f"{exc}"]}) from None
         except ValueError:

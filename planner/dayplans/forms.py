@@ -8,6 +8,7 @@ import math
 
 from django import forms
 
+from config.json_input import MAX_JSON_VALUES, loads_checked
 from planner.sweeps.sections import TRACE_FORMAT_NAMES
 
 #: A day of chat traffic in requests per hour (a night trough at 2,600, a day near 21,600): 3.6 requests/s
@@ -18,13 +19,19 @@ DEFAULT_POLICY = '{"kind": "hpa", "metric": "running", "target": 16, "min_replic
 
 
 def _json_object(text: str, what: str) -> dict | None:
+    """``text`` as a JSON object under the API body's checks (:func:`config.json_input.loads_checked`: depth, NUL,
+    surrogates, finite numbers, at most ``MAX_JSON_VALUES`` values); a 5,000-digit number was a 500 here (plain
+    ``json.loads`` raises ``ValueError`` past 4,300 digits)."""
     if not text.strip():
         return None
     try:
-        data = json.loads(text)
+        data = loads_checked(text, max_values=MAX_JSON_VALUES)
     except json.JSONDecodeError as exc:
         raise forms.ValidationError(f"{what}: invalid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") \
             from None
+    except ValueError as exc:  # JsonInputError: the field inside, and what is wrong with it
+        where = f"{what}.{exc.field}" if getattr(exc, "field", None) else what
+        raise forms.ValidationError(f"{where}: {getattr(exc, 'message', exc)}") from None
     if not isinstance(data, dict):
         raise forms.ValidationError(f"{what}: must be a JSON object {{...}}")
     return data

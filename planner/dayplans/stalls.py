@@ -9,17 +9,27 @@ A day's chunks run one after another, so two things can stop a plan when a worke
   answer was sent): no chunk is running, the plan is unfinished and its last stored chunk finished more than
   ``KVP_STALL_AFTER_S`` ago; the next pending chunk (or, with every chunk stored, the answer) is sent again.
 
+And a message the broker lost (:func:`lost_messages`, the healer's :class:`planner.healer.LostMessages`): the one
+chunk of a plan that should have a message (the first not done, pending, every chunk before it done: the first
+chunk of a queued plan included) or, with every chunk done and no answer, the answer task; when the broker holds
+no message for it at two checks in a row, it is sent again. The chunks after it have no message by design (each
+is sent when the one before is stored), so they are never called lost.
+
 Chunks are idempotent (a stored chunk is never run twice, :func:`planner.dayplans.services.chunk_run`), so a
 duplicate message is harmless.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 from django.utils import timezone
 
+from planner.broker_messages import send_task
 from planner.dayplans.models import DayPlan
 from planner.dayplans.services import ANSWER_TASK, CHUNK_TASK, DAY_PLANS, answer_enqueue
-from planner.jobs import heal_stalled, send_now, stall_after_s
+from planner.jobs import UNFINISHED, heal_stalled, send_now, stall_after_s
 
 
 def _orphaned(now) -> int:
@@ -46,4 +56,22 @@ def chunks_heal(*, now=None) -> int:
     return heal_stalled(DAY_PLANS, send=send_now, now=now) + _orphaned(now)
 
 
-__all__ = ["ANSWER_TASK", "chunks_heal"]
+def lost_messages(live: set[tuple[str, tuple]]) -> dict[tuple, Callable[[], None]]:
+    """The step of each unfinished plan that should have a message in the broker and has none among ``live``
+    (module docstring): ``{key: send it again}``."""
+    out: dict[tuple, Callable[[], None]] = {}
+    for plan in DayPlan.objects.filter(status__in=UNFINISHED).prefetch_related("chunks"):
+        chunks = sorted(plan.chunks.all(), key=lambda c: c.index)
+        if any(c.status == "running" for c in chunks):
+            continue  # a running chunk: its heartbeat tells (chunks_heal)
+        nxt = next((c for c in chunks if c.status != "done"), None)
+        if nxt is not None:
+            if nxt.status == "pending" and (CHUNK_TASK, (plan.pk, nxt.index)) not in live:
+                out[("dayplan-chunk", plan.pk, nxt.index)] = partial(send_task, CHUNK_TASK, [plan.pk, nxt.index],
+                                                                     task_id=nxt.task_id)
+        elif chunks and plan.answer is None and (ANSWER_TASK, (plan.pk,)) not in live:
+            out[("dayplan-answer", plan.pk)] = partial(answer_enqueue, plan.pk)
+    return out
+
+
+__all__ = ["ANSWER_TASK", "chunks_heal", "lost_messages"]

@@ -10,6 +10,7 @@ here, once:
 - :mod:`planner.jobs.healing`: stalled chunks put back and sent again, pending chunks whose message was lost;
 - :mod:`planner.jobs.progress`: stalled chunks and the time left on a status page;
 - :mod:`planner.jobs.fairness`: each chunk's broker priority from its owner's chunks ahead of it (fair sharing).
+- :mod:`planner.jobs.quota`: one per-user quota of queued work in seconds over sweeps, runs and searches.
 
 A kind (in ``planner/sweeps/services.py``, ``planner/search/services.py``, ``planner/dayplans/services.py``)
 subclasses :class:`ChunkedJob` with its models, chunk task and noun, and supplies only its steps: ``run``

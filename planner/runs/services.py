@@ -8,8 +8,8 @@ commit: the one job lifecycle (:class:`WorkerRuns`, a :class:`planner.jobs.Chunk
 it, heals it when its worker dies, and stores the answer the request would have given. What each kind runs on
 the worker is in :mod:`planner.runs.kinds`.
 
-Quota: a caller's queued and running runs, with a signed-in owner's sweeps, may not be estimated over
-``KVP_USER_QUEUE_SECONDS`` (:class:`planner.jobs.QuotaExceeded`; the API answers 429).
+Quota: a run, with the caller's queued and running runs (and a signed-in owner's sweeps and deployment searches),
+may not be estimated over ``KVP_USER_QUEUE_SECONDS`` (:mod:`planner.jobs.quota`; the API answers 429).
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from planner.errors import InputError
-from planner.jobs import ChunkedJob, QuotaExceeded, Watch
+from planner.jobs import ChunkedJob, Watch
 from planner.jobs import failure_message as _failure_message
+from planner.jobs.quota import check_queue
 from planner.runs.models import Run, RunChunk
 from planner.sweeps import limits
 
@@ -38,30 +39,9 @@ def runs_inline(seconds: float) -> bool:
     return seconds <= limits.inline_max_seconds()
 
 
-def queued_seconds(*, owner, client: str) -> float:
-    """Estimated seconds left in the caller's queued and running runs (by owner when signed in, else by client
-    address) and, for a signed-in owner, sweeps."""
-    runs = Run.objects.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
-    runs = runs.filter(owner=owner) if owner is not None else runs.filter(owner__isnull=True, client=client)
-    left = sum(price * (1 - min(1.0, progress or 0.0))
-               for price, progress in runs.values_list("price_s", "chunks__progress"))
-    if owner is not None:
-        from planner.sweeps.services import user_queued_seconds
-
-        left += user_queued_seconds(owner=owner)
-    return left
-
-
 def run_create(*, kind: str, definition: Any, price_s: float, owner, client: str) -> Run:
     """Store a run and its chunk and send it to the workers after commit; raises :class:`QuotaExceeded`."""
-    queued = queued_seconds(owner=owner, client=client)
-    limit = limits.user_queue_seconds()
-    if queued > 0 and queued + price_s > limit:
-        from simulator.batch.budget import format_seconds as fmt
-
-        raise QuotaExceeded({"non_field_errors": [
-            f"Your queued and running work is estimated at {fmt(queued)} and this run at {fmt(price_s)}; the "
-            f"limit per user is {fmt(limit)}. Wait for it to finish or cancel a sweep."]})
+    check_queue(owner=owner, client=client, price_s=price_s, what="This run")  # the first run included
     with transaction.atomic():
         run = Run.objects.create(owner=owner, client=client[:120], kind=kind, definition=definition,
                                  price_s=round(float(price_s), 4))
@@ -117,4 +97,4 @@ def run_cancel(*, run: Run, user) -> Run:
     return RUNS.cancel(run, user=user)
 
 
-__all__ = ["CHUNK_TASK", "RUNS", "chunk_run", "queued_seconds", "run_cancel", "run_create", "runs_inline"]
+__all__ = ["CHUNK_TASK", "RUNS", "chunk_run", "run_cancel", "run_create", "runs_inline"]

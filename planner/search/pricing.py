@@ -43,6 +43,10 @@ class SearchPrice:
     #: meet the SLO times the price of one: a shape whose least cost is not below the best answer found is
     #: skipped without a simulation.
     shapes: dict[int, list[float]] = field(default_factory=dict)
+    #: The whole search at its worst: every shape's replicas search up to ``space.max_replicas`` one after
+    #: another, plus the last stage (pruning only makes it less). What counts against its owner's queue
+    #: (``KVP_USER_QUEUE_SECONDS``, :mod:`planner.jobs.quota`).  # seconds
+    total_seconds: float = 0.0
 
 
 def _max(a: Price, b: Price) -> Price:
@@ -69,17 +73,18 @@ def price_search(workload, model, space, slo, splits: list[tuple[int, int]] | No
     stage (``splits``, ``seeds`` more seeds) for the heaviest answer it may have."""
     size = WorkloadSize.of(workload)
     max_model_len = space.max_model_len or default_max_model_len(workload, model)
-    heaviest, stage, shapes = Price(), Price(), {}
+    heaviest, stage, shapes, total = Price(), Price(), {}, 0.0
     for i, cand in enumerate(space.candidates()):
         p = prepare_candidate(i, cand, model, space, max_model_len, workload, slo)
         if p.config is None:
             continue
-        heaviest = _max(heaviest, budget.price_replicas_search(size, p.config, space.max_replicas))
+        shape = budget.price_replicas_search(size, p.config, space.max_replicas)
+        heaviest, total = _max(heaviest, shape), total + shape.seconds
         xpyd, seeded = _stage_price(size, p.config, splits, space.max_replicas, seeds)
         stage = _max(stage, Price(max(xpyd.memory_bytes, seeded.memory_bytes), xpyd.seconds + seeded.seconds))
         shapes[i] = [round(p.min_replicas * p.candidate.price_per_replica, 6),
                      round(budget.price_run(size, p.config).seconds, 4)]
-    return SearchPrice(heaviest, stage, shapes)
+    return SearchPrice(heaviest, stage, shapes, total + stage.seconds)
 
 
 def price_stage(workload, model, space, slo, answer: dict, dis: dict | None, seeds: int) -> Price:

@@ -27,6 +27,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from planner.jobs import ChunkedJob, Watch
+from planner.jobs.quota import check_queue
 from planner.search import definition as sdefn
 from planner.search import exports
 from planner.search.disaggregated import run_stage
@@ -42,6 +43,9 @@ def search_create(*, owner, definition: Any) -> Search:
     prices = price.shapes
     SEARCHES.check_quota(owner, limit=int(getattr(settings, "KVP_USER_MAX_SEARCHES", 3)), one="deployment search",
                          many="deployment searches")
+    # its worst case (every shape's whole replicas search, the last stage) in the one queue quota of every kind
+    check_queue(owner=owner, price_s=price.total_seconds, what="This deployment search")
+    snapshot = {**snapshot, "price": {"seconds": round(price.total_seconds, 3)}}
     space = sdefn.build_space(snapshot)
     cands = space.candidates()
     groups = [[i for i, c in enumerate(cands) if c.gpu.name == g.name] for g in space.gpus]

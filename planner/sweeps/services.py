@@ -26,12 +26,13 @@ from planner.jobs import (
     ChunkedJob,
     Heartbeat,
     JobCancelled,
-    QuotaExceeded,
+    QuotaExceeded,  # noqa: F401  (raised by check_queue; the API catches it as services.QuotaExceeded)
     Watch,
     is_stalled,
     queue_options,
 )
 from planner.jobs import failure_message as _failure_message
+from planner.jobs.quota import check_queue
 from planner.models import Report, Sweep, SweepChunk
 from planner.sweeps import definition as defn
 from planner.sweeps import pricing
@@ -93,25 +94,9 @@ def _priced_plan(snapshot: dict, points: list[dict], mode: str, *, owner) -> tup
             chunks, total = [], pricing.check_cliff(snapshot, owner=owner)
     except pricing.OverBudget as exc:
         raise defn.DefinitionError({exc.field: [str(exc)]}) from None
-    queued = user_queued_seconds(owner=owner)
-    limit = pricing.user_queue_seconds()
-    if queued > 0 and queued + total.seconds > limit:  # one sweep alone is bounded by the other caps
-        fmt = pricing.budget.format_seconds
-        raise QuotaExceeded({"non_field_errors": [
-            f"Your queued and running sweeps are estimated at {fmt(queued)} of work and this one at "
-            f"{fmt(total.seconds)}; the limit per user is {fmt(limit)}. Wait for them to finish or cancel one."]})
+    # the one queue quota of every kind, the first sweep included (planner/jobs/quota.py)
+    check_queue(owner=owner, price_s=total.seconds, what="This sweep")
     return chunks, total
-
-
-def user_queued_seconds(*, owner) -> float:
-    """Estimated seconds of work left in the owner's queued and running sweeps (from their stored prices)."""
-    left = 0.0
-    for seconds, done, total in Sweep.objects.filter(
-            owner=owner, status__in=[Sweep.Status.QUEUED, Sweep.Status.RUNNING]).values_list(
-            "snapshot__price__seconds", "points_done", "total_points"):
-        if seconds is not None:
-            left += float(seconds) * (1 - min(done, total) / max(1, total))
-    return left
 
 
 def _default_name(snapshot: dict) -> str:

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.base import ConfigError
+from simulator.base import ConfigError, unknown_message
 
 #: The fleet metrics a reactive policy may target, with their units (averaged over ready replicas).
 METRICS = {
@@ -307,8 +307,8 @@ def policy_from_dict(data: Any) -> Policy:
     known = {f.name for f in fields(cls)}
     extra = sorted(set(data) - known - {"kind"})
     if extra:
-        raise ConfigError(f"unknown field of a {data['kind']} policy (known: "
-                          f"{', '.join(sorted(known))})", field=f"policy.{extra[0]}")
+        raise ConfigError(unknown_message(extra[0], sorted(known), what=f"field of a {data['kind']} policy"),
+                          field=f"policy.{extra[0]}")
     kw = {k: v for k, v in data.items() if k != "kind"}
     for key in ("replicas", "rates"):
         if isinstance(kw.get(key), list):

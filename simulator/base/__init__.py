@@ -39,6 +39,7 @@ from simulator.base.specs import (
     LAYER_FULL,
     LAYER_LINEAR,
     LAYER_SLIDING,
+    MAX_LAYERS,
     DeploymentSpec,
     GpuSpec,
     LayerSpec,
@@ -48,4 +49,4 @@ from simulator.base.specs import (
     normalize_dtype,
 )
 
-__all__ = ["ConfigError", "DEFAULT_SAMPLER_PATH", "DRIVER_RESERVED_GIB", "DTYPE_BYTES", "DeploymentSpec", "FieldError", "GIB", "GPU_MEASURED_FIELDS", "GpuSpec", "KV_CACHE_DTYPES", "LAYER_FULL", "LAYER_LINEAR", "LAYER_SLIDING", "LayerSpec", "ModelSpec", "PATH_WORDS", "SAMPLER_FIELDS", "SAMPLER_PATHS", "SAMPLING_KEYS", "SpecError", "StepTimeModel", "check_measured", "closest_name", "figure", "generation_config_path", "generation_defaults", "milliseconds", "model_sampler_path", "ms_against", "ms_figure", "ms_target", "normalize_dtype", "path_words", "timed_path", "unknown_field", "unknown_message"]
+__all__ = ["ConfigError", "DEFAULT_SAMPLER_PATH", "DRIVER_RESERVED_GIB", "DTYPE_BYTES", "DeploymentSpec", "FieldError", "GIB", "GPU_MEASURED_FIELDS", "GpuSpec", "KV_CACHE_DTYPES", "LAYER_FULL", "LAYER_LINEAR", "LAYER_SLIDING", "LayerSpec", "MAX_LAYERS", "ModelSpec", "PATH_WORDS", "SAMPLER_FIELDS", "SAMPLER_PATHS", "SAMPLING_KEYS", "SpecError", "StepTimeModel", "check_measured", "closest_name", "figure", "generation_config_path", "generation_defaults", "milliseconds", "model_sampler_path", "ms_against", "ms_figure", "ms_target", "normalize_dtype", "path_words", "timed_path", "unknown_field", "unknown_message"]

@@ -252,9 +252,13 @@ class Slo:
         if not isinstance(targets, (list, tuple)):
             raise SearchError("must be a list of {metric, percentile, max_s}", field="slo.targets")
         parsed = []
-        for t in targets:
-            if not isinstance(t, dict) or set(t) - {"metric", "percentile", "max_s"}:
-                raise SearchError("each target is {\"metric\", \"percentile\", \"max_s\"}", field="slo.targets")
+        known = ["metric", "percentile", "max_s"]
+        for i, t in enumerate(targets):
+            if not isinstance(t, dict):
+                raise SearchError("each target is {\"metric\", \"percentile\", \"max_s\"}", field=f"slo.targets[{i}]")
+            extra = sorted(set(t) - set(known), key=str)
+            if extra:  # each target's first unknown key, named with the closest known one
+                raise SearchError(unknown_message(extra[0], known), field=f"slo.targets[{i}].{extra[0]}")
             parsed.append(SloTarget(t.get("metric"), t.get("percentile", "p90"), t.get("max_s")))
         return cls(tuple(parsed), data.get("min_goodput", 0.0))
 

@@ -21,6 +21,7 @@ from simulator.base import (
     LAYER_FULL,
     LAYER_LINEAR,
     LAYER_SLIDING,
+    MAX_LAYERS,
     LayerSpec,
     ModelSpec,
     SpecError,
@@ -59,7 +60,7 @@ def _get(cfg: dict, *keys: str, default: Any = None) -> Any:
 
 
 def _int(cfg: dict, keys: tuple[str, ...], *, required: bool = False, default: int | None = None,
-         lo: int = 0) -> int | None:
+         lo: int = 0, hi: int | None = None) -> int | None:
     for k in keys:
         if k in cfg and cfg[k] is not None:
             v = cfg[k]
@@ -69,6 +70,8 @@ def _int(cfg: dict, keys: tuple[str, ...], *, required: bool = False, default: i
                 raise SpecError(f"must be a whole number, got {v!r}", field=k)
             if v < lo:
                 raise SpecError(f"must be >= {lo}, got {v}", field=k)
+            if hi is not None and v > hi:
+                raise SpecError(f"must be between {lo} and {hi:,}, got {v:,}", field=k)
             return v
     if required:
         raise SpecError("missing from config.json", field=keys[0])
@@ -393,7 +396,9 @@ def _text_config(config: dict) -> tuple[dict, dict, str]:
 
 def _attention_shape(cfg: dict) -> dict[str, Any]:
     """ModelSpec fields of the layer shape: layers, hidden size, heads, head size, MLA latent sizes."""
-    n_layers = _int(cfg, ("num_hidden_layers", "n_layer", "num_layers"), required=True, lo=1)
+    # ModelSpec's bound, checked before anything is built per layer (a 200-byte config of 10,000,000 layers took
+    # 22 s to refuse).
+    n_layers = _int(cfg, ("num_hidden_layers", "n_layer", "num_layers"), required=True, lo=1, hi=MAX_LAYERS)
     hidden = _int(cfg, ("hidden_size", "n_embd", "d_model"), required=True, lo=1)
     n_heads = _int(cfg, ("num_attention_heads", "n_head", "num_heads"), required=True, lo=1)
     kv_lora = _int(cfg, ("kv_lora_rank",), lo=1)

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpuprofiles.api import GPU_INPUT_EXAMPLE, IMPORT_EXAMPLE, MODEL_INPUT_EXAMPLE
+from planner.dayplans.api import EXAMPLE_DAY_PLAN
 from tests.api.test_unknown_fields import OPERATIONS, _url
 
 PLACE = "__HOSTILE_VALUE__"
@@ -43,6 +44,7 @@ BASES = {
     "/api/calibrations/": {"name": "c", "model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb", "text": "{}"},
     "/api/gpus/": GPU_INPUT_EXAMPLE, "/api/models/": MODEL_INPUT_EXAMPLE, "/api/models/import/": IMPORT_EXAMPLE,
     "/api/gpus/{slug}/": GPU_INPUT_EXAMPLE, "/api/models/{slug}/": MODEL_INPUT_EXAMPLE,
+    "/api/day-plans/": EXAMPLE_DAY_PLAN,
 }
 #: Fields inside the JSON formats of ours (the schema shows them as "any JSON"), and text parsed again.
 INNER = {
@@ -53,6 +55,8 @@ INNER = {
     "/api/searches/": ["workload.trace", "space.max_replicas", "slo.targets", "space.gpus"],
     "/api/plan/": ["model.config", "speculative.num_speculative_tokens"],
     "/api/calibrations/": ["text", "deployment"],
+    "/api/day-plans/": ["workload.trace", "workload.spec.arrival", "policy.target", "cold_start.seconds",
+                        "slo.ttft_s", "deployment.tensor_parallel_size"],
 }
 CASES = [(m, p, f) for m, p, shape in OPERATIONS for f in [*shape["fields"], *INNER.get(p, [])] or ["x"]]
 
@@ -151,7 +155,8 @@ def test_no_hostile_value_is_a_500(token_client, slugs, case, raw, text, as_text
     '{"arrival_time": 0, "prompt_tokens": ' + "9" * 5000 + ', "output_tokens": 4}',
     '{"arrival_time": 1e999, "prompt_tokens": 3, "output_tokens": 4}',
 ], ids=["nested-5000", "5000-digits", "1e999"])
-@pytest.mark.parametrize("url", ["/api/simulations/", "/api/sweeps/", "/api/replicas/", "/api/searches/"])
+@pytest.mark.parametrize("url", ["/api/simulations/", "/api/sweeps/", "/api/replicas/", "/api/searches/",
+                                 "/api/day-plans/"])
 def test_the_issues_jsonl_traces_are_a_400_naming_the_line(token_client, url, line):
     body = json.loads(json.dumps(BASES[url]))
     body["workload"] = {"trace": line + "\n", "format": "jsonl"}

@@ -186,6 +186,22 @@ def test_failed_sign_ins_are_limited_per_address_and_user_name_together(settings
     assert response.status_code == 302
 
 
+def test_a_user_name_written_otherwise_and_a_neighbouring_ipv6_address_share_the_count(settings, user):
+    """The count is keyed by the name as the sign-in form reads it (NFKC, stripped, any case) and by the client's
+    IPv6 /64: "ALICE", " alice" or the full-width "ａｌｉｃｅ" from the next address of the same /64 is no fresh count
+    of ten guesses."""
+    settings.LOGIN_FAILURES = "3/h"
+    for i, name in enumerate(["alice", "ALICE ", "\uff41\uff4c\uff49\uff43\uff45"]):
+        response = Client(REMOTE_ADDR=f"2001:db8:9:9::{i + 1}").post("/accounts/login/",
+                                                                      {"username": name, "password": "wrong"})
+        assert response.status_code == 200
+    blocked = Client(REMOTE_ADDR="2001:db8:9:9::ff").post("/accounts/login/", {
+        "username": " Alice", "password": "correct horse battery staple"})
+    assert blocked.status_code == 429
+    assert Client(REMOTE_ADDR="2001:db8:9:a::1").post("/accounts/login/", {
+        "username": "alice", "password": "correct horse battery staple"}).status_code == 302  # another /64
+
+
 def test_one_address_trying_many_names_is_held(settings, user):
     """Guessing over many user names from one address is bounded by LOGIN_FAILURES_PER_IP."""
     settings.LOGIN_FAILURES_PER_IP = "4/h"

@@ -18,6 +18,7 @@ from drf_spectacular.generators import SchemaGenerator
 
 from config.strict_input import unknown_field_errors
 from gpuprofiles.api import GPU_INPUT_EXAMPLE, MODEL_INPUT_EXAMPLE
+from planner.dayplans.api import EXAMPLE_DAY_PLAN as DAY_PLAN
 
 NO_SUCH = "zz_no_such_field"
 WRITE_METHODS = ("post", "put", "patch")
@@ -181,6 +182,12 @@ SECTIONS = [
     ("/api/searches/", SEARCH, "space.tensor_paralel", "tensor_parallel"),
     ("/api/searches/", SEARCH, "slo.min_goodpt", "min_goodput"),
     ("/api/searches/", SEARCH, "disaggregated.link_gbp", "link_gbps"),
+    ("/api/searches/", SEARCH, "slo.targets[0].metricc", "metric"),  # once "each target is {...}" on slo.targets
+    ("/api/day-plans/", DAY_PLAN, "policy.targt", "target"),  # once without the closest name
+    ("/api/day-plans/", DAY_PLAN, "cold_start.secnds", "seconds"),
+    ("/api/day-plans/", DAY_PLAN, "slo.ttft", "ttft_s"),
+    ("/api/day-plans/", DAY_PLAN, "workload.spec.promt", "prompt"),
+    ("/api/day-plans/", DAY_PLAN, "price_per_gpu_hr", "price_per_gpu_hour"),
 ]
 
 

@@ -112,7 +112,7 @@ def test_page_import_refuses_an_upload_over_one_mib(client, user):
     big = SimpleUploadedFile("config.json", b"{" + b" " * (2**20 + 10) + b"}", content_type="application/json")
     r = client.post(reverse("gpuprofiles:model-import"), {"config_file": big})
     assert r.status_code == 200
-    assert "the limit is 1,048,576 bytes (1 MiB)" in r.content.decode()
+    assert "the limit is 262,144 bytes (256 KiB)" in r.content.decode()
 
 
 def test_import_page_needs_sign_in(client):
@@ -124,7 +124,7 @@ def test_api_import_refuses_a_body_over_one_mib(user):
     config = {**MINIMAL_CONFIG, "padding": "x" * (2**20)}
     r = api_client(user).post(reverse("api-model-import"), {"config": config}, format="json")
     assert r.status_code == 400
-    assert "limited to 1,048,576 bytes (1 MiB)" in r.json()["errors"]["config"][0]
+    assert "limited to 262,144 bytes (256 KiB)" in r.json()["errors"]["config"][0]
 
 
 # --- quantized checkpoints (issue 18) ------------------------------------------------------------------

@@ -60,7 +60,7 @@ def test_api_refuses_a_bad_one_on_its_field(user, generation_config, message):
 def test_api_caps_the_body_with_it(user):
     r = api_client(user).post(reverse("api-model-import"),
                               {"config": MINIMAL_CONFIG, "generation_config": {"pad": "x" * 2**20}}, format="json")
-    assert r.status_code == 400 and "limited to 1,048,576 bytes (1 MiB)" in r.json()["errors"]["config"][0]
+    assert r.status_code == 400 and "limited to 262,144 bytes (256 KiB)" in r.json()["errors"]["config"][0]
 
 
 def test_page_import_with_a_pasted_one(client, user):
@@ -90,7 +90,7 @@ def test_page_offers_the_second_textarea(client, user):
     ("{not json", "Not valid JSON"),
     ("[0.7]", "generation_config.json must hold a JSON object ({...}), not a list."),
     (json.dumps({"top_p": "high"}), "generation_config.top_p: must be a number, got &#x27;high&#x27;"),
-    ("{" + " " * (2**20 + 10) + "}", "The text is larger than the limit of 1,048,576 bytes (1 MiB)."),
+    ("{" + " " * (2**20 + 10) + "}", "The text is larger than the limit of 262,144 bytes (256 KiB)."),
 ])
 def test_page_shows_a_bad_one_at_its_field(client, user, text, message):
     client.force_login(user)

@@ -23,6 +23,7 @@ from django.contrib.auth import get_user_model
 
 from gpuprofiles.catalog import load_catalog
 from gpuprofiles.models import GpuProfile, ModelProfile
+from planner.dayplans.api import EXAMPLE_DAY_PLAN
 from planner.models import SweepChunk
 from planner.search import services as search_services
 from planner.search.models import SearchChunk
@@ -95,3 +96,34 @@ def test_a_search_finishes_after_the_broker_lost_its_keys(worker_factory, sender
     assert _answer(search.result) == _answer(undisturbed.result)
     assert took < 120, took
     print(f"\nbroker flush: search finished {took:.1f} s after the flush ({pending} chunks' messages lost)")
+
+
+def test_a_day_plan_finishes_after_the_broker_lost_its_keys(worker_factory, sender_on_redis, redis_url, monkeypatch):
+    """A day plan's chunks are sent one by one, each when the one before is stored, so the one message a plan has
+    in the broker is its next chunk's. Here it is lost before any worker took it: the plan is created with no
+    worker running (its first chunk's message waits in Redis), every broker key is deleted, then a worker starts.
+    Before, nothing read day plans for lost messages and the plan stayed queued for ever; the healer now finds its
+    first chunk pending with no message at two checks and sends it again. The answer is the one the same plan
+    gives run in this process."""
+    from planner.dayplans import services as dayplan_services
+    from planner.dayplans.models import DayPlan
+
+    from .test_dayplan_worker import FAST_HEAL as DAY_HEAL
+    from .test_dayplan_worker import _here
+
+    user = get_user_model().objects.create_user("flush-day", password="pw-123456789")
+    plan = dayplan_services.dayplan_create(owner=user, definition=EXAMPLE_DAY_PLAN)
+    assert flush_broker(redis_url, worker_factory.queue) > 0  # the first chunk's message, and the binding
+    flushed_at = time.monotonic()
+    worker = worker_factory(concurrency=1, visibility_timeout=900, env=DAY_HEAL)
+    wait_for(lambda: DayPlan.objects.get(pk=plan.pk).is_final, timeout=120, interval=0.5,
+             what="the day plan to finish after the flush", logs=[worker])
+    took = time.monotonic() - flushed_at
+    plan.refresh_from_db()
+    assert plan.status == "done", plan.error
+    assert "sent again" in worker.tail(), worker.tail()
+    here = _here(EXAMPLE_DAY_PLAN, user, monkeypatch)
+    for key in ("gpu_hours", "cost", "attainment", "peak_replicas", "fixed_peak_gpu_hours", "hours"):
+        assert plan.answer[key] == here[key], key
+    assert took < 120, took
+    print(f"\nbroker flush: day plan finished {took:.1f} s after the flush (its first chunk's message lost)")

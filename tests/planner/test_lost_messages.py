@@ -33,11 +33,16 @@ def sweep(settings):
 def sent(monkeypatch):
     calls: list[tuple] = []
     monkeypatch.setattr(broker_messages, "send_task", lambda name, args, *, task_id: calls.append((name, args)))
+    from planner.dayplans import services as dayplan_services
+    from planner.dayplans import stalls as dayplan_stalls
+    from planner.runs import stalls as run_stalls
     from planner.search import stalls as search_stalls
     from planner.sweeps import stalls as sweep_stalls
 
-    for module in (sweep_stalls, search_stalls):
+    for module in (sweep_stalls, search_stalls, run_stalls, dayplan_stalls):
         monkeypatch.setattr(module, "send_task", lambda name, args, *, task_id: calls.append((name, args)))
+    monkeypatch.setattr(dayplan_services.celery_app, "send_task",  # a day plan's answer task
+                        lambda name, args, **kw: calls.append((name, args)))
     return calls
 
 
@@ -100,3 +105,34 @@ def test_the_filesystem_broker_s_messages_are_read(tmp_path, settings):
         app.conf.broker_url, app.conf.broker_transport_options = saved
         app._pool = None
         app.amqp._producer_pool = None
+
+
+def test_a_day_plan_s_one_step_that_should_have_a_message_is_sent_again(sent, monkeypatch):
+    """Issue 37 item 3 names day plans too; they were not read for lost messages at all (a queued plan whose first
+    chunk's message was lost waited for ever). A plan's chunks run one after another, each sent when the one before
+    is stored: only the first chunk not done may be lost, or, with every chunk done, the answer task; the chunks
+    after it have no message by design and are never sent."""
+    import copy
+
+    from planner.dayplans import services as dayplan_services
+    from planner.dayplans.api import EXAMPLE_DAY_PLAN
+
+    user = get_user_model().objects.create_user("lost-day", password="pw-123456789")
+    plan = dayplan_services.dayplan_create(owner=user, definition=copy.deepcopy(EXAMPLE_DAY_PLAN))
+    assert plan.chunks.count() == 3 and sent == []  # (in a test transaction: chunk 0 was never sent)
+    _broker_holds(monkeypatch, [])
+    lost = healer.LostMessages()
+    assert lost.tick() == 0
+    assert lost.tick() == 1 and sent == [(dayplan_services.CHUNK_TASK, [plan.pk, 0])]
+    _broker_holds(monkeypatch, [(dayplan_services.CHUNK_TASK, (plan.pk, 0))])  # on its way: nothing lost
+    assert lost.tick() + lost.tick() == 0
+    plan.chunks.filter(index=0).update(status="done")
+    plan.chunks.filter(index=1).update(status="running")  # running: the heartbeat rule's, not this one's
+    _broker_holds(monkeypatch, [])
+    assert lost.tick() + lost.tick() == 0
+    plan.chunks.filter(index=1).update(status="done")
+    assert lost.tick() + lost.tick() == 1 and sent[-1] == (dayplan_services.CHUNK_TASK, [plan.pk, 2])
+    plan.chunks.filter(index=2).update(status="done")
+    assert lost.tick() + lost.tick() == 1 and sent[-1] == (dayplan_services.ANSWER_TASK, [plan.pk])
+    type(plan).objects.filter(pk=plan.pk).update(answer={"partial": False}, status="done")
+    assert lost.tick() + lost.tick() == 0 and len(sent) == 3
