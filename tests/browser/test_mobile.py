@@ -5,7 +5,8 @@ split over two lines, no chart title cut and no chart text under 4.5:1 (``tests/
 phone no sideways scroll, a compact menu that shows every link, no chart toolbar over titles, the answer on
 the first screen after asking.
 
-Screenshots go to ``artifacts/screenshots/<page>-1400.png`` and ``<page>-390.png`` (see docs/browser-tests.md).
+Screenshots (for a person's review: no assertion reads them) are taken only when ``KVP_SCREENSHOTS=1`` asks, to
+``artifacts/screenshots/<page>-1400.png`` and ``<page>-390.png`` (see docs/browser-tests.md).
 """
 
 from __future__ import annotations
