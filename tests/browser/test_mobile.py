@@ -134,6 +134,8 @@ def _shoot(browser, live_server, pages: dict[str, str], cookies: list) -> None:
     failures: list[str] = []
     for viewport in (DESKTOP, PHONE):
         context, page, problems = _new_page(browser, live_server, cookies=cookies, viewport=viewport)
+        # axe-core sent once per context, run in every page it loads (axe_results then injects nothing)
+        context.add_init_script(script=axe)
         try:
             for name, url in pages.items():
                 response = page.goto(url)
