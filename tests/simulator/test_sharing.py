@@ -76,7 +76,7 @@ def test_random_grids_equal_their_configurations_alone(engine_runs):
     # CI: 7 grids of the first 14; a quick local run: 4 of them (tests/budget.py), the cheaper 12-configuration
     # ones. The 7 catch every break of simulator/batch/sharing.py that all 14 caught (of 11 one-line breaks tried:
     # a cap check ``>=`` made ``>``, 12 of 14 grids differ, 5 of these 7; a shadow pool's reuses off by one, all
-    # grids); the other 9 breaks no grid caught, the 14 included (the named cases below are for those).
+    # grids); the other 9 breaks no grid caught, the 14 included.
     derived = total = 0
     for seed in seeds([2, 5, 6, 8, 9, 10, 13], local=[2, 6, 9, 10]):
         wl, cfgs = _random_case(seed)
