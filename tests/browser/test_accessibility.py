@@ -51,6 +51,7 @@ def test_error_pages_and_the_rest_pass_axe_and_the_layout_rules(browser, live_se
     mine = make_gpu(user, name="Bench GPU")
     context, page, problems = _new_page(browser, live_server, cookies=[session_cookie(live_server, user)],
                                         viewport=viewport)
+    context.add_init_script(script=axe)  # sent once per context, run in every page it loads
     failures = []
 
     def check(name: str) -> None:

@@ -5,7 +5,8 @@ split over two lines, no chart title cut and no chart text under 4.5:1 (``tests/
 phone no sideways scroll, a compact menu that shows every link, no chart toolbar over titles, the answer on
 the first screen after asking.
 
-Screenshots go to ``artifacts/screenshots/<page>-1400.png`` and ``<page>-390.png`` (see docs/browser-tests.md).
+Screenshots (for a person's review: no assertion reads them) are taken only when ``KVP_SCREENSHOTS=1`` asks, to
+``artifacts/screenshots/<page>-1400.png`` and ``<page>-390.png`` (see docs/browser-tests.md).
 """
 
 from __future__ import annotations
@@ -133,6 +134,8 @@ def _shoot(browser, live_server, pages: dict[str, str], cookies: list) -> None:
     failures: list[str] = []
     for viewport in (DESKTOP, PHONE):
         context, page, problems = _new_page(browser, live_server, cookies=cookies, viewport=viewport)
+        # axe-core sent once per context, run in every page it loads (axe_results then injects nothing)
+        context.add_init_script(script=axe)
         try:
             for name, url in pages.items():
                 response = page.goto(url)

@@ -73,16 +73,19 @@ def _random_case(seed: int) -> tuple[Workload, list[EngineConfig]]:
 
 
 def test_random_grids_equal_their_configurations_alone(engine_runs):
-    # CI: all 14 grids; a quick local run: 4 of them (tests/budget.py), the cheaper 12-configuration ones
+    # CI: 7 grids of the first 14; a quick local run: 4 of them (tests/budget.py), the cheaper 12-configuration
+    # ones. The 7 catch every break of simulator/batch/sharing.py that all 14 caught (of 11 one-line breaks tried:
+    # a cap check ``>=`` made ``>``, 12 of 14 grids differ, 5 of these 7; a shadow pool's reuses off by one, all
+    # grids); the other 9 breaks no grid caught, the 14 included.
     derived = total = 0
-    for seed in seeds(range(14), local=[2, 6, 9, 10]):
+    for seed in seeds([2, 5, 6, 8, 9, 10, 13], local=[2, 6, 9, 10]):
         wl, cfgs = _random_case(seed)
         engine_runs.clear()
         results = simulate(wl, cfgs, record_steps=True)
         derived += len(cfgs) - len(engine_runs)
         total += len(cfgs)
         _assert_same_as_alone(wl, cfgs, results)
-    assert 4 * derived >= total  # sharing happens (117 of 228 configurations with this code; 30 of 48 locally)
+    assert 4 * derived >= total  # sharing happens (60 of 102 configurations with this code; 30 of 48 locally)
 
 
 def test_random_grids_in_worker_processes_equal_their_configurations_alone():
