@@ -146,9 +146,10 @@ class SimResult:
         keys = [k for k, _ in layout]
         return [dict(zip(keys, row)) for row in zip(*(self._record_column(col) for _, col in layout))]
 
-    def _records_json(self, chunk: int = _RECORD_CHUNK) -> Iterator[str]:
+    def _records_json(self, chunk: int | None = None) -> Iterator[str]:
         """The compact JSON of :meth:`request_records` (non-finite floats as null), one text per ``chunk``
         requests, each written column by column (the small texts of one chunk held at a time)."""
+        chunk = chunk or _RECORD_CHUNK
         layout = self._record_layout()
         n = len(self.requests["id"])
         numbers = {col: self._numbers(col) for _, col in layout if col not in ("id", "status")}
