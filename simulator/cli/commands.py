@@ -30,7 +30,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -154,16 +154,18 @@ def _message(exc: BaseException) -> str:
     return str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
 
 
-def _emit(text: str, out: str | None, end: str = "") -> None:
+def _emit(text: str | Iterable[str], out: str | None, end: str = "") -> None:
+    """Write ``text`` (or its pieces, in order) and ``end`` to the file ``out``, or to stdout."""
+    pieces = [text] if isinstance(text, str) else text
     if out:
         try:
             with open(out, "w") as f:
-                f.write(text)
+                f.writelines(pieces)
                 f.write(end)
         except OSError as exc:
             raise CliError(f"--output {out!r}: cannot write ({exc.strerror or exc})") from None
     else:
-        sys.stdout.write(text)
+        sys.stdout.writelines(pieces)
         sys.stdout.write(end)
 
 
@@ -257,10 +259,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise CliError("--" + str(exc)) from None
     if args.indent is None:
-        text = result.to_json(steps=bool(args.steps))  # no copy of a long text but for the heads
+        pieces = result.json_pieces(steps=bool(args.steps))  # written piece by piece, never whole
         if head:
-            text = json.dumps(jsonable(head), separators=(",", ":"))[:-1] + "," + text[1:]
-        _emit(text, args.output, end="\n")
+            next(pieces)  # '{"totals":' after the heads
+            pieces = itertools.chain([json.dumps(jsonable(head), separators=(",", ":"))[:-1] + ',"totals":'], pieces)
+        _emit(pieces, args.output, end="\n")
         return _limit_status(result.totals, "run")
     d = dict(result.to_dict())
     if not args.steps:

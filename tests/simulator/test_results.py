@@ -44,6 +44,19 @@ def test_json_text_is_json_dumps_of_the_dict(index):
     assert result.to_json(steps=False) == dumped(result, steps=False)
 
 
+@pytest.mark.parametrize("chunk", [1, 7, 61])
+def test_records_made_in_chunks_are_the_same_text(chunk, monkeypatch):
+    # the records are made a chunk of requests at a time (the CLI writes them piece by piece): a chunk
+    # boundary anywhere changes no byte, and the pieces joined are to_json's text
+    import simulator.engine.results as results
+
+    result = simulated()[2]  # 61 requests, one unservable
+    whole = result.to_json()
+    monkeypatch.setattr(results, "_RECORD_CHUNK", chunk)
+    assert "".join(result._records_json()) == "".join(result._records_json(10**6))
+    assert "".join(result.json_pieces()) == whole == dumped(result)
+
+
 def test_an_unservable_request_has_null_times_in_the_json():
     result = simulated()[2]
     last = json.loads(result.to_json())["requests"][-1]
