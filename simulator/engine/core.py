@@ -30,6 +30,7 @@ This module builds the parts and holds the loop that drives one schedule call af
 
 from __future__ import annotations
 
+import weakref
 from array import array
 from collections import deque
 from collections.abc import Callable
@@ -56,6 +57,18 @@ __all__ = ["DROPPED", "FINISHED", "PREEMPTED", "RUNNING", "WAITING", "FastEngine
            "StepTimeFn", "WorkloadPrep", "cdiv"]
 
 StepTimeFn = Callable[[int, int], float]
+
+
+def _weak_call(method: Callable) -> Callable:
+    """``method`` (an engine's own) as a part may hold it without keeping the engine alive: a bound method held by a
+    part the engine holds is a reference cycle, and a finished engine's arrays (hundreds of MiB at 100,000 requests)
+    then waited for the cyclic garbage collector, one engine after another in a batch."""
+    ref = weakref.WeakMethod(method)
+
+    def call(*args, **kwargs):
+        return ref()(*args, **kwargs)
+
+    return call
 
 
 class FastEngine(Scheduler, LazyDecoders):
@@ -246,7 +259,7 @@ class FastEngine(Scheduler, LazyDecoders):
         cfg, pool = self.cfg, self.pool
         self.loads = TierLoads(
             self.requests, pool, self.tiers, koff=self.koff, keyarr=self.keyarr, btab=self.btab, block_size=self.B,
-            watermark_blocks=self.watermark_blocks, free=self._free,
+            watermark_blocks=self.watermark_blocks, free=_weak_call(self._free),
             offload_at=(int(cfg.kv_offload_threshold * pool.usable)
                         if self.tiers is not None and cfg.kv_offload_threshold is not None else None),
             sole_carriers_check=self.own_keys and self.accelerate, load_from_run=self.load_from_run,
@@ -260,7 +273,7 @@ class FastEngine(Scheduler, LazyDecoders):
             self.requests, self.pool, self.step_clock, koff=self.koff, btab=self.btab, block_size=self.B,
             max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens,
             max_model_len=self.max_model_len, max_model_len_binds=self.max_model_len_binds,
-            time_mode=self.time_mode, publish=self._publish if self.caching else None, totals=self.t,
+            time_mode=self.time_mode, publish=_weak_call(self._publish) if self.caching else None, totals=self.t,
             step_ends=self.step_ends, log=self.log)
 
     def _init_lazy_state(self) -> None:
