@@ -56,9 +56,12 @@ MAX_SEGMENTS = 10_000
 def _num(name: str, v: Any, lo: float, hi: float, *, lo_open: bool = False) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
         raise WorkloadError(f"must be a number, got {v!r}", field=name)
-    x = float(v)
+    rng_txt = f"{'>' if lo_open else '>='} {lo:g} and <= {hi:g}"
+    try:
+        x = float(v)
+    except OverflowError:  # a whole number past a float's range (hundreds of digits)
+        raise WorkloadError(f"must be {rng_txt}, got a number of {len(str(v)):,} digits", field=name) from None
     if not math.isfinite(x) or x < lo or (lo_open and x == lo) or x > hi:
-        rng_txt = f"{'>' if lo_open else '>='} {lo:g} and <= {hi:g}"
         raise WorkloadError(f"must be {rng_txt}, got {v!r}", field=name)
     return x
 

@@ -18,7 +18,9 @@ def test_cancel_keeps_and_shows_the_finished_points_and_offers_to_run_again(
         signed_in_page, user, worker_factory, sender_on_redis, settings, screenshot):
     settings.KVP_SWEEP_CHUNK_POINTS = len(SEQS)  # one batch: its points finish one after another
     worker_factory(concurrency=1)
-    sweep = services.sweep_create(owner=user, definition=cancel_definition())
+    # twice the integration test's requests: the page sees a count, then the click must reach the worker before the
+    # batch's last, quicker points finish (on an idle machine 3,000 requests a point let all 8 finish: 8 < 8)
+    sweep = services.sweep_create(owner=user, definition=cancel_definition(n=6000))
     page = signed_in_page
     page.goto(f"/sweeps/{sweep.pk}/")
     shown = page.locator('[data-field="points_shown"]')
@@ -47,7 +49,7 @@ def test_cancel_keeps_and_shows_the_finished_points_and_offers_to_run_again(
     expect(page.get_by_label("Name", exact=True)).to_have_value("cancel me (again)")
     expect(page.get_by_label("Model", exact=True)).to_have_value("")
     expect(page.get_by_label("KV blocks", exact=True)).to_have_value("3000")
-    expect(page.get_by_label("Requests", exact=True)).to_have_value("3000")
+    expect(page.get_by_label("Requests", exact=True)).to_have_value("6000")
     expect(page.get_by_label("Prompt length (tokens)")).to_have_value("normal:512,128")
     expect(page.get_by_label("Arrival", exact=True)).to_have_value("poisson:4")
     expect(page.get_by_label("Arrival unit", exact=True)).to_have_value("step")

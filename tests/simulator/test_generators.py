@@ -180,3 +180,14 @@ def test_prompts_beyond_ten_million_tokens_are_refused():
 def test_seed_must_be_a_non_negative_whole_number():
     with pytest.raises(WorkloadError, match="seed"):
         generate_workload(WorkloadSpec(n=1), -1)
+
+
+def test_a_whole_number_past_a_floats_range_is_a_field_error_not_an_overflow():
+    """A sweep form's workload JSON held a 400-digit prompt length: float() raised OverflowError, a 500 (found by
+    tests/planner/test_hostile_form_values.py in CI)."""
+    from simulator.workload.generators import PrefixGroup
+    from simulator.workload.requests import WorkloadError
+
+    with pytest.raises(WorkloadError) as caught:
+        PrefixGroup(length=10 ** 400)
+    assert caught.value.field == "prefixes.length" and "a number of 401 digits" in caught.value.message
