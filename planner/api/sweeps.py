@@ -28,6 +28,7 @@ from rest_framework.views import APIView
 from config.parsers import CheckedJSONParser
 from config.strict_input import refuse_unknown_fields
 from planner.api.errors import input_error_as_api_exception
+from planner.jobs import QuotaExceeded
 from planner.models import Report, Sweep
 from planner.runs.api import EXAMPLE_RUN, RunOut
 from planner.sampling_words import SOURCES, sampling_answer
@@ -243,7 +244,7 @@ class SweepListCreateApi(GenericAPIView):
         data = _as_dict(request.data)
         try:
             sweep = services.sweep_create(owner=request.user, definition=data)
-        except services.QuotaExceeded as exc:
+        except QuotaExceeded as exc:
             raise QuotaExceededApi(exc.errors["non_field_errors"][0]) from None
         except defn.DefinitionError as exc:
             raise _definition_error(exc) from None
@@ -334,7 +335,7 @@ class SimulationApi(APIView):
                 return accepted(run, request)
             pricing.check_sync(prepared["snapshot"], prepared["point"])
             return Response(simulation.answer(prepared, inline=True))
-        except services.QuotaExceeded as exc:
+        except QuotaExceeded as exc:
             raise QuotaExceededApi(exc.errors["non_field_errors"][0]) from None
         except OverBudget as exc:
             raise ValidationError({exc.field: [str(exc)]}) from None
@@ -396,7 +397,7 @@ class ReplicasApi(APIView):
                             what=f"This replicas search (up to {checked['max_n']} instances)",
                             advice="use fewer or shorter requests or a lower max_instances")
             return accepted(run, request)
-        except services.QuotaExceeded as exc:
+        except QuotaExceeded as exc:
             raise QuotaExceededApi(exc.errors["non_field_errors"][0]) from None
         except defn.DefinitionError as exc:
             raise _definition_error(exc) from None

@@ -57,10 +57,6 @@ def chunk_max_seconds() -> float:
     return float(getattr(settings, "KVP_CHUNK_MAX_SECONDS", 300.0))
 
 
-def user_queue_seconds() -> float:
-    return float(getattr(settings, "KVP_USER_QUEUE_SECONDS", 3600.0))
-
-
 def check_calibration(price: Price, simulations: int) -> Price:
     """Refuse a calibration fit (it runs inside the web request: up to ``simulations`` simulations of the
     measured load, :func:`simulator.calibration.price_fit`) over the synchronous limits."""

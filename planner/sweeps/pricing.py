@@ -31,7 +31,6 @@ from planner.sweeps.limits import (
     chunk_max_seconds,
     run_max_bytes,
     sync_max_seconds,
-    user_queue_seconds,
 )
 from planner.sweeps.points import resolve_point
 from planner.sweeps.runner import workload_of
@@ -40,7 +39,7 @@ from simulator.batch import OverBudget, Price, WorkloadSize, budget
 from simulator.engine import EngineConfig
 
 __all__ = ["OverBudget", "Price", "point_prices", "check_sync", "split_chunks", "check_points",
-           "check_calibration", "check_worker_run", "chunk_max_seconds", "run_max_bytes", "sync_max_seconds", "user_queue_seconds"]
+           "check_calibration", "check_worker_run", "chunk_max_seconds", "run_max_bytes", "sync_max_seconds"]
 
 
 def _sizes(snapshot: dict, points: list[dict]) -> dict[str, WorkloadSize]:

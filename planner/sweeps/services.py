@@ -26,7 +26,6 @@ from planner.jobs import (
     ChunkedJob,
     Heartbeat,
     JobCancelled,
-    QuotaExceeded,  # noqa: F401  (raised by check_queue; the API catches it as services.QuotaExceeded)
     Watch,
     is_stalled,
     queue_options,
