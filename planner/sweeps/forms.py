@@ -17,8 +17,10 @@ from planner.sweeps.axes import AXES, LATER_AXES
 from planner.sweeps.labels import axis_title, metric_title
 from planner.sweeps.limits import MAX_SWEEP_INSTANCES
 from planner.sweeps.sections import CLIFF_METRICS
+from simulator.base.specs import DEPLOYMENT_LIMITS as TOPS  # the spec's ranges: written once
 from simulator.workload import ArrivalProcess, WorkloadError, parse_arrival
 from simulator.workload.distributions import distribution_from_dict
+from simulator.workload.requests import MAX_TOKENS
 
 #: The knobs a sweep can vary, as a person reads them, with units ("Max running requests (max_num_seqs)").
 _AXIS_CHOICE_LABELS = {"rate": "Request rate (requests per arrival unit)",
@@ -131,25 +133,25 @@ class SweepForm(forms.Form):
     gpu = forms.ChoiceField(required=False, label="GPU",
                             help_text="Memory as vLLM sees it (GiB) and the catalog's price per GPU-hour.")
     tensor_parallel_size = forms.IntegerField(
-        min_value=1, max_value=4096, initial=1, label="GPUs (tensor parallel size)",
+        min_value=1, max_value=TOPS["tensor_parallel_size"], initial=1, label="GPUs (tensor parallel size)",
         help_text="GPUs one engine's layers are split across (1 = one GPU); must divide the attention heads.")
     gpu_memory_utilization = forms.FloatField(
         min_value=0.05, max_value=1.0, initial=0.9, label="GPU memory utilization",
         help_text="Fraction of each GPU's memory vLLM may use, 0.05 to 1 (vLLM default 0.9).",
         widget=forms.NumberInput(attrs={"step": "0.01"}))
     sampling = sampling_field()
-    block_size = forms.IntegerField(min_value=1, max_value=4096, initial=16, label="Block size (tokens)",
+    block_size = forms.IntegerField(min_value=1, max_value=TOPS["block_size"], initial=16, label="Block size (tokens)",
                                     help_text="Tokens per KV block (vLLM default 16).")
     num_gpu_blocks = forms.IntegerField(
         required=False, min_value=2, label="KV blocks",
         help_text="KV cache per engine, in blocks. Blank = as sized from the model and GPU; required without "
                   "them.")
     max_num_seqs = forms.IntegerField(
-        required=False, min_value=1, label="Max running requests (max_num_seqs)",
+        required=False, min_value=1, max_value=TOPS["max_num_seqs"], label="Max running requests (max_num_seqs)",
         help_text="Requests the scheduler runs at once, in requests. Blank = vLLM's default for the "
                   "deployment (256 without a model and GPU).")
     max_num_batched_tokens = forms.IntegerField(
-        required=False, min_value=1, label="Max batched tokens per step (max_num_batched_tokens)",
+        required=False, min_value=1, max_value=TOPS["max_num_batched_tokens"], label="Max batched tokens per step (max_num_batched_tokens)",
         help_text="Tokens one engine step may process, in tokens. Blank = vLLM's default for the GPU "
                   "(2,048 without a model and GPU).")
     enable_prefix_caching = forms.BooleanField(
@@ -184,7 +186,7 @@ class SweepForm(forms.Form):
                                      label="Arrival unit",
                                      help_text="What RATE and K count: engine steps, or seconds (through the "
                                                "step-time model).")
-    prefix_length = forms.IntegerField(required=False, min_value=1, label="Shared prefix (tokens)",
+    prefix_length = forms.IntegerField(required=False, min_value=1, max_value=MAX_TOKENS, label="Shared prefix (tokens)",
                                        help_text="Optional: a prompt prefix some requests share, in tokens.")
     prefix_fraction = forms.FloatField(required=False, min_value=0, max_value=1,
                                        label="Requests sharing the prefix (fraction)",

@@ -202,3 +202,22 @@ def test_the_form_takes_the_requests_sampler_path(client):
     r = client.post("/sweeps/new/", {**base, "name": "no such path", "sampling": "beam"})
     assert r.status_code == 200 and not Sweep.objects.filter(name="no such path").exists()
     assert "beam is not a sampler path" in r.content.decode()
+
+
+def test_the_sweep_forms_sizes_stop_at_the_specs_tops_on_their_own_field():
+    """A 400-digit shared prefix was an OverflowError, a 500, then a message on the wrong field (prefix_fraction):
+    the form's integer fields now stop at the simulator spec's tops (one table), each on its own field."""
+    from django import forms as django_forms
+
+    from planner.sweeps.forms import SweepForm
+    from simulator.base.specs import DEPLOYMENT_LIMITS
+    from simulator.workload.requests import MAX_TOKENS
+
+    tops = {"tensor_parallel_size": DEPLOYMENT_LIMITS["tensor_parallel_size"], "block_size": DEPLOYMENT_LIMITS["block_size"],
+            "max_num_seqs": DEPLOYMENT_LIMITS["max_num_seqs"],
+            "max_num_batched_tokens": DEPLOYMENT_LIMITS["max_num_batched_tokens"], "prefix_length": MAX_TOKENS}
+    for name, top in tops.items():
+        field = SweepForm.base_fields[name]
+        assert field.clean(str(top)) == top
+        with pytest.raises(django_forms.ValidationError):
+            field.clean("9" * 400)
