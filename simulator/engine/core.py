@@ -182,8 +182,6 @@ class FastEngine(Scheduler, LazyDecoders):
         """The request state (:class:`RequestState`: per-request arrays, the queues), the totals and the step series."""
         self.requests = RequestState(self.wl, self.cfg.max_num_seqs, self.cfg.policy)
         self.requests.share_with(self)  # (the parts read the arrays under their names here too)
-        self.num_running = 0
-        self.next_admission_seq = 0
         self.t = dict(
             preemptions=0, finished=0, prefix_cache_queries=0, prefix_cache_hits=0,
             prefix_cache_requests=0, preempted_prefix_cache_queries=0,
@@ -332,9 +330,14 @@ class FastEngine(Scheduler, LazyDecoders):
         return self.clock if self.time_mode else self._tick
 
     @property
+    def num_running(self) -> int:
+        """Requests in the running queue (:attr:`RequestState.num_running`)."""
+        return self.requests.num_running
+
+    @property
     def busy(self) -> bool:
         """Something is running, waiting or in flight."""
-        return bool(self.num_running or self.waiting or self._queue)
+        return bool(self.requests.num_running or self.waiting or self._queue)
 
     def submit(self, q: int) -> None:
         """Request ``q`` arrives now (external mode): dropped if unservable, else queued."""
@@ -366,6 +369,7 @@ class FastEngine(Scheduler, LazyDecoders):
         if self._done:
             return True
         stats = _StepTotals(self.t)
+        rs = self.requests
         done = False
         while True:
             now = self.clock if self.time_mode else self._tick
@@ -373,7 +377,7 @@ class FastEngine(Scheduler, LazyDecoders):
                 break
             if self._pending < self._num_requests and self._arr[self._pending] <= now:
                 self._take_arrivals(now)
-            has_req = bool(self.num_running or self.waiting)
+            has_req = bool(rs.num_running or self.waiting)
             if not has_req and not self._queue:
                 if self._pending >= self._num_requests:
                     done = self._wait_until(until)
@@ -383,7 +387,7 @@ class FastEngine(Scheduler, LazyDecoders):
             if self._tick >= self.max_steps:
                 done = True
                 break
-            if (self.jumps_ok and has_req and not self._queue and self.num_running
+            if (self.jumps_ok and has_req and not self._queue and rs.num_running
                     and self.exec_step >= self.jumps.retry_at and self._try_jump(until)):
                 continue
             if has_req:
@@ -423,7 +427,7 @@ class FastEngine(Scheduler, LazyDecoders):
 
     def _jump(self, next_arrival, tick: int, max_k: int) -> int:
         """:meth:`DecodeJumps.jump` from now; the engine's time moves past the steps jumped (how many)."""
-        k, clock = self.jumps.jump(next_arrival, tick, max_k, self.clock, self.exec_step, self.num_running,
+        k, clock = self.jumps.jump(next_arrival, tick, max_k, self.clock, self.exec_step, self.requests.num_running,
                                    self.log is not None or self._external)
         if k:
             self.clock = clock
@@ -546,7 +550,7 @@ class FastEngine(Scheduler, LazyDecoders):
         if ntok > 0:
             self.step_ends.append(self.clock)
         loads = self.loads
-        if loads.loading and ntok == 0 and not self.num_running and (hooks is None or not hooks.stalled(until)):
+        if loads.loading and ntok == 0 and not self.requests.num_running and (hooks is None or not hooks.stalled(until)):
             self._wait_for_loads(until)
         if loads.offload_at is not None:
             loads.offload_early(self.exec_step)
@@ -558,7 +562,7 @@ class FastEngine(Scheduler, LazyDecoders):
         self._queue.appendleft((e, ns, sampled, step, self.clock))
         if hooks is not None:
             hooks.scheduled(e, until)
-        return len(self._queue) < self._depth and bool(ntok > 0 or self.num_running or self.waiting)
+        return len(self._queue) < self._depth and bool(ntok > 0 or self.requests.num_running or self.waiting)
 
     def _count_step(self, stats: _StepTotals, ntok: int, n_prefill: int, npre: int) -> None:
         """Totals, peaks and the step series of the schedule call just made; the step counters move on."""
@@ -569,7 +573,7 @@ class FastEngine(Scheduler, LazyDecoders):
         used = pool.usable - pool.top - pool.nfifo
         if used > stats.peak_used:
             stats.peak_used = used
-        nr, nw = self.num_running, len(self.waiting)
+        nr, nw = self.requests.num_running, len(self.waiting)
         if nr > stats.peak_running:
             stats.peak_running = nr
         if nw > stats.peak_waiting:

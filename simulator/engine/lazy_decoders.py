@@ -34,7 +34,7 @@ class LazyDecoders:
 
     def _lazify(self) -> None:
         """Enter lazy mode: steady decoders of the running queue become implicit."""
-        R = self.num_running
+        R = self.requests.num_running
         run = self.run[:R]
         c = self.comp[run]
         if self.async_mode:
@@ -107,7 +107,7 @@ class LazyDecoders:
         publishes each decoder's full blocks in one go (decode blocks carry
         the request's own keys, so the order across requests is immaterial).
         """
-        R = self.num_running
+        R = self.requests.num_running
         run = self.run[:R]
         if keep:
             c = self.lazy_base[run] + self.lazy_step
@@ -185,7 +185,7 @@ class LazyDecoders:
         ``(tokens, prefill tokens, scheduled requests, preemptions)``.
         """
         cfg, B, pool = self.cfg, self.B, self.pool
-        thr = cfg.long_prefill_token_threshold if self.num_running + len(self.waiting) > 1 else 0
+        thr = cfg.long_prefill_token_threshold if self.requests.num_running + len(self.waiting) > 1 else 0
         S = self.lazy_step
         # async: decoders whose last token is in flight are skipped (and finished by its output)
         fin = self.finishing_at.get(S - 1) if self.async_mode else None
@@ -218,7 +218,7 @@ class LazyDecoders:
             self._lazy_publish(pre, S)
         eq = [x[0] for x in pre]
         en = [x[1] for x in pre]
-        if self.waiting and left > 0 and not npre and self.num_running < cfg.max_num_seqs:
+        if self.waiting and left > 0 and not npre and self.requests.num_running < cfg.max_num_seqs:
             x = self._head_blocked()
             if x:  # what _admit would find first, without the call
                 pool.check_failed(x)
@@ -257,7 +257,7 @@ class LazyDecoders:
                 n = thr
             if n > left:
                 # the budget runs out at this request: fine when nothing comes after it
-                if i != last or q != int(self.run[self.num_running - 1]):
+                if i != last or q != int(self.run[self.requests.num_running - 1]):
                     return None
                 n = left
                 if n <= 0:
@@ -382,7 +382,7 @@ class LazyDecoders:
             # hits are known without a lookup (``hit_run``, FastPool.one_release_run): they only shrink,
             # as its blocks are evicted last block first. Without that room the full-prompt check fails
             # too: its hits are all free blocks (own keys) and fewer than its whole prompt.
-            if self.hit_run is None or not self.num_running:
+            if self.hit_run is None or not self.requests.num_running:
                 return 0
             r = int(self.hit_run[q])
             if r < 0:
@@ -394,7 +394,7 @@ class LazyDecoders:
         if n > self.max_model_len:
             n = self.max_model_len
         pool = self.pool
-        x = -(-n // self.B) + (self.watermark_blocks if self.num_running else 0) - pool.top - pool.nfifo
+        x = -(-n // self.B) + (self.watermark_blocks if self.requests.num_running else 0) - pool.top - pool.nfifo
         return x if x > 0 else 0
 
     def _first_finish(self) -> int:
@@ -448,7 +448,7 @@ class LazyDecoders:
         fits or preempted itself, which ends the pass. Returns the prefill
         entries still scheduled and the number of preemptions.
         """
-        rseq, pool = self.admission_seq, self.pool
+        rseq, pool, rs = self.admission_seq, self.pool, self.requests
         ent = [(rseq[q], q, n, need, False) for q, n, need in pre]
         if cross:
             ent += [(rseq[q], q, 1, 1, True) for q in cross]
@@ -466,8 +466,8 @@ class LazyDecoders:
                 take = []
                 stop = False
                 while need > pool.num_free():
-                    self.num_running -= 1
-                    v = int(self.run[self.num_running])
+                    rs.num_running -= 1
+                    v = int(self.run[rs.num_running])
                     self._preempt_lazy(v, S)
                     victims.add(v)
                     npre += 1
@@ -686,9 +686,9 @@ class LazyDecoders:
                     self._free(q)
                 gone[q] = True
                 status[q] = FINISHED
-            run = self.run[:self.num_running]
+            run = self.run[:self.requests.num_running]
             keep = run[~gone[run]]
-            self.num_running = keep.size
+            self.requests.num_running = keep.size
             self.run[:keep.size] = keep
             self.t["finished"] += len(fins)
 
@@ -708,7 +708,7 @@ class LazyDecoders:
     def _window_possible(self) -> bool:
         """Cheap tests before :meth:`_lazy_window` (most of its first ones, no progress report due)."""
         n = self._num_requests
-        at_cap = self.num_running >= self.cfg.max_num_seqs
+        at_cap = self.requests.num_running >= self.cfg.max_num_seqs
         return bool(self.windows_ok and self.lazy_active and not self.explicit_running and self.num_lazy
                     and not (self.waiting and not at_cap)
                     and (self.time_mode or self._pending >= n or self._arr[self._pending] - self._tick >= 2
@@ -728,8 +728,9 @@ class LazyDecoders:
         stats.block_steps += sum(used)
         if used[-1] > stats.peak_used:
             stats.peak_used = used[-1]
-        if self.num_running > stats.peak_running:
-            stats.peak_running = self.num_running
+        nr = self.requests.num_running
+        if nr > stats.peak_running:
+            stats.peak_running = nr
         if len(self.waiting) > stats.peak_waiting:
             stats.peak_waiting = len(self.waiting)
         self._tick += k
@@ -746,7 +747,7 @@ class LazyDecoders:
         counts the steps; this advances the clock, the block tables, ``S``,
         ``exec_step`` and the step series.
         """
-        at_cap = self.num_running >= self.cfg.max_num_seqs
+        at_cap = self.requests.num_running >= self.cfg.max_num_seqs
         if not (self.log is not None or not at_cap or self._external):
             next_arrival = None  # at the running cap (and unobserved) arrivals change nothing
         k = self._window_length(tick, next_arrival, until, max_k, at_cap)
@@ -768,7 +769,8 @@ class LazyDecoders:
         step0 = self.exec_step
         if u > u0:
             self._window_blocks(cnt, u - u0)
-        log_decode_steps(self.step_ends, self.log, starts, used, clock, self.exec_step, self.num_running, len(self.waiting))
+        log_decode_steps(self.step_ends, self.log, starts, used, clock, self.exec_step, self.requests.num_running,
+                         len(self.waiting))
         self.clock = clock
         self.lazy_step = S + k
         self.exec_step = step0 + k
@@ -838,10 +840,10 @@ class LazyDecoders:
         """In lazy mode: could :meth:`_jump` advance at least 2 steps (cheap, no materializing)?"""
         if self.explicit_running or not self.num_lazy:
             return False
-        at_cap = self.num_running >= self.cfg.max_num_seqs
+        at_cap = self.requests.num_running >= self.cfg.max_num_seqs
         if self.waiting and not at_cap:
             return False
-        if self.num_running > self.cfg.max_num_batched_tokens:
+        if self.requests.num_running > self.cfg.max_num_batched_tokens:
             return False
         if self._first_finish() - self.lazy_step < 2:
             return False

@@ -207,15 +207,15 @@ class Scheduler:
         The running queue first (:meth:`_schedule_running`), then admission if nothing was
         preempted (:meth:`_admit`), then ``_update_after_schedule`` (:meth:`_after_schedule`).
         """
-        cfg = self.cfg
+        cfg, rs = self.cfg, self.requests
         budget = cfg.max_num_batched_tokens
-        thr = cfg.long_prefill_token_threshold if self.num_running + len(self.waiting) > 1 else 0
+        thr = cfg.long_prefill_token_threshold if rs.num_running + len(self.waiting) > 1 else 0
         ids_l: list = []
         n_l: list = []
         npre = 0
-        if self.num_running:
+        if rs.num_running:
             budget, npre = self._schedule_running(budget, thr, ids_l, n_l)
-        if npre == 0 and self.waiting and budget > 0 and self.num_running < cfg.max_num_seqs:
+        if npre == 0 and self.waiting and budget > 0 and rs.num_running < cfg.max_num_seqs:
             budget = self._admit(budget, thr, ids_l, n_l)[0]
         if not ids_l:
             e = np.zeros(0, np.int64)
@@ -297,7 +297,7 @@ class Scheduler:
         if self.prefill_lookahead > 1:  # (rule R8 cuts chunks one by one: the budget left moves on)
             return self._schedule_one_by_one(0, budget, thr, ids_l, n_l)
         B, pool, held = self.B, self.pool, self.held
-        R = self.num_running
+        R = self.requests.num_running
         run = self.run[:R].copy()
         c = self.comp[run]
         t = self.tok[run]
@@ -345,8 +345,9 @@ class Scheduler:
         the pass (FCFS) or goes on with the next request (priority, as vLLM)."""
         comp, tok, ph, final_len = self.comp, self.tok, self.placeholders, self.final_len
         mml = self.max_model_len
+        rs = self.requests
         npre = 0
-        while i < self.num_running and budget > 0:
+        while i < rs.num_running and budget > 0:
             cap = self._input_cap(budget, ids_l)
             if cap <= 0:  # (the input budget is spent: rule R6)
                 break
@@ -387,11 +388,11 @@ class Scheduler:
         while not self._allocate_running(q, n):
             v = self._victim()
             victim = int(self.run[v])
-            if v == self.num_running - 1:
-                self.num_running -= 1
+            if v == self.requests.num_running - 1:
+                self.requests.num_running -= 1
             else:
-                self.run[v:self.num_running - 1] = self.run[v + 1:self.num_running].copy()
-                self.num_running -= 1
+                self.run[v:self.requests.num_running - 1] = self.run[v + 1:self.requests.num_running].copy()
+                self.requests.num_running -= 1
             if v < i:
                 i -= 1
                 budget += self._unschedule(victim, ids_l, n_l)
@@ -404,7 +405,7 @@ class Scheduler:
     def _victim(self) -> int:
         """Index in the running queue of the request a preemption takes (the policy's: the waiting queue's
         :meth:`FcfsQueue.victim`)."""
-        return self.waiting.victim(self.run, self.num_running)
+        return self.waiting.victim(self.run, self.requests.num_running)
 
     @staticmethod
     def _unschedule(q: int, ids_l: list, n_l: list) -> int:
@@ -432,7 +433,8 @@ class Scheduler:
         skipped: list[int] = []
         admitted: list[int] = []
         ns: list[int] = []
-        while budget > 0 and waiting and self.num_running < max_seqs:
+        rs = self.requests
+        while budget > 0 and waiting and rs.num_running < max_seqs:
             cap = self._input_cap(budget, ids_l, len(admitted))
             if cap <= 0:  # (the input budget is spent: rule R6)
                 break
@@ -541,7 +543,7 @@ class Scheduler:
         if not (self.full_isl_own or (self.full_isl_untiered and not self.tiered[q])):
             return False
         pool = self.pool
-        need = -(-capped // self.B) + (self.watermark_blocks if self.num_running else 0)
+        need = -(-capped // self.B) + (self.watermark_blocks if self.requests.num_running else 0)
         return not pool.can_allocate(need) if need > pool.top + pool.nfifo else False
 
     def _admission_hits(self, q: int, num_tokens: int, kept: int):
@@ -584,7 +586,7 @@ class Scheduler:
         if g is not None and self.status[g] >= FINISHED:
             g = loads.gate = None
         if (self.tiers is not None and nh < m and g is None and (self.tiered[q] or not self.own_keys)
-                and loads.start_onboard(q, o, nh, m, hit, self.num_running, self.exec_step, self.clock)):
+                and loads.start_onboard(q, o, nh, m, hit, self.requests.num_running, self.exec_step, self.clock)):
             if hit_run is not None:
                 self.load_from_run[q] = r >= 0
             return nh, hit, True
@@ -598,7 +600,7 @@ class Scheduler:
         of blocking the queue (False: admission stops)."""
         if kept:
             self._free(q, keep_keys=True)
-        if self.num_running or budget != self.cfg.max_num_batched_tokens or self.loads.loading:
+        if self.requests.num_running or budget != self.cfg.max_num_batched_tokens or self.loads.loading:
             return False
         self.waiting.popleft()
         self.status[q] = DROPPED
@@ -611,7 +613,7 @@ class Scheduler:
         """Admission's block checks: the whole prompt (``scheduler_reserve_full_isl``) and the blocks
         for ``tokens``, each with the evictable hits and the watermark. New blocks to allocate, or -1."""
         pool, B = self.pool, self.B
-        wm = self.watermark_blocks if self.num_running else 0
+        wm = self.watermark_blocks if self.requests.num_running else 0
         if kept:  # counted as if let go: free and evictable
             evictable = kept
             free = pool.top + pool.nfifo + kept
@@ -665,10 +667,11 @@ class Scheduler:
         if pre_q:
             t["recomputed_tokens"] += num_tokens - h
         self.waiting.popleft()
-        self.run[self.num_running] = q
-        self.num_running += 1
-        self.admission_seq[q] = self.next_admission_seq
-        self.next_admission_seq += 1
+        rs = self.requests
+        self.run[rs.num_running] = q
+        rs.num_running += 1
+        self.admission_seq[q] = rs.next_admission_seq
+        rs.next_admission_seq += 1
         if self.status[q] == WAITING:
             self.first_sched[q] = self.exec_step
             self.hit_first[q] = h
@@ -738,10 +741,10 @@ class Scheduler:
             if status[q] != RUNNING:
                 in_wait.append(q)
         self.gone[fin] = True
-        R = self.num_running
+        R = self.requests.num_running
         run = self.run[:R]
         keep = run[~self.gone[run]]
-        self.num_running = keep.size
+        self.requests.num_running = keep.size
         self.run[:keep.size] = keep
         for q in in_wait:
             self.waiting.remove(q)
