@@ -71,7 +71,7 @@ def _weak_call(method: Callable) -> Callable:
     return call
 
 
-class FastEngine(Scheduler, LazyDecoders):
+class FastEngine(LazyDecoders):
     """Simulate one :class:`EngineConfig` over one :class:`Workload` (array kernel).
 
     Parameters
@@ -120,6 +120,7 @@ class FastEngine(Scheduler, LazyDecoders):
         self._init_clock(step_time, step_cost, cost_index)
         self._init_shortcuts(accelerate)
         self._init_loads()
+        self._init_scheduler()
         self._init_jumps()
         self._init_lazy_state()
         if hooks is not None:
@@ -257,11 +258,25 @@ class FastEngine(Scheduler, LazyDecoders):
         cfg, pool = self.cfg, self.pool
         self.loads = TierLoads(
             self.requests, pool, self.tiers, koff=self.koff, keyarr=self.keyarr, btab=self.btab, block_size=self.B,
-            watermark_blocks=self.watermark_blocks, free=_weak_call(self._free),
+            watermark_blocks=self.watermark_blocks, free=None,  # (the scheduler's release: _init_scheduler)
             offload_at=(int(cfg.kv_offload_threshold * pool.usable)
                         if self.tiers is not None and cfg.kv_offload_threshold is not None else None),
             sole_carriers_check=self.own_keys and self.accelerate, load_from_run=self.load_from_run,
             shortcuts=self.shortcuts)
+
+    def _init_scheduler(self) -> None:
+        """vLLM's scheduler rules (:class:`Scheduler`) over the request state, the pool, the tiers, the loads, the
+        drafts and the hooks; the loads release blocks through it (held weakly: it holds the loads). After the
+        loads."""
+        self.scheduler = sch = Scheduler(
+            self.requests, self.pool, self.tiers, self.loads, self.drafts, self.hooks, cfg=self.cfg,
+            block_size=self.B, koff=self.koff, keyarr=self.keyarr, btab=self.btab, max_model_len=self.max_model_len,
+            max_model_len_binds=self.max_model_len_binds, watermark_blocks=self.watermark_blocks, spec_k=self.spec_k,
+            lookahead=self.lookahead, draft_slots=self.draft_slots, prefill_lookahead=self.prefill_lookahead,
+            hash_lookahead=self.hash_lookahead, caching=self.caching, async_mode=self.async_mode,
+            own_keys=self.own_keys, full_isl_own=self.full_isl_own, full_isl_untiered=self.full_isl_untiered,
+            hit_run=self.hit_run, load_from_run=self.load_from_run, totals=self.t, shortcuts=self.shortcuts)
+        self.loads.free = _weak_call(sch.release)
 
     def _init_jumps(self) -> None:
         """Decode jumps (:class:`DecodeJumps`: the general path's decode-only stretches in one go), where the
@@ -271,7 +286,7 @@ class FastEngine(Scheduler, LazyDecoders):
             self.requests, self.pool, self.step_clock, koff=self.koff, btab=self.btab, block_size=self.B,
             max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens,
             max_model_len=self.max_model_len, max_model_len_binds=self.max_model_len_binds,
-            time_mode=self.time_mode, publish=_weak_call(self._publish) if self.caching else None, totals=self.t,
+            time_mode=self.time_mode, publish=self.scheduler.publish if self.caching else None, totals=self.t,
             step_ends=self.step_ends, log=self.log)
 
     def _init_lazy_state(self) -> None:
@@ -369,7 +384,7 @@ class FastEngine(Scheduler, LazyDecoders):
         if self._done:
             return True
         stats = _StepTotals(self.t)
-        rs = self.requests
+        rs, process = self.requests, self.scheduler.process
         done = False
         while True:
             now = self.clock if self.time_mode else self._tick
@@ -395,7 +410,7 @@ class FastEngine(Scheduler, LazyDecoders):
                     continue
             elif not self._queue:
                 continue
-            self.process(*self._queue.pop())
+            process(*self._queue.pop())
             if self._progress is not None:
                 self._report_progress()
         stats.merge_into(self.t)
@@ -487,7 +502,7 @@ class FastEngine(Scheduler, LazyDecoders):
 
     def release(self, q: int) -> None:
         """Request ``q``'s blocks go back to the pool (a hook giving back the blocks it kept)."""
-        self._free(q)
+        self.scheduler.release(q)
 
     def start_load(self, q: int, nh: int, hit, k: int, ready: float) -> None:
         """Waiting request ``q`` takes GPU blocks for its ``nh`` prefix hits (``hit``) and its next ``k`` blocks
@@ -521,6 +536,8 @@ class FastEngine(Scheduler, LazyDecoders):
         hooks = self.hooks
         if hooks is not None:
             hooks.before_schedule()
+        sch = self.scheduler
+        sch.at(self.exec_step, self.clock)
         if self.lazy_ok:
             if not self.lazy_active and self.exec_step >= self._lazy_retry_at:
                 self._lazify()
@@ -533,7 +550,7 @@ class FastEngine(Scheduler, LazyDecoders):
                     self._materialize()
                     self._lazy_retry_at = self.exec_step + 1
         if res is None:
-            e, ns, sampled, npre = self.schedule()
+            e, ns, sampled, npre = sch.schedule()
             ntok = int(ns.sum()) if ns.size else 0
             n_prefill = int(ns[self.step_clock.prefill_mask(e, ns, sampled)].sum()) if ntok else 0
             nreq = int(e.size)

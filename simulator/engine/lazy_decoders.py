@@ -130,7 +130,7 @@ class LazyDecoders:
                 self.placeholders[qs] = 1
                 self.inflight[qs] = 1
             if self.defer_pub:
-                self._publish(qs, c - 1 if amode else c)
+                self.scheduler.publish(qs, c - 1 if amode else c)
             elif self.caching:
                 self.ncached[qs] = c // self.B
             self.is_lazy[qs] = False
@@ -223,7 +223,7 @@ class LazyDecoders:
             if x:  # what _admit would find first, without the call
                 pool.check_failed(x)
             else:
-                _, adm, ans = self._admit(left, thr, None, None)
+                _, adm, ans = self.scheduler.admit(left, thr, None, None)
                 eq += adm
                 en += ans
                 self.explicit_running.extend(adm)
@@ -496,7 +496,7 @@ class LazyDecoders:
             if dec:
                 btab[int(koff[q]) + (int(self.lazy_base[q]) + S) // self.B] = self.pool.allocate(1, self.exec_step)[0]
             else:
-                self._alloc_blocks(q, need)
+                self.scheduler.allocate(q, need)
             return
         if all(dec for _, _, dec in take):
             qs = np.array([q for q, _, _ in take], np.int64)
@@ -524,7 +524,7 @@ class LazyDecoders:
             self.tok[v] = c + 1
             self.held[v] = -(-c // B)
             if self.defer_pub:
-                self._publish_one(v, c)
+                self.scheduler.publish_one(v, c)
             elif self.caching:
                 self.ncached[v] = c // B
             self.is_lazy[v] = False
@@ -538,7 +538,7 @@ class LazyDecoders:
             self.lazy_base_sum -= a
         else:
             self.explicit_running.remove(v)
-        self._preempt(v)
+        self.scheduler.preempt(v)
 
     def _fast_process(self, step: int, t_end: float) -> None:
         """``update_from_output()`` after :meth:`_fast_schedule` (scalar: few entries per step)."""
@@ -591,7 +591,7 @@ class LazyDecoders:
                 t1 = self._receive_token(q, step, t_end)
                 ph[q] -= 1
                 if self.caching:
-                    self._publish_one(q, int(comp[q]) - int(inflight[q]))
+                    self.scheduler.publish_one(q, int(comp[q]) - int(inflight[q]))
                 if t1 >= Pmax[q]:
                     nl.remove(q)
                     fins = fins + [q] if fins else [q]
@@ -643,7 +643,7 @@ class LazyDecoders:
         self.held[q] = -(-c // B)
         if self.defer_pub:
             if not (self.own_keys and not self.npre[q]):
-                self._publish_one(q, c)
+                self.scheduler.publish_one(q, c)
             # else: published together with the release (_finish_all)
         elif self.caching:
             self.ncached[q] = c // B
@@ -674,7 +674,7 @@ class LazyDecoders:
                     blocks = btab[o:o + h]
                     if full > nc:
                         if npre[q]:
-                            self._publish_one(q, full * B)
+                            self.scheduler.publish_one(q, full * B)
                         else:
                             pool.publish_new(blocks[nc:full], o + nc)
                         nc = full
@@ -683,7 +683,7 @@ class LazyDecoders:
                     held[q] = 0
                     ncached[q] = 0
                 else:
-                    self._free(q)
+                    self.scheduler.release(q)
                 gone[q] = True
                 status[q] = FINISHED
             run = self.run[:self.requests.num_running]

@@ -7,20 +7,21 @@ The rules, in the order vLLM applies them (``docs/simulator.md``, "Engine map"):
    what is left of the token budget) and the blocks they need; a request whose blocks do not
    fit preempts the policy's victim (:meth:`Scheduler._victim`: ``running[-1]``, or with
    priority scheduling the lowest-priority running request) until it fits or is itself preempted;
-2. **admit** (:meth:`Scheduler._admit`), only if nothing was preempted: from the head of the
+2. **admit** (:meth:`Scheduler.admit`), only if nothing was preempted: from the head of the
    waiting queue (:class:`FcfsQueue` or :class:`PriorityQueue`, the policy's order), each request's prefix hits
    looked up, admitted while its blocks (and the whole prompt with ``scheduler_reserve_full_isl``,
    plus the watermark) fit and budget is left;
 3. **update after schedule**: computed tokens advance (async: output placeholders);
 4. **finish** (:meth:`Scheduler.process`): sampled tokens are received, finished requests release
-   their blocks (:meth:`Scheduler._free`), full blocks are published to the prefix cache.
+   their blocks (:meth:`Scheduler.release`), full blocks are published to the prefix cache.
 
 Every comparison with the free blocks goes through the pool (``can_allocate``, or the inline
 margin record where a loop runs per step), which records the margins that shared schedules
-need (:mod:`simulator.batch.sharing`). This is a base class of :class:`simulator.engine.core.FastEngine`
-(the state it reads is documented there); it calls the engine's parts as objects: ``pool``, ``tiers``,
-``loads`` (:class:`~simulator.engine.tier_loads.TierLoads`), ``drafts``
-(:class:`~simulator.speculative.SpecDecoding`), ``hooks``.
+need (:mod:`simulator.batch.sharing`). :class:`Scheduler` is an object the engine holds
+(``engine.scheduler``, built by :class:`simulator.engine.core.FastEngine`) over the engine's parts: ``requests``
+(:class:`~simulator.engine.request_state.RequestState`), ``pool``, ``tiers``, ``loads``
+(:class:`~simulator.engine.tier_loads.TierLoads`), ``drafts`` (:class:`~simulator.speculative.SpecDecoding`),
+``hooks``; its interface is in its docstring.
 """
 
 from __future__ import annotations
@@ -105,9 +106,62 @@ def waiting_queue(policy: str, workload) -> FcfsQueue:
 
 
 class Scheduler:
-    """vLLM v1's schedule / admit / preempt / finish rules over the engine's request arrays."""
+    """vLLM v1's schedule / admit / preempt / finish rules over the engine's parts (``engine.scheduler``).
 
-    def _publish(self, ids: np.ndarray, upto: np.ndarray) -> None:
+    It holds the request state (``requests``: the per-request arrays under their own names here too, as
+    :meth:`RequestState.share_with` gives them, and the queues), the block pool, the tiers, the loads
+    (:class:`~simulator.engine.tier_loads.TierLoads`), the drafts (:class:`~simulator.speculative.SpecDecoding`,
+    None without) and the hooks (:class:`~simulator.engine.hooks.EngineHooks`, None without); it holds no
+    reference to the engine. What the engine decided once (block layout, limits, which accelerators the run
+    takes) comes in as keywords and stays constant.
+
+    Interface (what the engine, its parts and the lazy decoders call):
+
+    * :meth:`at`: the engine's time (step, clock) for the calls that follow, set before each schedule call;
+    * :meth:`schedule`: one ``Scheduler.schedule()``; :meth:`admit`: its admission on its own (the lazy
+      decoders' schedule path);
+    * :meth:`process`: one ``update_from_output()`` (the step's outputs); :meth:`finish_requests`: requests done;
+    * :meth:`preempt`, :meth:`release` (a request's blocks back to the pool), :meth:`allocate`,
+      :meth:`publish`, :meth:`publish_one` (full blocks to the prefix cache).
+
+    Keywords: ``cfg`` (:class:`~simulator.engine.config.EngineConfig`); ``block_size`` (tokens a block: 1 with
+    RadixCache); ``koff``, ``keyarr``, ``btab`` (the key space: each request's first slot, its content keys or
+    None for own keys, the flat block table); ``max_model_len`` and ``max_model_len_binds``;
+    ``watermark_blocks``; speculative decoding's ``spec_k``, ``lookahead``, ``draft_slots``,
+    ``prefill_lookahead`` and ``hash_lookahead`` (0: off); ``caching``, ``async_mode``; the accelerators'
+    ``own_keys``, ``full_isl_own``, ``full_isl_untiered``, ``hit_run`` and ``load_from_run`` (None: off; see
+    :meth:`simulator.engine.core.FastEngine._init_shortcuts`); the run's ``totals`` and ``shortcuts`` counters.
+    """
+
+    def __init__(self, requests, pool, tiers, loads, drafts, hooks, *, cfg, block_size: int, koff, keyarr, btab,
+                 max_model_len: int, max_model_len_binds: bool, watermark_blocks: int, spec_k: int, lookahead: int,
+                 draft_slots: int, prefill_lookahead: int, hash_lookahead: int, caching: bool, async_mode: bool,
+                 own_keys: bool, full_isl_own: bool, full_isl_untiered: bool, hit_run, load_from_run,
+                 totals: dict, shortcuts: dict) -> None:
+        self.requests = requests
+        requests.share_with(self)
+        self.pool, self.tiers, self.loads, self.drafts, self.hooks = pool, tiers, loads, drafts, hooks
+        self.cfg = cfg
+        self.B = block_size
+        self.koff, self.keyarr, self.btab = koff, keyarr, btab
+        self.max_model_len, self.max_model_len_binds = max_model_len, max_model_len_binds
+        self.watermark_blocks = watermark_blocks
+        self.spec_k, self.lookahead, self.draft_slots = spec_k, lookahead, draft_slots
+        self.prefill_lookahead, self.hash_lookahead = prefill_lookahead, hash_lookahead
+        self.caching, self.async_mode = caching, async_mode
+        self.own_keys, self.full_isl_own, self.full_isl_untiered = own_keys, full_isl_own, full_isl_untiered
+        self.hit_run, self.load_from_run = hit_run, load_from_run
+        self.t, self.shortcuts = totals, shortcuts
+        self.exec_step = 0
+        self.clock = 0.0
+
+    def at(self, exec_step: int, clock: float) -> None:
+        """The engine's time for the calls that follow: ``exec_step`` (steps that scheduled tokens so far: what
+        blocks allocated now are stamped with) and ``clock`` (s: loads done by then are ready)."""
+        self.exec_step = exec_step
+        self.clock = clock
+
+    def publish(self, ids: np.ndarray, upto: np.ndarray) -> None:
         """Publish each request's full blocks below ``upto`` tokens (``cache_blocks``), in order; a block
         whose hash covers tokens not yet known is not (rule R4: ``upto <= tok - hash_lookahead``)."""
         if self.hash_lookahead:
@@ -132,7 +186,7 @@ class Scheduler:
             self.pool.publish(self.btab[pos], self.keyarr[pos])
         self.ncached[ids] = full
 
-    def _publish_one(self, q: int, upto: int) -> None:
+    def publish_one(self, q: int, upto: int) -> None:
         if self.hash_lookahead:
             upto = min(upto, int(self.tok[q]) - self.hash_lookahead)
         full = upto // self.B
@@ -149,13 +203,13 @@ class Scheduler:
             self.pool.publish(self.btab[o + nc:o + full], self.keyarr[o + nc:o + full], True)
         self.ncached[q] = full
 
-    def _alloc_blocks(self, q: int, new: int) -> None:
+    def allocate(self, q: int, new: int) -> None:
         h = int(self.held[q])
         o = int(self.koff[q]) + h
         self.btab[o:o + new] = self.pool.allocate(new, self.exec_step)
         self.held[q] = h + new
 
-    def _free(self, q: int, keep_keys: bool = False) -> None:
+    def release(self, q: int, keep_keys: bool = False) -> None:
         """Release request ``q``'s blocks; ``keep_keys``: it may hit them again (preempted, or its
         tier loads let go while it waits)."""
         o = int(self.koff[q])
@@ -177,8 +231,8 @@ class Scheduler:
         self.held[q] = 0
         self.ncached[q] = 0
 
-    def _preempt(self, q: int) -> None:
-        self._free(q, keep_keys=True)
+    def preempt(self, q: int) -> None:
+        self.release(q, keep_keys=True)
         self.status[q] = PREEMPTED
         self.comp[q] = 0
         self.stale[q] = self.inflight[q]
@@ -196,16 +250,16 @@ class Scheduler:
         if not self.pool.can_allocate(new):
             return False
         if new > 0:
-            self._alloc_blocks(q, new)
+            self.allocate(q, new)
         if self.caching:
-            self._publish_one(q, min(c + n, int(self.tok[q])))
+            self.publish_one(q, min(c + n, int(self.tok[q])))
         return True
 
     def schedule(self):
         """One ``Scheduler.schedule()``: (ids, tokens, sampled) arrays in order, and preemptions.
 
         The running queue first (:meth:`_schedule_running`), then admission if nothing was
-        preempted (:meth:`_admit`), then ``_update_after_schedule`` (:meth:`_after_schedule`).
+        preempted (:meth:`admit`), then ``_update_after_schedule`` (:meth:`_after_schedule`).
         """
         cfg, rs = self.cfg, self.requests
         budget = cfg.max_num_batched_tokens
@@ -216,7 +270,7 @@ class Scheduler:
         if rs.num_running:
             budget, npre = self._schedule_running(budget, thr, ids_l, n_l)
         if npre == 0 and self.waiting and budget > 0 and rs.num_running < cfg.max_num_seqs:
-            budget = self._admit(budget, thr, ids_l, n_l)[0]
+            budget = self.admit(budget, thr, ids_l, n_l)[0]
         if not ids_l:
             e = np.zeros(0, np.int64)
             ns = e
@@ -331,7 +385,7 @@ class Scheduler:
             else:
                 tgt_pub = np.minimum(newc[:f], t[:f])
             if self.caching and ids.size:
-                self._publish(ids, tgt_pub)
+                self.publish(ids, tgt_pub)
             ids_l.append(ids)
             n_l.append(nn)
             budget -= int(nn.sum())
@@ -396,7 +450,7 @@ class Scheduler:
             if v < i:
                 i -= 1
                 budget += self._unschedule(victim, ids_l, n_l)
-            self._preempt(victim)
+            self.preempt(victim)
             npre += 1
             if victim == q:
                 return False, i, budget, npre
@@ -420,7 +474,7 @@ class Scheduler:
                 return n
         return 0
 
-    def _admit(self, budget: int, thr: int, ids_l: list | None, n_l: list | None):
+    def admit(self, budget: int, thr: int, ids_l: list | None, n_l: list | None):
         """vLLM's admission: FCFS from the head of the waiting queue while the token budget, the
         running cap and the blocks allow. Requests in the middle of a recompute of tokens in flight
         (``stale``) and those still loading from a tier are passed over (they keep their place).
@@ -466,7 +520,7 @@ class Scheduler:
             new = self._admission_blocks(nh, hit, kept, nh * B + n, capped)
             if new < 0:
                 if kept:
-                    self._free(q, keep_keys=True)
+                    self.release(q, keep_keys=True)
                 break
             self._admit_one(q, nh, hit, kept, new, n, num_tokens)
             admitted.append(q)
@@ -490,7 +544,7 @@ class Scheduler:
             n = self._reserve_prefill_lookahead(q, nh * self.B, n)
             if n == 0:
                 if kept:
-                    self._free(q, keep_keys=True)
+                    self.release(q, keep_keys=True)
                 return -1
         return n
 
@@ -518,7 +572,7 @@ class Scheduler:
             return n
         if 1 + self.spec_k > budget:
             if kept:
-                self._free(q, keep_keys=True)
+                self.release(q, keep_keys=True)
             return -1
         return 1 + self.spec_k
 
@@ -599,7 +653,7 @@ class Scheduler:
         without chunked prefill); here it is dropped as unservable (True: admission goes on) instead
         of blocking the queue (False: admission stops)."""
         if kept:
-            self._free(q, keep_keys=True)
+            self.release(q, keep_keys=True)
         if self.requests.num_running or budget != self.cfg.max_num_batched_tokens or self.loads.loading:
             return False
         self.waiting.popleft()
@@ -659,7 +713,7 @@ class Scheduler:
                     pool.publish_new(blocks[:full - nh], o + nh)
                     self.ncached[q] = full
                 else:
-                    self._publish_one(q, full * B)
+                    self.publish_one(q, full * B)
             prefix = "preempted_prefix_cache_" if pre_q else "prefix_cache_"
             t[prefix + "queries"] += num_tokens
             t[prefix + "hits"] += h
@@ -718,15 +772,15 @@ class Scheduler:
             ph[a[dec]] -= gained[dec] if self.spec_k else 1
             cc = a[dec & before_running]
             if cc.size and self.caching:
-                self._publish(cc, self.comp[cc] - self.inflight[cc])
+                self.publish(cc, self.comp[cc] - self.inflight[cc])
         if self.spec_k and not self.async_mode:
             if self.caching:  # verified full blocks are cached at once (rule R1; comp trimmed by R5)
-                self._publish(a, self.comp[a])
+                self.publish(a, self.comp[a])
             self.drafts.propose(a, stopped)
         if _cnz(stopped):
-            self._finish(a[stopped], step, t_end)
+            self.finish_requests(a[stopped], step, t_end)
 
-    def _finish(self, fin: np.ndarray, step: int, t_end: float) -> None:
+    def finish_requests(self, fin: np.ndarray, step: int, t_end: float) -> None:
         """Requests ``fin`` finished with step ``step`` (ended at ``t_end``): their blocks are released (unless
         a hook keeps them), they leave the running (or waiting) queue."""
         status = self.status
@@ -737,7 +791,7 @@ class Scheduler:
         hooks = self.hooks
         for q in fin.tolist():
             if hooks is None or not hooks.finished(q, t_end):
-                self._free(q)
+                self.release(q)
             if status[q] != RUNNING:
                 in_wait.append(q)
         self.gone[fin] = True
