@@ -12,8 +12,9 @@ The rules, in the order vLLM applies them (``docs/simulator.md``, "Engine map"):
    looked up, admitted while its blocks (and the whole prompt with ``scheduler_reserve_full_isl``,
    plus the watermark) fit and budget is left;
 3. **update after schedule**: computed tokens advance (async: output placeholders);
-4. **finish** (:meth:`Scheduler.process`): sampled tokens are received, finished requests release
-   their blocks (:meth:`Scheduler.release`), full blocks are published to the prefix cache.
+4. **process the step's outputs** (:meth:`Scheduler.process`): sampled tokens are received, full blocks
+   are published to the prefix cache, finished requests (:meth:`Scheduler.finish_requests`) release their
+   blocks (:meth:`Scheduler.release`) and leave the queues.
 
 Every comparison with the free blocks goes through the pool (``can_allocate``, or the inline
 margin record where a loop runs per step), which records the margins that shared schedules
