@@ -15,17 +15,23 @@ what it reads and its calls:
   terms or a batched hook);
 * ``loads``: :class:`simulator.engine.tier_loads.TierLoads` (blocks loading for waiting requests: tier
   onboarding, a hook's transfers; early offloads);
-* ``jumps``: :class:`simulator.engine.decode_jumps.DecodeJumps` (accelerator: decode-only stretches in one go);
+* ``scheduler``: :class:`simulator.engine.scheduler.Scheduler` (vLLM's rules over the request state, the pool,
+  the tiers, the loads, the drafts and the hooks: schedule the running queue, preempt, admit, process a step's
+  outputs, finish);
+* ``jumps``: :class:`simulator.engine.decode_jumps.DecodeJumps` (accelerator: decode-only stretches in one go;
+  None where the run does not take it);
+* ``lazy``: :class:`simulator.engine.lazy_decoders.LazyDecoders` (accelerator over the scheduler: steady
+  decoders kept implicit, with the lazy windows; None where the run does not take it);
 * ``hooks``: :class:`simulator.engine.hooks.EngineHooks` (where a deployment plugs in; None: none).
 
-Two parts are still base classes over one ``self``: :class:`simulator.engine.scheduler.Scheduler` (vLLM's
-rules: schedule the running queue, preempt, admit, finish) and the lazy decoders accelerator
-(:class:`simulator.engine.lazy_decoders.LazyDecoders`, with the lazy windows), whose schedule path works
-on the scheduler's state directly. All accelerators are off with ``accelerate=False`` (results unchanged);
-:mod:`simulator.engine.accelerators` says which runs each supports.
+:class:`FastEngine` has no base class and no part works on it: only the hooks are handed the engine (their
+interface, :mod:`simulator.engine.hooks`); a part that calls back into another holds that part's method
+(weakly where that part holds it: :func:`_weak_call`). All accelerators are off with ``accelerate=False``
+(results unchanged); :mod:`simulator.engine.accelerators` says which runs each supports.
 
 This module builds the parts and holds the loop that drives one schedule call after another
-(:meth:`FastEngine.advance`), with the engine's time (``clock``, ``exec_step``, schedule calls).
+(:meth:`FastEngine.advance`), with the engine's time (``clock``, ``exec_step``, schedule calls), which it
+hands the scheduler before each schedule call (:meth:`Scheduler.at`) and the accelerators as arguments.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ import numpy as np
 from simulator.clock import overlapped
 from simulator.engine.accelerators import RunFacts, choose
 from simulator.engine.config import EngineConfig, step_limit
-from simulator.engine.decode_jumps import DecodeJumps
+from simulator.engine.decode_jumps import DecodeJumps, log_decode_steps
 from simulator.engine.hooks import EngineHooks
 from simulator.engine.keyspace import KeySpace, WorkloadPrep, cdiv
 from simulator.engine.lazy_decoders import LazyDecoders
@@ -60,9 +66,10 @@ StepTimeFn = Callable[[int, int], float]
 
 
 def _weak_call(method: Callable) -> Callable:
-    """``method`` (an engine's own) as a part may hold it without keeping the engine alive: a bound method held by a
-    part the engine holds is a reference cycle, and a finished engine's arrays (hundreds of MiB at 100,000 requests)
-    then waited for the cyclic garbage collector, one engine after another in a batch."""
+    """``method`` (a part's own) as another part it holds may hold it without keeping it alive (the loads hold the
+    scheduler's ``release``; the scheduler holds the loads): a bound method held back is a reference cycle, and a
+    finished engine's arrays (hundreds of MiB at 100,000 requests) then waited for the cyclic garbage collector, one
+    engine after another in a batch."""
     ref = weakref.WeakMethod(method)
 
     def call(*args, **kwargs):
@@ -71,7 +78,7 @@ def _weak_call(method: Callable) -> Callable:
     return call
 
 
-class FastEngine(Scheduler, LazyDecoders):
+class FastEngine:
     """Simulate one :class:`EngineConfig` over one :class:`Workload` (array kernel).
 
     Parameters
@@ -120,8 +127,9 @@ class FastEngine(Scheduler, LazyDecoders):
         self._init_clock(step_time, step_cost, cost_index)
         self._init_shortcuts(accelerate)
         self._init_loads()
+        self._init_scheduler()
         self._init_jumps()
-        self._init_lazy_state()
+        self._init_lazy()
         if hooks is not None:
             hooks.attach(self)
 
@@ -182,8 +190,6 @@ class FastEngine(Scheduler, LazyDecoders):
         """The request state (:class:`RequestState`: per-request arrays, the queues), the totals and the step series."""
         self.requests = RequestState(self.wl, self.cfg.max_num_seqs, self.cfg.policy)
         self.requests.share_with(self)  # (the parts read the arrays under their names here too)
-        self.num_running = 0
-        self.next_admission_seq = 0
         self.t = dict(
             preemptions=0, finished=0, prefix_cache_queries=0, prefix_cache_hits=0,
             prefix_cache_requests=0, preempted_prefix_cache_queries=0,
@@ -243,11 +249,9 @@ class FastEngine(Scheduler, LazyDecoders):
             self.tiers.fresh = True
         if self.tiers is not None:
             self.tiers.accelerate = "sure_checks" in taken
-        # Lazy steady decoders (see simulator/engine/lazy_decoders.py): a running request whose prefill is done
-        # holds comp = lazy_base + lazy_step implicitly. Only the other running requests
-        # (``explicit_running``) are materialized. Without multi-turn parents nobody can look up a running
-        # decoder's newly full blocks (they are its own keys, and it is not waiting), so their publication
-        # waits until the decoder is materialized.
+        # Lazy steady decoders (``lazy``, see simulator/engine/lazy_decoders.py). Without multi-turn parents nobody
+        # can look up a running decoder's newly full blocks (they are its own keys, and it is not waiting), so
+        # their publication waits until the decoder is materialized.
         self.defer_pub = self.caching and not bool((self.wl.parent >= 0).any())
         self.lazy_ok = "lazy_decoders" in taken
         self.jumps_ok = "decode_jumps" in taken
@@ -259,11 +263,25 @@ class FastEngine(Scheduler, LazyDecoders):
         cfg, pool = self.cfg, self.pool
         self.loads = TierLoads(
             self.requests, pool, self.tiers, koff=self.koff, keyarr=self.keyarr, btab=self.btab, block_size=self.B,
-            watermark_blocks=self.watermark_blocks, free=_weak_call(self._free),
+            watermark_blocks=self.watermark_blocks, free=None,  # (the scheduler's release: _init_scheduler)
             offload_at=(int(cfg.kv_offload_threshold * pool.usable)
                         if self.tiers is not None and cfg.kv_offload_threshold is not None else None),
             sole_carriers_check=self.own_keys and self.accelerate, load_from_run=self.load_from_run,
             shortcuts=self.shortcuts)
+
+    def _init_scheduler(self) -> None:
+        """vLLM's scheduler rules (:class:`Scheduler`) over the request state, the pool, the tiers, the loads, the
+        drafts and the hooks; the loads release blocks through it (held weakly: it holds the loads). After the
+        loads."""
+        self.scheduler = sch = Scheduler(
+            self.requests, self.pool, self.tiers, self.loads, self.drafts, self.hooks, cfg=self.cfg,
+            block_size=self.B, koff=self.koff, keyarr=self.keyarr, btab=self.btab, max_model_len=self.max_model_len,
+            max_model_len_binds=self.max_model_len_binds, watermark_blocks=self.watermark_blocks, spec_k=self.spec_k,
+            lookahead=self.lookahead, draft_slots=self.draft_slots, prefill_lookahead=self.prefill_lookahead,
+            hash_lookahead=self.hash_lookahead, caching=self.caching, async_mode=self.async_mode,
+            own_keys=self.own_keys, full_isl_own=self.full_isl_own, full_isl_untiered=self.full_isl_untiered,
+            hit_run=self.hit_run, load_from_run=self.load_from_run, totals=self.t, shortcuts=self.shortcuts)
+        self.loads.free = _weak_call(sch.release)
 
     def _init_jumps(self) -> None:
         """Decode jumps (:class:`DecodeJumps`: the general path's decode-only stretches in one go), where the
@@ -273,28 +291,14 @@ class FastEngine(Scheduler, LazyDecoders):
             self.requests, self.pool, self.step_clock, koff=self.koff, btab=self.btab, block_size=self.B,
             max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens,
             max_model_len=self.max_model_len, max_model_len_binds=self.max_model_len_binds,
-            time_mode=self.time_mode, publish=_weak_call(self._publish) if self.caching else None, totals=self.t,
+            time_mode=self.time_mode, publish=self.scheduler.publish if self.caching else None, totals=self.t,
             step_ends=self.step_ends, log=self.log)
 
-    def _init_lazy_state(self) -> None:
-        """Lazy decoders' state (see :mod:`simulator.engine.lazy_decoders`)."""
-        n = self.wl.n
-        self.lazy_active = False
-        self._lazy_retry_at = 0
-        self.is_lazy = np.zeros(n, bool)
-        self.lazy_base = np.zeros(n, np.int64)
-        self.slot_base = (self.koff[:n] * self.B).tolist()
-        self.lazy_step = 0
-        self.num_lazy = 0
-        self.lazy_base_sum = 0                # sum of la over the lazy decoders
-        # residue of -la -> {decoder: koff * B + la} in running order (see LazyDecoders._bucket_add)
-        self.buckets: dict[int, dict[int, int]] = {}
-        self.finishing_at: dict[int, list] = {}
-        self._finishing_heap: list[int] = []  # the keys of fin_at, and keys deleted since (see _first_finish)
-        self.explicit_running: list[int] = []
-        self._lazy_batch = None
-        self._lazy_in_flight = None  # async lazy mode: the step in flight (eq, sampled, tokens, step, t_end)
-        self._finishing: list[int] = []  # async lazy mode: decoders skipped this step, finished by its output
+    def _init_lazy(self) -> None:
+        """The lazy decoders (:class:`LazyDecoders`, ``lazy``: an accelerator over the scheduler, with the lazy
+        windows) where the run takes them; else None. After the scheduler."""
+        self.lazy = LazyDecoders(self.scheduler, self.step_clock, defer_pub=self.defer_pub, windows_ok=self.windows_ok,
+                                 time_mode=self.time_mode) if self.lazy_ok else None
 
     def _unservable(self, usable: int | None = None) -> np.ndarray:
         """Requests that can never fit in ``usable`` blocks (default: this pool's), dropped on arrival."""
@@ -325,6 +329,8 @@ class FastEngine(Scheduler, LazyDecoders):
         self._next_report = 0.05
         self._done = False
         self._external = external
+        if self.lazy is not None:
+            self.lazy.queue = self._queue
 
     @property
     def now(self) -> float:
@@ -332,9 +338,14 @@ class FastEngine(Scheduler, LazyDecoders):
         return self.clock if self.time_mode else self._tick
 
     @property
+    def num_running(self) -> int:
+        """Requests in the running queue (:attr:`RequestState.num_running`)."""
+        return self.requests.num_running
+
+    @property
     def busy(self) -> bool:
         """Something is running, waiting or in flight."""
-        return bool(self.num_running or self.waiting or self._queue)
+        return bool(self.requests.num_running or self.waiting or self._queue)
 
     def submit(self, q: int) -> None:
         """Request ``q`` arrives now (external mode): dropped if unservable, else queued."""
@@ -346,8 +357,8 @@ class FastEngine(Scheduler, LazyDecoders):
 
     def close(self) -> None:
         """Close the run: write lazy state back, finalize pool metrics, count unfinished requests."""
-        if self.lazy_active:
-            self._materialize()
+        if self.lazy is not None and self.lazy.lazy_active:
+            self.lazy.materialize()
         self.pool.finalize_metrics()
         status = self.status
         self.unfinished = int(((status != FINISHED) & (status != DROPPED)).sum())
@@ -366,6 +377,7 @@ class FastEngine(Scheduler, LazyDecoders):
         if self._done:
             return True
         stats = _StepTotals(self.t)
+        rs, process = self.requests, self.scheduler.process
         done = False
         while True:
             now = self.clock if self.time_mode else self._tick
@@ -373,7 +385,7 @@ class FastEngine(Scheduler, LazyDecoders):
                 break
             if self._pending < self._num_requests and self._arr[self._pending] <= now:
                 self._take_arrivals(now)
-            has_req = bool(self.num_running or self.waiting)
+            has_req = bool(rs.num_running or self.waiting)
             if not has_req and not self._queue:
                 if self._pending >= self._num_requests:
                     done = self._wait_until(until)
@@ -383,7 +395,7 @@ class FastEngine(Scheduler, LazyDecoders):
             if self._tick >= self.max_steps:
                 done = True
                 break
-            if (self.jumps_ok and has_req and not self._queue and self.num_running
+            if (self.jumps_ok and has_req and not self._queue and rs.num_running
                     and self.exec_step >= self.jumps.retry_at and self._try_jump(until)):
                 continue
             if has_req:
@@ -391,7 +403,7 @@ class FastEngine(Scheduler, LazyDecoders):
                     continue
             elif not self._queue:
                 continue
-            self.process(*self._queue.pop())
+            process(*self._queue.pop())
             if self._progress is not None:
                 self._report_progress()
         stats.merge_into(self.t)
@@ -406,12 +418,13 @@ class FastEngine(Scheduler, LazyDecoders):
             nxt = until
         tick = self._tick
         max_k = self.max_steps - tick
-        if not self.lazy_active:
+        lazy = self.lazy
+        if lazy is None or not lazy.lazy_active:
             jumped = self._jump(nxt, tick, max_k)
-        elif self._jump_precheck(nxt, tick):
-            self._materialize(keep=True)
+        elif lazy.jump_precheck(nxt, tick, self.log is not None or self._external):
+            lazy.materialize(keep=True)
             jumped = self._jump(nxt, tick, max_k)
-            self._relazify(jumped)
+            lazy.relazify(jumped)
         else:
             jumped = 0
         self.jumps.tried(jumped, self.exec_step)
@@ -423,7 +436,7 @@ class FastEngine(Scheduler, LazyDecoders):
 
     def _jump(self, next_arrival, tick: int, max_k: int) -> int:
         """:meth:`DecodeJumps.jump` from now; the engine's time moves past the steps jumped (how many)."""
-        k, clock = self.jumps.jump(next_arrival, tick, max_k, self.clock, self.exec_step, self.num_running,
+        k, clock = self.jumps.jump(next_arrival, tick, max_k, self.clock, self.exec_step, self.requests.num_running,
                                    self.log is not None or self._external)
         if k:
             self.clock = clock
@@ -483,7 +496,7 @@ class FastEngine(Scheduler, LazyDecoders):
 
     def release(self, q: int) -> None:
         """Request ``q``'s blocks go back to the pool (a hook giving back the blocks it kept)."""
-        self._free(q)
+        self.scheduler.release(q)
 
     def start_load(self, q: int, nh: int, hit, k: int, ready: float) -> None:
         """Waiting request ``q`` takes GPU blocks for its ``nh`` prefix hits (``hit``) and its next ``k`` blocks
@@ -517,19 +530,20 @@ class FastEngine(Scheduler, LazyDecoders):
         hooks = self.hooks
         if hooks is not None:
             hooks.before_schedule()
-        if self.lazy_ok:
-            if not self.lazy_active and self.exec_step >= self._lazy_retry_at:
-                self._lazify()
-            if (self.windows_ok and not self.explicit_running and self._window_possible()
-                    and self._try_window(until, stats)):
+        sch, lazy = self.scheduler, self.lazy
+        sch.at(self.exec_step, self.clock)
+        if lazy is not None:
+            if not lazy.lazy_active and self.exec_step >= lazy.retry_at:
+                lazy.lazify()
+            if lazy.windows_ok and lazy.window_possible() and self._window_quiet() and self._try_window(until, stats):
                 return True
-            if self.lazy_active:
-                res = self._fast_schedule()
+            if lazy.lazy_active:
+                res = lazy.fast_schedule()
                 if res is None:
-                    self._materialize()
-                    self._lazy_retry_at = self.exec_step + 1
+                    lazy.materialize()
+                    lazy.retry_at = self.exec_step + 1
         if res is None:
-            e, ns, sampled, npre = self.schedule()
+            e, ns, sampled, npre = sch.schedule()
             ntok = int(ns.sum()) if ns.size else 0
             n_prefill = int(ns[self.step_clock.prefill_mask(e, ns, sampled)].sum()) if ntok else 0
             nreq = int(e.size)
@@ -542,23 +556,60 @@ class FastEngine(Scheduler, LazyDecoders):
         if res is None:
             self.clock += self.step_clock.seconds(e, ns, sampled, ntok, nreq)
         else:
-            self.clock += self.step_clock.lazy_seconds(self._lazy_batch, self.num_lazy, self.lazy_base_sum, ntok, nreq)
+            self.clock += self.step_clock.lazy_seconds(lazy.batch, lazy.num_lazy, lazy.lazy_base_sum, ntok, nreq)
         if ntok > 0:
             self.step_ends.append(self.clock)
         loads = self.loads
-        if loads.loading and ntok == 0 and not self.num_running and (hooks is None or not hooks.stalled(until)):
+        if loads.loading and ntok == 0 and not self.requests.num_running and (hooks is None or not hooks.stalled(until)):
             self._wait_for_loads(until)
         if loads.offload_at is not None:
             loads.offload_early(self.exec_step)
         if res is not None:
-            self._process_lazy_step(step)
+            lazy.process_step(step, self.clock)
             if self._progress is not None:
                 self._report_progress()
             return True
         self._queue.appendleft((e, ns, sampled, step, self.clock))
         if hooks is not None:
             hooks.scheduled(e, until)
-        return len(self._queue) < self._depth and bool(ntok > 0 or self.num_running or self.waiting)
+        return len(self._queue) < self._depth and bool(ntok > 0 or self.requests.num_running or self.waiting)
+
+    def _window_quiet(self) -> bool:
+        """The engine's side of a lazy window's first tests (:meth:`LazyDecoders.window_possible` has the lazy
+        state's): no arrival of its own in the next two schedule calls (in steps; at the running cap,
+        unobserved, arrivals change nothing) and no progress report due."""
+        n = self._num_requests
+        at_cap = self.requests.num_running >= self.cfg.max_num_seqs
+        return bool((self.time_mode or self._pending >= n or self._arr[self._pending] - self._tick >= 2
+                     or (at_cap and self.log is None and not self._external))
+                    and (self._progress is None or not (n and self.t["finished"] / n >= self._next_report)))
+
+    def _try_window(self, until, stats: _StepTotals) -> bool:
+        """Make a lazy window (True: :meth:`LazyDecoders.window`; the clock, the steps and the step series move on)
+        and count its steps in ``stats``, or nothing (False)."""
+        tick = self._tick
+        win = self.lazy.window(tick, self._next_arrival(), until, self.max_steps - tick, self.exec_step, self.clock,
+                               self.log is not None or self._external)
+        if win is None:
+            return False
+        k, starts, used, clock = win
+        nr, nw = self.requests.num_running, len(self.waiting)
+        log_decode_steps(self.step_ends, self.log, starts, used, clock, self.exec_step, nr, nw)
+        self.clock = clock
+        self.exec_step += k
+        self.shortcuts["window_steps"] += k
+        stats.calls += k
+        stats.steps += k
+        stats.tokens += k * self.lazy.num_lazy
+        stats.block_steps += sum(used)
+        if used[-1] > stats.peak_used:
+            stats.peak_used = used[-1]
+        if nr > stats.peak_running:
+            stats.peak_running = nr
+        if nw > stats.peak_waiting:
+            stats.peak_waiting = nw
+        self._tick = tick + k
+        return True
 
     def _count_step(self, stats: _StepTotals, ntok: int, n_prefill: int, npre: int) -> None:
         """Totals, peaks and the step series of the schedule call just made; the step counters move on."""
@@ -569,7 +620,7 @@ class FastEngine(Scheduler, LazyDecoders):
         used = pool.usable - pool.top - pool.nfifo
         if used > stats.peak_used:
             stats.peak_used = used
-        nr, nw = self.num_running, len(self.waiting)
+        nr, nw = self.requests.num_running, len(self.waiting)
         if nr > stats.peak_running:
             stats.peak_running = nr
         if nw > stats.peak_waiting:

@@ -7,7 +7,7 @@ hands out the blocks in (step, running order) order, records the pool margin of 
 checks and writes the totals and the step series as ``k`` single steps would. The engine moves its
 own time (``clock``, ``exec_step``, schedule calls) by what :meth:`DecodeJumps.jump` returns. The
 lazy decoders' version over their implicit state (lazy windows) is
-:meth:`simulator.engine.lazy_decoders.LazyDecoders._lazy_window`; both write the step series with
+:meth:`simulator.engine.lazy_decoders.LazyDecoders.window`; both write the step series with
 :func:`log_decode_steps`. Off with ``accelerate=False``, with async scheduling, a batched cost hook or
 ``kv_offload_threshold`` (:mod:`simulator.engine.accelerators`).
 """

@@ -7,11 +7,11 @@ needs a new block when ``(la + S) % B == 0`` and finishes at ``S = prompt + max_
 Decoders are grouped in buckets by ``(-la) % B`` (the step residue at which they cross a block
 boundary; each bucket maps its decoders, in running order, to ``koff * B + la``, whence the block-table
 slot of a crossing) and by finishing step (``finishing_at``). Only the other running requests
-(``explicit_running``) are materialized in the arrays. :meth:`LazyDecoders._fast_schedule`
+(``explicit_running``) are materialized in the arrays. :meth:`LazyDecoders.fast_schedule`
 makes one schedule call that way and returns None when it needs the general path
 (:class:`simulator.engine.scheduler.Scheduler`); the engine then writes the implicit state back
-(:meth:`LazyDecoders._materialize`). Several lazy steps at once while every running request is a lazy
-decoder (lazy windows, :meth:`LazyDecoders._lazy_window`) is the closed form of
+(:meth:`LazyDecoders.materialize`). Several lazy steps at once while every running request is a lazy
+decoder (lazy windows, :meth:`LazyDecoders.window`) is the closed form of
 :mod:`simulator.engine.decode_jumps` over this implicit state. Switched off with ``accelerate=False``; the
 tests compare.
 """
@@ -22,19 +22,78 @@ import heapq
 
 import numpy as np
 
-from simulator.engine.decode_jumps import log_decode_steps
 from simulator.engine.scheduler import FINISHED, RUNNING
 
-_WINDOW_STEPS = 64  # most lazy steps made at once by LazyDecoders._lazy_window
+_WINDOW_STEPS = 64  # most lazy steps made at once by LazyDecoders.window
 
 
 class LazyDecoders:
-    """Lazy decoders: enter, schedule, process and leave lazy mode, and lazy windows (a base class of
-    ``FastEngine``: it works on the scheduler's state and calls directly)."""
+    """Lazy decoders: enter, schedule, process and leave lazy mode, and lazy windows; the engine holds it as
+    ``engine.lazy`` where the run takes the accelerator (None otherwise).
 
-    def _lazify(self) -> None:
+    It owns the lazy state (below) and works on the scheduler's (:class:`~simulator.engine.scheduler.Scheduler`,
+    which it holds): the request arrays under their own names, as the scheduler has them (writes through them
+    are the scheduler's state), the pool, the loads, and the scheduler's calls (``admit``, ``allocate``,
+    ``preempt``, ``publish``, ``publish_one``, ``release``). It holds no reference to the engine: the engine's
+    time comes in as arguments (and the scheduler's :meth:`~simulator.engine.scheduler.Scheduler.at`), and the
+    engine's batch queue as ``queue`` (set by the engine's ``start``).
+
+    What it supports: :data:`ACCELERATORS` names its two accelerators; which runs each supports is their
+    ``supports`` in :mod:`simulator.engine.accelerators` (the engine builds this object only where the run
+    takes ``lazy_decoders``; ``windows_ok``: it takes ``lazy_windows`` too).
+
+    Interface (the engine's calls): :meth:`lazify`, :meth:`fast_schedule` (one schedule call, or None),
+    :meth:`process_step` (its output), :meth:`materialize` (back to the general path), :meth:`relazify`
+    (after a decode jump), :meth:`jump_precheck`, :meth:`window_possible` and :meth:`window` (lazy windows).
+
+    State: ``lazy_active`` (in lazy mode), ``retry_at`` (the engine step before which :meth:`lazify` is not
+    tried again after the general path was needed), ``is_lazy`` and ``lazy_base`` (per request: a lazy decoder,
+    its ``la``), ``lazy_step`` (``S``), ``num_lazy`` and ``lazy_base_sum`` (the lazy decoders, the sum of their
+    ``la``), ``buckets`` and ``finishing_at`` (see the module docstring), ``explicit_running`` (the other
+    running requests, in running order), ``batch`` (the last lazy step's materialized entries ``(requests,
+    sampled, S, tokens)``, for the step clock and :meth:`process_step`).
+    """
+
+    #: The accelerators of :mod:`simulator.engine.accelerators` this object implements.
+    ACCELERATORS = ("lazy_decoders", "lazy_windows")
+
+    def __init__(self, scheduler, step_clock, *, defer_pub: bool, windows_ok: bool, time_mode: bool) -> None:
+        sch = self.scheduler = scheduler
+        self.requests = rs = sch.requests
+        rs.share_with(self)
+        self.pool, self.loads, self.t = sch.pool, sch.loads, sch.t
+        self.cfg, self.B, self.koff, self.keyarr, self.btab = sch.cfg, sch.B, sch.koff, sch.keyarr, sch.btab
+        self.caching, self.async_mode, self.own_keys = sch.caching, sch.async_mode, sch.own_keys
+        self.hit_run, self.watermark_blocks, self.max_model_len = sch.hit_run, sch.watermark_blocks, sch.max_model_len
+        self.full_isl_own, self.full_isl_untiered = sch.full_isl_own, sch.full_isl_untiered
+        self.step_clock = step_clock
+        # decoders' newly full blocks are published when they leave lazy mode (no multi-turn parent looks
+        # them up while they run: RunFacts.deferred_publication)
+        self.defer_pub = defer_pub
+        self.windows_ok = windows_ok
+        self.time_mode = time_mode  # (arrivals in seconds)
+        self.queue = None  # the engine's batch queue (its start sets it)
+        n = self.n = rs.tok.size
+        self.lazy_active = False
+        self.retry_at = 0
+        self.is_lazy = np.zeros(n, bool)
+        self.lazy_base = np.zeros(n, np.int64)
+        self.slot_base = (self.koff[:n] * self.B).tolist()
+        self.lazy_step = 0
+        self.num_lazy = 0
+        self.lazy_base_sum = 0                # sum of la over the lazy decoders
+        # residue of -la -> {decoder: koff * B + la} in running order (see _bucket_add)
+        self.buckets: dict[int, dict[int, int]] = {}
+        self.finishing_at: dict[int, list] = {}
+        self._finishing_heap: list[int] = []  # the keys of fin_at, and keys deleted since (see _first_finish)
+        self.explicit_running: list[int] = []
+        self.batch = None
+        self._lazy_in_flight = None  # async lazy mode: the step in flight (eq, sampled, tokens, step, t_end)
+        self._finishing: list[int] = []  # async lazy mode: decoders skipped this step, finished by its output
+
+    def lazify(self) -> None:
         """Enter lazy mode: steady decoders of the running queue become implicit."""
-        R = self.num_running
+        R = self.requests.num_running
         run = self.run[:R]
         c = self.comp[run]
         if self.async_mode:
@@ -53,7 +112,7 @@ class LazyDecoders:
         fin = (self.final_len[qs] - a - 2).tolist()
         ql = qs.tolist()
         if ql:
-            # buckets by residue (empty here: _materialize cleared them)
+            # buckets by residue (empty here: materialize cleared them)
             for q, slot in zip(ql, (self.koff[qs] * B + a).tolist()):
                 self._bucket_add(q, slot)
         for q, f in zip(ql, fin):
@@ -80,11 +139,11 @@ class LazyDecoders:
         that step stay explicit (``_fp_prev``), processed by
         :meth:`_fast_process_async` after the next schedule.
         """
-        queue = self._queue
+        queue = self.queue
         if len(queue) != 1:
             return None
         e, ns, sampled, step, t_end = queue[0]
-        mark = np.zeros(self.wl.n, bool)
+        mark = np.zeros(self.n, bool)
         mark[run] = False
         mark[e[(ns == 1) & sampled]] = True
         dec = ((c == self.tok[run]) & (self.placeholders[run] == 1) & (self.inflight[run] == 1)
@@ -97,17 +156,17 @@ class LazyDecoders:
         self._finishing = []
         return dec
 
-    def _materialize(self, keep: bool = False) -> None:
+    def materialize(self, keep: bool = False) -> None:
         """Leave lazy mode: write the implicit decoder state back to the arrays.
 
         ``keep``: for a jump, when every running request is a lazy decoder:
         only the arrays the jump reads are written; the decoders stay lazy
         (``lz``), as do the buckets and finishing steps, for
-        :meth:`_relazify`. Deferred publication stays deferred: the jump
+        :meth:`relazify`. Deferred publication stays deferred: the jump
         publishes each decoder's full blocks in one go (decode blocks carry
         the request's own keys, so the order across requests is immaterial).
         """
-        R = self.num_running
+        R = self.requests.num_running
         run = self.run[:R]
         if keep:
             c = self.lazy_base[run] + self.lazy_step
@@ -130,7 +189,7 @@ class LazyDecoders:
                 self.placeholders[qs] = 1
                 self.inflight[qs] = 1
             if self.defer_pub:
-                self._publish(qs, c - 1 if amode else c)
+                self.scheduler.publish(qs, c - 1 if amode else c)
             elif self.caching:
                 self.ncached[qs] = c // self.B
             self.is_lazy[qs] = False
@@ -158,23 +217,23 @@ class LazyDecoders:
         sampled = [True] * qs.size + smp
         rseq = self.admission_seq
         order = sorted(range(len(ids)), key=lambda i: rseq[ids[i]])
-        self._queue.appendleft((np.array([ids[i] for i in order], np.int64),
+        self.queue.appendleft((np.array([ids[i] for i in order], np.int64),
                                 np.array([ns[i] for i in order], np.int64),
                                 np.array([sampled[i] for i in order], bool), step, t_end))
 
-    def _relazify(self, k: int) -> None:
-        """Back to lazy mode after ``_materialize(keep=True)`` and a jump of ``k`` steps.
+    def relazify(self, k: int) -> None:
+        """Back to lazy mode after ``materialize(keep=True)`` and a jump of ``k`` steps.
 
         Every running request was a lazy decoder and still is: a decoder's
         ``la + S`` computed tokens moved on by ``k`` as its arrays did, so
         ``S`` does, and the buckets, finishing steps (none before ``S + k``:
         the jump stops short of every completion), positions and ``la_sum``
-        stay what a fresh :meth:`_lazify` would derive.
+        stay what a fresh :meth:`lazify` would derive.
         """
         self.lazy_step += k
         self.lazy_active = True
 
-    def _fast_schedule(self):
+    def fast_schedule(self):
         """One schedule call in lazy mode, or None (nothing changed) when it needs the general path.
 
         Applies when every running request gets all the tokens it wants
@@ -185,7 +244,7 @@ class LazyDecoders:
         ``(tokens, prefill tokens, scheduled requests, preemptions)``.
         """
         cfg, B, pool = self.cfg, self.B, self.pool
-        thr = cfg.long_prefill_token_threshold if self.num_running + len(self.waiting) > 1 else 0
+        thr = cfg.long_prefill_token_threshold if self.requests.num_running + len(self.waiting) > 1 else 0
         S = self.lazy_step
         # async: decoders whose last token is in flight are skipped (and finished by its output)
         fin = self.finishing_at.get(S - 1) if self.async_mode else None
@@ -218,19 +277,19 @@ class LazyDecoders:
             self._lazy_publish(pre, S)
         eq = [x[0] for x in pre]
         en = [x[1] for x in pre]
-        if self.waiting and left > 0 and not npre and self.num_running < cfg.max_num_seqs:
+        if self.waiting and left > 0 and not npre and self.requests.num_running < cfg.max_num_seqs:
             x = self._head_blocked()
             if x:  # what _admit would find first, without the call
                 pool.check_failed(x)
             else:
-                _, adm, ans = self._admit(left, thr, None, None)
+                _, adm, ans = self.scheduler.admit(left, thr, None, None)
                 eq += adm
                 en += ans
                 self.explicit_running.extend(adm)
         D = self.num_lazy
         ntok, n_prefill, sampled = self._explicit_after_schedule(eq, en, D) if eq else (D, 0, [])
         self.lazy_step = S + 1
-        self._lazy_batch = (eq, sampled, S, en)
+        self.batch = (eq, sampled, S, en)
         return ntok, n_prefill, D + len(eq), npre
 
     def _explicit_wants(self, thr: int, left: int):
@@ -257,7 +316,7 @@ class LazyDecoders:
                 n = thr
             if n > left:
                 # the budget runs out at this request: fine when nothing comes after it
-                if i != last or q != int(self.run[self.num_running - 1]):
+                if i != last or q != int(self.run[self.requests.num_running - 1]):
                     return None
                 n = left
                 if n <= 0:
@@ -293,7 +352,7 @@ class LazyDecoders:
             for q, _n, need in pre:
                 if need:
                     held[q] += need
-        self.btab[pos] = self.pool.allocate(tot, self.exec_step)
+        self.btab[pos] = self.pool.allocate(tot, self.scheduler.exec_step)
 
     def _lazy_publish(self, pre: list, S: int) -> None:
         """Publication, in running order: explicit requests' newly full blocks, and the block each
@@ -368,7 +427,7 @@ class LazyDecoders:
         if loading:
             i = 0
             while q in loading:
-                if loading[q] <= self.clock:
+                if loading[q] <= self.scheduler.clock:
                     return 0  # its loads are done: admission takes it
                 i += 1
                 if i == len(self.waiting):
@@ -382,7 +441,7 @@ class LazyDecoders:
             # hits are known without a lookup (``hit_run``, FastPool.one_release_run): they only shrink,
             # as its blocks are evicted last block first. Without that room the full-prompt check fails
             # too: its hits are all free blocks (own keys) and fewer than its whole prompt.
-            if self.hit_run is None or not self.num_running:
+            if self.hit_run is None or not self.requests.num_running:
                 return 0
             r = int(self.hit_run[q])
             if r < 0:
@@ -394,7 +453,7 @@ class LazyDecoders:
         if n > self.max_model_len:
             n = self.max_model_len
         pool = self.pool
-        x = -(-n // self.B) + (self.watermark_blocks if self.num_running else 0) - pool.top - pool.nfifo
+        x = -(-n // self.B) + (self.watermark_blocks if self.requests.num_running else 0) - pool.top - pool.nfifo
         return x if x > 0 else 0
 
     def _first_finish(self) -> int:
@@ -448,7 +507,7 @@ class LazyDecoders:
         fits or preempted itself, which ends the pass. Returns the prefill
         entries still scheduled and the number of preemptions.
         """
-        rseq, pool = self.admission_seq, self.pool
+        rseq, pool, rs = self.admission_seq, self.pool, self.requests
         ent = [(rseq[q], q, n, need, False) for q, n, need in pre]
         if cross:
             ent += [(rseq[q], q, 1, 1, True) for q in cross]
@@ -466,8 +525,8 @@ class LazyDecoders:
                 take = []
                 stop = False
                 while need > pool.num_free():
-                    self.num_running -= 1
-                    v = int(self.run[self.num_running])
+                    rs.num_running -= 1
+                    v = int(self.run[rs.num_running])
                     self._preempt_lazy(v, S)
                     victims.add(v)
                     npre += 1
@@ -490,19 +549,19 @@ class LazyDecoders:
         block for its slot ``S`` ahead, a prefill's after those it holds."""
         if not take:
             return
-        koff, btab = self.koff, self.btab
+        koff, btab, now = self.koff, self.btab, self.scheduler.exec_step
         if len(take) == 1:
             q, need, dec = take[0]
             if dec:
-                btab[int(koff[q]) + (int(self.lazy_base[q]) + S) // self.B] = self.pool.allocate(1, self.exec_step)[0]
+                btab[int(koff[q]) + (int(self.lazy_base[q]) + S) // self.B] = self.pool.allocate(1, now)[0]
             else:
-                self._alloc_blocks(q, need)
+                self.scheduler.allocate(q, need)
             return
         if all(dec for _, _, dec in take):
             qs = np.array([q for q, _, _ in take], np.int64)
-            btab[koff[qs] + (self.lazy_base[qs] + S) // self.B] = self.pool.allocate(qs.size, self.exec_step)
+            btab[koff[qs] + (self.lazy_base[qs] + S) // self.B] = self.pool.allocate(qs.size, now)
             return
-        blocks = self.pool.allocate(sum(need for _, need, _ in take), self.exec_step)
+        blocks = self.pool.allocate(sum(need for _, need, _ in take), now)
         i = 0
         for q, need, dec in take:
             if dec:
@@ -524,7 +583,7 @@ class LazyDecoders:
             self.tok[v] = c + 1
             self.held[v] = -(-c // B)
             if self.defer_pub:
-                self._publish_one(v, c)
+                self.scheduler.publish_one(v, c)
             elif self.caching:
                 self.ncached[v] = c // B
             self.is_lazy[v] = False
@@ -538,11 +597,11 @@ class LazyDecoders:
             self.lazy_base_sum -= a
         else:
             self.explicit_running.remove(v)
-        self._preempt(v)
+        self.scheduler.preempt(v)
 
     def _fast_process(self, step: int, t_end: float) -> None:
-        """``update_from_output()`` after :meth:`_fast_schedule` (scalar: few entries per step)."""
-        e, sampled, S_old, _ = self._lazy_batch
+        """``update_from_output()`` after :meth:`fast_schedule` (scalar: few entries per step)."""
+        e, sampled, S_old, _ = self.batch
         S = self.lazy_step
         comp, Pmax = self.comp, self.final_len
         fins = []
@@ -573,7 +632,7 @@ class LazyDecoders:
         flight, placeholders, publication up to the computed tokens,
         completion); its implicit decoders need nothing, except those whose
         last token it was (skipped by the schedule just made, see
-        :meth:`_fast_schedule`): they finish. An entry whose prefill ended in
+        :meth:`fast_schedule`): they finish. An entry whose prefill ended in
         it and that the schedule just made gave one decode token becomes a
         lazy decoder, and that token's output implicit.
         """
@@ -583,7 +642,7 @@ class LazyDecoders:
         if eq:
             comp, ph, inflight, Pmax = self.comp, self.placeholders, self.inflight, self.final_len
             nl = self.explicit_running
-            cur_eq, cur_smp, _, cur_en = self._lazy_batch
+            cur_eq, cur_smp, _, cur_en = self.batch
             for q, smp, n in zip(eq, sampled, en):
                 inflight[q] -= n
                 if not smp:
@@ -591,7 +650,7 @@ class LazyDecoders:
                 t1 = self._receive_token(q, step, t_end)
                 ph[q] -= 1
                 if self.caching:
-                    self._publish_one(q, int(comp[q]) - int(inflight[q]))
+                    self.scheduler.publish_one(q, int(comp[q]) - int(inflight[q]))
                 if t1 >= Pmax[q]:
                     nl.remove(q)
                     fins = fins + [q] if fins else [q]
@@ -643,7 +702,7 @@ class LazyDecoders:
         self.held[q] = -(-c // B)
         if self.defer_pub:
             if not (self.own_keys and not self.npre[q]):
-                self._publish_one(q, c)
+                self.scheduler.publish_one(q, c)
             # else: published together with the release (_finish_all)
         elif self.caching:
             self.ncached[q] = c // B
@@ -674,7 +733,7 @@ class LazyDecoders:
                     blocks = btab[o:o + h]
                     if full > nc:
                         if npre[q]:
-                            self._publish_one(q, full * B)
+                            self.scheduler.publish_one(q, full * B)
                         else:
                             pool.publish_new(blocks[nc:full], o + nc)
                         nc = full
@@ -683,78 +742,59 @@ class LazyDecoders:
                     held[q] = 0
                     ncached[q] = 0
                 else:
-                    self._free(q)
+                    self.scheduler.release(q)
                 gone[q] = True
                 status[q] = FINISHED
-            run = self.run[:self.num_running]
+            run = self.run[:self.requests.num_running]
             keep = run[~gone[run]]
-            self.num_running = keep.size
+            self.requests.num_running = keep.size
             self.run[:keep.size] = keep
             self.t["finished"] += len(fins)
 
-    def _process_lazy_step(self, step: int) -> None:
-        """The output of a lazy schedule call: at once (sync), or that of the step before (async)."""
+    def process_step(self, step: int, clock: float) -> None:
+        """The output of a lazy schedule call (engine step ``step``, ended at ``clock``, s): at once (sync), or
+        that of the step before (async)."""
         if self.async_mode:
             pend = self._lazy_in_flight
-            fe, fs, _, fn = self._lazy_batch
-            self._lazy_in_flight = (fe, fs, fn, step, self.clock)
+            fe, fs, _, fn = self.batch
+            self._lazy_in_flight = (fe, fs, fn, step, clock)
             if pend is not None:
                 self._fast_process_async(pend)
         else:
-            self._fast_process(step, self.clock)
+            self._fast_process(step, clock)
 
     # ------------------------------------------------------------------ lazy windows (accelerator)
 
-    def _window_possible(self) -> bool:
-        """Cheap tests before :meth:`_lazy_window` (most of its first ones, no progress report due)."""
-        n = self._num_requests
-        at_cap = self.num_running >= self.cfg.max_num_seqs
+    def window_possible(self) -> bool:
+        """Cheap tests of the lazy state before :meth:`window` (most of its first ones; the engine adds its own:
+        arrivals, a progress report due)."""
+        at_cap = self.requests.num_running >= self.cfg.max_num_seqs
         return bool(self.windows_ok and self.lazy_active and not self.explicit_running and self.num_lazy
-                    and not (self.waiting and not at_cap)
-                    and (self.time_mode or self._pending >= n or self._arr[self._pending] - self._tick >= 2
-                         or (at_cap and self.log is None and not self._external))
-                    and (self._progress is None or not (n and self.t["finished"] / n >= self._next_report)))
+                    and not (self.waiting and not at_cap))
 
-    def _try_window(self, until, stats) -> bool:
-        """Make a lazy window (True) and count its steps in ``stats``, or nothing (False)."""
-        win = self._lazy_window(self._tick, self._next_arrival(), until, self.max_steps - self._tick)
-        if win is None:
-            return False
-        k, used = win
-        self.shortcuts["window_steps"] += k
-        stats.calls += k
-        stats.steps += k
-        stats.tokens += k * self.num_lazy
-        stats.block_steps += sum(used)
-        if used[-1] > stats.peak_used:
-            stats.peak_used = used[-1]
-        if self.num_running > stats.peak_running:
-            stats.peak_running = self.num_running
-        if len(self.waiting) > stats.peak_waiting:
-            stats.peak_waiting = len(self.waiting)
-        self._tick += k
-        return True
-
-    def _lazy_window(self, tick: int, next_arrival, until, max_k: int):
-        """Several lazy steps at once, identical to as many :meth:`_fast_schedule` calls.
+    def window(self, tick: int, next_arrival, until, max_k: int, exec_step: int, clock: float, observed: bool):
+        """Several lazy steps at once, identical to as many :meth:`fast_schedule` calls.
 
         Sync lazy mode with every running request a lazy decoder, no admission
         possible, no completion, no arrival or ``until`` inside (arrivals ignored
-        at the running cap, as :meth:`_jump` does) and enough free blocks for
-        the decoders that cross a block boundary. Returns None, or ``(k,
-        used)``: the steps made and the blocks in use after each. The caller
-        counts the steps; this advances the clock, the block tables, ``S``,
-        ``exec_step`` and the step series.
+        at the running cap, as the decode jumps do, unless ``observed``: a step series
+        or a router watches) and enough free blocks for the decoders that cross a
+        block boundary. ``tick``: the engine's schedule calls so far, ``exec_step``
+        its steps, ``clock`` its time (s). Returns None, or ``(k, starts, used,
+        clock)``: the steps made, the clock at each one's start, the blocks in use
+        after each and the clock after the last. This advances ``S`` and the block
+        tables; the caller counts the steps and moves its clock, ``exec_step`` and
+        step series.
         """
-        at_cap = self.num_running >= self.cfg.max_num_seqs
-        if not (self.log is not None or not at_cap or self._external):
+        at_cap = self.requests.num_running >= self.cfg.max_num_seqs
+        if not (observed or not at_cap):
             next_arrival = None  # at the running cap (and unobserved) arrivals change nothing
         k = self._window_length(tick, next_arrival, until, max_k, at_cap)
         if k < 2:
             return None
         pool = self.pool
         free = pool.top + pool.nfifo
-        starts, cnt, clock, need = self._window_steps(k, next_arrival, until, free)
+        starts, cnt, clock, need = self._window_steps(k, next_arrival, until, free, clock)
         k = len(starts)
         if k < 2:
             return None
@@ -765,15 +805,11 @@ class LazyDecoders:
             u += c
             used.append(u)
         S = self.lazy_step
-        step0 = self.exec_step
         if u > u0:
-            self._window_blocks(cnt, u - u0)
-        log_decode_steps(self.step_ends, self.log, starts, used, clock, self.exec_step, self.num_running, len(self.waiting))
-        self.clock = clock
+            self._window_blocks(cnt, u - u0, exec_step)
         self.lazy_step = S + k
-        self.exec_step = step0 + k
-        self._lazy_batch = ([], [], S + k - 1, [])
-        return k, used
+        self.batch = ([], [], S + k - 1, [])
+        return k, starts, used, clock
 
     def _window_length(self, tick: int, next_arrival, until, max_k: int, at_cap: bool) -> int:
         """Most steps a lazy window may make (< 2: none): no admission possible, the budget holds the
@@ -792,10 +828,10 @@ class LazyDecoders:
         f = self._first_finish() - self.lazy_step
         return f if f < k else k
 
-    def _window_steps(self, k: int, next_arrival, until, free: int):
+    def _window_steps(self, k: int, next_arrival, until, free: int, clock: float):
         """Step by step: its start on the clock (in time mode a step starts only before
-        ``next_arrival`` and ``until``) and the blocks its crossing decoders take, while they fit in
-        ``free``. Returns the starts, the blocks per step, the clock after the last and the blocks in all."""
+        ``next_arrival`` and ``until``; the first at ``clock``) and the blocks its crossing decoders take, while
+        they fit in ``free``. Returns the starts, the blocks per step, the clock after the last and the blocks in all."""
         D, S, B = self.num_lazy, self.lazy_step, self.B
         buckets, terms, time_mode = self.buckets, self.step_clock.terms, self.time_mode
         if terms is None:
@@ -803,7 +839,6 @@ class LazyDecoders:
         else:
             base = self.lazy_base_sum + D * (S + 1)
             dstep = terms.decode_step(D)
-        clock = self.clock
         starts = []
         cnt = []
         need = 0
@@ -821,10 +856,10 @@ class LazyDecoders:
             clock += dt if terms is None else dstep(base + D * j)
         return starts, cnt, clock, need
 
-    def _window_blocks(self, cnt: list, total: int) -> None:
+    def _window_blocks(self, cnt: list, total: int, step0: int) -> None:
         """The crossing decoders' blocks (``cnt`` per step, ``total`` in all), step by step in running
-        order, as :meth:`_fast_schedule` hands them out."""
-        S, step0 = self.lazy_step, self.exec_step
+        order, as :meth:`fast_schedule` hands them out; the first step is engine step ``step0``."""
+        S = self.lazy_step
         pos: list[int] = []
         steps: list[int] = []
         for j, c in enumerate(cnt):
@@ -834,18 +869,19 @@ class LazyDecoders:
         now = steps[0] if steps[0] == steps[-1] else np.array(steps, np.int64)
         self.btab[np.array(pos, np.int64)] = self.pool.allocate(total, now)
 
-    def _jump_precheck(self, next_arrival, tick: int) -> bool:
-        """In lazy mode: could :meth:`_jump` advance at least 2 steps (cheap, no materializing)?"""
+    def jump_precheck(self, next_arrival, tick: int, observed: bool) -> bool:
+        """In lazy mode: could a decode jump advance at least 2 steps (cheap, no materializing)? ``observed``: a
+        step series or a router watches (arrivals count at the running cap too)."""
         if self.explicit_running or not self.num_lazy:
             return False
-        at_cap = self.num_running >= self.cfg.max_num_seqs
+        at_cap = self.requests.num_running >= self.cfg.max_num_seqs
         if self.waiting and not at_cap:
             return False
-        if self.num_running > self.cfg.max_num_batched_tokens:
+        if self.requests.num_running > self.cfg.max_num_batched_tokens:
             return False
         if self._first_finish() - self.lazy_step < 2:
             return False
-        if (self.log is not None or not at_cap or self._external) and next_arrival is not None and not self.time_mode:
+        if (observed or not at_cap) and next_arrival is not None and not self.time_mode:
             if int(next_arrival) - tick < 2:
                 return False
         return True

@@ -3,12 +3,11 @@
 vLLM keeps one ``Request`` object per request (``vllm/v1/request.py``); the engine keeps the same facts as
 columns, one entry per request of the workload (request ``q`` is row ``q``), so a step's work is array
 operations over the requests it touches. :class:`RequestState` builds and documents them; the
-scheduler (:class:`simulator.engine.core.FastEngine`) holds it as ``engine.requests``. The parts that are objects
-(the step clock, the loads, the decode jumps, the drafts) are handed it, or the arrays they read; the
-scheduler and the lazy decoders (base classes of the engine) still read the arrays under the same names on
-the engine itself (``engine.tok is engine.requests.tok``): the arrays are shared, never copied, so either
-name sees every write. The scalar counters (``num_running``, ``next_admission_seq``) stay on the engine
-for now.
+engine (:class:`simulator.engine.core.FastEngine`) holds it as ``engine.requests``. The parts are handed it, or
+the arrays they read; the scheduler and the lazy decoders also take the arrays under the same names on
+themselves (:meth:`RequestState.share_with`: ``scheduler.tok is requests.tok``), as the engine does: the arrays
+are shared, never copied, so every name sees every write. The two counters (``num_running``,
+``next_admission_seq``) are read and written here only (``engine.num_running`` is a read-only view).
 """
 
 from __future__ import annotations
@@ -57,7 +56,11 @@ class RequestState:
     admission_seq : list of int
         Each request's admission sequence number (its place in the running order).
     run : ndarray of int64, shape (min(max_num_seqs, n) + 1,)
-        The running queue: request indices in running order (the first ``engine.num_running``).
+        The running queue: request indices in running order (the first ``num_running``).
+    num_running : int
+        Requests in the running queue.
+    next_admission_seq : int
+        The admission sequence number the next admitted request gets.
     waiting : FcfsQueue
         The waiting queue, in the scheduling policy's order (:func:`simulator.engine.scheduler.waiting_queue`).
     """
@@ -67,7 +70,7 @@ class RequestState:
               "tiered", "first_sched", "first_token", "finish", "first_token_t", "finish_t", "hit_first", "gone",
               "admission_seq", "run", "waiting")
 
-    __slots__ = SHARED
+    __slots__ = SHARED + ("num_running", "next_admission_seq")
 
     def __init__(self, workload, max_num_seqs: int, policy: str) -> None:
         n = workload.n
@@ -93,11 +96,14 @@ class RequestState:
         self.admission_seq = [0] * n
         self.run = np.zeros(max(min(max_num_seqs, n), 1) + 1, np.int64)
         self.waiting: FcfsQueue = waiting_queue(policy, workload)
+        self.num_running = 0
+        self.next_admission_seq = 0
 
-    def share_with(self, engine) -> None:
-        """Give ``engine`` the same arrays and queues under the same names (:data:`SHARED`)."""
+    def share_with(self, part) -> None:
+        """Give ``part`` (the engine, the scheduler, the lazy decoders) the same arrays and queues under the same
+        names (:data:`SHARED`)."""
         for name in self.SHARED:
-            setattr(engine, name, getattr(self, name))
+            setattr(part, name, getattr(self, name))
 
 
 __all__ = ["RequestState"]

@@ -7,20 +7,22 @@ The rules, in the order vLLM applies them (``docs/simulator.md``, "Engine map"):
    what is left of the token budget) and the blocks they need; a request whose blocks do not
    fit preempts the policy's victim (:meth:`Scheduler._victim`: ``running[-1]``, or with
    priority scheduling the lowest-priority running request) until it fits or is itself preempted;
-2. **admit** (:meth:`Scheduler._admit`), only if nothing was preempted: from the head of the
+2. **admit** (:meth:`Scheduler.admit`), only if nothing was preempted: from the head of the
    waiting queue (:class:`FcfsQueue` or :class:`PriorityQueue`, the policy's order), each request's prefix hits
    looked up, admitted while its blocks (and the whole prompt with ``scheduler_reserve_full_isl``,
    plus the watermark) fit and budget is left;
 3. **update after schedule**: computed tokens advance (async: output placeholders);
-4. **finish** (:meth:`Scheduler.process`): sampled tokens are received, finished requests release
-   their blocks (:meth:`Scheduler._free`), full blocks are published to the prefix cache.
+4. **process the step's outputs** (:meth:`Scheduler.process`): sampled tokens are received, full blocks
+   are published to the prefix cache, finished requests (:meth:`Scheduler.finish_requests`) release their
+   blocks (:meth:`Scheduler.release`) and leave the queues.
 
 Every comparison with the free blocks goes through the pool (``can_allocate``, or the inline
 margin record where a loop runs per step), which records the margins that shared schedules
-need (:mod:`simulator.batch.sharing`). This is a base class of :class:`simulator.engine.core.FastEngine`
-(the state it reads is documented there); it calls the engine's parts as objects: ``pool``, ``tiers``,
-``loads`` (:class:`~simulator.engine.tier_loads.TierLoads`), ``drafts``
-(:class:`~simulator.speculative.SpecDecoding`), ``hooks``.
+need (:mod:`simulator.batch.sharing`). :class:`Scheduler` is an object the engine holds
+(``engine.scheduler``, built by :class:`simulator.engine.core.FastEngine`) over the engine's parts: ``requests``
+(:class:`~simulator.engine.request_state.RequestState`), ``pool``, ``tiers``, ``loads``
+(:class:`~simulator.engine.tier_loads.TierLoads`), ``drafts`` (:class:`~simulator.speculative.SpecDecoding`),
+``hooks``; its interface is in its docstring.
 """
 
 from __future__ import annotations
@@ -105,9 +107,62 @@ def waiting_queue(policy: str, workload) -> FcfsQueue:
 
 
 class Scheduler:
-    """vLLM v1's schedule / admit / preempt / finish rules over the engine's request arrays."""
+    """vLLM v1's schedule / admit / preempt / finish rules over the engine's parts (``engine.scheduler``).
 
-    def _publish(self, ids: np.ndarray, upto: np.ndarray) -> None:
+    It holds the request state (``requests``: the per-request arrays under their own names here too, as
+    :meth:`RequestState.share_with` gives them, and the queues), the block pool, the tiers, the loads
+    (:class:`~simulator.engine.tier_loads.TierLoads`), the drafts (:class:`~simulator.speculative.SpecDecoding`,
+    None without) and the hooks (:class:`~simulator.engine.hooks.EngineHooks`, None without); it holds no
+    reference to the engine. What the engine decided once (block layout, limits, which accelerators the run
+    takes) comes in as keywords and stays constant.
+
+    Interface (what the engine, its parts and the lazy decoders call):
+
+    * :meth:`at`: the engine's time (step, clock) for the calls that follow, set before each schedule call;
+    * :meth:`schedule`: one ``Scheduler.schedule()``; :meth:`admit`: its admission on its own (the lazy
+      decoders' schedule path);
+    * :meth:`process`: one ``update_from_output()`` (the step's outputs); :meth:`finish_requests`: requests done;
+    * :meth:`preempt`, :meth:`release` (a request's blocks back to the pool), :meth:`allocate`,
+      :meth:`publish`, :meth:`publish_one` (full blocks to the prefix cache).
+
+    Keywords: ``cfg`` (:class:`~simulator.engine.config.EngineConfig`); ``block_size`` (tokens a block: 1 with
+    RadixCache); ``koff``, ``keyarr``, ``btab`` (the key space: each request's first slot, its content keys or
+    None for own keys, the flat block table); ``max_model_len`` and ``max_model_len_binds``;
+    ``watermark_blocks``; speculative decoding's ``spec_k``, ``lookahead``, ``draft_slots``,
+    ``prefill_lookahead`` and ``hash_lookahead`` (0: off); ``caching``, ``async_mode``; the accelerators'
+    ``own_keys``, ``full_isl_own``, ``full_isl_untiered``, ``hit_run`` and ``load_from_run`` (None: off; see
+    :meth:`simulator.engine.core.FastEngine._init_shortcuts`); the run's ``totals`` and ``shortcuts`` counters.
+    """
+
+    def __init__(self, requests, pool, tiers, loads, drafts, hooks, *, cfg, block_size: int, koff, keyarr, btab,
+                 max_model_len: int, max_model_len_binds: bool, watermark_blocks: int, spec_k: int, lookahead: int,
+                 draft_slots: int, prefill_lookahead: int, hash_lookahead: int, caching: bool, async_mode: bool,
+                 own_keys: bool, full_isl_own: bool, full_isl_untiered: bool, hit_run, load_from_run,
+                 totals: dict, shortcuts: dict) -> None:
+        self.requests = requests
+        requests.share_with(self)
+        self.pool, self.tiers, self.loads, self.drafts, self.hooks = pool, tiers, loads, drafts, hooks
+        self.cfg = cfg
+        self.B = block_size
+        self.koff, self.keyarr, self.btab = koff, keyarr, btab
+        self.max_model_len, self.max_model_len_binds = max_model_len, max_model_len_binds
+        self.watermark_blocks = watermark_blocks
+        self.spec_k, self.lookahead, self.draft_slots = spec_k, lookahead, draft_slots
+        self.prefill_lookahead, self.hash_lookahead = prefill_lookahead, hash_lookahead
+        self.caching, self.async_mode = caching, async_mode
+        self.own_keys, self.full_isl_own, self.full_isl_untiered = own_keys, full_isl_own, full_isl_untiered
+        self.hit_run, self.load_from_run = hit_run, load_from_run
+        self.t, self.shortcuts = totals, shortcuts
+        self.exec_step = 0
+        self.clock = 0.0
+
+    def at(self, exec_step: int, clock: float) -> None:
+        """The engine's time for the calls that follow: ``exec_step`` (steps that scheduled tokens so far: what
+        blocks allocated now are stamped with) and ``clock`` (s: loads done by then are ready)."""
+        self.exec_step = exec_step
+        self.clock = clock
+
+    def publish(self, ids: np.ndarray, upto: np.ndarray) -> None:
         """Publish each request's full blocks below ``upto`` tokens (``cache_blocks``), in order; a block
         whose hash covers tokens not yet known is not (rule R4: ``upto <= tok - hash_lookahead``)."""
         if self.hash_lookahead:
@@ -132,7 +187,7 @@ class Scheduler:
             self.pool.publish(self.btab[pos], self.keyarr[pos])
         self.ncached[ids] = full
 
-    def _publish_one(self, q: int, upto: int) -> None:
+    def publish_one(self, q: int, upto: int) -> None:
         if self.hash_lookahead:
             upto = min(upto, int(self.tok[q]) - self.hash_lookahead)
         full = upto // self.B
@@ -149,13 +204,13 @@ class Scheduler:
             self.pool.publish(self.btab[o + nc:o + full], self.keyarr[o + nc:o + full], True)
         self.ncached[q] = full
 
-    def _alloc_blocks(self, q: int, new: int) -> None:
+    def allocate(self, q: int, new: int) -> None:
         h = int(self.held[q])
         o = int(self.koff[q]) + h
         self.btab[o:o + new] = self.pool.allocate(new, self.exec_step)
         self.held[q] = h + new
 
-    def _free(self, q: int, keep_keys: bool = False) -> None:
+    def release(self, q: int, keep_keys: bool = False) -> None:
         """Release request ``q``'s blocks; ``keep_keys``: it may hit them again (preempted, or its
         tier loads let go while it waits)."""
         o = int(self.koff[q])
@@ -177,8 +232,8 @@ class Scheduler:
         self.held[q] = 0
         self.ncached[q] = 0
 
-    def _preempt(self, q: int) -> None:
-        self._free(q, keep_keys=True)
+    def preempt(self, q: int) -> None:
+        self.release(q, keep_keys=True)
         self.status[q] = PREEMPTED
         self.comp[q] = 0
         self.stale[q] = self.inflight[q]
@@ -196,27 +251,27 @@ class Scheduler:
         if not self.pool.can_allocate(new):
             return False
         if new > 0:
-            self._alloc_blocks(q, new)
+            self.allocate(q, new)
         if self.caching:
-            self._publish_one(q, min(c + n, int(self.tok[q])))
+            self.publish_one(q, min(c + n, int(self.tok[q])))
         return True
 
     def schedule(self):
         """One ``Scheduler.schedule()``: (ids, tokens, sampled) arrays in order, and preemptions.
 
         The running queue first (:meth:`_schedule_running`), then admission if nothing was
-        preempted (:meth:`_admit`), then ``_update_after_schedule`` (:meth:`_after_schedule`).
+        preempted (:meth:`admit`), then ``_update_after_schedule`` (:meth:`_after_schedule`).
         """
-        cfg = self.cfg
+        cfg, rs = self.cfg, self.requests
         budget = cfg.max_num_batched_tokens
-        thr = cfg.long_prefill_token_threshold if self.num_running + len(self.waiting) > 1 else 0
+        thr = cfg.long_prefill_token_threshold if rs.num_running + len(self.waiting) > 1 else 0
         ids_l: list = []
         n_l: list = []
         npre = 0
-        if self.num_running:
+        if rs.num_running:
             budget, npre = self._schedule_running(budget, thr, ids_l, n_l)
-        if npre == 0 and self.waiting and budget > 0 and self.num_running < cfg.max_num_seqs:
-            budget = self._admit(budget, thr, ids_l, n_l)[0]
+        if npre == 0 and self.waiting and budget > 0 and rs.num_running < cfg.max_num_seqs:
+            budget = self.admit(budget, thr, ids_l, n_l)[0]
         if not ids_l:
             e = np.zeros(0, np.int64)
             ns = e
@@ -297,7 +352,7 @@ class Scheduler:
         if self.prefill_lookahead > 1:  # (rule R8 cuts chunks one by one: the budget left moves on)
             return self._schedule_one_by_one(0, budget, thr, ids_l, n_l)
         B, pool, held = self.B, self.pool, self.held
-        R = self.num_running
+        R = self.requests.num_running
         run = self.run[:R].copy()
         c = self.comp[run]
         t = self.tok[run]
@@ -331,7 +386,7 @@ class Scheduler:
             else:
                 tgt_pub = np.minimum(newc[:f], t[:f])
             if self.caching and ids.size:
-                self._publish(ids, tgt_pub)
+                self.publish(ids, tgt_pub)
             ids_l.append(ids)
             n_l.append(nn)
             budget -= int(nn.sum())
@@ -345,8 +400,9 @@ class Scheduler:
         the pass (FCFS) or goes on with the next request (priority, as vLLM)."""
         comp, tok, ph, final_len = self.comp, self.tok, self.placeholders, self.final_len
         mml = self.max_model_len
+        rs = self.requests
         npre = 0
-        while i < self.num_running and budget > 0:
+        while i < rs.num_running and budget > 0:
             cap = self._input_cap(budget, ids_l)
             if cap <= 0:  # (the input budget is spent: rule R6)
                 break
@@ -387,15 +443,15 @@ class Scheduler:
         while not self._allocate_running(q, n):
             v = self._victim()
             victim = int(self.run[v])
-            if v == self.num_running - 1:
-                self.num_running -= 1
+            if v == self.requests.num_running - 1:
+                self.requests.num_running -= 1
             else:
-                self.run[v:self.num_running - 1] = self.run[v + 1:self.num_running].copy()
-                self.num_running -= 1
+                self.run[v:self.requests.num_running - 1] = self.run[v + 1:self.requests.num_running].copy()
+                self.requests.num_running -= 1
             if v < i:
                 i -= 1
                 budget += self._unschedule(victim, ids_l, n_l)
-            self._preempt(victim)
+            self.preempt(victim)
             npre += 1
             if victim == q:
                 return False, i, budget, npre
@@ -404,7 +460,7 @@ class Scheduler:
     def _victim(self) -> int:
         """Index in the running queue of the request a preemption takes (the policy's: the waiting queue's
         :meth:`FcfsQueue.victim`)."""
-        return self.waiting.victim(self.run, self.num_running)
+        return self.waiting.victim(self.run, self.requests.num_running)
 
     @staticmethod
     def _unschedule(q: int, ids_l: list, n_l: list) -> int:
@@ -419,7 +475,7 @@ class Scheduler:
                 return n
         return 0
 
-    def _admit(self, budget: int, thr: int, ids_l: list | None, n_l: list | None):
+    def admit(self, budget: int, thr: int, ids_l: list | None, n_l: list | None):
         """vLLM's admission: FCFS from the head of the waiting queue while the token budget, the
         running cap and the blocks allow. Requests in the middle of a recompute of tokens in flight
         (``stale``) and those still loading from a tier are passed over (they keep their place).
@@ -432,7 +488,8 @@ class Scheduler:
         skipped: list[int] = []
         admitted: list[int] = []
         ns: list[int] = []
-        while budget > 0 and waiting and self.num_running < max_seqs:
+        rs = self.requests
+        while budget > 0 and waiting and rs.num_running < max_seqs:
             cap = self._input_cap(budget, ids_l, len(admitted))
             if cap <= 0:  # (the input budget is spent: rule R6)
                 break
@@ -464,7 +521,7 @@ class Scheduler:
             new = self._admission_blocks(nh, hit, kept, nh * B + n, capped)
             if new < 0:
                 if kept:
-                    self._free(q, keep_keys=True)
+                    self.release(q, keep_keys=True)
                 break
             self._admit_one(q, nh, hit, kept, new, n, num_tokens)
             admitted.append(q)
@@ -488,7 +545,7 @@ class Scheduler:
             n = self._reserve_prefill_lookahead(q, nh * self.B, n)
             if n == 0:
                 if kept:
-                    self._free(q, keep_keys=True)
+                    self.release(q, keep_keys=True)
                 return -1
         return n
 
@@ -516,7 +573,7 @@ class Scheduler:
             return n
         if 1 + self.spec_k > budget:
             if kept:
-                self._free(q, keep_keys=True)
+                self.release(q, keep_keys=True)
             return -1
         return 1 + self.spec_k
 
@@ -541,7 +598,7 @@ class Scheduler:
         if not (self.full_isl_own or (self.full_isl_untiered and not self.tiered[q])):
             return False
         pool = self.pool
-        need = -(-capped // self.B) + (self.watermark_blocks if self.num_running else 0)
+        need = -(-capped // self.B) + (self.watermark_blocks if self.requests.num_running else 0)
         return not pool.can_allocate(need) if need > pool.top + pool.nfifo else False
 
     def _admission_hits(self, q: int, num_tokens: int, kept: int):
@@ -584,7 +641,7 @@ class Scheduler:
         if g is not None and self.status[g] >= FINISHED:
             g = loads.gate = None
         if (self.tiers is not None and nh < m and g is None and (self.tiered[q] or not self.own_keys)
-                and loads.start_onboard(q, o, nh, m, hit, self.num_running, self.exec_step, self.clock)):
+                and loads.start_onboard(q, o, nh, m, hit, self.requests.num_running, self.exec_step, self.clock)):
             if hit_run is not None:
                 self.load_from_run[q] = r >= 0
             return nh, hit, True
@@ -597,8 +654,8 @@ class Scheduler:
         without chunked prefill); here it is dropped as unservable (True: admission goes on) instead
         of blocking the queue (False: admission stops)."""
         if kept:
-            self._free(q, keep_keys=True)
-        if self.num_running or budget != self.cfg.max_num_batched_tokens or self.loads.loading:
+            self.release(q, keep_keys=True)
+        if self.requests.num_running or budget != self.cfg.max_num_batched_tokens or self.loads.loading:
             return False
         self.waiting.popleft()
         self.status[q] = DROPPED
@@ -611,7 +668,7 @@ class Scheduler:
         """Admission's block checks: the whole prompt (``scheduler_reserve_full_isl``) and the blocks
         for ``tokens``, each with the evictable hits and the watermark. New blocks to allocate, or -1."""
         pool, B = self.pool, self.B
-        wm = self.watermark_blocks if self.num_running else 0
+        wm = self.watermark_blocks if self.requests.num_running else 0
         if kept:  # counted as if let go: free and evictable
             evictable = kept
             free = pool.top + pool.nfifo + kept
@@ -657,7 +714,7 @@ class Scheduler:
                     pool.publish_new(blocks[:full - nh], o + nh)
                     self.ncached[q] = full
                 else:
-                    self._publish_one(q, full * B)
+                    self.publish_one(q, full * B)
             prefix = "preempted_prefix_cache_" if pre_q else "prefix_cache_"
             t[prefix + "queries"] += num_tokens
             t[prefix + "hits"] += h
@@ -665,10 +722,11 @@ class Scheduler:
         if pre_q:
             t["recomputed_tokens"] += num_tokens - h
         self.waiting.popleft()
-        self.run[self.num_running] = q
-        self.num_running += 1
-        self.admission_seq[q] = self.next_admission_seq
-        self.next_admission_seq += 1
+        rs = self.requests
+        self.run[rs.num_running] = q
+        rs.num_running += 1
+        self.admission_seq[q] = rs.next_admission_seq
+        rs.next_admission_seq += 1
         if self.status[q] == WAITING:
             self.first_sched[q] = self.exec_step
             self.hit_first[q] = h
@@ -715,15 +773,15 @@ class Scheduler:
             ph[a[dec]] -= gained[dec] if self.spec_k else 1
             cc = a[dec & before_running]
             if cc.size and self.caching:
-                self._publish(cc, self.comp[cc] - self.inflight[cc])
+                self.publish(cc, self.comp[cc] - self.inflight[cc])
         if self.spec_k and not self.async_mode:
             if self.caching:  # verified full blocks are cached at once (rule R1; comp trimmed by R5)
-                self._publish(a, self.comp[a])
+                self.publish(a, self.comp[a])
             self.drafts.propose(a, stopped)
         if _cnz(stopped):
-            self._finish(a[stopped], step, t_end)
+            self.finish_requests(a[stopped], step, t_end)
 
-    def _finish(self, fin: np.ndarray, step: int, t_end: float) -> None:
+    def finish_requests(self, fin: np.ndarray, step: int, t_end: float) -> None:
         """Requests ``fin`` finished with step ``step`` (ended at ``t_end``): their blocks are released (unless
         a hook keeps them), they leave the running (or waiting) queue."""
         status = self.status
@@ -734,14 +792,14 @@ class Scheduler:
         hooks = self.hooks
         for q in fin.tolist():
             if hooks is None or not hooks.finished(q, t_end):
-                self._free(q)
+                self.release(q)
             if status[q] != RUNNING:
                 in_wait.append(q)
         self.gone[fin] = True
-        R = self.num_running
+        R = self.requests.num_running
         run = self.run[:R]
         keep = run[~self.gone[run]]
-        self.num_running = keep.size
+        self.requests.num_running = keep.size
         self.run[:keep.size] = keep
         for q in in_wait:
             self.waiting.remove(q)

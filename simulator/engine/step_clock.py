@@ -65,7 +65,7 @@ class StepClock:
         return self._target_seconds(e, ns, sampled, ntok, nreq)
 
     def lazy_seconds(self, batch, num_lazy: int, lazy_base_sum: int, ntok: int, nreq: int) -> float:
-        """Seconds of a lazy decoders' step (:meth:`simulator.engine.lazy_decoders.LazyDecoders._fast_schedule`):
+        """Seconds of a lazy decoders' step (:meth:`simulator.engine.lazy_decoders.LazyDecoders.fast_schedule`):
         ``batch`` its materialized entries ``(requests, sampled, lazy_step, tokens)``, plus ``num_lazy``
         implicit decoders whose contexts add up to ``lazy_base_sum + num_lazy * (lazy_step + 1)``."""
         if self.terms is not None:

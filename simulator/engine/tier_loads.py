@@ -2,7 +2,7 @@
 
 A :class:`TierLoads` is one part of :class:`simulator.engine.core.FastEngine` (``engine.loads``). The
 tiers themselves (:mod:`simulator.engine.tiers`) hang off the block pool: the pool's evictions are
-demoted into them (``pool.on_evict``). Admission (:meth:`simulator.engine.scheduler.Scheduler._admit`)
+demoted into them (``pool.on_evict``). Admission (:meth:`simulator.engine.scheduler.Scheduler.admit`)
 asks :meth:`TierLoads.start_onboard` whether a waiting request's prefix continues in a tier; the
 request then takes GPU blocks for it and waits until they are loaded (``loading[q]``), passed over
 by admission. A hook's transfer (:mod:`simulator.cluster.disaggregated`) lands the same way

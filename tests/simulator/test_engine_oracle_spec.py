@@ -49,24 +49,28 @@ Step = tuple[int, dict[str, int], list[str], int]  # step, {request: tokens}, pr
 
 
 class _Traced(FastEngine):
-    """The engine, noting what each schedule call decided (it changes no decision)."""
+    """The engine, noting what each schedule call of its scheduler decided (it changes no decision)."""
 
     def start(self, *args, **kwargs) -> None:
         self.calls: list[tuple[dict[str, int], list[str]]] = []
         self._preempted: list[str] = []
+        sch = self.scheduler
+        preempt, schedule = sch.preempt, sch.schedule  # (the scheduler's own calls find these on the instance)
+
+        def traced_preempt(q: int) -> None:
+            self._preempted.append(self.wl.ids[q])
+            preempt(q)
+
+        def traced_schedule():
+            e, ns, sampled, npre = schedule()
+            if npre or (ns.size and ns.sum() > 0):  # (the calls the step series records)
+                ids = self.wl.ids
+                self.calls.append(({ids[q]: n for q, n in zip(e.tolist(), ns.tolist())}, sorted(self._preempted)))
+            self._preempted = []
+            return e, ns, sampled, npre
+
+        sch.preempt, sch.schedule = traced_preempt, traced_schedule
         super().start(*args, **kwargs)
-
-    def _preempt(self, q: int) -> None:
-        self._preempted.append(self.wl.ids[q])
-        super()._preempt(q)
-
-    def schedule(self):
-        e, ns, sampled, npre = super().schedule()
-        if npre or (ns.size and ns.sum() > 0):  # (the calls the step series records)
-            ids = self.wl.ids
-            self.calls.append(({ids[q]: n for q, n in zip(e.tolist(), ns.tolist())}, sorted(self._preempted)))
-        self._preempted = []
-        return e, ns, sampled, npre
 
 
 def case_files(case: str):

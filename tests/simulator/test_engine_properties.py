@@ -248,7 +248,7 @@ def test_async_lazy_decoders_change_nothing_and_are_used():
 
 
 def test_lazy_windows_change_nothing_and_are_used():
-    """Several lazy steps made at once (``FastEngine._lazy_window``) == the general path one step at a
+    """Several lazy steps made at once (``LazyDecoders.window``) == the general path one step at a
     time (``accelerate=False``), step series and clock to the last bit included: linear and roofline
     clocks, arrivals in steps and seconds, a CPU tier. And windows do happen on these runs."""
     from simulator.clock.cost_model import StepCostTerms
