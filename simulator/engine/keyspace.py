@@ -32,6 +32,10 @@ class KeySpace:
     ``hash_lookahead``: tokens after a block that its hash covers too (vLLM's
     ``num_hash_lookahead_tokens``, EAGLE-style drafters with prefix caching): a
     block is shared only when they lie in the shared part as well.  # tokens
+    ``outputs_shared``: some request starts with full blocks its parent fills while decoding (a multi-turn
+    parent's generated tokens, looked up by its follow-up); False when every shared block lies inside its
+    parent's prompt, as a trace's shared leading blocks (``hash_ids``) do: no request then looks up
+    another's decode blocks (the keys of a parent's prompt blocks are, recursively, prompt keys too).
     """
 
     def __init__(self, wl: Workload, B: int, extra: int = 0, hash_lookahead: int = 0) -> None:
@@ -47,7 +51,11 @@ class KeySpace:
         shared = wl.shared_len()
         sb = np.maximum(shared - hash_lookahead, 0) // B
         self.keyarr = None
+        self.outputs_shared = False
         if n and sb.max() > 0:
+            par = wl.parent
+            kids = np.flatnonzero((par >= 0) & (sb > 0))
+            self.outputs_shared = bool((sb[kids] * B > wl.prompt_len[par[kids]]).any())
             keyarr = np.arange(self.slots, dtype=np.int64)
             koff = self.koff
             par, pid = wl.parent, wl.prefix_id
