@@ -366,6 +366,14 @@ class FastPool:
             kb[keys] = -1
             return
         dups = self.dups
+        # the keys without later carriers (most): their block is the key's only one (a later carrier
+        # exists only beside a carrier, see publish), it goes; the others in order, one by one
+        m = _among(keys, dups) if ev.size > 4 else None
+        if m is not None and not m.all():
+            kb[keys[~m]] = -1
+            if not m.any():
+                return
+            ev, keys = ev[m], keys[m]
         for b, key in zip(ev.tolist(), keys.tolist()):
             if kb[key] == b:
                 lst = dups.get(key)
@@ -404,11 +412,20 @@ class FastPool:
             return
         self.hash[blocks] = keys
         kb = self.kblock
-        if not self.dups and not np.count_nonzero(kb[keys] >= 0):
+        carried = kb[keys] >= 0
+        if not np.count_nonzero(carried):
+            # (no key carried: none has later carriers either, whatever ``dups`` holds)
             kb[keys] = blocks
             if distinct or np.count_nonzero(kb[keys] != blocks) == 0:
                 return
             kb[keys] = -1  # a key repeats within the batch: do it in order
+        elif distinct or np.unique(keys).size == keys.size:
+            # distinct keys: the uncarried ones carried by their block now, the others queue behind
+            kb[keys[~carried]] = blocks[~carried]
+            dups = self.dups
+            for b, key in zip(blocks[carried].tolist(), keys[carried].tolist()):
+                dups.setdefault(key, []).append(b)
+            return
         dups = self.dups
         for b, key in zip(blocks.tolist(), keys.tolist()):
             if kb[key] < 0:
@@ -692,6 +709,17 @@ class FastPool:
             if live.size:
                 self.kidx[live] = self.fpos[self.kblock[live]]
             self.odups = {k: [(b, int(self.fpos[b])) for b in lst] for k, lst in dups.items() if lst}
+
+
+def _among(keys: np.ndarray, dups: dict) -> np.ndarray:
+    """Mask of ``keys`` that are keys of ``dups`` (a few, as a rule)."""
+    if len(dups) > 8:
+        return np.isin(keys, np.fromiter(dups, np.int64, len(dups)))
+    it = iter(dups)
+    m = keys == next(it)
+    for k in it:
+        m |= keys == k
+    return m
 
 
 def compact_fifo(fifo: np.ndarray, pos: np.ndarray, head: int, tail: int, extra: int) -> tuple[np.ndarray, int]:
