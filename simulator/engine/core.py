@@ -48,7 +48,7 @@ from simulator.engine.accelerators import RunFacts, choose
 from simulator.engine.config import EngineConfig, step_limit
 from simulator.engine.decode_jumps import DecodeJumps, log_decode_steps
 from simulator.engine.hooks import EngineHooks
-from simulator.engine.keyspace import KeySpace, WorkloadPrep, cdiv
+from simulator.engine.keyspace import KeySpace, WorkloadPrep, cdiv, index_dtype
 from simulator.engine.lazy_decoders import LazyDecoders
 from simulator.engine.pool import FastPool
 from simulator.engine.request_state import RequestState
@@ -145,7 +145,7 @@ class FastEngine:
         self.koff = ks.koff
         self.keyarr = ks.keyarr
         self.outputs_shared = ks.outputs_shared
-        self.btab = np.zeros(ks.slots, np.int64)
+        self.btab = np.zeros(ks.slots, index_dtype(num_blocks))  # (block ids: int32 as a rule)
         self.pool = (pool_factory or FastPool)(num_blocks, self.caching, ks.num_keys if self.caching else 0)
         self.pool.configure(cfg)
         # Lower KV tiers (CPU, disk): GPU evictions are demoted, prefix hits onboarded.

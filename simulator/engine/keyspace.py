@@ -18,6 +18,12 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def index_dtype(top: int) -> type:
+    """The narrowest of int32 and int64 that holds ``-1 .. top`` (the key and block arrays: a day's trace has
+    tens of millions of block slots, each array half the memory in int32)."""
+    return np.int32 if top < 2**31 - 1 else np.int64
+
+
 class KeySpace:
     """Integer content keys standing for vLLM's chained block hashes, for one block size.
 
@@ -26,7 +32,7 @@ class KeySpace:
     inside the prefix or parent context the request starts with: then it is
     the key of the same block of the parent (recursively) or of the named
     prefix (keys after all request slots). ``keyarr`` maps slot -> key and is
-    None when no request shares a full block (key == slot). ``extra``: tokens a
+    None when no request shares a full block (key == slot); int32 while the keys fit. ``extra``: tokens a
     request may hold slots for beyond its context (speculative decoding's draft
     and lookahead slots, :mod:`simulator.speculative.drafting`).  # tokens
     ``hash_lookahead``: tokens after a block that its hash covers too (vLLM's
@@ -56,7 +62,7 @@ class KeySpace:
             par = wl.parent
             kids = np.flatnonzero((par >= 0) & (sb > 0))
             self.outputs_shared = bool((sb[kids] * B > wl.prompt_len[par[kids]]).any())
-            keyarr = np.arange(self.slots, dtype=np.int64)
+            keyarr = np.arange(self.slots, dtype=index_dtype(self.num_keys))
             koff = self.koff
             par, pid = wl.parent, wl.prefix_id
             for r in np.flatnonzero(sb > 0).tolist():

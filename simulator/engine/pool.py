@@ -77,7 +77,9 @@ class FastPool:
             self.fhead = 0
             self.ftail = 0
             self.ndead = 0  # touched (lazily deleted) entries in fifo[fhead:ftail]
-            self.kblock = np.full(num_keys, -1, np.int64) if kblock is None else kblock
+            # key -> block (int32 while block ids fit: one entry per key of the workload)
+            self.kblock = (np.full(num_keys, -1, np.int32 if nb < 2**31 - 1 else np.int64) if kblock is None
+                           else kblock)
             self.dups: dict[int, list[int]] = {}
             # own keys: the free-queue index a registered key's block was appended at
             # (allocated at the first registration), and the key ranges registered
