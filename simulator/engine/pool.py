@@ -173,7 +173,7 @@ class FastPool:
         recently used cached ones (evicted from the prefix cache).
         """
         top = self.top
-        if not top and k and not self.ndead and (self.on_evict is None or self.defer_evictions) and not self.dups:
+        if not top and k and not self.ndead and (self.on_evict is None or self.defer_evictions):
             return self._allocate_cached(k, now)
         if top:
             m = k if k <= top else top
@@ -218,8 +218,9 @@ class FastPool:
                 self._ev_last = now
         elif not self.own_keys:
             hsh = self.hash
-            self.kblock[hsh[out]] = -1
+            keys = hsh[out]
             hsh[out] = -1
+            self._drop_keys(out, keys)
         self.evictions += k
         if type(now) is int:
             self._now_all += now * k
@@ -363,6 +364,11 @@ class FastPool:
             self.on_evict(keys, steps)
         if self.own_keys:
             return  # registrations are checked at lookup (see the module docstring)
+        self._drop_keys(ev, keys)
+
+    def _drop_keys(self, ev: np.ndarray, keys: np.ndarray) -> None:
+        """The hash table after evicting blocks ``ev`` that carried ``keys``: a later carrier of a key
+        takes over from its first, else the key is gone."""
         kb = self.kblock
         if not self.dups:
             kb[keys] = -1
