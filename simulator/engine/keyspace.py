@@ -18,6 +18,10 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+_SHARE_CHUNK = 1 << 20  # shared blocks whose keys KeySpace sets at a time
+_SHARE_PASSES = 8  # generations of parents within one such piece set by whole-array passes, then one by one
+
+
 def index_dtype(top: int) -> type:
     """The narrowest of int32 and int64 that holds ``-1 .. top`` (the key and block arrays: a day's trace has
     tens of millions of block slots, each array half the memory in int32)."""
@@ -63,18 +67,38 @@ class KeySpace:
             kids = np.flatnonzero((par >= 0) & (sb > 0))
             self.outputs_shared = bool((sb[kids] * B > wl.prompt_len[par[kids]]).any())
             keyarr = np.arange(self.slots, dtype=index_dtype(self.num_keys))
-            koff = self.koff
-            par, pid = wl.parent, wl.prefix_id
-            for r in np.flatnonzero(sb > 0).tolist():
-                s = int(sb[r])
-                o = int(koff[r])
-                p = int(par[r])
-                if p >= 0:
-                    po = int(koff[p])
-                    keyarr[o:o + s] = keyarr[po:po + s]
-                else:
-                    keyarr[o:o + s] = np.arange(poff[pid[r]], poff[pid[r]] + s)
+            rs = np.flatnonzero(sb > 0)
+            ends = np.cumsum(sb[rs])
+            i = 0
+            while i < rs.size:  # (in pieces of about _SHARE_CHUNK blocks: bounded temporary arrays)
+                j = max(int(np.searchsorted(ends, (ends[i - 1] if i else 0) + _SHARE_CHUNK, "right")), i + 1)
+                self._share(keyarr, wl, rs[i:j], sb[rs[i:j]], poff)
+                i = j
             self.keyarr = keyarr
+
+    def _share(self, keyarr: np.ndarray, wl: Workload, rs: np.ndarray, s: np.ndarray, poff: np.ndarray) -> None:
+        """The keys of the first ``s`` blocks of requests ``rs`` (in order): the same blocks' keys of their
+        parent, or their named prefix's keys."""
+        koff, par, pid = self.koff, wl.parent, wl.prefix_id
+        rr = np.repeat(rs, s)
+        j = np.arange(rr.size) - np.repeat(np.cumsum(s) - s, s)
+        dst = koff[rr] + j
+        p = par[rr]
+        named = p < 0
+        keyarr[dst[named]] = poff[pid[rr[named]]] + j[named]
+        kid = ~named
+        dst, src = dst[kid], koff[p[kid]] + j[kid]
+        # a parent comes first (src < dst): one pass settles one more generation of parents within this
+        # piece; nothing changing is the sequential loop's result
+        for _ in range(_SHARE_PASSES):
+            new = keyarr[src]
+            if np.array_equal(new, keyarr[dst]):
+                return
+            keyarr[dst] = new
+        for r, n in zip(rs.tolist(), s.tolist()):  # (long chains of parents in one piece: one by one)
+            if par[r] >= 0:
+                o, po = int(koff[r]), int(koff[par[r]])
+                keyarr[o:o + n] = keyarr[po:po + n]
 
 
 class WorkloadPrep:
