@@ -383,16 +383,14 @@ class FastPool:
                 return
             ev, keys = ev[m], keys[m]
         for b, key in zip(ev.tolist(), keys.tolist()):
-            if kb[key] == b:
-                lst = dups.get(key)
-                if lst:
-                    kb[key] = lst.pop(0)
-                    if not lst:
-                        del dups[key]
-                else:
-                    kb[key] = -1
+            lst = dups.get(key)
+            if lst is None:
+                kb[key] = -1  # its only carrier
+            elif kb[key] == b:
+                kb[key] = lst.pop(0)
+                if not lst:
+                    del dups[key]
             else:
-                lst = dups[key]
                 lst.remove(b)
                 if not lst:
                     del dups[key]
