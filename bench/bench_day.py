@@ -1,7 +1,7 @@
 """Benchmark a day plan (issue 36's target: a 24-hour day at 20 requests/s, 1.7 million requests, autoscaled on
 2 to 16 replicas, in under 5 minutes on the project's 2-core machine). Prints figures; not a test.
 
-    python bench/bench_day.py [--hours H] [--rate R] [--chunk-s S] [--overlap-s S]
+    python bench/bench_day.py [--hours H] [--rate R] [--chunk-s S] [--overlap-s S] [--processes P]
 
 The day: Llama 3.1 70B, TP 4 on H100 80GB per replica (sized as vLLM starts it, timed by the roofline clock:
 ``simulator.cluster.engine_config_for``), a daily shape (night at 35 % of the mean rate, two peaks at 165 %)
@@ -10,12 +10,17 @@ conversation trace 2023 (``tests/data/traces/azure_conv_2023_head1500.csv``, res
 Kubernetes HPA on running requests per replica (target 48, 2 to 16 replicas, 300 s scale-down window), a cold
 start of 135 s; simulated in chunks of ``--chunk-s`` with ``--overlap-s`` either side (default 300 s)
 (``simulator.day.simulate_day_in_chunks``). Prints wall and CPU seconds, peak memory, and the answer.
+
+``--processes P`` (P > 1) runs the chunks as the Celery workers do (``planner/dayplans/services.py``): each in a
+process of a pool of P, chunk h + 1 sent as soon as chunk h tells its handover (``on_handover``, before its
+cool-down), the same answer as one after another; CPU is then the pool's, and peak RSS the largest process's.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing as mp
 import resource
 import sys
 import time
@@ -29,7 +34,8 @@ sys.path.insert(0, str(ROOT))
 from examples.day_plan import DAY_SHAPE, H100, LLAMA_70B, traffic  # noqa: E402
 from simulator.autoscale import HpaPolicy  # noqa: E402
 from simulator.cluster import engine_config_for  # noqa: E402
-from simulator.day import answer_day, default_overlap_s, simulate_day_in_chunks  # noqa: E402
+from simulator.day import answer_day, default_overlap_s, join_chunks, simulate_chunk, simulate_day_in_chunks  # noqa: E402
+from simulator.day.chunks import chunk_plans, sub_workload  # noqa: E402
 from simulator.sizing import parse_hf_config  # noqa: E402
 
 
@@ -41,9 +47,47 @@ def day_workload(hours: float, rate: float, seed: int = 0):
     wl = traffic(rates, 3600.0, seed=seed)
     if hours == whole:
         return wl
-    from simulator.day.chunks import sub_workload
-
     return sub_workload(wl, 0.0, hours * 3600.0)[0]
+
+
+def pipelined(wl, config, policy, *, chunk_s: float, overlap_s: float, cold_start_s: float, processes: int):
+    """The chunks of :func:`simulate_day_in_chunks` in a pool of ``processes``, each sent once its predecessor's
+    handover is known; their join (the same result)."""
+    plans = chunk_plans(float(np.max(wl.arrival, initial=0.0)), chunk_s, overlap_s, float(policy.sync_s))
+    ctx = mp.get_context("fork")
+    told = ctx.Queue()
+    _CHILD.update(wl=wl, config=config, policy=policy, plans=plans, cold=cold_start_s, told=told)
+    chunks = {}
+    with ctx.Pool(processes) as pool:
+        def send(i, handover):
+            pool.apply_async(_run_chunk, (i, handover), error_callback=lambda e: told.put(("error", i, repr(e))))
+
+        send(0, None)
+        while len(chunks) < len(plans):
+            what, i, value = told.get()
+            if what == "error":
+                raise RuntimeError(f"chunk {i}: {value}")
+            if what == "handover":
+                send(i + 1, value)
+            else:
+                chunks[i] = value
+        pool.close()
+        pool.join()  # (the workers' CPU time counts once they are reaped)
+    return join_chunks(wl, [chunks[i] for i in range(len(plans))], policy, cold_start_s=cold_start_s,
+                       routing="least-loaded")
+
+
+_CHILD: dict = {}  # the pool's inputs, inherited by fork
+
+
+def _run_chunk(i: int, handover):
+    c = _CHILD
+    plans, told = c["plans"], c["told"]
+    chunk = simulate_chunk(c["wl"], c["config"], c["policy"], plans[i], cold_start_s=c["cold"],
+                           routing="least-loaded", handover=handover,
+                           next_plan=plans[i + 1] if i + 1 < len(plans) else None,
+                           on_handover=lambda h, _t: told.put(("handover", i, h)))
+    told.put(("chunk", i, chunk))
 
 
 def main() -> None:
@@ -53,6 +97,8 @@ def main() -> None:
     ap.add_argument("--chunk-s", type=float, default=3600.0, help="chunk length, seconds (default 3600)")
     ap.add_argument("--overlap-s", type=float, help="overlap either side, seconds (default: the planner's, 300 for this "
                                                     "policy)")
+    ap.add_argument("--processes", type=int, default=1, help="chunks in a pool of P processes, pipelined as on the "
+                                                                 "Celery workers (default 1: one after another here)")
     args = ap.parse_args()
     model = parse_hf_config(json.loads(LLAMA_70B.read_text()))
     config, _ = engine_config_for(model, H100, max_model_len=16_384, tp=4)
@@ -60,13 +106,19 @@ def main() -> None:
     policy = HpaPolicy(metric="running", target=48, min_replicas=2, max_replicas=16)
     overlap = args.overlap_s if args.overlap_s is not None else default_overlap_s(policy)
     t0, c0 = time.perf_counter(), time.process_time()
-    res = simulate_day_in_chunks(wl, config, policy, chunk_s=args.chunk_s, overlap_s=overlap,
-                                 cold_start_s=135.0)
+    if args.processes > 1:
+        res = pipelined(wl, config, policy, chunk_s=args.chunk_s, overlap_s=overlap, cold_start_s=135.0,
+                        processes=args.processes)
+    else:
+        res = simulate_day_in_chunks(wl, config, policy, chunk_s=args.chunk_s, overlap_s=overlap,
+                                     cold_start_s=135.0)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu += kids.ru_utime + kids.ru_stime
     ans = answer_day(res, gpus_per_replica=4, price_per_gpu_hour=3.0, slo_ttft_s=2.0, slo_tpot_s=0.05)
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2
+    rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, kids.ru_maxrss) / 1024 ** 2
     print(f"{wl.n:,} requests over {args.hours:g} h at {args.rate:g}/s mean, chunks of {args.chunk_s:g} s "
-          f"(+{overlap:g} s either side): {wall:.1f} s wall, {cpu:.1f} s CPU, peak RSS {rss:.2f} GiB, "
+          f"(+{overlap:g} s either side), {args.processes} process{'es' if args.processes > 1 else ''}: {wall:.1f} s wall, {cpu:.1f} s CPU, peak RSS {rss:.2f} GiB, "
           f"{wl.n / wall:,.0f} requests/s")
     print(f"answer: {ans.gpu_hours:,.1f} GPU-hours (${ans.cost:,.0f}) against {ans.fixed_peak_gpu_hours:,.1f} fixed "
           f"at the peak of {ans.peak_replicas} replicas (saving {ans.saving:.1%}); attainment {ans.attainment:.2%} "
