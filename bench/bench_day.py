@@ -11,16 +11,17 @@ Kubernetes HPA on running requests per replica (target 48, 2 to 16 replicas, 300
 start of 135 s; simulated in chunks of ``--chunk-s`` with ``--overlap-s`` either side (default 300 s)
 (``simulator.day.simulate_day_in_chunks``). Prints wall and CPU seconds, peak memory, and the answer.
 
-``--processes P`` (P > 1) runs the chunks as the Celery workers do (``planner/dayplans/services.py``): each in a
-process of a pool of P, chunk h + 1 sent as soon as chunk h tells its handover (``on_handover``, before its
-cool-down), the same answer as one after another; CPU is then the pool's, and peak RSS the largest process's.
+``--processes P`` (P > 1) runs the chunks in P forked processes (``simulator.day.parallel``), chunk h + 1 sent as
+soon as chunk h tells its handover (before its cool-down), as the planner's Celery workers run them
+(``planner/dayplans/services.py``); ``--speculate`` adds a second chain from the middle of the day from a guessed
+handover, kept where it meets the first. Same answer as one after another; CPU is then the processes' together,
+and peak RSS the largest process's.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import resource
 import sys
 import time
@@ -34,8 +35,9 @@ sys.path.insert(0, str(ROOT))
 from examples.day_plan import DAY_SHAPE, H100, LLAMA_70B, traffic  # noqa: E402
 from simulator.autoscale import HpaPolicy  # noqa: E402
 from simulator.cluster import engine_config_for  # noqa: E402
-from simulator.day import answer_day, default_overlap_s, join_chunks, simulate_chunk, simulate_day_in_chunks  # noqa: E402
-from simulator.day.chunks import chunk_plans, sub_workload  # noqa: E402
+from simulator.day import answer_day, default_overlap_s, simulate_day_in_chunks  # noqa: E402
+from simulator.day.chunks import sub_workload  # noqa: E402
+from simulator.day.parallel import simulate_day_in_processes  # noqa: E402
 from simulator.sizing import parse_hf_config  # noqa: E402
 
 
@@ -50,46 +52,6 @@ def day_workload(hours: float, rate: float, seed: int = 0):
     return sub_workload(wl, 0.0, hours * 3600.0)[0]
 
 
-def pipelined(wl, config, policy, *, chunk_s: float, overlap_s: float, cold_start_s: float, processes: int):
-    """The chunks of :func:`simulate_day_in_chunks` in a pool of ``processes``, each sent once its predecessor's
-    handover is known; their join (the same result)."""
-    plans = chunk_plans(float(np.max(wl.arrival, initial=0.0)), chunk_s, overlap_s, float(policy.sync_s))
-    ctx = mp.get_context("fork")
-    told = ctx.Queue()
-    _CHILD.update(wl=wl, config=config, policy=policy, plans=plans, cold=cold_start_s, told=told)
-    chunks = {}
-    with ctx.Pool(processes) as pool:
-        def send(i, handover):
-            pool.apply_async(_run_chunk, (i, handover), error_callback=lambda e: told.put(("error", i, repr(e))))
-
-        send(0, None)
-        while len(chunks) < len(plans):
-            what, i, value = told.get()
-            if what == "error":
-                raise RuntimeError(f"chunk {i}: {value}")
-            if what == "handover":
-                send(i + 1, value)
-            else:
-                chunks[i] = value
-        pool.close()
-        pool.join()  # (the workers' CPU time counts once they are reaped)
-    return join_chunks(wl, [chunks[i] for i in range(len(plans))], policy, cold_start_s=cold_start_s,
-                       routing="least-loaded")
-
-
-_CHILD: dict = {}  # the pool's inputs, inherited by fork
-
-
-def _run_chunk(i: int, handover):
-    c = _CHILD
-    plans, told = c["plans"], c["told"]
-    chunk = simulate_chunk(c["wl"], c["config"], c["policy"], plans[i], cold_start_s=c["cold"],
-                           routing="least-loaded", handover=handover,
-                           next_plan=plans[i + 1] if i + 1 < len(plans) else None,
-                           on_handover=lambda h, _t: told.put(("handover", i, h)))
-    told.put(("chunk", i, chunk))
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hours", type=float, default=24.0, help="length of the day, hours (default 24)")
@@ -97,6 +59,8 @@ def main() -> None:
     ap.add_argument("--chunk-s", type=float, default=3600.0, help="chunk length, seconds (default 3600)")
     ap.add_argument("--overlap-s", type=float, help="overlap either side, seconds (default: the planner's, 300 for this "
                                                     "policy)")
+    ap.add_argument("--speculate", action="store_true", help="with --processes: two chains, the second from a guessed "
+                                                              "handover at the middle of the day (same answer)")
     ap.add_argument("--processes", type=int, default=1, help="chunks in a pool of P processes, pipelined as on the "
                                                                  "Celery workers (default 1: one after another here)")
     args = ap.parse_args()
@@ -106,9 +70,10 @@ def main() -> None:
     policy = HpaPolicy(metric="running", target=48, min_replicas=2, max_replicas=16)
     overlap = args.overlap_s if args.overlap_s is not None else default_overlap_s(policy)
     t0, c0 = time.perf_counter(), time.process_time()
+    met = None
     if args.processes > 1:
-        res = pipelined(wl, config, policy, chunk_s=args.chunk_s, overlap_s=overlap, cold_start_s=135.0,
-                        processes=args.processes)
+        res, met = simulate_day_in_processes(wl, config, policy, chunk_s=args.chunk_s, overlap_s=overlap,
+                                             cold_start_s=135.0, processes=args.processes, speculate=args.speculate)
     else:
         res = simulate_day_in_chunks(wl, config, policy, chunk_s=args.chunk_s, overlap_s=overlap,
                                      cold_start_s=135.0)
@@ -120,6 +85,8 @@ def main() -> None:
     print(f"{wl.n:,} requests over {args.hours:g} h at {args.rate:g}/s mean, chunks of {args.chunk_s:g} s "
           f"(+{overlap:g} s either side), {args.processes} process{'es' if args.processes > 1 else ''}: {wall:.1f} s wall, {cpu:.1f} s CPU, peak RSS {rss:.2f} GiB, "
           f"{wl.n / wall:,.0f} requests/s")
+    if args.processes > 1 and args.speculate:
+        print(f"the second chain met the first at chunk {met}" if met is not None else "the chains did not meet")
     print(f"answer: {ans.gpu_hours:,.1f} GPU-hours (${ans.cost:,.0f}) against {ans.fixed_peak_gpu_hours:,.1f} fixed "
           f"at the peak of {ans.peak_replicas} replicas (saving {ans.saving:.1%}); attainment {ans.attainment:.2%} "
           f"(TTFT <= 2 s, TPOT <= 50 ms); {ans.replicas_started} replicas started; worst hours "

@@ -163,9 +163,13 @@ def _alive_at(pods, t: float) -> list[float]:
 def handover_of(pods, samples, next_plan: ChunkPlan) -> Handover:
     """The handover to ``next_plan``: the replicas of ``pods`` alive at its ``lo_s`` and the counts of
     ``samples`` at the syncs of its warm-up. Known once the run has passed the last sync before
-    ``next_plan.start_s``: a later sync neither asks for a replica before ``lo_s`` nor stops one then."""
+    ``next_plan.start_s``: a later sync neither asks for a replica before ``lo_s`` nor stops one then.
+
+    A replica ready by ``lo_s`` is handed over as ready at ``lo_s`` (its own ready time changes nothing in the
+    next chunk, whose router queue starts empty): two chunks that leave the fleet alike hand over equal
+    handovers, which a speculative start (``bench/bench_day.py --speculate``) compares."""
     script = {s.time_s: s.desired for s in samples if next_plan.lo_s < s.time_s < next_plan.start_s}
-    return Handover(tuple(_alive_at(pods, next_plan.lo_s)), script)
+    return Handover(tuple(max(r, next_plan.lo_s) for r in _alive_at(pods, next_plan.lo_s)), script)
 
 
 def simulate_chunk(workload: Workload, config: EngineConfig, policy: Policy, plan: ChunkPlan, *,
