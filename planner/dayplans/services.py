@@ -114,9 +114,15 @@ def _plans(snapshot: dict):
 
 
 def _handover(plan_id: int, index: int) -> dict | None:
-    """The handover chunk ``index`` starts from: the one the previous chunk told (None before, and for chunk 0)."""
-    return DayPlanChunk.objects.filter(plan_id=plan_id, index=index - 1, handover__isnull=False).values_list(
-        "handover", flat=True).first()
+    """The handover chunk ``index`` starts from: the one the previous chunk told (None before, and for chunk 0);
+    a chunk stored before rows kept their handover has it in its result only."""
+    row = DayPlanChunk.objects.filter(plan_id=plan_id, index=index - 1).values("handover", "status",
+                                                                              "result__handover").first()
+    if row is None:
+        return None
+    if row["handover"] is not None:
+        return row["handover"]
+    return row["result__handover"] if row["status"] == "done" else None
 
 
 def _tell_handover(plan_id: int, chunk_id: int, index: int, handover) -> None:
