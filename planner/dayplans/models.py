@@ -52,6 +52,9 @@ class DayPlanChunk(ChunkRecord):
     #: ``simulator.day.DayChunk.to_dict()`` once done (its requests' columns, billed pods, fleet samples and
     #: the handover the next chunk starts from).
     result = models.JSONField(null=True, blank=True)
+    #: ``simulator.day.Handover.to_dict()`` for the next chunk, written as soon as this chunk's run knows it
+    #: (before its cool-down ends, before it is stored): the next chunk starts from it meanwhile.
+    handover = models.JSONField(null=True, blank=True)
 
     class Meta:
         app_label = "planner"

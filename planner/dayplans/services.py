@@ -1,19 +1,24 @@
 """Writes for day plans: create, run a chunk, store it, answer, cancel.
 
 The one job lifecycle (:mod:`planner.jobs`; :class:`DayPlans` supplies the run, store and gather steps), with one
-difference from a sweep's or a search's chunks: a day's chunks run **one after
-another**, each from the previous chunk's handover (the replicas it had alive and the counts its policy
-chose, :class:`simulator.day.Handover`). So only chunk 0 is sent at creation; :func:`chunk_store` writes a
-finished chunk (keyed by ``(plan, index)``, under a lock on the plan) and sends chunk ``h + 1`` once that
-transaction commits; the last chunk's task joins the chunks and stores the answer (:func:`plan_answer`).
+difference from a sweep's or a search's chunks: a day's chunk ``h + 1`` starts from chunk ``h``'s handover (the
+replicas it had alive and the counts its policy chose, :class:`simulator.day.Handover`). That handover is known
+once chunk ``h``'s run has passed the start of chunk ``h + 1`` (``on_handover``), before its cool-down and its
+storing: it is written on chunk ``h``'s row then (``handover``) and chunk ``h + 1`` is sent, so two workers run
+the two at once (**pipelined**; each chunk's result is exactly the one of chunks run one after another, since
+it starts from the same handover). So only chunk 0 is sent at creation; :func:`chunk_store` writes a finished
+chunk (keyed by ``(plan, index)``, under a lock on the plan) and sends chunk ``h + 1`` again if it is still
+pending (a worker that died between the handover and the message); the chunk whose store completes the plan
+joins the chunks and stores the answer (:func:`plan_answer`).
 
 Idempotent everywhere, so late acknowledgement is safe: a chunk task whose row is done returns at once
-(``already-done``), a chunk whose previous one is not stored yet returns ``waiting`` (it is sent again when
-that one is), and a running chunk whose worker died is sent again by the healer (``planner/dayplans/stalls.py``)
-after its heartbeat stopped. A crashed worker loses at most the chunk it was running, never a stored one.
+(``already-done``), a chunk whose previous one has told no handover yet returns ``waiting`` (it is sent again
+when that one tells it), and a running chunk whose worker died is sent again by the healer
+(``planner/dayplans/stalls.py``) after its heartbeat stopped; run again, it tells the same handover. A crashed
+worker loses at most the chunks it was running, never a stored one.
 
 Cancelling keeps the finished chunks: a chunk still running is stored when it ends but starts no other, and
-:data:`ANSWER_TASK` answers the finished hours (``partial``) on a worker.
+:data:`ANSWER_TASK` answers the finished hours (``partial``: consecutive from chunk 0) on a worker.
 """
 
 from __future__ import annotations
@@ -109,9 +114,22 @@ def _plans(snapshot: dict):
 
 
 def _handover(plan_id: int, index: int) -> dict | None:
-    """The handover chunk ``index`` starts from: the previous chunk's, once it is stored (None for chunk 0)."""
-    return DayPlanChunk.objects.filter(plan_id=plan_id, index=index - 1, status="done").values_list(
-        "result__handover", flat=True).first()
+    """The handover chunk ``index`` starts from: the one the previous chunk told (None before, and for chunk 0);
+    a chunk stored before rows kept their handover has it in its result only."""
+    row = DayPlanChunk.objects.filter(plan_id=plan_id, index=index - 1).values("handover", "status",
+                                                                              "result__handover").first()
+    if row is None:
+        return None
+    if row["handover"] is not None:
+        return row["handover"]
+    return row["result__handover"] if row["status"] == "done" else None
+
+
+def _tell_handover(plan_id: int, chunk_id: int, index: int, handover) -> None:
+    """Chunk ``index`` knows the next one's ``handover``: write it on its row and send the next chunk (if pending:
+    not after a cancel, nor when it runs or ran already)."""
+    DayPlanChunk.objects.filter(pk=chunk_id).update(handover=handover.to_dict())
+    chunk_enqueue(plan_id, index + 1)
 
 
 class DayPlans(ChunkedJob):
@@ -121,7 +139,7 @@ class DayPlans(ChunkedJob):
     stop_on = ()  # a running chunk is not stopped by a cancel: it is stored, and its hours answered
 
     def waiting(self, plan: DayPlan, chunk: DayPlanChunk) -> bool:
-        """A chunk waits for the previous one (it is sent when that one is stored)."""
+        """A chunk waits for the previous one's handover (it is sent when that one tells it)."""
         return chunk.index > 0 and _handover(plan.pk, chunk.index) is None
 
     def run(self, plan: DayPlan, chunk: DayPlanChunk, watch: Watch) -> dict:
@@ -133,7 +151,8 @@ class DayPlans(ChunkedJob):
         day = plan.snapshot["day"]
         done = simulate_chunk(wl, config, policy, plans[index], cold_start_s=day["cold_start_s"],
                               routing=day["routing"], handover=None if prev is None else Handover.from_dict(prev),
-                              next_plan=plans[index + 1] if index + 1 < len(plans) else None)
+                              next_plan=plans[index + 1] if index + 1 < len(plans) else None,
+                              on_handover=lambda h, _t: _tell_handover(plan.pk, chunk.pk, index, h))
         return done.to_dict()
 
     def store(self, plan: DayPlan, chunk: DayPlanChunk, result: dict) -> None:
@@ -168,17 +187,18 @@ def chunk_run(*, plan_id: int, index: int) -> str:
 
 
 def chunk_store(*, plan_id: int, index: int, result: dict) -> bool:
-    """Write a finished chunk (keyed by ``(plan, index)``) and send the next one after commit; True when the
-    plan has every chunk now, or was cancelled (the caller then answers it)."""
+    """Write a finished chunk (keyed by ``(plan, index)``, with the handover it told) and, after commit, send the
+    next one if it is still pending; True when the plan has every chunk now (whichever of them was stored last),
+    or was cancelled (the caller then answers it)."""
     def gather(plan: DayPlan, chunk: DayPlanChunk) -> bool:
         if plan.is_final:
             return plan.status == DayPlan.Status.CANCELLED
         if index + 1 < plan.num_chunks:
             transaction.on_commit(lambda: chunk_enqueue(plan_id, index + 1))
-            return False
-        return True
+        return not plan.chunks.exclude(status="done").exists()
 
-    return DAY_PLANS.store_done(plan_id, index, {"result": result}, gather=gather)[1]
+    return DAY_PLANS.store_done(plan_id, index, {"result": result, "handover": result["handover"]},
+                                gather=gather)[1]
 
 
 def _answer_of(wl, chunks: list, policy, day: dict) -> dict:

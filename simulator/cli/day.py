@@ -16,6 +16,7 @@ from typing import Any
 
 from simulator.autoscale import ColdStart
 from simulator.day import ROUTINGS, answer_day, build_policy, default_overlap_s, simulate_day, simulate_day_in_chunks
+from simulator.day.parallel import simulate_day_in_processes
 
 
 def _json_arg(text: str, what: str, error: type[Exception]) -> Any:
@@ -64,6 +65,9 @@ def add_day_parser(sub, add_trace_arguments) -> None:
     day.add_argument("--overlap-s", type=float, metavar="S",
                      help="warm-up and cool-down of each chunk, seconds (default: 300, or the policy's longest "
                           "stabilization window if longer)")
+    day.add_argument("--processes", type=int, default=1, metavar="P",
+                     help="with --chunk-s: the chunks in P forked processes, pipelined, with a second chain of "
+                          "chunks from mid-day kept where it meets the first (the same answer; default 1)")
     day.add_argument("--output", "-o", metavar="FILE", help="write the JSON here instead of stdout")
     day.add_argument("--indent", type=int, metavar="N", help="pretty-print JSON with N spaces")
     add_trace_arguments(day)
@@ -83,16 +87,25 @@ def cold_start_seconds(args: argparse.Namespace, error: type[Exception]) -> floa
 def run_day(args: argparse.Namespace, workload, config, error: type[Exception]) -> dict[str, Any]:
     cold = cold_start_seconds(args, error)
     policy = build_policy(_json_arg(args.policy, "--policy", error), workload.arrival, cold)
+    met = None
+    if args.processes != 1 and args.chunk_s is None:
+        raise error("--processes: needs --chunk-s (one run is one process)")
     if args.chunk_s is None:
         res = simulate_day(workload, config, policy, cold_start_s=cold, routing=args.routing)
+    elif args.processes != 1:
+        res, met = simulate_day_in_processes(workload, config, policy, chunk_s=args.chunk_s, overlap_s=args.overlap_s,
+                                             cold_start_s=cold, routing=args.routing, processes=args.processes)
     else:
         res = simulate_day_in_chunks(workload, config, policy, chunk_s=args.chunk_s, overlap_s=args.overlap_s,
                                      cold_start_s=cold, routing=args.routing)
     ans = answer_day(res, gpus_per_replica=args.gpus_per_replica, price_per_gpu_hour=args.price_per_gpu_hour,
                      slo_ttft_s=args.slo_ttft_s, slo_tpot_s=args.slo_tpot_s)
+    chunks = None if args.chunk_s is None else {"chunk_s": args.chunk_s,
+                                                "overlap_s": args.overlap_s or default_overlap_s(policy)}
+    if chunks is not None and args.processes != 1:
+        chunks.update(processes=args.processes, chains_met_at=met)
     return {"policy": res.policy, "routing": res.routing, "cold_start_s": res.cold_start_s, "end_s": res.end_s,
-            "chunks": None if args.chunk_s is None else {"chunk_s": args.chunk_s,
-                                                        "overlap_s": args.overlap_s or default_overlap_s(policy)},
+            "chunks": chunks,
             "answer": ans.to_dict(), "pods": [p.to_dict() for p in res.pods],
             "fleet": {k: v.tolist() for k, v in res.replicas_over_time().items()}}
 

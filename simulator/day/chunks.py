@@ -160,17 +160,44 @@ def _alive_at(pods, t: float) -> list[float]:
     return sorted(p.ready_s for p in pods if p.asked_s <= t and (p.stop_s is None or p.stop_s > t))
 
 
+def handover_of(pods, samples, next_plan: ChunkPlan) -> Handover:
+    """The handover to ``next_plan``: the replicas of ``pods`` alive at its ``lo_s`` and the counts of
+    ``samples`` at the syncs of its warm-up. Known once the run has passed the last sync before
+    ``next_plan.start_s``: a later sync neither asks for a replica before ``lo_s`` nor stops one then.
+
+    A replica ready by ``lo_s`` is handed over as ready at ``lo_s`` (its own ready time changes nothing in the
+    next chunk, whose router queue starts empty): two chunks that leave the fleet alike hand over equal
+    handovers, which a speculative start (``bench/bench_day.py --speculate``) compares."""
+    script = {s.time_s: s.desired for s in samples if next_plan.lo_s < s.time_s < next_plan.start_s}
+    return Handover(tuple(max(r, next_plan.lo_s) for r in _alive_at(pods, next_plan.lo_s)), script)
+
+
 def simulate_chunk(workload: Workload, config: EngineConfig, policy: Policy, plan: ChunkPlan, *,
                    cold_start_s: float, routing: str, handover: Handover | None,
-                   next_plan: ChunkPlan | None) -> DayChunk:
-    """Chunk ``plan`` of the day (module docstring), from the previous chunk's ``handover``."""
+                   next_plan: ChunkPlan | None,
+                   on_handover: Callable[[Handover, float], None] | None = None) -> DayChunk:
+    """Chunk ``plan`` of the day (module docstring), from the previous chunk's ``handover``.
+
+    ``on_handover(h, t_s)``: called once with the next chunk's handover as soon as it is known, at the run's
+    time ``t_s`` (the last sync before the next chunk's start), before this chunk simulates its cool-down, so the
+    next chunk may start on another worker meanwhile; ``h`` equals the returned chunk's ``handover`` (a run that
+    ends before that sync tells it at its end). Not called for the last chunk.
+    """
     sub, idx = sub_workload(workload, plan.lo_s, plan.hi_s)
     check_day_input(sub, config, policy, cold_start_s, routing)
     if handover is None and plan.lo_s > 0:
         raise ConfigError("a chunk after the first needs the previous chunk's handover", field="handover")
+    told: list[Handover] = []
+
+    def synced(run, t: float) -> None:
+        if not told and t + policy.sync_s >= next_plan.start_s - 1e-9:  # the last sync before it
+            told.append(handover_of(run.pods, run.samples, next_plan))
+            on_handover(told[0], t)
+
     run = run_fleet(sub, config, policy, cold_start_s, routing, start_s=plan.lo_s,
                     start_pods=None if handover is None else list(handover.ready_s),
-                    script=None if handover is None else handover.script)
+                    script=None if handover is None else handover.script,
+                    synced=synced if on_handover is not None and next_plan is not None else None)
     res = result_of(run, sub)
     arrival = np.asarray(sub.arrival)
     mine = (arrival >= plan.start_s) & (arrival < plan.end_s)
@@ -183,10 +210,9 @@ def simulate_chunk(workload: Workload, config: EngineConfig, policy: Policy, pla
             pods.append(replace(p, asked_s=lo, gone_s=None if math.isinf(hi) else hi))
     samples = tuple(s for s in res.samples if plan.start_s < s.time_s <= plan.end_s)
     started = sum(1 for p in res.pods if plan.start_s <= p.asked_s < plan.end_s)
-    nxt = None
-    if next_plan is not None:
-        script = {s.time_s: s.desired for s in res.samples if next_plan.lo_s < s.time_s < next_plan.start_s}
-        nxt = Handover(tuple(_alive_at(res.pods, next_plan.lo_s)), script)
+    nxt = None if next_plan is None else handover_of(res.pods, res.samples, next_plan)
+    if nxt is not None and on_handover is not None and not told:
+        on_handover(nxt, run.samples[-1].time_s if run.samples else plan.lo_s)  # the run ended before that sync
     return DayChunk(plan, idx[mine], cols, tuple(pods), samples, started, nxt)
 
 
@@ -239,5 +265,5 @@ def simulate_day_in_chunks(workload: Workload, config: EngineConfig, policy: Pol
     return join_chunks(workload, chunks, policy, cold_start_s=cold_start_s, routing=routing)
 
 
-__all__ = ["COLUMNS", "MIN_OVERLAP_S", "ChunkPlan", "DayChunk", "Handover", "chunk_plans", "default_overlap_s", "join_chunks", "simulate_chunk",
+__all__ = ["COLUMNS", "MIN_OVERLAP_S", "ChunkPlan", "DayChunk", "Handover", "chunk_plans", "default_overlap_s", "handover_of", "join_chunks", "simulate_chunk",
            "simulate_day_in_chunks", "sub_workload"]

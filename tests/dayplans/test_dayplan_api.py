@@ -40,6 +40,27 @@ def _body(**change):
     return {**copy.deepcopy(EXAMPLE_DAY_PLAN), **change}
 
 
+def test_a_chunk_sends_the_next_before_it_is_stored_and_a_row_stored_before_handovers_still_starts_it(
+        client, sent, django_capture_on_commit_callbacks, monkeypatch):
+    with django_capture_on_commit_callbacks(execute=True):
+        pid = client.post("/api/day-plans/", _body(), format="json").json()["id"]
+    seen = []  # chunk 0's row while chunk 1's message is sent: not stored yet, its handover written
+    services_send = services.chunk_enqueue
+
+    def enqueue(plan_id, index):
+        seen.append(DayPlanChunk.objects.values_list("status", "handover").get(plan_id=plan_id, index=index - 1))
+        services_send(plan_id, index)
+
+    monkeypatch.setattr(services, "chunk_enqueue", enqueue)
+    assert tasks.run_day_plan_chunk(pid, 0) == "done"
+    monkeypatch.setattr(services, "chunk_enqueue", services_send)
+    assert seen[0][0] == "running" and seen[0][1] is not None
+    row = DayPlanChunk.objects.get(plan_id=pid, index=0)
+    assert row.handover == row.result["handover"]
+    DayPlanChunk.objects.filter(pk=row.pk).update(handover=None)  # as rows stored before the field existed
+    assert tasks.run_day_plan_chunk(pid, 1) == "done"
+
+
 def test_a_plan_runs_chunk_after_chunk_and_answers_as_the_simulator_does(client, sent, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         r = client.post("/api/day-plans/", _body(), format="json")

@@ -33,17 +33,24 @@ def _here(definition: dict, owner, monkeypatch) -> dict:
     return services.dayplan_run_here(plan=plan).answer
 
 
-def test_a_plan_runs_chunk_after_chunk_on_a_real_worker(worker_factory, sender_on_redis, monkeypatch):
+def test_a_plan_runs_pipelined_on_a_real_worker_with_the_answer_of_chunks_one_after_another(
+        worker_factory, sender_on_redis, monkeypatch):
     worker = worker_factory(concurrency=2)
     owner = get_user_model().objects.create_user("planner", password="pw-123456789")
-    plan = services.dayplan_create(owner=owner, definition=EXAMPLE_DAY_PLAN)
-    wait_for(lambda: DayPlan.objects.get(pk=plan.pk).is_final, timeout=120, what="the day plan", logs=[worker])
+    plan = services.dayplan_create(owner=owner, definition=LONGER)
+    wait_for(lambda: DayPlan.objects.get(pk=plan.pk).is_final, timeout=180, what="the day plan", logs=[worker])
     plan.refresh_from_db()
     assert plan.status == "done", plan.error
-    assert list(plan.chunks.values_list("status", "attempts")) == [("done", 1)] * 3
-    here = _here(EXAMPLE_DAY_PLAN, owner, monkeypatch)
-    for key in ("gpu_hours", "cost", "attainment", "peak_replicas", "fixed_peak_gpu_hours", "hours"):
+    chunks = list(plan.chunks.order_by("index"))
+    assert [(c.status, c.attempts) for c in chunks] == [("done", 1)] * 6
+    # pipelined: a chunk started (from the handover its predecessor told) before that one was stored
+    overlaps = [c.index for p, c in zip(chunks, chunks[1:]) if c.started_at < p.finished_at]
+    assert overlaps, [(c.started_at, c.finished_at) for c in chunks]
+    here = _here(LONGER, owner, monkeypatch)  # one after another in this process
+    for key in ("gpu_hours", "cost", "attainment", "peak_replicas", "fixed_peak_gpu_hours", "hours", "fleet"):
         assert plan.answer[key] == here[key], key
+    stored = DayPlan.objects.exclude(pk=plan.pk).get(name=LONGER["name"]).chunks.order_by("index")
+    assert [c.result for c in chunks] == [c.result for c in stored]  # every chunk's own result, too
 
 
 def test_a_killed_worker_loses_no_stored_chunk(worker_factory, sender_on_redis, settings, monkeypatch):

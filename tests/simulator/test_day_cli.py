@@ -63,7 +63,21 @@ def test_in_chunks_the_answer_is_the_one_run_s_within_two_percent(capsys, config
     assert chunked["answer"]["requests"] == whole["answer"]["requests"]
 
 
+def test_chunks_on_two_processes_give_the_answer_of_chunks_one_after_another(capsys, config):
+    argv = ["day", "--workload", AZURE, "--config", config, "--trace-speedup", "3", "--cold-start-s", "30",
+            "--policy", '{"kind": "hpa", "metric": "running", "target": 16, "max_replicas": 4}',
+            "--chunk-s", "45", "--overlap-s", "15"]
+    code, one, err = run(capsys, *argv)
+    assert code == 0, err
+    code, two, err = run(capsys, *argv, "--processes", "2")
+    assert code == 0, err
+    assert two["chunks"]["processes"] == 2 and "chains_met_at" in two["chunks"]
+    assert (two["answer"], two["pods"], two["fleet"]) == (one["answer"], one["pods"], one["fleet"])
+
+
 @pytest.mark.parametrize(("argv", "words"), [
+    (["--policy", '{"kind": "fixed"}', "--processes", "2"], "--processes: needs --chunk-s"),
+    (["--policy", '{"kind": "fixed"}', "--chunk-s", "300", "--processes", "0"], "processes: must be a whole number"),
     (["--policy", '{"kind": "hpa", "min_replicas": 4, "max_replicas": 2}'], "policy.max_replicas: 2 is below"),
     (["--policy", '{"kind": "autoscale"}'], "policy.kind: must be one of"),
     (["--policy", "{not json"], "--policy: invalid JSON"),

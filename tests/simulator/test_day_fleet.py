@@ -189,6 +189,26 @@ def test_a_handover_survives_json():
     assert again == first.handover and again.ready_s and min(again.script) > plans[1].lo_s
 
 
+def test_a_chunk_tells_the_next_one_s_handover_before_its_cool_down_is_simulated():
+    wl = workload(3000, BURSTY)
+    policy = HpaPolicy(metric="running", target=24, max_replicas=6)
+    plans = chunk_plans(float(wl.arrival.max()), 300, 120, policy.sync_s)
+    assert len(plans) >= 3
+    handover = None
+    for i, plan in enumerate(plans):
+        told = []
+        nxt = plans[i + 1] if i + 1 < len(plans) else None
+        chunk = simulate_chunk(wl, CONFIG, policy, plan, cold_start_s=45.0, routing="least-loaded",
+                               handover=handover, next_plan=nxt, on_handover=lambda h, t, told=told: told.append((h, t)))
+        if nxt is None:
+            assert told == [] and chunk.handover is None
+            break
+        # told once, the handover the chunk returns, at the last sync before the next chunk starts
+        assert told == [(chunk.handover, nxt.start_s - policy.sync_s)], i
+        assert told[0][1] < plan.end_s < plan.hi_s  # before the cool-down [end_s, hi_s)
+        handover = chunk.handover
+
+
 @pytest.mark.parametrize(("chunk_s", "overlap_s", "words"), [
     (610, 300, "chunk_s: must be a whole number of the policy's syncs"),
     (600, 900, "overlap_s: at most chunk_s"),
