@@ -9,6 +9,7 @@ field only in the words.
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -47,3 +48,18 @@ def test_a_config_import_names_the_config_key_in_the_field():
         parse_hf_config(cfg)
     assert exc.value.field == "num_key_value_heads"  # the ModelSpec field num_kv_heads, as the config calls it
     assert str(exc.value) == f"num_key_value_heads: {exc.value.message}"
+
+
+def test_the_search_command_names_the_option_of_a_bad_file_from_the_errors_field(capsys, tmp_path):
+    from simulator.cli.commands import main
+    from tests.simulator.test_search_cli import BASE
+
+    bad = tmp_path / "generation_config.json"
+    bad.write_text('{"temperature": "hot"}')
+    assert main(BASE + ["--slo", "itl:p90:1", "--generation-config", str(bad)]) == 2
+    assert capsys.readouterr().err.startswith("error: --generation-config: generation_config.temperature")
+    cfg = hf_config("meta-llama--Meta-Llama-3.1-8B_config.json")
+    model = tmp_path / "config.json"
+    model.write_text(json.dumps({**cfg, "num_key_value_heads": 7}))
+    assert main([*BASE[:2], str(model), *BASE[3:], "--slo", "itl:p90:1"]) == 2
+    assert capsys.readouterr().err.startswith("error: --model: num_key_value_heads")
