@@ -78,12 +78,11 @@ def _require_owner(profile, user) -> None:
 
 
 def _spec_error(exc: SpecError, prefix: str | None = None) -> ValidationError:
-    """A SpecError ("field: message") as a ValidationError on that field (or on ``prefix``)."""
-    msg = str(exc)
-    field, sep, rest = msg.partition(":")
+    """A SpecError as a ValidationError on its ``field`` with its ``message`` (on ``prefix`` with its whole words,
+    "field: message"; on ``non_field_errors`` where it names no field): no field read back out of the words."""
     if prefix:
-        return ValidationError({prefix: [msg]})
-    return ValidationError({field.strip() if sep else "non_field_errors": [rest.strip() if sep else msg]})
+        return ValidationError({prefix: [str(exc)]})
+    return ValidationError({exc.field or "non_field_errors": [exc.message if exc.field else str(exc)]})
 
 
 # --------------------------------------------------------------------------
@@ -147,7 +146,7 @@ def model_import_check(*, config: Any, name: str | None = None, num_parameters: 
                                    num_parameters=num_parameters if "num_parameters" not in errors else None,
                                    generation_config=generation_config if "generation_config" not in errors else None)
         except SpecError as exc:
-            where = "generation_config" if str(exc).startswith("generation_config") else "config"
+            where = "generation_config" if (exc.field or "").startswith("generation_config") else "config"
             for field, messages in _spec_error(exc, where).message_dict.items():
                 errors.setdefault(field, messages)
         except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:

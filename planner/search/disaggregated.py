@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from config.strict_input import unknown_field_errors
+from planner.errors import field_and_message
 from planner.sweeps.disaggregated import _number
 from simulator.cluster import ClusterError, parse_routing
 
@@ -70,7 +71,7 @@ def parse(raw: Any, *, max_replicas: int, add) -> dict | None:
         try:
             out["routing"] = str(parse_routing(str(out["routing"])))
         except ClusterError as exc:
-            bad("disaggregated.routing", str(exc).removeprefix("routing: "))
+            bad("disaggregated.routing", field_and_message(exc)[1])  # (its field: routing)
     most = max(1, (max_replicas if isinstance(max_replicas, int) else 2) - 1)
     for k in ("prefill_instances", "decode_instances"):
         if out[k] is not None:

@@ -89,18 +89,17 @@ PlanInputError = InputError
 
 
 def spec_error_field(exc: SpecError, *, default: str) -> tuple[str, str]:
-    """Split a SpecError ``"field: message"`` into ``(field, message)``.
+    """A SpecError as ``(field, message)``: its ``field`` and ``message`` (never read back out of the words).
 
     Deployment fields keep their name; anything else (a ModelSpec or GpuSpec
-    field) is reported under ``default`` ("model" or "gpu"), with the spec
-    field kept in the message so the user knows which value is wrong.
+    field, or none) is reported under ``default`` ("model" or "gpu"), with the
+    spec field kept in the message (``str(exc)``, "field: message") so the user
+    knows which value is wrong.
     """
-    text = str(exc)
-    name, sep, rest = text.partition(":")
-    name = name.strip()
-    if sep and (name in _DEPLOYMENT_FIELDS or name.startswith("speculative.")):
-        return name, rest.strip()
-    return default, text
+    name = exc.field or ""
+    if name in _DEPLOYMENT_FIELDS or name.startswith("speculative."):
+        return name, exc.message
+    return default, str(exc)
 
 
 @dataclass(frozen=True)
@@ -300,10 +299,9 @@ def apply_quantization(model: ModelSpec, knobs: dict[str, Any]) -> ModelSpec:
     try:
         out = replace(model, **changes)
         quantization.check_group_size(out, quantization.scheme_for(out))
-    except SpecError as exc:
-        msg = str(exc)
-        name = "quant_group_size" if "group" in msg.split(":", 1)[0] else "quantization"
-        raise PlanInputError.one(name, msg.split(":", 1)[-1].strip()) from None
+    except SpecError as exc:  # (quantization_config.group_size: the group size; the scheme's fields otherwise)
+        name = "quant_group_size" if "group" in (exc.field or "") else "quantization"
+        raise PlanInputError.one(name, exc.message) from None
     return out
 
 
@@ -505,8 +503,7 @@ def lengths_distribution(lengths: str):
     try:
         return parse_distribution(text, name="lengths")
     except WorkloadError as exc:
-        _, _, msg = str(exc).partition(":")
-        raise PlanInputError.one("lengths", msg.strip() or str(exc)) from None
+        raise PlanInputError.one("lengths", exc.message) from None
 
 
 def fragmentation(outcome: PlanOutcome, *, lengths: str) -> sizing.FragmentationResult:

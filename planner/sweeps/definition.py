@@ -52,6 +52,7 @@ from planner.sweeps.sections import (
     parse_workload,
 )
 from planner.sweeps.specs import (
+    PointSpecs,
     clock_coefficients,
     deployment_spec,
     parse_sampling,
@@ -105,7 +106,8 @@ def validate(raw: Any, *, owner, single: bool = False) -> tuple[dict, dict, list
     _check_axis_needs(axes, cliff, parts, err)
     if parts["sized"] and (parts["model"] is None or parts["gpu"] is None):
         err.raise_if_any()  # a model or GPU refused: nothing to size
-    snapshot = _snapshot(parts, axes, cliff, owner, err)
+    specs = PointSpecs.of(parts)  # the model and GPU as specs, once for the definition and all its points
+    snapshot = _snapshot(parts, specs, axes, cliff, owner, err)
     err.raise_if_any()
     definition = {k: raw[k] for k in KNOWN_FIELDS if k in raw and k != "workload"}
     definition["name"] = name
@@ -115,8 +117,8 @@ def validate(raw: Any, *, owner, single: bool = False) -> tuple[dict, dict, list
     if workload["source"] == "trace":
         definition["workload"]["trace"] = f"<{workload['n']} requests, {len(workload['trace']):,} characters>"
     if mode == "grid":
-        return definition, snapshot, _grid_points(snapshot, axes, owner, err)
-    _check_cliff_ends(snapshot, cliff, owner, err)
+        return definition, snapshot, _grid_points(snapshot, specs, axes, owner, err)
+    _check_cliff_ends(snapshot, specs, cliff, owner, err)
     return definition, snapshot, []
 
 
@@ -228,10 +230,10 @@ def _check_axis_needs(axes: list[dict], cliff: dict | None, parts: dict, err: Fi
         err.add("engine.num_gpu_blocks", "required without a model and a GPU (or sweep it as an axis)")
 
 
-def _snapshot(parts: dict, axes: list[dict], cliff: dict | None, owner, err: FieldErrors) -> dict:
+def _snapshot(parts: dict, specs: PointSpecs, axes: list[dict], cliff: dict | None, owner, err: FieldErrors) -> dict:
     """The resolved inputs every point starts from: specs, sizing, base engine (with its clock), workload..."""
     model, gpu, coefficients, engine_raw = parts["model"], parts["gpu"], parts["coefficients"], parts["engine_raw"]
-    dep_fields, sizing = _base_deployment(parts, err)
+    dep, dep_fields, sizing = _base_deployment(parts, specs, err)
     base_engine = dict(engine_raw)
     clock_note = sampling = sampling_source = None
     if sizing is not None:
@@ -243,10 +245,10 @@ def _snapshot(parts: dict, axes: list[dict], cliff: dict | None, owner, err: Fie
         base_engine.setdefault("async_scheduling", default_async_scheduling((dep_fields or {}).get("vllm_version")))
         if "cost_model" not in engine_raw and "step_time_model" not in engine_raw:
             sampling, sampling_source = timed_path(parts["sampling"], model["spec"].get("sampling"), parts["fitted"])
-            terms = roofline_terms(model["spec"], gpu["spec"], dep_fields, coefficients)
+            terms = roofline_terms(specs.model, specs.gpu, dep, coefficients)
             if terms is not None:
                 base_engine["cost_model"] = terms
-            clock_note = roofline_note(model["spec"], gpu["spec"], dep_fields, coefficients)  # (also: unmeasured GPU)
+            clock_note = roofline_note(specs.model, specs.gpu, dep, coefficients)  # (also: unmeasured GPU)
     base_engine.setdefault("num_gpu_blocks", 2 if sizing is None else base_engine.get("num_gpu_blocks"))
     try:
         engine = EngineConfig.from_dict(base_engine)
@@ -274,14 +276,15 @@ def _snapshot(parts: dict, axes: list[dict], cliff: dict | None, owner, err: Fie
     }
 
 
-def _base_deployment(parts: dict, err: FieldErrors) -> tuple[dict, dict | None]:
-    """The base deployment's fields and what vLLM sizes for it (``({}, None)`` for an engine-only scenario)."""
+def _base_deployment(parts: dict, specs: PointSpecs, err: FieldErrors) -> tuple[DeploymentSpec | None, dict, dict | None]:
+    """The base deployment's spec and fields and what vLLM sizes for it (``(None, {}, None)`` for an engine-only
+    scenario)."""
     deployment, engine_raw = parts["deployment"], parts["engine_raw"]
     if parts["model"] is None or parts["gpu"] is None:
         if deployment:
             err.add("deployment", "deployment knobs need a model and a GPU; use 'engine' for engine-only sweeps")
             err.raise_if_any()
-        return {}, None
+        return None, {}, None
     try:
         dep = deployment_spec({k: v for k, v in deployment.items() if k != "sampling"})  # sampling: the clock's
     except (ValueError, TypeError) as exc:
@@ -290,9 +293,9 @@ def _base_deployment(parts: dict, err: FieldErrors) -> tuple[dict, dict | None]:
     if "block_size" in engine_raw and "block_size" not in deployment and not block_size_problem(engine_raw["block_size"]):
         dep = replace(dep, block_size=engine_raw["block_size"])
     dep_fields = dep.to_dict()
-    sizing = size_deployment(parts["model"]["spec"], parts["gpu"]["spec"], dep_fields, "deployment", err)
+    sizing = size_deployment(specs.model, specs.gpu, dep, "deployment", err)
     err.raise_if_any()
-    return dep_fields, sizing
+    return dep, dep_fields, sizing
 
 
 def _disaggregated(parts: dict, axes: list[dict], cliff: dict | None, dep_fields: dict, engine: dict, owner,
@@ -316,7 +319,7 @@ def _disaggregated(parts: dict, axes: list[dict], cliff: dict | None, dep_fields
     return dis
 
 
-def _grid_points(snapshot: dict, axes: list[dict], owner, err: FieldErrors) -> list[dict]:
+def _grid_points(snapshot: dict, specs: PointSpecs, axes: list[dict], owner, err: FieldErrors) -> list[dict]:
     """Every combination of the axes' values, resolved (after checking the point and work caps)."""
     combos = list(itertools.product(*[a["values"] for a in axes])) if axes else [()]
     n_req = snapshot["workload"]["n"]
@@ -329,12 +332,12 @@ def _grid_points(snapshot: dict, axes: list[dict], owner, err: FieldErrors) -> l
     points = []
     for idx, combo in enumerate(combos):
         params = {a["param"]: v for a, v in zip(axes, combo)}
-        points.append(resolve_point(snapshot, params, idx, owner=owner, err=err))
+        points.append(resolve_point(snapshot, params, idx, owner=owner, err=err, specs=specs))
     err.raise_if_any()
     return points
 
 
-def _check_cliff_ends(snapshot: dict, cliff: dict, owner, err: FieldErrors) -> None:
+def _check_cliff_ends(snapshot: dict, specs: PointSpecs, cliff: dict, owner, err: FieldErrors) -> None:
     """A cliff search fits the work cap at its most simulations, and both ends of its range resolve."""
     n_req = snapshot["workload"]["n"]
     budget = cliff_budget(cliff)
@@ -342,5 +345,5 @@ def _check_cliff_ends(snapshot: dict, cliff: dict, owner, err: FieldErrors) -> N
         err.add("cliff", f"up to {budget} simulations x {n_req:,} requests is more than the cap of "
                          f"{max_work():,} (points x requests); use fewer requests or a coarser resolution")
     for x in (cliff["lo"], cliff["hi"]):
-        resolve_point(snapshot, {cliff["param"]: x}, 0, owner=owner, err=err)
+        resolve_point(snapshot, {cliff["param"]: x}, 0, owner=owner, err=err, specs=specs)
     err.raise_if_any()

@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 from config.strict_input import unknown_field_errors
-from planner.errors import FieldErrors
+from planner.errors import FieldErrors, field_and_message
 from simulator.cluster import ClusterError, parse_routing
 from simulator.engine import EngineConfig
 
@@ -67,7 +67,7 @@ def parse(raw: Any, add) -> dict | None:
     try:
         out["routing"] = str(parse_routing(str(out["routing"])))
     except ClusterError as exc:
-        add("disaggregated.routing", str(exc).removeprefix("routing: "))
+        add("disaggregated.routing", field_and_message(exc)[1])  # (its field: routing)
         ok = False
     if not _number(out["link_gbps"], 0.0, 1e5, positive=True):
         add("disaggregated.link_gbps", "must be a bandwidth in GB/s above 0 and at most 100,000 (one 400 Gb/s NIC "

@@ -117,7 +117,7 @@ def cliff_headline(body: dict, arrival_unit: str = "step", *, cliff=_UNSET) -> d
     if searched:
         return searched
     cliff = detect_cliff(body) if cliff is _UNSET else cliff
-    sentence = cliff_sentence(body, cliff)
+    sentence = cliff_sentence(body, cliff) if cliff else None  # (given None it would look for the cliff again)
     if not cliff or not sentence:
         return _grid_headline(body)
     x, mine = cliff["x"], _deployment_x(body.get("inputs") or {}, cliff["param"])

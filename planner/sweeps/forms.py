@@ -9,6 +9,7 @@ from django import forms
 from config.json_input import finite_number
 from gpuprofiles.models import GpuProfile, ModelProfile
 from gpuprofiles.selectors import visible_profiles
+from planner.errors import field_and_message
 from planner.sampling_words import sampling_field
 from planner.sizing.forms import gpu_choice_label
 from planner.sizing.selectors import DEFAULT_GPU_PREFIXES, DEFAULT_MODEL_NAMES
@@ -330,7 +331,7 @@ class SweepForm(forms.Form):
         try:
             distribution_from_dict(text, name=name)
         except WorkloadError as exc:
-            raise forms.ValidationError(human_message(str(exc).partition(": ")[2] or str(exc))) from None
+            raise forms.ValidationError(human_message(field_and_message(exc)[1])) from None
         return text
 
     def clean_prompt(self) -> str:
@@ -384,7 +385,7 @@ class SweepForm(forms.Form):
                 try:
                     arrival = parse_arrival(d["arrival"], d.get("arrival_unit") or "s").to_dict()
                 except WorkloadError as exc:
-                    self.add_error("arrival", human_message(str(exc).partition(": ")[2] or str(exc)))
+                    self.add_error("arrival", human_message(field_and_message(exc)[1]))
             spec = {"n": d.get("n") or 1, "prompt": d.get("prompt") or "const:1",
                     "output": d.get("output") or "const:1", "arrival": arrival}
             if d.get("prefix_length"):

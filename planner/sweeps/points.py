@@ -3,7 +3,9 @@
 ``resolve_point`` applies a point's axis values to the snapshot's base (engine
 knobs, deployment, GPU, CPU tier, replicas, speculation), re-sizes the KV cache
 and re-times the clock where an axis changes them, and says what the figures
-need beside the config (KV tokens, GPUs and their price per hour).
+need beside the config (KV tokens, GPUs and their price per hour). The
+snapshot's model and GPU specs are built once for all its points
+(:class:`planner.sweeps.specs.PointSpecs`), each point's deployment once.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from planner.sweeps import disaggregated as disagg
 from planner.sweeps.axes import AXES
 from planner.sweeps.limits import chunk_points
 from planner.sweeps.specs import (
+    PointSpecs,
+    built,
     deployment_spec,
     gpu_spec,
-    model_spec,
     resolve_profile,
     roofline_note,
     roofline_terms,
@@ -48,13 +51,16 @@ def workload_key(variant: dict) -> str:
     return json.dumps(variant, sort_keys=True)
 
 
-def resolve_point(snapshot: dict, params: dict, index: int, *, owner=None, err: FieldErrors | None = None) -> dict:
+def resolve_point(snapshot: dict, params: dict, index: int, *, owner=None, err: FieldErrors | None = None,
+                  specs: PointSpecs | None = None) -> dict:
     """Turn one point's axis values into an engine config and workload variant ({} after adding a problem).
 
     ``meta`` carries what the figures need beside the config: KV tokens,
-    GPUs per deployment and their price per hour.
+    GPUs per deployment and their price per hour. ``specs``: the snapshot's
+    model and GPU specs (:meth:`PointSpecs.of`, built here when not given).
     """
     err = err or FieldErrors()
+    specs = specs or PointSpecs.of(snapshot)
     label = ", ".join(f"{k}={v}" for k, v in params.items())
     engine = _engine_with_axes(snapshot, params)
     dep = dict(snapshot["deployment"] or {})
@@ -69,13 +75,15 @@ def resolve_point(snapshot: dict, params: dict, index: int, *, owner=None, err: 
             "gpu", params["gpu"], owner, f"point {label}", err)
         if gpu is None:
             return {}
-    resized = _resize(snapshot, params, engine, gpu, dep, label, err)
+    model_s = specs.model
+    gpu_s = (specs.gpu if "gpu" not in params else built(gpu_spec, gpu["spec"])) if gpu else None
+    dep_s = built(deployment_spec, dep) if dep else dep
+    resized = _resize(snapshot, params, engine, gpu, dep_s, label, err, specs=(model_s, gpu_s))
     if resized is None:
         return {}
     sized, note = resized
-    model_d = (snapshot.get("model") or {}).get("spec")
     problem = point_speculative(snapshot, params, engine, (lambda: (
-        model_spec(model_d), gpu_spec(gpu["spec"]), deployment_spec(dep))) if model_d and gpu and dep else None)
+        model_s, gpu_s, deployment_spec(dep_s))) if model_s is not None and gpu and dep else None)
     if problem:
         err.add(f"point {label}", problem)
         return {}
@@ -103,19 +111,21 @@ def _engine_with_axes(snapshot: dict, params: dict) -> dict:
     return engine
 
 
-def _resize(snapshot: dict, params: dict, engine: dict, gpu: dict | None, dep: dict, label: str,
-            err: FieldErrors) -> tuple[dict | None, str | None] | None:
+def _resize(snapshot: dict, params: dict, engine: dict, gpu: dict | None, dep, label: str,
+            err: FieldErrors, *, specs: tuple) -> tuple[dict | None, str | None] | None:
     """Re-size the KV cache and re-time the clock in ``engine`` where the point's axes change them.
 
-    Returns ``(sizing or None, clock note or None)``, or None when the point's deployment does not start.
+    ``dep``: the point's deployment as a spec (its dict where refused, or empty); ``specs``: its model and GPU
+    as specs. Returns ``(sizing or None, clock note or None)``, or None when the point's deployment does not start.
     """
+    model_s, gpu_s = specs
     note = snapshot.get("clock_note")
     explicit = snapshot.get("engine_explicit", [])
     if snapshot.get("model") and gpu and "num_gpu_blocks" not in params:
         sized = None
         resizes = any(AXES[k]["kind"] == "sizing" for k in params) or "block_size" in params
         if resizes and "num_gpu_blocks" not in explicit:
-            sized = size_deployment(snapshot["model"]["spec"], gpu["spec"], dep, f"point {label}", err)
+            sized = size_deployment(model_s, gpu_s, dep, f"point {label}", err)
             if sized is None:
                 return None
             engine["num_gpu_blocks"] = sized["num_gpu_blocks"]
@@ -123,9 +133,9 @@ def _resize(snapshot: dict, params: dict, engine: dict, gpu: dict | None, dep: d
         if ("gpu" in params or "tensor_parallel_size" in params) and "cost_model" not in explicit \
                 and "step_time_model" not in explicit:
             coefficients = snapshot.get("coefficients")
-            engine["cost_model"] = roofline_terms(snapshot["model"]["spec"], gpu["spec"], dep, coefficients)
+            engine["cost_model"] = roofline_terms(model_s, gpu_s, dep, coefficients)
             if engine["cost_model"] is None:
-                note = roofline_note(snapshot["model"]["spec"], gpu["spec"], dep, coefficients)
+                note = roofline_note(model_s, gpu_s, dep, coefficients)
         return sized, note
     if "block_size" in params and not dep and "num_gpu_blocks" not in params:
         # Engine-only: keep the KV cache's token capacity constant when the block size changes.

@@ -35,6 +35,7 @@ from planner.sweeps.limits import (
 from planner.sweeps.points import resolve_point
 from planner.sweeps.runner import workload_of
 from planner.sweeps.sections import cliff_budget
+from planner.sweeps.specs import PointSpecs
 from simulator.batch import OverBudget, Price, WorkloadSize, budget
 from simulator.engine import EngineConfig
 
@@ -147,7 +148,9 @@ def check_cliff(snapshot: dict, *, owner) -> Price:
     time must fit one chunk's limit, each round's memory the run limit.
     """
     c = snapshot["cliff"]
-    ends = [resolve_point(snapshot, {c["param"]: x}, i, owner=owner) for i, x in enumerate((c["lo"], c["hi"]))]
+    specs = PointSpecs.of(snapshot)
+    ends = [resolve_point(snapshot, {c["param"]: x}, i, owner=owner, specs=specs)
+            for i, x in enumerate((c["lo"], c["hi"]))]
     dearest = max(point_prices(snapshot, ends), key=lambda p: (p.seconds, p.memory_bytes))
     evaluations = cliff_budget(c)
     total = Price(dearest.memory_bytes, dearest.seconds * evaluations)

@@ -37,6 +37,7 @@ from planner.sweeps import definition as defn
 from planner.sweeps import pricing
 from planner.sweeps.cliff import find_cliff, max_evaluations
 from planner.sweeps.points import plan_chunks, resolve_point, workload_for, workload_key
+from planner.sweeps.specs import PointSpecs
 
 logger = logging.getLogger(__name__)
 
@@ -250,6 +251,7 @@ class _CliffRounds:
 
     def __init__(self, sweep: Sweep) -> None:
         self.sweep, self.snap = sweep, sweep.snapshot
+        self.specs = PointSpecs.of(self.snap)  # the model and GPU as specs, once for every round's points
         self.param = self.snap["cliff"]["param"]
         self.round = self.next_index = 0
         self.stored = {ch.index: ch for ch in sweep.chunks.filter(status=SweepChunk.Status.DONE)}
@@ -261,7 +263,8 @@ class _CliffRounds:
         if chunk is None:
             pts = []
             for x in xs:
-                p = resolve_point(self.snap, {self.param: x}, self.next_index + len(pts), owner=self.sweep.owner)
+                p = resolve_point(self.snap, {self.param: x}, self.next_index + len(pts), owner=self.sweep.owner,
+                                  specs=self.specs)
                 pts.append({k: p[k] for k in ("index", "params", "config", "meta")})
             chunk = self._simulate(r, xs, pts)
         self.next_index += len(chunk.points)

@@ -1,13 +1,16 @@
 """The model, GPU and deployment of a sweep: catalog references resolved into spec copies, sized, and clocked.
 
 :func:`resolve_profile` is the one place here that reads the catalog; the
-resolved specs are JSON dicts copied into the sweep's snapshot, and the other
-functions turn them back into the simulator's specs.
+resolved specs are JSON dicts copied into the sweep's snapshot (it is stored).
+:class:`PointSpecs` turns them back into the simulator's specs once per
+definition (model, GPU) and once per point (its deployment, its GPU where an
+axis changes it); the other functions take those specs (or, from the few
+callers that hold only the JSON, the dicts).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from gpuprofiles.models import GpuProfile, ModelProfile
@@ -66,6 +69,31 @@ def resolve_profile(kind: str, ref: Any, owner, where: str, err: FieldErrors) ->
     }
 
 
+@dataclass(frozen=True)
+class PointSpecs:
+    """A snapshot's model and GPU as specs, built from its JSON once and shared by its points.
+
+    ``model`` / ``gpu`` are None where the snapshot has none (an engine-only sweep).
+    """
+
+    model: ModelSpec | None
+    gpu: GpuSpec | None
+
+    @classmethod
+    def of(cls, snapshot: dict) -> PointSpecs:
+        model, gpu = snapshot.get("model"), snapshot.get("gpu")
+        return cls(built(model_spec, model["spec"]) if model else None, built(gpu_spec, gpu["spec"]) if gpu else None)
+
+
+def built(make, d):
+    """``make(d)``: the spec of a JSON dict, or ``d`` itself when it is refused, so that the function it is passed
+    to refuses it in its own words (:func:`size_deployment` names the field, :func:`roofline_terms` gives None)."""
+    try:
+        return make(d)
+    except (ValueError, TypeError):
+        return d
+
+
 def spec_dict(spec) -> dict:
     d = spec.to_dict() if hasattr(spec, "to_dict") else asdict(spec)
     if "layers" in d:
@@ -73,11 +101,11 @@ def spec_dict(spec) -> dict:
     return d
 
 
-def model_spec(d: dict) -> ModelSpec:
+def model_spec(d: dict | ModelSpec) -> ModelSpec:
     return ModelSpec.from_dict(d)
 
 
-def gpu_spec(d: dict) -> GpuSpec:
+def gpu_spec(d: dict | GpuSpec) -> GpuSpec:
     return GpuSpec.from_dict(d)
 
 
@@ -86,9 +114,11 @@ def gpu_spec(d: dict) -> GpuSpec:
 NOT_SIMULATED = {"data_parallel_size": 1, "enable_expert_parallel": False}
 
 
-def deployment_spec(d: dict) -> DeploymentSpec:
+def deployment_spec(d: dict | DeploymentSpec) -> DeploymentSpec:
     """The deployment's spec; a :class:`FieldError` on the key it has no field for, or on a field whose value the
-    simulation cannot run yet (:data:`NOT_SIMULATED`)."""
+    simulation cannot run yet (:data:`NOT_SIMULATED`). A spec is returned as it is (it was checked when built)."""
+    if isinstance(d, DeploymentSpec):
+        return d
     for name, only in NOT_SIMULATED.items():
         if name in d and d[name] != only:
             raise FieldError("simulations run TP x PP replicas only (data-parallel ranks and expert "
@@ -97,8 +127,11 @@ def deployment_spec(d: dict) -> DeploymentSpec:
     return DeploymentSpec.from_dict(d)
 
 
-def size_deployment(model_d: dict, gpu_d: dict, dep_d: dict, where: str, err: FieldErrors) -> dict | None:
-    """What vLLM would size at start-up (:data:`SIZING_FIELDS`), or None when the deployment does not start."""
+def size_deployment(model_d, gpu_d, dep_d, where: str, err: FieldErrors) -> dict | None:
+    """What vLLM would size at start-up (:data:`SIZING_FIELDS`), or None when the deployment does not start.
+
+    ``model_d``, ``gpu_d`` and ``dep_d`` are specs or their JSON dicts (as :func:`roofline_terms`'s and
+    :func:`roofline_note`'s)."""
     try:
         res = plan(model_spec(model_d), gpu_spec(gpu_d), deployment_spec(dep_d))
     except (ValueError, TypeError) as exc:
@@ -139,7 +172,7 @@ def clock_coefficients(sampling: str | None, calibration: dict | None, fitted=()
     return {**(calibration or {}), **path}
 
 
-def roofline_terms(model_d: dict, gpu_d: dict, dep_d: dict, coefficients: dict | None = None) -> dict | None:
+def roofline_terms(model_d, gpu_d, dep_d, coefficients: dict | None = None) -> dict | None:
     """The roofline step-time coefficients of a model on a GPU (a JSON ``cost_model`` object), or None.
 
     With a model and a GPU a sweep's clock is the roofline (docs/cost-model.md)
@@ -155,7 +188,7 @@ def roofline_terms(model_d: dict, gpu_d: dict, dep_d: dict, coefficients: dict |
     return {"kind": "terms", **terms.to_dict()}
 
 
-def roofline_note(model_d: dict, gpu_d: dict, dep_d: dict, coefficients: dict | None = None) -> str | None:
+def roofline_note(model_d, gpu_d, dep_d, coefficients: dict | None = None) -> str | None:
     """What the user must know about the clock (shown as ``clock_note``), or None: why :func:`roofline_terms`
     gives none, or that the GPU's efficiencies were never measured (issue 30: "timed from data-sheet peaks; not
     checked against a measurement")."""

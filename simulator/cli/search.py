@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.base import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS, path_words, timed_path
+from simulator.base.errors import FieldError
 from simulator.cli.values import read_json
 from simulator.search import (
     DEFAULT_SEED_COUNT,
@@ -183,7 +184,8 @@ def run_search_command(args: argparse.Namespace, *, load_workload_file) -> str:
     except SearchError:
         raise
     except ValueError as exc:
-        option = "--generation-config" if str(exc).startswith("generation_config") else "--model"
+        field = exc.field if isinstance(exc, FieldError) else None  # (the field of the error, not its words)
+        option = "--generation-config" if (field or "").startswith("generation_config") else "--model"
         raise SearchError(f"{exc}", field=option) from None
     slo = Slo(tuple(parse_slo_target(t) for t in args.slo), args.min_goodput)
     space = SearchSpace(_gpus(args.gpus), tensor_parallel=_ints(args.tp, "--tp"),

@@ -420,7 +420,7 @@ class SearchSpace:
         try:
             object.__setattr__(self, "routing", str(parse_routing(self.routing)))
         except (ClusterError, TypeError, AttributeError) as exc:
-            raise SearchError(f"{str(exc).removeprefix('routing: ')}", field="space.routing") from None
+            raise SearchError(exc.message if isinstance(exc, FieldError) else str(exc), field="space.routing") from None
         g = self.gpu_memory_utilization
         if isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 < g <= 1:
             raise SearchError(f"must be a fraction in (0, 1], got {g!r}", field="space.gpu_memory_utilization")

@@ -489,10 +489,8 @@ def _model_spec(kwargs: dict[str, Any], num_parameters: int | None, num_active_p
     checked against the quantization scheme."""
     try:
         spec = ModelSpec(**kwargs)
-    except SpecError as exc:
-        msg = str(exc)
-        field, _, rest = msg.partition(":")
-        raise SpecError(f"{_FIELD_TO_KEY.get(field, field)}:{rest}") from None
+    except SpecError as exc:  # named by its config key, in its field (never only in the words)
+        raise SpecError(exc.message, field=_FIELD_TO_KEY.get(exc.field, exc.field)) from None
     if num_parameters is None:
         total, active = estimate_num_parameters(spec)
         spec = replace(spec, num_parameters=total,

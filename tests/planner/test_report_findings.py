@@ -83,3 +83,12 @@ def test_a_report_made_before_findings_were_stored_still_opens(owner, monkeypatc
     again = Report.objects.get(pk=report.pk)
     assert again.findings == report.findings, "computed from the snapshot by the same functions, then stored"
     assert again.figures is not None
+
+
+def test_a_grid_without_a_cliff_looks_for_it_once(owner, monkeypatch, counted):
+    # every point has room for all 16 sequences: no preemptions, no cliff (its headline says so)
+    monkeypatch.setitem(DEF, "axes", [{"param": "num_gpu_blocks", "values": [320, 600]}])
+    report = _report(owner, monkeypatch)
+    stored = Report.objects.get(pk=report.pk).findings
+    assert stored["cliff"] is None and stored["headline"]["text"]
+    assert counted["detect_cliff"] == 1  # (the headline's sentence looked for it a second time)
