@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods
 
-from planner.api import throttling
+from config import throttling
 
 from .forms import SignUpForm, TokenCreateForm
 from .services import api_token_create, api_token_list, api_token_revoke

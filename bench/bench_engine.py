@@ -16,7 +16,7 @@
   (26,000 x 16 tokens of KV): configurations that share no schedule.
 * ``--roofline``, ``--cpu-tier-gib G`` (with ``--oracle``, ``--cli``, ``--big`` and
   ``--sweep``): every configuration gets the Llama 3.1 8B / H100 roofline
-  clock of ``bench/bench_features.py`` and a CPU tier of G GiB (Llama 3.1
+  clock of ``bench/engine_inputs.py`` and a CPU tier of G GiB (Llama 3.1
   8B's 2 MiB blocks); the arrivals stay in steps.
 * ``--repeat K``: run each measurement K times and print every run (report
   the best; the machine is shared). Every line shows the 1-minute load, and
@@ -42,21 +42,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.engine_inputs import BPB, H100, HF, normal_workload  # noqa: E402
 from simulator.batch import simulate  # noqa: E402
 from simulator.engine import EngineConfig  # noqa: E402
 from simulator.workload import (  # noqa: E402
-    Workload,
     load_json,
     read_workload,
 )
-
-
-def normal_workload(n: int, rate: float, seed: int = 0) -> Workload:
-    rng = np.random.default_rng(seed)
-    prompt = np.maximum(rng.normal(512, 256, n).round(), 1)
-    output = np.maximum(rng.normal(512, 256, n).round(), 1)
-    arrival = np.floor(np.cumsum(rng.exponential(1 / rate, n)))
-    return Workload(prompt_len=prompt, output_len=output, arrival=arrival)
 
 
 def load() -> str:
@@ -67,12 +59,8 @@ def feature_fields(args) -> dict:
     """The config-file fields of ``--roofline`` and ``--cpu-tier-gib``."""
     out: dict = {}
     if args.roofline:
-        from bench.bench_features import H100, HF
-
         out["cost_model"] = {"kind": "roofline", "model": json.loads(HF.read_text()), "gpu": H100}
     if args.cpu_tier_gib:
-        from bench.bench_features import BPB
-
         out["cpu_tier"] = {"size_gib": args.cpu_tier_gib}
         out["kv_bytes_per_block"] = BPB
     return out

@@ -29,16 +29,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_engine import normal_workload  # noqa: E402
+from bench.engine_inputs import BPB, H100, HF, normal_workload  # noqa: E402
 from simulator.batch import simulate  # noqa: E402
 from simulator.engine import EngineConfig  # noqa: E402
 from simulator.workload import Workload  # noqa: E402
-
-HF = ROOT / "tests" / "data" / "sizing" / "hf_configs" / "meta-llama--Meta-Llama-3.1-8B_config.json"
-# gpus.csv: H100 SXM5 80GB
-H100 = dict(name="H100 SXM5 80GB", memory_mib=81559, bandwidth_tbps=3.35, bf16_tflops=989, fp8_tflops=1979,
-            interconnect_gbps=900)
-BPB = 16 * 131_072
 
 
 def main() -> None:

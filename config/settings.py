@@ -74,7 +74,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "planner.api.throttling.PageThrottleMiddleware",
+    "config.throttling.PageThrottleMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -257,9 +257,9 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_THROTTLE_CLASSES": [
-        "planner.api.throttling.AnonRateThrottle",  # shared atomic counters (planner.api.throttling.hit)
-        "planner.api.throttling.UserRateThrottle",
-        "planner.api.throttling.HeavyRateThrottle",
+        "config.throttling.AnonRateThrottle",  # shared atomic counters (config.throttling.hit)
+        "config.throttling.UserRateThrottle",
+        "config.throttling.HeavyRateThrottle",
     ],
     "DEFAULT_THROTTLE_RATES": {
         "anon": env_str("THROTTLE_ANON", "600/min"),

@@ -150,16 +150,39 @@ def test_the_project_has_no_import_cycles():
     assert not cycles, "import cycles:\n" + "\n".join(describe(c, graph) for c in cycles)
 
 
-def test_the_catalog_does_not_import_the_planner():
-    graph = import_graph()
-    catalog = [m for m in graph if m.split(".")[0] == "gpuprofiles"]
-    reached, todo = set(), list(catalog)
-    while todo:  # everything the catalog imports, directly or through other modules
+#: The packages on floors: each imports only those below it (directly or through other modules). ``config`` holds
+#: what every app shares (settings, throttling, shedding, JSON input checks); the simulator, at the bottom, imports
+#: none of them.
+FLOORS = {
+    "simulator": set(),
+    "config": {"simulator"},
+    "accounts": {"config", "simulator"},
+    "gpuprofiles": {"config", "accounts", "simulator"},
+    "planner": {"config", "accounts", "gpuprofiles", "simulator"},
+}
+
+
+def reached_from(graph: dict[str, dict[str, int]], package: str) -> set[str]:
+    """Every module that ``package``'s modules import, directly or through other modules."""
+    reached, todo = set(), [m for m in graph if m.split(".")[0] == package]
+    while todo:
         module = todo.pop()
         for target in graph[module]:
             if target not in reached:
                 reached.add(target)
                 todo.append(target)
+    return reached
+
+
+@pytest.mark.parametrize("package", sorted(FLOORS))
+def test_each_package_imports_only_the_floors_below_it(package):
+    graph = import_graph()
+    above = {m.split(".")[0] for m in reached_from(graph, package)} - FLOORS[package] - {package}
+    assert not above, f"{package} imports {sorted(above)}, which are not below it"
+
+
+def test_the_catalog_authenticates_tokens_without_the_planner():
+    reached = reached_from(import_graph(), "gpuprofiles")
     assert "accounts.authentication" in reached  # the catalog API authenticates tokens
     assert not [m for m in reached if m.split(".")[0] == "planner"]
 

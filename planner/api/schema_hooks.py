@@ -2,7 +2,7 @@
 
 drf-spectacular documents the success answer of each operation and, where a view
 says so, a 400. Every operation can also answer the project's cross-cutting
-errors (``planner.api.errors``, ``planner.api.handlers``, ``planner.api.throttling``):
+errors (``planner.api.errors``, ``planner.api.handlers``, ``config.throttling``):
 
 - 400 bad input (any operation with a body or query parameters, and a bad Host);
 - 401 / 403 failed or missing authentication, or another user's object;

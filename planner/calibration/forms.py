@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django import forms
-from django.db.models import Q
 
 
 class CalibrationForm(forms.Form):
@@ -23,10 +22,10 @@ class CalibrationForm(forms.Form):
     def __init__(self, *args, user=None, **kwargs):
         super().__init__(*args, **kwargs)
         from gpuprofiles.models import GpuProfile, ModelProfile
+        from gpuprofiles.selectors import visible_profiles
 
-        visible = Q(owner__isnull=True) | Q(owner=user)
-        self.fields["model"].choices = [(m.slug, m.name) for m in ModelProfile.objects.filter(visible).order_by("name")]
-        self.fields["gpu"].choices = [(g.slug, g.name) for g in GpuProfile.objects.filter(visible).order_by("name")]
+        self.fields["model"].choices = [(m.slug, m.name) for m in visible_profiles(ModelProfile, user=user).order_by("name")]
+        self.fields["gpu"].choices = [(g.slug, g.name) for g in visible_profiles(GpuProfile, user=user).order_by("name")]
 
     def deployment(self) -> dict:
         d = self.cleaned_data

@@ -108,15 +108,13 @@ class DayPlanForm(forms.Form):
 
     def __init__(self, *args, user=None, **kwargs):
         super().__init__(*args, **kwargs)
-        from django.db.models import Q
-
         from gpuprofiles.models import GpuProfile, ModelProfile
+        from gpuprofiles.selectors import visible_profiles
 
-        mine = Q(owner__isnull=True) | (Q(owner=user) if user is not None and user.is_authenticated else Q())
         self.fields["model"].choices = [("", "— none: the engine configuration —")] + [
-            (m.slug, m.name) for m in ModelProfile.objects.filter(mine).order_by("name")]
+            (m.slug, m.name) for m in visible_profiles(ModelProfile, user=user).order_by("name")]
         self.fields["gpu"].choices = [("", "— none —")] + [
-            (g.slug, g.name) for g in GpuProfile.objects.filter(mine).order_by("name")]
+            (g.slug, g.name) for g in visible_profiles(GpuProfile, user=user).order_by("name")]
         self.fields["model"].initial = "llama-3-1-8b"
         self.fields["gpu"].initial = "h100-sxm5-80gb"
 

@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 
 from config.parsers import CheckedJSONParser
 from config.strict_input import refuse_unknown_fields
-from planner.api.throttling import client_key
+from config.throttling import client_key
 from planner.errors import InputError
 from planner.runs import selectors, services
 from planner.sweeps import pricing

@@ -59,8 +59,9 @@ def _add_search_error(err, exc: SearchError) -> None:
 def priced_catalog_gpus() -> list[str]:
     """Slugs of the catalog GPUs with a price (the default space)."""
     from gpuprofiles.models import GpuProfile
+    from gpuprofiles.selectors import visible_profiles
 
-    return list(GpuProfile.objects.filter(owner__isnull=True, price_per_hour__isnull=False)
+    return list(visible_profiles(GpuProfile, user=None, scope="catalog").filter(price_per_hour__isnull=False)
                 .order_by("name").values_list("slug", flat=True))
 
 

@@ -121,13 +121,15 @@ class SearchForm(forms.Form):
     def __init__(self, *args, user=None, **kwargs):
         super().__init__(*args, **kwargs)
         from gpuprofiles.models import GpuProfile, ModelProfile
+        from gpuprofiles.selectors import visible_profiles
         from planner.search.definition import priced_catalog_gpus
 
-        models = ModelProfile.objects.filter(owner__isnull=True).order_by("name")
+        models = visible_profiles(ModelProfile, user=None, scope="catalog").order_by("name")
         self.fields["model"].choices = [(m.slug, m.name) for m in models]
         self.fields["model"].initial = "llama-3-1-8b"
         priced = priced_catalog_gpus()
-        names = dict(GpuProfile.objects.filter(slug__in=priced).values_list("slug", "name"))
+        names = dict(visible_profiles(GpuProfile, user=None, scope="catalog").filter(slug__in=priced)
+                     .values_list("slug", "name"))
         self.fields["gpus"].choices = [(s, names.get(s, s)) for s in priced]
         self.fields["gpus"].initial = priced
 

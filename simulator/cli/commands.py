@@ -826,10 +826,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     if args.against:
         from simulator.calibration.crosscheck import cross_check, format_cross_check
+        from simulator.calibration.crosscheck_moe import format_moe_cross_check, moe_cross_check
 
         live = {"auto": None, "live": True, "shipped": False}[args.reference]
         try:
-            text = format_cross_check(*cross_check(live))
+            if args.against == "aiconfigurator-moe":
+                text = format_moe_cross_check(*moe_cross_check(live))
+            else:
+                text = format_cross_check(*cross_check(live))
         except ValueError as exc:
             raise CliError(str(exc)) from None
         _emit(text, args.output, end="\n")
@@ -855,13 +859,14 @@ def _add_validate(sub) -> None:
                                                            "of the defaults (RooflineCoefficients fields)")
     va.add_argument("--processes", type=int, default=1, metavar="P", help="worker processes (0: one per CPU)")
     va.add_argument("--output", "-o", metavar="FILE", help="write the table here instead of stdout")
-    va.add_argument("--against", choices=("aiconfigurator",),
+    va.add_argument("--against", choices=("aiconfigurator", "aiconfigurator-moe"),
                     help="instead of the real runs, compare the clock's forward pass step by step with NVIDIA "
                          "AIConfigurator's measured operators (models x GPUs x TP x precisions; median and worst "
-                         "ratio per group)")
+                         "ratio per group); aiconfigurator-moe: the DP / EP clock (step_time_dp) on MoE models at "
+                         "DP x EP 2-32 (docs/moe_parallelism.md)")
     va.add_argument("--reference", choices=("auto", "live", "shipped"), default="auto",
                     help="with --against: query the installed aiconfigurator-core package (live), use the table "
-                         "shipped in simulator/data/aic_steps.json (shipped), or live when installed (auto)")
+                         "shipped in simulator/data/aic_steps.json or aic_moe_steps.json (shipped), or live when installed (auto)")
     va.set_defaults(func=cmd_validate)
 
 

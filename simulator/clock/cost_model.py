@@ -397,6 +397,14 @@ def _gemm_format(model: ModelSpec, dtype: str) -> str:
     return "bf16"
 
 
+def gemm_format(model: ModelSpec, deployment: DeploymentSpec | None = None) -> str:
+    """The kind of GEMM ``model``'s weights run through in vLLM (``"bf16"``, ``"fp8"``, ``"block_fp8"``, ``"int8"``,
+    ``"fp4"``, ``"int4"``), under ``deployment``'s dtype (default ``auto``).  # format"""
+    deployment = deployment or DeploymentSpec()
+    cdt = compute_dtype(model, deployment)
+    return _gemm_format(model, deployment.dtype if deployment.dtype != "auto" else cdt)
+
+
 #: Per GEMM kind: the peaks to try (narrowest first), then the efficiency fields (FLOPs, weight streaming) to try.
 _FORMAT_RATES = {
     "block_fp8": (("fp8", "bf16"), ("block_fp8_mfu", "fp8_mfu"), ("block_fp8_bandwidth_efficiency", "fp8_bandwidth_efficiency")),
@@ -812,4 +820,5 @@ __all__ = [
     "DEFAULT_SAMPLER_PATH",
     "sampling_coefficients",
     "model_coefficients",
+    "gemm_format",
 ]

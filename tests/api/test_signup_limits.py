@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 from django.test import Client
 
-from planner.api import throttling
+from config import throttling
 
 pytestmark = pytest.mark.django_db
 

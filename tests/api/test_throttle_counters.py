@@ -1,4 +1,4 @@
-"""Throttle counters are exact across processes and slide with time (issue 37 item 6; planner.api.throttling.hit).
+"""Throttle counters are exact across processes and slide with time (issue 37 item 6; config.throttling.hit).
 
 The anonymous limit let 796-831 requests through in a minute against 600: DRF's throttles keep a list of
 request times in the cache and write it back, so gunicorn workers overwrote each other's counts. Now every
@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from planner.api import throttling
+from config import throttling
 from tests.cache_reset import reset_cache
 
 
@@ -49,7 +49,7 @@ def test_retry_after_is_when_there_is_room_again(clock):
 WORKER = """
 import django, sys
 django.setup()
-from planner.api.throttling import hit
+from config.throttling import hit
 sys.stdin.readline()  # start together
 print(sum(hit("exact", "one-client", "{rate}") is None for _ in range({tries})))
 """

@@ -21,7 +21,7 @@ def _mid_window(monkeypatch):
     requests that straddle a boundary start a new count (four 200s where a 429 was due: failed once)."""
     from types import SimpleNamespace
 
-    from planner.api import throttling
+    from config import throttling
 
     monkeypatch.setattr(throttling, "time", SimpleNamespace(time=lambda: 1_800_000_030.0))
 
