@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from simulator.base import DeploymentSpec, FieldError, ModelSpec, SpecError, StepTimeModel
+from simulator.clock import overlapped
 from simulator.clock.expert_parallel import DUMMY_BATCH, DPClock, RankBatch, step_time_dp
 from simulator.cluster.fleet import Fleet
 from simulator.cluster.replicas import ClusterResult, _assemble
@@ -111,6 +112,42 @@ class LinearGroupClock(GroupClock):
                 t = max(t, self._one(int(DUMMY_BATCH.tokens), int(DUMMY_BATCH.num_reqs)))
             t += self.sync_s
         return t
+
+
+@dataclass(frozen=True)
+class TermsGroupClock(GroupClock):
+    """A rank config's cost model over a group (:class:`simulator.clock.terms.StepCostTerms`, as the engine times
+    a step: 0 for a call that scheduled nothing): the slowest rank's step plus ``sync_s`` at DP > 1 while any rank
+    has tokens (an idle rank runs the one-token dummy batch)."""
+
+    terms: Any
+    sync_s: float = 0.0  # s
+
+    def _one(self, b: RankBatch) -> float:
+        if b.num_reqs <= 0:
+            return 0.0
+        pk = b.prefill_tokens if b.prefill_kv_tokens is None else b.prefill_kv_tokens
+        return self.terms.time(int(b.prefill_tokens), int(b.prefill_attention_tokens), int(b.decode_tokens),
+                               int(b.decode_context_tokens), int(b.num_reqs), int(pk))
+
+    def seconds(self, batches: Sequence[RankBatch | None]) -> float:
+        called = [b for b in batches if b is not None]
+        if not called:
+            return 0.0
+        t = max(self._one(b) for b in called)
+        if any(b.tokens > 0 for b in called) and len(batches) > 1:
+            if len(called) < len(batches) or any(b.tokens <= 0 for b in called):
+                t = max(t, self._one(DUMMY_BATCH))
+            t += self.sync_s
+        return t
+
+
+def default_group_clock(config: EngineConfig) -> GroupClock:
+    """The rank config's own clock over a group, no sync cost: its cost model (as the engine runs it, async
+    scheduling's overlap included), else its linear ``step_time_model``."""
+    if config.cost_model is not None:
+        return TermsGroupClock(overlapped(config.cost_model, config.async_scheduling))
+    return LinearGroupClock(config.step_time_model)
 
 
 @dataclass(frozen=True)
@@ -233,23 +270,30 @@ class _Lockstep:
                     for e in engines:
                         e.idle_until(arr[p])
                     continue
-                self._step(T, busy)
+                self._step(T, busy, arr[p] if p < n else None)
             for e in engines:
                 e.advance(None)
                 e.close()
         finally:
             sys.setrecursionlimit(old_limit)
 
-    def _step(self, T: float, busy: list[int]) -> None:
-        """One group step at ``T``: the busy ranks schedule, every rank's clock moves by the group's duration."""
+    def _step(self, T: float, busy: list[int], next_arrival: float | None) -> None:
+        """One group step at ``T``: the ranks with requests schedule, every rank's clock moves by the group's
+        duration. A rank whose only work is a step in flight (async scheduling) processes it after, up to the
+        step's end (or, when no rank stepped, up to the next arrival, as an engine of its own would idle)."""
+        engines = self.engines
         self._batches = [None] * self.N
         self._duration = None
-        until = math.nextafter(T, math.inf)
-        self._chain = (busy, until)
-        self._run_from(0, busy, until)
+        chain = [i for i in busy if engines[i].num_running or engines[i].waiting]
+        until = math.nextafter(T, math.inf)  # (one schedule call each: its step ends later)
+        self._chain = (chain, until)
+        self._run_from(0, chain, until)
         d = self._duration or 0.0
+        for i in busy:
+            if i not in chain:
+                engines[i].advance(T + d if d > 0 else next_arrival)
         self.group_steps += d > 0
-        for i, e in enumerate(self.engines):
+        for i, e in enumerate(engines):
             if self._batches[i] is None and d > 0:
                 self.dummy_steps[i] += 1
                 self.dummy_s[i] += d
@@ -284,8 +328,8 @@ def simulate_dp(workload: Workload, config: EngineConfig, data_parallel_size: in
     config : EngineConfig
         One rank's engine (its ``num_gpu_blocks`` are one rank's pool).
     clock : GroupClock, optional
-        The lockstep group's step (default :class:`LinearGroupClock` over the config's ``step_time_model``, no
-        sync cost). Ignored with ``lockstep=False`` (each rank its own config's clock).
+        The lockstep group's step (default :func:`default_group_clock`: the config's own clock, the slowest rank,
+        no sync cost). Ignored with ``lockstep=False`` (each rank its own config's clock).
     lockstep : bool
         The ranks step together (an MoE model); False: independent ranks (a dense model).
     routing : {"vllm", "round-robin"}
@@ -309,7 +353,7 @@ def simulate_dp(workload: Workload, config: EngineConfig, data_parallel_size: in
     dummy_s = [0.0] * dp
     steps = 0
     if lockstep:
-        group = _Lockstep(workload, config, dp, clock or LinearGroupClock(config.step_time_model), routing, prep,
+        group = _Lockstep(workload, config, dp, clock or default_group_clock(config), routing, prep,
                           record_steps)
         group.run()
         engines, assign = group.engines, group.assign
@@ -416,5 +460,5 @@ def dp_run_from_config(fields: dict[str, Any], cost_model: Any, config: EngineCo
     return DPRun(dp, ep, routing, lockstep=True, clock=DPClockGroup(clock, config.async_scheduling))
 
 
-__all__ = ["DP_FIELDS", "DPRun", "dp_run_from_config", "split_dp_fields", "DP_ROUTINGS", "DPClockGroup", "DPError", "DPResult", "GroupClock", "LinearGroupClock",
+__all__ = ["DP_FIELDS", "DPRun", "dp_run_from_config", "split_dp_fields", "DP_ROUTINGS", "DPClockGroup", "DPError", "DPResult", "GroupClock", "LinearGroupClock", "TermsGroupClock", "default_group_clock",
            "WAITING_WEIGHT", "choose_rank", "dp_shape_from_cost_model", "simulate_dp"]
