@@ -45,8 +45,10 @@ class RunFacts:
     own_keys : bool
         Every content key belongs to one request (no shared prefix, no multi-turn parent): a block
         is then held by one request at most, and its keys published only by it, in order.
-    has_parents : bool
-        Some request continues an earlier one (multi-turn).
+    outputs_shared : bool
+        Some request starts with full blocks that its parent fills while decoding (a multi-turn
+        follow-up re-reading its parent's output; :attr:`simulator.engine.keyspace.KeySpace.outputs_shared`).
+        A trace's shared leading blocks lie inside the parent's prompt: False.
     max_model_len_binds : bool
         Some context comes near ``max_model_len``, which may then stop a request.
     has_tiers : bool
@@ -60,7 +62,7 @@ class RunFacts:
 
     config: EngineConfig
     own_keys: bool
-    has_parents: bool
+    outputs_shared: bool
     max_model_len_binds: bool
     has_tiers: bool
     batched_cost_hook: bool
@@ -68,9 +70,10 @@ class RunFacts:
 
     @property
     def deferred_publication(self) -> bool:
-        """A decoder's newly full blocks may wait to be published: without multi-turn parents nobody
-        looks them up while it runs (they are its own keys, and it is not waiting)."""
-        return self.config.enable_prefix_caching and not self.has_parents
+        """A decoder's newly full blocks may wait to be published: unless a follow-up re-reads its parent's
+        output, nobody looks them up while it runs (they are its own keys, no other request's prompt holds
+        them, and it is not waiting)."""
+        return self.config.enable_prefix_caching and not self.outputs_shared
 
     @property
     def offloads_every_step(self) -> bool:

@@ -48,7 +48,7 @@ from simulator.engine.accelerators import RunFacts, choose
 from simulator.engine.config import EngineConfig, step_limit
 from simulator.engine.decode_jumps import DecodeJumps, log_decode_steps
 from simulator.engine.hooks import EngineHooks
-from simulator.engine.keyspace import KeySpace, WorkloadPrep, cdiv
+from simulator.engine.keyspace import KeySpace, WorkloadPrep, cdiv, index_dtype
 from simulator.engine.lazy_decoders import LazyDecoders
 from simulator.engine.pool import FastPool
 from simulator.engine.request_state import RequestState
@@ -144,7 +144,8 @@ class FastEngine:
                             self.hash_lookahead)
         self.koff = ks.koff
         self.keyarr = ks.keyarr
-        self.btab = np.zeros(ks.slots, np.int64)
+        self.outputs_shared = ks.outputs_shared
+        self.btab = np.zeros(ks.slots, index_dtype(num_blocks))  # (block ids: int32 as a rule)
         self.pool = (pool_factory or FastPool)(num_blocks, self.caching, ks.num_keys if self.caching else 0)
         self.pool.configure(cfg)
         # Lower KV tiers (CPU, disk): GPU evictions are demoted, prefix hits onboarded.
@@ -213,7 +214,7 @@ class FastEngine:
         n = self.wl.n
         self.accelerate = accelerate
         self.accelerators = taken = choose(RunFacts(
-            config=cfg, own_keys=self.keyarr is None, has_parents=bool((self.wl.parent >= 0).any()),
+            config=cfg, own_keys=self.keyarr is None, outputs_shared=self.outputs_shared,
             max_model_len_binds=self.max_model_len_binds, has_tiers=self.tiers is not None,
             batched_cost_hook=self.step_clock.step_cost is not None,
             holds_finished_blocks=self.hooks is not None and self.hooks.holds_finished_blocks), accelerate)
@@ -249,10 +250,11 @@ class FastEngine:
             self.tiers.fresh = True
         if self.tiers is not None:
             self.tiers.accelerate = "sure_checks" in taken
-        # Lazy steady decoders (``lazy``, see simulator/engine/lazy_decoders.py). Without multi-turn parents nobody
-        # can look up a running decoder's newly full blocks (they are its own keys, and it is not waiting), so
-        # their publication waits until the decoder is materialized.
-        self.defer_pub = self.caching and not bool((self.wl.parent >= 0).any())
+        # Lazy steady decoders (``lazy``, see simulator/engine/lazy_decoders.py). Unless a follow-up re-reads its
+        # parent's output (``outputs_shared``), nobody can look up a running decoder's newly full blocks (they are
+        # its own keys, in no other request's prompt, and it is not waiting), so their publication waits until
+        # the decoder is materialized.
+        self.defer_pub = self.caching and not self.outputs_shared
         self.lazy_ok = "lazy_decoders" in taken
         self.jumps_ok = "decode_jumps" in taken
         self.windows_ok = "lazy_windows" in taken

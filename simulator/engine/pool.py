@@ -77,7 +77,9 @@ class FastPool:
             self.fhead = 0
             self.ftail = 0
             self.ndead = 0  # touched (lazily deleted) entries in fifo[fhead:ftail]
-            self.kblock = np.full(num_keys, -1, np.int64) if kblock is None else kblock
+            # key -> block (int32 while block ids fit: one entry per key of the workload)
+            self.kblock = (np.full(num_keys, -1, np.int32 if nb < 2**31 - 1 else np.int64) if kblock is None
+                           else kblock)
             self.dups: dict[int, list[int]] = {}
             # own keys: the free-queue index a registered key's block was appended at
             # (allocated at the first registration), and the key ranges registered
@@ -171,7 +173,7 @@ class FastPool:
         recently used cached ones (evicted from the prefix cache).
         """
         top = self.top
-        if not top and k and not self.ndead and (self.on_evict is None or self.defer_evictions) and not self.dups:
+        if not top and k and not self.ndead and (self.on_evict is None or self.defer_evictions):
             return self._allocate_cached(k, now)
         if top:
             m = k if k <= top else top
@@ -216,8 +218,9 @@ class FastPool:
                 self._ev_last = now
         elif not self.own_keys:
             hsh = self.hash
-            self.kblock[hsh[out]] = -1
+            keys = hsh[out]
             hsh[out] = -1
+            self._drop_keys(out, keys)
         self.evictions += k
         if type(now) is int:
             self._now_all += now * k
@@ -361,22 +364,33 @@ class FastPool:
             self.on_evict(keys, steps)
         if self.own_keys:
             return  # registrations are checked at lookup (see the module docstring)
+        self._drop_keys(ev, keys)
+
+    def _drop_keys(self, ev: np.ndarray, keys: np.ndarray) -> None:
+        """The hash table after evicting blocks ``ev`` that carried ``keys``: a later carrier of a key
+        takes over from its first, else the key is gone."""
         kb = self.kblock
         if not self.dups:
             kb[keys] = -1
             return
         dups = self.dups
+        # the keys without later carriers (most): their block is the key's only one (a later carrier
+        # exists only beside a carrier, see publish), it goes; the others in order, one by one
+        m = _among(keys, dups) if ev.size > 4 else None
+        if m is not None and not m.all():
+            kb[keys[~m]] = -1
+            if not m.any():
+                return
+            ev, keys = ev[m], keys[m]
         for b, key in zip(ev.tolist(), keys.tolist()):
-            if kb[key] == b:
-                lst = dups.get(key)
-                if lst:
-                    kb[key] = lst.pop(0)
-                    if not lst:
-                        del dups[key]
-                else:
-                    kb[key] = -1
+            lst = dups.get(key)
+            if lst is None:
+                kb[key] = -1  # its only carrier
+            elif kb[key] == b:
+                kb[key] = lst.pop(0)
+                if not lst:
+                    del dups[key]
             else:
-                lst = dups[key]
                 lst.remove(b)
                 if not lst:
                     del dups[key]
@@ -404,11 +418,20 @@ class FastPool:
             return
         self.hash[blocks] = keys
         kb = self.kblock
-        if not self.dups and not np.count_nonzero(kb[keys] >= 0):
+        carried = kb[keys] >= 0
+        if not np.count_nonzero(carried):
+            # (no key carried: none has later carriers either, whatever ``dups`` holds)
             kb[keys] = blocks
             if distinct or np.count_nonzero(kb[keys] != blocks) == 0:
                 return
             kb[keys] = -1  # a key repeats within the batch: do it in order
+        elif distinct or np.unique(keys).size == keys.size:
+            # distinct keys: the uncarried ones carried by their block now, the others queue behind
+            kb[keys[~carried]] = blocks[~carried]
+            dups = self.dups
+            for b, key in zip(blocks[carried].tolist(), keys[carried].tolist()):
+                dups.setdefault(key, []).append(b)
+            return
         dups = self.dups
         for b, key in zip(blocks.tolist(), keys.tolist()):
             if kb[key] < 0:
@@ -692,6 +715,17 @@ class FastPool:
             if live.size:
                 self.kidx[live] = self.fpos[self.kblock[live]]
             self.odups = {k: [(b, int(self.fpos[b])) for b in lst] for k, lst in dups.items() if lst}
+
+
+def _among(keys: np.ndarray, dups: dict) -> np.ndarray:
+    """Mask of ``keys`` that are keys of ``dups`` (a few, as a rule)."""
+    if len(dups) > 8:
+        return np.isin(keys, np.fromiter(dups, np.int64, len(dups)))
+    it = iter(dups)
+    m = keys == next(it)
+    for k in it:
+        m |= keys == k
+    return m
 
 
 def compact_fifo(fifo: np.ndarray, pos: np.ndarray, head: int, tail: int, extra: int) -> tuple[np.ndarray, int]:

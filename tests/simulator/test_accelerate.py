@@ -147,3 +147,54 @@ def test_every_shortcut_is_taken_on_these_runs():
         for k, v in engine_pair(wl, cfg).items():
             taken[k] += v
     assert all(v > 0 for v in taken.values()), taken
+
+
+def parents_workload(rng: np.random.Generator, n: int, into_outputs: bool) -> Workload:
+    """Requests sharing leading tokens with an earlier one (``parent``, ``parent_len``): inside the parent's
+    prompt, as a trace's shared ``hash_ids`` blocks are (a shared system prompt, a tree of prefixes), or, with
+    ``into_outputs``, some follow-ups re-reading their parent's whole context, its output included (multi-turn)."""
+    prompt, out = rng.integers(1, 300, n), rng.integers(1, 200, n)
+    parent, plen = np.full(n, -1), np.full(n, -1)
+    for r in range(1, n):
+        if rng.random() < 0.6:
+            p = int(rng.integers(0, r))
+            parent[r] = p
+            if into_outputs and rng.random() < 0.5:
+                prompt[r] = prompt[p] + out[p] + rng.integers(1, 30)  # the whole context (parent_len -1)
+            else:
+                prompt[r] = max(int(prompt[r]), int(rng.integers(1, prompt[p] + 1)))
+                plen[r] = int(rng.integers(1, min(prompt[p], prompt[r]) + 1))
+    arrival = np.sort(rng.exponential(0.05, n).cumsum())
+    return Workload(prompt_len=prompt, output_len=out, arrival=arrival, arrival_unit="s", parent=parent,
+                    parent_len=plen)
+
+
+@pytest.mark.parametrize("tier", [False, True])
+def test_parents_inside_prompts_take_lazy_decoders_with_async_scheduling(tier):
+    """A trace's shared prefixes (parents whose shared blocks lie in their prompt) defer publication: lazy
+    decoders under asynchronous scheduling, results equal to the general path's; a follow-up that re-reads its
+    parent's output turns the shortcut off (it looks up a decoder's blocks), results equal too."""
+    lazy = shared_runs = 0
+    for seed in range(6):
+        rng = np.random.default_rng(3000 + seed)
+        for into_outputs in (False, True):
+            wl = parents_workload(rng, int(rng.integers(20, 70)), into_outputs)
+            kw = dict(kv_bytes_per_block=2**20, cpu_tier={"num_blocks": int(rng.integers(20, 400)), "read_gbps": 1.0}
+                      ) if tier else {}
+            cfg = EngineConfig(num_gpu_blocks=int(rng.integers(40, 600)), block_size=int(rng.choice([4, 16])),
+                               max_num_seqs=int(rng.integers(2, 48)), max_num_batched_tokens=int(rng.choice([64, 256, 2048])),
+                               async_scheduling=seed % 3 != 2, max_steps=30_000, **kw)
+            engine = FastEngine(wl, cfg)
+            B = cfg.block_size
+            whole = np.flatnonzero((wl.parent >= 0) & (wl.parent_len < 0))  # follow-ups re-reading a whole context
+            p = wl.parent[whole]
+            shared = bool(((wl.prompt_len[p] + wl.output_len[p]) // B * B > wl.prompt_len[p]).any())
+            assert engine.outputs_shared == shared
+            shared_runs += shared
+            assert engine.defer_pub == (not shared)
+            if cfg.async_scheduling:
+                assert ("lazy_decoders" in engine.accelerators) == (not shared)
+            counts = engine_pair(wl, cfg)
+            if cfg.async_scheduling and not shared:
+                lazy += counts["lazy_steps"]
+    assert lazy > 0 and shared_runs > 0

@@ -13,7 +13,7 @@ ALL = frozenset(a.name for a in ACCELERATORS)
 
 
 def facts(config: EngineConfig | None = None, **kw) -> RunFacts:
-    base = dict(config=config or EngineConfig(), own_keys=True, has_parents=False, max_model_len_binds=False,
+    base = dict(config=config or EngineConfig(), own_keys=True, outputs_shared=False, max_model_len_binds=False,
                 has_tiers=False, batched_cost_hook=False)
     return RunFacts(**{**base, **kw})
 
@@ -39,7 +39,7 @@ def test_release_runs_need_a_tier_the_whole_prompt_rule_and_chunked_prefill():
 def test_async_scheduling_keeps_lazy_decoders_only_with_deferred_publication():
     cfg = EngineConfig(async_scheduling=True)
     assert choose(facts(cfg)) == ALL - {"release_runs", "decode_jumps", "lazy_windows"}
-    taken = choose(facts(cfg, own_keys=False, has_parents=True))
+    taken = choose(facts(cfg, own_keys=False, outputs_shared=True))
     assert "lazy_decoders" not in taken and "own_keys" not in taken and "shared_schedules" not in taken
 
 

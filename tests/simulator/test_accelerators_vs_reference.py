@@ -20,7 +20,7 @@ from simulator.engine.core import FastEngine
 from simulator.engine.results import assemble_result
 from simulator.workload.requests import Workload
 from tests.simulator.scalar_reference import simulate_scalar
-from tests.simulator.test_accelerate import random_config, random_workload
+from tests.simulator.test_accelerate import parents_workload, random_config, random_workload
 
 #: What shows an accelerator did work on a run (beyond being taken): a counter of the engine or its tiers.
 WORK = {"release_runs": lambda sim: sim.shortcuts["hit_runs"] + sim.shortcuts["kept_loads"],
@@ -62,6 +62,14 @@ def _cases():
         yield wl, EngineConfig(num_gpu_blocks=int(rng.integers(40, 120)), block_size=16,
                                max_num_seqs=int(rng.integers(8, 64)), cpu_tier={"num_blocks": 400, "read_gbps": 1.0},
                                kv_bytes_per_block=2**20, async_scheduling=seed % 2 == 1)
+    for seed in range(4):
+        # a trace's shared prefixes (parents inside their prompts): deferred publication, lazy decoders with
+        # asynchronous scheduling
+        rng = np.random.default_rng(7000 + seed)
+        tier = dict(cpu_tier={"num_blocks": 300, "read_gbps": 1.0}, kv_bytes_per_block=2**20) if seed % 2 else {}
+        yield (parents_workload(rng, 50, into_outputs=False),
+               EngineConfig(num_gpu_blocks=int(rng.integers(60, 400)), block_size=16, max_num_seqs=int(rng.integers(4, 32)),
+                            max_num_batched_tokens=256, async_scheduling=True, **tier))
 
 
 def test_runs_taking_each_accelerator_equal_the_scalar_reference():
