@@ -202,3 +202,33 @@ def test_the_cli_runs_a_dp_group_and_refuses_a_bad_shape(tmp_path, capsys):
     path.write_text(json.dumps({**cfg, "cost_model": {"kind": "roofline", "model": LLAMA_8B, "gpu": H100}}))
     assert main(["run", "--config", str(path), "--workload", str(wl)]) == 2
     assert "enable_expert_parallel: LlamaForCausalLM has no experts" in capsys.readouterr().err
+
+
+def test_the_cli_with_dp_1_and_ep_off_is_todays_run(tmp_path, capsys):
+    wl = tmp_path / "w.csv"
+    wl.write_text("arrival_time,prompt_tokens,output_tokens\n" + "".join(f"{i * 0.05},{200 + i},{20}\n" for i in range(12)))
+    cfg = {"num_gpu_blocks": 400, "block_size": 16, "max_num_seqs": 32, "max_num_batched_tokens": 1024,
+           "enable_prefix_caching": True, "enable_chunked_prefill": True, "async_scheduling": False,
+           "max_model_len": 4096}
+    outs = []
+    for extra in ({}, {"data_parallel_size": 1, "enable_expert_parallel": False}):
+        path = tmp_path / "c.json"
+        path.write_text(json.dumps({**cfg, **extra}))
+        assert main(["run", "--config", str(path), "--workload", str(wl)]) == 0
+        outs.append(capsys.readouterr().out)
+    assert outs[0] == outs[1] and "data_parallel" not in outs[0]
+
+
+def _shared_step_starts(res) -> float:
+    starts = [set(np.asarray(inst.result.steps["time_s"]).tolist()) for inst in res.cluster.instances]
+    return len(starts[0] & starts[1]) / min(len(starts[0]), len(starts[1]))
+
+
+def test_in_lockstep_the_ranks_steps_start_together_and_independent_ranks_do_not():
+    wl = _workload(60)
+    lock = simulate_dp(wl, CFG, 2, record_steps=True)
+    free = simulate_dp(wl, CFG, 2, record_steps=True, lockstep=False)
+    assert all(len(inst.result.steps["time_s"]) > 10 for inst in lock.cluster.instances)
+    assert _shared_step_starts(lock) > 0.9
+    assert _shared_step_starts(free) < 0.1
+
