@@ -456,7 +456,8 @@ def dp_run_from_config(fields: dict[str, Any], cost_model: Any, config: EngineCo
         clock = DPClock.build(model, gpu, DPShape(dep, all2all_backend=backend),
                               coefficients=cost_model.get("coefficients"))
     except FieldError as exc:
-        raise DPError(f"the DP / EP clock: {exc.message}", field=exc.field or "cost_model") from None
+        raise DPError(f"the DP / EP clock: {exc.message}",
+                      field=f"cost_model.{exc.field}" if exc.field else "cost_model") from None
     return DPRun(dp, ep, routing, lockstep=True, clock=DPClockGroup(clock, config.async_scheduling))
 
 
