@@ -130,9 +130,15 @@ def _load_own_workload(path: str) -> Workload:
         raise CliError(f"workload file {path!r}: {_message(exc)}") from None
 
 
-def load_config_file(path: str) -> dict[str, Any]:
-    """The config JSON object (validated by building an EngineConfig)."""
+def load_config_file(path: str, *, data_parallel: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The config JSON object (validated by building an EngineConfig). With ``data_parallel`` (a dict, ``run``'s),
+    the DP fields (:data:`simulator.cluster.data_parallel.DP_FIELDS`) are taken out into it first."""
     data = _read_json(path, "config")
+    if data_parallel is not None and isinstance(data, dict):
+        from simulator.cluster.data_parallel import split_dp_fields
+
+        data, fields = split_dp_fields(data)
+        data_parallel.update(fields)
     if not isinstance(data, dict):
         raise CliError(f"config file {path!r}: must be a JSON object")
     try:  # (an acceptance trace in a file of its own, relative to the config's folder)
@@ -237,10 +243,14 @@ def _add_policy(parser: argparse.ArgumentParser) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     from simulator.batch import WorkloadSize, price_run
 
-    data = _with_policy(load_config_file(args.config), args)
+    dp_fields: dict[str, Any] = {}
+    data = _with_policy(load_config_file(args.config, data_parallel=dp_fields), args)
     config = _config(data, f"config file {args.config!r}")
+    dp_run = _dp_run(dp_fields, data, config, args.config)
     workload, trace = load_workload(args.workload, args, config.max_model_len)
     _check_memory(price_run(WorkloadSize.of(workload), config), args, "This run")
+    if dp_run.active:
+        return _cmd_run_dp(args, dp_run, workload, config, data, trace)
     from simulator.batch import simulate
 
     if args.windows is not None and workload.arrival_unit != "s":
@@ -269,6 +279,37 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.steps:
         d.pop("steps", None)
     _emit(_dump({**head, **d}, args.indent), args.output)
+    return _limit_status(result.totals, "run")
+
+
+def _dp_run(fields: dict[str, Any], data: dict[str, Any], config: EngineConfig, path: str):
+    """The config's DP shape (:func:`simulator.cluster.data_parallel.dp_run_from_config`); a refused shape is one
+    line naming the field and vLLM's rule."""
+    from simulator.cluster.data_parallel import DPError, dp_run_from_config
+
+    try:
+        return dp_run_from_config(fields, data.get("cost_model"), config)
+    except DPError as exc:
+        raise CliError(f"config file {path!r}: {exc}") from None
+
+
+def _cmd_run_dp(args: argparse.Namespace, dp_run, workload: Workload, config: EngineConfig, data, trace) -> int:
+    """``run`` of a DP group (``data_parallel_size`` > 1 or ``enable_expert_parallel``): the group's totals,
+    latency, load and every rank's figures (``data_parallel.ranks``), docs/moe_parallelism.md."""
+    from simulator.cluster.data_parallel import DPError
+
+    if args.windows is not None or args.steps:
+        raise CliError("--windows / --steps: not available for a DP group yet (data_parallel_size > 1)")
+    try:
+        with _progress(f"simulating {workload.n:,} requests on DP {dp_run.data_parallel_size}"):
+            result = dp_run.simulate(workload, config)
+    except DPError as exc:
+        raise CliError(f"config file {args.config!r}: {exc}") from None
+    _note_defaults(data, f"config file {args.config!r}")
+    d = result.to_dict()
+    if trace is not None:
+        d = {"trace": trace.to_dict(), **d}
+    _emit(_dump(d, args.indent), args.output)
     return _limit_status(result.totals, "run")
 
 

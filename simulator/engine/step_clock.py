@@ -5,7 +5,8 @@ Three cost models sit behind it: the linear ``step_time_model`` (``step_time(tok
 per-configuration :class:`simulator.clock.terms.StepCostTerms` (``terms.time``) and a batched hook
 (``step_cost.step_time(...)[cost_index]``); under speculative decoding it adds the rejection sampler's
 rows and the drafter's passes (``draft_terms``). The engine's time itself (``engine.clock``) stays on the
-engine: the step clock says how long a step takes, the engine adds it up.
+engine: the step clock says how long a step takes, the engine adds it up. (The batched hook is also how a
+DP group gives its ranks one step time: :mod:`simulator.cluster.data_parallel`.)
 """
 
 from __future__ import annotations
