@@ -237,6 +237,7 @@ KVP_USER_MAX_SEARCHES = env_int("KVP_USER_MAX_SEARCHES", 3)  # deployment search
 KVP_USER_MAX_DAY_PLANS = env_int("KVP_USER_MAX_DAY_PLANS", 3)  # day plans queued or running per user
 KVP_DAY_MAX_REQUESTS = env_int("KVP_DAY_MAX_REQUESTS", 1_000_000)  # requests of one day plan (at most the generator's)
 KVP_DAY_MAX_HOURS = env_int("KVP_DAY_MAX_HOURS", 48)  # hours of traffic one day plan may cover
+KVP_HEARTBEAT_S = env_float("KVP_HEARTBEAT_S", 5.0)  # how often running work stamps its heartbeat
 KVP_STALL_AFTER_S = env_int("KVP_STALL_AFTER_S", 45)  # a running chunk without a heartbeat this long is stalled
 KVP_HEAL_INTERVAL_S = env_int("KVP_HEAL_INTERVAL_S", 15)  # how often a worker sends stalled chunks again
 KVP_SWEEP_QUEUE = env_str("KVP_SWEEP_QUEUE", "")  # Celery queue of sweep tasks ("": Celery's default)

@@ -1,6 +1,6 @@
 """Heartbeats of running chunks (sweep chunks, cliff rounds, search chunks, day-plan chunks) and the test for a stall.
 
-A worker stamps ``heartbeat_at`` on the row it runs every :data:`HEARTBEAT_S` seconds,
+A worker stamps ``heartbeat_at`` on the row it runs every ``KVP_HEARTBEAT_S`` seconds (:func:`heartbeat_s`),
 from a thread (so a long simulation step without a progress callback still looks
 alive). A running row whose stamp is older than ``KVP_STALL_AFTER_S`` lost its worker
 (killed as a whole, out of memory, ``docker stop`` past its grace): the healer
@@ -21,10 +21,15 @@ from django.utils import timezone
 
 logger = logging.getLogger(__name__)
 
-#: Seconds between heartbeats of running work.
+#: Seconds between heartbeats of running work, unless ``KVP_HEARTBEAT_S`` says otherwise.
 HEARTBEAT_S = 5.0
 #: Work whose worker died this many times fails instead of running again.
 MAX_CHUNK_ATTEMPTS = 3
+
+
+def heartbeat_s() -> float:
+    """Seconds between heartbeats of running work (``KVP_HEARTBEAT_S``; keep it well under ``KVP_STALL_AFTER_S``)."""
+    return float(getattr(settings, "KVP_HEARTBEAT_S", HEARTBEAT_S))
 
 
 def stall_after_s() -> float:
@@ -53,16 +58,17 @@ def gave_up_message(attempts: int) -> str:
 
 
 class Heartbeat:
-    """``with Heartbeat(SweepChunk, pk):`` stamps the row's ``heartbeat_at`` every :data:`HEARTBEAT_S` s."""
+    """``with Heartbeat(SweepChunk, pk):`` stamps the row's ``heartbeat_at`` every :func:`heartbeat_s` s."""
 
     def __init__(self, model: type[models.Model], pk: int) -> None:
         self.model, self.pk = model, pk
         self._stop = threading.Event()
+        self._every_s = heartbeat_s()
         self._thread = threading.Thread(target=self._beat, name=f"{model.__name__}-{pk}-heartbeat", daemon=True)
 
     def _beat(self) -> None:
         try:
-            while not self._stop.wait(HEARTBEAT_S):
+            while not self._stop.wait(self._every_s):
                 self.model.objects.filter(pk=self.pk).update(heartbeat_at=timezone.now())
         except Exception:  # noqa: BLE001 - a missed beat only makes the work look stalled sooner
             logger.warning("heartbeat of %s %s stopped", self.model.__name__, self.pk, exc_info=True)
@@ -75,4 +81,4 @@ class Heartbeat:
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
-        self._thread.join(timeout=HEARTBEAT_S)
+        self._thread.join(timeout=self._every_s)

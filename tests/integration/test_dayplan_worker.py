@@ -14,11 +14,10 @@ from planner.dayplans import selectors, services
 from planner.dayplans.api import EXAMPLE_DAY_PLAN
 from planner.dayplans.models import DayPlan, DayPlanChunk
 
-from .conftest import wait_for
+from .conftest import FAST_HEAL, STALL_AFTER_S, wait_for
 
 pytestmark = pytest.mark.integration
 
-FAST_HEAL = {"KVP_STALL_AFTER_S": "15", "KVP_HEAL_INTERVAL_S": "3"}
 #: Six chunks of 300 s, each a second or two of simulation: long enough to kill a worker in one.
 LONGER = {**copy.deepcopy(EXAMPLE_DAY_PLAN), "name": "kill test",
           "workload": {"spec": {"n": 9000, "prompt": "normal:256,64", "output": "normal:128,32",
@@ -54,7 +53,7 @@ def test_a_plan_runs_pipelined_on_a_real_worker_with_the_answer_of_chunks_one_af
 
 
 def test_a_killed_worker_loses_no_stored_chunk(worker_factory, sender_on_redis, settings, monkeypatch):
-    settings.KVP_STALL_AFTER_S = 15
+    settings.KVP_STALL_AFTER_S = STALL_AFTER_S
     owner = get_user_model().objects.create_user("kim", password="pw-123456789")
     first = worker_factory(concurrency=1, visibility_timeout=900, env=FAST_HEAL)
     plan = services.dayplan_create(owner=owner, definition=LONGER)

@@ -30,8 +30,8 @@ from planner.search.models import SearchChunk
 from planner.sweeps import services
 from tests.conftest import redis_key_prefix
 
-from .conftest import wait_for
-from .test_worker_faults import DEFINITION, FAST_HEAL, SEARCH, _answer, _finished, _report_body
+from .conftest import FAST_HEAL, wait_for
+from .test_worker_faults import DEFINITION, SEARCH, _answer, _finished, _report_body
 
 pytestmark = pytest.mark.integration
 
@@ -52,15 +52,14 @@ def flush_broker(redis_url: str, queue: str) -> int:
 
 
 def _run_with_flush(worker_factory, redis_url, create, chunks, *, what: str):
-    """``create()`` once undisturbed, then again with the broker flushed while its first chunk runs. Returns
+    """``create()`` once undisturbed, then again on the same worker with the broker flushed while its first chunk runs. Returns
     ``(undisturbed, flushed run, seconds from the flush to the end, pending chunks at the flush)``."""
     calm = worker_factory(concurrency=1, visibility_timeout=900, env=FAST_HEAL)
     undisturbed = create()
     wait_for(_finished(undisturbed), timeout=240, what=f"the undisturbed {what}", logs=[calm])
     assert undisturbed.status == "done", undisturbed.error
-    calm.stop()
 
-    worker = worker_factory(concurrency=1, visibility_timeout=900, env=FAST_HEAL)
+    worker = calm  # one worker for both runs
     run = create()
     wait_for(lambda: chunks(run).filter(status="running").exists(), timeout=120, interval=0.05,
              what=f"the {what}'s first chunk running", logs=[worker])
@@ -108,14 +107,13 @@ def test_a_day_plan_finishes_after_the_broker_lost_its_keys(worker_factory, send
     from planner.dayplans import services as dayplan_services
     from planner.dayplans.models import DayPlan
 
-    from .test_dayplan_worker import FAST_HEAL as DAY_HEAL
     from .test_dayplan_worker import _here
 
     user = get_user_model().objects.create_user("flush-day", password="pw-123456789")
     plan = dayplan_services.dayplan_create(owner=user, definition=EXAMPLE_DAY_PLAN)
     assert flush_broker(redis_url, worker_factory.queue) > 0  # the first chunk's message, and the binding
     flushed_at = time.monotonic()
-    worker = worker_factory(concurrency=1, visibility_timeout=900, env=DAY_HEAL)
+    worker = worker_factory(concurrency=1, visibility_timeout=900, env=FAST_HEAL)
     wait_for(lambda: DayPlan.objects.get(pk=plan.pk).is_final, timeout=120, interval=0.5,
              what="the day plan to finish after the flush", logs=[worker])
     took = time.monotonic() - flushed_at

@@ -14,7 +14,7 @@ from planner.sweeps import selectors, services
 from planner.sweeps.points import plan_chunks
 from planner.sweeps.runner import build_workload, simulate_points
 
-from .conftest import wait_for
+from .conftest import FAST_HEAL, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -98,7 +98,9 @@ def test_sweep_runs_on_the_embedded_filesystem_broker(filesystem_worker, setting
 
 def test_killed_worker_loses_and_duplicates_nothing(worker_factory, sender_on_redis, settings):
     settings.KVP_SWEEP_CHUNK_POINTS = 1
-    first = worker_factory(concurrency=1)
+    # The redelivered message of the killed chunk is skipped while its heartbeat looks alive, so the run waits for
+    # the stall threshold: the fault tests' 6 s (tests/integration/conftest.py) instead of the default 45 s.
+    first = worker_factory(concurrency=1, env=FAST_HEAL)
     sweep = services.sweep_create(owner=_user("bob"), definition=_definition(400, [150, 300, 600, 1200]))
     assert sweep.num_chunks == 8
 
@@ -126,7 +128,7 @@ def test_killed_worker_loses_and_duplicates_nothing(worker_factory, sender_on_re
     assert killed and killed == list(SweepChunk.objects.filter(sweep=sweep, status=SweepChunk.Status.RUNNING)
                           .values_list("index", flat=True))
 
-    second = worker_factory(concurrency=1)
+    second = worker_factory(concurrency=1, env=FAST_HEAL)
 
     def finished():
         sweep.refresh_from_db()

@@ -3,9 +3,9 @@
 A grid sweep, a cliff sweep and a deployment search. The broker's visibility
 timeout stays at its production value (900 s): the run must not wait for it. The
 killed chunk's (or cliff round's) heartbeat stops; a new worker's healer sees it
-stalled and sends the work again. Only the stall threshold is shortened
-(``KVP_STALL_AFTER_S`` 15 s instead of 45 s, healer every 3 s) to keep the suite
-quick; the test still asks for the sweep to finish within two minutes of the kill,
+stalled and sends the work again. Only the heartbeat and the stall threshold are shortened
+(``KVP_HEARTBEAT_S`` 1 s and ``KVP_STALL_AFTER_S`` 6 s instead of 5 s and 45 s, healer every 3 s:
+``tests/integration/conftest.py``) to keep the suite quick; the test still asks for the sweep to finish within two minutes of the kill,
 with a report identical to an undisturbed run of the same definition.
 
 Run with your own Redis database: ``REDIS_URL=redis://127.0.0.1:6379/<n>``.
@@ -26,11 +26,9 @@ from planner.search import services as search_services
 from planner.search.models import Search, SearchChunk
 from planner.sweeps import selectors, services
 
-from .conftest import wait_for
+from .conftest import FAST_HEAL, STALL_AFTER_S, wait_for
 
 pytestmark = pytest.mark.integration
-
-FAST_HEAL = {"KVP_STALL_AFTER_S": "15", "KVP_HEAL_INTERVAL_S": "3"}
 
 DEFINITION = {
     "name": "kill test",
@@ -72,16 +70,15 @@ def _report_body(sweep: Sweep) -> dict:
 
 
 def _killed_and_undisturbed(worker_factory, create, *, running, progress, what: str):
-    """Run ``create()`` once undisturbed, then again with its worker's process group SIGKILLed once
+    """Run ``create()`` once undisturbed, then again on the same worker, its process group SIGKILLed once
     ``running(run)``; a second worker heals it. Returns ``(undisturbed, run, indices killed, seconds from
     the kill to the end)``, both runs done and the second within two minutes of the kill."""
     calm = worker_factory(concurrency=1, visibility_timeout=900, env=FAST_HEAL)
     undisturbed = create()
     wait_for(_finished(undisturbed), timeout=180, what=f"the undisturbed {what}", logs=[calm])
     assert undisturbed.status == "done", undisturbed.error
-    calm.stop()
 
-    first = worker_factory(concurrency=1, visibility_timeout=900, env=FAST_HEAL)
+    first = calm  # one worker for both runs: its start is not what is tested, its death is
     run = create()
     wait_for(lambda: running(run), timeout=120, interval=0.05, what=f"the {what}'s work in flight", logs=[first])
     first.kill()  # SIGKILL to the whole process group: main process and pool child, nothing acknowledged
@@ -111,7 +108,7 @@ def _sweep_progress(sweep: Sweep) -> dict:
 
 def test_a_sweep_survives_its_worker_s_process_group_being_killed(worker_factory, sender_on_redis, settings):
     settings.KVP_SWEEP_CHUNK_POINTS = 1
-    settings.KVP_STALL_AFTER_S = 15
+    settings.KVP_STALL_AFTER_S = STALL_AFTER_S
     user = get_user_model().objects.create_user("kim", password="pw-123456789")
     undisturbed, sweep, killed, took = _killed_and_undisturbed(
         worker_factory, lambda: services.sweep_create(owner=user, definition=DEFINITION),
@@ -124,7 +121,7 @@ def test_a_sweep_survives_its_worker_s_process_group_being_killed(worker_factory
 
 
 def test_a_cliff_sweep_survives_its_worker_s_process_group_being_killed(worker_factory, sender_on_redis, settings):
-    settings.KVP_STALL_AFTER_S = 15
+    settings.KVP_STALL_AFTER_S = STALL_AFTER_S
     user = get_user_model().objects.create_user("cliff", password="pw-123456789")
     undisturbed, sweep, killed, took = _killed_and_undisturbed(
         worker_factory, lambda: services.sweep_create(owner=user, definition=CLIFF),
@@ -155,7 +152,7 @@ def _answer(result: dict) -> dict:
 
 
 def test_a_search_survives_its_worker_s_process_group_being_killed(worker_factory, sender_on_redis, settings):
-    settings.KVP_STALL_AFTER_S = 15
+    settings.KVP_STALL_AFTER_S = STALL_AFTER_S
     load_catalog(GpuProfile, ModelProfile)  # a transactional test before this one flushed the catalog
     user = get_user_model().objects.create_user("seeker", password="pw-123456789")
     undisturbed, search, killed, took = _killed_and_undisturbed(
