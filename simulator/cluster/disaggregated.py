@@ -229,7 +229,7 @@ class DisaggregatedDeployment:
                 object.__setattr__(self, name, _check_seconds(name, getattr(self, name), allow_none=True,
                                                               positive=True))
         except ClusterError as exc:
-            raise DisaggError(str(exc)) from None
+            raise DisaggError(exc.message, field=exc.field) from None
 
     def _bytes_per_token(self) -> int:
         v = self.kv_bytes_per_token
