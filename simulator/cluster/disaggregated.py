@@ -353,7 +353,7 @@ class PrefillHold(Meter):
 
     def scheduled(self, ids: np.ndarray, until) -> None:
         e = self.engine
-        if self._held and not e.num_running and e.waiting and not ids.size:
+        if self._held and not e.num_running and e.requests.waiting and not ids.size:
             e.idle_until(self._held[0][0] if until is None else min(self._held[0][0], float(until)))
 
 
