@@ -63,3 +63,107 @@ def test_the_search_command_names_the_option_of_a_bad_file_from_the_errors_field
     model.write_text(json.dumps({**cfg, "num_key_value_heads": 7}))
     assert main([*BASE[:2], str(model), *BASE[3:], "--slo", "itl:p90:1"]) == 2
     assert capsys.readouterr().err.startswith("error: --model: num_key_value_heads")
+
+
+# --------------------------------------------------------------------------- the simulator's own sites (issue 29, audit 2)
+
+
+def test_a_disaggregated_deployments_slo_keeps_its_field_and_the_command_names_the_option(tmp_path, capsys):
+    from simulator.cli.commands import main
+    from simulator.cluster.disaggregated import DisaggError, deployment_from_dict
+    from tests.simulator.test_disaggregated_cli import DEPLOYMENT
+
+    with pytest.raises(DisaggError) as exc:
+        deployment_from_dict({**DEPLOYMENT, "slo_ttft_s": -1})
+    assert exc.value.field == "slo_ttft_s" and str(exc.value) == "slo_ttft_s: must be > 0 seconds, got -1"
+    wl, dep = tmp_path / "wl.json", tmp_path / "dep.json"
+    assert main(["workload", "--n", "8", "--arrival", "poisson-time:30", "--prompt", "normal:300,80",
+                 "--output", "normal:30,10", "--out", str(wl)]) == 0
+    dep.write_text(json.dumps({**DEPLOYMENT, "slo_itl_s": 0}))
+    base = ["cluster", "--workload", str(wl), "--disaggregated", str(dep)]
+    capsys.readouterr()
+    assert main(base) == 2
+    assert capsys.readouterr().err.strip() == "error: --slo-itl-s: must be > 0 seconds, got 0"
+    dep.write_text(json.dumps({**DEPLOYMENT, "link": {"bandwidth_gbps": 0}}))
+    assert main(base + ["--decode-instances", "1,x"]) == 2  # the file's error first, under its field
+    assert capsys.readouterr().err.strip() == "error: --disaggregated link.bandwidth_gbps: must be > 0, got 0"
+    dep.write_text(json.dumps(DEPLOYMENT))
+    assert main(base + ["--decode-instances", "1,x"]) == 2  # an option's own words as they are
+    assert capsys.readouterr().err.strip() == (
+        "error: --decode-instances '1,x': expected N or N1,N2,... (whole numbers)")
+
+
+@pytest.mark.parametrize("bad,field,words", [
+    ({"speedup": 0}, "speedup", "trace speedup: must be a number from 1e-06 to 1e+06, got 0"),
+    ({"window": (5.0, 1.0)}, "window", "trace window: needs 0 <= start < end seconds, got 5.0 to 1.0"),
+    ({"max_model_len": 0}, "max_model_len", "trace max_model_len: must be a whole number from 1 to 100,000,000, got 0"),
+])
+def test_a_trace_option_names_itself_in_the_field_with_the_same_words(bad, field, words):
+    from simulator.workload import TraceOptions, TraceOptionValueError
+
+    with pytest.raises(TraceOptionValueError) as exc:
+        TraceOptions(**bad)
+    assert exc.value.field == field and str(exc.value) == words
+
+
+def test_the_trace_command_options_are_named_from_the_errors_field():
+    import argparse
+
+    from simulator.cli.traces import trace_options
+
+    class Bad(Exception):
+        pass
+
+    for ns, max_len, words in ((argparse.Namespace(trace_rate_scale=0.0), None,
+                                "--trace-rate-scale: must be a number from 1e-06 to 1000, got 0.0"),
+                               (argparse.Namespace(), 0, "config max_model_len: must be a whole number from 1 to "
+                                                         "100,000,000, got 0")):
+        with pytest.raises(Bad) as exc:
+            trace_options(ns, max_len, Bad)
+        assert str(exc.value) == words
+
+
+def test_a_sweeps_trace_error_is_filed_by_its_type_not_by_its_words():
+    from planner.errors import FieldErrors
+    from planner.sweeps.sections import parse_workload
+
+    # a Mooncake trace whose bad timestamp quotes the words "trace options": an error of the trace, not its options
+    err = FieldErrors()
+    line = json.dumps({"timestamp": "trace options", "input_length": 5, "output_length": 2, "hash_ids": [1]})
+    parse_workload({"trace": line + "\n", "format": "mooncake"}, err)
+    assert err.errors == {"workload.trace": [
+        "trace line 1, field timestamp: expected a time in ms, got 'trace options'"]}
+    err = FieldErrors()  # options on the planner's own columns: the options' error
+    parse_workload({"trace": "arrival_time,prompt_tokens,output_tokens\n0,3,4\n", "format": "csv",
+                    "options": {"speedup": 2}}, err)
+    assert list(err.errors) == ["workload.options"]
+    assert err.errors["workload.options"][0].startswith("trace: trace options (speedup) apply to the public formats")
+
+
+def test_an_engine_tier_and_cost_model_error_keep_their_field():
+    from simulator.engine.config import ConfigError, EngineConfig
+
+    with pytest.raises(ConfigError) as exc:
+        EngineConfig(enable_prefix_caching=True, cpu_tier={"num_blocks": -1})
+    assert exc.value.field == "cpu_tier.num_blocks"
+    assert str(exc.value) == "cpu_tier.num_blocks: must be a whole number between 0 and 200,000,000, got -1"
+    with pytest.raises(ConfigError) as exc:
+        EngineConfig(cost_model={"kind": "terms", "prefill_s": -1.0})
+    assert exc.value.field == "cost_model.prefill_s" and str(exc.value).startswith("cost_model.prefill_s: ")
+    gpu = {"name": "g", "memory_gib": 80, "bandwidth_tbps": 3.35, "bf16_tflops": 989}
+    with pytest.raises(ConfigError) as exc:  # a field of the roofline's own goes under cost_model, words kept
+        EngineConfig(cost_model={"kind": "roofline", "model": hf_config("meta-llama--Meta-Llama-3.1-8B_config.json"),
+                                 "gpu": gpu, "tp": 0})
+    assert exc.value.field == "cost_model" and str(exc.value) == "cost_model: tp: must be a whole number >= 1, got 0"
+
+
+def test_the_search_forms_speculative_setting_keeps_its_words():
+    from planner.search.forms import SearchForm
+
+    form = SearchForm.__new__(SearchForm)  # the clean step alone (the form's model choices read the catalog)
+    for word, words in (("eagle:3", "eagle:3:  'eagle:3' must look like METHOD:K:ACCEPTANCE, e.g. eagle:3:0.7"),
+                        ("medusa:3:0.7", "medusa:3:0.7: method must be one of")):
+        form.cleaned_data = {"speculative": word}
+        with pytest.raises(ValidationError) as exc:
+            form.clean_speculative()
+        assert exc.value.messages[0].startswith(words), exc.value.messages

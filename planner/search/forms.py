@@ -155,7 +155,8 @@ class SearchForm(forms.Form):
             try:
                 SpecOption.parse(word, "setting")
             except SearchError as exc:
-                problem = str(exc).removeprefix("setting").lstrip(".").replace(": ", " ", 1)
+                part = (exc.field or "").removeprefix("setting").lstrip(".")  # the setting's own field, if one
+                problem = f"{part} {exc.message}"
                 raise forms.ValidationError(f"{word}: {problem}") from None
             out.append(word)
         if len(set(out)) != len(out):

@@ -16,7 +16,15 @@ from planner.sweeps.axes import AXES
 from planner.sweeps.cliff import max_evaluations
 from planner.sweeps.limits import MAX_SWEEP_INSTANCES, MAX_TRACE_CHARS, max_requests
 from simulator.cluster import ClusterError, parse_routing
-from simulator.workload import TRACE_FORMATS, TraceOptions, WorkloadError, WorkloadSpec, guess_format, read_any_trace
+from simulator.workload import (
+    TRACE_FORMATS,
+    TraceOptionError,
+    TraceOptions,
+    WorkloadError,
+    WorkloadSpec,
+    guess_format,
+    read_any_trace,
+)
 
 #: The trace formats a workload's ``format`` may name: ``auto`` (guessed from the text), the planner's own
 #: columns (``csv``, ``jsonl``) and the public formats (``docs/traffic.md``).
@@ -104,7 +112,7 @@ def _trace(raw: dict, err: FieldErrors) -> dict | None:
     try:
         wl, report, fmt = read_workload_trace(text, fmt, options)
     except (WorkloadError, ValueError) as exc:
-        err.add("workload.options" if "trace options" in str(exc) else "workload.trace", str(exc))
+        err.add("workload.options" if isinstance(exc, TraceOptionError) else "workload.trace", str(exc))
         return None
     out = {"source": "trace", "format": fmt, "trace": text, "n": wl.n, "arrival_unit": wl.arrival_unit}
     if options is not None:

@@ -30,29 +30,38 @@ _OPTIONS = {"prefill.num_instances": "--prefill-instances", "decode.num_instance
 
 
 def _deployments(data: Any, args: argparse.Namespace) -> list[DisaggregatedDeployment]:
-    base = deployment_from_dict(data)
+    try:
+        base = deployment_from_dict(data)
+    except (DisaggError, ValueError) as exc:
+        raise DisaggError(_option_of(exc)) from None
     pre, dec = [base.prefill.num_instances], [base.decode.num_instances]
-    if args.prefill_instances:
+    if args.prefill_instances:  # these errors name their option in their words
         pre = whole_numbers(args.prefill_instances, "--prefill-instances", DisaggError)
     if args.decode_instances:
         dec = whole_numbers(args.decode_instances, "--decode-instances", DisaggError)
     out = []
-    for p in pre:
-        for d in dec:
-            out.append(DisaggregatedDeployment(
-                {**base.prefill.__dict__, "num_instances": p}, {**base.decode.__dict__, "num_instances": d},
-                base.link, base.kv_bytes_per_token, base.seed,
-                args.slo_ttft_s if args.slo_ttft_s is not None else base.slo_ttft_s,
-                args.slo_itl_s if args.slo_itl_s is not None else base.slo_itl_s))
+    try:
+        for p in pre:
+            for d in dec:
+                out.append(DisaggregatedDeployment(
+                    {**base.prefill.__dict__, "num_instances": p}, {**base.decode.__dict__, "num_instances": d},
+                    base.link, base.kv_bytes_per_token, base.seed,
+                    args.slo_ttft_s if args.slo_ttft_s is not None else base.slo_ttft_s,
+                    args.slo_itl_s if args.slo_itl_s is not None else base.slo_itl_s))
+    except (DisaggError, ValueError) as exc:
+        raise DisaggError(_option_of(exc)) from None
     return out
 
 
-def _option_of(msg: str) -> str:
-    """The message with its leading field named as the option that sets it, else as the file's field."""
-    field, sep, rest = msg.partition(":")
+def _option_of(exc: Exception) -> str:
+    """The error's words with its field named as the option that sets it, else as the file's field (a workload's
+    error as it is)."""
+    field = getattr(exc, "field", None)
     if field in _OPTIONS:
-        return f"{_OPTIONS[field]}{sep}{rest}"
-    return msg if msg.startswith(("--", "workload")) else f"--disaggregated {field}{sep}{rest}"
+        return f"{_OPTIONS[field]}: {exc.message}"
+    if field is not None and (field == "workload" or field.startswith("workload.")):
+        return str(exc)
+    return f"--disaggregated {exc}"
 
 
 def run_disaggregated_command(args: argparse.Namespace, *, load_workload_file: Callable,
@@ -68,10 +77,7 @@ def run_disaggregated_command(args: argparse.Namespace, *, load_workload_file: C
         if getattr(args, attr, None):
             raise DisaggError(f"{opt} does not go with --disaggregated (the pools are in its file)")
     data = read_json(args.disaggregated, "--disaggregated", DisaggError)
-    try:
-        items = _deployments(data, args)
-    except (DisaggError, ValueError) as exc:
-        raise DisaggError(_option_of(str(exc))) from None
+    items = _deployments(data, args)
     workload = load_workload_file(args.workload)
     size = WorkloadSize.of(workload)
     # one deployment at a time, both pools' engines alive together
@@ -85,7 +91,7 @@ def run_disaggregated_command(args: argparse.Namespace, *, load_workload_file: C
                 step = (lambda f, k=k: bar((k + f) / len(items))) if bar else None
                 points.append(dep.run(workload, progress=step).to_dict(requests=args.requests))
     except (DisaggError, MetricsError) as exc:
-        raise DisaggError(_option_of(str(exc))) from None
+        raise DisaggError(_option_of(exc)) from None
     return points[0] if len(points) == 1 else {"points": points}
 
 

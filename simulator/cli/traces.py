@@ -16,6 +16,7 @@ from simulator.workload import (
     MAX_TRACE_BYTES,
     TRACE_FORMATS,
     TraceOptions,
+    TraceOptionValueError,
     TraceReport,
     Workload,
     WorkloadError,
@@ -63,10 +64,10 @@ def trace_options(args: argparse.Namespace, max_model_len: int | None, error: ty
             kw[name] = getattr(args, opt)
     try:
         return TraceOptions(**kw)
-    except WorkloadError as exc:
-        name, _, rest = str(exc).removeprefix("trace ").partition(":")
+    except TraceOptionValueError as exc:
+        name = exc.field
         option = "config max_model_len" if name == "max_model_len" else f"--trace-{name.replace('_', '-')}"
-        raise error(f"{option}:{rest}") from None
+        raise error(f"{option}: {exc.message}") from None
 
 
 def read_trace_file(path: str, args: argparse.Namespace | None, max_model_len: int | None,

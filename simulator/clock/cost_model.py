@@ -800,8 +800,10 @@ def parse_cost_model(value: Any):
                 raise ConfigError.nested(exc, "cost_model.gpu") from exc
             return build_step_time_model("roofline", model=model, gpu=gpu, tp=data.get("tp", 1),
                                          coefficients=data.get("coefficients")).terms
-    except CostModelError as exc:
-        raise ConfigError(str(exc) if str(exc).startswith("cost_model") else f"cost_model: {exc}") from exc
+    except CostModelError as exc:  # a field of the cost model's own (cost_model.k) as it is; else under cost_model
+        inner = exc.field or ""
+        raise (ConfigError(exc.message, field=inner) if inner == "cost_model" or inner.startswith("cost_model.")
+               else ConfigError(str(exc), field="cost_model")) from exc
     raise ConfigError(f"must be one of {', '.join(COST_MODEL_KINDS)}, got {kind!r}", field="cost_model.kind")
 
 

@@ -192,11 +192,11 @@ def delivered(engine, q: int, finish: float) -> float:
     if not has_serving(terms, engine.async_mode):
         return finish
     prompt = engine.wl.prompt_len[q:q + 1]
-    out = engine.tok[q:q + 1] - prompt
+    out = engine.requests.tok[q:q + 1] - prompt
     _, add = serving_offsets(terms, prompt, out)
     lag_steps = getattr(terms, "serve_async_lag_steps", 0.0) if engine.async_mode else 0.0
     if lag_steps:
-        add = add + async_lag(lag_steps, engine.first_token_t[q:q + 1], np.array([finish]), out)
+        add = add + async_lag(lag_steps, engine.requests.first_token_t[q:q + 1], np.array([finish]), out)
     return finish + float(add[0])
 
 
@@ -228,8 +228,8 @@ class _Run:
         self.seen[i] = count
         still = []
         for q in self.held[i]:
-            f = float(e.finish_t[q])
-            if f == f or e.status[q] == DROPPED:  # finished (its last token's time), or dropped on arrival
+            f = float(e.requests.finish_t[q])
+            if f == f or e.requests.status[q] == DROPPED:  # finished (its last token's time), or dropped on arrival
                 self.loop.finished(q, delivered(e, q, f) if f == f else float(self.loop.arrival[q]))
                 self.done += 1
                 n = self.loop.arrival.size

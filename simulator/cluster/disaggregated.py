@@ -229,7 +229,7 @@ class DisaggregatedDeployment:
                 object.__setattr__(self, name, _check_seconds(name, getattr(self, name), allow_none=True,
                                                               positive=True))
         except ClusterError as exc:
-            raise DisaggError(str(exc)) from None
+            raise DisaggError(exc.message, field=exc.field) from None
 
     def _bytes_per_token(self) -> int:
         v = self.kv_bytes_per_token
@@ -353,7 +353,7 @@ class PrefillHold(Meter):
 
     def scheduled(self, ids: np.ndarray, until) -> None:
         e = self.engine
-        if self._held and not e.num_running and e.waiting and not ids.size:
+        if self._held and not e.num_running and e.requests.waiting and not ids.size:
             e.idle_until(self._held[0][0] if until is None else min(self._held[0][0], float(until)))
 
 

@@ -105,7 +105,7 @@ class Fleet:
         e = self.engines[i]
         self.now[i] = e.now
         self.busy[i] = e.busy
-        self.waiting[i] = len(e.waiting)
+        self.waiting[i] = len(e.requests.waiting)
         self.running[i] = e.num_running
         self.free[i] = e.pool.num_free()
 

@@ -191,11 +191,11 @@ class _DayRun:
     def _keep_columns(self, i: int, e: FastEngine) -> None:
         idx = np.array(self.held[i], np.int64)
         c = self.cols
-        c["first_token_time_s"][idx] = e.first_token_t[idx]
-        c["finish_time_s"][idx] = e.finish_t[idx]
-        c["num_output_tokens"][idx] = e.tok[idx] - self.wl.prompt_len[idx]
-        c["num_preemptions"][idx] = e.npre[idx]
-        c["status"][idx] = e.status[idx]
+        c["first_token_time_s"][idx] = e.requests.first_token_t[idx]
+        c["finish_time_s"][idx] = e.requests.finish_t[idx]
+        c["num_output_tokens"][idx] = e.requests.tok[idx] - self.wl.prompt_len[idx]
+        c["num_preemptions"][idx] = e.requests.npre[idx]
+        c["status"][idx] = e.requests.status[idx]
         c["pod"][idx] = i
 
     # ------------------------------------------------------------------ routing
@@ -228,7 +228,7 @@ class _DayRun:
             e = self.engines[i]
             if e.busy and e.now < t:
                 e.advance(t)
-            loads.append(len(e.waiting) + e.num_running)
+            loads.append(len(e.requests.waiting) + e.num_running)
             uses.append(1.0 - e.pool.num_free() / e.pool.usable)
         least = min(loads)
         bound = min(u for load, u in zip(loads, uses) if load == least) + 1e-12
@@ -260,7 +260,7 @@ class _DayRun:
         metrics: dict[str, float] = {}
         if ready:
             es = [self.engines[i] for i in ready]
-            metrics["waiting"] = (sum(len(e.waiting) for e in es) + len(self.queue)) / len(es)
+            metrics["waiting"] = (sum(len(e.requests.waiting) for e in es) + len(self.queue)) / len(es)
             metrics["running"] = sum(e.num_running for e in es) / len(es)
             metrics["kv_usage"] = float(np.mean([1.0 - e.pool.num_free() / e.pool.usable for e in es]))
             if self.wants_latency:
@@ -271,7 +271,7 @@ class _DayRun:
         arr = self.wl.arrival
         still = []
         for q in self.open_first[i]:
-            ft = e.first_token_t[q]
+            ft = e.requests.first_token_t[q]
             if math.isfinite(ft):
                 self.recent.append((float(ft), float(ft - arr[q]), math.nan))
             else:
@@ -279,11 +279,11 @@ class _DayRun:
         self.open_first[i] = still
         still = []
         for q in self.open_finish[i]:
-            fin, ft, out = e.finish_t[q], e.first_token_t[q], int(e.tok[q] - self.wl.prompt_len[q])
+            fin, ft, out = e.requests.finish_t[q], e.requests.first_token_t[q], int(e.requests.tok[q] - self.wl.prompt_len[q])
             if math.isfinite(fin):
                 if out >= 2:
                     self.recent.append((float(fin), math.nan, float((fin - ft) / (out - 1))))
-            elif e.status[q] != DROPPED:
+            elif e.requests.status[q] != DROPPED:
                 still.append(q)
         self.open_finish[i] = still
 
@@ -314,7 +314,7 @@ class _DayRun:
             self._retire(i, t, drain=False)
         drop -= min(drop, len(starting))
         if drop:
-            load = {i: len(self.engines[i].waiting) + self.engines[i].num_running for i in ready}
+            load = {i: len(self.engines[i].requests.waiting) + self.engines[i].num_running for i in ready}
             for i in sorted(ready, key=lambda i: (load[i], -i))[:drop]:
                 self._retire(i, t, drain=True)
 

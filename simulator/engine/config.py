@@ -176,9 +176,10 @@ class EngineConfig:
             if v is not None:
                 try:
                     object.__setattr__(self, name, KvTier.from_dict(v, name))
-                except TierError as exc:
-                    msg = str(exc)
-                    raise ConfigError(msg if msg.startswith(name) else f"{name}: {msg}") from exc
+                except TierError as exc:  # from_dict names the tier in the field; else the words go under it
+                    inner = exc.field or ""
+                    raise (ConfigError(exc.message, field=inner) if inner == name or inner.startswith(f"{name}.")
+                           else ConfigError(str(exc), field=name)) from exc
         if self.disk_tier is not None and self.cpu_tier is None:
             raise ConfigError("needs a cpu_tier above it (blocks reach disk through the CPU tier)", field="disk_tier")
         tiers = [t for t in (self.cpu_tier, self.disk_tier) if t is not None]

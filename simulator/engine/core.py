@@ -190,7 +190,6 @@ class FastEngine:
     def _init_requests(self, record_steps: bool) -> None:
         """The request state (:class:`RequestState`: per-request arrays, the queues), the totals and the step series."""
         self.requests = RequestState(self.wl, self.cfg.max_num_seqs, self.cfg.policy)
-        self.requests.share_with(self)  # (the parts read the arrays under their names here too)
         self.t = dict(
             preemptions=0, finished=0, prefix_cache_queries=0, prefix_cache_hits=0,
             prefix_cache_requests=0, preempted_prefix_cache_queries=0,
@@ -347,22 +346,22 @@ class FastEngine:
     @property
     def busy(self) -> bool:
         """Something is running, waiting or in flight."""
-        return bool(self.requests.num_running or self.waiting or self._queue)
+        return bool(self.requests.num_running or self.requests.waiting or self._queue)
 
     def submit(self, q: int) -> None:
         """Request ``q`` arrives now (external mode): dropped if unservable, else queued."""
         if self._drop[q]:
-            self.status[q] = DROPPED
+            self.requests.status[q] = DROPPED
             self.t["dropped_unservable"] += 1
         else:
-            self.waiting.add(q)
+            self.requests.waiting.add(q)
 
     def close(self) -> None:
         """Close the run: write lazy state back, finalize pool metrics, count unfinished requests."""
         if self.lazy is not None and self.lazy.lazy_active:
             self.lazy.materialize()
         self.pool.finalize_metrics()
-        status = self.status
+        status = self.requests.status
         self.unfinished = int(((status != FINISHED) & (status != DROPPED)).sum())
 
     def advance(self, until: float | None = None) -> bool:
@@ -387,7 +386,7 @@ class FastEngine:
                 break
             if self._pending < self._num_requests and self._arr[self._pending] <= now:
                 self._take_arrivals(now)
-            has_req = bool(rs.num_running or self.waiting)
+            has_req = bool(rs.num_running or rs.waiting)
             if not has_req and not self._queue:
                 if self._pending >= self._num_requests:
                     done = self._wait_until(until)
@@ -453,10 +452,10 @@ class FastEngine:
             q = order[pending]
             pending += 1
             if drop[q]:
-                self.status[q] = DROPPED
+                self.requests.status[q] = DROPPED
                 self.t["dropped_unservable"] += 1
             else:
-                self.waiting.add(q)
+                self.requests.waiting.add(q)
         self._pending = pending
 
     def _next_arrival(self):
@@ -512,7 +511,7 @@ class FastEngine:
     def _wait_for_loads(self, until) -> None:
         """Only requests waiting for loaded blocks: the clock moves to the first load done (or arrival, or
         ``until``)."""
-        nxt_t = self.loads.first_ready(self.clock, self.waiting)
+        nxt_t = self.loads.first_ready(self.clock, self.requests.waiting)
         if self._pending < self._num_requests and self.time_mode:
             nxt_t = min(nxt_t, self._arr[self._pending])
         if until is not None and self.time_mode:
@@ -574,7 +573,7 @@ class FastEngine:
         self._queue.appendleft((e, ns, sampled, step, self.clock))
         if hooks is not None:
             hooks.scheduled(e, until)
-        return len(self._queue) < self._depth and bool(ntok > 0 or self.requests.num_running or self.waiting)
+        return len(self._queue) < self._depth and bool(ntok > 0 or self.requests.num_running or self.requests.waiting)
 
     def _window_quiet(self) -> bool:
         """The engine's side of a lazy window's first tests (:meth:`LazyDecoders.window_possible` has the lazy
@@ -595,7 +594,7 @@ class FastEngine:
         if win is None:
             return False
         k, starts, used, clock = win
-        nr, nw = self.requests.num_running, len(self.waiting)
+        nr, nw = self.requests.num_running, len(self.requests.waiting)
         log_decode_steps(self.step_ends, self.log, starts, used, clock, self.exec_step, nr, nw)
         self.clock = clock
         self.exec_step += k
@@ -622,7 +621,7 @@ class FastEngine:
         used = pool.usable - pool.top - pool.nfifo
         if used > stats.peak_used:
             stats.peak_used = used
-        nr, nw = self.requests.num_running, len(self.waiting)
+        nr, nw = self.requests.num_running, len(self.requests.waiting)
         if nr > stats.peak_running:
             stats.peak_running = nr
         if nw > stats.peak_waiting:

@@ -5,9 +5,10 @@ columns, one entry per request of the workload (request ``q`` is row ``q``), so 
 operations over the requests it touches. :class:`RequestState` builds and documents them; the
 engine (:class:`simulator.engine.core.FastEngine`) holds it as ``engine.requests``. The parts are handed it, or
 the arrays they read; the scheduler and the lazy decoders also take the arrays under the same names on
-themselves (:meth:`RequestState.share_with`: ``scheduler.tok is requests.tok``), as the engine does: the arrays
-are shared, never copied, so every name sees every write. The two counters (``num_running``,
-``next_admission_seq``) are read and written here only (``engine.num_running`` is a read-only view).
+themselves (:meth:`RequestState.share_with`: ``scheduler.tok is requests.tok``): the arrays are shared, never
+copied, so every name sees every write. Code outside the engine reads them here (``engine.requests.tok``).
+The two counters (``num_running``, ``next_admission_seq``) are read and written here only
+(``engine.num_running`` is a read-only view).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class RequestState:
         The waiting queue, in the scheduling policy's order (:func:`simulator.engine.scheduler.waiting_queue`).
     """
 
-    #: The attributes the engine's parts also read on the engine itself, under these names.
+    #: The attributes the scheduler and the lazy decoders also read on themselves, under these names.
     SHARED = ("final_len", "tok", "comp", "placeholders", "inflight", "stale", "status", "held", "ncached", "npre",
               "tiered", "first_sched", "first_token", "finish", "first_token_t", "finish_t", "hit_first", "gone",
               "admission_seq", "run", "waiting")
@@ -100,7 +101,7 @@ class RequestState:
         self.next_admission_seq = 0
 
     def share_with(self, part) -> None:
-        """Give ``part`` (the engine, the scheduler, the lazy decoders) the same arrays and queues under the same
+        """Give ``part`` (the scheduler, the lazy decoders) the same arrays and queues under the same
         names (:data:`SHARED`)."""
         for name in self.SHARED:
             setattr(part, name, getattr(self, name))

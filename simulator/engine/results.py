@@ -238,13 +238,13 @@ def assemble_result(sim, record_steps: bool, max_points: int | None, pool=None, 
     ``pool``, ``tiers``: the block pool and KV tiers to report (default the engine's), for a
     configuration that shared the engine's schedule (:mod:`simulator.batch.sharing`).
     """
-    wl = sim.wl
+    wl, rs = sim.wl, sim.requests  # the per-request arrays (RequestState)
     t = dict(sim.t)
     if pool is None:
         pool = sim.pool
     usable = pool.usable
     t["unfinished"] = sim.unfinished
-    t["requests_preempted_at_least_once"] = int((sim.npre > 0).sum())
+    t["requests_preempted_at_least_once"] = int((rs.npre > 0).sum())
     q_ = t["prefix_cache_queries"]
     t["prefix_cache_hit_rate"] = t["prefix_cache_hits"] / q_ if q_ else 0.0
     t["peak_kv_usage"] = t["peak_kv_blocks_used"] / usable
@@ -260,21 +260,21 @@ def assemble_result(sim, record_steps: bool, max_points: int | None, pool=None, 
     t.update(spec_totals(sim))  # speculative decoding's acceptance figures (none without draft tokens)
     if wl.arrival_unit == "s" or getattr(getattr(sim, "cfg", None), "cost_model", None) is not None:
         t["duration_s"] = sim.clock
-    status = sim.status
+    status = rs.status
     names = np.array(["waiting", "running", "waiting", "finished", "dropped_unservable"])
     requests = {
         "id": wl.ids,
         "prompt_len": wl.prompt_len,
         "max_tokens": wl.output_len,
         "arrival": wl.arrival,
-        "first_scheduled_step": sim.first_sched.copy(),
-        "first_token_step": sim.first_token.copy(),
-        "finish_step": sim.finish.copy(),
-        "num_preemptions": sim.npre.copy(),
-        "prefix_hit_tokens": sim.hit_first.copy(),
-        "num_output_tokens": sim.tok - wl.prompt_len,
-        "first_token_time_s": sim.first_token_t.copy(),
-        "finish_time_s": sim.finish_t.copy(),
+        "first_scheduled_step": rs.first_sched.copy(),
+        "first_token_step": rs.first_token.copy(),
+        "finish_step": rs.finish.copy(),
+        "num_preemptions": rs.npre.copy(),
+        "prefix_hit_tokens": rs.hit_first.copy(),
+        "num_output_tokens": rs.tok - wl.prompt_len,
+        "first_token_time_s": rs.first_token_t.copy(),
+        "finish_time_s": rs.finish_t.copy(),
         "status": tuple(names[status].tolist()),
     }
     series = None
@@ -300,8 +300,8 @@ def assemble_result(sim, record_steps: bool, max_points: int | None, pool=None, 
     gaps = None
     if wl.arrival_unit == "s" and getattr(sim, "step_ends", None) is not None:
         gaps, known = engine_token_gaps(
-            np.asarray(sim.step_ends, np.float64), sim.first_token, sim.finish, requests["num_output_tokens"],
-            sim.npre, sim.first_token_t, sim.finish_t, getattr(getattr(cfg, "cost_model", None),
+            np.asarray(sim.step_ends, np.float64), rs.first_token, rs.finish, requests["num_output_tokens"],
+            rs.npre, rs.first_token_t, rs.finish_t, getattr(getattr(cfg, "cost_model", None),
                                                               "serve_output_token_s", 0.0))
         requests["itl_gaps_known"] = known
     result = SimResult(totals=t, requests=requests, steps=series, arrival_unit=wl.arrival_unit, token_gaps=gaps)

@@ -515,7 +515,7 @@ def spec_totals(sim) -> dict[str, Any]:
         return {}
     st = drafts.stats
     n, dt, acc = st["num_drafts"], st["num_draft_tokens"], st["num_accepted_tokens"]
-    out_tokens = int((sim.tok - sim.wl.prompt_len).sum())
+    out_tokens = int((sim.requests.tok - sim.wl.prompt_len).sum())
     steps = sim.t["num_steps"]
     return {
         "spec_num_speculative_tokens": sim.spec_k,

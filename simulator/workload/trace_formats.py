@@ -107,6 +107,19 @@ def gather(offsets: np.ndarray, idx: np.ndarray, lens: np.ndarray) -> np.ndarray
     return starts + np.arange(total, dtype=np.int64)
 
 
+class TraceOptionError(WorkloadError):
+    """Trace options that cannot be used (the planner files these under the workload's ``options``)."""
+
+
+class TraceOptionValueError(TraceOptionError):
+    """One trace option out of range: ``field`` is the option (``speedup``, ``window`` ...); the words read
+    ``trace <option>: ...``, as the command line and the planner have always shown them."""
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message, field=field)
+        self.args = (f"trace {field}: {message}",)
+
+
 @dataclass(frozen=True)
 class TraceOptions:
     """How a trace is cut and scaled before it is simulated.
@@ -145,15 +158,16 @@ class TraceOptions:
         for name, lo, hi in (("speedup", 1e-6, 1e6), ("rate_scale", 1e-6, 1000.0)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not lo <= v <= hi:
-                raise WorkloadError(f"trace {name}: must be a number from {lo:g} to {hi:g}, got {v!r}")
+                raise TraceOptionValueError(f"must be a number from {lo:g} to {hi:g}, got {v!r}", field=name)
         if self.window is not None:
             start, end = self.window
             if not (math.isfinite(start) and math.isfinite(end) and 0 <= start < end):
-                raise WorkloadError(f"trace window: needs 0 <= start < end seconds, got {start!r} to {end!r}")
+                raise TraceOptionValueError(f"needs 0 <= start < end seconds, got {start!r} to {end!r}",
+                                            field="window")
         for name, hi in (("sample", MAX_REQUESTS), ("max_model_len", 100_000_000), ("block_size", 1_000_000)):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= hi):
-                raise WorkloadError(f"trace {name}: must be a whole number from 1 to {hi:,}, got {v!r}")
+                raise TraceOptionValueError(f"must be a whole number from 1 to {hi:,}, got {v!r}", field=name)
 
     def changed(self) -> dict[str, Any]:
         """The options that differ from the defaults (for the report)."""

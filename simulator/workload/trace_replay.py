@@ -22,6 +22,7 @@ from simulator.workload.requests import MAX_REQUESTS, Workload, WorkloadError
 from simulator.workload.trace_formats import (
     READERS,
     TRACE_FORMATS,
+    TraceOptionError,
     TraceOptions,
     TraceReport,
     TraceTable,
@@ -74,7 +75,7 @@ def read_any_trace(text: str, fmt: str | None = None, *, name: str = "trace",
         fmt = guess_format(text) or ("jsonl" if text.lstrip().startswith("{") else "csv")
     if fmt in ("csv", "jsonl"):
         if options is not None and options.changed():
-            raise WorkloadError(f"trace options ({', '.join(options.changed())}) apply to the public "
+            raise TraceOptionError(f"trace options ({', '.join(options.changed())}) apply to the public "
                                 f"formats ({', '.join(TRACE_FORMATS)}), not to the planner's own columns", field=name)
         return parse_trace(text, fmt=fmt, name=name), None
     return read_public_trace(text, fmt, name=name, options=options)

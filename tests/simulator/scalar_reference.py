@@ -43,12 +43,13 @@ def as_result(sim: EngineSim, record_steps: bool = False):
     if sim.log is not None:
         log = {k: getattr(sim.log, k) for k in ("step", "time_s", "num_running", "num_waiting",
                                                  "num_scheduled_tokens", "kv_blocks_used", "num_preempted")}
-    view = SimpleNamespace(
-        wl=sim.wl, t=sim.t, pool=sim.pool, unfinished=sim.unfinished, clock=sim.clock,
+    requests = SimpleNamespace(  # the columns of the fast engine's RequestState that a result reads
         npre=col("npre"), status=col("status"), first_sched=col("first_sched"),
         first_token=col("first_token"), finish=col("finish"), hit_first=col("hit_first"),
         tok=sim.wl.prompt_len + col("num_out"), first_token_t=col("first_token_t", np.float64),
-        finish_t=col("finish_t", np.float64), log=log, tiers=sim.tiers, step_ends=sim.step_ends)
+        finish_t=col("finish_t", np.float64))
+    view = SimpleNamespace(wl=sim.wl, t=sim.t, pool=sim.pool, unfinished=sim.unfinished, clock=sim.clock,
+                           requests=requests, log=log, tiers=sim.tiers, step_ends=sim.step_ends)
     return assemble_result(view, record_steps, None)
 
 

@@ -70,7 +70,7 @@ def test_lazy_and_general_paths_give_the_same_clock_under_async_scheduling():
     for lazy in (True, False):
         sim = FastEngine(_workload(), cfg, accelerate=lazy)
         sim.run_all()
-        out.append((sim.first_token.copy(), sim.first_token_t.copy(), sim.finish_t.copy(), sim.clock))
+        out.append((sim.requests.first_token.copy(), sim.requests.first_token_t.copy(), sim.requests.finish_t.copy(), sim.clock))
     assert np.array_equal(out[0][0], out[1][0])
     np.testing.assert_array_equal(out[0][1], out[1][1])
     np.testing.assert_array_equal(out[0][2], out[1][2])

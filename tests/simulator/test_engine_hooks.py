@@ -102,7 +102,7 @@ class HoldHead(EngineHooks):
 def test_admission_verdicts(verdict):
     cfg = EngineConfig(num_gpu_blocks=100, block_size=16, step_time_model=STM)
     _, sim = _json(_three(), cfg, HoldHead(verdict, 0.1))
-    first = sim.first_token_t
+    first = sim.requests.first_token_t
     assert first[0] >= 0.1
     if verdict == STOP:
         assert (first[1:] > 0.1).all()  # held behind the head of the line
@@ -134,8 +134,8 @@ def test_a_hook_keeps_finished_blocks_until_it_gives_them_back():
     _, sim = _json(_three(), cfg, hooks)
     assert not {"lazy_decoders", "lazy_windows"} & sim.accelerators
     assert sorted(hooks.kept) == [0, 1, 2]
-    held = int(sim.held.sum())
+    held = int(sim.requests.held.sum())
     assert held == 3 * 3  # 42 tokens of context in blocks of 16, each
     assert sim.pool.num_free() == sim.pool.usable - held
     hooks.give_back()
-    assert sim.pool.num_free() == sim.pool.usable and int(sim.held.sum()) == 0
+    assert sim.pool.num_free() == sim.pool.usable and int(sim.requests.held.sum()) == 0

@@ -58,7 +58,7 @@ def test_fleet_arrays_are_the_engines_state_at_every_decision(cfg):
         fleet.advance(t)
         for i, e in enumerate(fleet.engines):
             assert fleet.now[i] == e.now and fleet.busy[i] == e.busy
-            assert fleet.waiting[i] == len(e.waiting) and fleet.running[i] == e.num_running
+            assert fleet.waiting[i] == len(e.requests.waiting) and fleet.running[i] == e.num_running
             assert fleet.free[i] == e.pool.num_free()
             assert fleet.kblock[i] is e.pool.kblock or np.shares_memory(fleet.kblock[i], e.pool.kblock)
             if e.busy:
@@ -72,7 +72,7 @@ def test_fleet_arrays_are_the_engines_state_at_every_decision(cfg):
         router.observe(q)
         i = router.choose(q)
         fleet.submit(i, q, t)
-        assert fleet.waiting[i] == len(fleet.engines[i].waiting)
+        assert fleet.waiting[i] == len(fleet.engines[i].requests.waiting)
     fleet.finish()
     assert busy_seen > wl.n  # instances were busy at many decisions: the comparisons above were not all idle
     assert not fleet.busy.any() and int(fleet.running.sum()) == 0

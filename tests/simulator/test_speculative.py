@@ -123,10 +123,10 @@ def test_lookahead_slots(method, lookahead):
     eng = FastEngine(one_request(30, 3), cfg)
     eng.start()
     eng.advance(until=1)
-    assert int(eng.held[0]) == (3 if lookahead else 2)
+    assert int(eng.requests.held[0]) == (3 if lookahead else 2)
     eng.advance(until=2)
-    assert int(eng.comp[0]) == 30 + 1  # three drafts rejected: computed back to the verified token
-    assert int(eng.held[0]) == -(-(34 + lookahead) // 16)  # rejected slots stay held
+    assert int(eng.requests.comp[0]) == 30 + 1  # three drafts rejected: computed back to the verified token
+    assert int(eng.requests.held[0]) == -(-(34 + lookahead) // 16)  # rejected slots stay held
 
 
 @pytest.mark.parametrize("method, slot", [("draft_model", 1), ("eagle", 0), ("ngram", 0)])
@@ -139,7 +139,7 @@ def test_draft_model_input_slot(method, slot):
     eng = FastEngine(wl, cfg)
     eng.start()
     eng.advance(until=1)
-    assert eng.comp[:3].tolist() == [30, 34 - 2 * slot, 0]
+    assert eng.requests.comp[:3].tolist() == [30, 34 - 2 * slot, 0]
 
 
 @pytest.mark.parametrize("method, hit", [("eagle", 16), ("mtp", 16), ("ngram", 32), ("draft_model", 32)])
@@ -162,7 +162,7 @@ def test_multi_module_mtp_chunk_end(modules, second):
     eng = FastEngine(wl, EngineConfig(block_size=16, max_num_batched_tokens=12, speculative=sp))
     eng.start()
     eng.advance(until=1)
-    assert eng.comp[:2].tolist() == [10, second]
+    assert eng.requests.comp[:2].tolist() == [10, second]
 
 
 def test_num_mtp_modules_is_checked():
@@ -404,4 +404,4 @@ def test_block_table_holds_the_draft_and_lookahead_slots():
     eng = FastEngine(one_request(9, 8), cfg)
     assert int(eng.koff[1] - eng.koff[0]) >= -(-(9 + 8 - 1 + 5 + 5) // 4)
     eng.run_all()
-    assert eng.t["finished"] == 1 and int(eng.tok[0]) == 17
+    assert eng.t["finished"] == 1 and int(eng.requests.tok[0]) == 17

@@ -516,9 +516,9 @@ def test_a_load_from_the_release_run_holds_its_keys_only_cached_carriers():
 
         def checked_keep(q, sim=sim, keep=keep, seed=seed):
             nonlocal checked
-            if sim.load_from_run[q] and sim.held[q] == sim.ncached[q]:
-                n = int(sim.held[q])
-                assert sim.pool.sole_carriers(int(sim.koff[q]), n, (int(sim.tok[q]) - 1) // sim.B), (seed, q)
+            if sim.load_from_run[q] and sim.requests.held[q] == sim.requests.ncached[q]:
+                n = int(sim.requests.held[q])
+                assert sim.pool.sole_carriers(int(sim.koff[q]), n, (int(sim.requests.tok[q]) - 1) // sim.B), (seed, q)
                 checked += 1
             return keep(q)
         sim.loads.keep_loaded = checked_keep
