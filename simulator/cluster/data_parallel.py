@@ -243,7 +243,7 @@ class _Lockstep:
         if self.routing == "round-robin":
             i = p % self.N
         else:
-            i = choose_rank([len(e.waiting) for e in self.engines], [e.num_running for e in self.engines])
+            i = choose_rank([len(e.requests.waiting) for e in self.engines], [e.num_running for e in self.engines])
         self.engines[i].submit(q)
         self.assign[q] = i
 
@@ -284,7 +284,7 @@ class _Lockstep:
         engines = self.engines
         self._batches = [None] * self.N
         self._duration = None
-        chain = [i for i in busy if engines[i].num_running or engines[i].waiting]
+        chain = [i for i in busy if engines[i].num_running or engines[i].requests.waiting]
         until = math.nextafter(T, math.inf)  # (one schedule call each: its step ends later)
         self._chain = (chain, until)
         self._run_from(0, chain, until)

@@ -25,8 +25,8 @@ Hook points, in the order a schedule call meets them:
 
 What a hook may call on the engine (its public interface for hooks): ``release(q)``,
 ``start_load(q, nh, hit, k, ready)``, ``let_loads_go()``, ``idle_until(t)``; what it may read:
-``clock``, ``schedule_calls``, ``num_running``, ``waiting``, ``loads.loading``, ``pool`` (``num_free``,
-``num_free_of``), ``B``, ``watermark_blocks``.
+``clock``, ``schedule_calls``, ``num_running``, ``requests`` (``requests.waiting`` and the other per-request
+arrays), ``loads.loading``, ``pool`` (``num_free``, ``num_free_of``), ``B``, ``watermark_blocks``.
 
 Two flags say what a hook does that some accelerators (:mod:`simulator.engine.accelerators`) do not model:
 ``holds_finished_blocks`` (:meth:`~EngineHooks.finished` may keep blocks: the lazy decoders finish
