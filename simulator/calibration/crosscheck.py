@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from simulator.base import DeploymentSpec, GpuSpec
 from simulator.clock import RooflineStepTime
 from simulator.sizing import parse_hf_config
+
+Case = TypeVar("Case")
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 AIC_STEPS = DATA / "aic_steps.json"
@@ -146,7 +149,8 @@ def aic_case_steps(case: CrossCase) -> dict[str, float]:
     return out
 
 
-def _live_available() -> bool:
+def aic_installed() -> bool:
+    """Whether the optional ``aiconfigurator-core`` package can be imported."""
     try:
         import aiconfigurator_core.sdk.engine  # noqa: F401
     except Exception:  # the optional package is absent or broken: the shipped table stands in
@@ -154,33 +158,38 @@ def _live_available() -> bool:
     return True
 
 
-def reference_steps(live: bool | None = None) -> tuple[str, dict[CrossCase, dict[str, float] | str]]:
-    """``(source, {case: steps or the reason it has none})``: live when the package is installed (``live``
-    None) or asked for, else the shipped table."""
+def reference_table(cases: Sequence[Case], live: bool | None, query: Callable[[Case], dict[str, float]],
+                    table: Path, case_of_row: Callable[[dict], Case]) -> tuple[str, dict[Case, dict[str, float] | str]]:
+    """``(source, {case: steps or the reason it has none})``: ``query(case)`` for each case when the package is
+    installed (``live`` None) or asked for, else the shipped ``table`` (rows made into cases by ``case_of_row``)."""
     if live is None:
-        live = _live_available()
-    elif live and not _live_available():
+        live = aic_installed()
+    elif live and not aic_installed():
         raise ValueError("--reference live: the optional aiconfigurator-core package is not installed "
                          "(pip install aiconfigurator-core), or use the shipped table (--reference shipped)")
+    out: dict[Case, dict[str, float] | str] = {}
     if live:
-        out: dict[CrossCase, dict[str, float] | str] = {}
-        for case in CASES:
+        for case in cases:
             try:
-                out[case] = aic_case_steps(case)
+                out[case] = query(case)
             except Exception as exc:  # a case AIConfigurator cannot time: reported, not fatal
                 out[case] = f"{type(exc).__name__}: {exc}"[:200]
         return "aiconfigurator-core (installed, queried live)", out
-    data = json.loads(AIC_STEPS.read_text())
-    out = {}
+    data = json.loads(table.read_text())
     for row in data["cases"]:
-        case = CrossCase(row["model"], row["gpu"], row["tp"], row["precision"])
-        out[case] = row.get("steps") or row.get("error", "no steps")
-    return f"{data['source']}, shipped table simulator/data/aic_steps.json", out
+        out[case_of_row(row)] = row.get("steps") or row.get("error", "no steps")
+    return f"{data['source']}, shipped table simulator/data/{table.name}", out
+
+
+def reference_steps(live: bool | None = None) -> tuple[str, dict[CrossCase, dict[str, float] | str]]:
+    """The reference of :data:`CASES` (:func:`reference_table` over ``simulator/data/aic_steps.json``)."""
+    return reference_table(CASES, live, aic_case_steps, AIC_STEPS,
+                           lambda row: CrossCase(row["model"], row["gpu"], row["tp"], row["precision"]))
 
 
 @dataclass
 class GroupRatio:
-    case: CrossCase
+    case: Any  # a CrossCase, or crosscheck_moe's MoECase: anything with a ``group``
     phase: str  # decode / prefill
     median: float
     worst: float
@@ -192,22 +201,29 @@ class GroupRatio:
         return self.case.group
 
 
-def cross_check(live: bool | None = None) -> tuple[str, list[GroupRatio], list[tuple[str, str]]]:
-    """``(source, per group and phase the median and worst clock / reference ratio, skipped cases)``."""
-    source, ref = reference_steps(live)
+def phase_ratios(cases: Sequence[Case], ref: dict, ours_of: Callable[[Case], dict[str, float]]
+                 ) -> tuple[list[GroupRatio], list[tuple[str, str]]]:
+    """Per case and phase (decode, prefill) the median and worst ``ours / reference`` ratio over the points both
+    time, and the cases the reference has no steps for (their group and why)."""
     rows, skipped = [], []
-    for case in CASES:
+    for case in cases:
         steps = ref.get(case)
         if not isinstance(steps, dict):
             skipped.append((case.group, steps or "not in the reference"))
             continue
-        ours = clock_case_steps(case)
+        ours = ours_of(case)
         for phase in ("decode", "prefill"):
             ratios = [ours[k] / v for k, v in steps.items() if k.startswith(phase) and k in ours and v > 0]
             if ratios:
                 worst = max(ratios, key=lambda r: abs(r - 1.0))
                 rows.append(GroupRatio(case, phase, statistics.median(ratios), worst, len(ratios), tuple(ratios)))
-    return source, rows, skipped
+    return rows, skipped
+
+
+def cross_check(live: bool | None = None) -> tuple[str, list[GroupRatio], list[tuple[str, str]]]:
+    """``(source, per group and phase the median and worst clock / reference ratio, skipped cases)``."""
+    source, ref = reference_steps(live)
+    return (source, *phase_ratios(CASES, ref, clock_case_steps))
 
 
 def summary(rows: list[GroupRatio]) -> dict[str, tuple[float, float, int]]:
@@ -235,5 +251,5 @@ def format_cross_check(source: str, rows: list[GroupRatio], skipped: list[tuple[
     return "\n".join(lines)
 
 
-__all__ = ["CASES", "CrossCase", "GroupRatio", "aic_case_steps", "clock_case_steps", "cross_check",
-           "format_cross_check", "reference_steps", "summary"]
+__all__ = ["CASES", "CrossCase", "GroupRatio", "aic_case_steps", "aic_installed", "clock_case_steps", "cross_check",
+           "format_cross_check", "phase_ratios", "reference_steps", "reference_table", "summary"]

@@ -15,14 +15,13 @@ fused-MoE and all-to-all tables were collected on one 8-GPU node); past one node
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from simulator.base import DeploymentSpec
-from simulator.calibration.crosscheck import AIC_MODELS, GPUS, _models
+from simulator.calibration.crosscheck import AIC_MODELS, GPUS, GroupRatio, _models, phase_ratios, reference_table
 from simulator.clock.expert_parallel import DPClock, DPShape, RankBatch, step_time_dp
 from simulator.sizing import parse_hf_config
 
@@ -96,66 +95,20 @@ def aic_moe_steps(case: MoECase) -> dict[str, float]:
     return out
 
 
-def _live_available() -> bool:
-    try:
-        import aiconfigurator_core.sdk.engine  # noqa: F401
-    except Exception:  # the optional package is absent or broken: the shipped table stands in
-        return False
-    return True
-
-
 def moe_reference_steps(live: bool | None = None) -> tuple[str, dict[MoECase, dict[str, float] | str]]:
-    """``(source, {case: steps or the reason it has none})``: live when the package is installed (``live``
-    None) or asked for, else the shipped table."""
-    if live is None:
-        live = _live_available()
-    elif live and not _live_available():
-        raise ValueError("--reference live: the optional aiconfigurator-core package is not installed "
-                         "(pip install aiconfigurator-core), or use the shipped table (--reference shipped)")
-    if live:
-        out: dict[MoECase, dict[str, float] | str] = {}
-        for case in MOE_CASES:
-            try:
-                out[case] = aic_moe_steps(case)
-            except Exception as exc:  # a case AIConfigurator cannot time: reported, not fatal
-                out[case] = f"{type(exc).__name__}: {exc}"[:200]
-        return "aiconfigurator-core (installed, queried live)", out
-    data = json.loads(AIC_MOE_STEPS.read_text())
-    out = {}
-    for row in data["cases"]:
-        case = MoECase(row["model"], row["gpu"], row["dp"], row["precision"])
-        out[case] = row.get("steps") or row.get("error", "no steps")
-    return f"{data['source']}, shipped table simulator/data/aic_moe_steps.json", out
+    """The reference of :data:`MOE_CASES` (:func:`~simulator.calibration.crosscheck.reference_table` over
+    ``simulator/data/aic_moe_steps.json``)."""
+    return reference_table(MOE_CASES, live, aic_moe_steps, AIC_MOE_STEPS,
+                           lambda row: MoECase(row["model"], row["gpu"], row["dp"], row["precision"]))
 
 
-@dataclass
-class MoERatio:
-    case: MoECase
-    phase: str  # decode / prefill
-    median: float
-    worst: float
-    ratios: tuple[float, ...] = ()
-
-
-def moe_cross_check(live: bool | None = None) -> tuple[str, list[MoERatio], list[tuple[str, str]]]:
+def moe_cross_check(live: bool | None = None) -> tuple[str, list[GroupRatio], list[tuple[str, str]]]:
     """``(source, per case and phase the median and worst clock / reference ratio, skipped cases)``."""
     source, ref = moe_reference_steps(live)
-    rows, skipped = [], []
-    for case in MOE_CASES:
-        steps = ref.get(case)
-        if not isinstance(steps, dict):
-            skipped.append((case.group, steps or "not in the reference"))
-            continue
-        ours = clock_moe_steps(case)
-        for phase in ("decode", "prefill"):
-            ratios = [ours[k] / v for k, v in steps.items() if k.startswith(phase) and k in ours and v > 0]
-            if ratios:
-                worst = max(ratios, key=lambda r: abs(r - 1.0))
-                rows.append(MoERatio(case, phase, statistics.median(ratios), worst, tuple(ratios)))
-    return source, rows, skipped
+    return (source, *phase_ratios(MOE_CASES, ref, clock_moe_steps))
 
 
-def moe_summary(rows: list[MoERatio]) -> dict[str, tuple[float, float, int]]:
+def moe_summary(rows: list[GroupRatio]) -> dict[str, tuple[float, float, int]]:
     """Per model x GPU, one node (EP <= 8: AIConfigurator's measured tables) and across nodes apart: the median
     and the worst ``|clock / reference - 1|`` (%) over every step of the bucket, and its number of steps."""
     buckets: dict[str, list[float]] = {}
@@ -167,7 +120,7 @@ def moe_summary(rows: list[MoERatio]) -> dict[str, tuple[float, float, int]]:
     return {key: (statistics.median(dev), max(dev), len(dev)) for key, dev in buckets.items()}
 
 
-def format_moe_cross_check(source: str, rows: list[MoERatio], skipped: list[tuple[str, str]]) -> str:
+def format_moe_cross_check(source: str, rows: list[GroupRatio], skipped: list[tuple[str, str]]) -> str:
     lines = [f"reference: {source}",
              "ratio = the DP / EP clock's forward pass (step_time_dp, every rank the same batch) / AIConfigurator's "
              "(sampler and CPU time left out)", "",
@@ -183,6 +136,6 @@ def format_moe_cross_check(source: str, rows: list[MoERatio], skipped: list[tupl
     return "\n".join(lines)
 
 
-__all__ = ["AIC_MOE_STEPS", "MOE_CASES", "MOE_DECODE_POINTS", "MOE_PREFILL_POINTS", "MoECase", "MoERatio",
+__all__ = ["AIC_MOE_STEPS", "MOE_CASES", "MOE_DECODE_POINTS", "MOE_PREFILL_POINTS", "MoECase",
            "aic_moe_steps", "case_dp_clock", "clock_moe_steps", "format_moe_cross_check", "moe_cross_check",
            "moe_reference_steps", "moe_summary"]
