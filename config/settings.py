@@ -239,6 +239,10 @@ KVP_DAY_MAX_REQUESTS = env_int("KVP_DAY_MAX_REQUESTS", 1_000_000)  # requests of
 KVP_DAY_MAX_HOURS = env_int("KVP_DAY_MAX_HOURS", 48)  # hours of traffic one day plan may cover
 KVP_HEARTBEAT_S = env_float("KVP_HEARTBEAT_S", 5.0)  # how often running work stamps its heartbeat
 KVP_STALL_AFTER_S = env_int("KVP_STALL_AFTER_S", 45)  # a running chunk without a heartbeat this long is stalled
+if not 0 < KVP_HEARTBEAT_S < KVP_STALL_AFTER_S:
+    raise ImproperlyConfigured(f"KVP_HEARTBEAT_S must be above 0 and below KVP_STALL_AFTER_S ({KVP_STALL_AFTER_S} s), "
+                               f"got {KVP_HEARTBEAT_S}: a heartbeat no slower than the stall limit is what tells a "
+                               "running chunk from a stalled one")
 KVP_HEAL_INTERVAL_S = env_int("KVP_HEAL_INTERVAL_S", 15)  # how often a worker sends stalled chunks again
 KVP_SWEEP_QUEUE = env_str("KVP_SWEEP_QUEUE", "")  # Celery queue of sweep tasks ("": Celery's default)
 

@@ -43,6 +43,20 @@ def test_missing_secret_key_in_production_is_refused(tmp_path):
     assert "SECRET_KEY must be set" in result.stderr
 
 
+@pytest.mark.parametrize("beat,stall", [("0", "45"), ("-1", "45"), ("45", "45"), ("60", "45")])
+def test_a_heartbeat_not_below_the_stall_limit_is_refused(tmp_path, beat, stall):
+    result = _manage("check", extra_env={"SECRET_KEY": "x", "DEBUG": "true", "KVP_DATA_DIR": str(tmp_path),
+                                         "KVP_HEARTBEAT_S": beat, "KVP_STALL_AFTER_S": stall})
+    assert result.returncode != 0
+    assert "KVP_HEARTBEAT_S must be above 0 and below KVP_STALL_AFTER_S (45 s)" in result.stderr
+
+
+def test_a_heartbeat_below_the_stall_limit_is_taken(tmp_path):
+    result = _manage("check", extra_env={"SECRET_KEY": "x", "DEBUG": "true", "KVP_DATA_DIR": str(tmp_path),
+                                         "KVP_HEARTBEAT_S": "1", "KVP_STALL_AFTER_S": "6"})
+    assert result.returncode == 0, result.stderr
+
+
 @pytest.mark.parametrize("raw,expected", [("true", True), ("0", False), ("ON", True), ("no", False)])
 def test_env_bool_reads_common_spellings(monkeypatch, raw, expected):
     monkeypatch.setenv("KVP_FLAG", raw)
