@@ -221,8 +221,9 @@ class _DayRun:
     def _least_loaded(self, ready: list[int], t: float) -> int:
         """Fewest waiting + running, then the lowest KV usage; ties in round-robin order from ``k``.
 
-        (Plain Python over the few ready replicas: the same floats as an array's, without numpy's per-call cost,
-        which at one call per arrival was a tenth of a day's run.)"""
+        (Plain Python over the few ready replicas, the same floats as an array's; measured against the numpy form on
+        1.5 h at 40/s: 21.66 against 21.9 s of CPU, within the machine's noise, so no faster: it is kept as the
+        plainer of the two.)"""
         loads, uses = [], []
         for i in ready:
             e = self.engines[i]
