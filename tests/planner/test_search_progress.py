@@ -136,3 +136,40 @@ def test_the_xpyd_stage_keeps_the_bar_below_100_until_the_search_is_done(django_
     search.refresh_from_db()
     p = selectors.search_progress(search=search)
     assert search.status == "done" and p["fraction"] == 1 and p["phase"] == "shapes"
+
+
+@pytest.mark.django_db
+def test_the_last_stage_is_priced_for_the_answer_so_far_before_the_answer_is_gathered(django_user_model,
+                                                                                      monkeypatch):
+    """Priced at the heaviest shape until every shape chunk was done, the seed check put 3 s of a 3.8 s estimate
+    with 0.8 s left (tests/integration/test_search_eta.py); once a chunk has an answer it is priced for that."""
+    from gpuprofiles.catalog import load_catalog
+    from gpuprofiles.models import GpuProfile, ModelProfile
+    from planner.search import services
+    from planner.search.definition import build_inputs
+    from planner.search.pricing import price_stage
+
+    load_catalog(GpuProfile, ModelProfile)
+    monkeypatch.setattr(services, "search_enqueue", lambda search_id: None)
+    owner = django_user_model.objects.create_user("stage", password="pw-123456789")
+    search = services.search_create(owner=owner, definition={**two_gpu_search(), "check_seeds": 2})
+    stage = search.chunks.get(index=2)
+    heaviest = stage.shapes
+    assert services.chunk_run(search_id=search.pk, index=0) == "done"  # the H100s: the answer
+    answer = search.chunks.get(index=0).result["best"]
+    so_far = price_stage(*build_inputs(search.snapshot), answer, None, 2).seconds
+    stage.refresh_from_db()
+    assert stage.shapes == [[0.0, round(so_far, 4)]] and stage.shapes != heaviest and so_far > 0
+    search.refresh_from_db()
+    assert search.result is None and search.status != "done"  # not gathered yet: the L40S chunk still pending
+
+
+def test_a_running_chunk_past_a_quarter_is_held_to_its_own_pace():
+    """Its price foresees from the other chunks; once a quarter is done its own pace bounds what is left."""
+    first = _chunk(0, "done", [[1.0, 10.0]], bound=2.0, took=10.5)  # took its price: the scale is 1
+    running = {**_chunk(1, "running", [[1.0, 10.0]], bound=2.0, ran=2), "progress": 0.5}
+    assert time_left([first, running], elapsed=12.5, fraction=0.5) == pytest.approx(2.0, abs=0.05)  # not 8.5 s
+    early = {**running, "progress": 0.2}
+    assert time_left([first, early], elapsed=12.5, fraction=0.5) == pytest.approx(10.5 - 2, abs=0.05)  # its price
+    overran = {**_chunk(1, "running", [[1.0, 10.0]], bound=2.0, ran=12), "progress": 0.75}
+    assert time_left([first, overran], elapsed=22.5, fraction=0.9) == pytest.approx(4.0, abs=0.05)  # not 0
