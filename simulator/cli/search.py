@@ -86,8 +86,12 @@ def add_search_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--disaggregated", action="store_true",
                    help="also simulate every prefill/decode split (xPyD) of the answer's replicas and of one fewer, "
                         "judged against the same SLO (docs/disaggregated_serving.md)")
+    p.add_argument("--disaggregated-pools", action="store_true",
+                   help="also search a prefill pool and a decode pool jointly, each of its own shape and count among "
+                        "the space's (simulator.search.pools; docs/disaggregated_serving.md)")
     p.add_argument("--link-gbps", type=float, default=50.0, metavar="GBPS",
-                   help="with --disaggregated: KV link bandwidth per decode instance, GB/s (default 50)")
+                   help="with --disaggregated or --disaggregated-pools: KV link bandwidth per decode instance, GB/s "
+                        "(default 50)")
     p.add_argument("--summary", action="store_true", help="print the answer in words and a table, not JSON")
     p.add_argument("--launch", action="store_true",
                    help="also print what to run for the answer: the vllm serve command line and the Kubernetes "
@@ -198,6 +202,7 @@ def run_search_command(args: argparse.Namespace, *, load_workload_file) -> str:
     result = search_deployments(workload, model, space, slo)
     seeds = _seed_check(args, result, load_workload_file, model, space, slo)
     alt = _disaggregated(args, result, workload, model, space, slo) if args.disaggregated else None
+    pools = _pools(args, result, workload, model, space, slo) if args.disaggregated_pools else None
     out = result.to_dict()
     out["seed_check"] = None if seeds is None else seeds.to_dict()
     out["traffic"] = traffic_words(workload, args, None if args.workload else _duration(args, slo)[1])
@@ -212,9 +217,12 @@ def run_search_command(args: argparse.Namespace, *, load_workload_file) -> str:
     if args.summary:
         return (summary_text(result) + f"traffic: {out['traffic']}\n" + seed_line(seeds, args)
                 + sampler_line(model, args.sampling)
-                + (disaggregated_text(alt) if args.disaggregated else "") + launch_text(args.launch, launched))
+                + (disaggregated_text(alt) if args.disaggregated else "")
+                + (pools_text(pools) if pools is not None else "") + launch_text(args.launch, launched))
     if args.disaggregated:
         out["disaggregated"] = alt
+    if pools is not None:
+        out["disaggregated_pools"] = pools
     return json.dumps(out, allow_nan=False, default=_nan)
 
 
@@ -248,16 +256,45 @@ def launch_text(asked: bool, launched: dict | None) -> str:
     return f"\nTo run it:\n\n{launched['vllm_serve']}\n\n{notes}{launched['kubernetes']}"
 
 
-def _disaggregated(args: argparse.Namespace, result, workload, model, space, slo):
-    """The xPyD splits of the answer (:mod:`simulator.search.disaggregated`)."""
+def _link(args: argparse.Namespace):
+    """The KV link of ``--link-gbps``; a bad value is an error naming the option."""
     from simulator.cluster import DisaggError, KvLink
-    from simulator.search import xpyd_alternatives
 
     try:
-        link = KvLink(args.link_gbps, 1e-4)
+        return KvLink(args.link_gbps, 1e-4)
     except DisaggError as exc:
         raise SearchError("--link-gbps" + str(exc).removeprefix("link.bandwidth_gbps")) from None
-    return xpyd_alternatives(result, workload, model, space, slo, link=link)
+
+
+def _disaggregated(args: argparse.Namespace, result, workload, model, space, slo):
+    """The xPyD splits of the answer (:mod:`simulator.search.disaggregated`)."""
+    from simulator.search import xpyd_alternatives
+
+    return xpyd_alternatives(result, workload, model, space, slo, link=_link(args))
+
+
+def _pools(args: argparse.Namespace, result, workload, model, space, slo) -> dict:
+    """Prefill and decode pools searched jointly (:mod:`simulator.search.pools`), with the verdict against the
+    aggregated answer."""
+    from simulator.search.pools import pools_verdict, search_pools
+
+    pools = search_pools(workload, model, space, slo, link=_link(args))
+    return {**pools, "verdict": pools_verdict(pools, result)}
+
+
+def pools_text(pools: dict) -> str:
+    """The joint pools search in words: each pair checked, the answer and the verdict."""
+    lines = ["", f"Prefill and decode pools searched jointly ({pools['simulations']} simulations):"]
+    for r in pools["pairs"]:
+        if r.get("left_out"):
+            lines.append(f"{r['name']}: left out: {r['left_out']}")
+            continue
+        figures = ", ".join(f"{k} {format_seconds(v)}" for k, v in r["values"].items() if v is not None)
+        lines.append(f"{r['name']}  {r['num_gpus']} GPUs ${r['cost_per_hour']:,.2f}/h  "
+                     f"{'meets' if r['meets'] else 'misses'}: {figures}")
+    lines.append(pools["message"] + ".")
+    lines.append(f"Winner: {pools['verdict']['winner']}: {pools['verdict']['reason']}.")
+    return "\n".join(lines) + "\n"
 
 
 def disaggregated_text(alt) -> str:
