@@ -563,7 +563,7 @@ def smallest_replicas(
                                       percentile)
         return tried[N].meets
 
-    hi = _smallest_meeting(meets, max_n)
+    hi = smallest_meeting(meets, max_n)
     trials = tuple(tried[k] for k in sorted(tried))
     slo_txt = " and ".join(s for s in (
         None if slo_ttft_s is None else f"{percentile} TTFT <= {slo_ttft_s:g} s",
@@ -601,7 +601,7 @@ def _replica_trial(workload: Workload, config: EngineConfig, N: int, policy: Rou
                         _pct(lat.tpot, percentile), growth.rate_per_s if grows else None)
 
 
-def _smallest_meeting(meets: Callable[[int], bool], max_n: int) -> int | None:
+def smallest_meeting(meets: Callable[[int], bool], max_n: int) -> int | None:
     """The smallest count in 1..max_n that ``meets``, assuming more never hurts: 1, 2, 4 ... until one meets,
     then bisection between the last failing and the first meeting count; None if ``max_n`` fails."""
     lo, hi = 0, None  # lo: largest count known to fail (0 = none), hi: smallest known to meet
@@ -625,4 +625,4 @@ def _smallest_meeting(meets: Callable[[int], bool], max_n: int) -> int | None:
 
 
 __all__ = ["ClusterError", "ClusterResult", "Deployment", "InstanceResult", "LoadBalance", "ReplicaSearch", "ReplicaTrial",
-           "SLO_PERCENTILES", "simulate_cluster", "smallest_replicas"]
+           "SLO_PERCENTILES", "simulate_cluster", "smallest_meeting", "smallest_replicas"]

@@ -23,7 +23,7 @@ from simulator.search.space import SearchSpace, Slo, format_seconds
 from simulator.workload import Workload
 
 
-def _as_cluster(res, instances: int) -> SimpleNamespace:
+def as_cluster(res, instances: int) -> SimpleNamespace:
     """What :func:`judge` reads of a cluster, from a disaggregated result (the client's requests)."""
     totals = {**res.decode.totals, **{k: res.totals[k] for k in ("finished", "dropped_unservable", "unfinished")}}
     return SimpleNamespace(latency=res.latency, totals=totals, requests=res.decode.requests,
@@ -89,7 +89,7 @@ def xpyd_alternatives(result, workload: Workload, model: ModelSpec, space: Searc
         dep = DisaggregatedDeployment(Pool(num_instances=x, **pool), Pool(num_instances=y, **pool),
                                       link or KvLink())
         res = dep.run(workload)
-        rows.append(_row(dep, res, judge(_as_cluster(res, x + y), workload, slo, dep.cost_per_hour)))
+        rows.append(_row(dep, res, judge(as_cluster(res, x + y), workload, slo, dep.cost_per_hour)))
     first = slo.targets[0].label
     meeting = [r for r in rows if r["meets"]]
     top = min(meeting, key=lambda r: (r["cost_per_hour"], r["num_gpus"], r["values"].get(first) or 0.0),
@@ -154,4 +154,4 @@ def _trade(split: dict[str, Any], agg: dict[str, Any], slo: Slo, split_wins: boo
                    f"{_one(other['values'][lab])})" for lab in better)
 
 
-__all__ = ["split_counts", "verdict", "xpyd_alternatives"]
+__all__ = ["as_cluster", "split_counts", "verdict", "xpyd_alternatives"]

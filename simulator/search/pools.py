@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -37,7 +36,8 @@ import numpy as np
 
 from simulator.base import ModelSpec
 from simulator.cluster import DisaggregatedDeployment, KvLink, Pool, simulate_cluster
-from simulator.search.disaggregated import _as_cluster
+from simulator.cluster.replicas import smallest_meeting
+from simulator.search.disaggregated import as_cluster
 from simulator.search.evaluate import Prepared, default_max_model_len, judge, prepare_candidate
 from simulator.search.space import SearchError, SearchSpace, Slo
 from simulator.workload import Workload
@@ -58,23 +58,6 @@ def _ttft_only(slo: Slo) -> Slo | None:
 def _first_tokens(workload: Workload) -> Workload:
     """The workload as a prefill instance serves it: every request's output cut to its first token."""
     return replace(workload, output_len=np.ones(workload.n, dtype=np.int64))
-
-
-def _fewest(meets: Callable[[int], bool], lo: int, hi: int) -> int | None:
-    """The least ``n`` in ``lo..hi`` with ``meets(n)`` (``meets`` monotone): doubling from ``lo``, then
-    bisection; None when even ``hi`` misses."""
-    n, last_miss = max(1, lo), max(0, lo - 1)
-    while not meets(n):
-        if n >= hi:
-            return None
-        last_miss, n = n, min(hi, n * 2)
-    while n - last_miss > 1:
-        mid = (n + last_miss) // 2
-        if meets(mid):
-            n = mid
-        else:
-            last_miss = mid
-    return n
 
 
 def _is_mla(model: ModelSpec) -> bool:
@@ -124,7 +107,7 @@ class _Pools:
         self.simulations += 1
         dep = self.deployment(p, x, d, y)
         res = dep.run(self.workload)
-        return dep, res, judge(_as_cluster(res, x + y), self.workload, self.slo, dep.cost_per_hour)
+        return dep, res, judge(as_cluster(res, x + y), self.workload, self.slo, dep.cost_per_hour)
 
 
 def _row(dep: DisaggregatedDeployment, res, trial, p: Prepared, d: Prepared) -> dict[str, Any]:
@@ -166,7 +149,7 @@ def search_pools(workload: Workload, model: ModelSpec, space: SearchSpace, slo: 
     top = space.max_replicas
     prefill_rows, prefill_counts = [], {}
     for p in shapes:
-        n = _fewest(lambda k, p=p: run.prefill_meets(p, k, ttft), 1, top)
+        n = smallest_meeting(lambda k, p=p: run.prefill_meets(p, k, ttft), top)
         prefill_rows.append({"shape": p.candidate.label, "instances": n,
                              "reason": None if n else f"no prefill pool of up to {top} instances meets {ttft.describe()}"})
         if n:
@@ -203,7 +186,7 @@ def _decode_sizing(run: _Pools, shapes: list[Prepared], front: Prepared, front_n
     rows, counts = [], {}
     for d in shapes:
         why = pair_problem(front, d, model)
-        n = None if why else _fewest(lambda k, d=d: run.trial(front, front_n, d, k)[2].meets, 1, top)
+        n = None if why else smallest_meeting(lambda k, d=d: run.trial(front, front_n, d, k)[2].meets, top)
         rows.append({"shape": d.candidate.label, "instances": n, "behind": f"{front_n}P [{front.candidate.label}]",
                      "reason": why or (None if n else f"no decode pool of up to {top} instances meets the SLO")})
         if n:

@@ -18,9 +18,10 @@ import numpy as np
 import pytest
 
 from simulator.cluster import DisaggregatedDeployment, KvLink, Pool, simulate_cluster
-from simulator.search.disaggregated import _as_cluster
+from simulator.cluster.replicas import smallest_meeting
+from simulator.search.disaggregated import as_cluster
 from simulator.search.evaluate import default_max_model_len, judge, prepare_candidate
-from simulator.search.pools import _fewest, pair_problem, search_pools
+from simulator.search.pools import pair_problem, search_pools
 from simulator.search.space import SearchError, SearchSpace, Slo, SloTarget
 from simulator.sizing.hf_config import parse_hf_config
 from simulator.workload.generators import WorkloadSpec, generate_workload
@@ -44,7 +45,7 @@ def _prepared(space=SPACE, model=LLAMA_8B):
     return {c.label: prepare_candidate(i, c, model, space, mml, WL, SLO) for i, c in enumerate(space.candidates())}
 
 
-def test_fewest_is_the_least_count_that_meets_by_doubling_and_bisection():
+def test_the_counts_are_the_least_that_meet_by_doubling_and_bisection():
     for need in range(1, 20):
         calls: list[int] = []
 
@@ -52,10 +53,9 @@ def test_fewest_is_the_least_count_that_meets_by_doubling_and_bisection():
             calls.append(n)
             return n >= need
 
-        assert _fewest(meets, 1, 16) == (need if need <= 16 else None)
+        assert smallest_meeting(meets, 16) == (need if need <= 16 else None)
         assert len(calls) <= 2 * 5  # log2(16) doublings and as many halvings
-    assert _fewest(lambda n: n >= 3, 4, 16) == 4  # the lower bound is a floor
-    assert _fewest(lambda n: False, 1, 8) is None
+    assert smallest_meeting(lambda n: False, 8) is None
 
 
 def test_the_answer_is_a_pair_that_meets_when_simulated_again(found):
@@ -70,7 +70,7 @@ def test_the_answer_is_a_pair_that_meets_when_simulated_again(found):
                                        cost_per_hour=d.candidate.price_per_replica),
                                   KvLink(50.0, 1e-4 * max(1, p.candidate.tensor_parallel // d.candidate.tensor_parallel)))
     res = dep.run(WL)
-    trial = judge(_as_cluster(res, x + y), WL, SLO, dep.cost_per_hour)
+    trial = judge(as_cluster(res, x + y), WL, SLO, dep.cost_per_hour)
     assert trial.meets and trial.values == best["values"]
     assert best["cost_per_hour"] == pytest.approx(x * p.candidate.price_per_replica + y * d.candidate.price_per_replica)
     # every pair checked before it was cheaper (or as cheap) and missed
