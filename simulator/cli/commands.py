@@ -130,15 +130,24 @@ def _load_own_workload(path: str) -> Workload:
         raise CliError(f"workload file {path!r}: {_message(exc)}") from None
 
 
-def load_config_file(path: str, *, data_parallel: dict[str, Any] | None = None) -> dict[str, Any]:
+def load_config_file(path: str, *, data_parallel: dict[str, Any] | None = None,
+                     sized: dict[str, Any] | None = None) -> dict[str, Any]:
     """The config JSON object (validated by building an EngineConfig). With ``data_parallel`` (a dict, ``run``'s),
-    the DP fields (:data:`simulator.cluster.data_parallel.DP_FIELDS`) are taken out into it first."""
+    the DP fields (:data:`simulator.cluster.data_parallel.DP_FIELDS`) are taken out into it first, and
+    ``"num_gpu_blocks": "auto"`` is sized for one rank of the shape
+    (:func:`simulator.cluster.data_parallel.sized_rank_config`), what was sized written into ``sized``."""
     data = _read_json(path, "config")
     if data_parallel is not None and isinstance(data, dict):
-        from simulator.cluster.data_parallel import split_dp_fields
+        from simulator.cluster.data_parallel import DPError, sized_rank_config, split_dp_fields
 
         data, fields = split_dp_fields(data)
         data_parallel.update(fields)
+        try:
+            data, sizing = sized_rank_config(data, fields)
+        except DPError as exc:
+            raise CliError(f"config file {path!r}: {exc}") from None
+        if sizing is not None and sized is not None:
+            sized.update(sizing)
     if not isinstance(data, dict):
         raise CliError(f"config file {path!r}: must be a JSON object")
     try:  # (an acceptance trace in a file of its own, relative to the config's folder)
@@ -244,13 +253,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     from simulator.batch import WorkloadSize, price_run
 
     dp_fields: dict[str, Any] = {}
-    data = _with_policy(load_config_file(args.config, data_parallel=dp_fields), args)
+    sized: dict[str, Any] = {}
+    data = _with_policy(load_config_file(args.config, data_parallel=dp_fields, sized=sized), args)
+    if sized:
+        sys.stderr.write(f"num_gpu_blocks auto: {sized['num_gpu_blocks']:,} blocks a rank "
+                         f"({sized['kv_cache_tokens']:,} tokens, {sized['shape']})\n")
     config = _config(data, f"config file {args.config!r}")
     dp_run = _dp_run(dp_fields, data, config, args.config)
     workload, trace = load_workload(args.workload, args, config.max_model_len)
     _check_memory(price_run(WorkloadSize.of(workload), config), args, "This run")
     if dp_run.active:
-        return _cmd_run_dp(args, dp_run, workload, config, data, trace)
+        return _cmd_run_dp(args, dp_run, workload, config, data, trace, sized)
     from simulator.batch import simulate
 
     if args.windows is not None and workload.arrival_unit != "s":
@@ -260,7 +273,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         result = simulate(workload, [config], record_steps=bool(args.steps or args.windows), max_step_points=points,
                           progress=progress)[0]
     _note_defaults(data, f"config file {args.config!r}")  # after the run: an input error stays one line
-    head = {}
+    head = {"sizing": sized} if sized else {}
     if trace is not None:
         head["trace"] = trace.to_dict()
     if args.windows is not None:
@@ -293,7 +306,8 @@ def _dp_run(fields: dict[str, Any], data: dict[str, Any], config: EngineConfig, 
         raise CliError(f"config file {path!r}: {exc}") from None
 
 
-def _cmd_run_dp(args: argparse.Namespace, dp_run, workload: Workload, config: EngineConfig, data, trace) -> int:
+def _cmd_run_dp(args: argparse.Namespace, dp_run, workload: Workload, config: EngineConfig, data, trace,
+                sized: dict[str, Any]) -> int:
     """``run`` of a DP group (``data_parallel_size`` > 1 or ``enable_expert_parallel``): the group's totals,
     latency, load and every rank's figures (``data_parallel.ranks``), docs/moe_parallelism.md."""
     from simulator.cluster.data_parallel import DPError
@@ -309,6 +323,8 @@ def _cmd_run_dp(args: argparse.Namespace, dp_run, workload: Workload, config: En
     d = result.to_dict()
     if trace is not None:
         d = {"trace": trace.to_dict(), **d}
+    if sized:
+        d = {"sizing": sized, **d}
     _emit(_dump(d, args.indent), args.output)
     return _limit_status(result.totals, "run")
 

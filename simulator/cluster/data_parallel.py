@@ -44,7 +44,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -396,6 +396,49 @@ def dp_shape_from_cost_model(cost_model: Any, data_parallel_size: int, enable_ex
     return model, gpu, dep
 
 
+def sized_rank_config(data: dict[str, Any], fields: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """A run config with ``"num_gpu_blocks": "auto"`` sized the way vLLM starts one rank of its shape:
+    ``(config, sizing)``, the config as it is and None otherwise.
+
+    The shape is the roofline ``cost_model``'s model, GPU and ``tp`` with the DP fields (``fields``); one rank's
+    pool is what vLLM sizes on each of its GPUs (:func:`simulator.sizing.closed_form.plan`: attention and KV per
+    rank, routed experts over EP; ``docs/moe_parallelism.md``), at the config's ``block_size``,
+    ``max_model_len`` and ``gpu_memory_utilization`` (0.9 when left out; it is not an engine field and is taken
+    out). ``kv_bytes_per_block`` is filled in when left out. ``sizing`` says what was sized: ``num_gpu_blocks``,
+    ``kv_cache_tokens``, ``max_concurrency`` and the shape. :class:`DPError` names the field."""
+    from simulator.sizing import plan
+
+    if data.get("num_gpu_blocks") != "auto":
+        if "gpu_memory_utilization" in data:
+            raise DPError('only with "num_gpu_blocks": "auto" (it sizes the pool; a given pool is used as it is)',
+                          field="gpu_memory_utilization")
+        return data, None
+    dp, ep = fields.get("data_parallel_size", 1), fields.get("enable_expert_parallel", False)
+    shape = dp_shape_from_cost_model(data.get("cost_model"), dp, ep) if isinstance(dp, int) and isinstance(ep, bool) \
+        else None
+    if shape is None:
+        raise DPError('"auto" sizes the pool from a roofline cost_model (the model\'s config.json, the GPU and tp)',
+                      field="num_gpu_blocks")
+    model, gpu, dep = shape
+    knobs = {k: data[k] for k in ("block_size", "max_model_len", "gpu_memory_utilization") if k in data}
+    try:
+        res = plan(model, gpu, replace(dep, **knobs))
+    except SpecError as exc:
+        raise DPError(exc.message, field=exc.field or "num_gpu_blocks") from None
+    except (TypeError, ValueError) as exc:
+        raise DPError(str(exc), field="num_gpu_blocks") from None
+    if not res.fits or res.num_gpu_blocks < 1:
+        raise DPError(f"one rank of this shape does not start on {gpu.name}: no memory is left for the KV cache "
+                      f"(weights {res.memory_gib.weights:.1f} GiB per GPU)", field="num_gpu_blocks")
+    out = {k: v for k, v in data.items() if k != "gpu_memory_utilization"}
+    out["num_gpu_blocks"] = int(res.num_gpu_blocks)
+    out.setdefault("kv_bytes_per_block", int(res.bytes_per_block_per_gpu))
+    sizing = {"num_gpu_blocks": int(res.num_gpu_blocks), "kv_cache_tokens": int(res.kv_cache_tokens),
+              "max_concurrency": round(float(res.max_concurrency), 2),
+              "shape": f"TP {dep.tensor_parallel_size} x DP {dp}{' + EP' if ep else ''} on {gpu.name}"}
+    return out, sizing
+
+
 #: A config's data-parallel fields (beside the rank's engine fields; ``python -m simulator run``).
 DP_FIELDS = ("data_parallel_size", "enable_expert_parallel", "all2all_backend", "data_parallel_routing")
 
@@ -461,5 +504,5 @@ def dp_run_from_config(fields: dict[str, Any], cost_model: Any, config: EngineCo
     return DPRun(dp, ep, routing, lockstep=True, clock=DPClockGroup(clock, config.async_scheduling))
 
 
-__all__ = ["DP_FIELDS", "DPRun", "dp_run_from_config", "split_dp_fields", "DP_ROUTINGS", "DPClockGroup", "DPError", "DPResult", "GroupClock", "LinearGroupClock", "TermsGroupClock", "default_group_clock",
+__all__ = ["DP_FIELDS", "DPRun", "dp_run_from_config", "sized_rank_config", "split_dp_fields", "DP_ROUTINGS", "DPClockGroup", "DPError", "DPResult", "GroupClock", "LinearGroupClock", "TermsGroupClock", "default_group_clock",
            "WAITING_WEIGHT", "choose_rank", "dp_shape_from_cost_model", "simulate_dp"]

@@ -219,6 +219,38 @@ def test_the_cli_with_dp_1_and_ep_off_is_todays_run(tmp_path, capsys):
     assert outs[0] == outs[1] and "data_parallel" not in outs[0]
 
 
+def test_the_cli_sizes_a_ranks_pool_when_asked_and_refuses_auto_without_a_model(tmp_path, capsys):
+    """``"num_gpu_blocks": "auto"``: one rank's pool as the sizing page sizes it for that shape (per GPU, the
+    planner's ``plan``); without a roofline model to size from, or with a pool that cannot start, an error."""
+    from simulator.base import DeploymentSpec, GpuSpec
+    from simulator.sizing import parse_hf_config, plan
+
+    wl = tmp_path / "w.csv"
+    wl.write_text("arrival_time,prompt_tokens,output_tokens\n" + "".join(f"{i * 0.05},{200 + i},{20}\n" for i in range(8)))
+    cfg = {"num_gpu_blocks": "auto", "block_size": 16, "max_num_seqs": 32, "max_num_batched_tokens": 1024,
+           "max_model_len": 4096, "data_parallel_size": 4, "enable_expert_parallel": True,
+           "gpu_memory_utilization": 0.85, "cost_model": {"kind": "roofline", "model": QWEN3_30B, "gpu": H100}}
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(cfg))
+    assert main(["run", "--config", str(path), "--workload", str(wl)]) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    want = plan(parse_hf_config(QWEN3_30B), GpuSpec.from_dict(H100),
+                DeploymentSpec(data_parallel_size=4, enable_expert_parallel=True, max_model_len=4096,
+                               gpu_memory_utilization=0.85))
+    assert out["sizing"]["num_gpu_blocks"] == want.num_gpu_blocks > 0
+    assert out["sizing"]["shape"] == "TP 1 x DP 4 + EP on H100 SXM5 80GB"
+    assert f"num_gpu_blocks auto: {want.num_gpu_blocks:,} blocks a rank" in captured.err
+    assert out["totals"]["finished"] == 8 and len(out["data_parallel"]["ranks"]) == 4
+    for bad, words in (({"cost_model": {"kind": "linear", "base_s": 0.01, "per_token_s": 0, "per_req_s": 0},
+                         "enable_expert_parallel": False}, 'num_gpu_blocks: "auto" sizes the pool from a roofline'),
+                       ({"num_gpu_blocks": 500}, "gpu_memory_utilization: only with"),
+                       ({"gpu_memory_utilization": 0.01}, "num_gpu_blocks: one rank of this shape does not start")):
+        path.write_text(json.dumps({**cfg, **bad}))
+        assert main(["run", "--config", str(path), "--workload", str(wl)]) == 2
+        assert words in capsys.readouterr().err
+
+
 def _shared_step_starts(res) -> float:
     starts = [set(np.asarray(inst.result.steps["time_s"]).tolist()) for inst in res.cluster.instances]
     return len(starts[0] & starts[1]) / min(len(starts[0]), len(starts[1]))
