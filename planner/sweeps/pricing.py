@@ -71,7 +71,7 @@ def point_prices(snapshot: dict, points: list[dict]) -> list[Price]:
         meta = p.get("meta") or {}
         dis = meta.get("disaggregated")
         n = dis["prefill_instances"] + dis["decode_instances"] if dis else (meta.get("cluster") or {}).get(
-            "num_instances", 1)
+            "num_instances", (meta.get("data_parallel") or {}).get("data_parallel_size", 1))  # a DP group: its ranks
         config = EngineConfig.from_dict(p["config"])
         prices.append(budget.price_run(sizes[key], config, instances=int(n)))
     return prices
