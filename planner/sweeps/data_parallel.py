@@ -77,14 +77,15 @@ def dp_clock(group: dict):
                          else "data_parallel_size") from None
 
 
-def group_problem(group: dict, *, cluster: bool, disaggregated: bool, speculative: bool,
+def group_problem(group: dict, *, cluster: dict | None, disaggregated: bool, speculative: bool,
                   arrival_unit: str | None) -> tuple[str, str] | None:
-    """``(field, message)`` for what a DP group point cannot be combined with yet, or None."""
+    """``(field, message)`` for what a DP group point cannot be combined with yet, or None. ``cluster``: the
+    point's replicas (``{"num_instances", "routing", "router_delay_s"}``), each replica one DP group."""
     shape = group["shape"]
-    if cluster:
-        return "cluster", (f"a point of {shape} is one DP group (one replica of TP x PP x DP GPUs); replicas of a "
-                           "DP group behind a router are not simulated yet: leave cluster and the num_instances / "
-                           "routing axes out, or set DP 1 with EP off")
+    if cluster and (cluster.get("routing") != "round-robin" or cluster.get("router_delay_s")):
+        return "cluster.routing", (f"replicas of a DP group ({shape}, each TP x PP x DP GPUs) are routed "
+                                   "round-robin without router delay (each group balances its own ranks as vLLM's "
+                                   "DP client does); other routings across DP groups are not simulated yet")
     if disaggregated:
         return "disaggregated", (f"prefill and decode pools of their own DP / EP shapes are not simulated yet; "
                                  f"leave disaggregated out with {shape}")
@@ -97,12 +98,14 @@ def group_problem(group: dict, *, cluster: bool, disaggregated: bool, speculativ
     return None
 
 
-def run(wl, config, group: dict):
-    """Simulate the point's DP group: a :class:`simulator.cluster.data_parallel.DPResult`."""
+def run(wl, config, group: dict, replicas: int = 1, **kw):
+    """Simulate the point's DP group (``replicas`` of it behind a round-robin router): a
+    :class:`simulator.cluster.data_parallel.DPResult`; ``kw``: :func:`simulate_dp`'s (SLOs)."""
     from simulator.cluster.data_parallel import DPClockGroup, simulate_dp
 
     clock = DPClockGroup(dp_clock(group), config.async_scheduling) if group["lockstep"] else None
-    return simulate_dp(wl, config, int(group["data_parallel_size"]), clock=clock, lockstep=bool(group["lockstep"]))
+    return simulate_dp(wl, config, int(group["data_parallel_size"]), clock=clock, lockstep=bool(group["lockstep"]),
+                       replicas=int(replicas), **kw)
 
 
 def metrics(group: dict, res, kv_cache_tokens: int) -> dict:

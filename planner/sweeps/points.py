@@ -95,11 +95,11 @@ def resolve_point(snapshot: dict, params: dict, index: int, *, owner=None, err: 
     except ConfigError as exc:
         err.add(f"point {label}", str(exc))
         return {}
-    group = _group(snapshot, params, cfg, (model_s, gpu_s, dep_s), label, err)
+    meta = _meta(snapshot, params, cfg, gpu, dep, sized, note)
+    group = _group(snapshot, params, cfg, (model_s, gpu_s, dep_s), meta.get("cluster"), label, err)
     if group is False:
         return {}
     variant = workload_for(snapshot, params)
-    meta = _meta(snapshot, params, cfg, gpu, dep, sized, note)
     point = {"index": index, "params": params, "config": cfg.to_dict(), "meta": meta, "workload": variant,
              "workload_key": workload_key(variant)}
     if group is not None:  # a DP group (planner.sweeps.data_parallel); DP 1 with EP off: no key, as before
@@ -109,20 +109,20 @@ def resolve_point(snapshot: dict, params: dict, index: int, *, owner=None, err: 
     return point
 
 
-def _group(snapshot: dict, params: dict, cfg: EngineConfig, specs: tuple, label: str, err: FieldErrors):
+def _group(snapshot: dict, params: dict, cfg: EngineConfig, specs: tuple, cluster: dict | None, label: str,
+           err: FieldErrors):
     """The point's DP group (:func:`planner.sweeps.data_parallel.point_group`), None for a single engine, False
     after adding why the point's group cannot run (the deployment's field named when one of its axes set it)."""
     model_s, gpu_s, dep_s = specs
     if not isinstance(dep_s, DeploymentSpec) or not dpg.active(dep_s):
         return None
-    axis = next((k for k in dpg.AXES if k in params), None)
+    axis = next((k for k in (*dpg.AXES, "routing") if k in params), None)
     where = f"point {label}" if axis else None
     try:
         group = dpg.point_group(model_s, gpu_s, dep_s, snapshot.get("coefficients"), spec_dict)
     except FieldError as exc:
         err.add(where or f"deployment.{exc.field}", exc.message)
         return False
-    cluster = bool(snapshot.get("cluster")) or "num_instances" in params or "routing" in params
     problem = dpg.group_problem(group, cluster=cluster, disaggregated=bool(snapshot.get("disaggregated")),
                                 speculative=cfg.speculative is not None,
                                 arrival_unit=(snapshot.get("workload") or {}).get("arrival_unit"))

@@ -150,7 +150,7 @@ def _dp_results(wl: Workload, points: list[dict], configs: list[EngineConfig], r
     for i, (p, cfg) in enumerate(zip(points, configs)):
         group = p.get("data_parallel")
         if group and results[i] is None:
-            out[i] = dpg.run(wl, cfg, group)
+            out[i] = dpg.run(wl, cfg, group, (p["meta"].get("cluster") or {}).get("num_instances", 1))
             results[i] = _as_point_result(out[i].cluster)
     return out
 

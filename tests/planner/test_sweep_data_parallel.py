@@ -90,8 +90,8 @@ def test_a_dense_models_dp_ranks_run_as_independent_engines():
     ({"deployment": {"enable_expert_parallel": True, "data_parallel_size": 256}},
      "deployment.enable_expert_parallel", "128 routed experts"),
     ({"deployment": {"data_parallel_size": 2000}}, "deployment.data_parallel_size", "1,024"),
-    ({"deployment": {"data_parallel_size": 2}, "cluster": {"num_instances": 2}}, "cluster",
-     "replicas of a DP group"),
+    ({"deployment": {"data_parallel_size": 2}, "cluster": {"num_instances": 2, "routing": "least-loaded"}},
+     "cluster.routing", "routed round-robin"),
     ({"deployment": {"data_parallel_size": 2, "pipeline_parallel_size": 2}}, "deployment.pipeline_parallel_size",
      "PP 1"),
     ({"deployment": {"data_parallel_size": 2}, "engine": {"speculative": {"method": "ngram",
@@ -169,3 +169,49 @@ def test_the_sweep_form_takes_dp_and_ep_and_shows_a_refused_shape_at_its_field(a
     r = c.post("/sweeps/new/", {**FORM, "name": "dense", "model": "llama-3-1-8b"})
     html = r.content.decode()
     assert r.status_code == 200 and 'id="id_enable_expert_parallel_error"' in html and "MoE layers only" in html
+
+
+def test_replicas_of_a_dp_group_in_a_sweep_are_that_many_groups_behind_a_round_robin_router():
+    _, results = run({**MOE, "deployment": {"data_parallel_size": 2, "enable_expert_parallel": True},
+                      "axes": [{"param": "num_instances", "values": [1, 2]}]})
+    one, two = results
+    assert [len(r["data_parallel"]["ranks"]) for r in results] == [2, 4]
+    assert two["meta"]["price_per_hour"] == pytest.approx(2 * one["meta"]["price_per_hour"])
+    assert two["metrics"]["num_instances"] == 2 and two["metrics"]["finished"] == 120
+    assert two["metrics"]["ttft_p90_s"] < one["metrics"]["ttft_p90_s"]
+
+
+REPLICAS = {**MOE, "workload": {"spec": {"n": 200, "prompt": "normal:1024,256", "output": "normal:64,16",
+                                         "arrival": {"kind": "poisson", "rate": 40, "unit": "s"}}, "seed": 1},
+            "deployment": {"data_parallel_size": 2, "enable_expert_parallel": True},
+            "slo": {"ttft_s": 0.12}, "max_instances": 4}
+
+
+def test_the_replicas_search_counts_dp_groups(api):
+    r = api.post("/api/replicas/", REPLICAS, format="json")
+    assert r.status_code == 200, r.json()
+    body = r.json()
+    assert body["deployment_shape"] == "DP 2 + EP 2" and body["gpus_per_replica"] == 2
+    n = body["num_instances"]
+    assert n == 2 and [t["meets"] for t in body["trials"]] == [False, True], body["trials"]
+    assert "--data-parallel-size 2 --enable-expert-parallel" in body["launch"]["vllm_serve"]
+    # the trial at the answer is the sweep point of that many DP groups
+    _, results = run({k: v for k, v in REPLICAS.items() if k not in ("slo", "max_instances")}
+                     | {"axes": [{"param": "num_instances", "values": [n]}]})
+    trial = next(t for t in body["trials"] if t["num_instances"] == n)
+    assert trial["ttft_s"] == pytest.approx(results[0]["metrics"]["ttft_p90_s"])
+    bad = api.post("/api/replicas/", {**REPLICAS, "cluster": {"routing": "least-loaded"}}, format="json")
+    assert bad.status_code == 400 and "round-robin" in " ".join(bad.json()["errors"]["cluster.routing"])
+
+
+def test_the_replicas_page_counts_dp_groups_and_shows_a_refused_shape_at_its_field(client):
+    query = {"model": "qwen3-30b-a3b", "gpu": "h100-sxm5-80gb", "data_parallel_size": "2",
+             "enable_expert_parallel": "on", "rate": "40", "num_requests": "200", "prompt_mean": "1024",
+             "prompt_std": "256", "output_mean": "64", "output_std": "16", "ttft_ms": "120", "itl_ms": "",
+             "max_instances": "4"}
+    r = client.get("/replicas/", query)
+    html = r.content.decode()
+    assert r.status_code == 200 and r.context["answer"] is not None, html[:3000]
+    assert "2 replicas of 2× H100 SXM5 80GB (DP 2 + EP 2) meet TTFT p90 ≤ 120 ms" in html
+    r = client.get("/replicas/", {**query, "model": "llama-3-1-8b"})
+    assert "MoE layers only" in r.content.decode() and r.context["answer"] is None
