@@ -6,6 +6,7 @@ Qwen3-30B-A3B (128 routed experts, the catalog's) on H100s; a few hundred reques
 import csv
 import io
 import json
+from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -215,3 +216,35 @@ def test_the_replicas_page_counts_dp_groups_and_shows_a_refused_shape_at_its_fie
     assert "2 replicas of 2× H100 SXM5 80GB (DP 2 + EP 2) meet TTFT p90 ≤ 120 ms" in html
     r = client.get("/replicas/", {**query, "model": "llama-3-1-8b"})
     assert "MoE layers only" in r.content.decode() and r.context["answer"] is None
+
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "moe_parallelism.md"
+
+
+def doc_rows(points: list[dict]) -> list[str]:
+    """docs/moe_parallelism.md's table of the worked sweep, one row per point, from the API's answer."""
+    rows = []
+    for p in points:
+        m, ranks = p["metrics"], (p.get("data_parallel") or {}).get("ranks")
+        rows.append(" | ".join([
+            "", m.get("deployment_shape") or "TP 1", str(p["meta"]["num_gpus"]), f"{p['meta']['price_per_hour']:.2f}",
+            f"{m['kv_cache_tokens']:,}", f"{m.get('kv_cache_tokens_per_deployment') or m['kv_cache_tokens']:,}",
+            str(m["preemptions"]), f"{m['ttft_p50_s'] * 1000:,.0f}", f"{m['ttft_p90_s'] * 1000:,.0f}",
+            f"{m['throughput_tok_s']:,.0f}", f"{m['cost_per_m_output_tokens']:.2f}",
+            " / ".join(str(r["requests"]) for r in ranks) if ranks else str(m["finished"]),
+            " / ".join(str(r["dummy_steps"]) for r in ranks) if ranks else "–", ""]).strip())
+    return rows
+
+
+def test_the_docs_worked_sweep_is_what_the_api_answers(api):
+    """docs/moe_parallelism.md, "The planner's doors": its request, posted as it is, gives its table."""
+    text = DOC.read_text(encoding="utf-8")
+    block = text.split("<!-- dp-sweep-request -->", 1)[1].split("```json", 1)[1].split("```", 1)[0]
+    r = api.post("/api/sweeps/", json.loads(block), format="json")
+    assert r.status_code == 202, r.json()
+    sweep = Sweep.objects.get(pk=r.json()["id"])
+    for ch in sweep.chunks.all():
+        services.chunk_run(sweep_id=sweep.pk, index=ch.index)
+    rows = doc_rows(api.get(f"/api/sweeps/{sweep.pk}/results/").json()["points"])
+    missing = [row for row in rows if row not in text]
+    assert not missing, "docs/moe_parallelism.md lacks the rows\n" + "\n".join(missing)
