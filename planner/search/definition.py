@@ -43,7 +43,7 @@ from simulator.search import DEFAULT_SEED_COUNT, SearchError, SearchSpace, Slo, 
 FIELDS = {"name", "model", "workload", "slo", "space", "disaggregated", "calibration", "check_seeds"}
 SPACE_FIELDS = {"gpus", "tensor_parallel", "pipeline_parallel", "precisions", "kv_cache_dtypes", "max_num_seqs",
                 "max_replicas", "routing", "gpu_memory_utilization", "max_model_len", "sampling",
-                "async_scheduling", "speculative"}
+                "async_scheduling", "speculative", "data_parallel", "expert_parallel"}
 
 
 def max_requests() -> int:

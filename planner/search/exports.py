@@ -92,10 +92,12 @@ def speculative_cell(candidate: dict) -> str:
     return f"{spec['method']}:{spec['num_speculative_tokens']}:{spec['acceptance_rate']:g}"
 
 
-def _shape(c: dict, speculative: bool) -> list:
-    """A row's shape cells: GPU to ``max_num_seqs``, then the speculative setting when the search tried any."""
+def _shape(c: dict, speculative: bool, dp: bool = False) -> list:
+    """A row's shape cells: GPU to ``max_num_seqs``, then the speculative setting when the search tried any, then
+    DP size and EP when it tried a DP group."""
     return [c["gpu"], c["tensor_parallel"], c["pipeline_parallel"], c["precision"], c["kv_cache_dtype"],
-            c["max_num_seqs"], *([speculative_cell(c)] if speculative else [])]
+            c["max_num_seqs"], *([speculative_cell(c)] if speculative else []),
+            *([c.get("data_parallel", 1), c.get("expert_parallel", False)] if dp else [])]
 
 
 def to_csv(search) -> str:
@@ -109,11 +111,15 @@ def to_csv(search) -> str:
     columns = list(CSV_COLUMNS)
     if spec:
         columns.insert(columns.index("max_num_seqs") + 1, "speculative")
+    dp = any("data_parallel" in o["candidate"] for o in res["outcomes"])  # a DP group tried: its DP and EP
+    if dp:
+        at = columns.index("replicas")
+        columns[at:at] = ["data_parallel", "expert_parallel"]
     w.writerow([*columns, *(f"{lab} (s)" for lab in labels), *XPYD_COLUMNS])
     aggregated = ["aggregated", "", "", ""]
     for o in res["outcomes"]:
         c = o["candidate"]
-        shape = _shape(c, spec)
+        shape = _shape(c, spec, dp)
         if not o["trials"]:
             w.writerow([c["label"], o["status"], *shape, "", "", "", "", "", "", o["reason"], *([""] * len(labels)),
                         *aggregated])
@@ -123,18 +129,18 @@ def to_csv(search) -> str:
                         _num(t["cost_per_million_tokens"]), t["meets"], _num(t["goodput"]),
                         _num(t["output_tokens_per_s"]), why, *(_num(trial_figure(t, lab)) for lab in labels),
                         *aggregated])
-    _xpyd_rows(w, res, labels, spec)
+    _xpyd_rows(w, res, labels, spec, dp)
     return buf.getvalue()
 
 
-def _xpyd_rows(w, res: dict, labels: list[str], spec: bool = False) -> None:
+def _xpyd_rows(w, res: dict, labels: list[str], spec: bool = False, dp: bool = False) -> None:
     """The xPyD splits of the answer, on the answer's shape, in the columns of the other rows."""
     alt = res.get("disaggregated")
     if not alt:
         return
     c = res["best"]["candidate"]
     for r in alt["splits"]:
-        w.writerow([r["name"], "split", *_shape(c, spec), r["prefill_instances"] + r["decode_instances"],
+        w.writerow([r["name"], "split", *_shape(c, spec, dp), r["prefill_instances"] + r["decode_instances"],
                     _num(r["cost_per_hour"]), _num(r.get("cost_per_million_tokens")), r["meets"],
                     _num(r["goodput"]), _num(r["output_tokens_per_s"]),
                     "; ".join(r["misses"]) or "meets the SLO",

@@ -85,6 +85,12 @@ class SearchForm(forms.Form):
                                        help_text="% of requests that must meet every target (empty: not checked)")
     tensor_parallel = forms.CharField(label="TP degrees", initial=_listed(_SPACE["tensor_parallel"]))
     pipeline_parallel = forms.CharField(label="PP degrees", initial=_listed(_SPACE["pipeline_parallel"]), required=False)
+    data_parallel = forms.CharField(label="DP sizes", initial="1", required=False,
+                                    help_text="vLLM's --data-parallel-size values to try, e.g. 1, 2, 4: a replica is "
+                                              "one DP group of TP × PP × DP GPUs (empty: 1)")
+    expert_parallel = forms.MultipleChoiceField(
+        label="Expert parallelism", widget=forms.CheckboxSelectMultiple, required=False,
+        choices=[("off", "off"), ("on", "on (--enable-expert-parallel, MoE models)")], initial=["off"])
     precisions = forms.MultipleChoiceField(label="Weight precision", widget=forms.CheckboxSelectMultiple,
                                            choices=[(p, p) for p in PRECISIONS], initial=list(_SPACE["precisions"]))
     kv_cache_dtypes = forms.MultipleChoiceField(label="KV cache dtype", widget=forms.CheckboxSelectMultiple,
@@ -139,6 +145,13 @@ class SearchForm(forms.Form):
     def clean_pipeline_parallel(self):
         text = self.cleaned_data["pipeline_parallel"]
         return _list(text, "pipeline_parallel") if text.strip() else [1]
+
+    def clean_data_parallel(self):
+        text = self.cleaned_data["data_parallel"]
+        return _list(text, "data_parallel") if text.strip() else [1]
+
+    def clean_expert_parallel(self):
+        return [v == "on" for v in self.cleaned_data["expert_parallel"]] or [False]
 
     def clean_max_num_seqs(self):
         return _list(self.cleaned_data["max_num_seqs"], "max_num_seqs")
@@ -234,6 +247,9 @@ class SearchForm(forms.Form):
             out["space"]["sampling"] = d["sampling"]
         if d["speculative"] != [None]:  # none: without speculative decoding (the space's default)
             out["space"]["speculative"] = d["speculative"]
+        for k, default in (("data_parallel", [1]), ("expert_parallel", [False])):  # (defaults: today's space)
+            if d.get(k, default) != default:
+                out["space"][k] = d[k]
         out["check_seeds"] = d["check_seeds"]
         dis = self._disaggregated()
         if dis is not None:
@@ -243,6 +259,7 @@ class SearchForm(forms.Form):
     def add_definition_errors(self, errors: dict) -> None:
         """Attach ``{field.path: [messages]}`` from the definition to the form's fields."""
         where = {"space.tensor_parallel": "tensor_parallel", "space.pipeline_parallel": "pipeline_parallel",
+                 "space.data_parallel": "data_parallel", "space.expert_parallel": "expert_parallel",
                  "space.kv_cache_dtypes": "kv_cache_dtypes", "space.routing": "routing",
                  "workload.spec.prefixes": "prefix_tokens", "space.max_num_seqs": "max_num_seqs",
                  "space.max_replicas": "max_replicas", "space.precisions": "precisions", "model": "model",

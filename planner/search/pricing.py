@@ -78,12 +78,13 @@ def price_search(workload, model, space, slo, splits: list[tuple[int, int]] | No
         p = prepare_candidate(i, cand, model, space, max_model_len, workload, slo)
         if p.config is None:
             continue
-        shape = budget.price_replicas_search(size, p.config, space.max_replicas)
+        ranks = cand.data_parallel if p.group is not None else 1  # a DP group: one engine a rank
+        shape = budget.price_replicas_search(size, p.config, space.max_replicas * ranks)
         heaviest, total = _max(heaviest, shape), total + shape.seconds
-        xpyd, seeded = _stage_price(size, p.config, splits, space.max_replicas, seeds)
+        xpyd, seeded = _stage_price(size, p.config, splits, space.max_replicas * ranks, seeds)
         stage = _max(stage, Price(max(xpyd.memory_bytes, seeded.memory_bytes), xpyd.seconds + seeded.seconds))
         shapes[i] = [round(p.min_replicas * p.candidate.price_per_replica, 6),
-                     round(budget.price_run(size, p.config).seconds, 4)]
+                     round(budget.price_run(size, p.config, instances=ranks).seconds, 4)]
     return SearchPrice(heaviest, stage, shapes, total + stage.seconds)
 
 

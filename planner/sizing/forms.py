@@ -367,6 +367,8 @@ class ReplicasForm(forms.Form):
     tensor_parallel_size = knob_field(
         "tensor_parallel_size", label="GPUs per replica (TP)",
         help_text="Tensor parallel size of one replica, in GPUs; must divide the attention heads.")
+    data_parallel_size = knob_field("data_parallel_size", required=False)  # a replica: one DP group (issue 34)
+    enable_expert_parallel = knob_field("enable_expert_parallel")
     sampling = sampling_field()
     rate = forms.FloatField(
         label="Request rate (requests/s)", min_value=0.001, max_value=100_000,
@@ -446,7 +448,8 @@ class ReplicasForm(forms.Form):
 
     #: Fields shown under "Workload", "Routing" and "Targets" (the rest are the deployment).
     GROUPS = {
-        "deployment": ("model", "gpu", "tensor_parallel_size", "sampling"),
+        "deployment": ("model", "gpu", "tensor_parallel_size", "data_parallel_size", "enable_expert_parallel",
+                       "sampling"),
         "speculative": ("speculative_method", "num_speculative_tokens", "acceptance_rate"),
         "workload": ("rate", "num_requests", "prompt_mean", "prompt_std", "output_mean", "output_std",
                      "prefix_length", "prefix_fraction"),
@@ -457,7 +460,8 @@ class ReplicasForm(forms.Form):
     #: find_replicas' error paths -> form field (first match by prefix wins; the rest go to the form).
     ERROR_FIELDS = (
         ("model", "model"), ("gpu", "gpu"), ("deployment.tensor_parallel_size", "tensor_parallel_size"),
-        ("deployment.sampling", "sampling"),
+        ("deployment.data_parallel_size", "data_parallel_size"),
+        ("deployment.enable_expert_parallel", "enable_expert_parallel"), ("deployment.sampling", "sampling"),
         ("workload.spec.arrival", "rate"), ("workload.spec.n", "num_requests"),
         ("workload.spec.prompt", "prompt_mean"), ("workload.spec.output", "output_mean"),
         ("workload.spec.prefixes", "prefix_length"), ("slo.ttft_s", "ttft_ms"), ("slo.itl_s", "itl_ms"),
@@ -598,7 +602,10 @@ class ReplicasForm(forms.Form):
         out = {
             "model": c["model"], "gpu": c["gpu"],
             "deployment": {"tensor_parallel_size": c["tensor_parallel_size"],
-                           **({"sampling": c["sampling"]} if c.get("sampling") else {})},
+                           **({"sampling": c["sampling"]} if c.get("sampling") else {}),
+                           **({"data_parallel_size": c["data_parallel_size"]} if (c.get("data_parallel_size") or 1) > 1
+                              else {}),
+                           **({"enable_expert_parallel": True} if c.get("enable_expert_parallel") else {})},
             "workload": {"spec": spec, "seed": 0},
             "slo": slo,
             "cluster": {"routing": self.routing_policy()},

@@ -289,8 +289,9 @@ def replicas_answer(found: dict, form: ReplicasForm) -> dict:
     per = found.get("gpus_per_replica") or form.cleaned_data["tensor_parallel_size"]
     rate = f"{form.cleaned_data['rate']:,.4g}"
     n = found["num_instances"]
+    shape = f" ({found['deployment_shape']})" if found.get("deployment_shape") else ""  # a replica: a DP group
     if n is not None:
-        headline = (f"{n} replica{'s' if n != 1 else ''} of {per}× {gpu.name} meet{'s' if n == 1 else ''} "
+        headline = (f"{n} replica{'s' if n != 1 else ''} of {per}× {gpu.name}{shape} meet{'s' if n == 1 else ''} "
                     f"{targets} at {rate} requests/s")
     else:
         headline = f"No replica count up to {found['max_instances']} meets {targets} at {rate} requests/s"

@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from planner.errors import FieldErrors
+from planner.sweeps import data_parallel as dpg
 from planner.sweeps import disaggregated as disagg
 from planner.sweeps.limits import MAX_SWEEP_INSTANCES, max_points
 from planner.sweeps.speculative import axis_problem
@@ -35,6 +36,7 @@ AXES: dict[str, dict[str, Any]] = {
                                "unit": "fraction"},
     "gpu": {"kind": "sizing", "type": str, "label": "GPU type", "unit": ""},
     "tensor_parallel_size": {"kind": "sizing", "type": int, "label": "GPUs (tensor parallel)", "unit": "GPUs"},
+    **dpg.AXES,  # data_parallel_size, enable_expert_parallel
     "cpu_tier_gib": {"kind": "tier", "type": float, "label": "CPU KV tier", "unit": "GiB"},
     "num_instances": {"kind": "cluster", "type": int, "label": "Replicas", "unit": "instances"},
     "routing": {"kind": "cluster", "type": str, "label": "Routing policy", "unit": ""},

@@ -24,7 +24,8 @@ METRIC_UNITS = {
     "throughput_tok_s": "tokens/s", "throughput_tok_per_step": "tokens/step", "num_gpu_blocks": "blocks",
     "kv_cache_tokens": "tokens", "cost_per_hour": "USD/h", "cost_per_m_output_tokens": "USD/M output tokens",
     "request_imbalance": "max/mean", "cpu_tier_gib": "GiB", "cpu_tier_hit_tokens": "tokens",
-    "tier_bytes_onboarded": "bytes", "num_instances": "instances",
+    "tier_bytes_onboarded": "bytes", "num_instances": "instances", "data_parallel_size": "ranks",
+    "dp_group_steps": "steps", "dp_dummy_steps": "steps", "kv_cache_tokens_per_deployment": "tokens",
 }
 #: Name endings that say a metric's unit, for the metrics :data:`METRIC_UNITS` does not list.
 _SUFFIX_UNITS = (("_s", "s"), ("_steps", "steps"), ("_tokens", "tokens"), ("_rate", "fraction"),

@@ -136,6 +136,14 @@ class SweepForm(forms.Form):
     tensor_parallel_size = forms.IntegerField(
         min_value=1, max_value=TOPS["tensor_parallel_size"], initial=1, label="GPUs (tensor parallel size)",
         help_text="GPUs one engine's layers are split across (1 = one GPU); must divide the attention heads.")
+    data_parallel_size = forms.IntegerField(
+        required=False, min_value=1, max_value=TOPS["data_parallel_size"], initial=1,
+        label="Data-parallel ranks (DP)",
+        help_text="vLLM's --data-parallel-size: ranks of TP GPUs each, each its own engine and KV pool; an MoE "
+                  "model's ranks step together. GPUs = TP × PP × DP.")
+    enable_expert_parallel = forms.BooleanField(
+        required=False, label="Expert parallelism (EP)",
+        help_text="vLLM's --enable-expert-parallel: whole experts spread over TP × DP GPUs (MoE models only).")
     gpu_memory_utilization = forms.FloatField(
         min_value=0.05, max_value=1.0, initial=0.9, label="GPU memory utilization",
         help_text="Fraction of each GPU's memory vLLM may use, 0.05 to 1 (vLLM default 0.9).",
@@ -280,6 +288,8 @@ class SweepForm(forms.Form):
         ("engine.max_num_seqs", "max_num_seqs"), ("engine.max_num_batched_tokens", "max_num_batched_tokens"),
         ("engine.block_size", "block_size"), ("deployment.gpu_memory_utilization", "gpu_memory_utilization"),
         ("deployment.tensor_parallel_size", "tensor_parallel_size"), ("deployment.block_size", "block_size"),
+        ("deployment.data_parallel_size", "data_parallel_size"),
+        ("deployment.enable_expert_parallel", "enable_expert_parallel"),
         ("deployment.sampling", "sampling"),
         ("axes[0]", "axis1_values"), ("axes[1]", "axis2_values"), ("axes", "axis1_values"),
         ("cliff.lo", "cliff_lo"), ("cliff.hi", "cliff_hi"), ("cliff.resolution", "cliff_resolution"),
@@ -359,6 +369,10 @@ class SweepForm(forms.Form):
                                         "block_size": d.get("block_size") or 16}
             if d.get("sampling"):  # empty: each model's own path
                 definition["deployment"]["sampling"] = d["sampling"]
+            if (d.get("data_parallel_size") or 1) > 1:  # (DP 1, EP off: today's definition, unchanged)
+                definition["deployment"]["data_parallel_size"] = d["data_parallel_size"]
+            if d.get("enable_expert_parallel"):
+                definition["deployment"]["enable_expert_parallel"] = True
         engine = {"block_size": d.get("block_size") or 16,
                   "enable_prefix_caching": bool(d.get("enable_prefix_caching"))}
         for k in ("num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens"):
@@ -452,8 +466,8 @@ class SweepForm(forms.Form):
             if d.get(k) is None or isinstance(d[k], str):  # none: an engine-only sweep
                 out[k] = d.get(k) or ""
         dep, eng = d.get("deployment") or {}, d.get("engine") or {}
-        out.update({k: dep[k] for k in ("tensor_parallel_size", "gpu_memory_utilization", "block_size", "sampling")
-                    if dep.get(k) is not None})
+        out.update({k: dep[k] for k in ("tensor_parallel_size", "gpu_memory_utilization", "block_size", "sampling",
+                                        "data_parallel_size", "enable_expert_parallel") if dep.get(k) is not None})
         out.update({k: eng[k] for k in ("block_size", "num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens",
                                         "enable_prefix_caching") if eng.get(k) is not None})
         spec_dec = eng.get("speculative") or {}
@@ -501,8 +515,8 @@ class SweepForm(forms.Form):
         return out
 
     GROUPS = {
-        "scenario": ("name", "mode", "model", "gpu", "tensor_parallel_size", "gpu_memory_utilization", "sampling",
-                     "block_size",
+        "scenario": ("name", "mode", "model", "gpu", "tensor_parallel_size", "data_parallel_size",
+                     "enable_expert_parallel", "gpu_memory_utilization", "sampling", "block_size",
                      "num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens", "enable_prefix_caching",
                      "speculative_method", "num_speculative_tokens", "acceptance_rate"),
         "workload": ("n", "prompt", "output", "arrival", "arrival_unit", "prefix_length", "prefix_fraction", "seed",

@@ -26,6 +26,8 @@ AXIS_LABELS = {
     "shared_prefix_fraction": ("Shared-prefix fraction", "fraction"),
     "gpu": ("GPU type", ""),
     "tensor_parallel_size": ("GPUs (tensor parallel)", "GPUs"),
+    "data_parallel_size": ("Data-parallel ranks (DP)", "ranks"),
+    "enable_expert_parallel": ("Expert parallelism", ""),
     "cpu_tier_gib": ("CPU KV tier", "GiB"),
     "num_instances": ("Replicas", "instances"),
     "routing": ("Routing policy", ""),
@@ -42,6 +44,7 @@ METRIC_LABELS = {
     "mean_kv_usage": ("Mean KV usage", "%"), "peak_kv_usage": ("Peak KV usage", "%"),
     "prefix_cache_hit_rate": ("Prefix-cache hit rate", "%"),
     "request_imbalance": ("Request imbalance", "max/mean"), "cpu_tier_hit_tokens": ("CPU tier hits", "tokens"),
+    "deployment_shape": ("Deployment", ""), "dp_dummy_steps": ("Dummy steps (idle DP ranks)", "steps"),
     "cost_per_hour": ("Cost", "USD/hour"), "cost_per_m_output_tokens": ("Cost", "USD per M output tokens"),
 }
 
@@ -87,6 +90,8 @@ def value_text(param: str, value, arrival_unit: str = "step") -> str:
         return f"{value:,} {noun if value != 1 else noun[:-1]}"
     if param == "routing":
         return f"{value} routing"
+    if param == "data_parallel_size" and isinstance(value, int) and not isinstance(value, bool):
+        return f"DP {value:,}"
     if isinstance(value, bool):
         return f"{label} {'on' if value else 'off'}"
     if isinstance(value, (int, float)):

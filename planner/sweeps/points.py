@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from planner.errors import FieldErrors
+from planner.sweeps import data_parallel as dpg
 from planner.sweeps import disaggregated as disagg
 from planner.sweeps.axes import AXES
 from planner.sweeps.limits import chunk_points
@@ -26,8 +27,10 @@ from planner.sweeps.specs import (
     roofline_note,
     roofline_terms,
     size_deployment,
+    spec_dict,
 )
 from planner.sweeps.speculative import point_speculative
+from simulator.base import DeploymentSpec, FieldError
 from simulator.engine.config import ConfigError, EngineConfig
 
 
@@ -64,7 +67,7 @@ def resolve_point(snapshot: dict, params: dict, index: int, *, owner=None, err: 
     label = ", ".join(f"{k}={v}" for k, v in params.items())
     engine = _engine_with_axes(snapshot, params)
     dep = dict(snapshot["deployment"] or {})
-    for k in ("gpu_memory_utilization", "tensor_parallel_size"):
+    for k in ("gpu_memory_utilization", "tensor_parallel_size", *dpg.AXES):
         if k in params:
             dep[k] = params[k]
     if "block_size" in params and dep:
@@ -92,10 +95,41 @@ def resolve_point(snapshot: dict, params: dict, index: int, *, owner=None, err: 
     except ConfigError as exc:
         err.add(f"point {label}", str(exc))
         return {}
+    meta = _meta(snapshot, params, cfg, gpu, dep, sized, note)
+    group = _group(snapshot, params, cfg, (model_s, gpu_s, dep_s), meta.get("cluster"), label, err)
+    if group is False:
+        return {}
     variant = workload_for(snapshot, params)
-    return {"index": index, "params": params, "config": cfg.to_dict(),
-            "meta": _meta(snapshot, params, cfg, gpu, dep, sized, note), "workload": variant,
-            "workload_key": workload_key(variant)}
+    point = {"index": index, "params": params, "config": cfg.to_dict(), "meta": meta, "workload": variant,
+             "workload_key": workload_key(variant)}
+    if group is not None:  # a DP group (planner.sweeps.data_parallel); DP 1 with EP off: no key, as before
+        meta["data_parallel"] = {k: group[k] for k in ("data_parallel_size", "enable_expert_parallel", "shape",
+                                                       "lockstep")}
+        point["data_parallel"] = group
+    return point
+
+
+def _group(snapshot: dict, params: dict, cfg: EngineConfig, specs: tuple, cluster: dict | None, label: str,
+           err: FieldErrors):
+    """The point's DP group (:func:`planner.sweeps.data_parallel.point_group`), None for a single engine, False
+    after adding why the point's group cannot run (the deployment's field named when one of its axes set it)."""
+    model_s, gpu_s, dep_s = specs
+    if not isinstance(dep_s, DeploymentSpec) or not dpg.active(dep_s):
+        return None
+    axis = next((k for k in (*dpg.AXES, "routing") if k in params), None)
+    where = f"point {label}" if axis else None
+    try:
+        group = dpg.point_group(model_s, gpu_s, dep_s, snapshot.get("coefficients"), spec_dict)
+    except FieldError as exc:
+        err.add(where or f"deployment.{exc.field}", exc.message)
+        return False
+    problem = dpg.group_problem(group, cluster=cluster, disaggregated=bool(snapshot.get("disaggregated")),
+                                speculative=cfg.speculative is not None,
+                                arrival_unit=(snapshot.get("workload") or {}).get("arrival_unit"))
+    if problem:
+        err.add(where or problem[0], problem[1])
+        return False
+    return group
 
 
 def _engine_with_axes(snapshot: dict, params: dict) -> dict:
@@ -187,5 +221,6 @@ def plan_chunks(points: list[dict], size: int | None = None) -> list[dict]:
         for i in range(0, len(pts), size):
             part = pts[i:i + size]
             chunks.append({"workload": part[0]["workload"],
-                           "points": [{k: p[k] for k in ("index", "params", "config", "meta")} for p in part]})
+                           "points": [{k: p[k] for k in ("index", "params", "config", "meta", "data_parallel")
+                                       if k in p} for p in part]})
     return chunks

@@ -71,7 +71,7 @@ def point_prices(snapshot: dict, points: list[dict]) -> list[Price]:
         meta = p.get("meta") or {}
         dis = meta.get("disaggregated")
         n = dis["prefill_instances"] + dis["decode_instances"] if dis else (meta.get("cluster") or {}).get(
-            "num_instances", 1)
+            "num_instances", 1) * (meta.get("data_parallel") or {}).get("data_parallel_size", 1)  # DP: each rank
         config = EngineConfig.from_dict(p["config"])
         prices.append(budget.price_run(sizes[key], config, instances=int(n)))
     return prices
@@ -123,10 +123,10 @@ def split_chunks(chunks: list[dict], prices_by_index: dict[int, Price]) -> list[
     return out
 
 
-def check_replicas(size: WorkloadSize, config: EngineConfig, max_instances: int) -> Price:
+def check_replicas(size: WorkloadSize, config: EngineConfig, max_instances: int, engines_per_replica: int = 1) -> Price:
     """Refuse a replicas search over the memory limit or the chunk time limit (past ``KVP_INLINE_MAX_SECONDS``
-    it runs on a worker, as one chunk: :mod:`planner.runs`)."""
-    price = budget.price_replicas_search(size, config, max_instances)
+    it runs on a worker, as one chunk: :mod:`planner.runs`). ``engines_per_replica``: a DP group's ranks."""
+    price = budget.price_replicas_search(size, config, max_instances * engines_per_replica)
     budget.check(price, max_bytes=run_max_bytes(), max_seconds=chunk_max_seconds(),
                  what=f"This replicas search (up to {max_instances} instances)", field="workload",
                  advice="use fewer or shorter requests, a lower max_instances, or a sweep over num_instances "

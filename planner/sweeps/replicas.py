@@ -29,14 +29,25 @@ MAX_REPLICAS = 64
 MAX_REPLICA_REQUESTS = 2_000
 
 
-def _search(wl, config, slo: dict, cl: dict, max_n: int):
+def _search(wl, config, slo: dict, cl: dict, max_n: int, group: dict | None = None):
     """The search itself (in a child process of the web request, :func:`planner.sweeps.bounded.run_bounded`, or
-    on a worker)."""
+    on a worker). ``group``: the point's DP group (``point["data_parallel"]``): a replica is one DP group."""
     from simulator.cluster import smallest_replicas
 
     return smallest_replicas(wl, config, slo_ttft_s=slo.get("ttft_s"), slo_itl_s=slo.get("itl_s"),
                              routing=cl["routing"], router_delay_s=cl["router_delay_s"], max_instances=max_n,
-                             percentile=slo.get("percentile", "p90"))
+                             percentile=slo.get("percentile", "p90"), simulate=_groups(wl, config, group, slo))
+
+
+def _groups(wl, config, group: dict | None, slo: dict | None = None):
+    """``N -> ClusterResult`` of ``N`` DP groups behind a round-robin router (:mod:`planner.sweeps.data_parallel`),
+    or None for a single engine's replicas."""
+    if group is None:
+        return None
+    from planner.sweeps import data_parallel as dpg
+
+    slo = slo or {}
+    return lambda n: dpg.run(wl, config, group, n, slo_ttft_s=slo.get("ttft_s"), slo_itl_s=slo.get("itl_s")).cluster
 
 
 def check_replicas(raw: Any, *, owner) -> dict:
@@ -84,7 +95,8 @@ def check_replicas(raw: Any, *, owner) -> dict:
     config = EngineConfig.from_dict(p["config"])
     check_context(data, snapshot, wl)
     try:
-        price = pricing.check_replicas(WorkloadSize.of(wl), config, max_n)
+        price = pricing.check_replicas(WorkloadSize.of(wl), config, max_n,
+                                       (p.get("data_parallel") or {}).get("data_parallel_size", 1))
     except OverBudget as exc:
         raise defn.DefinitionError({exc.field: [str(exc)]}) from None
     return {"snapshot": snapshot, "point": p, "workload": wl, "config": config, "max_n": max_n, "price": price,
@@ -107,10 +119,10 @@ def answer_replicas(checked: dict, *, inline: bool) -> dict:
     slo = snapshot["slo"]
     try:
         if inline:
-            found = run_bounded(_search, wl, config, slo, cl, max_n, what=f"This replicas search (up to {max_n} "
-                                                                        "instances)")
+            found = run_bounded(_search, wl, config, slo, cl, max_n, p.get("data_parallel"),
+                                what=f"This replicas search (up to {max_n} instances)")
         else:
-            found = _search(wl, config, slo, cl, max_n)
+            found = _search(wl, config, slo, cl, max_n, p.get("data_parallel"))
     except ClusterError as exc:
         raise defn.DefinitionError({"non_field_errors": [str(exc)]}) from None
     except OverBudget as exc:
@@ -120,7 +132,7 @@ def answer_replicas(checked: dict, *, inline: bool) -> dict:
     rate = (snapshot["workload"].get("spec") or {}).get("arrival", {}).get("rate")
     return {
         "advice": replicas_advice(found, wl, config, price=price, rate=rate, max_n=max_n,
-                                  router_delay_s=cl["router_delay_s"]),
+                                  router_delay_s=cl["router_delay_s"], simulate=_groups(wl, config, p.get("data_parallel"))),
         **found.to_dict(),
         "requests": wl.n,
         "rate_per_s": (snapshot["workload"].get("spec") or {}).get("arrival", {}).get("rate"),
@@ -129,6 +141,7 @@ def answer_replicas(checked: dict, *, inline: bool) -> dict:
         "cost_per_hour": (price * found.num_instances) if (price and found.num_instances) else None,
         "clock": "cost_model" if config.cost_model is not None else "step_time_model",
         "clock_note": p["meta"].get("clock_note"),
+        **({"deployment_shape": p["data_parallel"]["shape"]} if p.get("data_parallel") else {}),
         "launch": replicas_launch(snapshot, p, found),
         **sampling_answer(snapshot),
     }
@@ -145,7 +158,9 @@ def replicas_launch(snapshot: dict, point: dict, found) -> dict | None:
     dep, cfg = snapshot.get("deployment") or {}, point["config"]
     spec = LaunchSpec(
         model=model_id(snapshot), tensor_parallel_size=int(dep.get("tensor_parallel_size", 1)),
-        pipeline_parallel_size=int(dep.get("pipeline_parallel_size", 1)), max_num_seqs=cfg.get("max_num_seqs"),
+        pipeline_parallel_size=int(dep.get("pipeline_parallel_size", 1)),
+        data_parallel_size=int(dep.get("data_parallel_size", 1)),
+        enable_expert_parallel=bool(dep.get("enable_expert_parallel", False)), max_num_seqs=cfg.get("max_num_seqs"),
         max_num_batched_tokens=cfg.get("max_num_batched_tokens"), max_model_len=cfg.get("max_model_len"),
         gpu_memory_utilization=float(dep.get("gpu_memory_utilization", 0.9)),
         kv_cache_dtype=dep.get("kv_cache_dtype") or "auto",
@@ -198,7 +213,7 @@ def check_context(data: dict, snapshot: dict, wl) -> None:
 
 
 def replicas_advice(found, wl, config, *, price: float | None, rate: float | None, max_n: int,
-                    router_delay_s: float = 0.0) -> list[str]:
+                    router_delay_s: float = 0.0, simulate=None) -> list[str]:
     """Sentences for the replicas answer: the cheapest count meeting the targets (or that none does, and
     how far the offered load exceeds what the most replicas serve), and a lopsided prefix-affinity router."""
     from simulator.cluster import simulate_cluster
@@ -211,8 +226,8 @@ def replicas_advice(found, wl, config, *, price: float | None, rate: float | Non
     else:
         out.append(f"No replica count up to {max_n} meets the targets, so there is no cheapest deployment "
                    "to name here.")
-        served = _served_rate(simulate_cluster(wl, config, max_n, routing=found.routing,
-                                               router_delay_s=router_delay_s))
+        served = _served_rate(simulate(max_n) if simulate is not None else simulate_cluster(
+            wl, config, max_n, routing=found.routing, router_delay_s=router_delay_s))
         if rate and served and served < 0.8 * rate:
             out.append(f"The offered load exceeds what {max_n} replicas serve: {rate:,.3g} requests/s arrive but "
                        f"they complete about {served:,.3g} requests/s ({served / rate:.0%}), so the queue grows "

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from planner.sweeps import data_parallel as dpg
 from planner.sweeps import disaggregated as disagg
 from planner.sweeps.speculative import spec_metrics
 from simulator.engine import EngineConfig
@@ -91,9 +92,10 @@ def simulate_points(wl: Workload, points: list[dict], *, record_steps: bool = Tr
 
     configs = [EngineConfig.from_dict(p["config"]) for p in points]
     results = _disaggregated_results(wl, points, configs)  # None where the point is not disaggregated
+    groups = _dp_results(wl, points, configs, results)  # each DP group's result (None for a single engine)
     batch = [i for i, r in enumerate(results) if r is None]
     if finished is not None:
-        finished.extend(point_result(wl, points[i], configs[i], r, record_steps)
+        finished.extend(point_result(wl, points[i], configs[i], r, record_steps, groups[i])
                         for i, r in enumerate(results) if r is not None)
     items = [_item(wl, configs[i], points[i].get("meta", {}).get("cluster")) for i in batch]
 
@@ -107,14 +109,19 @@ def simulate_points(wl: Workload, points: list[dict], *, record_steps: bool = Tr
                        progress=progress, on_result=landed)
         for i, r in zip(batch, got):
             results[i] = _as_point_result(r)
-    return [point_result(wl, p, cfg, res, record_steps) for p, cfg, res in zip(points, configs, results)]
+    return [point_result(wl, p, cfg, res, record_steps, g) for p, cfg, res, g in zip(points, configs, results, groups)]
 
 
-def point_result(wl: Workload, p: dict, cfg: EngineConfig, res, record_steps: bool = True) -> dict:
-    """One point's stored result: ``{"index", "params", "meta", "metrics", "totals", "series"}``."""
+def point_result(wl: Workload, p: dict, cfg: EngineConfig, res, record_steps: bool = True, group=None) -> dict:
+    """One point's stored result: ``{"index", "params", "meta", "metrics", "totals", "series"}``, and
+    ``data_parallel`` (its ranks: :func:`planner.sweeps.data_parallel.ranks`) for a DP group's point (``group``:
+    its :class:`simulator.cluster.data_parallel.DPResult`)."""
     totals = {k: _json_num(v) for k, v in res.totals.items() if _is_scalar(v)}
     metrics = summarize(res, wl, cfg, p.get("meta", {}))
     cl = p.get("meta", {}).get("cluster")
+    if group is not None:
+        metrics.update(request_imbalance=_json_num(res.totals.get("request_imbalance")),
+                       **dpg.metrics(p["data_parallel"], group, metrics["kv_cache_tokens"]))
     if cl:
         metrics.update(num_instances=cl["num_instances"], routing=cl["routing"],
                        request_imbalance=_json_num(res.totals.get("request_imbalance")),
@@ -123,7 +130,7 @@ def point_result(wl: Workload, p: dict, cfg: EngineConfig, res, record_steps: bo
     if dis:
         metrics.update(prefill_instances=dis["prefill_instances"], decode_instances=dis["decode_instances"],
                        **{k: _json_num(res.totals.get(k)) for k in disagg.METRICS})
-    return {
+    out = {
         "index": p["index"],
         "params": p["params"],
         "meta": p.get("meta", {}),
@@ -131,6 +138,21 @@ def point_result(wl: Workload, p: dict, cfg: EngineConfig, res, record_steps: bo
         "totals": totals,
         "series": series(res.steps) if (record_steps and not cl and res.steps is not None) else None,
     }
+    if group is not None:
+        out["data_parallel"] = dpg.ranks(group)
+    return out
+
+
+def _dp_results(wl: Workload, points: list[dict], configs: list[EngineConfig], results: list) -> list:
+    """Simulate the DP groups' points (:mod:`planner.sweeps.data_parallel`) into ``results`` (their cluster
+    result, shaped as a SimResult); returns each point's :class:`DPResult`, None for the others."""
+    out: list = [None] * len(points)
+    for i, (p, cfg) in enumerate(zip(points, configs)):
+        group = p.get("data_parallel")
+        if group and results[i] is None:
+            out[i] = dpg.run(wl, cfg, group, (p["meta"].get("cluster") or {}).get("num_instances", 1))
+            results[i] = _as_point_result(out[i].cluster)
+    return out
 
 
 def _disaggregated_results(wl: Workload, points: list[dict], configs: list[EngineConfig]) -> list:

@@ -54,4 +54,5 @@ def answer(prepared: dict, *, inline: bool, progress=None) -> dict:
     except (ValueError, TypeError) as exc:  # ConfigError / WorkloadError: input the engine refuses
         raise defn.DefinitionError({"non_field_errors": [str(exc)]}) from None
     return {"metrics": result["metrics"], "totals": result["totals"], "series": result["series"],
-            "config": p["config"], "meta": p["meta"], **sampling_answer(snapshot)}
+            "config": p["config"], "meta": p["meta"], **sampling_answer(snapshot),
+            **({"data_parallel": result["data_parallel"]} if "data_parallel" in result else {})}

@@ -16,8 +16,8 @@ from typing import Any
 from gpuprofiles.models import GpuProfile, ModelProfile
 from gpuprofiles.selectors import profile_find
 from planner.errors import FieldErrors
+from planner.sweeps.data_parallel import rank_deployment
 from simulator.base import SAMPLER_FIELDS, DeploymentSpec, GpuSpec, ModelSpec, SpecError, unknown_field
-from simulator.base.errors import FieldError
 from simulator.clock.cost_model import (
     SAMPLER_PATHS,
     CostModelError,
@@ -109,21 +109,12 @@ def gpu_spec(d: dict | GpuSpec) -> GpuSpec:
     return GpuSpec.from_dict(d)
 
 
-#: What a simulated deployment cannot be yet: the engine runs TP x PP replicas; data-parallel ranks (each its own
-#: engine and KV pool) and expert parallelism are sized (docs/moe_parallelism.md), not simulated.
-NOT_SIMULATED = {"data_parallel_size": 1, "enable_expert_parallel": False}
-
-
 def deployment_spec(d: dict | DeploymentSpec) -> DeploymentSpec:
-    """The deployment's spec; a :class:`FieldError` on the key it has no field for, or on a field whose value the
-    simulation cannot run yet (:data:`NOT_SIMULATED`). A spec is returned as it is (it was checked when built)."""
+    """The deployment's spec (TP x PP x DP, EP on or off); a :class:`FieldError` on the key it has no field for.
+    A spec is returned as it is (it was checked when built). A DP group's points run through
+    :mod:`planner.sweeps.data_parallel`."""
     if isinstance(d, DeploymentSpec):
         return d
-    for name, only in NOT_SIMULATED.items():
-        if name in d and d[name] != only:
-            raise FieldError("simulations run TP x PP replicas only (data-parallel ranks and expert "
-                             f"parallelism are sized on the sizing page and POST /api/plan/, not simulated yet); "
-                             f"leave it at {str(only).lower()}", field=name)
     return DeploymentSpec.from_dict(d)
 
 
@@ -176,13 +167,14 @@ def roofline_terms(model_d, gpu_d, dep_d, coefficients: dict | None = None) -> d
     """The roofline step-time coefficients of a model on a GPU (a JSON ``cost_model`` object), or None.
 
     With a model and a GPU a sweep's clock is the roofline (docs/cost-model.md)
-    unless the engine gives ``cost_model`` or ``step_time_model`` itself. A GPU
+    unless the engine gives ``cost_model`` or ``step_time_model`` itself. Under a DP group's deployment it is one
+    rank's clock (DP 1, EP off: :func:`planner.sweeps.data_parallel.rank_deployment`). A GPU
     profile without HBM bandwidth or TFLOPS has no roofline: the point keeps the
     linear ``step_time_model`` (``metrics.clock`` says which one a point used).
     """
     try:
         terms = RooflineStepTime.from_specs(model_spec(model_d), gpu_spec(gpu_d), coefficients=coefficients,
-                                            deployment=deployment_spec(dep_d)).terms
+                                            deployment=rank_deployment(deployment_spec(dep_d))).terms
     except (CostModelError, ValueError, TypeError):
         return None
     return {"kind": "terms", **terms.to_dict()}
@@ -194,7 +186,7 @@ def roofline_note(model_d, gpu_d, dep_d, coefficients: dict | None = None) -> st
     checked against a measurement")."""
     try:
         clock = RooflineStepTime.from_specs(model_spec(model_d), gpu_spec(gpu_d), coefficients=coefficients,
-                                            deployment=deployment_spec(dep_d))
+                                            deployment=rank_deployment(deployment_spec(dep_d)))
     except (CostModelError, ValueError, TypeError) as exc:
         return (f"no roofline clock for this model on this GPU ({exc}); steps are timed by the linear "
                 "step_time_model instead")

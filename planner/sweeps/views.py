@@ -188,6 +188,8 @@ def points_table(body: dict, arrival_unit: str = "step") -> dict:
     for p in points:
         params.extend(k for k in p["params"] if k not in params)
     wanted = list(TABLE_METRICS)
+    if any(p["metrics"].get("deployment_shape") for p in points):  # DP groups: "DP 8 + EP 8" (data_parallel.py)
+        wanted.insert(0, "deployment_shape")
     if inputs.get("slo") or "num_instances" in params:  # the latencies the targets are about, and the balance
         pct = (inputs.get("slo") or {}).get("percentile", "p90")
         at = wanted.index("ttft_p99_s") + 1

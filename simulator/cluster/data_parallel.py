@@ -207,8 +207,9 @@ class _Lockstep:
     """The group's drive: group steps until every rank is done (see the module docstring)."""
 
     def __init__(self, workload: Workload, config: EngineConfig, dp: int, clock: GroupClock, routing: str,
-                 prep: WorkloadPrep, record_steps: bool) -> None:
+                 prep: WorkloadPrep, record_steps: bool, share: tuple[int, int] = (0, 1)) -> None:
         self.wl, self.N, self.clock, self.routing, self.prep = workload, dp, clock, routing, prep
+        self.share = share  # (g, G): this group takes the requests k = g mod G in arrival order
         self.engines = [FastEngine(workload, config, prep=prep, record_steps=record_steps, accelerate=False,
                                    step_cost=_RankCost(self, i)) for i in range(dp)]
         self.assign = np.full(workload.n, -1, np.int64)
@@ -260,8 +261,10 @@ class _Lockstep:
                 T = max(e.clock for e in engines)
                 for e in engines:
                     e.idle_until(T)
+                g, G = self.share
                 while p < n and arr[p] <= T:
-                    self._route(order[p], p)
+                    if p % G == g:
+                        self._route(order[p], p // G)
                     p += 1
                 busy = [i for i, e in enumerate(engines) if e.busy]
                 if not busy:
@@ -301,16 +304,19 @@ class _Lockstep:
 
 
 def _independent(workload: Workload, config: EngineConfig, dp: int, routing: str, prep: WorkloadPrep,
-                 record_steps: bool) -> tuple[list[FastEngine], np.ndarray]:
-    """Independent ranks (a dense model's DP): each its own clock, requests balanced at their arrivals."""
-    fleet = Fleet(workload, config, dp, prep=prep, record_steps=record_steps)
+                 record_steps: bool, groups: int = 1) -> tuple[list[FastEngine], np.ndarray]:
+    """Independent ranks (a dense model's DP): each its own clock, requests balanced at their arrivals; with
+    ``groups`` > 1, ``groups`` such DP groups, request ``k`` (in arrival order) to group ``k mod groups``."""
+    fleet = Fleet(workload, config, dp * groups, prep=prep, record_steps=record_steps)
     fleet.start()
     assign = np.full(workload.n, -1, np.int64)
     order, arr = prep.order.tolist(), prep.arrival_sorted.tolist()
     for p in range(workload.n):
         q, t = order[p], arr[p]
         fleet.advance(t)
-        i = p % dp if routing == "round-robin" else choose_rank(fleet.waiting.tolist(), fleet.running.tolist())
+        g, k = (p % groups) * dp, p // groups
+        i = g + (k % dp if routing == "round-robin" else choose_rank(fleet.waiting[g:g + dp].tolist(),
+                                                                      fleet.running[g:g + dp].tolist()))
         fleet.submit(i, q, t)
         assign[q] = i
     fleet.finish()
@@ -320,8 +326,10 @@ def _independent(workload: Workload, config: EngineConfig, dp: int, routing: str
 def simulate_dp(workload: Workload, config: EngineConfig, data_parallel_size: int, *,
                 clock: GroupClock | None = None, lockstep: bool = True, routing: str = "vllm",
                 record_steps: bool = False, prep: WorkloadPrep | None = None,
-                slo_ttft_s: float | None = None, slo_itl_s: float | None = None) -> DPResult:
-    """Simulate ``workload`` on a DP group of ``data_parallel_size`` ranks, each an engine over ``config``.
+                slo_ttft_s: float | None = None, slo_itl_s: float | None = None, replicas: int = 1) -> DPResult:
+    """Simulate ``workload`` on a DP group of ``data_parallel_size`` ranks, each an engine over ``config``
+    (``replicas`` > 1: that many DP groups behind a round-robin router, request ``k`` in arrival order to group
+    ``k mod replicas``; the result's instances are every group's ranks, group by group).
 
     Parameters
     ----------
@@ -347,19 +355,26 @@ def simulate_dp(workload: Workload, config: EngineConfig, data_parallel_size: in
             raise DPError("a lockstep DP group needs arrivals in seconds", field="workload.arrival_unit")
         if config.speculative is not None:
             raise DPError("speculative decoding in a lockstep DP group is not modelled", field="speculative")
+    if isinstance(replicas, bool) or not isinstance(replicas, (int, np.integer)) or not 1 <= replicas <= 256:
+        raise DPError(f"must be a whole number from 1 to 256, got {replicas!r}", field="replicas")
     prep = prep or WorkloadPrep(workload)
-    dp = int(dp)
-    dummy = [0] * dp
-    dummy_s = [0.0] * dp
+    dp, G = int(dp), int(replicas)
+    dummy = [0] * (dp * G)
+    dummy_s = [0.0] * (dp * G)
     steps = 0
     if lockstep:
-        group = _Lockstep(workload, config, dp, clock or default_group_clock(config), routing, prep,
-                          record_steps)
-        group.run()
-        engines, assign = group.engines, group.assign
-        dummy, dummy_s, steps = group.dummy_steps, group.dummy_s, group.group_steps
+        engines, assign = [], np.full(workload.n, -1, np.int64)
+        for g in range(G):
+            group = _Lockstep(workload, config, dp, clock or default_group_clock(config), routing, prep,
+                              record_steps, share=(g, G))
+            group.run()
+            mine = group.assign >= 0
+            assign[mine] = group.assign[mine] + g * dp
+            engines += group.engines
+            dummy[g * dp:(g + 1) * dp], dummy_s[g * dp:(g + 1) * dp] = group.dummy_steps, group.dummy_s
+            steps += group.group_steps
     else:
-        engines, assign = _independent(workload, config, dp, routing, prep, record_steps)
+        engines, assign = _independent(workload, config, dp, routing, prep, record_steps, G)
     cluster = _assemble(workload, engines, assign, parse_routing("round-robin" if routing == "round-robin" else "least-loaded"),
                         0.0, slo_ttft_s, slo_itl_s, record_steps, None)
     ranks = tuple({"rank": i, "requests": int(inst.request_index.size),

@@ -509,6 +509,7 @@ def smallest_replicas(
     max_instances: int = 64,
     percentile: str = "p90",
     seed: int = 0,
+    simulate: Callable[[int], ClusterResult] | None = None,
 ) -> ReplicaSearch:
     """The smallest number of instances whose TTFT and ITL percentiles meet the SLOs at this workload's rate.
 
@@ -537,6 +538,9 @@ def smallest_replicas(
     max_instances : int
         Largest N tried (1 to 256).
     percentile : {"p90", "p99", "p50"}
+    simulate : callable, optional
+        ``N -> ClusterResult`` of ``N`` replicas in place of :func:`simulate_cluster` of ``config`` (e.g. ``N`` DP
+        groups: :func:`simulator.cluster.data_parallel.simulate_dp` with ``replicas=N``).
 
     Raises
     ------
@@ -560,7 +564,7 @@ def smallest_replicas(
     def meets(N: int) -> bool:
         if N not in tried:
             tried[N] = _replica_trial(workload, config, N, policy, router_delay_s, seed, slo_ttft_s, slo_itl_s,
-                                      percentile)
+                                      percentile, simulate)
         return tried[N].meets
 
     hi = smallest_meeting(meets, max_n)
@@ -580,10 +584,12 @@ def smallest_replicas(
 
 
 def _replica_trial(workload: Workload, config: EngineConfig, N: int, policy: RoutingPolicy, router_delay_s: float,
-                   seed: int, slo_ttft_s: float | None, slo_itl_s: float | None, percentile: str) -> ReplicaTrial:
+                   seed: int, slo_ttft_s: float | None, slo_itl_s: float | None, percentile: str,
+                   simulate: Callable[[int], ClusterResult] | None = None) -> ReplicaTrial:
     """Simulate ``N`` instances and say whether they meet the SLOs (see :func:`smallest_replicas`)."""
-    r = simulate_cluster(workload, config, N, routing=policy, router_delay_s=router_delay_s, seed=seed,
-                         slo_ttft_s=slo_ttft_s, slo_itl_s=slo_itl_s)
+    r = simulate(N) if simulate is not None else simulate_cluster(
+        workload, config, N, routing=policy, router_delay_s=router_delay_s, seed=seed, slo_ttft_s=slo_ttft_s,
+        slo_itl_s=slo_itl_s)
     lat = r.latency
     ttft = _pct(lat.ttft, percentile)
     itl = _pct(lat.itl, percentile)

@@ -342,6 +342,7 @@ def search_launch(best: dict[str, Any], model: str, *, gpu_memory_utilization: f
     spec_cfg, notes = speculative_config(None if drafter is None else SimpleNamespace(**drafter), model)
     spec = LaunchSpec(
         model=model, tensor_parallel_size=int(c["tensor_parallel"]), pipeline_parallel_size=int(c["pipeline_parallel"]),
+        data_parallel_size=int(c.get("data_parallel", 1)), enable_expert_parallel=bool(c.get("expert_parallel", False)),
         max_num_seqs=int(c["max_num_seqs"]), max_num_batched_tokens=sizing.get("max_num_batched_tokens"),
         max_model_len=sizing.get("max_model_len"), gpu_memory_utilization=gpu_memory_utilization,
         kv_cache_dtype=c.get("kv_cache_dtype") or "auto", quantization=c.get("precision"),

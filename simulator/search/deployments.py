@@ -253,6 +253,8 @@ class _Run:
         if self.should_stop is not None and self.should_stop():
             raise SearchCancelled("search cancelled")
         self.simulations += 1
+        if p.group is not None:  # n DP groups behind a round-robin router (simulate_dp's replicas)
+            return p.group.simulate(wl, p.config, prep=prep, replicas=n).cluster
         if n > 1 and not self.independent:
             return simulate_cluster(wl, p.config, n, routing=self.space.routing, prep=prep)
         parts = self._shares(wl, prep, n)

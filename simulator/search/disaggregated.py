@@ -80,7 +80,7 @@ def xpyd_alternatives(result, workload: Workload, model: ModelSpec, space: Searc
     cand = space.candidates()[best.index]
     mml = space.max_model_len or default_max_model_len(workload, model)
     prep = prepare_candidate(best.index, cand, model, space, mml, workload, slo)
-    if prep.config is None:
+    if prep.config is None or prep.group is not None:  # (pools of DP groups: not simulated yet)
         return None
     rows = []
     pool = dict(config=prep.config, routing=routing or space.routing, gpus_per_instance=cand.gpus_per_replica,

@@ -14,7 +14,7 @@ misses.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -39,6 +39,7 @@ class Prepared:
     reason: str
     sizing: dict[str, Any] = field(default_factory=dict)
     min_replicas: int = 1
+    group: Any = None  # a DP group's run (simulator.cluster.data_parallel.DPRun); None: one engine a replica
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,14 @@ def prepare_candidate(index: int, cand: Candidate, model: ModelSpec, space: Sear
     try:
         dep = DeploymentSpec(tensor_parallel_size=cand.tensor_parallel, pipeline_parallel_size=cand.pipeline_parallel,
                              kv_cache_dtype=cand.kv_cache_dtype, max_num_seqs=cand.max_num_seqs,
-                             gpu_memory_utilization=space.gpu_memory_utilization, max_model_len=max_model_len)
+                             gpu_memory_utilization=space.gpu_memory_utilization, max_model_len=max_model_len,
+                             **({"data_parallel_size": cand.data_parallel,
+                                 "enable_expert_parallel": cand.expert_parallel} if cand.dp_group else {}))
+        if cand.dp_group and cand.speculative is not None:
+            return Prepared(index, cand, None, "speculative decoding in a DP group is not modelled")
+        if cand.dp_group and space.routing != "round-robin":
+            return Prepared(index, cand, None, "replicas of a DP group are routed round-robin (each group balances "
+                                               f"its own ranks as vLLM's DP client does), not {space.routing}")
         draft = None if cand.speculative is None else DraftSpec(cand.speculative.method,
                                                                   cand.speculative.num_speculative_tokens)
         sizing = plan_with_draft(m, cand.gpu, dep, draft)
@@ -127,7 +135,8 @@ def prepare_candidate(index: int, cand: Candidate, model: ModelSpec, space: Sear
         return Prepared(index, cand, None, _weights_words(sizing, cand), info)
     try:
         coefficients = space.coefficients_for(cand.gpu)  # None: the model's own path, every default
-        terms = RooflineStepTime.from_specs(m, cand.gpu, coefficients=coefficients, deployment=dep).terms
+        rank = replace(dep, data_parallel_size=1, enable_expert_parallel=False)  # a DP rank's own clock
+        terms = RooflineStepTime.from_specs(m, cand.gpu, coefficients=coefficients, deployment=rank).terms
         speculative = None if draft is None else cand.speculative.config(
             draft_step_terms(m, draft, cand.gpu, cand.tensor_parallel, coefficients))
     except (CostModelError, ValueError) as exc:
@@ -138,6 +147,8 @@ def prepare_candidate(index: int, cand: Candidate, model: ModelSpec, space: Sear
                        kv_bytes_per_block=int(sizing.bytes_per_block_per_gpu),
                        async_scheduling=default_async_scheduling(dep.vllm_version, space.async_scheduling),
                        speculative=speculative)
+    if cand.dp_group:
+        return _dp_group(index, cand, m, dep, cfg, coefficients, info, workload, sizing.kv_cache_tokens)
     per_step = 1 if draft is None else 1 + draft.num_speculative_tokens  # most tokens a request gets per step
     timed = overlapped(terms, cfg.async_scheduling)  # as the engine times the steps (async: CPU time overlapped)
     floor_miss = slo_floor_miss(workload, timed, slo, per_step)
@@ -146,6 +157,28 @@ def prepare_candidate(index: int, cand: Candidate, model: ModelSpec, space: Sear
         return Prepared(index, cand, None, f"cannot meet the SLO with any number of replicas: {floor_miss}", info)
     bound = replicas_lower_bound(workload, timed, cfg.max_num_seqs, per_step)
     return Prepared(index, cand, cfg, f"{sizing.kv_cache_tokens:,} tokens of KV cache per GPU", info, bound)
+
+
+def _dp_group(index: int, cand: Candidate, model: ModelSpec, dep: DeploymentSpec, cfg: EngineConfig,
+              coefficients, info: dict, workload: Workload, kv_tokens: int) -> Prepared:
+    """A DP group's candidate: its ranks' engine ``cfg`` and the group's run (an MoE model's ranks in lockstep on
+    the DP / EP clock, a dense model's independent). The latency floors are left out (they time one engine's
+    clock, not the group's); the replicas' estimate is the engines' divided by the ranks."""
+    from simulator.clock.expert_parallel import DPClock, DPShape
+    from simulator.cluster.data_parallel import DPClockGroup, DPRun
+
+    clock = None
+    if model.is_moe:
+        try:
+            clock = DPClockGroup(DPClock.build(model, cand.gpu, DPShape(dep), coefficients=coefficients),
+                                 cfg.async_scheduling)
+        except (CostModelError, ValueError) as exc:
+            return Prepared(index, cand, None, f"no DP / EP clock: {exc}", info)
+    group = DPRun(dep.data_parallel_size, dep.enable_expert_parallel, "vllm", lockstep=model.is_moe, clock=clock)
+    timed = overlapped(cfg.cost_model, cfg.async_scheduling)
+    bound = max(1, replicas_lower_bound(workload, timed, cfg.max_num_seqs) // dep.data_parallel_size)
+    return Prepared(index, cand, cfg, f"{kv_tokens:,} tokens of KV cache per GPU, {dep.data_parallel_size} DP "
+                                      "ranks a replica", info, bound, group)
 
 
 def replicas_lower_bound(workload: Workload, terms, max_num_seqs: int, tokens_per_step: int = 1) -> int:

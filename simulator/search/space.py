@@ -137,6 +137,15 @@ def _whole_tuple(name: str, values: Any, lo: int, hi: int) -> tuple[int, ...]:
     return tuple(dict.fromkeys(out))
 
 
+def _bool_tuple(name: str, values: Any) -> tuple[bool, ...]:
+    if isinstance(values, (bool, str)) or not hasattr(values, "__iter__"):
+        raise SearchError("must be a list of true / false", field=name)
+    out = tuple(dict.fromkeys(values))
+    if not out or any(not isinstance(v, bool) for v in out):
+        raise SearchError(f"give true, false or both (a list), got {list(values)!r}", field=name)
+    return out
+
+
 def _choice_tuple(name: str, values: Any, allowed: tuple[str, ...]) -> tuple[str, ...]:
     if isinstance(values, str) or not hasattr(values, "__iter__"):
         raise SearchError(f"must be a list of {', '.join(allowed)}", field=name)
@@ -381,6 +390,12 @@ class SearchSpace:
     speculative : tuple of (SpecOption or None)
         Speculative decoding settings to try (:class:`SpecOption`, or its ``"eagle:3:0.7"`` / dict form); None in
         the tuple: without. Default ``(None,)``: no speculative decoding.
+    data_parallel : tuple of int
+        DP sizes (vLLM's ``--data-parallel-size``): a replica is one DP group of TP x PP x DP GPUs
+        (``simulator.cluster.data_parallel``). Default ``(1,)``: one engine a replica.
+    expert_parallel : tuple of bool
+        vLLM's ``--enable-expert-parallel`` off and / or on (MoE models; on a dense model the shape is rejected
+        with vLLM's rule). Default ``(False,)``.
     """
 
     gpus: tuple[GpuSpec, ...]
@@ -397,6 +412,8 @@ class SearchSpace:
     async_scheduling: bool | None = None
     coefficients_by_gpu: dict[str, dict[str, float]] | None = None
     speculative: tuple[SpecOption | None, ...] = (None,)
+    data_parallel: tuple[int, ...] = (1,)
+    expert_parallel: tuple[bool, ...] = (False,)
 
     def __post_init__(self) -> None:
         gpus = tuple(self.gpus) if hasattr(self.gpus, "__iter__") else ()
@@ -437,24 +454,30 @@ class SearchSpace:
                                    or not all(isinstance(c, dict) for c in by_gpu.values())):
             raise SearchError("must map GPU names of space.gpus to coefficient objects", field="space.coefficients_by_gpu")
         object.__setattr__(self, "speculative", _spec_tuple(self.speculative))
+        object.__setattr__(self, "data_parallel", _whole_tuple("space.data_parallel", self.data_parallel, 1, 256))
+        object.__setattr__(self, "expert_parallel", _bool_tuple("space.expert_parallel", self.expert_parallel))
         n = self.size
         if n > MAX_CANDIDATES:
+            dp_ep = (" x DP sizes" if len(self.data_parallel) > 1 else "") + (
+                " x EP on / off" if len(self.expert_parallel) > 1 else "")
             raise SearchError(f"{n:,} replica shapes (GPUs x TP x PP x precisions x KV dtypes x max_num_seqs"
-                              f"{' x speculative settings' if len(self.speculative) > 1 else ''}) "
+                              f"{' x speculative settings' if len(self.speculative) > 1 else ''}{dp_ep}) "
                               f"is more than the {MAX_CANDIDATES:,} a search may hold", field="space")
 
     @property
     def size(self) -> int:
         """Number of candidates (before sizing)."""
         return (len(self.gpus) * len(self.tensor_parallel) * len(self.pipeline_parallel) * len(self.precisions)
-                * len(self.kv_cache_dtypes) * len(self.max_num_seqs) * len(self.speculative))
+                * len(self.kv_cache_dtypes) * len(self.max_num_seqs) * len(self.speculative)
+                * len(self.data_parallel) * len(self.expert_parallel))
 
     def candidates(self) -> list[Candidate]:
-        """Every replica shape, in a fixed order (GPU, TP, PP, precision, KV dtype, max_num_seqs, speculative)."""
-        return [Candidate(g, tp, pp, prec, kv, mns, spec)
+        """Every replica shape, in a fixed order (GPU, TP, PP, precision, KV dtype, max_num_seqs, speculative, DP,
+        EP)."""
+        return [Candidate(g, tp, pp, prec, kv, mns, spec, dp, ep)
                 for g in self.gpus for tp in self.tensor_parallel for pp in self.pipeline_parallel
                 for prec in self.precisions for kv in self.kv_cache_dtypes for mns in self.max_num_seqs
-                for spec in self.speculative]
+                for spec in self.speculative for dp in self.data_parallel for ep in self.expert_parallel]
 
     def to_dict(self) -> dict[str, Any]:
         return {"gpus": [g.to_dict() for g in self.gpus], "tensor_parallel": list(self.tensor_parallel),
@@ -466,7 +489,9 @@ class SearchSpace:
                 **({} if self.async_scheduling is None else {"async_scheduling": self.async_scheduling}),
                 **({} if self.coefficients_by_gpu is None else {"coefficients_by_gpu": self.coefficients_by_gpu}),
                 **({} if self.speculative == (None,) else
-                   {"speculative": [None if o is None else o.to_dict() for o in self.speculative]})}
+                   {"speculative": [None if o is None else o.to_dict() for o in self.speculative]}),
+                **({} if self.data_parallel == (1,) else {"data_parallel": list(self.data_parallel)}),
+                **({} if self.expert_parallel == (False,) else {"expert_parallel": list(self.expert_parallel)})}
 
     def coefficients_for(self, gpu: GpuSpec) -> dict[str, float] | None:
         """The roofline coefficients that time shapes on ``gpu``: ``coefficients_by_gpu``'s for it, else the
@@ -487,10 +512,18 @@ class Candidate:
     kv_cache_dtype: str
     max_num_seqs: int
     speculative: SpecOption | None = None
+    data_parallel: int = 1
+    expert_parallel: bool = False
 
     @property
     def gpus_per_replica(self) -> int:
-        return self.tensor_parallel * self.pipeline_parallel
+        """TP x PP x DP: a replica is one DP group."""
+        return self.tensor_parallel * self.pipeline_parallel * self.data_parallel
+
+    @property
+    def dp_group(self) -> bool:
+        """A DP group (DP > 1, or EP on over TP x DP > 1 GPUs: vLLM's ``use_ep``), not one engine."""
+        return self.data_parallel > 1 or (self.expert_parallel and self.tensor_parallel > 1)
 
     @property
     def price_per_replica(self) -> float | None:
@@ -507,6 +540,11 @@ class Candidate:
         """``2x H100 SXM5 80GB (TP 2), fp8 weights, KV auto, max_num_seqs 256`` (``, EAGLE k=3 at acceptance 0.7``
         with speculative decoding)."""
         par = f"TP {self.tensor_parallel}" + (f", PP {self.pipeline_parallel}" if self.pipeline_parallel > 1 else "")
+        if self.dp_group:  # "TP 1 x DP 8 + EP": the deployment's shape
+            par = " x ".join(p for p in (f"TP {self.tensor_parallel}", self.pipeline_parallel > 1 and
+                                         f"PP {self.pipeline_parallel}", self.data_parallel > 1 and
+                                         f"DP {self.data_parallel}") if p)
+            par += " + EP" if self.expert_parallel else ""
         spec = "" if self.speculative is None else f", {self.speculative.label}"
         return (f"{self.gpus_per_replica}x {self.gpu.name} ({par}), {self.precision} weights, "
                 f"KV {self.kv_cache_dtype}, max_num_seqs {self.max_num_seqs}{spec}")
@@ -516,4 +554,6 @@ class Candidate:
                 "pipeline_parallel": self.pipeline_parallel, "precision": self.precision,
                 "kv_cache_dtype": self.kv_cache_dtype, "max_num_seqs": self.max_num_seqs,
                 "gpus_per_replica": self.gpus_per_replica, "price_per_replica": self.price_per_replica,
-                "label": self.label, **({} if self.speculative is None else {"speculative": self.speculative.to_dict()})}
+                "label": self.label, **({} if self.speculative is None else {"speculative": self.speculative.to_dict()}),
+                **({"data_parallel": self.data_parallel, "expert_parallel": self.expert_parallel} if self.dp_group
+                   else {})}

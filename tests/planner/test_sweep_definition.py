@@ -145,13 +145,3 @@ def test_every_problem_of_a_definition_comes_back_at_once():
     errors = errors_of({"model": "no-such-model", "gpu": "h100-sxm5-80gb", "workload": {"spec": {"n": 50}},
                         "mode": "maybe", "axes": [{"param": "gpu_memory_utilization", "values": [0.8, 0.9]}]})
     assert set(errors) == {"model", "mode"}, errors
-
-
-@pytest.mark.django_db
-@pytest.mark.parametrize("knob, value", [("data_parallel_size", 2), ("enable_expert_parallel", True)])
-def test_data_parallel_and_expert_parallel_shapes_are_refused_until_simulated(knob, value):
-    """Sized (POST /api/plan/), not simulated: a sweep of one would run one DP rank's KV pool under all the
-    traffic without a word (issue 34's engine part is not built)."""
-    errs = errors_of({"model": "qwen3-30b-a3b", "gpu": "h100-sxm5-80gb", "workload": {"spec": {"n": 5}},
-                      "deployment": {knob: value}, "axes": [{"param": "max_num_seqs", "values": [4]}]})
-    assert any("simulations run TP x PP replicas only" in m for m in errs[f"deployment.{knob}"]), errs

@@ -1,0 +1,97 @@
+"""The deployment search over DP sizes and expert parallelism (issue 34): a replica is one DP group.
+
+Qwen3-30B-A3B (the catalog's, 128 routed experts) and Llama 3.1 8B (dense) on H100s; 200 requests.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+from rest_framework.test import APIClient
+
+from planner import tasks
+from planner.search.models import Search
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def client(django_user_model):
+    c = APIClient()
+    c.force_authenticate(django_user_model.objects.create_user("sam", password="pw-sam-12345"))
+    return c
+
+
+def body(model="qwen3-30b-a3b", **space):
+    return {"model": model,
+            "workload": {"spec": {"n": 200, "prompt": "normal:1024,256", "output": "normal:64,16",
+                                  "arrival": {"kind": "poisson", "rate": 40, "unit": "s"}}, "seed": 0},
+            "slo": {"targets": [{"metric": "ttft", "percentile": "p90", "max_s": 0.15}]}, "check_seeds": 0,
+            "space": {"gpus": ["h100-sxm5-80gb"], "tensor_parallel": [1], "precisions": ["bf16"], "max_replicas": 4,
+                      "data_parallel": [1, 2], "expert_parallel": [False, True], **space}}
+
+
+def run_all(search_id: int) -> Search:
+    s = Search.objects.get(pk=search_id)
+    for index in range(s.num_chunks):
+        assert tasks.run_search_chunk(search_id, index) == "done"
+    return Search.objects.get(pk=search_id)
+
+
+def outcomes(search: Search) -> dict[str, dict]:
+    return {o["candidate"]["label"]: o for o in search.result["outcomes"]}
+
+
+def test_dp_groups_are_searched_as_replicas_of_tp_x_pp_x_dp_gpus(client):
+    r = client.post("/api/searches/", body(), format="json")
+    assert r.status_code == 202, r.json()
+    assert r.json()["progress"]["candidates_total"] == 4  # DP 1, 2 x EP off, on
+    s = run_all(r.json()["id"])
+    got = outcomes(s)
+    one = got["1x H100 SXM5 80GB (TP 1), bf16 weights, KV auto, max_num_seqs 256"]
+    dp = got["2x H100 SXM5 80GB (TP 1 x DP 2 + EP), bf16 weights, KV auto, max_num_seqs 256"]
+    assert dp["candidate"]["gpus_per_replica"] == 2 and dp["candidate"]["data_parallel"] == 2
+    assert dp["candidate"]["price_per_replica"] == pytest.approx(2 * one["candidate"]["price_per_replica"])
+    assert dp["trials"] and dp["status"] in ("answer", "meets") and dp["replicas"] == 1
+    # one DP 2 group meets where one engine does not: two replicas of TP 1 are needed (the same GPUs)
+    assert one["replicas"] == 2 and not next(t for t in one["trials"] if t["num_instances"] == 1)["meets"]
+    rows = list(csv.DictReader(io.StringIO(APIClient().get(f"/api/searches/reports/{s.slug}/?format=csv")
+                                            .content.decode())))
+    assert {(row["data_parallel"], row["expert_parallel"]) for row in rows} >= {("1", "False"), ("2", "True")}
+
+
+def test_expert_parallelism_on_a_dense_model_is_skipped_with_vllms_rule(client):
+    r = client.post("/api/searches/", body("llama-3-1-8b", tensor_parallel=[2], data_parallel=[1]), format="json")
+    assert r.status_code == 202, r.json()
+    s = run_all(r.json()["id"])
+    (ep,) = [o for o in s.result["outcomes"] if o["candidate"].get("expert_parallel")]
+    assert ep["status"] == "rejected" and "applies to MoE layers only" in ep["reason"], ep
+    assert s.result["best"] is not None and not s.result["best"]["candidate"].get("expert_parallel")
+
+
+@pytest.mark.parametrize("space, field", [({"data_parallel": [0]}, "space.data_parallel"),
+                                          ({"data_parallel": "2"}, "space.data_parallel"),
+                                          ({"expert_parallel": ["yes"]}, "space.expert_parallel")])
+def test_bad_dp_and_ep_dimensions_are_400s_naming_the_field(client, space, field):
+    r = client.post("/api/searches/", body(**space), format="json")
+    assert r.status_code == 400 and field in r.json()["errors"], r.json()
+
+
+def test_the_search_form_takes_dp_sizes_and_ep(django_user_model):
+    from django.test import Client
+
+    web = Client()
+    web.force_login(django_user_model.objects.create_user("pat", password="pw-pat-12345"))
+    form = {"model": "qwen3-30b-a3b", "gpus": ["h100-sxm5-80gb"], "rate": "10", "duration_s": "3",
+            "prompt_mean": "1024", "prompt_std": "256", "output_mean": "128", "output_std": "32", "ttft_ms": "500",
+            "ttft_pct": "p90", "itl_pct": "p90", "e2e_pct": "p90", "tensor_parallel": "1", "precisions": ["bf16"],
+            "max_num_seqs": "256", "max_replicas": "2", "data_parallel": "1, 2", "expert_parallel": ["off", "on"]}
+    assert 'name="data_parallel"' in web.get("/searches/").content.decode()
+    bad = web.post("/searches/", {**form, "data_parallel": "two"})
+    assert bad.status_code == 200 and "whole numbers separated by commas" in bad.content.decode()
+    ok = web.post("/searches/", form)
+    assert ok.status_code == 302, ok.content.decode()[:2000]
+    space = Search.objects.get(owner__username="pat").snapshot["space"]
+    assert space["data_parallel"] == [1, 2] and space["expert_parallel"] == [False, True]
