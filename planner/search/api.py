@@ -81,7 +81,9 @@ class SearchDefinitionSerializer(serializers.Serializer):
         "space.max_replicas - 1; default every split)}. After the answer (N replicas of one shape), its N and N - 1 "
         "instances are split into x prefill and y decode instances and judged against the same SLO; the result's "
         "'disaggregated' holds the aggregated answer, every split, the best split and a verdict (which wins at "
-        "equal GPUs and cost, and why). docs/disaggregated_serving.md")
+        "equal GPUs and cost, and why); \"pools\": true also searches a prefill pool and a decode pool of their own "
+        "shapes and counts among the space (needs a TTFT target; the result's 'disaggregated_pools': each pair "
+        "checked, the best and a verdict against the aggregated answer). docs/disaggregated_serving.md")
 
 
 def search_out(search: Search, request, *, result: bool = True) -> dict:

@@ -113,6 +113,8 @@ def validate(raw: Any, *, owner) -> tuple[dict, dict, SearchPrice]:
     _check_space(gpus, space, err)
     dis = sdis.parse(raw.get("disaggregated"), max_replicas=space.get("max_replicas", SearchSpace.max_replicas),
                      add=err.add)
+    if dis is not None and dis["pools"] and slo is not None and not any(t.metric == "ttft" for t in slo.targets):
+        err.add("disaggregated.pools", "needs a TTFT target in slo.targets: the prefill pool is sized by it")
     calibration = _calibration(raw.get("calibration"), owner, gpus, err)
     check_seeds = _check_seeds(raw.get("check_seeds", DEFAULT_SEED_COUNT), err)
     if model is not None and workload:  # the requests' lengths against the context, with the other problems
@@ -224,7 +226,7 @@ def _check_price(inputs: tuple, err, dis: dict | None = None, seeds: int = 0) ->
     one chunk (``planner/search/pricing.py``): the search's price, or None with the error added."""
     splits = None if dis is None else sdis.splits_priced(dis, inputs[2].max_replicas)
     try:
-        return check_search(*inputs, splits=splits, seeds=seeds)
+        return check_search(*inputs, splits=splits, seeds=seeds, pools=bool(dis and dis.get("pools")))
     except OverBudget as exc:
         err.add(exc.field, str(exc))
         return None

@@ -6,7 +6,8 @@ optional; ``true`` takes the defaults). Once the cheapest aggregated answer (N r
 is known, a last stage of the search simulates the splits of N and of N - 1 instances of that shape
 into x prefill and y decode instances (:func:`simulator.search.disaggregated.xpyd_alternatives`),
 judged against the same SLO, and says which wins at equal GPUs and cost. ``prefill_instances`` and
-``decode_instances`` restrict the pool sizes tried. This module validates the object (every bad field
+``decode_instances`` restrict the pool sizes tried. ``"pools": true`` also searches a prefill pool and a decode
+pool of their own shapes and counts among the whole space (:func:`run_pools`). This module validates the object (every bad field
 named), prices the stage and runs it. No ORM.
 """
 
@@ -19,9 +20,9 @@ from planner.errors import field_and_message
 from planner.sweeps.disaggregated import _number
 from simulator.cluster import ClusterError, parse_routing
 
-FIELDS = ("link_gbps", "link_latency_s", "routing", "prefill_instances", "decode_instances")
+FIELDS = ("link_gbps", "link_latency_s", "routing", "prefill_instances", "decode_instances", "pools")
 DEFAULTS = {"link_gbps": 50.0, "link_latency_s": 1e-4, "routing": None, "prefill_instances": None,
-            "decode_instances": None}
+            "decode_instances": None, "pools": False}
 EXAMPLE = {"link_gbps": 50, "link_latency_s": 0.0001, "routing": "least-loaded"}
 
 
@@ -72,6 +73,9 @@ def parse(raw: Any, *, max_replicas: int, add) -> dict | None:
             out["routing"] = str(parse_routing(str(out["routing"])))
         except ClusterError as exc:
             bad("disaggregated.routing", field_and_message(exc)[1])  # (its field: routing)
+    if not isinstance(out["pools"], bool):
+        bad("disaggregated.pools", f"must be true or false (also search a prefill pool and a decode pool of their "
+                                   f"own shapes jointly), got {out['pools']!r}")
     most = max(1, (max_replicas if isinstance(max_replicas, int) else 2) - 1)
     for k in ("prefill_instances", "decode_instances"):
         if out[k] is not None:
@@ -105,3 +109,17 @@ def run_stage(result: dict, dis: dict, workload, model, space, slo) -> dict | No
     return xpyd_alternatives(SimpleNamespace(best=best), workload, model, space, slo,
                              link=KvLink(dis["link_gbps"], dis["link_latency_s"]), routing=dis.get("routing"),
                              prefill_counts=dis.get("prefill_instances"), decode_counts=dis.get("decode_instances"))
+
+
+def run_pools(result: dict, dis: dict, workload, model, space, slo) -> dict:
+    """The joint prefill/decode pools search (``disaggregated.pools``,
+    :func:`simulator.search.search_pools`) with its verdict against the gathered answer (``result``)."""
+    from types import SimpleNamespace
+
+    from simulator.cluster import KvLink
+    from simulator.search import Outcome, pools_verdict, search_pools
+
+    pools = search_pools(workload, model, space, slo, link=KvLink(dis["link_gbps"], dis["link_latency_s"]),
+                         routing=dis.get("routing"))
+    best = None if result.get("best") is None else Outcome.from_dict(result["best"])
+    return {**pools, "verdict": pools_verdict(pools, SimpleNamespace(best=best))}

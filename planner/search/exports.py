@@ -20,8 +20,9 @@ from planner.search.seeds import seed_words
 CSV_COLUMNS = ("candidate", "status", "gpu", "tensor_parallel", "pipeline_parallel", "precision", "kv_cache_dtype",
                "max_num_seqs", "replicas", "cost_per_hour_usd", "cost_per_million_output_tokens_usd", "meets",
                "goodput_share", "output_tokens_per_s", "reason")
-#: After the SLO figures: ``serving`` is ``aggregated`` (the search's deployments) or ``xPyD`` (a split of
-#: the answer into prefill and decode instances, whose ``replicas`` is both pools together).
+#: After the SLO figures: ``serving`` is ``aggregated`` (the search's deployments), ``xPyD`` (a split of
+#: the answer into prefill and decode instances, whose ``replicas`` is both pools together) or ``pools`` (a pair
+#: of prefill and decode pools of their own shapes, named in ``candidate``; the shape cells left empty).
 XPYD_COLUMNS = ("serving", "prefill_instances", "decode_instances", "kv_transfer_p90_s")
 
 
@@ -130,7 +131,25 @@ def to_csv(search) -> str:
                         _num(t["output_tokens_per_s"]), why, *(_num(trial_figure(t, lab)) for lab in labels),
                         *aggregated])
     _xpyd_rows(w, res, labels, spec, dp)
+    _pools_rows(w, res, labels, len(_shape(res["outcomes"][0]["candidate"], spec, dp)) if res["outcomes"] else 6)
     return buf.getvalue()
+
+
+def _pools_rows(w, res: dict, labels: list[str], shape_cells: int) -> None:
+    """The pairs of pools the joint search checked (``disaggregated.pools``), then those it left out."""
+    pools = res.get("disaggregated_pools")
+    if not pools:
+        return
+    for r in pools["pairs"]:
+        if r.get("left_out"):
+            w.writerow([r["name"], "left out", *([""] * shape_cells), "", "", "", "", "", "", r["left_out"],
+                        *([""] * len(labels)), "pools", "", "", ""])
+            continue
+        status = "answer" if r == pools["best"] else ("meets" if r["meets"] else "misses")
+        w.writerow([r["name"], status, *([""] * shape_cells), r["prefill"]["instances"] + r["decode"]["instances"],
+                    _num(r["cost_per_hour"]), "", r["meets"], _num(r["goodput"]), "",
+                    "; ".join(r["misses"]) or "meets the SLO", *(_num((r["values"] or {}).get(lab)) for lab in labels),
+                    "pools", r["prefill"]["instances"], r["decode"]["instances"], _num(r["transfer_p90_s"])])
 
 
 def _xpyd_rows(w, res: dict, labels: list[str], spec: bool = False, dp: bool = False) -> None:

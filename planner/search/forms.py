@@ -115,6 +115,9 @@ class SearchForm(forms.Form):
     disaggregated = forms.BooleanField(label="Also try prefill/decode splits (xPyD)", required=False,
                                        help_text="simulate the answer's N replicas (and N - 1) split into prefill "
                                                  "and decode instances, and compare at equal GPUs and cost")
+    pools = forms.BooleanField(label="Also search prefill and decode pools of their own shapes", required=False,
+                               help_text="each pool its own GPU, TP, precision and count among the shapes above "
+                                         "(needs a TTFT target), compared with the aggregated answer's cost")
     link_gbps = forms.FloatField(label="KV link bandwidth", required=False, initial=50,
                                  help_text="GB/s per decode instance (one 400 Gb/s NIC is 50 GB/s)")
     link_latency_ms = forms.FloatField(label="KV link latency", required=False, initial=0.1,
@@ -191,10 +194,12 @@ class SearchForm(forms.Form):
     def _disaggregated(self) -> dict | None:
         """The definition's ``disaggregated`` object (the definition validates its values)."""
         d = self.cleaned_data
-        if not d.get("disaggregated"):
+        if not d.get("disaggregated") and not d.get("pools"):
             return None
         out = {"link_gbps": 50.0 if d.get("link_gbps") is None else d["link_gbps"],
                "link_latency_s": 1e-4 if d.get("link_latency_ms") is None else d["link_latency_ms"] / 1e3}
+        if d.get("pools"):
+            out["pools"] = True
         for k in ("prefill_instances", "decode_instances"):
             if d.get(k):
                 out[k] = d[k]
@@ -265,7 +270,7 @@ class SearchForm(forms.Form):
                  "space.max_replicas": "max_replicas", "space.precisions": "precisions", "model": "model",
                  "space.sampling": "sampling", "workload": "prompt_mean", "space.max_model_len": "prompt_mean",
                  "workload.spec.n": "duration_s", "slo.min_goodput": "min_goodput_pct",
-                 "disaggregated": "disaggregated", "disaggregated.link_gbps": "link_gbps",
+                 "disaggregated": "disaggregated", "disaggregated.pools": "pools", "disaggregated.link_gbps": "link_gbps",
                  "disaggregated.link_latency_s": "link_latency_ms",
                  "disaggregated.prefill_instances": "prefill_instances",
                  "disaggregated.decode_instances": "decode_instances", "check_seeds": "check_seeds"}

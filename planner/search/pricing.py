@@ -20,13 +20,13 @@ price, from which a running search's time left is estimated).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from planner.sweeps.pricing import chunk_max_seconds, run_max_bytes
 from simulator.batch import OverBudget, Price, WorkloadSize, budget
 from simulator.search import default_max_model_len, prepare_candidate
 
-__all__ = ["OverBudget", "SearchPrice", "check_search", "price_search", "price_stage"]
+__all__ = ["OverBudget", "SearchPrice", "check_search", "price_pools", "price_search", "price_stage"]
 
 
 @dataclass(frozen=True)
@@ -108,15 +108,52 @@ def price_stage(workload, model, space, slo, answer: dict, dis: dict | None, see
     # own price at ``replicas`` instances would count them twice (shown 7.5 s with 1.4 s left).
     simulations = len(splits or ()) + seeds * len([n for n in (replicas, replicas - 1) if n >= 1])
     unit = budget.price_run(size, p.config).seconds
-    return Price(max(xpyd.memory_bytes, seeded.memory_bytes), simulations * unit)
+    joint = price_pools(workload, model, space, slo, worst=False) if (dis or {}).get("pools") else Price()
+    return Price(max(xpyd.memory_bytes, seeded.memory_bytes, joint.memory_bytes), simulations * unit + joint.seconds)
+
+
+def price_pools(workload, model, space, slo, *, worst: bool = True) -> Price:
+    """The joint prefill/decode pools search (:func:`simulator.search.search_pools`, ``disaggregated.pools``)
+    in the shape chunks' unit. ``worst``: its most simulations (every pooled shape's prefill and decode counts
+    found by doubling and bisection up to ``space.max_replicas``, the decode sizing tried behind
+    ``1 + FRONT_MARGIN`` prefill counts, ``MAX_PAIR_CHECKS`` pairs), what the limit is checked at; else the
+    simulations a search typically makes (one count search a shape and role, two pairs), for the time left."""
+    import math
+
+    from simulator.search.pools import FRONT_MARGIN, MAX_PAIR_CHECKS, first_tokens
+
+    max_model_len = space.max_model_len or default_max_model_len(workload, model)
+    size, first = WorkloadSize.of(workload), WorkloadSize.of(first_tokens(workload))
+    top = space.max_replicas
+    count_runs = 2 * math.ceil(math.log2(max(2, top))) + 1 if worst else math.ceil(math.log2(max(2, top))) + 1
+    retries, pairs = (1 + FRONT_MARGIN, MAX_PAIR_CHECKS) if worst else (1, 2)
+    memory, seconds, dearest = 0, 0.0, 0.0
+    for i, cand in enumerate(space.candidates()):
+        p = prepare_candidate(i, cand, model, space, max_model_len, workload, slo)
+        if p.config is None or cand.dp_group:
+            continue
+        prefill = budget.price_run(first, p.config, instances=top if worst else 1)
+        decode = budget.price_run(size, p.config, instances=2 * top if worst else 2)
+        memory = max(memory, prefill.memory_bytes, decode.memory_bytes)
+        seconds += count_runs * (prefill.seconds + retries * decode.seconds)
+        dearest = max(dearest, decode.seconds)
+    return Price(memory, seconds + pairs * dearest)
 
 
 def check_search(workload, model, space, slo, splits: list[tuple[int, int]] | None = None,
-                 seeds: int = 0) -> SearchPrice:
+                 seeds: int = 0, pools: bool = False) -> SearchPrice:
     """The search's price (:func:`price_search`); raise :class:`OverBudget` (field ``workload``) when the
     heaviest shape is over a limit, or when the last stage is: field ``disaggregated`` with ``splits``, else
     ``check_seeds``."""
     priced = price_search(workload, model, space, slo, splits, seeds)
+    if pools:  # the pools search runs in the last stage too
+        joint = price_pools(workload, model, space, slo)
+        budget.check(joint, max_bytes=run_max_bytes(), max_seconds=chunk_max_seconds(),
+                     what="The joint prefill/decode pools search", field="disaggregated.pools",
+                     advice="search fewer shapes (GPUs, TP, precisions), use fewer or shorter requests, or a smaller "
+                            "space.max_replicas")
+        stage = Price(max(priced.stage.memory_bytes, joint.memory_bytes), priced.stage.seconds + joint.seconds)
+        priced = replace(priced, stage=stage, total_seconds=priced.total_seconds + joint.seconds)
     price, stage = priced.heaviest, priced.stage
     budget.check(price, max_bytes=run_max_bytes(), max_seconds=chunk_max_seconds(),
                  what="One deployment shape of this search", field="workload",

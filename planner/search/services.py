@@ -30,7 +30,7 @@ from planner.jobs import ChunkedJob, Watch
 from planner.jobs.quota import check_queue
 from planner.search import definition as sdefn
 from planner.search import exports
-from planner.search.disaggregated import run_stage
+from planner.search.disaggregated import run_pools, run_stage
 from planner.search.models import Search, SearchChunk
 from planner.search.pricing import price_stage
 from planner.search.seeds import run_seed_check
@@ -138,12 +138,15 @@ def chunk_run(*, search_id: int, index: int) -> str:
 
 
 def last_stage(snapshot: dict, result: dict, inputs: tuple) -> dict:
-    """What the last stage adds to the gathered ``result``: ``disaggregated`` (the answer's xPyD splits) and
+    """What the last stage adds to the gathered ``result``: ``disaggregated`` (the answer's xPyD splits),
+    ``disaggregated_pools`` (prefill and decode pools of their own shapes, with ``disaggregated.pools``) and
     ``seed_check`` (the answer on more seeds), each when the search asks for it."""
     wl, model, space, slo = inputs
     out = {}
     if snapshot.get("disaggregated") is not None:
         out["disaggregated"] = run_stage(result, snapshot["disaggregated"], wl, model, space, slo)
+        if snapshot["disaggregated"].get("pools"):
+            out["disaggregated_pools"] = run_pools(result, snapshot["disaggregated"], wl, model, space, slo)
     if sdefn.seeds_to_check(snapshot):
         out["seed_check"] = run_seed_check(result, snapshot, model, space, slo)
     return out

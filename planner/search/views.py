@@ -81,7 +81,25 @@ def report_context(search: Search) -> dict:
             "figure": build_pareto_figure(res), "title": search.name,
             "sampling_words": sampling_answer(search.snapshot)["sampling_words"],
             "seed_words": seed_words(res, search.snapshot),
-            **_xpyd_context(res, [f"{t['metric'].upper()} {t['percentile']}" for t in res["slo"]["targets"]])}
+            **_xpyd_context(res, [f"{t['metric'].upper()} {t['percentile']}" for t in res["slo"]["targets"]]),
+            **_pools_context(res, [f"{t['metric'].upper()} {t['percentile']}" for t in res["slo"]["targets"]])}
+
+
+def _pools_context(res: dict, labels: list[str]) -> dict:
+    """The joint prefill/decode pools search of a search with ``disaggregated.pools``: every pair checked."""
+    pools = res.get("disaggregated_pools")
+    if pools is None:
+        return {}
+    rows = [{"name": r["name"], "left_out": r["left_out"]} if r.get("left_out") else
+            {"name": r["name"], "num_gpus": r["num_gpus"], "cost": r["cost_per_hour"],
+             "values": [r["values"].get(lab) for lab in labels], "meets": r["meets"], "misses": "; ".join(r["misses"]),
+             "transfer_p90_s": r["transfer_p90_s"], "p_util": r["prefill_utilisation"],
+             "d_util": r["decode_utilisation"], "chosen": r is pools["best"] or r == pools["best"]}
+            for r in pools["pairs"]]
+    sized = [{"shape": p["shape"], "prefill": p["instances"],
+              "decode": next((d["instances"] for d in pools["decode"] if d["shape"] == p["shape"]), None)}
+             for p in pools["prefill"]]
+    return {"pools": pools, "pools_rows": rows, "pools_sized": sized, "pools_labels": labels}
 
 
 def _xpyd_context(res: dict, labels: list[str]) -> dict:

@@ -16,7 +16,8 @@ workload:
    pair that meets is the answer (``max_pair_checks`` simulations at most). The answer is the cheapest pair
    found this way, not proven cheapest: a decode count was sized behind one prefill pool.
 
-Pairs vLLM's NIXL connector cannot join are left out with the reason (vLLM
+A pool's instance is one engine: shapes that are DP groups (``data_parallel`` > 1, or EP over several GPUs) are
+not pooled yet. Pairs vLLM's NIXL connector cannot join are left out with the reason (vLLM
 ``docs/features/nixl_connector_compatibility.md``): P and D must use the same speculation configuration; the
 blocks move as they are, so the KV cache dtype and the block size must match; an MLA model's prefill and decode
 TP must be equal (heterogeneous TP is partial for MLA). The KV moved to a decode instance is what its own layout
@@ -55,7 +56,7 @@ def _ttft_only(slo: Slo) -> Slo | None:
     return None if not targets else Slo(targets, 0.0)
 
 
-def _first_tokens(workload: Workload) -> Workload:
+def first_tokens(workload: Workload) -> Workload:
     """The workload as a prefill instance serves it: every request's output cut to its first token."""
     return replace(workload, output_len=np.ones(workload.n, dtype=np.int64))
 
@@ -85,7 +86,7 @@ class _Pools:
 
     def __init__(self, workload: Workload, slo: Slo, space: SearchSpace, link: KvLink, routing: str):
         self.workload, self.slo, self.space, self.link, self.routing = workload, slo, space, link, routing
-        self.first_tokens = _first_tokens(workload)
+        self.first_tokens = first_tokens(workload)
         self.simulations = 0
 
     def prefill_meets(self, p: Prepared, n: int, ttft: Slo) -> bool:
@@ -145,7 +146,8 @@ def search_pools(workload: Workload, model: ModelSpec, space: SearchSpace, slo: 
     run = _Pools(workload, slo, space, link, routing or space.routing)
     mml = space.max_model_len or default_max_model_len(workload, model)
     prepared = [prepare_candidate(i, c, model, space, mml, workload, slo) for i, c in enumerate(space.candidates())]
-    shapes = [p for p in prepared if p.config is not None and p.config.enable_prefix_caching]
+    shapes = [p for p in prepared if p.config is not None and p.config.enable_prefix_caching
+              and not p.candidate.dp_group]  # a pool's instance is one engine: DP groups are not pooled yet
     top = space.max_replicas
     prefill_rows, prefill_counts = [], {}
     for p in shapes:
@@ -241,4 +243,4 @@ def pools_verdict(pools: dict[str, Any], result) -> dict[str, Any]:
                                               f"cheapest pools ({best['name']})"}
 
 
-__all__ = ["FRONT_MARGIN", "MAX_PAIR_CHECKS", "pair_problem", "pools_verdict", "search_pools"]
+__all__ = ["FRONT_MARGIN", "MAX_PAIR_CHECKS", "first_tokens", "pair_problem", "pools_verdict", "search_pools"]

@@ -35,7 +35,7 @@ def test_the_xpyd_stage_runs_last_and_adds_the_comparison(client):
     assert len(out["progress"]["chunks"]) == 2  # one GPU type, then the xPyD stage
     s = Search.objects.get(pk=out["id"])
     assert s.snapshot["disaggregated"] == {"link_gbps": 50.0, "link_latency_s": 0.0001, "routing": None,
-                                           "prefill_instances": None, "decode_instances": None}
+                                           "prefill_instances": None, "decode_instances": None, "pools": False}
     assert tasks.run_search_chunk(s.pk, 1) == "waiting"  # the answer is not gathered yet
     assert tasks.run_search_chunk(s.pk, 0) == "done"
     s.refresh_from_db()
