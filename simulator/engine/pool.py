@@ -40,6 +40,7 @@ import numpy as np
 
 _NO_MARGIN = 1 << 62  # no check made yet
 _INTP = np.dtype(np.intp)
+_FEW = 16  # blocks up to which _drop_keys loops rather than masks
 
 
 def _ix(a: np.ndarray) -> np.ndarray:
@@ -384,13 +385,17 @@ class FastPool:
             return
         dups = self.dups
         # the keys without later carriers (most): their block is the key's only one (a later carrier
-        # exists only beside a carrier, see publish), it goes; the others in order, one by one
-        m = _among(keys, dups) if ev.size > 4 else None
-        if m is not None and not m.all():
-            kb[keys[~m]] = -1
-            if not m.any():
+        # exists only beside a carrier, see publish), it goes; the others in order, one by one (a few
+        # blocks, the usual allocation under load: all one by one, cheaper than the masks)
+        if ev.size > _FEW:
+            m = _among(keys, dups)
+            hit = np.count_nonzero(m)
+            if not hit:
+                kb[keys] = -1
                 return
-            ev, keys = ev[m], keys[m]
+            if hit < m.size:
+                kb[keys[~m]] = -1
+                ev, keys = ev[m], keys[m]
         for b, key in zip(ev.tolist(), keys.tolist()):
             lst = dups.get(key)
             if lst is None:
