@@ -632,15 +632,19 @@ class FastPool:
         self.releases += 1
         bl = blocks[::-1].astype(_INTP)  # (a contiguous copy: numpy 2.x indexes with a reversed view 3x slower)
         ref = self.ref
-        ref[bl] -= 1
-        z = bl[ref[bl] == 0]
+        left = ref[bl] - 1  # (distinct blocks: one read, one write)
+        ref[bl] = left
+        z = bl[left == 0]
         if not z.size:
             return
         if self.caching:
             hashed = self.hash[z] >= 0
-            tail = z[hashed]
-            if tail.size:
-                self._append(tail)
+            nh = np.count_nonzero(hashed)
+            if nh == z.size:  # (every freed block hashed: no masks)
+                self._append(z)
+                return
+            if nh:
+                self._append(z[hashed])
                 z = z[~hashed]
         if z.size:
             top = self.top
