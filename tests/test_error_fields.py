@@ -167,3 +167,32 @@ def test_the_search_forms_speculative_setting_keeps_its_words():
         with pytest.raises(ValidationError) as exc:
             form.clean_speculative()
         assert exc.value.messages[0].startswith(words), exc.value.messages
+
+
+# --------------------------------------------------------------------------- the CLI names options by field (item 6)
+
+
+def test_the_cluster_command_names_its_options_from_the_errors_field(tmp_path, capsys):
+    """``cluster`` used to cut "routing" off the front of the words (and replace "closed_loop.clients" inside
+    them); the option is now found from the error's field (simulator.cli.values.option_words)."""
+    from pathlib import Path
+
+    from simulator.cli.commands import main
+    from simulator.cli.values import option_words
+    from simulator.cluster import ClusterError
+
+    wl = tmp_path / "wl.json"
+    assert main(["workload", "--n", "8", "--unit", "s", "--arrival", "poisson:5", "--prompt", "const:64",
+                 "--output", "const:8", "--out", str(wl)]) == 0
+    cfg = Path(__file__).resolve().parents[1] / "examples" / "C.json"
+    base = ["cluster", "--workload", str(wl), "--config", str(cfg), "--instances", "1"]
+    capsys.readouterr()
+    assert main(base + ["--routing", "routing-robin"]) == 2
+    assert capsys.readouterr().err.strip().startswith(
+        "error: --routing: unknown policy 'routing-robin' (known: round-robin, least-loaded, prefix-affinity")
+    assert main(base + ["--clients", "0"]) == 2
+    assert capsys.readouterr().err.strip().startswith("error: --clients: must be a whole number from 1 to ")
+    # words that only look like a field are left as they are; a field the options do not set keeps its path
+    assert option_words(ClusterError("routing: not a field"), {"routing": "--routing"}) == "routing: not a field"
+    assert option_words(ClusterError("bad", field="seed"), {"routing": "--routing"}) == "seed: bad"
+    assert option_words(ClusterError("bad", field="routing"), {"routing": "--routing"}) == "--routing: bad"
