@@ -10,7 +10,6 @@ shape ``{"errors": {field: [messages]}}``.
 
 from __future__ import annotations
 
-from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.authentication import SessionAuthentication
@@ -138,15 +137,6 @@ def _filters(serializer_class, params):
     return _validate(serializer_class, params)
 
 
-def _call(fn, **kwargs):
-    """Run a service, turning its Django ValidationError into DRF's (400 with field messages)."""
-    try:
-        return fn(**kwargs)
-    except DjangoValidationError as exc:
-        raise ValidationError(exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors":
-                                                                                  exc.messages}) from None
-
-
 class _CatalogApi(GenericAPIView):
     # Token first: an anonymous write is answered 401 with a "WWW-Authenticate: Token" challenge.
     authentication_classes = [ApiTokenAuthentication, SessionAuthentication]
@@ -180,7 +170,7 @@ class GpuListApi(_CatalogApi):
     )
     def post(self, request):
         data = _validate(GpuInputSerializer, request.data)
-        profile = _call(services.gpu_profile_create, owner=request.user, data=dict(data))
+        profile = services.gpu_profile_create(owner=request.user, data=dict(data))
         return Response(GpuOutputSerializer(profile).data, status=status.HTTP_201_CREATED)
 
 
@@ -205,7 +195,7 @@ class GpuDetailApi(_CatalogApi):
         profile = selectors.gpu_profile_get(slug=slug, user=request.user)
         services.profile_check_editable(profile=profile, user=request.user)
         data = _validate(GpuInputSerializer, request.data, partial=True)
-        profile = _call(services.gpu_profile_update, profile=profile, user=request.user, data=dict(data))
+        profile = services.gpu_profile_update(profile=profile, user=request.user, data=dict(data))
         return Response(GpuOutputSerializer(profile).data)
 
     @extend_schema(operation_id="gpus_destroy", tags=["catalog"], summary="Delete your GPU profile",
@@ -262,7 +252,7 @@ class ModelListApi(_CatalogApi):
     )
     def post(self, request):
         data = _validate(ModelInputSerializer, request.data)
-        profile = _call(services.model_profile_create, owner=request.user, data=dict(data))
+        profile = services.model_profile_create(owner=request.user, data=dict(data))
         return Response(ModelDetailOutputSerializer(profile).data, status=status.HTTP_201_CREATED)
 
 
@@ -290,7 +280,7 @@ class ModelImportApi(_CatalogApi):
             raise ValidationError({"config": [f"The request is {size:,} bytes; a config.json import is limited to "
                                               f"{services.MAX_CONFIG_WORDS}."]})
         data = _validate(ModelImportSerializer, request.data)
-        profile = _call(services.model_profile_import, owner=request.user, config=data["config"],
+        profile = services.model_profile_import(owner=request.user, config=data["config"],
                         name=data.get("name"), num_parameters=data.get("num_parameters"),
                         quant_config=data.get("quant_config"), generation_config=data.get("generation_config"))
         return Response(ModelDetailOutputSerializer(profile).data, status=status.HTTP_201_CREATED)
@@ -322,7 +312,7 @@ class ModelDetailApi(_CatalogApi):
         profile = selectors.model_profile_get(slug=slug, user=request.user)
         services.profile_check_editable(profile=profile, user=request.user)
         data = _validate(ModelInputSerializer, request.data, partial=True)
-        profile = _call(services.model_profile_update, profile=profile, user=request.user, data=dict(data))
+        profile = services.model_profile_update(profile=profile, user=request.user, data=dict(data))
         return Response(ModelDetailOutputSerializer(profile).data)
 
     @extend_schema(operation_id="models_destroy", tags=["catalog"], summary="Delete your model profile",

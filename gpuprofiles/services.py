@@ -1,8 +1,9 @@
 """Writes to the catalog: import a config.json, create / update / copy / delete own profiles.
 
-Every service is keyword-only and atomic. Bad input raises Django's
-:class:`~django.core.exceptions.ValidationError` with a dict of field ->
-messages (a form attaches them to its fields; the API answers 400 with them);
+Every service is keyword-only and atomic. Bad input raises the one input-error
+type, :class:`simulator.base.errors.FieldError`, with its messages per field in
+``errors`` (a form attaches them to its fields; the API answers 400 with them, as
+for every input error: ``planner.api.errors``);
 a write to a row the user does not own raises
 :class:`~django.core.exceptions.PermissionDenied` (403); copying a row the
 user may not see raises :class:`~django.http.Http404`, as for an unknown slug.
@@ -18,12 +19,13 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.http import Http404
 from django.utils.text import slugify
 
 from simulator.base import GpuSpec, SpecError, generation_config_path
+from simulator.base.errors import FieldError
 from simulator.sizing import parse_hf_config
 
 from .convert import spec_columns
@@ -77,12 +79,13 @@ def _require_owner(profile, user) -> None:
         raise PermissionDenied("Only the owner may change this profile.")
 
 
-def _spec_error(exc: SpecError, prefix: str | None = None) -> ValidationError:
-    """A SpecError as a ValidationError on its ``field`` with its ``message`` (on ``prefix`` with its whole words,
-    "field: message"; on ``non_field_errors`` where it names no field): no field read back out of the words."""
+def _spec_error(exc: SpecError, prefix: str | None = None) -> FieldError:
+    """A SpecError as the service's input error on its ``field`` with its ``message`` (on ``prefix`` with its whole
+    words, "field: message"; on ``non_field_errors`` where it names no field): no field read back out of the
+    words."""
     if prefix:
-        return ValidationError({prefix: [str(exc)]})
-    return ValidationError({exc.field or "non_field_errors": [exc.message if exc.field else str(exc)]})
+        return FieldError.many({prefix: [str(exc)]})
+    return FieldError.many({exc.field or "non_field_errors": [exc.message if exc.field else str(exc)]})
 
 
 # --------------------------------------------------------------------------
@@ -120,7 +123,7 @@ def model_profile_import(*, owner, config: Any, name: str | None = None, num_par
 
 def model_import_check(*, config: Any, name: str | None = None, num_parameters: Any = None, quant_config: Any = None,
                        generation_config: Any = None):
-    """The ModelSpec an import would create, or a ValidationError with every problem of its parts at once
+    """The ModelSpec an import would create, or a FieldError with every problem of its parts at once
     (the generation config is checked on its own, so a config.json problem does not hide it). ``config``
     None: only the other parts are checked (the page's config field is refused already)."""
     errors: dict[str, list[str]] = {}
@@ -147,18 +150,18 @@ def model_import_check(*, config: Any, name: str | None = None, num_parameters: 
                                    generation_config=generation_config if "generation_config" not in errors else None)
         except SpecError as exc:
             where = "generation_config" if (exc.field or "").startswith("generation_config") else "config"
-            for field, messages in _spec_error(exc, where).message_dict.items():
+            for field, messages in _spec_error(exc, where).errors.items():
                 errors.setdefault(field, messages)
         except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
             # A structurally odd config (a list where a number belongs...): still a field error, never a 500.
             errors.setdefault("config", [f"cannot read this config.json: {exc}"])
     if errors:
-        raise ValidationError(errors)
+        raise FieldError.many(errors)
     return spec
 
 
 def _every_problem(apply, profile, data: dict[str, Any], fallback: dict[str, Any], tries: int = 8) -> None:
-    """``apply(profile, data)``, or a ValidationError with every problem at once, not only the first.
+    """``apply(profile, data)``, or a FieldError with every problem at once, not only the first.
 
     The checks (a ModelSpec or GpuSpec) stop at their first problem: each refused field is put back to
     ``fallback`` (the profile's values before the edit; absent: None) and the values checked again on a copy
@@ -170,8 +173,8 @@ def _every_problem(apply, profile, data: dict[str, Any], fallback: dict[str, Any
     for _ in range(tries):
         try:
             apply(copy.copy(profile), values)
-        except ValidationError as exc:
-            refused = exc.message_dict
+        except FieldError as exc:
+            refused = exc.errors
             for field, messages in refused.items():
                 errors.setdefault(field, messages)
             back = [f for f in refused if f in values and values[f] != fallback.get(f)] or _partner(
@@ -182,7 +185,7 @@ def _every_problem(apply, profile, data: dict[str, Any], fallback: dict[str, Any
             continue
         break
     if errors:
-        raise ValidationError(errors)
+        raise FieldError.many(errors)
     apply(profile, values)
 
 
@@ -194,15 +197,15 @@ def _partner(apply, profile, values: dict, fallback: dict, refused: dict) -> lis
     for field in [f for f in values if values[f] != fallback.get(f)]:
         try:
             apply(copy.copy(profile), {**values, field: fallback.get(field)})
-        except ValidationError as exc:
-            if set(exc.message_dict) == set(refused):
+        except FieldError as exc:
+            if set(exc.errors) == set(refused):
                 continue
         return [field]
     return []
 
 
 def profile_check(*, profile, data: dict[str, Any]) -> None:
-    """Check edits of a profile without saving: ValidationError with every problem (the page uses it for the
+    """Check edits of a profile without saving: a FieldError with every problem (the page uses it for the
     fields its form accepted while others were refused)."""
     apply = _model_apply if isinstance(profile, ModelProfile) else _gpu_apply
     editable = MODEL_EDITABLE if isinstance(profile, ModelProfile) else GPU_EDITABLE
@@ -244,11 +247,11 @@ def model_profile_update(*, profile: ModelProfile, user, data: dict[str, Any]) -
 def _model_apply(profile: ModelProfile, data: dict[str, Any]) -> None:
     unknown = set(data) - set(MODEL_EDITABLE)
     if unknown:
-        raise ValidationError({k: ["cannot be set on a model profile"] for k in sorted(unknown)})
+        raise FieldError.many({k: ["cannot be set on a model profile"] for k in sorted(unknown)})
     for field, value in data.items():
         setattr(profile, field, "" if field in _BLANK_FOR_NONE and value is None else value)
     if not (profile.name or "").strip():
-        raise ValidationError({"name": ["is required"]})
+        raise FieldError.many({"name": ["is required"]})
     if profile.layers and len(profile.layers) != profile.num_layers:
         profile.layers = []  # the per-layer pattern no longer fits: fall back to all full attention
     try:
@@ -256,7 +259,7 @@ def _model_apply(profile: ModelProfile, data: dict[str, Any]) -> None:
     except SpecError as exc:
         raise _spec_error(exc) from None
     except TypeError as exc:
-        raise ValidationError({"non_field_errors": [str(exc)]}) from None
+        raise FieldError.many({"non_field_errors": [str(exc)]}) from None
     for field, value in spec_columns(spec).items():
         setattr(profile, field, value)
 
@@ -269,15 +272,15 @@ def _model_apply(profile: ModelProfile, data: dict[str, Any]) -> None:
 def _gpu_apply(profile: GpuProfile, data: dict[str, Any]) -> None:
     unknown = set(data) - set(GPU_EDITABLE)
     if unknown:
-        raise ValidationError({k: ["cannot be set on a GPU profile"] for k in sorted(unknown)})
+        raise FieldError.many({k: ["cannot be set on a GPU profile"] for k in sorted(unknown)})
     for field, value in data.items():
         if value is None and field == "measured":
             value = {}
         setattr(profile, field, value if value is not None or field not in ("name", "vendor", "measured_source") else "")
     if not (profile.name or "").strip():
-        raise ValidationError({"name": ["is required"]})
+        raise FieldError.many({"name": ["is required"]})
     if profile.memory_gib is None:
-        raise ValidationError({"memory_gib": ["is required (total memory as torch / vLLM see it, GiB)"]})
+        raise FieldError.many({"memory_gib": ["is required (total memory as torch / vLLM see it, GiB)"]})
     profile.memory_gib_estimated = False
     try:
         spec = GpuSpec(**{f: getattr(profile, f) for f in ("name", "memory_gib", "memory_mib", "bandwidth_tbps",

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
+
+from simulator.base.errors import FieldError
 
 from . import selectors, services
 from .display import clock_physics, default_sampling_words, detail_rows, with_kv_figures
@@ -19,10 +21,10 @@ from .models import GpuProfile
 NAV = "catalog"
 
 
-def _attach(form, exc: ValidationError, default_field: str | None = None) -> None:
-    """Put a service's ValidationError on the form's fields (unknown keys go to the default field); a field
+def _attach(form, exc: FieldError, default_field: str | None = None) -> None:
+    """Put a service's input error (its ``errors``) on the form's fields (unknown keys go to the default field); a field
     that shows its own error already keeps only that one."""
-    for field, msgs in exc.message_dict.items():
+    for field, msgs in exc.errors.items():
         target = field if field in form.fields else default_field
         if target is not None and target in form.errors:
             continue
@@ -105,7 +107,7 @@ def model_import(request):
             services.model_import_check(config=c.get("config"), name=c.get("name"),
                                         num_parameters=c.get("num_parameters"),
                                         generation_config=c.get("generation_config"))
-        except ValidationError as exc:
+        except FieldError as exc:
             _attach(form, exc, default_field=c.get("config_field", "config_text"))
     elif request.method == "POST":
         try:
@@ -113,7 +115,7 @@ def model_import(request):
                 owner=request.user, config=form.cleaned_data["config"], name=form.cleaned_data.get("name"),
                 num_parameters=form.cleaned_data.get("num_parameters"),
                 generation_config=form.cleaned_data.get("generation_config"))
-        except ValidationError as exc:
+        except FieldError as exc:
             _attach(form, exc, default_field=form.cleaned_data.get("config_field", "config_text"))
         else:
             messages.success(request, f"Imported {profile.name}.")
@@ -129,7 +131,7 @@ def gpu_create(request):
     elif request.method == "POST":
         try:
             profile = services.gpu_profile_create(owner=request.user, data=form.cleaned_data)
-        except ValidationError as exc:
+        except FieldError as exc:
             _attach(form, exc)
         else:
             messages.success(request, f"Created {profile.name}.")
@@ -145,7 +147,7 @@ def _check_the_rest(form, profile, fields) -> None:
     data.update({k: v for k, v in form.cleaned_data.items() if k in data})
     try:
         services.profile_check(profile=profile, data=data)
-    except ValidationError as exc:
+    except FieldError as exc:
         _attach(form, exc)
 
 
@@ -159,7 +161,7 @@ def _edit(request, profile, form_class, update, fields):
     elif request.method == "POST":
         try:
             update(profile=profile, user=request.user, data=form.cleaned_data)
-        except ValidationError as exc:
+        except FieldError as exc:
             _attach(form, exc)
         else:
             messages.success(request, f"Saved {profile.name}.")

@@ -15,32 +15,29 @@ from __future__ import annotations
 from simulator.base.errors import FieldError
 
 
-class InputError(Exception):
-    """Input the planner cannot use; ``errors`` maps a field path to its messages.
+class InputError(FieldError):
+    """Input the planner cannot use: the one input-error type (:class:`simulator.base.errors.FieldError`) made from
+    messages per field, as the planner's checks collect them; ``errors`` maps a field path to its messages.
 
     ``not_found`` marks a reference to a profile that does not exist for this
     user (status 404 in the API); any other problem is a 400.
     """
 
     def __init__(self, errors: dict[str, list[str]], *, not_found: bool = False):
-        super().__init__("; ".join(f"{k}: {' '.join(v)}" for k, v in errors.items()))
-        self.errors = errors
-        self.not_found = not_found
+        made = FieldError.many(errors, not_found=not_found)
+        super().__init__(made.message, field=made.field, not_found=not_found)
+        self.args, self.errors = made.args, errors
 
     @classmethod
     def one(cls, field_name: str, message: str, *, not_found: bool = False) -> InputError:
         return cls({field_name: [message]}, not_found=not_found)
 
-    @property
-    def status_code(self) -> int:
-        return 404 if self.not_found else 400
-
 
 def field_and_message(exc: Exception) -> tuple[str | None, str]:
     """The field path and the words of an input error: ``exc.field`` and ``exc.message`` of a
-    :class:`simulator.base.errors.FieldError` that names its field; any other error names none (``(None, its
-    words)``): no field is read back out of a message."""
-    if isinstance(exc, FieldError) and exc.field:
+    :class:`simulator.base.errors.FieldError` that names one field; any other error (or one holding several
+    fields' problems) names none (``(None, its words)``): no field is read back out of a message."""
+    if isinstance(exc, FieldError) and exc.field and len(exc.errors) == 1:
         return exc.field, exc.message
     return None, str(exc)
 

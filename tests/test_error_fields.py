@@ -16,6 +16,7 @@ from django.core.exceptions import ValidationError
 
 from gpuprofiles.services import _spec_error
 from planner.sizing.services import spec_error_field
+from simulator.base.errors import FieldError
 from simulator.base.specs import SpecError
 from simulator.sizing.hf_config import parse_hf_config
 from tests.simulator._sizing_data import hf_config
@@ -23,12 +24,12 @@ from tests.simulator._sizing_data import hf_config
 
 def test_the_profile_services_take_the_field_of_the_error():
     named = _spec_error(SpecError("ratio 1:2 is not allowed", field="memory_gib"))
-    assert named.message_dict == {"memory_gib": ["ratio 1:2 is not allowed"]}
+    assert named.errors == {"memory_gib": ["ratio 1:2 is not allowed"]}
     # no field named: the whole words on non_field_errors (the old split made a field "ratio 1" of them)
-    assert _spec_error(SpecError("ratio 1:2 is not allowed")).message_dict == {
+    assert _spec_error(SpecError("ratio 1:2 is not allowed")).errors == {
         "non_field_errors": ["ratio 1:2 is not allowed"]}
-    assert _spec_error(SpecError("x", field="num_layers"), "config").message_dict == {"config": ["num_layers: x"]}
-    assert isinstance(_spec_error(SpecError("x")), ValidationError)
+    assert _spec_error(SpecError("x", field="num_layers"), "config").errors == {"config": ["num_layers: x"]}
+    assert isinstance(_spec_error(SpecError("x")), FieldError)  # the one input-error type, not Django's
 
 
 def test_the_sizing_service_takes_the_field_of_the_error():
@@ -167,3 +168,70 @@ def test_the_search_forms_speculative_setting_keeps_its_words():
         with pytest.raises(ValidationError) as exc:
             form.clean_speculative()
         assert exc.value.messages[0].startswith(words), exc.value.messages
+
+
+# --------------------------------------------------------------------------- the CLI names options by field (item 6)
+
+
+def test_the_cluster_command_names_its_options_from_the_errors_field(tmp_path, capsys):
+    """``cluster`` used to cut "routing" off the front of the words (and replace "closed_loop.clients" inside
+    them); the option is now found from the error's field (simulator.cli.values.option_words)."""
+    from pathlib import Path
+
+    from simulator.cli.commands import main
+    from simulator.cli.values import option_words
+    from simulator.cluster import ClusterError
+
+    wl = tmp_path / "wl.json"
+    assert main(["workload", "--n", "8", "--unit", "s", "--arrival", "poisson:5", "--prompt", "const:64",
+                 "--output", "const:8", "--out", str(wl)]) == 0
+    cfg = Path(__file__).resolve().parents[1] / "examples" / "C.json"
+    base = ["cluster", "--workload", str(wl), "--config", str(cfg), "--instances", "1"]
+    capsys.readouterr()
+    assert main(base + ["--routing", "routing-robin"]) == 2
+    assert capsys.readouterr().err.strip().startswith(
+        "error: --routing: unknown policy 'routing-robin' (known: round-robin, least-loaded, prefix-affinity")
+    assert main(base + ["--clients", "0"]) == 2
+    assert capsys.readouterr().err.strip().startswith("error: --clients: must be a whole number from 1 to ")
+    # words that only look like a field are left as they are; a field the options do not set keeps its path
+    assert option_words(ClusterError("routing: not a field"), {"routing": "--routing"}) == "routing: not a field"
+    assert option_words(ClusterError("bad", field="seed"), {"routing": "--routing"}) == "seed: bad"
+    assert option_words(ClusterError("bad", field="routing"), {"routing": "--routing"}) == "--routing: bad"
+
+
+# --------------------------------------------------------------------------- one error type (item 6)
+
+
+def test_every_input_error_is_one_type_with_its_field_paths():
+    """The simulator's errors, the planner's InputError and the catalog's are one type (FieldError) carrying
+    ``errors`` (path -> messages) and ``not_found``; the planner's name is that type with its constructor."""
+    from planner.errors import InputError, field_and_message
+
+    one = SpecError("must be >= 1, got 0", field="max_num_seqs")
+    assert one.errors == {"max_num_seqs": ["must be >= 1, got 0"]} and one.status_code == 400
+    many = InputError({"tensor_parallel_size": ["3 does not divide 32"], "model": ["No model 'x'"]}, not_found=True)
+    assert isinstance(many, FieldError) and many.status_code == 404
+    assert str(many) == "tensor_parallel_size: 3 does not divide 32; model: No model 'x'"
+    assert field_and_message(many) == (None, str(many))  # several fields: none of them is "the" field
+    single = InputError.one("gpu", "No GPU 'h1' (see GET /api/gpus/).")
+    assert (single.field, single.message, str(single)) == ("gpu", "No GPU 'h1' (see GET /api/gpus/).",
+                                                           "gpu: No GPU 'h1' (see GET /api/gpus/).")
+    assert FieldError.many({"non_field_errors": ["Send a JSON object."]}).field is None
+
+
+@pytest.mark.django_db
+def test_one_mapping_answers_a_simulator_a_planner_and_a_catalog_error_alike():
+    """planner.api.errors maps every FieldError once: a simulator error that reaches a view is a 400 at its
+    field (it was a 500), as the planner's and the catalog's are."""
+    from rest_framework.test import APIRequestFactory
+
+    from planner.api.errors import exception_handler
+    from planner.errors import InputError
+
+    request = APIRequestFactory().post("/api/plan/")
+    for exc, status, body in (
+            (SpecError("must be >= 1, got 0", field="max_num_seqs"), 400, {"max_num_seqs": ["must be >= 1, got 0"]}),
+            (InputError.one("model", "No model 'x'.", not_found=True), 404, {"model": ["No model 'x'."]}),
+            (_spec_error(SpecError("bad", field="memory_gib")), 400, {"memory_gib": ["bad"]})):
+        response = exception_handler(exc, {"request": request})
+        assert (response.status_code, response.data) == (status, {"errors": body})

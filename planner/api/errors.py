@@ -1,10 +1,11 @@
 """One JSON error shape for the whole API: ``{"errors": {field: [messages]}}``.
 
 Errors that do not belong to a field go under ``"non_field_errors"``; the HTTP
-status is always a 4xx for bad input. The planner's one input-error type,
-:class:`planner.errors.InputError`, reaches the client as it is: 400 with its
-field messages, or 404 (same shape) when the input names a profile the user
-may not see. Unexpected exceptions are logged and answered with a 500 in the
+status is always a 4xx for bad input. The one input-error type,
+:class:`simulator.base.errors.FieldError` (the planner's
+:class:`~planner.errors.InputError` is one), is mapped here once, wherever it was
+raised (simulator, services, catalog): 400 with its field messages (``errors``),
+or 404 (same shape) when the input names a profile the user may not see. Unexpected exceptions are logged and answered with a 500 in the
 same shape, but no input should reach that path.
 """
 
@@ -21,7 +22,7 @@ from rest_framework.fields import get_error_detail
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from planner.errors import InputError
+from simulator.base.errors import FieldError
 
 logger = logging.getLogger(__name__)
 
@@ -59,8 +60,9 @@ class ReferenceNotFound(APIException):
         self.detail = errors
 
 
-def input_error_as_api_exception(exc: InputError) -> APIException:
-    """The planner's :class:`~planner.errors.InputError` as DRF's 400 (or a 404 for a reference to nothing)."""
+def input_error_as_api_exception(exc: FieldError) -> APIException:
+    """An input error (:class:`~simulator.base.errors.FieldError`, the planner's ``InputError`` among them) as DRF's
+    400 with its messages per field (or a 404 for a reference to nothing)."""
     return ReferenceNotFound(exc.errors) if exc.not_found else ValidationError(exc.errors)
 
 
@@ -75,9 +77,9 @@ def _as_api_exception(exc):
 
     A body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is a 413; other suspicious input Django
     refuses (too many fields, bad multipart) a 400; a Django ``ValidationError`` raised
-    by a service a 400 with its field messages; the planner's InputError its 400 or 404.
+    by a service a 400 with its field messages; an input error (:class:`FieldError`) its 400 or 404.
     """
-    if isinstance(exc, InputError):
+    if isinstance(exc, FieldError):
         return input_error_as_api_exception(exc)
     if isinstance(exc, RequestDataTooBig):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE

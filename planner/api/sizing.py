@@ -22,11 +22,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.strict_input import StrictFieldsMixin
-from planner.api.validation import VLLM_BLOCK_SIZES, block_size_problem
 from planner.errors import InputError, field_and_message
 from planner.sizing import selectors, services
 from planner.sizing.knobs import KNOBS
-from simulator.base import DTYPE_BYTES, KV_CACHE_DTYPES, GpuSpec, SpecError
+from simulator.base import GpuSpec, SpecError
+from simulator.base.specs import VLLM_BLOCK_SIZES
 from simulator.sizing import parse_hf_config
 from simulator.speculative import METHODS, DraftSpec
 
@@ -57,27 +57,41 @@ class StrictIntegerField(serializers.IntegerField):
 
 @extend_schema_field({"type": "integer", "enum": list(VLLM_BLOCK_SIZES)})
 class BlockSizeField(StrictIntegerField):
-    """Tokens per KV block, one of vLLM's (:data:`planner.api.validation.VLLM_BLOCK_SIZES`)."""
+    """Tokens per KV block, one of vLLM's (:data:`simulator.base.specs.VLLM_BLOCK_SIZES`; the knob's rule)."""
+
+
+class KnobChoiceField(serializers.ChoiceField):
+    """A knob of fixed values (kind "choice" in :mod:`planner.sizing.knobs`): a value off the list gets the knob's
+    words, the ones the sizing form shows."""
+
+    def __init__(self, *, knob, **kwargs):
+        self.knob = knob
+        super().__init__(choices=[value for value, _ in knob.choices], **kwargs)
 
     def to_internal_value(self, data):
-        value = super().to_internal_value(data)
-        problem = block_size_problem(value)
-        if problem:
-            raise serializers.ValidationError(problem[0].upper() + problem[1:] + ".")
-        return value
+        if not isinstance(data, str) or data not in self.choice_strings_to_values:
+            raise serializers.ValidationError(self.knob.problem(data))
+        return super().to_internal_value(data)
 
 
 def knob_serializer_field(name: str, **overrides: Any) -> serializers.Field:
-    """The API field of a sizing knob (:data:`planner.sizing.knobs.KNOBS`), with the same bounds and rule as the
-    form's; absent means the knob's default (or null: the service decides, as the help says)."""
+    """The API field of a sizing knob (:data:`planner.sizing.knobs.KNOBS`), with the same bounds, values and rule as
+    the form's; absent means the knob's default (or null: the service decides, as the help says)."""
     k = KNOBS[name]
-    kw: dict[str, Any] = {"help_text": k.api_help(), "validators": k.validators()}
+    kw: dict[str, Any] = {"help_text": k.api_help()}
     if k.default is not None:
         kw["default"] = k.default
     else:
         kw.update(required=False, allow_null=True)
+    if k.kind == "choice":
+        return KnobChoiceField(knob=k, **{**kw, **overrides})
+    kw["validators"] = k.validators()
     if k.kind == "bool":
         return serializers.BooleanField(**{**kw, **overrides})
+    if k.kind == "text":
+        return serializers.CharField(**{**kw, "max_length": k.max_length, **overrides})
+    if k.choices:  # (a fixed set of whole numbers: the rule says which)
+        return BlockSizeField(**{**kw, **overrides})
     kw.update(min_value=k.low, max_value=k.high)
     field = StrictIntegerField if k.kind == "int" else FiniteFloatField
     return field(**{**kw, **overrides})
@@ -174,9 +188,6 @@ class GpuRefField(_CatalogRefField):
     default_error_messages = {"invalid": "Give a catalog slug (string) or an object with 'memory_gib'."}
 
 
-_DTYPES = ["auto", *sorted(DTYPE_BYTES)]
-
-
 class SpeculativeInputSerializer(StrictFieldsMixin, serializers.Serializer):
     """Speculative decoding: the drafter whose weights and KV come out of the memory budget."""
 
@@ -215,17 +226,15 @@ class PlanCreateApi(APIView):
         data_parallel_size = knob_serializer_field("data_parallel_size")
         enable_expert_parallel = knob_serializer_field("enable_expert_parallel")
         num_gpus = knob_serializer_field("num_gpus")
-        dtype = serializers.ChoiceField(choices=_DTYPES, default="auto", help_text="Weights dtype (vLLM --dtype).")
-        kv_cache_dtype = serializers.ChoiceField(choices=list(KV_CACHE_DTYPES), default="auto")
-        block_size = BlockSizeField(default=16, help_text="Tokens per KV block: one of vLLM's "
-                                                          f"{', '.join(map(str, VLLM_BLOCK_SIZES))}.")
+        dtype = knob_serializer_field("dtype")
+        kv_cache_dtype = knob_serializer_field("kv_cache_dtype")
+        block_size = knob_serializer_field("block_size")
         gpu_memory_utilization = knob_serializer_field("gpu_memory_utilization")
         max_model_len = knob_serializer_field("max_model_len")
         max_num_batched_tokens = knob_serializer_field("max_num_batched_tokens")
         max_num_seqs = StrictIntegerField(required=False, allow_null=True, min_value=1,
                                           max_value=LIMITS["max_num_seqs"])
-        vllm_version = serializers.CharField(required=False, allow_null=True, max_length=20,
-                                             help_text="vLLM version to imitate (e.g. '0.11.0'); default recent.")
+        vllm_version = knob_serializer_field("vllm_version")
         cpu_tier_gib = knob_serializer_field("cpu_tier_gib")
         weights_gib = knob_serializer_field("weights_gib")
         available_kv_gib = knob_serializer_field("available_kv_gib")
@@ -240,11 +249,7 @@ class PlanCreateApi(APIView):
                                          max_value=LIMITS["cudagraph_gib"],
                                          help_text="Calibration: the log's CUDA graph memory (per GPU; can be "
                                                    "negative, as vLLM prints it).")
-        quantization = serializers.CharField(
-            required=False, allow_null=True, max_length=40,
-            help_text="Checkpoint quantization method, overriding the model's: awq, gptq, compressed-tensors, fp8, "
-                      "int8, int4, mxfp4, nvfp4, bitsandbytes, or none. Default: the model's own (its "
-                      "config.json quantization_config). Does not change kv_cache_dtype auto.")
+        quantization = knob_serializer_field("quantization")
         quant_group_size = StrictIntegerField(required=False, allow_null=True, min_value=-1, max_value=1_000_000,
                                               help_text="Weights per quantization scale (-1: per channel).")
         max_loras = knob_serializer_field("max_loras")

@@ -1,11 +1,8 @@
 """Input rules shared by the API, the sweep definitions and the pages.
 
-``block_size``: vLLM accepts only a fixed set of KV block sizes. Its cache
-configuration declares ``BlockSize = Literal[1, 8, 16, 32, 64, 128, 256]`` and
-types ``CacheConfig.block_size`` with it (``vllm/config/cache.py``, vLLM 0.11;
-0.8-0.10 had ``Literal[1, 8, 16, 32, 64, 128]``, and ``--block-size`` on the
-command line takes the same choices). A block size vLLM would refuse at start-up
-is refused here too, so that no plan or sweep describes an engine that cannot run.
+``block_size``: vLLM accepts only a fixed set of KV block sizes; the rule lives with the deployment spec
+(:func:`simulator.base.specs.block_size_problem`, re-exported here for the sweep definitions). A block size vLLM
+would refuse at start-up is refused here too, so that no plan or sweep describes an engine that cannot run.
 
 Context length (:func:`context_problems`): a ``max_model_len`` beyond the model's positions, and a request
 longer than ``max_model_len``, are refused by sizing, the deployment search and the replicas search alike.
@@ -13,18 +10,7 @@ longer than ``max_model_len``, are refused by sizing, the deployment search and 
 
 from __future__ import annotations
 
-from typing import Any
-
-#: KV block sizes (tokens) vLLM's CacheConfig accepts (vllm/config/cache.py, ``BlockSize``).
-VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
-
-
-def block_size_problem(value: Any) -> str | None:
-    """A message when ``value`` is not a block size vLLM accepts, else None (booleans are not numbers)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value not in VLLM_BLOCK_SIZES:
-        sizes = ", ".join(str(b) for b in VLLM_BLOCK_SIZES)
-        return f"must be one of vLLM's block sizes ({sizes} tokens; vLLM's CacheConfig refuses others), got {value!r}"
-    return None
+from simulator.base.specs import VLLM_BLOCK_SIZES, block_size_problem
 
 
 def context_problems(*, model_name: str, max_positions: int | None, max_model_len: int | None,
@@ -55,3 +41,6 @@ def context_problems(*, model_name: str, max_positions: int | None, max_model_le
                           f"{model_name}'s {max_positions:,} positions (max_position_embeddings, its longest "
                           "max_model_len); vLLM refuses it")
     return out
+
+
+__all__ = ["VLLM_BLOCK_SIZES", "block_size_problem", "context_problems"]

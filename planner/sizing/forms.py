@@ -18,51 +18,64 @@ from django.http import QueryDict
 
 from planner.errors import field_and_message
 from planner.sampling_words import sampling_field
-from simulator.base import KV_CACHE_DTYPES, SpecError
+from simulator.base import SpecError
 from simulator.speculative import MAX_SPECULATIVE_TOKENS, DraftSpec
 
 from . import selectors
 from .knobs import KNOBS
 from .services import LIMITS, PlanInputError, lengths_distribution
 
-WEIGHT_DTYPE_CHOICES = [
-    ("auto", "auto — the checkpoint's dtype"),
-    ("bf16", "bf16 (2 bytes)"),
-    ("fp16", "fp16 (2 bytes)"),
-    ("fp32", "fp32 (4 bytes)"),
-    ("fp8", "fp8 (1 byte, on-the-fly quantization)"),
-    ("int4", "int4 (0.5 byte + group scales)"),
-]
-_KV_LABELS = {"auto": "auto — the activation dtype", "fp32": "fp32 (4 bytes)", "bf16": "bf16 (2 bytes)",
-              "fp16": "fp16 (2 bytes)", "fp8": "fp8 (1 byte)", "int8": "int8 (1 byte)",
-              "int4": "int4 (0.5 byte + scales)", "fp4": "fp4 (0.5 byte + scales)", "nvfp4": "nvfp4 (0.5 byte + scales)"}
-KV_DTYPE_CHOICES = [(k, _KV_LABELS.get(k, k)) for k in KV_CACHE_DTYPES]
-BLOCK_SIZE_CHOICES = [(b, f"{b} tokens") for b in (8, 16, 32, 64, 128)]
-
 DEFAULT_LENGTHS = "lognormal:2048,1536"
 
-#: What an empty form stands for: vLLM's defaults (model and GPU are filled in from the catalog).
+#: What an empty form stands for: vLLM's defaults, the knobs' (model and GPU are filled in from the catalog).
 DEFAULTS: dict[str, str] = {
-    "tensor_parallel_size": "1",
-    "pipeline_parallel_size": "1",
-    "dtype": "auto",
-    "kv_cache_dtype": "auto",
-    "block_size": "16",
-    "gpu_memory_utilization": "0.9",
+    **{k.name: str(k.default) for k in KNOBS.values() if k.default is not None and not k.optional
+       and k.kind != "bool"},
     "lengths": DEFAULT_LENGTHS,
 }
 
 _NUMBER = {"class": "num"}
 
 
+class KnobChoiceField(forms.TypedChoiceField):
+    """A knob offered as a menu (:attr:`Knob.choices <planner.sizing.knobs.Knob.choices>`): the knob's rule, not
+    Django's "Select a valid choice", decides what is refused, in the words ``POST /api/plan/`` answers."""
+
+    def __init__(self, *, knob, **kwargs):
+        self.knob = knob
+        super().__init__(**kwargs)
+
+    def to_python(self, value):
+        value = super().to_python(value)
+        if value in self.empty_values or self.coerce is str:
+            return value
+        try:
+            return self.coerce(value)
+        except (TypeError, ValueError):
+            raise forms.ValidationError(self.knob.problem(value) or "Not a valid value.", code="invalid") from None
+
+    def valid_value(self, value) -> bool:
+        return True  # the knob's rule (a validator) says what is refused
+
+    def _coerce(self, value):
+        # (coerced in to_python, before the rule runs)
+        return self.empty_value if value in self.empty_values else value
+
+
 def knob_field(name: str, **overrides: Any) -> forms.Field:
-    """The form field of a sizing knob (:data:`planner.sizing.knobs.KNOBS`): its bounds, label, help and rule;
-    ``overrides`` for a form that words it its own way (the replicas form's TP label)."""
+    """The form field of a sizing knob (:data:`planner.sizing.knobs.KNOBS`): its bounds or values, label, help and
+    rule; ``overrides`` for a form that words it its own way (the replicas form's TP label)."""
     k = KNOBS[name]
     kw: dict[str, Any] = {"label": k.label, "help_text": k.form_help(), "validators": k.validators(),
                           "required": k.kind != "bool" and not k.optional}
     if k.kind == "bool":
         return forms.BooleanField(**{**kw, **overrides})
+    if k.choices:
+        coerce = int if k.kind == "int" else str
+        return KnobChoiceField(knob=k, choices=list(k.choices), coerce=coerce, empty_value=None if k.optional else "",
+                               **{**kw, **overrides})
+    if k.kind == "text":
+        return forms.CharField(**{**kw, "max_length": k.max_length, **overrides})
     kw.update(min_value=k.low, max_value=k.high)
     if k.kind == "int":
         return forms.IntegerField(**{**kw, "widget": forms.NumberInput(attrs=_NUMBER), **overrides})
@@ -80,12 +93,9 @@ class SizingForm(forms.Form):
     pipeline_parallel_size = knob_field("pipeline_parallel_size")
     data_parallel_size = knob_field("data_parallel_size")
     enable_expert_parallel = knob_field("enable_expert_parallel")
-    dtype = forms.ChoiceField(label="Weight dtype", choices=WEIGHT_DTYPE_CHOICES,
-                              help_text="vLLM --dtype; quantized checkpoints keep their own format.")
-    kv_cache_dtype = forms.ChoiceField(label="KV cache dtype", choices=KV_DTYPE_CHOICES,
-                                       help_text="Bytes per cached K/V element.")
-    block_size = forms.TypedChoiceField(label="Block size", choices=BLOCK_SIZE_CHOICES, coerce=int,
-                                        help_text="Tokens per KV block (vLLM default 16).")
+    dtype = knob_field("dtype")
+    kv_cache_dtype = knob_field("kv_cache_dtype")
+    block_size = knob_field("block_size")
     gpu_memory_utilization = knob_field("gpu_memory_utilization")
     max_model_len = knob_field("max_model_len")
     max_num_batched_tokens = knob_field("max_num_batched_tokens")
@@ -98,12 +108,7 @@ class SizingForm(forms.Form):
                   "… GiB' of your own run; their figures replace the modelled ones.")
     weights_gib = knob_field("weights_gib")
     available_kv_gib = knob_field("available_kv_gib")
-    quantization = forms.ChoiceField(
-        label="Weights quantization", required=False,
-        choices=[("", "the model's own"), ("none", "none (16-bit)"),
-                 *((q, q) for q in ("awq", "gptq", "compressed-tensors", "fp8", "int8", "int4", "mxfp4", "nvfp4",
-                                    "bitsandbytes"))],
-        help_text="Overrides the checkpoint's quantization_config; the KV cache keeps its own dtype.")
+    quantization = knob_field("quantization")
     max_loras = knob_field("max_loras")
     max_lora_rank = knob_field("max_lora_rank")
     speculative_method = forms.ChoiceField(
@@ -115,9 +120,7 @@ class SizingForm(forms.Form):
     draft_model = forms.ChoiceField(
         label="Draft model", required=False,
         help_text="Only for the draft model method: a smaller model of the same vocabulary.")
-    vllm_version = forms.CharField(
-        label="vLLM version", required=False, max_length=20,
-        help_text="The version whose rules to follow, e.g. 0.10.1; blank = the newest.")
+    vllm_version = knob_field("vllm_version")
     lengths = forms.CharField(
         label="Request lengths (paged vs naive)", required=False, max_length=200,
         help_text="Token lengths of the requests for the fragmentation chart, e.g. 'lognormal:2048,1536' "
@@ -169,10 +172,8 @@ class SizingForm(forms.Form):
     # -- validation ---------------------------------------------------------
 
     def clean_vllm_version(self) -> str | None:
-        v = (self.cleaned_data.get("vllm_version") or "").strip().lstrip("v")
-        if v and not re.fullmatch(r"\d+(\.\d+){0,3}(\.post\d+)?", v):
-            raise forms.ValidationError(f"Give a version such as 0.10.1 or 0.28.0; got {v!r}.")
-        return v or None
+        """(checked by its knob's rule) without the leading ``v``; blank = the newest."""
+        return (self.cleaned_data.get("vllm_version") or "").strip().lstrip("v") or None
 
     def clean_quantization(self) -> str | None:
         return self.cleaned_data.get("quantization") or None

@@ -282,10 +282,10 @@ def apply_quantization(model: ModelSpec, knobs: dict[str, Any]) -> ModelSpec:
         return model
     changes: dict[str, Any] = {}
     if method:
-        name = quantization.METHOD_ALIASES.get(str(method).strip().lower())
-        if name is None:
-            raise PlanInputError.one("quantization", f"{method!r} is not a quantization method the planner knows "
-                                                     f"(known: {quantization.known_methods()}, or none)")
+        problem = quantization.method_problem(method)
+        if problem:
+            raise PlanInputError.one("quantization", problem)
+        name = quantization.METHOD_ALIASES[str(method).strip().lower()]
         if name == "none":
             return replace(model, quantization=None, quant_bits=None, quant_group_size=None, quant_scheme=None,
                            quant_ignore=())

@@ -79,6 +79,28 @@ _DTYPE_ALIASES: dict[str, str] = {
 #: KV cache dtypes a deployment may ask for ("auto" = the model's dtype).
 KV_CACHE_DTYPES = ("auto", "fp32", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2", "int8", "int4", "fp4", "nvfp4")
 
+#: Weight dtypes a deployment may ask for (vLLM ``--dtype``; ``fp8``, ``int8``, ``int4`` and the 4-bit floats as
+#: on-the-fly quantization): every dtype the sizing models (:data:`DTYPE_BYTES`), the common ones first, as the sizing
+#: form offers and ``POST /api/plan/`` accepts them. A quantized checkpoint keeps its format (``quantization``).
+WEIGHT_DTYPES = ("auto", "bf16", "fp16", "fp32", "fp8", "int4",
+                 *(d for d in DTYPE_BYTES if d not in ("bf16", "fp16", "fp32", "fp8", "int4")))
+
+#: KV block sizes (tokens) vLLM's CacheConfig accepts: it declares ``BlockSize = Literal[1, 8, 16, 32, 64, 128, 256]``
+#: and types ``CacheConfig.block_size`` with it (``vllm/config/cache.py``, vLLM 0.11; 0.8-0.10 had
+#: ``Literal[1, 8, 16, 32, 64, 128]``; ``--block-size`` takes the same choices). What a person types is held to it
+#: (:func:`block_size_problem`); a :class:`DeploymentSpec` itself takes any size up to ``DEPLOYMENT_LIMITS``, as
+#: vLLM's own larger blocks for hybrid models are.
+VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
+
+
+def block_size_problem(value: Any) -> str | None:
+    """A message when ``value`` is not a block size vLLM accepts, else None (booleans are not numbers)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value not in VLLM_BLOCK_SIZES:
+        sizes = ", ".join(str(b) for b in VLLM_BLOCK_SIZES)
+        return f"must be one of vLLM's block sizes ({sizes} tokens; vLLM's CacheConfig refuses others), got {value!r}"
+    return None
+
+
 #: Checkpoint quantization methods understood by the weights model (see simulator/sizing/quantization.py).
 QUANTIZATIONS = (None, "fp8", "int8", "awq", "gptq", "int4", "mxfp4", "nvfp4", "fp4", "compressed-tensors",
                  "bitsandbytes")
@@ -821,6 +843,9 @@ __all__ = [
     "SpecError",
     "DTYPE_BYTES",
     "KV_CACHE_DTYPES",
+    "WEIGHT_DTYPES",
+    "VLLM_BLOCK_SIZES",
+    "block_size_problem",
     "QUANTIZATIONS",
     "ATTENTION_KINDS",
     "LAYER_FULL",

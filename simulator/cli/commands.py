@@ -39,7 +39,7 @@ import numpy as np
 
 from simulator.base.errors import FieldError
 from simulator.cli.traces import add_trace_arguments, read_trace_file
-from simulator.cli.values import whole_numbers
+from simulator.cli.values import option_words, whole_numbers
 from simulator.engine import jsonable
 from simulator.engine.config import POLICIES, ConfigError, EngineConfig, StepTimeModel
 from simulator.engine.windows import time_windows
@@ -558,8 +558,8 @@ def _cmd_closed_loop(args: argparse.Namespace, workload, trace, config, counts, 
             res = simulate_closed_loop(workload, config, load, num_instances=counts[0], routing=policies[0],
                                        seed=args.seed, progress=progress)
     except ClusterError as exc:
-        msg = str(exc).replace("closed_loop.clients", "--clients").replace("closed_loop.think_s", "--think")
-        raise CliError(msg) from None
+        raise CliError(option_words(exc, {"closed_loop.clients": "--clients", "closed_loop.think_s": "--think",
+                                          **_CLUSTER_OPTIONS})) from None
     _note_defaults(data, f"config file {args.config!r}")
     out = res.to_dict(requests=args.requests)
     _emit(_dump({"trace": trace.to_dict(), **out} if trace is not None else out, args.indent), args.output)
@@ -578,7 +578,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     try:
         policies = [parse_routing(r) for r in (args.routing or ["round-robin"])]
     except ClusterError as exc:
-        raise CliError("--routing" + str(exc).removeprefix("routing")) from None
+        raise CliError(option_words(exc, {"routing": "--routing"})) from None
     if args.find_replicas:
         if counts:
             raise CliError("--find-replicas searches the instance count itself: leave out --instances")
@@ -619,9 +619,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         points = [r.to_dict(requests=args.requests) for r in done]
         _note_defaults(data, f"config file {args.config!r}")
     except (ClusterError, MetricsError) as exc:
-        msg = str(exc)
-        field, sep, rest = msg.partition(":")
-        raise CliError(f"{_CLUSTER_OPTIONS[field]}{sep}{rest}" if field in _CLUSTER_OPTIONS else msg) from None
+        raise CliError(option_words(exc, _CLUSTER_OPTIONS)) from None
     out = points[0] if len(points) == 1 else {"points": points}
     _emit(_dump({"trace": trace.to_dict(), **out} if trace is not None else out, args.indent), args.output)
     return 0

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from simulator.batch import WorkloadSize, price_batch, price_run
-from simulator.cli.values import read_json, whole_numbers
+from simulator.cli.values import option_words, read_json, whole_numbers
 from simulator.cluster import DisaggError, DisaggregatedDeployment, deployment_from_dict
 from simulator.engine import MetricsError
 
@@ -58,7 +58,7 @@ def _option_of(exc: Exception) -> str:
     error as it is)."""
     field = getattr(exc, "field", None)
     if field in _OPTIONS:
-        return f"{_OPTIONS[field]}: {exc.message}"
+        return option_words(exc, _OPTIONS)
     if field is not None and (field == "workload" or field.startswith("workload.")):
         return str(exc)
     return f"--disaggregated {exc}"

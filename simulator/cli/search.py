@@ -19,7 +19,7 @@ from typing import Any
 
 from simulator.base import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS, path_words, timed_path
 from simulator.base.errors import FieldError
-from simulator.cli.values import read_json
+from simulator.cli.values import option_words, read_json
 from simulator.search import (
     DEFAULT_SEED_COUNT,
     DURATION_BOUNDS_S,
@@ -263,7 +263,7 @@ def _link(args: argparse.Namespace):
     try:
         return KvLink(args.link_gbps, 1e-4)
     except DisaggError as exc:
-        raise SearchError("--link-gbps" + str(exc).removeprefix("link.bandwidth_gbps")) from None
+        raise SearchError(option_words(exc, {"link.bandwidth_gbps": "--link-gbps"})) from None
 
 
 def _disaggregated(args: argparse.Namespace, result, workload, model, space, slo):

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from simulator.base.errors import FieldError
+
 
 def whole_numbers(text: str, option: str, error: type[Exception]) -> list[int]:
     """``N`` or ``N1,N2,...`` as distinct whole numbers; ``error`` (naming ``option``) otherwise."""
@@ -33,3 +35,13 @@ def read_json(path: str, option: str, error: type[Exception]) -> Any:
 
 
 __all__ = ["read_json", "whole_numbers"]
+
+
+def option_words(exc: Exception, options: dict[str, str]) -> str:
+    """An input error's words with its field named as the option that sets it: ``"--routing: unknown policy ..."``
+    when ``exc.field`` (a :class:`~simulator.base.errors.FieldError`'s) is in ``options`` (field -> option); else
+    the error's words as they are. The field is the error's own, never read back out of its words."""
+    field = exc.field if isinstance(exc, FieldError) else None
+    if field in options:
+        return f"{options[field]}: {exc.message}"
+    return str(exc)

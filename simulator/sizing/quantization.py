@@ -144,6 +144,15 @@ def known_methods() -> str:
     return ", ".join(sorted(_FORMATS))
 
 
+def method_problem(method: object) -> str | None:
+    """Why ``method`` is not a quantization method a deployment may name (any spelling of
+    :data:`METHOD_ALIASES`, any case; ``none`` for an unquantized run), or None: one rule for the sizing form,
+    ``POST /api/plan/`` and the sizing service."""
+    if str(method).strip().lower() in METHOD_ALIASES:
+        return None
+    return f"{method!r} is not a quantization method the planner knows (known: {known_methods()}, or none)"
+
+
 def scheme_for(model: ModelSpec, deployment_dtype: str = "auto") -> QuantScheme | None:
     """The quantization of ``model``'s weights; for an unquantized checkpoint, the one a
     sub-16-bit ``deployment_dtype`` implies (vLLM's on-the-fly ``--quantization fp8``...); None = 16-bit."""
@@ -285,4 +294,4 @@ def describe(model: ModelSpec, deployment_dtype: str = "auto") -> str:
 
 
 __all__ = ["DTYPE_METHOD", "METHOD_ALIASES", "QuantScheme", "check_group_size", "describe", "known_methods",
-           "scheme_for", "unquantized_fractions", "weight_bytes_by_category"]
+           "method_problem", "scheme_for", "unquantized_fractions", "weight_bytes_by_category"]

@@ -160,7 +160,7 @@ def test_model_that_does_not_fit_is_200_with_reason(api):
         ({"tensor_parallel_size": 10**9}, "tensor_parallel_size", "less than or equal to 512"),
         ({"tensor_parallel_size": True}, "tensor_parallel_size", "valid integer"),
         ({"block_size": 0}, "block_size", "one of vLLM's block sizes"),
-        ({"kv_cache_dtype": "fp7"}, "kv_cache_dtype", "not a valid choice"),
+        ({"kv_cache_dtype": "fp7"}, "kv_cache_dtype", "Must be one of the KV cache dtypes: auto, fp32"),
         ({"num_gpus": 3, "tensor_parallel_size": 2}, "num_gpus", "multiple of 2"),
         ({"available_kv_gib": 500}, "available_kv_gib", "more than the GPU's 79.18 GiB"),
         ({"gpu": {"name": "x"}}, "gpu.memory_gib", "required"),

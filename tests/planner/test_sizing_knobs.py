@@ -3,6 +3,7 @@ defaults and rules: a value one door refuses the other refuses too, and a value 
 
 from __future__ import annotations
 
+import django.forms
 import pytest
 from django.test import Client
 
@@ -15,7 +16,8 @@ from simulator.base.specs import DEPLOYMENT_LIMITS
 pytestmark = pytest.mark.django_db
 
 INPUT = PlanCreateApi.InputSerializer
-NUMERIC = [k for k in KNOBS.values() if k.kind in ("int", "float") and k.name != "num_speculative_tokens"]
+NUMERIC = [k for k in KNOBS.values()
+           if k.kind in ("int", "float") and not k.choices and k.name != "num_speculative_tokens"]
 
 
 def _edges(knob):
@@ -90,3 +92,51 @@ def test_a_knobs_top_is_the_simulator_specs_and_the_spec_refuses_past_it(knob):
     with pytest.raises(SpecError) as caught:
         DeploymentSpec(**{knob.name: top + (1 if knob.kind == "int" else 0.5)})
     assert caught.value.field == knob.name and f"{top:,.0f}" in caught.value.message
+
+
+# --------------------------------------------------------------------------- the knobs of fixed values and words
+
+
+@pytest.mark.parametrize(("name", "bad", "words"), [
+    ("dtype", "fp7", "Must be one of the weight dtypes: auto, bf16, fp16, fp32, fp8, int4, "),
+    ("kv_cache_dtype", "fp7", "Must be one of the KV cache dtypes: auto, fp32, "),
+    ("block_size", 7, "Must be one of vLLM's block sizes (1, 8, 16, 32, 64, 128, 256 tokens"),
+    ("quantization", "hqq", "'hqq' is not a quantization method the planner knows (known: awq, "),
+    ("vllm_version", "latest", "Give a version such as 0.10.1 or 0.28.0; got 'latest'."),
+    ("vllm_version", "1x", "Give a version such as 0.10.1 or 0.28.0; got '1x'."),
+])
+def test_both_doors_give_the_same_words_for_the_same_bad_value(name, bad, words):
+    """Issue 29 item 5: the five fields the form and the serializer declared apart (with different values and
+    words) come from the knob table; a bad value gets one message, whichever door it came through."""
+    api = INPUT(data={"model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb", name: bad})
+    assert not api.is_valid()
+    (api_message,) = [str(m) for m in api.errors[name]]
+    with pytest.raises(django.forms.ValidationError) as caught:
+        SizingForm.base_fields[name].clean(str(bad))
+    (form_message,) = caught.value.messages
+    assert api_message == form_message and api_message.startswith(words), (api_message, form_message)
+
+
+@pytest.mark.parametrize(("name", "good"), [
+    ("dtype", "int8"), ("dtype", "nvfp4"), ("kv_cache_dtype", "fp8_e4m3"), ("block_size", 1), ("block_size", 256),
+    ("quantization", "awq_marlin"), ("quantization", "AWQ"), ("vllm_version", "v0.10.1"),
+    ("vllm_version", "0.10.1.post1"),
+])
+def test_a_value_one_door_takes_the_other_takes_too(name, good):
+    api = INPUT(data={"model": "llama-3-1-8b", "gpu": "h100-sxm5-80gb", name: good})
+    assert api.is_valid(), api.errors
+    SizingForm.base_fields[name].clean(str(good))
+
+
+def test_the_value_lists_are_the_simulators():
+    from simulator.base.specs import DTYPE_BYTES, KV_CACHE_DTYPES, VLLM_BLOCK_SIZES
+
+    assert [v for v, _ in KNOBS["dtype"].choices] == ["auto", "bf16", "fp16", "fp32", "fp8", "int4",
+                                                      *(d for d in DTYPE_BYTES if d not in
+                                                        ("bf16", "fp16", "fp32", "fp8", "int4"))]
+    assert tuple(v for v, _ in KNOBS["kv_cache_dtype"].choices) == KV_CACHE_DTYPES
+    assert tuple(v for v, _ in KNOBS["block_size"].choices) == VLLM_BLOCK_SIZES
+    for name in ("dtype", "kv_cache_dtype", "block_size"):  # the form's menu is the table's
+        assert SizingForm.base_fields[name].choices == list(KNOBS[name].choices)
+    for name in ("dtype", "kv_cache_dtype"):  # and so are the API's values
+        assert list(INPUT().fields[name].choices) == [v for v, _ in KNOBS[name].choices]

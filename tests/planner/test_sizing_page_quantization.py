@@ -45,7 +45,7 @@ def test_lora_slots_and_vllm_rule_are_in_the_breakdown(client):
 
 @pytest.mark.parametrize(("query", "field", "fragment"), [
     ({"vllm_version": "latest"}, "vllm_version", "Give a version such as"),
-    ({"quantization": "hqq"}, "quantization", "Select a valid choice"),
+    ({"quantization": "hqq"}, "quantization", "is not a quantization method the planner knows"),
 ])
 def test_bad_values_are_named_at_their_field(client, query, field, fragment):
     html = client.get("/", {"model": "qwen3-8b", "gpu": "h100-sxm5-80gb", **query}).content.decode()
