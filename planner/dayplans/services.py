@@ -156,25 +156,28 @@ def _locked(plan_id: int) -> DayPlan:
     return DayPlan.objects.select_for_update().get(pk=plan_id)
 
 
-def _follow(plan: DayPlan, index: int, handover: dict) -> None:
-    """Chunk ``index - 1``'s handover is ``handover`` now (told or stored; under the plan's lock): send chunk
-    ``index`` if it has not started, put it back and send it again if it started from another handover, leave it
-    if it started from this one (module docstring)."""
+def _follow(plan: DayPlan, index: int, handover: dict) -> bool:
+    """Chunk ``index - 1``'s handover is ``handover`` now (told or stored; under the plan's lock): chunk ``index``
+    is to be sent if it has not started, put back (and sent) if it started from another handover, and left if it
+    started from this one (module docstring). True when the caller is to send it (after its commit)."""
     row = DayPlanChunk.objects.filter(plan_id=plan.pk, index=index).first()
     if row is None or plan.is_final:
-        return
+        return False
     if row.started_from is None:
-        if row.status == "pending":
-            transaction.on_commit(lambda: chunk_enqueue(plan.pk, index))
-        return  # running with no start yet: a lead-in, which takes the true handover when it ends
+        return row.status == "pending"  # running with no start yet: a lead-in, which takes the true one at its end
     if row.started_from == handover:
-        return  # the chains met here (or a chunk already started from the true handover)
+        return False  # the chains met here (or a chunk already started from the true handover)
     logger.info("day plan %s: chunk %s started from another handover; sent again from the true one", plan.pk,
                 index)
     DayPlanChunk.objects.filter(pk=row.pk).update(status="pending", started_from=None, result=None, handover=None,
-                                                  attempts=0, task_id=str(uuid.uuid4()),
-                                                  heartbeat_at=None, finished_at=None)
-    transaction.on_commit(lambda: chunk_enqueue(plan.pk, index))
+                                                  attempts=0, task_id=str(uuid.uuid4()), heartbeat_at=None,
+                                                  finished_at=None)
+    return True
+
+
+def _follow_on_commit(plan: DayPlan, index: int, handover: dict) -> None:
+    if _follow(plan, index, handover):
+        transaction.on_commit(lambda: chunk_enqueue(plan.pk, index))
 
 
 def _ours(plan_id: int, index: int, start: dict | None) -> bool:
@@ -192,7 +195,9 @@ def _tell_handover(plan_id: int, index: int, start: dict | None, handover) -> No
         if not _ours(plan_id, index, start):
             return
         DayPlanChunk.objects.filter(plan_id=plan_id, index=index).update(handover=told)
-        _follow(plan, index + 1, told)
+        send = _follow(plan, index + 1, told)
+    if send:  # now, while this chunk runs on (the next one starts on another worker)
+        chunk_enqueue(plan_id, index + 1)
 
 
 def _start_from_guess(plan_id: int, chunk: DayPlanChunk, guess: dict) -> dict | None:
@@ -322,14 +327,14 @@ def chunk_store(*, plan_id: int, index: int, result: dict, started_from: dict | 
         prev = _handover(plan_id, index) if index > 0 else None
         if not _ours(plan_id, index, started_from) or (prev is not None and prev != started_from):
             if prev is not None and prev != started_from and not plan.is_final:
-                _follow(plan, index, prev)  # the run started from a guess the true handover contradicts
+                _follow_on_commit(plan, index, prev)  # the run started from a guess the true handover contradicts
             return False
 
         def gather(plan: DayPlan, chunk: DayPlanChunk) -> bool:
             if plan.is_final:
                 return plan.status == DayPlan.Status.CANCELLED
             if index + 1 < plan.num_chunks:
-                _follow(plan, index + 1, result["handover"])
+                _follow_on_commit(plan, index + 1, result["handover"])
             return len(_kept_rows(plan)) == plan.num_chunks
 
         return DAY_PLANS.store_done(plan_id, index, {"result": result, "handover": result["handover"]},

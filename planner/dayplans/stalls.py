@@ -48,7 +48,8 @@ def _orphaned(now) -> int:
     sent = 0
     for plan in DayPlan.objects.filter(status=DayPlan.Status.RUNNING).exclude(chunks__status="running"):
         rows = chunk_rows(plan)
-        last = max((r["finished_at"] for r in rows if r["finished_at"] is not None), default=None)
+        done = [r for r in rows if r["status"] == "done"]
+        last = max(done, key=lambda r: r["index"])["finished_at"] if done else None  # the furthest chunk's
         if last is None or last > cutoff:
             continue
         ready = ready_pending(plan, rows)
