@@ -233,7 +233,7 @@ def _kept_rows(plan: DayPlan) -> list[dict]:
 def ready_pending(plan: DayPlan, rows: list[dict]) -> list[int]:
     """The pending chunks of ``plan`` that can run now (chunk 0, the speculative chain's first chunk, and each
     chunk whose previous one told its handover): each should have a message in the broker."""
-    told = {r["index"] for r in rows if r["handover"] is not None or (r["status"] == "done" and r["result__handover"])}
+    told = {r["index"] for r in rows if r["handover"] is not None or r["status"] == "done"}
     spec = plan.snapshot["day"].get("speculate_at")
     return [r["index"] for r in rows if r["status"] == "pending"
             and (r["index"] in (0, spec) or r["index"] - 1 in told)]
@@ -241,7 +241,7 @@ def ready_pending(plan: DayPlan, rows: list[dict]) -> list[int]:
 
 def chunk_rows(plan: DayPlan) -> list[dict]:
     """What :func:`ready_pending` and :func:`kept_chunks` read of ``plan``'s chunks."""
-    return list(plan.chunks.values("index", "status", "started_from", "handover", "finished_at", "result__handover"))
+    return list(plan.chunks.values("index", "status", "started_from", "handover", "finished_at"))
 
 
 class DayPlans(ChunkedJob):
