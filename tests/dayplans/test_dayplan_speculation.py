@@ -81,3 +81,13 @@ def test_speculate_must_be_a_boolean(owner):
         services.dayplan_create(owner=owner, definition={**SMALL, "speculate": "yes"})
     assert "speculate" in exc.value.errors
     assert DayPlanChunk.objects.count() == 0
+
+
+def test_both_chains_first_chunks_are_looked_for_among_lost_messages(owner, monkeypatch):
+    from planner.dayplans import stalls
+
+    monkeypatch.setattr(services, "chunk_enqueue", lambda plan_id, index: None)  # every message "lost"
+    plan = services.dayplan_create(owner=owner, definition=SMALL)
+    assert sorted(stalls.lost_messages(set())) == [("dayplan-chunk", plan.pk, 0), ("dayplan-chunk", plan.pk, 3)]
+    live = {(services.CHUNK_TASK, (plan.pk, 0)), (services.CHUNK_TASK, (plan.pk, 3))}
+    assert stalls.lost_messages(live) == {}  # both on their way; chunks 1, 2 and 4 wait for a handover
