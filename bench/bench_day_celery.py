@@ -159,18 +159,18 @@ def main() -> None:
         os.killpg(worker.pid, 9)
         worker.wait()
         log.close()
-    rows = list(plan.chunks.order_by("index").values("index", "attempts", "started_at", "finished_at"))
     if plan.status != "done":
         raise SystemExit(f"plan {plan.status}: {plan.error}")
     a = plan.answer
     spec_at = plan.snapshot["day"]["speculate_at"]
-    runs = sum(r["attempts"] for r in rows)
+    text = (tmp / "worker.log").read_text(errors="replace")
+    runs, again = text.count(": 'done'"), text.count("started from another handover")  # chunk tasks that ran
     print(f"{plan.snapshot['day']['requests']:,} requests over {args.hours} h at {args.rate:g}/s mean, "
           f"{plan.num_chunks} chunks, {args.concurrency} worker processes, "
           f"{'speculative from chunk ' + str(spec_at) if spec_at is not None else 'pipelined only'}: "
           f"{wall:.1f} s wall (creating the plan {created:.1f} s), {sum(cpu.values()) - cpu0:.1f} s CPU of the "
           f"worker's processes, peak RSS {max(hwm.values()) / 1024 ** 2:.2f} GiB (largest process), "
-          f"{runs} chunk runs; load {load0[0]:.1f} at the start, {load1[0]:.1f} at the end "
+          f"{runs} chunk runs stored, {again} put back (a guess missed); load {load0[0]:.1f} at the start, {load1[0]:.1f} at the end "
           f"({os.cpu_count()} CPUs)")
     print(f"answer: {a['gpu_hours']:,.1f} GPU-hours (${a['cost']:,.0f}) against {a['fixed_peak_gpu_hours']:,.1f} "
           f"fixed at the peak of {a['peak_replicas']} replicas (saving {a['saving']:.1%}); attainment "

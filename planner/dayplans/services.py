@@ -167,7 +167,7 @@ def _follow(plan: DayPlan, index: int, handover: dict) -> bool:
         return row.status == "pending"  # running with no start yet: a lead-in, which takes the true one at its end
     if row.started_from == handover:
         return False  # the chains met here (or a chunk already started from the true handover)
-    logger.info("day plan %s: chunk %s started from another handover; sent again from the true one", plan.pk,
+    logger.warning("day plan %s: chunk %s started from another handover; sent again from the true one", plan.pk,
                 index)
     DayPlanChunk.objects.filter(pk=row.pk).update(status="pending", started_from=None, result=None, handover=None,
                                                   attempts=0, task_id=str(uuid.uuid4()), heartbeat_at=None,
