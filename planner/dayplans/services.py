@@ -6,10 +6,10 @@ replicas it had alive and the counts its policy chose, :class:`simulator.day.Han
 once chunk ``h``'s run has passed the start of chunk ``h + 1`` (``on_handover``), before its cool-down and its
 storing: it is written on chunk ``h``'s row then (``handover``) and chunk ``h + 1`` is sent, so two workers run
 the two at once (**pipelined**; each chunk's result is exactly the one of chunks run one after another, since
-it starts from the same handover). So only chunk 0 is sent at creation; :func:`chunk_store` writes a finished
-chunk (keyed by ``(plan, index)``, under a lock on the plan) and sends chunk ``h + 1`` again if it is still
-pending (a worker that died between the handover and the message); the chunk whose store completes the plan
-joins the chunks and stores the answer (:func:`plan_answer`).
+it starts from the same handover). So only chunk 0 (and the speculative chain's first, below) is sent at
+creation; :func:`chunk_store` writes a finished chunk (keyed by ``(plan, index)``, under a lock on the plan)
+and sends chunk ``h + 1`` again if it is still pending (a worker that died between the handover and the
+message); the chunk whose store completes the plan joins the chunks and stores the answer (:func:`plan_answer`).
 
 Idempotent everywhere, so late acknowledgement is safe: a chunk task whose row is done returns at once
 (``already-done``), a chunk whose previous one has told no handover yet returns ``waiting`` (it is sent again
