@@ -83,6 +83,8 @@ class DayPlanSerializer(serializers.Serializer):
     slo = serializers.JSONField(required=False, help_text='{"ttft_s": 2, "tpot_s": 0.05}')
     chunk_s = serializers.FloatField(required=False, help_text="seconds per chunk (default 3600)")
     overlap_s = serializers.FloatField(required=False, help_text="warm-up and cool-down of a chunk (default 300, or the policy's longest stabilization window)")
+    speculate = serializers.BooleanField(required=False, help_text="a second chain of chunks from the middle of "
+                                         "the day, kept where it meets the first (default true; same answer)")
 
 
 def plan_out(plan: DayPlan, request, *, answer: bool = True) -> dict:

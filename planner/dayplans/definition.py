@@ -14,7 +14,8 @@ A definition (JSON, from the form or ``POST /api/day-plans/``; docs/autoscaling.
       "gpus_per_replica": 4,                 # default: the deployment's TP x PP (1 engine-only)
       "price_per_gpu_hour": 3.0,             # default: the catalog GPU's price
       "slo": {"ttft_s": 2, "tpot_s": 0.05},
-      "chunk_s": 3600, "overlap_s": 300
+      "chunk_s": 3600, "overlap_s": 300,
+      "speculate": true                      # a second chain of chunks from the middle (services.py)
     }
 
 The model, GPU, deployment, engine and workload parts are a one-simulation definition and are checked by
@@ -39,7 +40,7 @@ from planner.sweeps import definition as defn
 #: The fields a day plan definition may have.
 SIMULATION_FIELDS = ("model", "gpu", "deployment", "engine", "workload")
 KNOWN_FIELDS = ("name", *SIMULATION_FIELDS, "policy", "cold_start", "routing", "gpus_per_replica",
-                "price_per_gpu_hour", "slo", "chunk_s", "overlap_s")
+                "price_per_gpu_hour", "slo", "chunk_s", "overlap_s", "speculate")
 COLD_START_PARTS = ("container_s", "storage_gib_per_s", "compile_s", "graph_capture_s")
 #: Weights per GPU assumed for the cold start of an engine-only plan (an 8B model in bf16), GiB.
 DEFAULT_WEIGHTS_GIB = 15.0
@@ -53,12 +54,13 @@ SMALL_N = 1000
 
 
 def max_requests() -> int:
-    """Most requests one day plan may replay (``KVP_DAY_MAX_REQUESTS``), at most the workload generator's and
-    the trace readers' own limit (:data:`simulator.workload.requests.MAX_REQUESTS`, 1,000,000): issue 36's day
-    at 20 requests/s (1.7 million) is a benchmark of the simulator (bench/bench_day.py), not a planner input."""
-    from simulator.workload.requests import MAX_REQUESTS
+    """Most requests one day plan may replay (``KVP_DAY_MAX_REQUESTS``, 2,000,000 by default), at most the
+    workload generator's own limit (:data:`simulator.workload.requests.MAX_GENERATED_REQUESTS`); a trace holds
+    at most its readers' 1,000,000. Issue 36's day at 20 requests/s (1.84 million) fits: each worker holds the
+    whole day's workload and one chunk (bench/bench_day_celery.py measured the peak per worker)."""
+    from simulator.workload.requests import MAX_GENERATED_REQUESTS
 
-    return min(int(getattr(settings, "KVP_DAY_MAX_REQUESTS", MAX_REQUESTS)), MAX_REQUESTS)
+    return min(int(getattr(settings, "KVP_DAY_MAX_REQUESTS", MAX_GENERATED_REQUESTS)), MAX_GENERATED_REQUESTS)
 
 
 def max_hours() -> float:
@@ -281,7 +283,10 @@ def _day_part(raw: dict, snapshot: dict | None, wl, err: FieldErrors) -> dict:
         except ConfigError as exc:
             field, message = field_and_message(exc)
             err.add(field if field in ("chunk_s", "overlap_s") else "chunk_s", message)
-    return {"policy": policy_raw, "policy_resolved": policy.to_dict() if policy is not None else None,
+    speculate = raw.get("speculate", True)
+    if not isinstance(speculate, bool):
+        err.add("speculate", f"must be true or false, got {speculate!r}")
+    return {"speculate": speculate is not False, "policy": policy_raw, "policy_resolved": policy.to_dict() if policy is not None else None,
             "sync_s": float(policy.sync_s) if policy is not None else None,
             "cold_start_s": cold_s, "cold_start": cold_parts, "weights_source": weights_source,
             "routing": routing, "gpus_per_replica": gpus, "price_per_gpu_hour": price, "price_source": price_source,
@@ -313,7 +318,7 @@ def _check_chunks(day: dict, wl, point: dict, err: FieldErrors) -> None:
     engine state within the simulator's memory limit; writes ``plans``, ``requests`` and ``span_s`` to ``day``."""
     from simulator.base import ConfigError
     from simulator.day import build_policy, chunk_plans
-    from simulator.day.chunks import sub_workload
+    from simulator.day.chunks import speculation_point, sub_workload
     from simulator.day.fleet_day import check_day_input
     from simulator.engine import EngineConfig
 
@@ -344,6 +349,7 @@ def _check_chunks(day: dict, wl, point: dict, err: FieldErrors) -> None:
     day["requests"] = int(wl.n)
     day["span_s"] = last
     day["chunk_requests"] = counts
+    day["speculate_at"] = speculation_point(len(plans)) if day.pop("speculate") else None
 
 
 __all__ = ["KNOWN_FIELDS", "MAX_CHUNKS", "max_hours", "max_requests", "validate"]

@@ -55,6 +55,9 @@ class DayPlanChunk(ChunkRecord):
     #: ``simulator.day.Handover.to_dict()`` for the next chunk, written as soon as this chunk's run knows it
     #: (before its cool-down ends, before it is stored): the next chunk starts from it meanwhile.
     handover = models.JSONField(null=True, blank=True)
+    #: The handover this chunk's run started from (written when it starts; for the speculative chain's first
+    #: chunk the lead-in's guess): its result is kept only while this equals the previous chunk's ``handover``.
+    started_from = models.JSONField(null=True, blank=True)
 
     class Meta:
         app_label = "planner"

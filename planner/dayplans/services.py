@@ -6,16 +6,30 @@ replicas it had alive and the counts its policy chose, :class:`simulator.day.Han
 once chunk ``h``'s run has passed the start of chunk ``h + 1`` (``on_handover``), before its cool-down and its
 storing: it is written on chunk ``h``'s row then (``handover``) and chunk ``h + 1`` is sent, so two workers run
 the two at once (**pipelined**; each chunk's result is exactly the one of chunks run one after another, since
-it starts from the same handover). So only chunk 0 is sent at creation; :func:`chunk_store` writes a finished
-chunk (keyed by ``(plan, index)``, under a lock on the plan) and sends chunk ``h + 1`` again if it is still
-pending (a worker that died between the handover and the message); the chunk whose store completes the plan
-joins the chunks and stores the answer (:func:`plan_answer`).
+it starts from the same handover). So only chunk 0 (and the speculative chain's first, below) is sent at
+creation; :func:`chunk_store` writes a finished chunk (keyed by ``(plan, index)``, under a lock on the plan)
+and sends chunk ``h + 1`` again if it is still pending (a worker that died between the handover and the
+message); the chunk whose store completes the plan joins the chunks and stores the answer (:func:`plan_answer`).
 
 Idempotent everywhere, so late acknowledgement is safe: a chunk task whose row is done returns at once
 (``already-done``), a chunk whose previous one has told no handover yet returns ``waiting`` (it is sent again
 when that one tells it), and a running chunk whose worker died is sent again by the healer
 (``planner/dayplans/stalls.py``) after its heartbeat stopped; run again, it tells the same handover. A crashed
 worker loses at most the chunks it was running, never a stored one.
+
+**Speculative** (``speculate``, the default from 4 chunks: ``snapshot.day.speculate_at`` is chunk ``K``, about
+the middle): chunk ``K`` is sent at creation beside chunk 0. Its task first guesses its handover by a lead-in
+(:func:`simulator.day.chunks.guess_handover`: chunk ``K - 1`` from the policy's start, up to the handover), unless
+the true one is known by then, and runs from it; chunks ``K + 1``... follow it as above: a second chain. Every
+chunk's row keeps the handover its run started from (``started_from``, written when it starts). When a chunk
+tells (or stores) its handover, the next row is compared (:func:`_follow`): started from an equal one, it and
+the chain after it stand (the chains met: the first chain sends nothing more there); started from another, it
+is put back to pending and sent again from the true one (a run still going on from the old start is no longer
+stored, nor are its tells). A chunk is **kept** when it is done and started from its predecessor's handover,
+all the way from chunk 0 (:func:`kept_chunks`); the plan is answered once every chunk is kept, so the answer is
+the one of chunks run one after another (the chains change only who runs which chunk when). A chunk's result
+is a function of the handover it starts from, so a chain that met costs nothing; one that never meets costs one
+wasted chain beside the first.
 
 Cancelling keeps the finished chunks: a chunk still running is stored when it ends but starts no other, and
 :data:`ANSWER_TASK` answers the finished hours (``partial``: consecutive from chunk 0) on a worker.
@@ -63,8 +77,8 @@ def dayplan_create(*, owner, definition: Any) -> DayPlan:
         DayPlanChunk.objects.bulk_create([
             DayPlanChunk(plan=plan, index=p["index"], start_s=p["start_s"], end_s=p["end_s"],
                          task_id=str(uuid.uuid4())) for p in day["plans"]])
-        plan_id = plan.pk
-        transaction.on_commit(lambda: chunk_enqueue(plan_id, 0))
+        plan_id, first = plan.pk, [0] + ([day["speculate_at"]] if day.get("speculate_at") else [])
+        transaction.on_commit(lambda: [chunk_enqueue(plan_id, i) for i in first])
     return plan
 
 
@@ -86,6 +100,19 @@ def answer_enqueue(plan_id: int) -> None:
 
 
 # --------------------------------------------------------------------------- run
+
+
+_INPUTS: dict = {}  # the last plan's inputs in this worker process: rebuilt only for another plan
+
+
+def plan_inputs(plan: DayPlan):
+    """:func:`build_inputs` of ``plan``, kept for the next chunk of the same plan on this worker (a day's
+    workload is generated once per worker process, not once per chunk)."""
+    key = (plan.pk, plan.created_at)
+    if _INPUTS.get("key") != key:
+        _INPUTS.clear()
+        _INPUTS.update(key=key, inputs=build_inputs(plan.snapshot))
+    return _INPUTS["inputs"]
 
 
 def build_inputs(snapshot: dict):
@@ -125,11 +152,96 @@ def _handover(plan_id: int, index: int) -> dict | None:
     return row["result__handover"] if row["status"] == "done" else None
 
 
-def _tell_handover(plan_id: int, chunk_id: int, index: int, handover) -> None:
-    """Chunk ``index`` knows the next one's ``handover``: write it on its row and send the next chunk (if pending:
-    not after a cancel, nor when it runs or ran already)."""
-    DayPlanChunk.objects.filter(pk=chunk_id).update(handover=handover.to_dict())
-    chunk_enqueue(plan_id, index + 1)
+def _locked(plan_id: int) -> DayPlan:
+    return DayPlan.objects.select_for_update().get(pk=plan_id)
+
+
+def _follow(plan: DayPlan, index: int, handover: dict) -> bool:
+    """Chunk ``index - 1``'s handover is ``handover`` now (told or stored; under the plan's lock): chunk ``index``
+    is to be sent if it has not started, put back (and sent) if it started from another handover, and left if it
+    started from this one (module docstring). True when the caller is to send it (after its commit)."""
+    row = DayPlanChunk.objects.filter(plan_id=plan.pk, index=index).first()
+    if row is None or plan.is_final:
+        return False
+    if row.started_from is None:
+        return row.status == "pending"  # running with no start yet: a lead-in, which takes the true one at its end
+    if row.started_from == handover:
+        return False  # the chains met here (or a chunk already started from the true handover)
+    logger.warning("day plan %s: chunk %s started from another handover; sent again from the true one", plan.pk,
+                index)
+    DayPlanChunk.objects.filter(pk=row.pk).update(status="pending", started_from=None, result=None, handover=None,
+                                                  attempts=0, task_id=str(uuid.uuid4()), heartbeat_at=None,
+                                                  finished_at=None)
+    return True
+
+
+def _follow_on_commit(plan: DayPlan, index: int, handover: dict) -> None:
+    if _follow(plan, index, handover):
+        transaction.on_commit(lambda: chunk_enqueue(plan.pk, index))
+
+
+def _ours(plan_id: int, index: int, start: dict | None) -> bool:
+    """Whether chunk ``index``'s row still belongs to a run started from ``start`` (not put back meanwhile)."""
+    row = DayPlanChunk.objects.filter(plan_id=plan_id, index=index).values("started_from", "status").first()
+    return row is not None and row["status"] != "pending" and row["started_from"] == start
+
+
+def _tell_handover(plan_id: int, index: int, start: dict | None, handover) -> None:
+    """Chunk ``index``'s run (from ``start``) knows the next chunk's ``handover``: write it on its row and follow
+    it (:func:`_follow`); a run whose row was put back meanwhile tells nothing."""
+    told = handover.to_dict()
+    with transaction.atomic():
+        plan = _locked(plan_id)
+        if not _ours(plan_id, index, start):
+            return
+        DayPlanChunk.objects.filter(plan_id=plan_id, index=index).update(handover=told)
+        send = _follow(plan, index + 1, told)
+    if send:  # now, while this chunk runs on (the next one starts on another worker)
+        chunk_enqueue(plan_id, index + 1)
+
+
+def _start_from_guess(plan_id: int, chunk: DayPlanChunk, guess: dict) -> dict | None:
+    """After the lead-in: the true handover if the previous chunk told it meanwhile, else ``guess``, written as
+    the row's start (None: the row is not this run's any more)."""
+    with transaction.atomic():
+        _locked(plan_id)
+        start = _handover(plan_id, chunk.index) or guess
+        won = DayPlanChunk.objects.filter(pk=chunk.pk, status="running", attempts=chunk.attempts,
+                                          started_from__isnull=True).update(started_from=start)
+    return start if won else None
+
+
+def kept_chunks(plan: DayPlan, rows: list[dict]) -> list[dict]:
+    """The rows kept (``index``, ``status``, ``started_from``, ``handover``), consecutive from chunk 0: done and
+    started from the previous one's handover (a plan from before ``started_from`` was kept, with none at all,
+    ran its chunks one after another)."""
+    legacy = all(r["started_from"] is None for r in rows)
+    out: list[dict] = []
+    for r in sorted(rows, key=lambda r: r["index"]):
+        if r["index"] != len(out) or r["status"] != "done":
+            break
+        if out and not legacy and r["started_from"] != out[-1]["handover"]:
+            break
+        out.append(r)
+    return out
+
+
+def _kept_rows(plan: DayPlan) -> list[dict]:
+    return kept_chunks(plan, list(plan.chunks.values("index", "status", "started_from", "handover")))
+
+
+def ready_pending(plan: DayPlan, rows: list[dict]) -> list[int]:
+    """The pending chunks of ``plan`` that can run now (chunk 0, the speculative chain's first chunk, and each
+    chunk whose previous one told its handover): each should have a message in the broker."""
+    told = {r["index"] for r in rows if r["handover"] is not None or r["status"] == "done"}
+    spec = plan.snapshot["day"].get("speculate_at")
+    return [r["index"] for r in rows if r["status"] == "pending"
+            and (r["index"] in (0, spec) or r["index"] - 1 in told)]
+
+
+def chunk_rows(plan: DayPlan) -> list[dict]:
+    """What :func:`ready_pending` and :func:`kept_chunks` read of ``plan``'s chunks."""
+    return list(plan.chunks.values("index", "status", "started_from", "handover", "finished_at"))
 
 
 class DayPlans(ChunkedJob):
@@ -139,24 +251,44 @@ class DayPlans(ChunkedJob):
     stop_on = ()  # a running chunk is not stopped by a cancel: it is stored, and its hours answered
 
     def waiting(self, plan: DayPlan, chunk: DayPlanChunk) -> bool:
-        """A chunk waits for the previous one's handover (it is sent when that one tells it)."""
-        return chunk.index > 0 and _handover(plan.pk, chunk.index) is None
+        """A chunk waits for the previous one's handover (it is sent when that one tells it), but for the
+        speculative chain's first chunk, which guesses it."""
+        return (chunk.index > 0 and chunk.index != plan.snapshot["day"].get("speculate_at")
+                and _handover(plan.pk, chunk.index) is None)
 
-    def run(self, plan: DayPlan, chunk: DayPlanChunk, watch: Watch) -> dict:
+    def claim_fields(self, plan: DayPlan, chunk: DayPlanChunk) -> dict:
+        """The handover the run starts from (None for chunk 0, and before a lead-in's guess)."""
+        return {"started_from": _handover(plan.pk, chunk.index) if chunk.index > 0 else None}
+
+    def run(self, plan: DayPlan, chunk: DayPlanChunk, watch: Watch) -> dict | None:
         from simulator.day import Handover, simulate_chunk
+        from simulator.day.chunks import guess_handover
 
-        index, prev = chunk.index, _handover(plan.pk, chunk.index) if chunk.index > 0 else None
-        wl, config, policy = build_inputs(plan.snapshot)
+        index, start = chunk.index, chunk.started_from
+        wl, config, policy = plan_inputs(plan)
         plans = _plans(plan.snapshot)
         day = plan.snapshot["day"]
+        if index > 0 and start is None:
+            if index != day.get("speculate_at"):
+                return None  # its predecessor was put back between the check and the claim: sent again later
+            guess = guess_handover(wl, config, policy, plans, index, cold_start_s=day["cold_start_s"],
+                                   routing=day["routing"])
+            start = _start_from_guess(plan.pk, chunk, guess.to_dict())
+            if start is None:
+                return None
+        chunk.started_from = start
         done = simulate_chunk(wl, config, policy, plans[index], cold_start_s=day["cold_start_s"],
-                              routing=day["routing"], handover=None if prev is None else Handover.from_dict(prev),
+                              routing=day["routing"], handover=None if start is None else Handover.from_dict(start),
                               next_plan=plans[index + 1] if index + 1 < len(plans) else None,
-                              on_handover=lambda h, _t: _tell_handover(plan.pk, chunk.pk, index, h))
+                              on_handover=lambda h, _t: _tell_handover(plan.pk, index, start, h))
         return done.to_dict()
 
-    def store(self, plan: DayPlan, chunk: DayPlanChunk, result: dict) -> None:
-        if chunk_store(plan_id=plan.pk, index=chunk.index, result=result):
+    def store(self, plan: DayPlan, chunk: DayPlanChunk, result: dict | None) -> None:
+        if result is None:
+            DayPlanChunk.objects.filter(pk=chunk.pk, status="running", started_from__isnull=True).update(
+                status="pending")
+            return
+        if chunk_store(plan_id=plan.pk, index=chunk.index, result=result, started_from=chunk.started_from):
             plan_answer(plan_id=plan.pk)
 
     def cancelled(self, plan: DayPlan) -> None:
@@ -186,19 +318,27 @@ def chunk_run(*, plan_id: int, index: int) -> str:
     return DAY_PLANS.run_chunk(plan_id, index)
 
 
-def chunk_store(*, plan_id: int, index: int, result: dict) -> bool:
-    """Write a finished chunk (keyed by ``(plan, index)``, with the handover it told) and, after commit, send the
-    next one if it is still pending; True when the plan has every chunk now (whichever of them was stored last),
-    or was cancelled (the caller then answers it)."""
-    def gather(plan: DayPlan, chunk: DayPlanChunk) -> bool:
-        if plan.is_final:
-            return plan.status == DayPlan.Status.CANCELLED
-        if index + 1 < plan.num_chunks:
-            transaction.on_commit(lambda: chunk_enqueue(plan_id, index + 1))
-        return not plan.chunks.exclude(status="done").exists()
+def chunk_store(*, plan_id: int, index: int, result: dict, started_from: dict | None) -> bool:
+    """Write a finished chunk (keyed by ``(plan, index)``, with the handover it told) if its row is still the run's
+    from ``started_from``, and follow its handover (:func:`_follow`); True when every chunk is kept now (whichever
+    was stored last), or the plan was cancelled (the caller then answers it)."""
+    with transaction.atomic():
+        plan = _locked(plan_id)
+        prev = _handover(plan_id, index) if index > 0 else None
+        if not _ours(plan_id, index, started_from) or (prev is not None and prev != started_from):
+            if prev is not None and prev != started_from and not plan.is_final:
+                _follow_on_commit(plan, index, prev)  # the run started from a guess the true handover contradicts
+            return False
 
-    return DAY_PLANS.store_done(plan_id, index, {"result": result, "handover": result["handover"]},
-                                gather=gather)[1]
+        def gather(plan: DayPlan, chunk: DayPlanChunk) -> bool:
+            if plan.is_final:
+                return plan.status == DayPlan.Status.CANCELLED
+            if index + 1 < plan.num_chunks:
+                _follow_on_commit(plan, index + 1, result["handover"])
+            return len(_kept_rows(plan)) == plan.num_chunks
+
+        return DAY_PLANS.store_done(plan_id, index, {"result": result, "handover": result["handover"]},
+                                    gather=gather)[1]
 
 
 def _answer_of(wl, chunks: list, policy, day: dict) -> dict:
@@ -242,13 +382,13 @@ def plan_answer(*, plan_id: int) -> str:
     from simulator.day import DayChunk
 
     plan = DayPlan.objects.get(pk=plan_id)
-    rows = list(plan.chunks.filter(status="done").order_by("index").values_list("index", "result"))
-    rows = [r for i, r in enumerate(rows) if r[0] == i]  # consecutive from chunk 0
+    kept = [r["index"] for r in _kept_rows(plan)]
+    rows = list(plan.chunks.filter(index__in=kept).order_by("index").values_list("index", "result"))
     if not rows or (plan.answer and plan.answer.get("chunks_done") == len(rows)):
         return "unchanged"
     if plan.status != DayPlan.Status.CANCELLED and len(rows) < plan.num_chunks:
         return "waiting"
-    wl, _, policy = build_inputs(plan.snapshot)
+    wl, _, policy = plan_inputs(plan)
     answer = _answer_of(wl, [DayChunk.from_dict(r) for _, r in rows], policy, plan.snapshot["day"])
     with transaction.atomic():
         locked = DayPlan.objects.select_for_update().get(pk=plan_id)
@@ -277,5 +417,5 @@ def dayplan_run_here(*, plan: DayPlan) -> DayPlan:
     return DayPlan.objects.get(pk=plan.pk)
 
 
-__all__ = ["ANSWER_TASK", "CHUNK_TASK", "build_inputs", "chunk_run", "chunk_store", "dayplan_cancel",
-           "dayplan_create", "dayplan_run_here", "plan_answer"]
+__all__ = ["ANSWER_TASK", "CHUNK_TASK", "build_inputs", "chunk_rows", "chunk_run", "chunk_store", "dayplan_cancel",
+           "dayplan_create", "dayplan_run_here", "kept_chunks", "plan_answer", "plan_inputs", "ready_pending"]

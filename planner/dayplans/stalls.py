@@ -7,13 +7,15 @@ A day's chunks run one after another, so two things can stop a plan when a worke
   lifecycle's healing, with :meth:`planner.dayplans.services.DayPlans.resend`);
 * the step after a stored chunk (the worker died after the commit, before the next chunk's message or the
   answer was sent): no chunk is running, the plan is unfinished and its last stored chunk finished more than
-  ``KVP_STALL_AFTER_S`` ago; the next pending chunk (or, with every chunk stored, the answer) is sent again.
+  ``KVP_STALL_AFTER_S`` ago; the pending chunks that can run (or, with every chunk kept, the answer) are sent
+  again.
 
-And a message the broker lost (:func:`lost_messages`, the healer's :class:`planner.healer.LostMessages`): the one
-chunk of a plan that should have a message (the first not done, pending, every chunk before it done: the first
-chunk of a queued plan included) or, with every chunk done and no answer, the answer task; when the broker holds
-no message for it at two checks in a row, it is sent again. The chunks after it have no message by design (each
-is sent when the one before is stored), so they are never called lost.
+And a message the broker lost (:func:`lost_messages`, the healer's :class:`planner.healer.LostMessages`): the
+chunks of a plan that should have a message (pending and ready, :func:`planner.dayplans.services.ready_pending`:
+chunk 0, the speculative chain's first chunk, each chunk whose predecessor told its handover) or, with every
+chunk kept and no answer, the answer task; when the broker holds no message for one at two checks in a row, it
+is sent again. The other pending chunks have no message by design (each is sent when the one before tells its
+handover), so they are never called lost.
 
 Chunks are idempotent (a stored chunk is never run twice, :func:`planner.dayplans.services.chunk_run`), so a
 duplicate message is harmless.
@@ -28,7 +30,15 @@ from django.utils import timezone
 
 from planner.broker_messages import send_task
 from planner.dayplans.models import DayPlan
-from planner.dayplans.services import ANSWER_TASK, CHUNK_TASK, DAY_PLANS, answer_enqueue
+from planner.dayplans.services import (
+    ANSWER_TASK,
+    CHUNK_TASK,
+    DAY_PLANS,
+    answer_enqueue,
+    chunk_rows,
+    kept_chunks,
+    ready_pending,
+)
 from planner.jobs import UNFINISHED, heal_stalled, send_now, stall_after_s
 
 
@@ -37,14 +47,16 @@ def _orphaned(now) -> int:
     cutoff = now - timezone.timedelta(seconds=stall_after_s())
     sent = 0
     for plan in DayPlan.objects.filter(status=DayPlan.Status.RUNNING).exclude(chunks__status="running"):
-        done = plan.chunks.filter(status="done").order_by("-index").first()
-        if done is None or done.finished_at is None or done.finished_at > cutoff:
+        rows = chunk_rows(plan)
+        done = [r for r in rows if r["status"] == "done"]
+        last = max(done, key=lambda r: r["index"])["finished_at"] if done else None  # the furthest chunk's
+        if last is None or last > cutoff:
             continue
-        nxt = plan.chunks.filter(index=done.index + 1, status="pending").first()
-        if nxt is not None:
-            send_now(CHUNK_TASK, [plan.pk, nxt.index], task_id=nxt.task_id)
-            sent += 1
-        elif done.index == plan.num_chunks - 1 and plan.answer is None:
+        ready = ready_pending(plan, rows)
+        for index in ready:
+            send_now(CHUNK_TASK, [plan.pk, index], task_id=plan.chunks.get(index=index).task_id)
+        sent += len(ready)
+        if not ready and plan.answer is None and len(kept_chunks(plan, rows)) == plan.num_chunks:
             answer_enqueue(plan.pk)
             sent += 1
     return sent
@@ -60,16 +72,18 @@ def lost_messages(live: set[tuple[str, tuple]]) -> dict[tuple, Callable[[], None
     """The step of each unfinished plan that should have a message in the broker and has none among ``live``
     (module docstring): ``{key: send it again}``."""
     out: dict[tuple, Callable[[], None]] = {}
-    for plan in DayPlan.objects.filter(status__in=UNFINISHED).prefetch_related("chunks"):
-        chunks = sorted(plan.chunks.all(), key=lambda c: c.index)
-        if any(c.status == "running" for c in chunks):
+    for plan in DayPlan.objects.filter(status__in=UNFINISHED):
+        rows = chunk_rows(plan)
+        ready = ready_pending(plan, rows)
+        if not ready and any(r["status"] == "running" for r in rows):
             continue  # a running chunk: its heartbeat tells (chunks_heal)
-        nxt = next((c for c in chunks if c.status != "done"), None)
-        if nxt is not None:
-            if nxt.status == "pending" and (CHUNK_TASK, (plan.pk, nxt.index)) not in live:
-                out[("dayplan-chunk", plan.pk, nxt.index)] = partial(send_task, CHUNK_TASK, [plan.pk, nxt.index],
-                                                                     task_id=nxt.task_id)
-        elif chunks and plan.answer is None and (ANSWER_TASK, (plan.pk,)) not in live:
+        for index in ready:
+            if (CHUNK_TASK, (plan.pk, index)) not in live:
+                task_id = plan.chunks.get(index=index).task_id
+                out[("dayplan-chunk", plan.pk, index)] = partial(send_task, CHUNK_TASK, [plan.pk, index],
+                                                                 task_id=task_id)
+        if not ready and rows and plan.answer is None and len(kept_chunks(plan, rows)) == plan.num_chunks \
+                and (ANSWER_TASK, (plan.pk,)) not in live:
             out[("dayplan-answer", plan.pk)] = partial(answer_enqueue, plan.pk)
     return out
 

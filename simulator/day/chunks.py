@@ -216,6 +216,41 @@ def simulate_chunk(workload: Workload, config: EngineConfig, policy: Policy, pla
     return DayChunk(plan, idx[mine], cols, tuple(pods), samples, started, nxt)
 
 
+def speculation_point(count: int) -> int | None:
+    """The chunk a second, speculative chain starts at among ``count`` chunks: about the middle (the first chain
+    runs chunks ``0..k-1``, the second ``k..count-1``); None below 4 chunks (nothing to win)."""
+    return (count + 2) // 2 if count >= 4 else None
+
+
+class _Told(Exception):
+    """Raised from a lead-in's ``on_handover``: the guess is known, the rest of the chunk is not needed."""
+
+
+def guess_handover(workload: Workload, config: EngineConfig, policy: Policy, plans: list[ChunkPlan], k: int, *,
+                   cold_start_s: float, routing: str) -> Handover:
+    """A guess at chunk ``k``'s handover, told by a **lead-in**: chunk ``k - 1`` simulated from
+    ``policy.start()`` replicas ready at its warm-up's start and no script (the policy acting from there), up to
+    the sync where it knows chunk ``k``'s handover (its cool-down is not simulated). A policy that decides on the
+    current load forgets within an hour where it started, so the guess usually equals the true handover; a
+    chain started from it is kept only from where it does (``simulator.day.parallel``,
+    ``planner/dayplans/services.py``)."""
+    if not 1 <= k < len(plans):
+        raise ConfigError(f"a lead-in needs a chunk before and after it, got chunk {k} of {len(plans)}", field="k")
+    told: list[Handover] = []
+
+    def stop(h: Handover, _t: float) -> None:
+        told.append(h)
+        raise _Told
+
+    lead = plans[k - 1]
+    try:
+        simulate_chunk(workload, config, policy, lead, cold_start_s=cold_start_s, routing=routing,
+                       handover=Handover((lead.lo_s,) * policy.start(), {}), next_plan=plans[k], on_handover=stop)
+    except _Told:
+        pass
+    return told[0]
+
+
 def join_chunks(workload: Workload, chunks: list[DayChunk], policy: Policy, *, cold_start_s: float,
                 routing: str) -> DayResult:
     """The day from its chunks, as :func:`~simulator.day.fleet_day.simulate_day` reports one run."""
@@ -265,5 +300,6 @@ def simulate_day_in_chunks(workload: Workload, config: EngineConfig, policy: Pol
     return join_chunks(workload, chunks, policy, cold_start_s=cold_start_s, routing=routing)
 
 
-__all__ = ["COLUMNS", "MIN_OVERLAP_S", "ChunkPlan", "DayChunk", "Handover", "chunk_plans", "default_overlap_s", "handover_of", "join_chunks", "simulate_chunk",
-           "simulate_day_in_chunks", "sub_workload"]
+__all__ = ["COLUMNS", "MIN_OVERLAP_S", "ChunkPlan", "DayChunk", "Handover", "chunk_plans", "default_overlap_s",
+           "guess_handover", "handover_of", "join_chunks", "simulate_chunk", "simulate_day_in_chunks",
+           "speculation_point", "sub_workload"]

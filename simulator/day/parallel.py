@@ -9,16 +9,16 @@ Two ways to run them on more than one core, each exact (a chunk is a function of
   sync before chunk ``h + 1``'s start), while chunk ``h`` simulates its cool-down and drains: about 8 % of a
   one-hour chunk with 300 s overlaps runs beside the next one;
 * **speculative** (``speculate``): a second chain starts at chunk ``K`` (about the middle) from a guessed
-  handover, told by a **lead-in**: chunk ``K - 1`` simulated from ``policy.start()`` replicas ready at its
-  warm-up's start and no script (the policy acting from there). When the first chain tells the true handover
+  handover, told by a **lead-in** (:func:`simulator.day.chunks.guess_handover`: chunk ``K - 1`` simulated from
+  ``policy.start()`` replicas ready at its warm-up's start and no script, up to the handover). When the first chain tells the true handover
   of a chunk ``j`` that the second chain started from an equal one, the second chain's chunks from ``j`` on
   are those the first would have simulated, and the first stops. Until then the first chain goes on, so the
   worst case is the first chain alone, pipelined, beside a wasted one. A fleet forgets where it started within
   an hour when the policy decides on the current load (the HPA on a metric), so the chains meet at ``K``.
 
 The processes are forked (inputs are inherited, not pickled); results come back through a queue. A process
-that is itself a daemon (a Celery prefork child) cannot fork: the planner's workers pipeline with Celery tasks
-instead (``planner/dayplans/services.py``).
+that is itself a daemon (a Celery prefork child) cannot fork: the planner's workers run the same two chains as
+Celery tasks instead (``planner/dayplans/services.py``).
 """
 
 from __future__ import annotations
@@ -35,8 +35,10 @@ from simulator.day.chunks import (
     Handover,
     chunk_plans,
     default_overlap_s,
+    guess_handover,
     join_chunks,
     simulate_chunk,
+    speculation_point,
 )
 from simulator.day.fleet_day import DayResult
 from simulator.engine import EngineConfig
@@ -59,6 +61,10 @@ def _run(chain: str, i: int, handover: Handover | None) -> None:
     c = _INPUTS
     plans, told = c["plans"], c["told"]
     try:
+        if chain == "L":  # the lead-in: only the guess at chunk i + 1's handover
+            told.put(("handover", chain, i, guess_handover(c["workload"], c["config"], c["policy"], plans, i + 1,
+                                                           cold_start_s=c["cold_start_s"], routing=c["routing"])))
+            return
         chunk = simulate_chunk(c["workload"], c["config"], c["policy"], plans[i], cold_start_s=c["cold_start_s"],
                                routing=c["routing"], handover=handover,
                                next_plan=plans[i + 1] if i + 1 < len(plans) else None,
@@ -131,9 +137,9 @@ def chunks_in_processes(workload: Workload, config: EngineConfig, policy: Policy
 
             chains = Chains(n, send)
             send("A", 0, None)
-            k = (n + 2) // 2  # the first chain: chunks 0..k-1; the lead-in (chunk k-1) and the second: k..n-1
-            if speculate and n >= 4:
-                send("L", k - 1, Handover((plans[k - 1].lo_s,) * policy.start(), {}))
+            k = speculation_point(n)  # the first chain: chunks 0..k-1; the lead-in (chunk k-1), the second: k..n-1
+            if speculate and k is not None:
+                send("L", k - 1, None)
             while len(chains.final) < n:
                 chains.told(*told.get())
                 if progress is not None:

@@ -41,7 +41,7 @@ from simulator.workload.distributions import (
     distribution_from_dict,
     parse_distribution,
 )
-from simulator.workload.requests import MAX_REQUESTS, Workload, WorkloadError
+from simulator.workload.requests import MAX_GENERATED_REQUESTS, MAX_REQUESTS, Workload, WorkloadError
 
 #: Most distinct shared prefixes.
 MAX_PREFIXES = 10_000
@@ -354,7 +354,7 @@ class WorkloadSpec:
     Parameters
     ----------
     n : int
-        Number of requests (all turns counted), 1 to 1,000,000.
+        Number of requests (all turns counted), 1 to 2,000,000 (:data:`MAX_GENERATED_REQUESTS`).
     prompt : LengthDistribution
         Prompt length in tokens (of first turns), before any shared prefix.
     output : LengthDistribution
@@ -385,7 +385,7 @@ class WorkloadSpec:
     turns: TurnSpec | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "n", _int("n", self.n, 1, MAX_REQUESTS))
+        object.__setattr__(self, "n", _int("n", self.n, 1, MAX_GENERATED_REQUESTS))
         for name in ("prompt", "output"):
             d = getattr(self, name)
             if not isinstance(d, _Base):
@@ -560,6 +560,6 @@ def generate_workload(spec: WorkloadSpec, seed: int = 0) -> Workload:
 
 
 __all__ = [
-    "MAX_REQUESTS", "ArrivalProcess", "parse_arrival", "PrefixGroup", "TurnSpec", "WorkloadSpec",
+    "MAX_GENERATED_REQUESTS", "MAX_REQUESTS", "ArrivalProcess", "parse_arrival", "PrefixGroup", "TurnSpec", "WorkloadSpec",
     "generate_workload", "parse_distribution",
 ]

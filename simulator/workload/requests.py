@@ -38,8 +38,11 @@ ArrivalUnit = Literal["step", "s"]
 
 #: Longest prompt or output a distribution may draw or a trace may give, tokens.
 MAX_TOKENS = 10_000_000
-#: Most requests one generated workload or trace may hold.
+#: Most requests one trace may hold (and the cap of the readers' options that count requests).
 MAX_REQUESTS = 1_000_000
+#: Most requests one generated workload may hold: a day at 20 requests/s is 1.73 million (issue 36); generating
+#: is cheap, and what a run of them may hold is the engine's and the day's own memory checks.
+MAX_GENERATED_REQUESTS = 2_000_000
 #: Largest magnitude of a request's priority (vLLM's is any int; this keeps it exact in int64 and float64).
 MAX_PRIORITY = 2**31
 

@@ -62,7 +62,7 @@ def _errors(user, body) -> dict:
     ({"overlap_s": 900}, "overlap_s", "at most chunk_s"),
     ({"name": "x" * 300}, "name", "200 characters"),
     ({"colour": "blue"}, "colour", "unknown field"),
-    ({"workload": {"spec": {"n": 10 ** 9, "arrival": "hourly:1,2"}}}, "workload.spec.n", "at most 1,000,000"),
+    ({"workload": {"spec": {"n": 10 ** 9, "arrival": "hourly:1,2"}}}, "workload.spec.n", "at most 2,000,000"),
     ({"workload": {"spec": {"n": 100, "arrival": "poisson:2"}}}, "workload.spec.arrival", "seconds"),
     ({"workload": {"spec": {"n": 3000, "arrival": "hourly:" + ",".join(["100"] * 72)}}}, "workload", "48 hours"),
     ({"workload": {"trace": "arrival,prompt_len\n"}}, "workload.trace", ""),
