@@ -170,12 +170,17 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
         return sock.connect_ex((host, port)) != 0
 
 
-def _stop(child: subprocess.Popen, name: str, grace_s: float) -> None:
-    """SIGTERM ``child``'s whole process group (runserver's reloader, celery's pool), then SIGKILL."""
+def _stop(child: subprocess.Popen, name: str, grace_s: float, group: bool = True) -> None:
+    """SIGTERM ``child``'s whole process group (runserver's reloader), or only ``child`` when ``group`` is False
+    (celery's main process, which stops its own pool: a pool process sent SIGTERM too dies under it, and the
+    main process's warm shutdown then waited out the whole grace), then SIGKILL what is left of the group."""
     if child.poll() is not None:
         return
     try:
-        os.killpg(child.pid, signal.SIGTERM)
+        if group:
+            os.killpg(child.pid, signal.SIGTERM)
+        else:
+            child.send_signal(signal.SIGTERM)
         child.wait(timeout=grace_s)
     except subprocess.TimeoutExpired:
         print(f"{name} did not stop within {grace_s:g} s: killing it", file=sys.stderr, flush=True)
@@ -222,7 +227,7 @@ def run(port: int, install: bool) -> int:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         print("stopping the web server and the worker ...", flush=True)
         _stop(web, "the web server", grace_s=10)
-        _stop(worker, "the worker", grace_s=30)
+        _stop(worker, "the worker", grace_s=30, group=False)
 
 
 # --------------------------------------------------------------------------- test

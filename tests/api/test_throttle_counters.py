@@ -50,6 +50,7 @@ WORKER = """
 import django, sys
 django.setup()
 from config.throttling import hit
+print("ready", flush=True)
 sys.stdin.readline()  # start together
 print(sum(hit("exact", "one-client", "{rate}") is None for _ in range({tries})))
 """
@@ -64,9 +65,8 @@ def test_concurrent_processes_admit_exactly_the_limit(redis_url):
     procs = [subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=env) for _ in range(6)]
     try:
-        import time
-
-        time.sleep(3)  # let them all import Django
+        for p in procs:  # each has imported Django (and none has counted) before any starts
+            assert p.stdout.readline() == "ready\n", p.stderr.read()[-500:]
         for p in procs:
             p.stdin.write("go\n")
             p.stdin.flush()
