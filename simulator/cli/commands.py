@@ -744,7 +744,7 @@ def _add_workload_parser(sub) -> None:
                         description="Generate a reproducible synthetic workload and write it as the oracle's "
                         "compact workload JSON (usable by 'run', 'sweep' and the vLLM oracle). Length "
                         "distributions: " + _DIST_HELP + ".")
-    wl.add_argument("--n", type=int, default=200, help="number of requests, all turns counted (1 to 1,000,000)")
+    wl.add_argument("--n", type=int, default=200, help="number of requests, all turns counted (1 to 2,000,000)")
     wl.add_argument("--prompt", default="normal:512,128", metavar="DIST",
                     help="prompt length distribution, tokens (before a shared prefix is prepended)")
     wl.add_argument("--prompt-min", type=int, metavar="TOKENS", help="clip prompts below (default 1)")

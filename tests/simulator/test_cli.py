@@ -94,7 +94,7 @@ def test_usage_errors_are_one_line_with_status_2():
 
 @pytest.mark.parametrize("args, fragment", [
     (["--n", "0"], "n: must be"),
-    (["--n", "2000000"], "n: must be"),
+    (["--n", "2000001"], "n: must be"),
     (["--prompt", "normal:5"], "--prompt: normal takes 2"),
     (["--prompt", "zipf:1"], "--prompt: unknown distribution 'zipf'"),
     (["--prompt", "const:20000000"], "--prompt.value"),
