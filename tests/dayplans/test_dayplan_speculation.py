@@ -9,7 +9,7 @@ import copy
 import pytest
 from django.contrib.auth import get_user_model
 
-from planner.dayplans import services
+from planner.dayplans import selectors, services
 from planner.dayplans.api import EXAMPLE_DAY_PLAN
 from planner.dayplans.models import DayPlan, DayPlanChunk
 
@@ -32,11 +32,15 @@ def _drive(definition: dict, owner, monkeypatch) -> tuple[DayPlan, list[int]]:
     sent: list[int] = []
     monkeypatch.setattr(services, "chunk_enqueue", lambda plan_id, index: sent.append(index))
     plan = services.dayplan_create(owner=owner, definition=definition)
-    ran = []
+    ran, counts = [], []
     while sent:
         index = sent.pop(0)
         if services.chunk_run(plan_id=plan.pk, index=index) == "done":
             ran.append(index)
+        p = selectors.dayplan_progress(plan=DayPlan.objects.get(pk=plan.pk))
+        counts.append((p["chunks_done"], p["hours_done"], p["chunks_ahead"]))
+    done, hours = [c[0] for c in counts], [c[1] for c in counts]
+    assert done == sorted(done) and hours == sorted(hours), counts  # a rerun chunk never takes the count back
     return DayPlan.objects.get(pk=plan.pk), ran
 
 
@@ -67,6 +71,7 @@ def test_a_wrong_guess_is_run_again_from_the_true_handover(owner, monkeypatch):
     spec, ran = _drive(SMALL, owner, monkeypatch)
     assert spec.status == "done", spec.error
     assert ran.count(3) == 2  # from the guess, then again from chunk 2's handover
+    assert selectors.dayplan_progress(plan=spec)["chunks_ahead"] == 0
     monkeypatch.setattr(chunks, "guess_handover", true_guess)
     plain, _ = _drive({**SMALL, "speculate": False}, owner, monkeypatch)
     for key in KEYS:
