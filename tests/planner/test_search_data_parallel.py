@@ -17,12 +17,6 @@ from planner.search.models import Search
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def client(django_user_model):
-    c = APIClient()
-    c.force_authenticate(django_user_model.objects.create_user("sam", password="pw-sam-12345"))
-    return c
-
 
 def body(model="qwen3-30b-a3b", **space):
     return {"model": model,
@@ -44,8 +38,8 @@ def outcomes(search: Search) -> dict[str, dict]:
     return {o["candidate"]["label"]: o for o in search.result["outcomes"]}
 
 
-def test_dp_groups_are_searched_as_replicas_of_tp_x_pp_x_dp_gpus(client):
-    r = client.post("/api/searches/", body(), format="json")
+def test_dp_groups_are_searched_as_replicas_of_tp_x_pp_x_dp_gpus(signed_in_api):
+    r = signed_in_api.post("/api/searches/", body(), format="json")
     assert r.status_code == 202, r.json()
     assert r.json()["progress"]["candidates_total"] == 4  # DP 1, 2 x EP off, on
     s = run_all(r.json()["id"])
@@ -62,8 +56,8 @@ def test_dp_groups_are_searched_as_replicas_of_tp_x_pp_x_dp_gpus(client):
     assert {(row["data_parallel"], row["expert_parallel"]) for row in rows} >= {("1", "False"), ("2", "True")}
 
 
-def test_expert_parallelism_on_a_dense_model_is_skipped_with_vllms_rule(client):
-    r = client.post("/api/searches/", body("llama-3-1-8b", tensor_parallel=[2], data_parallel=[1]), format="json")
+def test_expert_parallelism_on_a_dense_model_is_skipped_with_vllms_rule(signed_in_api):
+    r = signed_in_api.post("/api/searches/", body("llama-3-1-8b", tensor_parallel=[2], data_parallel=[1]), format="json")
     assert r.status_code == 202, r.json()
     s = run_all(r.json()["id"])
     (ep,) = [o for o in s.result["outcomes"] if o["candidate"].get("expert_parallel")]
@@ -74,8 +68,8 @@ def test_expert_parallelism_on_a_dense_model_is_skipped_with_vllms_rule(client):
 @pytest.mark.parametrize("space, field", [({"data_parallel": [0]}, "space.data_parallel"),
                                           ({"data_parallel": "2"}, "space.data_parallel"),
                                           ({"expert_parallel": ["yes"]}, "space.expert_parallel")])
-def test_bad_dp_and_ep_dimensions_are_400s_naming_the_field(client, space, field):
-    r = client.post("/api/searches/", body(**space), format="json")
+def test_bad_dp_and_ep_dimensions_are_400s_naming_the_field(signed_in_api, space, field):
+    r = signed_in_api.post("/api/searches/", body(**space), format="json")
     assert r.status_code == 400 and field in r.json()["errors"], r.json()
 
 

@@ -15,7 +15,6 @@ import io
 
 import pytest
 from django.test import Client
-from rest_framework.test import APIClient
 
 from planner import tasks
 from planner.search.models import Search
@@ -35,21 +34,15 @@ def _definition(**dis) -> dict:
             "check_seeds": 0, "disaggregated": {"pools": True, **dis}}
 
 
-@pytest.fixture
-def client(django_user_model):
-    c = APIClient()
-    c.force_authenticate(django_user_model.objects.create_user("pam", password="pw-pam-12345"))
-    return c
 
-
-def test_the_pools_run_in_the_last_stage_and_the_report_shows_every_pair(client):
-    r = client.post("/api/searches/", _definition(), format="json")
+def test_the_pools_run_in_the_last_stage_and_the_report_shows_every_pair(signed_in_api):
+    r = signed_in_api.post("/api/searches/", _definition(), format="json")
     assert r.status_code == 202, r.content
     s = Search.objects.get(pk=r.json()["id"])
     assert s.snapshot["disaggregated"]["pools"] is True and s.num_chunks == 3  # two GPU types, then the stage
     for index in range(3):
         assert tasks.run_search_chunk(s.pk, index) == "done"
-    res = client.get(f"/api/searches/{s.pk}/").json()["result"]
+    res = signed_in_api.get(f"/api/searches/{s.pk}/").json()["result"]
     pools = res["disaggregated_pools"]
     best = pools["best"]
     assert best is not None and best["meets"] and pools["simulations"] > 0
@@ -69,21 +62,21 @@ def test_the_pools_run_in_the_last_stage_and_the_report_shows_every_pair(client)
     assert float(answer["cost_per_hour_usd"]) == pytest.approx(best["cost_per_hour"], rel=1e-5)
 
 
-def test_bad_pools_values_are_400s_naming_the_field(client, settings):
-    r = client.post("/api/searches/", _definition(pools="yes"), format="json")
+def test_bad_pools_values_are_400s_naming_the_field(signed_in_api, settings):
+    r = signed_in_api.post("/api/searches/", _definition(pools="yes"), format="json")
     assert r.status_code == 400 and "must be true or false" in r.json()["errors"]["disaggregated.pools"][0]
     no_ttft = _definition()
     no_ttft["slo"]["targets"] = [{"metric": "itl", "percentile": "p90", "max_s": 0.05}]
-    r = client.post("/api/searches/", no_ttft, format="json")
+    r = signed_in_api.post("/api/searches/", no_ttft, format="json")
     assert r.status_code == 400 and "needs a TTFT target" in r.json()["errors"]["disaggregated.pools"][0]
     from planner.search.definition import build_inputs
     from planner.search.pricing import price_pools
 
-    ok = client.post("/api/searches/", _definition(), format="json")
+    ok = signed_in_api.post("/api/searches/", _definition(), format="json")
     assert ok.status_code == 202
     joint = price_pools(*build_inputs(Search.objects.get(pk=ok.json()["id"]).snapshot))
     settings.KVP_CHUNK_MAX_SECONDS = joint.seconds / 2
-    r = client.post("/api/searches/", _definition(), format="json")
+    r = signed_in_api.post("/api/searches/", _definition(), format="json")
     assert r.status_code == 400, r.content
     assert r.json()["errors"]["disaggregated.pools"][0].startswith("The joint prefill/decode pools search")
     assert Search.objects.count() == 1
