@@ -71,9 +71,12 @@ def test_the_dearest_imports_run_within_the_inline_bound(client, db, case):
             for _ in range(2)]
     assert all(r.status_code == 201 for r, _ in runs), runs[0][0].content[:300]
     api_s = min(s for _, s in runs)
-    page, page_s = _timed(lambda: client.post(reverse("gpuprofiles:model-import"), {"config_text": json.dumps(config)}))
-    assert page.status_code == 302, page.content[:300]
-    shown, shown_s = _timed(lambda: client.get(page["Location"]))
+    client.get(reverse("gpuprofiles:model-import"))  # the page's first request loads its templates: not the import's
+    pages = [_timed(lambda: client.post(reverse("gpuprofiles:model-import"), {"config_text": json.dumps(config)}))
+             for _ in range(2)]
+    assert all(r.status_code == 302 for r, _ in pages), pages[0][0].content[:300]
+    page, page_s = pages[-1][0], min(s for _, s in pages)
+    shown, shown_s = min((_timed(lambda: client.get(page["Location"])) for _ in range(2)), key=lambda run: run[1])
     assert shown.status_code == 200
     assert "config.json (verbatim)" in shown.content.decode()
     print(f"{case}: {len(body):,} bytes, CPU s: API {api_s:.3f}, page {page_s:.3f}, shown {shown_s:.3f}")
