@@ -56,7 +56,6 @@ class SweepChunk(ChunkRecord):
         SKIPPED = "skipped", "Skipped"  # sweep cancelled before it ran
 
     sweep = models.ForeignKey(Sweep, on_delete=models.CASCADE, related_name="chunks")
-    index = models.PositiveIntegerField()
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     #: The workload variant all points of this chunk run on (see planner.sweeps.points.workload_for).
     workload = models.JSONField()

@@ -53,8 +53,12 @@ class JobRecord(models.Model):
 class ChunkRecord(models.Model):
     """A chunk of a job, as the lifecycle claims, runs and heals it: the Celery task sent for it, how many times
     it was claimed, the heartbeat a running chunk stamps (planner/jobs/heartbeat.py), why it failed, and when it
-    started and finished. Each kind adds its index, status and what the chunk holds."""
+    started and finished, its place in the job and its state (``"pending"`` until claimed; a kind may declare the
+    choices). Each kind adds what the chunk holds (and ``progress`` where it reports one: a day plan's chunk does
+    not, so the field is not here)."""
 
+    index = models.PositiveIntegerField()
+    status = models.CharField(max_length=10, default="pending")
     task_id = models.CharField(max_length=64, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     heartbeat_at = models.DateTimeField(null=True, blank=True)  # stamped while running: stalls are seen by it

@@ -51,8 +51,7 @@ class RunChunk(ChunkRecord):
     """The run's one chunk in the job lifecycle (claim, heartbeat, attempts, progress)."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="chunks")
-    index = models.PositiveIntegerField(default=0)
-    status = models.CharField(max_length=10, default="pending")
+    index = models.PositiveIntegerField(default=0)  # one chunk: 0
     progress = models.FloatField(default=0.0)
 
     class Meta:

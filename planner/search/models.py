@@ -40,8 +40,6 @@ class SearchChunk(ChunkRecord):
     Status = models.TextChoices("Status", "pending running done failed skipped")
 
     search = models.ForeignKey(Search, on_delete=models.CASCADE, related_name="chunks")
-    index = models.PositiveIntegerField()
-    status = models.CharField(max_length=10, default="pending")
     candidates = models.JSONField()  # indices into the space's candidates
     #: ``[least cost per hour, estimated seconds of one simulation]`` of each shape of the chunk that will be
     #: simulated (``planner/search/pricing.SearchPrice.shapes``), for the time left while the search runs.
