@@ -18,6 +18,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods
 
 from config import throttling
+from config.form_errors import attach_errors, errors_of
 
 from .forms import SignUpForm, TokenCreateForm
 from .services import api_token_create, api_token_list, api_token_revoke
@@ -78,9 +79,9 @@ def account(request):
         if form.is_valid():
             try:
                 token, new_token = api_token_create(user=request.user, name=form.cleaned_data["name"])
-            except ValidationError as exc:
-                for msg in exc.message_dict.get("name", exc.messages):
-                    form.add_error("name", msg)
+            except ValidationError as exc:  # every message at the name, the one field
+                attach_errors(form, {"name": errors_of(exc).get("name", exc.messages)}, by_name=True,
+                              paths="never")
             else:
                 form = TokenCreateForm()
                 messages.success(request, f"Token {token.name!r} created. Copy it now: it will not be shown again.")

@@ -11,6 +11,7 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from config.form_errors import attach_errors
 from simulator.base.errors import FieldError
 
 from . import selectors, services
@@ -22,14 +23,9 @@ NAV = "catalog"
 
 
 def _attach(form, exc: FieldError, default_field: str | None = None) -> None:
-    """Put a service's input error (its ``errors``) on the form's fields (unknown keys go to the default field); a field
-    that shows its own error already keeps only that one."""
-    for field, msgs in exc.errors.items():
-        target = field if field in form.fields else default_field
-        if target is not None and target in form.errors:
-            continue
-        for msg in msgs:
-            form.add_error(target, msg if target == field else f"{field}: {msg}")
+    """Put a service's input error on the form's fields (:func:`config.form_errors.attach_errors`: a path that is
+    a field's name at that field, the others at the default field with their path in front)."""
+    attach_errors(form, exc, by_name=True, default=default_field, paths="foreign")
 
 
 def index(request):

@@ -3,7 +3,7 @@
 Every place that refuses what a user asked for (sizing knobs, a sweep or
 simulation definition, a replicas search, a profile slug nobody may use)
 raises :class:`InputError` with messages per field. Pages attach them to
-their form fields; the API answers them in the shape of
+their form fields with :func:`config.form_errors.attach_errors`; the API answers them in the shape of
 :mod:`planner.api.errors` (``{"errors": {field: [messages]}}``), with status
 400, or 404 when the input names a profile the user may not see: an unknown
 slug and another user's private profile get the same answer, so a private

@@ -9,6 +9,7 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
+from config.form_errors import attach_errors
 from planner.calibration.forms import CalibrationForm
 from planner.calibration.handover import calibration_or_run
 from planner.calibration.models import CalibrationProfile
@@ -32,12 +33,8 @@ def calibration_list(request):
                     "name": d["name"], "model": d["model"], "gpu": d["gpu"], "text": text,
                     "tensor_parallel_size": d["tensor_parallel_size"], "request_rate": d.get("request_rate"),
                     "deployment": form.deployment()})
-            except dj_forms.ValidationError as exc:
-                for field, msgs in exc.message_dict.items():
-                    form.add_error(field if field in form.fields else None, msgs)
-            except InputError as exc:  # the queue quota, or a fit over the chunk limit
-                for field, msgs in exc.errors.items():
-                    form.add_error(field if field in form.fields else None, msgs)
+            except (dj_forms.ValidationError, InputError) as exc:  # also the queue quota, a fit over the limit
+                attach_errors(form, exc, by_name=True, paths="never")
             else:
                 if isinstance(made, Run):  # priced over KVP_INLINE_MAX_SECONDS: fitted on a worker
                     return redirect("calibration:run", run_id=made.pk)

@@ -8,6 +8,7 @@ import math
 
 from django import forms
 
+from config.form_errors import attach_errors
 from config.json_input import MAX_JSON_VALUES, loads_checked
 from planner.sweeps.sections import TRACE_FORMAT_NAMES
 
@@ -175,14 +176,6 @@ class DayPlanForm(forms.Form):
     def add_definition_errors(self, errors: dict) -> None:
         """Attach ``{field.path: [messages]}`` from the definition to the form's fields (each message once,
         the path in front when it is not the field's own)."""
-        for path, msgs in errors.items():
-            field = self.WHERE.get(path) or next((f for p, f in (("policy", "policy"), ("cold_start", "cold_start_s"),
-                                                                 ("engine", "engine"), ("deployment", "engine"),
-                                                                 ("workload", "hourly_rates"), ("slo", "ttft_s"))
-                                                  if path.startswith(p)), None)
-            if field in self.errors and field != "policy":
-                continue  # the field's own error says it already
-            for m in msgs:
-                shown = m if self.WHERE.get(path) == field else f"{path}: {m}"
-                if field is None or shown not in self.errors.get(field, []):
-                    self.add_error(field, shown)
+        attach_errors(self, errors, where=self.WHERE, paths="foreign", also=("policy",),
+                      prefixes=(("policy", "policy"), ("cold_start", "cold_start_s"), ("engine", "engine"),
+                                ("deployment", "engine"), ("workload", "hourly_rates"), ("slo", "ttft_s")))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
+from config.form_errors import attach_errors
 from planner.sampling_words import sampling_field
 from simulator.cluster import POLICIES
 from simulator.search import (
@@ -275,14 +276,10 @@ class SearchForm(forms.Form):
                  "disaggregated.prefill_instances": "prefill_instances",
                  "disaggregated.decode_instances": "decode_instances", "check_seeds": "check_seeds"}
         prefixes = {"space.gpus": "gpus", "workload.spec.prefixes": "prefix_tokens", "space.speculative": "speculative"}
-        for path, msgs in errors.items():
-            field = where.get(path) or next((f for pre, f in prefixes.items() if path.startswith(pre)), None)
-            if field in self.errors or set(self.DEPENDS.get(path, ())) & set(self.errors):
-                continue  # the field's own error says it already; a stand-in value caused this one
-            if path == "slo.targets" and forms.forms.NON_FIELD_ERRORS in self.errors:
-                continue  # "give at least one latency target", said by the form already
-            for m in msgs:
-                self.add_error(field, m if field else f"{path}: {m}")
+        errors = {path: msgs for path, msgs in errors.items()
+                  if not set(self.DEPENDS.get(path, ())) & set(self.errors)  # a stand-in value caused this one
+                  and not (path == "slo.targets" and forms.forms.NON_FIELD_ERRORS in self.errors)}  # said already
+        attach_errors(self, errors, where=where, prefixes=prefixes.items(), paths="top")
 
 
 def _duration_s(rate: float, given: float | None, targets: list[dict]) -> float:

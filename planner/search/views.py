@@ -9,6 +9,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from config.form_errors import attach_errors, capitalized
 from planner.calibration import fields as calibration_fields
 from planner.sampling_words import sampling_answer
 from planner.search import definition as search_definition
@@ -36,9 +37,9 @@ def search_new(request):
                 search_definition.validate(definition, owner=request.user)
         except defn.DefinitionError as exc:
             errors = dict(exc.errors)
-            for message in errors.pop("calibration", []):  # the select's own error, at the select
-                form.add_error("calibration" if "calibration" in form.fields else None,
-                               message[:1].upper() + message[1:] + ".")
+            # the select's own error, at the select (a sentence)
+            attach_errors(form, {"calibration": errors.pop("calibration", [])}, by_name=True, paths="never",
+                          words=lambda m, _: capitalized(m) + ".")
             form.add_definition_errors(errors)
         except (KeyError, TypeError, ValueError):  # a definition built around fields already in error
             if valid:

@@ -16,7 +16,7 @@ from typing import Any
 from django import forms
 from django.http import QueryDict
 
-from planner.errors import field_and_message
+from config.form_errors import attach_errors, capitalized
 from planner.sampling_words import sampling_field
 from simulator.base import SpecError
 from simulator.speculative import MAX_SPECULATIVE_TOKENS, DraftSpec
@@ -221,23 +221,14 @@ class SizingForm(forms.Form):
             try:
                 self.draft_spec()
             except SpecError as exc:
-                name, msg = field_and_message(exc)
-                self.add_error(SPECULATIVE_FIELDS.get(name), msg[:1].upper() + msg[1:])
+                attach_errors(self, exc, where=SPECULATIVE_FIELDS, paths="never", words=capitalized)
         return data
 
     def add_plan_errors(self, errors: dict[str, list[str]]) -> None:
         """Attach service errors to their fields (unknown names go to the top of the form); a field that shows
         its own error already keeps only that one."""
-        aliases = {"non_field_errors": None, "lengths": "lengths"}
-        for name, messages in errors.items():
-            target = aliases.get(name, name)
-            target = SPECULATIVE_FIELDS.get(target, target)
-            if target is not None and target not in self.fields:
-                target = "model" if target.startswith("model") else None
-            if target is not None and target in self.errors:
-                continue
-            for msg in messages:
-                self.add_error(target, msg)
+        attach_errors(self, errors, where={"non_field_errors": None, **SPECULATIVE_FIELDS}, by_name=True,
+                      prefixes=(("model", "model"),), paths="never")
 
 
 #: Speculative decoding error paths -> the sizing form's fields.
@@ -618,18 +609,7 @@ class ReplicasForm(forms.Form):
 
     def add_definition_errors(self, errors: dict[str, list[str]]) -> None:
         """Attach ``DefinitionError.errors`` to their fields; unknown paths go to the top of the form."""
-        for path, messages in errors.items():
-            field = next((f for prefix, f in self.ERROR_FIELDS
-                          if path == prefix or path.startswith(prefix + ".") or path.startswith(prefix + "[")),
-                         None)
-            if field == "routing" and self.cleaned_data.get("routing") == "weighted":
-                field = "routing_weights"
-            if field in self.errors:
-                continue  # its own error says it already (a default stood in for it)
-            for m in messages:
-                m = m.removeprefix("routing: ")
-                if field:
-                    self.add_error(field, m[:1].upper() + m[1:])
-                else:
-                    where = "" if path == "non_field_errors" else f"{path}: "
-                    self.add_error(None, f"{where}{m}")
+        weighted = self.cleaned_data.get("routing") == "weighted"
+        attach_errors(self, errors, paths="top",
+                      prefixes=[(p, "routing_weights" if f == "routing" and weighted else f) for p, f in self.ERROR_FIELDS],
+                      words=lambda m, field: (capitalized if field else str)(m.removeprefix("routing: ")))

@@ -6,6 +6,7 @@ import re
 
 from django import forms
 
+from config.form_errors import attach_errors
 from config.json_input import finite_number
 from gpuprofiles.models import GpuProfile, ModelProfile
 from gpuprofiles.selectors import visible_profiles
@@ -494,16 +495,7 @@ class SweepForm(forms.Form):
     def add_definition_errors(self, errors: dict[str, list[str]]) -> None:
         """The definition's errors at the fields they are about, in words (no JSON paths); a field that
         already shows an error keeps only that one."""
-        for path, messages in errors.items():
-            field = next((f for prefix, f in self.ERROR_FIELDS if path == prefix or path.startswith(prefix)), None)
-            if field and field in self.fields:
-                if field in self.errors:
-                    continue
-                for m in messages:
-                    self.add_error(field, human_message(m))
-            else:
-                for m in messages:
-                    self.add_error(None, human_message(m))
+        attach_errors(self, errors, prefixes=self.ERROR_FIELDS, paths="never", words=lambda m, _: human_message(m))
 
     def error_summary(self) -> list[dict]:
         """Every error of the form, for the summary at its top: ``{"id", "label", "message"}`` (``id`` links

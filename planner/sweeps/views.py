@@ -14,6 +14,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from config.form_errors import attach_errors
 from config.json_input import object_id
 from planner.calibration import fields as calibration_fields
 from planner.models import Sweep
@@ -63,8 +64,7 @@ def sweep_new(request):
             else:
                 sweep = services.sweep_create(owner=request.user, definition=definition)
         except dj_forms.ValidationError as exc:
-            for field, msgs in exc.message_dict.items():
-                form.add_error(field if field in form.fields else None, msgs)
+            attach_errors(form, exc, by_name=True, paths="never")
         except defn.DefinitionError as exc:
             form.add_definition_errors(exc.errors)
         except (KeyError, TypeError, ValueError):  # a definition built around fields already in error
