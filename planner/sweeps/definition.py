@@ -255,12 +255,13 @@ def _snapshot(parts: dict, specs: PointSpecs, axes: list[dict], cliff: dict | No
     except ConfigError as exc:
         err.add_from("engine", exc)
         err.raise_if_any()
-    dis = _disaggregated(parts, axes, cliff, dep_fields, engine.to_dict(), owner, err)
+    engine_d = engine.to_dict()
+    dis = _disaggregated(parts, axes, cliff, dep_fields, engine_d, owner, err)
     return {
         "model": model,
         "gpu": gpu,
         "deployment": dep_fields or None,
-        "engine": engine.to_dict(),
+        "engine": engine_d,
         "engine_explicit": sorted(engine_raw),
         "sizing": sizing,
         "workload": parts["workload"],

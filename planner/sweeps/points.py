@@ -5,7 +5,10 @@ knobs, deployment, GPU, CPU tier, replicas, speculation), re-sizes the KV cache
 and re-times the clock where an axis changes them, and says what the figures
 need beside the config (KV tokens, GPUs and their price per hour). The
 snapshot's model and GPU specs are built once for all its points
-(:class:`planner.sweeps.specs.PointSpecs`), each point's deployment once.
+(:class:`planner.sweeps.specs.PointSpecs`), each point's deployment once, and
+each point's engine configuration once: the :class:`Point` carries it to the
+pricing and, in the same process, to the simulation (:func:`engine_config`);
+only a stored point (a worker's chunk) builds it again, from its JSON.
 """
 
 from __future__ import annotations
@@ -34,6 +37,27 @@ from simulator.base import DeploymentSpec, FieldError
 from simulator.engine.config import ConfigError, EngineConfig
 
 
+class Point(dict):
+    """A resolved point: the JSON it is stored and answered as (``index``, ``params``, ``config``, ``meta``,
+    ``workload``, ...) and, not part of it, the :class:`EngineConfig` its ``config`` was written from
+    (:attr:`engine`). A copy of its items, or the point read back from storage, is the JSON alone."""
+
+    engine: EngineConfig | None = None
+
+    @classmethod
+    def of(cls, items: dict, engine: EngineConfig | None) -> Point:
+        point = cls(items)
+        point.engine = engine
+        return point
+
+
+def engine_config(point: dict) -> EngineConfig:
+    """The point's engine configuration: the one it carries (a :class:`Point`), else built from its ``config``
+    JSON (a stored point)."""
+    engine = getattr(point, "engine", None)
+    return engine if engine is not None else EngineConfig.from_dict(point["config"])
+
+
 def workload_for(snapshot: dict, params: dict) -> dict:
     """The workload variant of a point: the base plus workload-axis changes (a JSON dict)."""
     base = snapshot["workload"]
@@ -55,12 +79,13 @@ def workload_key(variant: dict) -> str:
 
 
 def resolve_point(snapshot: dict, params: dict, index: int, *, owner=None, err: FieldErrors | None = None,
-                  specs: PointSpecs | None = None) -> dict:
+                  specs: PointSpecs | None = None) -> Point | dict:
     """Turn one point's axis values into an engine config and workload variant ({} after adding a problem).
 
     ``meta`` carries what the figures need beside the config: KV tokens,
     GPUs per deployment and their price per hour. ``specs``: the snapshot's
-    model and GPU specs (:meth:`PointSpecs.of`, built here when not given).
+    model and GPU specs (:meth:`PointSpecs.of`, built here when not given). The point is a :class:`Point`
+    carrying its configuration as built here.
     """
     err = err or FieldErrors()
     specs = specs or PointSpecs.of(snapshot)
@@ -100,8 +125,8 @@ def resolve_point(snapshot: dict, params: dict, index: int, *, owner=None, err: 
     if group is False:
         return {}
     variant = workload_for(snapshot, params)
-    point = {"index": index, "params": params, "config": cfg.to_dict(), "meta": meta, "workload": variant,
-             "workload_key": workload_key(variant)}
+    point = Point.of({"index": index, "params": params, "config": cfg.to_dict(), "meta": meta, "workload": variant,
+                      "workload_key": workload_key(variant)}, cfg)
     if group is not None:  # a DP group (planner.sweeps.data_parallel); DP 1 with EP off: no key, as before
         meta["data_parallel"] = {k: group[k] for k in ("data_parallel_size", "enable_expert_parallel", "shape",
                                                        "lockstep")}

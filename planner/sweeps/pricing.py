@@ -32,7 +32,7 @@ from planner.sweeps.limits import (
     run_max_bytes,
     sync_max_seconds,
 )
-from planner.sweeps.points import resolve_point
+from planner.sweeps.points import engine_config, resolve_point
 from planner.sweeps.runner import workload_of
 from planner.sweeps.sections import cliff_budget
 from planner.sweeps.specs import PointSpecs
@@ -63,7 +63,8 @@ def _sizes(snapshot: dict, points: list[dict]) -> dict[str, WorkloadSize]:
 
 
 def point_prices(snapshot: dict, points: list[dict]) -> list[Price]:
-    """One :class:`Price` per point (``{"config", "meta", "workload"[, "workload_key"]}``)."""
+    """One :class:`Price` per point (``{"config", "meta", "workload"[, "workload_key"]}``; a
+    :class:`~planner.sweeps.points.Point`'s own configuration is priced as it is)."""
     sizes = _sizes(snapshot, points)
     prices = []
     for p in points:
@@ -72,8 +73,7 @@ def point_prices(snapshot: dict, points: list[dict]) -> list[Price]:
         dis = meta.get("disaggregated")
         n = dis["prefill_instances"] + dis["decode_instances"] if dis else (meta.get("cluster") or {}).get(
             "num_instances", 1) * (meta.get("data_parallel") or {}).get("data_parallel_size", 1)  # DP: each rank
-        config = EngineConfig.from_dict(p["config"])
-        prices.append(budget.price_run(sizes[key], config, instances=int(n)))
+        prices.append(budget.price_run(sizes[key], engine_config(p), instances=int(n)))
     return prices
 
 

@@ -55,8 +55,8 @@ def check_replicas(raw: Any, *, owner) -> dict:
     :class:`planner.sweeps.definition.DefinitionError` with field messages, else returns what
     :func:`find_replicas` runs (the page checks a form with refused fields this way, for the others)."""
     from config.strict_input import unknown_field_errors
+    from planner.sweeps.points import engine_config
     from planner.sweeps.runner import workload_of
-    from simulator.engine import EngineConfig
 
     if not isinstance(raw, dict):
         raise defn.DefinitionError({"non_field_errors": ["must be a JSON object"]})
@@ -92,7 +92,7 @@ def check_replicas(raw: Any, *, owner) -> dict:
     err.raise_if_any()
     p = points[0]
     wl = workload_of(p["workload"], wl_base)
-    config = EngineConfig.from_dict(p["config"])
+    config = engine_config(p)
     check_context(data, snapshot, wl)
     try:
         price = pricing.check_replicas(WorkloadSize.of(wl), config, max_n,

@@ -21,6 +21,7 @@ import numpy as np
 
 from planner.sweeps import data_parallel as dpg
 from planner.sweeps import disaggregated as disagg
+from planner.sweeps.points import engine_config
 from planner.sweeps.speculative import spec_metrics
 from simulator.engine import EngineConfig
 from simulator.workload import Workload, WorkloadSpec, generate_workload
@@ -82,7 +83,8 @@ def scale_lengths(wl: Workload, prompt_scale: float, output_scale: float) -> Wor
 
 def simulate_points(wl: Workload, points: list[dict], *, record_steps: bool = True,
                     progress: Callable[[float], None] | None = None, finished: list | None = None) -> list[dict]:
-    """Simulate ``points`` (each ``{"index", "params", "config", "meta"}``) in one batched call.
+    """Simulate ``points`` (each ``{"index", "params", "config", "meta"}``; a
+    :class:`~planner.sweeps.points.Point` with the configuration it carries) in one batched call.
 
     Returns one ``{"index", "params", "meta", "metrics", "totals", "series"}`` per point. ``finished``, when
     given, receives each point's result as soon as its simulation ends, so that a batch stopped part-way
@@ -90,7 +92,7 @@ def simulate_points(wl: Workload, points: list[dict], *, record_steps: bool = Tr
     """
     from simulator.batch import simulate
 
-    configs = [EngineConfig.from_dict(p["config"]) for p in points]
+    configs = [engine_config(p) for p in points]  # a stored point's built from its JSON, once
     results = _disaggregated_results(wl, points, configs)  # None where the point is not disaggregated
     groups = _dp_results(wl, points, configs, results)  # each DP group's result (None for a single engine)
     batch = [i for i, r in enumerate(results) if r is None]

@@ -36,7 +36,7 @@ from planner.models import Report, Sweep, SweepChunk
 from planner.sweeps import definition as defn
 from planner.sweeps import pricing
 from planner.sweeps.cliff import find_cliff, max_evaluations
-from planner.sweeps.points import plan_chunks, resolve_point, workload_for, workload_key
+from planner.sweeps.points import Point, plan_chunks, resolve_point, workload_for, workload_key
 from planner.sweeps.specs import PointSpecs
 
 logger = logging.getLogger(__name__)
@@ -265,7 +265,7 @@ class _CliffRounds:
             for x in xs:
                 p = resolve_point(self.snap, {self.param: x}, self.next_index + len(pts), owner=self.sweep.owner,
                                   specs=self.specs)
-                pts.append({k: p[k] for k in ("index", "params", "config", "meta")})
+                pts.append(Point.of({k: p[k] for k in ("index", "params", "config", "meta")}, p.engine))
             chunk = self._simulate(r, xs, pts)
         self.next_index += len(chunk.points)
         by_x = {_x_key(res["params"][self.param]): res for res in chunk.results}

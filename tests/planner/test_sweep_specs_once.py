@@ -6,6 +6,7 @@ once, then sizes it, clocks it and checks its speculative head with those object
 rebuilt all three from their dicts: a 4-point tensor-parallel sweep built 11 model, 11 GPU and 12 deployment specs.
 """
 
+import math
 from collections import Counter
 
 import pytest
@@ -54,3 +55,80 @@ def test_a_gpu_axis_builds_each_points_gpu_once(built):
     _, _, points = defn.validate({**BASE, "axes": axes}, owner=None)
     assert {p["meta"]["gpu_name"] for p in points} == {"H100 SXM5 80GB", "A100 SXM4 80GB"}
     assert built == {"ModelSpec": 1, "GpuSpec": 1 + len(points), "DeploymentSpec": 1 + len(points)}
+
+
+@pytest.fixture
+def engine_walk(monkeypatch):
+    """How many times an engine configuration is built from a dict (``EngineConfig.from_dict``) and written back
+    to one (``EngineConfig.to_dict``)."""
+    from simulator.engine import EngineConfig
+
+    counts = Counter()
+    original_from, original_to = EngineConfig.from_dict.__func__, EngineConfig.to_dict
+
+    def counted_from(c, data):
+        counts["from_dict"] += 1
+        return original_from(c, data)
+
+    def counted_to(self):
+        counts["to_dict"] += 1
+        return original_to(self)
+
+    monkeypatch.setattr(EngineConfig, "from_dict", classmethod(counted_from))
+    monkeypatch.setattr(EngineConfig, "to_dict", counted_to)
+    return counts
+
+
+@pytest.mark.django_db
+def test_a_grid_points_engine_config_is_built_once_and_written_once_until_a_worker_reads_it(engine_walk):
+    """The walk of a sweep's points: definition -> snapshot -> points -> prices -> chunks (stored as JSON) ->
+    the worker's simulation -> results. Each point's configuration is built once and written once (the JSON its
+    chunk stores) on the web side; the worker builds it once from that JSON."""
+    import json
+
+    from planner.sweeps import services
+    from planner.sweeps.runner import simulate_points, workload_of
+
+    axes = [{"param": "tensor_parallel_size", "values": [1, 2, 4, 8]}]
+    _, snapshot, points = defn.validate({**BASE, "axes": axes}, owner=None)
+    chunks, _ = services._priced_plan(snapshot, points, "grid", owner=None)
+    # the snapshot's base configuration once (built, written), then each point's once
+    assert engine_walk == {"from_dict": 1 + len(points), "to_dict": 1 + len(points)}
+    engine_walk.clear()
+    stored = json.loads(json.dumps(chunks))  # what a worker reads from the chunk rows
+    results = [r for c in stored for r in simulate_points(workload_of(c["workload"], snapshot["workload"]),
+                                                          c["points"], record_steps=False)]
+    assert len(results) == len(points) and all(r["metrics"]["finished"] == 20 for r in results)
+    assert engine_walk == {"from_dict": len(points)}  # once per point, from the stored JSON
+
+
+@pytest.mark.django_db
+def test_one_simulation_builds_its_engine_config_once_per_point(engine_walk):
+    """``POST /api/simulations/``'s walk in one process (validated, priced, simulated, answered): the point's
+    configuration is built once and its JSON written once (the answer's ``config``)."""
+    from planner.sweeps import simulation
+
+    answer = simulation.answer(simulation.prepare(BASE, owner=None), inline=False)
+    assert answer["metrics"]["finished"] == 20 and answer["config"]["num_gpu_blocks"] > 0
+    assert engine_walk == {"from_dict": 2, "to_dict": 2}  # the snapshot's base and the point's, each once
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("axes,engine", [
+    ([{"param": "tensor_parallel_size", "values": [1, 2]}, {"param": "cpu_tier_gib", "values": [0, 16]}], {}),
+    ([{"param": "num_speculative_tokens", "values": [1, 3]}], {"speculative": {"method": "eagle",
+                                                                                "acceptance_rate": 0.7}}),
+    ([{"param": "gpu", "values": ["h100-sxm5-80gb", "a100-sxm4-80gb"]}], {"max_num_seqs": 64}),
+])
+def test_the_configuration_a_point_carries_is_the_one_its_stored_json_gives(axes, engine):
+    """A point priced and simulated in the web process uses the configuration it carries; a worker builds it from
+    the chunk's JSON. Both are the same configuration, so a point's result does not depend on where it runs."""
+    from planner.sweeps.points import engine_config
+    from simulator.engine import EngineConfig
+
+    _, _, points = defn.validate({**BASE, "axes": axes, "engine": engine}, owner=None)
+    assert len(points) == math.prod(len(a["values"]) for a in axes)
+    for p in points:
+        assert engine_config(p) is p.engine
+        assert EngineConfig.from_dict(p["config"]) == p.engine
+        assert engine_config(dict(p)) == p.engine and engine_config(dict(p)) is not p.engine  # a copy: built again
