@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.core.exceptions import ValidationError
 from django.db import transaction
+
+from simulator.base.errors import FieldError
 
 from .models import DISPLAY_PREFIX_LEN, ApiToken, generate_raw_token, hash_token
 
@@ -15,19 +16,19 @@ MAX_TOKENS_PER_USER = 50
 def api_token_create(*, user: AbstractBaseUser, name: str) -> tuple[ApiToken, str]:
     """Create a named token for ``user``; returns the row and the raw token (shown once).
 
-    Raises ``ValidationError`` when the name is blank, already used by this user, or the
+    Raises the one input error (:class:`~simulator.base.errors.FieldError`, at ``name``) when the name is blank, already used by this user, or the
     user already holds ``MAX_TOKENS_PER_USER`` tokens.
     """
     name = (name or "").strip()
     if not name:
-        raise ValidationError({"name": ["Give the token a name."]})
+        raise FieldError("Give the token a name.", field="name")
     if len(name) > 100:
-        raise ValidationError({"name": ["At most 100 characters."]})
+        raise FieldError("At most 100 characters.", field="name")
     tokens = ApiToken.objects.select_for_update().filter(user=user)
     if tokens.filter(name=name).exists():
-        raise ValidationError({"name": [f"You already have a token named {name!r}."]})
+        raise FieldError(f"You already have a token named {name!r}.", field="name")
     if tokens.count() >= MAX_TOKENS_PER_USER:
-        raise ValidationError({"name": [f"At most {MAX_TOKENS_PER_USER} tokens per user; revoke one first."]})
+        raise FieldError(f"At most {MAX_TOKENS_PER_USER} tokens per user; revoke one first.", field="name")
     raw = generate_raw_token()
     token = ApiToken.objects.create(user=user, name=name, key_hash=hash_token(raw), prefix=raw[:DISPLAY_PREFIX_LEN])
     return token, raw

@@ -11,14 +11,14 @@ from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView
-from django.core.exceptions import ValidationError
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods
 
 from config import throttling
-from config.form_errors import attach_errors, errors_of
+from config.form_errors import attach_errors
+from simulator.base.errors import FieldError
 
 from .forms import SignUpForm, TokenCreateForm
 from .services import api_token_create, api_token_list, api_token_revoke
@@ -79,9 +79,8 @@ def account(request):
         if form.is_valid():
             try:
                 token, new_token = api_token_create(user=request.user, name=form.cleaned_data["name"])
-            except ValidationError as exc:  # every message at the name, the one field
-                attach_errors(form, {"name": errors_of(exc).get("name", exc.messages)}, by_name=True,
-                              paths="never")
+            except FieldError as exc:  # at the name, the form's one field
+                attach_errors(form, exc, by_name=True, paths="never")
             else:
                 form = TokenCreateForm()
                 messages.success(request, f"Token {token.name!r} created. Copy it now: it will not be shown again.")

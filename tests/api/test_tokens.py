@@ -5,13 +5,13 @@ from __future__ import annotations
 import io
 
 import pytest
-from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 from django.test import override_settings
 from rest_framework import status
 
 from accounts.models import ApiToken, hash_token
 from accounts.services import MAX_TOKENS_PER_USER, api_token_create, api_token_revoke
+from simulator.base.errors import FieldError
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("_probe_urls")]
 
@@ -32,9 +32,9 @@ def test_only_the_hash_and_a_short_prefix_are_stored(user):
 
 def test_names_are_required_and_unique_per_user(user, other_user):
     api_token_create(user=user, name="ci")
-    with pytest.raises(ValidationError):
+    with pytest.raises(FieldError, match="name: "):
         api_token_create(user=user, name="ci")
-    with pytest.raises(ValidationError):
+    with pytest.raises(FieldError, match="name: "):
         api_token_create(user=user, name="   ")
     api_token_create(user=other_user, name="ci")  # another user may reuse the name
 
@@ -42,7 +42,7 @@ def test_names_are_required_and_unique_per_user(user, other_user):
 def test_a_user_holds_a_bounded_number_of_tokens(user):
     for i in range(MAX_TOKENS_PER_USER):
         api_token_create(user=user, name=f"t{i}")
-    with pytest.raises(ValidationError):
+    with pytest.raises(FieldError, match="name: "):
         api_token_create(user=user, name="one too many")
 
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from accounts.services import api_token_create
+from simulator.base.errors import FieldError
 
 
 class Command(BaseCommand):
@@ -32,7 +32,7 @@ class Command(BaseCommand):
         name = name or f"cli {timezone.now():%Y-%m-%d %H:%M:%S}"
         try:
             token, raw = api_token_create(user=user, name=name)
-        except ValidationError as exc:
-            raise CommandError("; ".join(exc.messages)) from None
+        except FieldError as exc:
+            raise CommandError(exc.message) from None
         self.stderr.write(f"token {token.name!r} for {username}: send it as 'Authorization: Token <token>'")
         self.stdout.write(raw)
