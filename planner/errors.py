@@ -70,6 +70,12 @@ class FieldErrors:
         field, message = field_and_message(exc)
         self.add(f"{prefix}.{field}" if field else prefix, message)
 
+    def merge(self, exc: FieldError) -> None:
+        """Add every problem of an input error at its own path (``exc.errors``)."""
+        for field, messages in exc.errors.items():
+            for message in messages:
+                self.add(field, message, not_found=exc.not_found)
+
     def raise_if_any(self) -> None:
         if self.errors:
             raise InputError(self.errors, not_found=self.not_found)

@@ -35,7 +35,6 @@ from planner.sampling_words import SOURCES, sampling_answer
 from planner.sweeps import definition as defn
 from planner.sweeps import disaggregated as disagg
 from planner.sweeps import exports, pricing, selectors, services
-from simulator.batch import OverBudget
 from simulator.clock.cost_model import DEFAULT_SAMPLER_PATH, SAMPLER_PATHS
 
 EXAMPLE_DEFINITION = {
@@ -337,8 +336,6 @@ class SimulationApi(APIView):
             return Response(simulation.answer(prepared, inline=True))
         except QuotaExceeded as exc:
             raise QuotaExceededApi(exc.errors["non_field_errors"][0]) from None
-        except OverBudget as exc:
-            raise ValidationError({exc.field: [str(exc)]}) from None
         except defn.DefinitionError as exc:
             raise _definition_error(exc) from None
 

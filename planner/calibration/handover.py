@@ -13,7 +13,8 @@ def calibration_or_run(request, fields: dict):
     """The stored profile (fitted here), or a :class:`planner.runs.models.Run` (sent to a worker).
 
     ``fields``: those of :func:`planner.calibration.services.prepare_calibration`. Raises ``ValidationError`` or
-    :class:`planner.errors.InputError` (:class:`planner.jobs.QuotaExceeded` too).
+    the one input error (:class:`simulator.base.errors.FieldError`: :class:`simulator.batch.OverBudget`,
+    :class:`planner.jobs.QuotaExceeded`).
     """
     prepared = prepare_calibration(request.user, **fields)
     if runs_inline(prepared["price"].seconds):

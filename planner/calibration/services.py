@@ -87,9 +87,10 @@ def prepare_calibration(owner, *, name: Any, model: Any, gpu: Any, text: Any, te
                         inline: bool = True) -> dict:
     """Check the upload and parse it (``inline``: in a child process under the wall clock, else here, on a
     worker), then price its fit: ``{"name", "model_row", "gpu_row", "deployment", "meas", "rate", "price",
-    "simulations"}``. Raises ``ValidationError`` with field messages."""
+    "simulations"}``. Raises ``ValidationError`` with field messages (past the wall clock:
+    :class:`simulator.batch.OverBudget` at ``file``)."""
     from planner.sweeps.bounded import run_bounded
-    from simulator.batch.budget import OverBudget, fit_simulations
+    from simulator.batch.budget import fit_simulations
     from simulator.calibration import CalibrationError, parse_measurement, price_fit
     from simulator.calibration.fit import DEFAULT_FIT
 
@@ -114,7 +115,7 @@ def prepare_calibration(owner, *, name: Any, model: Any, gpu: Any, text: Any, te
         meas = run_bounded(parse_measurement, text, file_format or None, what="Reading this measurement file",
                            field="file", advice="upload a smaller file") if inline else \
             parse_measurement(text, file_format or None)
-    except (CalibrationError, OverBudget) as exc:
+    except CalibrationError as exc:  # (past the wall clock: OverBudget at the file, the one input error)
         raise ValidationError({"file": [str(exc)]}) from None
     _check_model(meas, model_row)
     price = price_fit(meas, model_row.to_spec(), gpu_row.to_spec(), dep, request_rate=rate,
@@ -125,7 +126,8 @@ def prepare_calibration(owner, *, name: Any, model: Any, gpu: Any, text: Any, te
 
 def fit_and_store(owner, prepared: dict, *, inline: bool) -> CalibrationProfile:
     """Fit what :func:`prepare_calibration` returned (``inline``: in a child process under the wall clock, after
-    the synchronous price check; else here, on a worker) and store the profile. Raises ``ValidationError``."""
+    the synchronous price check; else here, on a worker) and store the profile. Raises ``ValidationError``, or
+    :class:`simulator.batch.OverBudget` at ``file`` (priced over a limit, or stopped at one)."""
     from planner.sweeps.bounded import run_bounded
     from planner.sweeps.limits import check_calibration
     from simulator.batch.budget import OverBudget
@@ -140,8 +142,8 @@ def fit_and_store(owner, prepared: dict, *, inline: bool) -> CalibrationProfile:
                                  advice="upload a measurement of fewer or shorter requests")
         else:
             result = _fit(*specs, rate)
-    except OverBudget as exc:  # priced over a limit, or stopped past the wall clock / memory limit
-        raise ValidationError({exc.field: [str(exc)]}) from None
+    except OverBudget:  # priced over a limit, or stopped past the wall clock / memory limit: the one input error
+        raise
     except CalibrationError as exc:
         field, message = field_and_message(exc)
         raise ValidationError({field or "file": [message]}) from None
@@ -174,14 +176,11 @@ def fit_on_worker(fields: dict, *, owner) -> dict:
     """A calibration sent to a worker (:mod:`planner.calibration.handover`): checked, parsed, priced against the
     chunk limit and fitted here; returns the API's answer to a ``POST`` (:func:`calibration_dict`)."""
     from planner.sweeps.limits import chunk_max_seconds, run_max_bytes
-    from simulator.batch.budget import OverBudget, check
+    from simulator.batch.budget import check
 
     prepared = prepare_calibration(owner, **fields, inline=False)
-    try:
-        check(prepared["price"], max_bytes=run_max_bytes(), max_seconds=chunk_max_seconds(), field="file",
-              what="This calibration", advice="upload a measurement of fewer or shorter requests")
-    except OverBudget as exc:
-        raise ValidationError({exc.field: [str(exc)]}) from None
+    check(prepared["price"], max_bytes=run_max_bytes(), max_seconds=chunk_max_seconds(), field="file",
+          what="This calibration", advice="upload a measurement of fewer or shorter requests")
     return calibration_dict(fit_and_store(owner, prepared, inline=False))
 
 

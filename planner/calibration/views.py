@@ -13,8 +13,8 @@ from config.form_errors import attach_errors
 from planner.calibration.forms import CalibrationForm
 from planner.calibration.handover import calibration_or_run
 from planner.calibration.models import CalibrationProfile
-from planner.errors import InputError
 from planner.runs.models import Run
+from simulator.base.errors import FieldError
 
 
 @login_required
@@ -33,7 +33,7 @@ def calibration_list(request):
                     "name": d["name"], "model": d["model"], "gpu": d["gpu"], "text": text,
                     "tensor_parallel_size": d["tensor_parallel_size"], "request_rate": d.get("request_rate"),
                     "deployment": form.deployment()})
-            except (dj_forms.ValidationError, InputError) as exc:  # also the queue quota, a fit over the limit
+            except (dj_forms.ValidationError, FieldError) as exc:  # also the queue quota, a fit over the limit
                 attach_errors(form, exc, by_name=True, paths="never")
             else:
                 if isinstance(made, Run):  # priced over KVP_INLINE_MAX_SECONDS: fitted on a worker

@@ -20,10 +20,8 @@ from rest_framework.views import APIView
 from config.parsers import CheckedJSONParser
 from config.strict_input import refuse_unknown_fields
 from config.throttling import client_key
-from planner.errors import InputError
 from planner.runs import selectors, services
 from planner.sweeps import pricing
-from simulator.batch import OverBudget
 
 EXAMPLE_RUN = {
     "id": 7, "kind": "simulation", "status": "queued",
@@ -44,11 +42,9 @@ RunOut = inline_serializer("RunOut", {
 def hand_over(request, *, kind: str, definition: Any, price: pricing.Price, what: str, advice: str,
               field: str = "workload"):
     """Check a run priced over the inline bound against the chunk limit, store it and send it to the workers;
-    raises :class:`planner.errors.InputError` (400) or :class:`planner.jobs.QuotaExceeded`."""
-    try:
-        pricing.check_worker_run(price, what=what, advice=advice, field=field)
-    except OverBudget as exc:
-        raise InputError({exc.field: [str(exc)]}) from None
+    raises :class:`simulator.batch.OverBudget` (the one input error: 400 at ``field``) or
+    :class:`planner.jobs.QuotaExceeded`."""
+    pricing.check_worker_run(price, what=what, advice=advice, field=field)
     user = request.user if request.user.is_authenticated else None
     return services.run_create(kind=kind, definition=definition, price_s=price.seconds, owner=user,
                                client=client_key(request))

@@ -21,12 +21,12 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from planner.errors import InputError
 from planner.jobs import ChunkedJob, Watch
 from planner.jobs import failure_message as _failure_message
 from planner.jobs.quota import check_queue
 from planner.runs.models import Run, RunChunk
 from planner.sweeps import limits
+from simulator.base.errors import FieldError
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class WorkerRuns(ChunkedJob):
         self.store_done(run.pk, chunk.index, {}, gather=gather)
 
     def failure_message(self, exc: BaseException) -> str:
-        if isinstance(exc, InputError):  # input the engine refused on the worker: its field messages
+        if isinstance(exc, FieldError):  # input refused on the worker (priced over a limit too): its messages
             return "; ".join(m for ms in exc.errors.values() for m in ms)
         return _failure_message(exc)
 

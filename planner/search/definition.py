@@ -228,7 +228,7 @@ def _check_price(inputs: tuple, err, dis: dict | None = None, seeds: int = 0) ->
     try:
         return check_search(*inputs, splits=splits, seeds=seeds, pools=bool(dis and dis.get("pools")))
     except OverBudget as exc:
-        err.add(exc.field, str(exc))
+        err.merge(exc)
         return None
 
 

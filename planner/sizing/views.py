@@ -16,6 +16,7 @@ from django.shortcuts import redirect, render
 
 from planner.calibration import fields as calibration_fields
 from simulator.base import ms_against, ms_figure, ms_target
+from simulator.base.errors import FieldError
 
 from . import figures, services
 from .forms import CompareForm, ReplicasForm, SizingForm, default_compare_gpus
@@ -154,7 +155,6 @@ def replicas(request):
     dearer it runs on a worker and the page redirects to :func:`replicas_run`, which shows its progress and then
     the same answer.
     """
-    from planner.sweeps.definition import DefinitionError
 
     form, submitted = ReplicasForm.from_query(request.GET, user=request.user)
     calibration_fields.attach(form, request.user)
@@ -166,14 +166,14 @@ def replicas(request):
 
         try:
             check_replicas(calibration_fields.into(form.to_request(), form), owner=owner)
-        except DefinitionError as exc:
+        except FieldError as exc:
             form.add_definition_errors(exc.errors)
         except (KeyError, TypeError, ValueError):  # a request built around fields already in error
             pass
     elif submitted:
         try:
             found, rows, run = _replicas_priced(request, form, owner)
-        except DefinitionError as exc:
+        except FieldError as exc:
             form.add_definition_errors(exc.errors)
         else:
             if run is not None:
@@ -184,11 +184,11 @@ def replicas(request):
 
 def _replicas_priced(request, form: ReplicasForm, owner):
     """``(found, xPyD rows, None)`` answered here when the page's runs are priced within the inline bound, else
-    ``(None, None, run)``: a run sent to the workers. Raises ``DefinitionError`` (also ``QuotaExceeded``)."""
+    ``(None, None, run)``: a run sent to the workers. Raises the one input error (:class:`FieldError`: the
+    definition's problems, ``OverBudget``, ``QuotaExceeded``)."""
     from planner.runs.api import hand_over
     from planner.runs.services import runs_inline
     from planner.sweeps import disaggregated_compare
-    from planner.sweeps.definition import DefinitionError
     from planner.sweeps.replicas import answer_replicas, check_replicas
 
     body = calibration_fields.into(form.to_request(), form)
@@ -199,7 +199,7 @@ def _replicas_priced(request, form: ReplicasForm, owner):
         try:
             for *_, p in disaggregated_compare.prepare(body, dis, owner=owner, inline=False):
                 price = price + p
-        except DefinitionError:
+        except FieldError:
             dis = None  # shown as a form error when answered here; a worker's run leaves it out
     if runs_inline(price.seconds):
         return answer_replicas(checked, inline=True), _disaggregated_rows(form, owner), None
@@ -253,7 +253,6 @@ def replicas_run(request, run_id: int):
 
 def _disaggregated_rows(form: ReplicasForm, owner) -> list[dict] | None:
     """The xPyD deployment against as many aggregated replicas, when the form asks (None otherwise)."""
-    from planner.sweeps.definition import DefinitionError
     from planner.sweeps.disaggregated_compare import compare
 
     dis = form.disaggregated()
@@ -261,7 +260,7 @@ def _disaggregated_rows(form: ReplicasForm, owner) -> list[dict] | None:
         return None
     try:
         return compare(calibration_fields.into(form.to_request(), form), dis, owner=owner)
-    except DefinitionError as exc:
+    except FieldError as exc:
         form.add_definition_errors(exc.errors)
         return None
 

@@ -92,8 +92,10 @@ def _child(conn, fn: Callable[..., Any], args: tuple, limit: int, parent_pid: in
 ADVICE = "use fewer or shorter requests, or create a sweep at /api/sweeps/ (it runs on workers)"
 
 
-def run_bounded(fn: Callable[..., Any], *args: Any, what: str, field: str = "workload", advice: str = ADVICE) -> Any:
-    """``fn(*args)`` in a child process; raises :class:`OverBudget` past the wall clock or the memory limit.
+def run_bounded(fn: Callable[..., Any], *args: Any, what: str, field: str | None = "workload",
+                advice: str = ADVICE) -> Any:
+    """``fn(*args)`` in a child process; raises :class:`OverBudget` (at ``field``; None: the input as a whole)
+    past the wall clock or the memory limit.
 
     Exceptions ``fn`` raises are raised again here (so callers keep their handlers). ``advice`` ends the
     refusal past the wall clock.

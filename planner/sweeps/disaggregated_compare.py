@@ -13,7 +13,6 @@ from typing import Any
 from planner.sweeps import definition as defn
 from planner.sweeps import pricing
 from planner.sweeps.runner import simulate_points, workload_of
-from simulator.batch import OverBudget
 
 #: Row figures copied from a point's metrics.
 FIGURES = ("finished", "ttft_p50_s", "ttft_p90_s", "itl_p90_s", "e2e_p99_s", "throughput_tok_s", "transfer_p90_s",
@@ -23,14 +22,11 @@ FIGURES = ("finished", "ttft_p50_s", "ttft_p90_s", "itl_p90_s", "e2e_p99_s", "th
 def _prepare(definition: dict, *, owner, what: str, inline: bool) -> tuple[dict, dict, pricing.Price]:
     _, snapshot, points = defn.validate(definition, owner=owner, single=True)
     p = points[0]
-    try:
-        if inline:
-            price = pricing.check_sync(snapshot, p, what=what)
-        else:
-            price = pricing.check_worker_run(pricing.point_prices(snapshot, [p])[0], what=what,
-                                             advice="use fewer or shorter requests")
-    except OverBudget as exc:
-        raise defn.DefinitionError({exc.field: [str(exc)]}) from None
+    if inline:
+        price = pricing.check_sync(snapshot, p, what=what)
+    else:
+        price = pricing.check_worker_run(pricing.point_prices(snapshot, [p])[0], what=what,
+                                         advice="use fewer or shorter requests")
     return snapshot, p, price
 
 

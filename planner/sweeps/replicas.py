@@ -22,7 +22,7 @@ from planner.sampling_words import sampling_answer
 from planner.sweeps import definition as defn
 from planner.sweeps import pricing
 from planner.sweeps.bounded import run_bounded
-from simulator.batch import OverBudget, WorkloadSize
+from simulator.batch import WorkloadSize
 
 #: Most instances the search may try, and most requests it may simulate per try.
 MAX_REPLICAS = 64
@@ -76,9 +76,7 @@ def check_replicas(raw: Any, *, owner) -> dict:
         _, snapshot, points = defn.validate({**data, **({"cluster": cluster} if cluster else {})}, owner=owner,
                                             single=True)
     except defn.DefinitionError as exc:
-        for field, messages in exc.errors.items():
-            for message in messages:
-                err.add(field, message, not_found=exc.not_found)
+        err.merge(exc)
         _context_beside(data, owner, err)
         err.raise_if_any()
         raise
@@ -94,11 +92,8 @@ def check_replicas(raw: Any, *, owner) -> dict:
     wl = workload_of(p["workload"], wl_base)
     config = engine_config(p)
     check_context(data, snapshot, wl)
-    try:
-        price = pricing.check_replicas(WorkloadSize.of(wl), config, max_n,
-                                       (p.get("data_parallel") or {}).get("data_parallel_size", 1))
-    except OverBudget as exc:
-        raise defn.DefinitionError({exc.field: [str(exc)]}) from None
+    price = pricing.check_replicas(WorkloadSize.of(wl), config, max_n,
+                                   (p.get("data_parallel") or {}).get("data_parallel_size", 1))
     return {"snapshot": snapshot, "point": p, "workload": wl, "config": config, "max_n": max_n, "price": price,
             "cluster": snapshot.get("cluster") or {"routing": "round-robin", "router_delay_s": 0.0}}
 
@@ -125,8 +120,6 @@ def answer_replicas(checked: dict, *, inline: bool) -> dict:
             found = _search(wl, config, slo, cl, max_n, p.get("data_parallel"))
     except ClusterError as exc:
         raise defn.DefinitionError({"non_field_errors": [str(exc)]}) from None
-    except OverBudget as exc:
-        raise defn.DefinitionError({exc.field: [str(exc)]}) from None
     sizing = snapshot.get("sizing") or {}
     price = p["meta"].get("price_per_hour")
     rate = (snapshot["workload"].get("spec") or {}).get("arrival", {}).get("rate")

@@ -84,16 +84,13 @@ def _priced_plan(snapshot: dict, points: list[dict], mode: str, *, owner) -> tup
     Raises :class:`planner.sweeps.definition.DefinitionError` (a point or a cliff search over the
     memory or chunk time limit) or :class:`QuotaExceeded` (the owner's queue would be over its quota).
     """
-    try:
-        if mode == "grid":
-            prices = pricing.point_prices(snapshot, points)
-            pricing.check_points(snapshot, points, prices)
-            chunks = pricing.split_chunks(plan_chunks(points), {p["index"]: c for p, c in zip(points, prices)})
-            total = pricing.budget.price_batch(prices)
-        else:
-            chunks, total = [], pricing.check_cliff(snapshot, owner=owner)
-    except pricing.OverBudget as exc:
-        raise defn.DefinitionError({exc.field: [str(exc)]}) from None
+    if mode == "grid":
+        prices = pricing.point_prices(snapshot, points)
+        pricing.check_points(snapshot, points, prices)
+        chunks = pricing.split_chunks(plan_chunks(points), {p["index"]: c for p, c in zip(points, prices)})
+        total = pricing.budget.price_batch(prices)
+    else:
+        chunks, total = [], pricing.check_cliff(snapshot, owner=owner)
     # the one queue quota of every kind, the first sweep included (planner/jobs/quota.py)
     check_queue(owner=owner, price_s=total.seconds, what="This sweep")
     return chunks, total

@@ -42,15 +42,18 @@ def _simulate_one(point: dict, wl_base: dict, progress=None) -> dict:
 def answer(prepared: dict, *, inline: bool, progress=None) -> dict:
     """Run the prepared simulation and shape the answer: ``inline`` in a child process under the wall clock
     (:func:`planner.sweeps.bounded.run_bounded`), else here (a worker). Raises ``DefinitionError`` for input
-    the engine refuses, :class:`simulator.batch.OverBudget` past the wall clock."""
+    the engine refuses, :class:`simulator.batch.OverBudget` past the wall clock (about the input as a whole)."""
     from planner.sweeps.bounded import run_bounded
+    from simulator.batch import OverBudget
 
     snapshot, p = prepared["snapshot"], prepared["point"]
     try:
         if inline:
-            result = run_bounded(_simulate_one, p, snapshot["workload"], what="This simulation")
+            result = run_bounded(_simulate_one, p, snapshot["workload"], what="This simulation", field=None)
         else:
             result = _simulate_one(p, snapshot["workload"], progress)
+    except OverBudget:  # the one input error, answered as such by every door
+        raise
     except (ValueError, TypeError) as exc:  # ConfigError / WorkloadError: input the engine refuses
         raise defn.DefinitionError({"non_field_errors": [str(exc)]}) from None
     return {"metrics": result["metrics"], "totals": result["totals"], "series": result["series"],

@@ -32,6 +32,7 @@ from planner.sweeps.findings import findings_of
 from planner.sweeps.forms import SweepForm
 from planner.sweeps.labels import cell_text as _cell
 from planner.sweeps.labels import display_value
+from simulator.base.errors import FieldError
 
 #: Seconds the cancel waits for the running batches to store the points they finished.
 CANCEL_WAIT_S = 3.0
@@ -65,7 +66,7 @@ def sweep_new(request):
                 sweep = services.sweep_create(owner=request.user, definition=definition)
         except dj_forms.ValidationError as exc:
             attach_errors(form, exc, by_name=True, paths="never")
-        except defn.DefinitionError as exc:
+        except FieldError as exc:  # the definition's problems, or a point or cliff search over a limit
             form.add_definition_errors(exc.errors)
         except (KeyError, TypeError, ValueError):  # a definition built around fields already in error
             if not form.errors:
@@ -136,7 +137,7 @@ def sweep_rerun(request, sweep_id: int):
     sweep = selectors.sweep_get(sweep_id=sweep_id, user=request.user)
     try:
         again = services.sweep_create(owner=request.user, definition=runnable_definition(sweep))
-    except defn.DefinitionError as exc:
+    except FieldError as exc:
         problems = "; ".join(m for msgs in exc.errors.values() for m in msgs)
         messages.error(request, f"This sweep cannot run again as it was: {problems}. Edit it and run it again.")
         return redirect("sweeps:detail", sweep_id=sweep.pk)
@@ -277,7 +278,7 @@ def report_rerun(request, slug: str):
     definition["name"] = f"{report.title} (again)"[:200]
     try:
         sweep = services.sweep_create(owner=request.user, definition=definition)
-    except defn.DefinitionError as exc:
+    except FieldError as exc:
         problems = "; ".join(f"{m}" for msgs in exc.errors.values() for m in msgs)
         messages.error(request, f"This sweep cannot run again as it was: {problems}")
         return redirect("sweeps:report", slug=slug)

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simulator.base.errors import NON_FIELD, FieldError
 from simulator.engine import EngineConfig
 from simulator.workload import Workload
 
@@ -61,12 +62,13 @@ SECONDS_PER_DRAFTED_OUTPUT_TOKEN = 1.5e-6  # s per output token of a speculative
 SECONDS_PER_SPECULATIVE_REQUEST = 500e-6  # s per request of a speculative run (its prefill on the general path)
 
 
-class OverBudget(ValueError):
-    """A run priced over a limit; the message states the limit and the estimate."""
+class OverBudget(FieldError):
+    """A run priced over a limit, or stopped at one: the one input error (:class:`FieldError`) at ``field`` (the
+    input to make smaller; None or ``"non_field_errors"``: the input as a whole). The message states the limit
+    and the estimate; the API and the pages map it as any input error, nobody converts it by hand."""
 
-    def __init__(self, message: str, *, field: str = "non_field_errors") -> None:
-        super().__init__(message)
-        self.field = field
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message, field=None if field == NON_FIELD else field)
 
 
 @dataclass(frozen=True)
@@ -215,8 +217,9 @@ def price_fit(size: WorkloadSize, config: EngineConfig, simulations: int) -> Pri
 
 
 def check(price: Price, *, max_bytes: int | None, max_seconds: float | None, what: str,
-          advice: str = "", field: str = "non_field_errors") -> None:
-    """Raise :class:`OverBudget` when ``price`` is over either limit (``None``: no limit)."""
+          advice: str = "", field: str | None = None) -> None:
+    """Raise :class:`OverBudget` (at ``field``; None: the input as a whole) when ``price`` is over either limit
+    (``None``: no limit)."""
     problems = []
     if max_bytes is not None and price.memory_bytes > max_bytes:
         problems.append(f"about {format_bytes(price.memory_bytes)} of memory (the limit is "

@@ -32,8 +32,8 @@ from config.json_input import loads_checked
 from planner.api.errors import _as_field_errors
 from planner.management.job_commands import add_job_actions, wait_for
 from planner.models import Report, Sweep
-from planner.sweeps import definition as defn
 from planner.sweeps import exports, selectors, services
+from simulator.base.errors import FieldError
 
 
 class Command(BaseCommand):
@@ -56,7 +56,7 @@ class Command(BaseCommand):
         body = _read_json(definition)
         try:
             sweep = services.sweep_create(owner=owner, definition=body)
-        except defn.DefinitionError as exc:
+        except FieldError as exc:  # the definition's problems, or a point or cliff search over a limit
             self.stderr.write(json.dumps({"errors": _as_field_errors(exc.errors)}, indent=2))
             raise CommandError("bad sweep definition (see the messages above)", returncode=1) from None
         self.stderr.write(f"sweep {sweep.pk} created: {sweep.name!r}, {sweep.total_points} points ({sweep.mode})")
