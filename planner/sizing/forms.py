@@ -612,4 +612,4 @@ class ReplicasForm(forms.Form):
         weighted = self.cleaned_data.get("routing") == "weighted"
         attach_errors(self, errors, paths="top",
                       prefixes=[(p, "routing_weights" if f == "routing" and weighted else f) for p, f in self.ERROR_FIELDS],
-                      words=lambda m, field: (capitalized if field else str)(m.removeprefix("routing: ")))
+                      words=lambda m, field: capitalized(m) if field else m)

@@ -62,7 +62,8 @@ _DIST_EXAMPLES = {"const": "const:512", "uniform": "uniform:256,1024", "normal":
 
 
 def human_message(message: str) -> str:
-    """A simulator or definition message in words: no internal paths, no "argument(s)"."""
+    """A simulator or definition message in words: no "argument(s)", the search's bounds by their labels. (The
+    definition's messages carry no paths: a path is the error's field, never in its words.)"""
     m = re.search(r"\b([a-z-]+) takes (\d+) (?:argument|number)\(s\)(?: \(([^)]*)\))?, got (\d+)", message)
     if m:
         kind, want, names, got = m.groups()
@@ -71,7 +72,6 @@ def human_message(message: str) -> str:
         what = f" ({names})" if names else ""
         return (f"“{kind}” needs {want} {noun}{what} after the colon, not {got}"
                 + (f": for example {example}" if example else ""))
-    message = re.sub(r"^[a-z_]+(\.[a-z_\[\]0-9]+)+: ", "", message)
     message = message.replace("greater than lo", "greater than “Search from”").replace(
         "smaller than hi - lo", "smaller than the searched range")
     return message[:1].upper() + message[1:] if message else message

@@ -118,7 +118,7 @@ def resolve_point(snapshot: dict, params: dict, index: int, *, owner=None, err: 
     try:
         cfg = EngineConfig.from_dict(engine)
     except ConfigError as exc:
-        err.add(f"point {label}", str(exc))
+        err.add_from(f"point {label}", exc)
         return {}
     meta = _meta(snapshot, params, cfg, gpu, dep, sized, note)
     group = _group(snapshot, params, cfg, (model_s, gpu_s, dep_s), meta.get("cluster"), label, err)

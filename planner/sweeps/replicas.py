@@ -22,6 +22,7 @@ from planner.sampling_words import sampling_answer
 from planner.sweeps import definition as defn
 from planner.sweeps import pricing
 from planner.sweeps.bounded import run_bounded
+from simulator.base.errors import FieldError
 from simulator.batch import WorkloadSize
 
 #: Most instances the search may try, and most requests it may simulate per try.
@@ -118,8 +119,8 @@ def answer_replicas(checked: dict, *, inline: bool) -> dict:
                                 what=f"This replicas search (up to {max_n} instances)")
         else:
             found = _search(wl, config, slo, cl, max_n, p.get("data_parallel"))
-    except ClusterError as exc:
-        raise defn.DefinitionError({"non_field_errors": [str(exc)]}) from None
+    except ClusterError as exc:  # at its field under the cluster (its routing), the words as they are
+        raise FieldError.nested(exc, "cluster") from None
     sizing = snapshot.get("sizing") or {}
     price = p["meta"].get("price_per_hour")
     rate = (snapshot["workload"].get("spec") or {}).get("arrival", {}).get("rate")

@@ -203,8 +203,8 @@ def parse_cluster(raw: Any, err: FieldErrors) -> dict | None:
     routing = raw.get("routing", "round-robin")
     try:
         routing = str(parse_routing(str(routing)))
-    except ClusterError as exc:
-        err.add("cluster.routing", str(exc))
+    except ClusterError as exc:  # (at its field, routing: cluster.routing)
+        err.add_from("cluster", exc)
     delay = raw.get("router_delay_s", 0.0)
     if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not math.isfinite(delay) \
             or not 0 <= delay <= 3600:

@@ -74,7 +74,6 @@ def test_every_form_error_at_once_in_words():
 
     assert human_message("prompt: normal takes 2 argument(s) (mean, std), got 1 in 'normal:512'") == (
         "“normal” needs 2 numbers (mean, std) after the colon, not 1: for example normal:512,128 (mean, spread)")
-    assert human_message("deployment.tensor_parallel_size: must divide 32") == "Must divide 32"
 
 
 def test_detail_is_owner_only_and_list_needs_sign_in(client):
