@@ -6,8 +6,8 @@ DP rank over the point's config (its ``num_gpu_blocks`` one rank's pool, as sizi
 by vLLM's DP client; an MoE model's ranks step in lockstep on the DP / EP clock
 (:class:`simulator.clock.expert_parallel.DPClock`), a dense model's run as independent engines.
 
-:func:`point_group` says so for a point (``point["data_parallel"]``: the shape and, for lockstep, the clock's
-inputs as JSON), :func:`group_problem` what such a point cannot be combined with yet, :func:`run` simulates it
+:func:`point_group` says so for a point (``point["data_parallel"]``, a :class:`Group`: the shape and, for
+lockstep, the clock's inputs as JSON, written once for storage, and as the specs they were written from), :func:`group_problem` what such a point cannot be combined with yet, :func:`run` simulates it
 and :func:`metrics` / :func:`ranks` shape what a point keeps. A point at DP 1 with EP off has no group: today's
 engine, its results unchanged. No ORM here.
 """
@@ -42,35 +42,55 @@ def rank_deployment(dep: DeploymentSpec) -> DeploymentSpec:
     return replace(dep, data_parallel_size=1, enable_expert_parallel=False) if active(dep) else dep
 
 
-def point_group(model, gpu, dep: DeploymentSpec, coefficients: dict | None, spec_dict) -> dict | None:
+class Group(dict):
+    """A point's DP group: the JSON it is stored as (``point["data_parallel"]``) and, not part of it, the DP / EP
+    clock's model, GPU and deployment specs its ``clock`` JSON was written from (:attr:`specs`; lockstep only).
+    The process that resolved the point times the group with those; a group read back from storage (a worker's
+    chunk) is the JSON alone, and its specs are built from it (:func:`dp_clock`)."""
+
+    specs: tuple | None = None
+
+
+def point_group(model, gpu, dep: DeploymentSpec, coefficients: dict | None, spec_dict) -> Group | None:
     """``point["data_parallel"]`` of a point's model, GPU and deployment specs (None: not a DP group).
 
     ``{"data_parallel_size", "enable_expert_parallel", "shape", "lockstep", "clock"}``; ``clock`` (lockstep only)
-    holds the DP / EP clock's inputs as JSON (model, GPU, deployment, coefficients), rebuilt where the point runs.
-    Raises :class:`FieldError` naming the field when the DP / EP clock refuses the shape (PP > 1, a GPU without
-    its roofline figures)."""
+    holds the DP / EP clock's inputs as JSON (model, GPU, deployment, coefficients), written once for storage;
+    the group carries the specs themselves (:class:`Group`). Raises :class:`FieldError` naming the field when the
+    DP / EP clock refuses the shape (PP > 1, a GPU without its roofline figures)."""
     if not active(dep):
         return None
     lockstep = bool(model.is_moe)
-    group = {"data_parallel_size": dep.data_parallel_size, "enable_expert_parallel": dep.enable_expert_parallel,
-             "shape": shape_label(dep), "lockstep": lockstep}
+    group = Group({"data_parallel_size": dep.data_parallel_size, "enable_expert_parallel": dep.enable_expert_parallel,
+                   "shape": shape_label(dep), "lockstep": lockstep})
     if lockstep:
         group["clock"] = {"model": spec_dict(model), "gpu": spec_dict(gpu), "deployment": dep.to_dict(),
                           "coefficients": coefficients}
+        group.specs = (model, gpu, dep)
         dp_clock(group)  # refused here, with the field, rather than on a worker
     return group
+
+
+def clock_specs(group: dict) -> tuple:
+    """The lockstep group's DP / EP clock inputs as specs ``(model, GPU, deployment)``: those it carries (a
+    :class:`Group` resolved in this process), else built from its ``clock`` JSON (a stored group)."""
+    from simulator.base import GpuSpec, ModelSpec
+
+    carried = getattr(group, "specs", None)
+    if carried is not None:
+        return carried
+    c = group["clock"]
+    return ModelSpec.from_dict(c["model"]), GpuSpec.from_dict(c["gpu"]), DeploymentSpec.from_dict(c["deployment"])
 
 
 def dp_clock(group: dict):
     """The lockstep group's :class:`simulator.cluster.data_parallel.DPClockGroup` (async scheduling set by
     :func:`run`); :class:`FieldError` naming the deployment's field when the clock refuses the shape."""
-    from simulator.base import GpuSpec, ModelSpec
     from simulator.clock.expert_parallel import DPClock, DPShape
 
-    c = group["clock"]
     try:
-        return DPClock.build(ModelSpec.from_dict(c["model"]), GpuSpec.from_dict(c["gpu"]),
-                             DPShape(DeploymentSpec.from_dict(c["deployment"])), coefficients=c.get("coefficients"))
+        model, gpu, dep = clock_specs(group)
+        return DPClock.build(model, gpu, DPShape(dep), coefficients=group["clock"].get("coefficients"))
     except FieldError as exc:
         raise FieldError(f"the DP / EP clock of {group['shape']}: {exc.message}",
                          field=exc.field if exc.field in ("pipeline_parallel_size", "all2all_backend")

@@ -5,7 +5,8 @@ knobs, deployment, GPU, CPU tier, replicas, speculation), re-sizes the KV cache
 and re-times the clock where an axis changes them, and says what the figures
 need beside the config (KV tokens, GPUs and their price per hour). The
 snapshot's model and GPU specs are built once for all its points
-(:class:`planner.sweeps.specs.PointSpecs`), each point's deployment once, and
+(:class:`planner.sweeps.specs.PointSpecs`, which resolves each GPU of a GPU axis once too), each point's
+deployment once, a DP group's clock specs carried by its group (:class:`planner.sweeps.data_parallel.Group`), and
 each point's engine configuration once: the :class:`Point` carries it to the
 pricing and, in the same process, to the simulation (:func:`engine_config`);
 only a stored point (a worker's chunk) builds it again, from its JSON.
@@ -25,8 +26,6 @@ from planner.sweeps.specs import (
     PointSpecs,
     built,
     deployment_spec,
-    gpu_spec,
-    resolve_profile,
     roofline_note,
     roofline_terms,
     size_deployment,
@@ -97,14 +96,15 @@ def resolve_point(snapshot: dict, params: dict, index: int, *, owner=None, err: 
             dep[k] = params[k]
     if "block_size" in params and dep:
         dep["block_size"] = params["block_size"]
-    gpu = snapshot.get("gpu")
-    if "gpu" in params:
-        gpu = None if isinstance(params["gpu"], dict) else resolve_profile(
-            "gpu", params["gpu"], owner, f"point {label}", err)
-        if gpu is None:
+    gpu, gpu_s = snapshot.get("gpu"), specs.gpu
+    if "gpu" in params:  # (each GPU of the axis resolved once for all its points)
+        found = None if isinstance(params["gpu"], dict) else specs.axis_gpu(params["gpu"], owner, f"point {label}",
+                                                                           err)
+        if found is None:
             return {}
+        gpu, gpu_s = found
     model_s = specs.model
-    gpu_s = (specs.gpu if "gpu" not in params else built(gpu_spec, gpu["spec"])) if gpu else None
+    gpu_s = gpu_s if gpu else None
     dep_s = built(deployment_spec, dep) if dep else dep
     resized = _resize(snapshot, params, engine, gpu, dep_s, label, err, specs=(model_s, gpu_s))
     if resized is None:

@@ -10,7 +10,7 @@ callers that hold only the JSON, the dicts).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpuprofiles.models import GpuProfile, ModelProfile
@@ -37,6 +37,13 @@ def resolve_profile(kind: str, ref: Any, owner, where: str, err: FieldErrors) ->
 
     ``ref`` is a catalog slug, the id of a profile the owner may read, or an inline spec object.
     """
+    found = resolve_profile_spec(kind, ref, owner, where, err)
+    return None if found is None else found[0]
+
+
+def resolve_profile_spec(kind: str, ref: Any, owner, where: str, err: FieldErrors) -> tuple[dict, Any] | None:
+    """:func:`resolve_profile`'s JSON and the spec it was written from (``(json, spec)``), or None after adding
+    the problem to ``err``."""
     spec_cls = ModelSpec if kind == "model" else GpuSpec
     if isinstance(ref, dict):
         bad = unknown_field(spec_cls, ref)
@@ -48,7 +55,7 @@ def resolve_profile(kind: str, ref: Any, owner, where: str, err: FieldErrors) ->
         except (SpecError, TypeError, ValueError) as exc:
             err.add(where, f"invalid inline {kind} spec: {exc}")
             return None
-        return {"spec": spec_dict(spec), "source": {"kind": "inline", "name": spec.name}}
+        return {"spec": spec_dict(spec), "source": {"kind": "inline", "name": spec.name}}, spec
     if isinstance(ref, bool) or not isinstance(ref, (str, int)) or (isinstance(ref, str) and not ref.strip()):
         err.add(where, f"must be a catalog slug, the id of one of your {kind} profiles, or an inline spec")
         return None
@@ -66,18 +73,33 @@ def resolve_profile(kind: str, ref: Any, owner, where: str, err: FieldErrors) ->
         "source": {"kind": "catalog" if row.is_catalog else "own",
                    "id": row.pk, "slug": getattr(row, "slug", ""), "name": str(row),
                    **({"hf_id": row.hf_id} if getattr(row, "hf_id", "") else {})},
-    }
+    }, spec
 
 
 @dataclass(frozen=True)
 class PointSpecs:
-    """A snapshot's model and GPU as specs, built from its JSON once and shared by its points.
+    """A snapshot's model and GPU as specs, built from its JSON once and shared by its points, and the GPUs of
+    its GPU axis, each resolved once (:meth:`axis_gpu`).
 
     ``model`` / ``gpu`` are None where the snapshot has none (an engine-only sweep).
     """
 
     model: ModelSpec | None
     gpu: GpuSpec | None
+    #: The GPU axis's profiles resolved so far, by reference: ``(json, spec)``.
+    axis_gpus: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def axis_gpu(self, ref: Any, owner, where: str, err: FieldErrors) -> tuple[dict, GpuSpec] | None:
+        """A GPU axis value's ``({"spec", "source"}, GpuSpec)``, looked up and written once for all the points
+        that share it (read only by them); None after adding the problem at ``where`` (asked again by the next
+        point, which adds it at its own)."""
+        key = (type(ref).__name__, ref)
+        if key not in self.axis_gpus:
+            found = resolve_profile_spec("gpu", ref, owner, where, err)
+            if found is None:
+                return None
+            self.axis_gpus[key] = found
+        return self.axis_gpus[key]
 
     @classmethod
     def of(cls, snapshot: dict) -> PointSpecs:

@@ -48,15 +48,6 @@ def test_model_and_gpu_built_once_per_definition_deployment_once_per_point(built
     assert built == {"ModelSpec": 1, "GpuSpec": 1, "DeploymentSpec": 1 + len(points)}
 
 
-@pytest.mark.django_db
-def test_a_gpu_axis_builds_each_points_gpu_once(built):
-    axes = [{"param": "gpu", "values": ["h100-sxm5-80gb", "a100-sxm4-80gb"]},
-            {"param": "tensor_parallel_size", "values": [1, 2]}]
-    _, _, points = defn.validate({**BASE, "axes": axes}, owner=None)
-    assert {p["meta"]["gpu_name"] for p in points} == {"H100 SXM5 80GB", "A100 SXM4 80GB"}
-    assert built == {"ModelSpec": 1, "GpuSpec": 1 + len(points), "DeploymentSpec": 1 + len(points)}
-
-
 @pytest.fixture
 def engine_walk(monkeypatch):
     """How many times an engine configuration is built from a dict (``EngineConfig.from_dict``) and written back
@@ -132,3 +123,84 @@ def test_the_configuration_a_point_carries_is_the_one_its_stored_json_gives(axes
         assert engine_config(p) is p.engine
         assert EngineConfig.from_dict(p["config"]) == p.engine
         assert engine_config(dict(p)) == p.engine and engine_config(dict(p)) is not p.engine  # a copy: built again
+
+
+@pytest.fixture
+def spec_walk(monkeypatch):
+    """How many model, GPU and deployment specs are built from a JSON dict (``from_dict`` of a dict) and written
+    to one (``to_dict``), by kind."""
+    counts = Counter()
+    for cls in (ModelSpec, GpuSpec, DeploymentSpec):
+        original_from, original_to = cls.from_dict.__func__, cls.to_dict
+
+        def counted_from(c, data, _original=original_from):
+            if isinstance(data, dict):
+                counts[f"{c.__name__}.from_dict"] += 1
+            return _original(c, data)
+
+        def counted_to(self, _original=original_to, _name=cls.__name__):
+            counts[f"{_name}.to_dict"] += 1
+            return _original(self)
+
+        monkeypatch.setattr(cls, "from_dict", classmethod(counted_from))
+        monkeypatch.setattr(cls, "to_dict", counted_to)
+    return counts
+
+
+@pytest.mark.django_db
+def test_a_gpu_axis_resolves_each_gpu_once_per_definition(spec_walk):
+    """Each point of a GPU axis looked its GPU up, wrote the spec to JSON and built it again from that JSON
+    (spec -> dict -> spec per point): 2 GPUs x 3 TPs built 7 GPU specs from dicts and wrote 7 (the base's once,
+    each point's once). Each GPU of the axis is resolved once now, its points share the spec: 1 built (the
+    base's) and 3 written (the base's and each axis GPU's); the deployments stay one per point."""
+    from planner.errors import FieldErrors
+    from planner.sweeps.specs import PointSpecs
+
+    gpus = ["h100-sxm5-80gb", "a100-sxm4-80gb"]
+    axes = [{"param": "gpu", "values": gpus}, {"param": "tensor_parallel_size", "values": [1, 2, 4]}]
+    _, snapshot, points = defn.validate({**BASE, "axes": axes}, owner=None)
+    assert len(points) == 6 and {p["meta"]["gpu_name"] for p in points} == {"H100 SXM5 80GB", "A100 SXM4 80GB"}
+    assert spec_walk == {"ModelSpec.from_dict": 1, "ModelSpec.to_dict": 1, "GpuSpec.from_dict": 1,
+                         "GpuSpec.to_dict": 1 + len(gpus), "DeploymentSpec.from_dict": 1 + len(points),
+                         "DeploymentSpec.to_dict": 1}
+    # the spec a point shares is the one its JSON gives (what each point built before), so results do not change
+    specs = PointSpecs.of(snapshot)
+    for ref in gpus:
+        resolved, spec = specs.axis_gpu(ref, None, "gpu", FieldErrors())
+        assert GpuSpec.from_dict(resolved["spec"]) == spec and specs.axis_gpu(ref, None, "gpu", FieldErrors())[1] is spec
+
+
+DP = {"model": "qwen3-30b-a3b", "gpu": "h100-sxm5-80gb",
+      "workload": {"spec": {"n": 30, "prompt": "normal:256,64", "output": "normal:16,4",
+                            "arrival": {"kind": "poisson", "rate": 20, "unit": "s"}}, "seed": 1}}
+
+
+@pytest.mark.django_db
+def test_a_dp_groups_clock_specs_are_written_once_and_not_built_again_in_the_same_process(spec_walk):
+    """A lockstep DP group keeps its DP / EP clock's model, GPU and deployment as JSON (a worker builds them from
+    the stored chunk); the process that resolved the point built them again from that JSON twice (the
+    definition's check of the clock, then the run). For 2 DP points: validated, 3 model, 3 GPU and 5 deployment
+    specs built from dicts -> 1, 1 and 3 (the base's, and each point's deployment); simulated in the same
+    process, 2 of each -> none. A worker still builds each stored group's 3 once, and gets the same results."""
+    import json
+
+    from planner.sweeps.data_parallel import clock_specs
+    from planner.sweeps.runner import simulate_points, workload_of
+
+    _, snapshot, points = defn.validate({**DP, "axes": [{"param": "data_parallel_size", "values": [2, 4]}]},
+                                        owner=None)
+    assert len(points) == 2 and all(p["data_parallel"]["lockstep"] for p in points)
+    assert spec_walk == {"ModelSpec.from_dict": 1, "GpuSpec.from_dict": 1, "DeploymentSpec.from_dict": 1 + 2,
+                         "ModelSpec.to_dict": 1 + 2, "GpuSpec.to_dict": 1 + 2, "DeploymentSpec.to_dict": 1 + 2}
+    spec_walk.clear()
+    here = [simulate_points(workload_of(p["workload"], snapshot["workload"]), [p], record_steps=False)[0]
+            for p in points]
+    assert spec_walk == {}
+    stored = json.loads(json.dumps([dict(p) for p in points]))  # a worker's chunk
+    assert [clock_specs(p["data_parallel"]) for p in stored] == [p["data_parallel"].specs for p in points]
+    spec_walk.clear()
+    there = [simulate_points(workload_of(p["workload"], snapshot["workload"]), [p], record_steps=False)[0]
+             for p in stored]
+    assert spec_walk == {"ModelSpec.from_dict": 2, "GpuSpec.from_dict": 2, "DeploymentSpec.from_dict": 2}
+    assert all(r["metrics"]["finished"] == 30 for r in here)
+    assert json.dumps(here, sort_keys=True) == json.dumps(there, sort_keys=True)
