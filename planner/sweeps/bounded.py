@@ -8,8 +8,8 @@ that the web process kills after ``KVP_SYNC_HARD_SECONDS`` (well inside
 gunicorn's 60 s worker timeout) and whose address space is capped at
 ``KVP_WORKER_MAX_BYTES`` (an allocation past it is a ``MemoryError`` in the
 child, never the host's out-of-memory killer). Either way the caller gets
-:class:`simulator.batch.budget.OverBudget` with the limit in its message, which the
-views answer as a 400 (API) or a form error (page).
+:class:`simulator.batch.budget.OverBudget` with the limit in its message, the one input error, which the
+API answers as a 400 and a page attaches to its form.
 
 The child touches no database connection and leaves through ``os._exit`` (what
 ``multiprocessing`` does after a forked target), so the parent's connections are

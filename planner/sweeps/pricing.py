@@ -5,7 +5,8 @@ the web process), ``/api/sweeps/`` and the sweep form (chunks run on workers),
 ``/api/replicas/`` and ``/replicas/``, ``/api/calibrations/`` and ``/calibrations/``
 (a fit: many simulations in the web process). A run over a limit is refused with
 :class:`simulator.batch.budget.OverBudget`, whose message states the limit and the
-estimate; the callers turn it into a 400 naming the field.
+estimate: the one input error at the field to make smaller, answered as a 400 by the API's one mapping and
+attached to a page's form by ``config.form_errors.attach_errors`` (no caller converts it).
 
 Limits (settings, each overridable from the environment in ``config/settings.py``):
 
