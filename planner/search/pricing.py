@@ -130,10 +130,11 @@ def price_pools(workload, model, space, slo, *, worst: bool = True) -> Price:
     memory, seconds, dearest = 0, 0.0, 0.0
     for i, cand in enumerate(space.candidates()):
         p = prepare_candidate(i, cand, model, space, max_model_len, workload, slo)
-        if p.config is None or cand.dp_group:
+        if p.config is None:
             continue
-        prefill = budget.price_run(first, p.config, instances=top if worst else 1)
-        decode = budget.price_run(size, p.config, instances=2 * top if worst else 2)
+        ranks = cand.data_parallel if p.group is not None else 1  # a DP group's pool: one engine a rank
+        prefill = budget.price_run(first, p.config, instances=(top if worst else 1) * ranks)
+        decode = budget.price_run(size, p.config, instances=(2 * top if worst else 2) * ranks)
         memory = max(memory, prefill.memory_bytes, decode.memory_bytes)
         seconds += count_runs * (prefill.seconds + retries * decode.seconds)
         dearest = max(dearest, decode.seconds)

@@ -56,7 +56,7 @@ import multiprocessing
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -276,7 +276,10 @@ class _Run:
             if why:
                 self.screened += 1
                 return screened_trial(n, cost, self.slo, why)
-        return judge(self._simulate(self.workload, self.prep, p, n), self.workload, self.slo, cost)
+        trial = judge(self._simulate(self.workload, self.prep, p, n), self.workload, self.slo, cost)
+        # a DP group's cluster counts its ranks as instances; the trial counts replicas (DP groups), as the
+        # search's outcome does (its answer is the trial at its replicas)
+        return trial if p.group is None else replace(trial, num_instances=n)
 
 
 def _largest_cheaper(p: Prepared, best_cost: float | None, max_n: int) -> int:
@@ -364,7 +367,8 @@ def _visit(run: _Run, p: Prepared, best_cost: float | None, exhaustive: bool) ->
         limit = (("the most replicas allowed" if cap == run.space.max_replicas else
                   f"the most within space.max_gpus {run.space.max_gpus:,}") if max_n == cap
                  else "the most that would cost no more than the best found")
-        return _outcome(p, "misses", f"{max(trials)} replicas ({limit}) {why}", None, trials)
+        n = max(trials)
+        return _outcome(p, "misses", f"{n} replica{'s' if n != 1 else ''} ({limit}) {why}", None, trials)
     return _outcome(p, "meets", _meets_reason(found), found, trials)
 
 

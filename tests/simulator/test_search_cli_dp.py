@@ -54,9 +54,11 @@ def test_max_gpus_bounds_the_replicas_of_a_dp_group(capsys):
                        "--slo", "itl:p90:0.001")  # an ITL no shape meets: every count up to the cap is tried
     got = {o["candidate"]["label"].split(",")[0]: o for o in out["outcomes"]}
     two, four = got["2x H100 SXM5 80GB (TP 1 x DP 2 + EP)"], got["4x H100 SXM5 80GB (TP 1 x DP 4 + EP)"]
-    price = two["candidate"]["price_per_replica"]  # (a trial's num_instances counts the DP ranks, its engines)
-    assert max(t["cost_per_hour"] for t in two["trials"]) == pytest.approx(3 * price)  # 3 x 2 GPUs within 6
-    assert max(t["cost_per_hour"] for t in four["trials"]) == pytest.approx(2 * price)  # 1 x 4 GPUs within 6
+    price = two["candidate"]["price_per_replica"]
+    assert max(t["num_instances"] for t in two["trials"]) == 3  # 3 x 2 GPUs within 6 (a trial counts DP groups)
+    assert max(t["cost_per_hour"] for t in two["trials"]) == pytest.approx(3 * price)
+    assert max(t["num_instances"] for t in four["trials"]) == 1  # 1 x 4 GPUs within 6
+    assert max(t["cost_per_hour"] for t in four["trials"]) == pytest.approx(2 * price)
     assert "3 replicas (the most within space.max_gpus 6)" in two["reason"]
 
 
