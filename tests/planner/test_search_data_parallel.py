@@ -128,3 +128,43 @@ def test_the_search_form_shows_vllms_refusals_at_their_fields(django_user_model)
     assert pool.status_code == 200
     assert "DP 4 needs at least 4 GPUs a replica" in " ".join(pool.context["form"].errors["data_parallel"])
     assert not Search.objects.filter(owner__username="sam").exists()
+
+
+def test_dp_group_shapes_are_pooled_and_the_report_names_each_pools_layout(signed_in_api):
+    """disaggregated.pools over TP 1 at DP 1 and 2 with EP (tests/search_definitions.py dp_pools_search): the DP
+    group is sized in both roles, every pair's pools carry their own TP / DP / EP, and the report's table names
+    each pool's instances x TP x DP and the KV moved per token."""
+    from django.test import Client
+
+    from tests.search_definitions import dp_pools_search
+
+    r = signed_in_api.post("/api/searches/", dp_pools_search(), format="json")
+    assert r.status_code == 202, r.json()
+    s = run_all(r.json()["id"])
+    pools = s.result["disaggregated_pools"]
+    dp = "2x H100 SXM5 80GB (TP 1 x DP 2 + EP), bf16 weights, KV auto, max_num_seqs 256"
+    assert next(p for p in pools["prefill"] if p["shape"] == dp)["instances"]
+    assert next(p for p in pools["decode"] if p["shape"] == dp)["instances"]
+    checked = [p for p in pools["pairs"] if not p.get("left_out")]
+    assert checked and all(p["num_gpus"] <= 8 for p in checked)
+    for p in checked:
+        for side in ("prefill", "decode"):
+            assert p[side]["data_parallel"] in (1, 2) and p[side]["expert_parallel"] == (p[side]["data_parallel"] > 1)
+        assert p["kv_bytes_per_token"] == 48 * 4 * 128 * 2 * 2  # one TP 1 rank's KV of a token, whatever the DP
+    page = Client().get(f"/searches/r/{s.slug}/").content.decode()
+    assert "instances × TP × DP" in page and "KiB per token" in page and "96.0" in page  # 98,304 B = 96 KiB
+
+
+def test_the_xpyd_splits_of_a_dp_group_answer_through_the_api(signed_in_api):
+    """At 80 requests/s two DP 2 + EP groups are the answer (a DP group can be the answer: its trials count
+    groups), and the xPyD stage splits its groups: 1P1D of two groups, and splits of 1 group fewer."""
+    definition = body(tensor_parallel=[1], data_parallel=[2], expert_parallel=[True], max_replicas=3)
+    definition["workload"]["spec"]["arrival"]["rate"] = 80
+    r = signed_in_api.post("/api/searches/", {**definition, "disaggregated": True}, format="json")
+    assert r.status_code == 202, r.json()
+    s = run_all(r.json()["id"])
+    best = s.result["best"]
+    assert best["status"] == "answer" and best["candidate"]["data_parallel"] == 2 and best["replicas"] == 2
+    alt = s.result["disaggregated"]
+    assert [row["name"] for row in alt["splits"]] == ["1P1D"]  # 2 groups: 1P1D (1 group: no split)
+    assert alt["splits"][0]["num_gpus"] == 4 and alt["shape"].startswith("2x H100 SXM5 80GB (TP 1 x DP 2 + EP)")
