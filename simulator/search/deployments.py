@@ -367,8 +367,7 @@ def _visit(run: _Run, p: Prepared, best_cost: float | None, exhaustive: bool) ->
         limit = (("the most replicas allowed" if cap == run.space.max_replicas else
                   f"the most within space.max_gpus {run.space.max_gpus:,}") if max_n == cap
                  else "the most that would cost no more than the best found")
-        n = max(trials)
-        return _outcome(p, "misses", f"{n} replica{'s' if n != 1 else ''} ({limit}) {why}", None, trials)
+        return _outcome(p, "misses", f"{max(trials)} replicas ({limit}) {why}", None, trials)
     return _outcome(p, "meets", _meets_reason(found), found, trials)
 
 
