@@ -164,7 +164,11 @@ class Pool:
     def to_dict(self) -> dict[str, Any]:
         return {"config": self.config.to_dict(), "num_instances": self.num_instances, "routing": self.routing,
                 "gpus_per_instance": self.gpus_per_instance, "cost_per_hour": self.cost_per_hour,
-                "label": self.label}
+                "label": self.label,
+                **({} if self.group is None else {"group": {
+                    "data_parallel_size": self.group.data_parallel_size,
+                    "enable_expert_parallel": self.group.enable_expert_parallel,
+                    "routing": self.group.routing, "lockstep": self.group.lockstep}})}
 
 
 _POOL_FIELDS = ("config", "num_instances", "routing", "gpus_per_instance", "cost_per_hour", "label", "group")

@@ -79,6 +79,9 @@ def test_a_dense_models_group_is_its_ranks_as_instances():
     same(columns(a), columns(b))
     assert np.array_equal(a.requests["decode_instance"], b.requests["decode_instance"])
     assert b.deployment.num_gpus == 4 and b.deployment.cost_per_hour == pytest.approx(15.12)
+    assert b.deployment.to_dict()["decode"]["group"] == {"data_parallel_size": 2, "enable_expert_parallel": False,
+                                                         "routing": "round-robin", "lockstep": False}
+    assert "group" not in a.deployment.to_dict()["decode"]  # (a plain pool's dict as before)
 
 
 def test_a_group_pool_is_routed_round_robin():
