@@ -26,3 +26,17 @@ def xpyd_search(**extra) -> dict:
             "space": {"gpus": ["h100-sxm5-80gb"], "tensor_parallel": [1], "precisions": ["bf16"],
                       "max_replicas": 4, "routing": "least-loaded"},
             "disaggregated": {"link_gbps": 50, "link_latency_s": 0.0001}, **extra}
+
+
+def dp_pools_search(**extra) -> dict:
+    """60 requests at 20/s of Qwen3-30B-A3B on H100s, TTFT p90 <= 300 ms and ITL p90 <= 50 ms, over TP 1 at DP 1
+    and 2 with expert parallelism: the joint prefill/decode pools search (``disaggregated.pools``) pools the
+    DP-group shapes too (issue 34, item 5). ``extra``: more fields."""
+    return {"model": "qwen3-30b-a3b",
+            "workload": {"spec": {"n": 60, "prompt": "normal:1024,256", "output": "normal:64,16",
+                                  "arrival": {"kind": "poisson", "rate": 20, "unit": "s"}}, "seed": 0},
+            "slo": {"targets": [{"metric": "ttft", "percentile": "p90", "max_s": 0.3},
+                                {"metric": "itl", "percentile": "p90", "max_s": 0.05}]},
+            "space": {"gpus": ["h100-sxm5-80gb"], "tensor_parallel": [1], "precisions": ["bf16"],
+                      "data_parallel": [1, 2], "expert_parallel": [True], "max_replicas": 3, "max_gpus": 8},
+            "check_seeds": 0, "disaggregated": {"pools": True}, **extra}

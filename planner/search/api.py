@@ -69,7 +69,11 @@ class SearchDefinitionSerializer(serializers.Serializer):
                                   "acceptance_rate} (methods eagle, eagle3, mtp, ngram); sampling: the "
                                   f"requests' sampler path, one of {', '.join(SAMPLER_PATHS)} (absent or null, the "
                                   "default: the model's own, from its generation_config.json; "
-                                  f"{DEFAULT_SAMPLER_PATH} when the planner does not know it)")
+                                  f"{DEFAULT_SAMPLER_PATH} when the planner does not know it); data_parallel "
+                                  "(DP sizes, default [1]) and expert_parallel ([false, true], default [false]): a "
+                                  "replica is one DP group of TP x PP x DP GPUs; max_gpus: the GPUs there are (an "
+                                  "answer's replicas x GPUs per replica within it). A DP / EP dimension vLLM would "
+                                  "refuse for the model is a 400 at its field (docs/moe_parallelism.md)")
     check_seeds = serializers.IntegerField(
         required=False, help_text="how many more traffic seeds the answer, and one replica fewer, are simulated on "
         "once the search is done (default 3; 0 to skip; at most 10); the result's 'seed_check' says on how many each "

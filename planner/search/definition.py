@@ -43,7 +43,7 @@ from simulator.search import DEFAULT_SEED_COUNT, SearchError, SearchSpace, Slo, 
 FIELDS = {"name", "model", "workload", "slo", "space", "disaggregated", "calibration", "check_seeds"}
 SPACE_FIELDS = {"gpus", "tensor_parallel", "pipeline_parallel", "precisions", "kv_cache_dtypes", "max_num_seqs",
                 "max_replicas", "routing", "gpu_memory_utilization", "max_model_len", "sampling",
-                "async_scheduling", "speculative", "data_parallel", "expert_parallel"}
+                "async_scheduling", "speculative", "data_parallel", "expert_parallel", "max_gpus"}
 
 
 def max_requests() -> int:
@@ -110,7 +110,10 @@ def validate(raw: Any, *, owner) -> tuple[dict, dict, SearchPrice]:
     err.unknown(space_raw, sorted(SPACE_FIELDS), "space")
     gpus = _gpus(space_raw.get("gpus"), owner, err)
     space = {k: v for k, v in space_raw.items() if k in SPACE_FIELDS - {"gpus"}}
+    before = set(err.errors)
     _check_space(gpus, space, err)
+    if model is not None and gpus and not any(f.startswith("space") for f in set(err.errors) - before):
+        _check_shapes(model, gpus, space, err)
     dis = sdis.parse(raw.get("disaggregated"), max_replicas=space.get("max_replicas", SearchSpace.max_replicas),
                      add=err.add)
     if dis is not None and dis["pools"] and slo is not None and not any(t.metric == "ttft" for t in slo.targets):
@@ -205,6 +208,18 @@ def _check_space(gpus: list[dict], space: dict, err) -> None:
         for field, messages in exc.errors.items():
             for message in messages:
                 err.add(field, message)
+
+
+def _check_shapes(model_d: dict, gpus: list[dict], space: dict, err) -> None:
+    """The space's DP / EP dimensions against the model, as vLLM refuses them at start-up
+    (:func:`simulator.search.check_space_for_model`: EP on a dense model, a DP size no TP of the space runs, a DP
+    whose smallest replica needs more GPUs than ``space.max_gpus``), at the space's field."""
+    from simulator.search import check_space_for_model
+
+    try:
+        check_space_for_model(build_space({"gpus": gpus, "space": space}), specs.model_spec(model_d["spec"]))
+    except SearchError as exc:
+        _add_search_error(err, exc)
 
 
 def _check_runnable(model_d: dict, space: dict, wl, err) -> None:

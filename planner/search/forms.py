@@ -109,6 +109,10 @@ class SearchForm(forms.Form):
         help_text=f"traffic draws after the search's own on which the answer, and one replica fewer, are simulated "
                   f"again (0 to {MAX_SEEDS}; 0: not checked; empty: {DEFAULT_SEED_COUNT})")
     max_replicas = forms.IntegerField(label="Most replicas", min_value=1, max_value=64, initial=_SPACE["max_replicas"])
+    max_gpus = forms.IntegerField(label="GPUs available", required=False, min_value=1,
+                                  widget=forms.NumberInput(attrs={"step": 1}),
+                                  help_text="the most GPUs an answer may use, replicas × TP × PP × DP (empty: no "
+                                            "limit but the replicas)")
     sampling = sampling_field()
     routing = forms.ChoiceField(label="Router", choices=[(p, p) for p in POLICIES], initial=_SPACE["routing"],
                                 required=False,
@@ -253,8 +257,8 @@ class SearchForm(forms.Form):
             out["space"]["sampling"] = d["sampling"]
         if d["speculative"] != [None]:  # none: without speculative decoding (the space's default)
             out["space"]["speculative"] = d["speculative"]
-        for k, default in (("data_parallel", [1]), ("expert_parallel", [False])):  # (defaults: today's space)
-            if d.get(k, default) != default:
+        for k, default in (("data_parallel", [1]), ("expert_parallel", [False]), ("max_gpus", None)):
+            if d.get(k, default) != default:  # (defaults: today's space)
                 out["space"][k] = d[k]
         out["check_seeds"] = d["check_seeds"]
         dis = self._disaggregated()
@@ -268,7 +272,7 @@ class SearchForm(forms.Form):
                  "space.data_parallel": "data_parallel", "space.expert_parallel": "expert_parallel",
                  "space.kv_cache_dtypes": "kv_cache_dtypes", "space.routing": "routing",
                  "workload.spec.prefixes": "prefix_tokens", "space.max_num_seqs": "max_num_seqs",
-                 "space.max_replicas": "max_replicas", "space.precisions": "precisions", "model": "model",
+                 "space.max_replicas": "max_replicas", "space.max_gpus": "max_gpus", "space.precisions": "precisions", "model": "model",
                  "space.sampling": "sampling", "workload": "prompt_mean", "space.max_model_len": "prompt_mean",
                  "workload.spec.n": "duration_s", "slo.min_goodput": "min_goodput_pct",
                  "disaggregated": "disaggregated", "disaggregated.pools": "pools", "disaggregated.link_gbps": "link_gbps",

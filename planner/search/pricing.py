@@ -53,16 +53,17 @@ def _max(a: Price, b: Price) -> Price:
     return Price(max(a.memory_bytes, b.memory_bytes), max(a.seconds, b.seconds))
 
 
-def _splits_price(size: WorkloadSize, config, splits: list[tuple[int, int]]) -> Price:
-    """The xPyD stage on one shape: each split one run of its x + y instances, one after another."""
-    runs = [budget.price_run(size, config, instances=x + y) for x, y in splits]
+def _splits_price(size: WorkloadSize, config, splits: list[tuple[int, int]], ranks: int = 1) -> Price:
+    """The xPyD stage on one shape: each split one run of its x + y instances (of ``ranks`` engines each, a DP
+    group's), one after another."""
+    runs = [budget.price_run(size, config, instances=(x + y) * ranks) for x, y in splits]
     return Price(max((p.memory_bytes for p in runs), default=0), sum(p.seconds for p in runs))
 
 
 def _stage_price(size: WorkloadSize, config, splits: list[tuple[int, int]] | None, max_replicas: int,
-                 seeds: int) -> tuple[Price, Price]:
+                 seeds: int, ranks: int = 1) -> tuple[Price, Price]:
     """The last stage on one shape as its answer: ``(xPyD splits, seed check)``, each ``Price()`` when not asked."""
-    xpyd = _splits_price(size, config, splits) if splits else Price()
+    xpyd = _splits_price(size, config, splits, ranks) if splits else Price()
     seeded = budget.price_seed_check(size, config, max_replicas, seeds) if seeds else Price()
     return xpyd, seeded
 
@@ -81,7 +82,7 @@ def price_search(workload, model, space, slo, splits: list[tuple[int, int]] | No
         ranks = cand.data_parallel if p.group is not None else 1  # a DP group: one engine a rank
         shape = budget.price_replicas_search(size, p.config, space.max_replicas * ranks)
         heaviest, total = _max(heaviest, shape), total + shape.seconds
-        xpyd, seeded = _stage_price(size, p.config, splits, space.max_replicas * ranks, seeds)
+        xpyd, seeded = _stage_price(size, p.config, splits, space.max_replicas * ranks, seeds, ranks)
         stage = _max(stage, Price(max(xpyd.memory_bytes, seeded.memory_bytes), xpyd.seconds + seeded.seconds))
         shapes[i] = [round(p.min_replicas * p.candidate.price_per_replica, 6),
                      round(budget.price_run(size, p.config, instances=ranks).seconds, 4)]
@@ -102,7 +103,8 @@ def price_stage(workload, model, space, slo, answer: dict, dis: dict | None, see
         return Price()
     splits = None if dis is None else split_counts(replicas, dis.get("prefill_instances"), dis.get("decode_instances"))
     size = WorkloadSize.of(workload)
-    xpyd, seeded = _stage_price(size, p.config, splits, replicas, seeds)
+    ranks = p.candidate.data_parallel if p.group is not None else 1  # a DP group's splits: one engine a rank
+    xpyd, seeded = _stage_price(size, p.config, splits, replicas * ranks, seeds, ranks)
     # In the shape chunks' unit (one simulation of one instance, shapes[i][1]): the time left scales every chunk's
     # cost by what the finished shape chunks took per unit, which holds their replica counts already; the stage's
     # own price at ``replicas`` instances would count them twice (shown 7.5 s with 1.4 s left).
@@ -130,10 +132,11 @@ def price_pools(workload, model, space, slo, *, worst: bool = True) -> Price:
     memory, seconds, dearest = 0, 0.0, 0.0
     for i, cand in enumerate(space.candidates()):
         p = prepare_candidate(i, cand, model, space, max_model_len, workload, slo)
-        if p.config is None or cand.dp_group:
+        if p.config is None:
             continue
-        prefill = budget.price_run(first, p.config, instances=top if worst else 1)
-        decode = budget.price_run(size, p.config, instances=2 * top if worst else 2)
+        ranks = cand.data_parallel if p.group is not None else 1  # a DP group's pool: one engine a rank
+        prefill = budget.price_run(first, p.config, instances=(top if worst else 1) * ranks)
+        decode = budget.price_run(size, p.config, instances=(2 * top if worst else 2) * ranks)
         memory = max(memory, prefill.memory_bytes, decode.memory_bytes)
         seconds += count_runs * (prefill.seconds + retries * decode.seconds)
         dearest = max(dearest, decode.seconds)

@@ -93,6 +93,8 @@ def _pools_context(res: dict, labels: list[str]) -> dict:
         return {}
     rows = [{"name": r["name"], "left_out": r["left_out"]} if r.get("left_out") else
             {"name": r["name"], "num_gpus": r["num_gpus"], "cost": r["cost_per_hour"],
+             "prefill": _layout_words(r["prefill"]), "decode": _layout_words(r["decode"]),
+             "kv_kib": r["kv_bytes_per_token"] / 1024 if r.get("kv_bytes_per_token") else None,
              "values": [r["values"].get(lab) for lab in labels], "meets": r["meets"], "misses": "; ".join(r["misses"]),
              "transfer_p90_s": r["transfer_p90_s"], "p_util": r["prefill_utilisation"],
              "d_util": r["decode_utilisation"], "chosen": r is pools["best"] or r == pools["best"]}
@@ -101,6 +103,17 @@ def _pools_context(res: dict, labels: list[str]) -> dict:
               "decode": next((d["instances"] for d in pools["decode"] if d["shape"] == p["shape"]), None)}
              for p in pools["prefill"]]
     return {"pools": pools, "pools_rows": rows, "pools_sized": sized, "pools_labels": labels}
+
+
+def _layout_words(pool: dict) -> str:
+    """A pool of a pair as the report's column shows it: ``2 × TP 1`` or ``1 × TP 1 × DP 4 + EP`` (its instances,
+    each's TP, PP and DP, and expert parallelism); the instances alone for a pair stored before the layouts."""
+    if "tensor_parallel" not in pool:
+        return f"{pool['instances']}"
+    par = [f"TP {pool['tensor_parallel']}"]
+    par += [f"PP {pool['pipeline_parallel']}"] if pool.get("pipeline_parallel", 1) > 1 else []
+    par += [f"DP {pool['data_parallel']}"] if pool.get("data_parallel", 1) > 1 else []
+    return f"{pool['instances']} × {' × '.join(par)}{' + EP' if pool.get('expert_parallel') else ''}"
 
 
 def _xpyd_context(res: dict, labels: list[str]) -> dict:

@@ -72,6 +72,12 @@ def add_search_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    help="least share of requests that must meet every target (0 to 1)")
     p.add_argument("--tp", default=listed(space["tensor_parallel"]), metavar="LIST", help="tensor-parallel degrees")
     p.add_argument("--pp", default=listed(space["pipeline_parallel"]), metavar="LIST", help="pipeline-parallel degrees")
+    p.add_argument("--dp", "--data-parallel", dest="dp", default="1", metavar="LIST",
+                   help="data-parallel sizes (vLLM's --data-parallel-size): a replica is one DP group of TP x PP x DP "
+                        "GPUs (default 1; docs/moe_parallelism.md)")
+    p.add_argument("--ep", "--expert-parallel", dest="ep", default="off", metavar="LIST",
+                   help="expert parallelism (vLLM's --enable-expert-parallel) to try: off, on or off,on (MoE models "
+                        "only; default off)")
     p.add_argument("--precision", default=listed(space["precisions"]), metavar="LIST",
                    help="weight precisions: bf16, fp8, int4")
     p.add_argument("--kv-dtype", default=listed(space["kv_cache_dtypes"]), metavar="LIST",
@@ -82,6 +88,9 @@ def add_search_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         "ngram), 'none' for without, e.g. none,eagle:3:0.7 (default none)")
     p.add_argument("--max-replicas", type=int, default=space["max_replicas"], metavar="N",
                    help="most replicas behind the router")
+    p.add_argument("--max-gpus", type=int, metavar="N",
+                   help="the GPUs there are: an answer's replicas x GPUs per replica stays within N (default: no "
+                        "limit but --max-replicas)")
     p.add_argument("--routing", default=space["routing"], metavar="POLICY", help="router policy (docs/cluster.md)")
     p.add_argument("--disaggregated", action="store_true",
                    help="also simulate every prefill/decode split (xPyD) of the answer's replicas and of one fewer, "
@@ -108,6 +117,16 @@ def _ints(text: str, option: str) -> tuple[int, ...]:
         return tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise SearchError(f"{text!r} must be whole numbers separated by commas", field=option) from None
+
+
+def _switches(text: str, option: str) -> tuple[bool, ...]:
+    """``off,on`` -> ``(False, True)``; anything else is an error naming the option."""
+    words = {"off": False, "on": True, "false": False, "true": True}
+    got = [w.lower() for w in _words(text)]
+    bad = [w for w in got if w not in words]
+    if bad or not got:
+        raise SearchError(f"must be off, on or off,on, got {text!r}", field=option)
+    return tuple(dict.fromkeys(words[w] for w in got))
 
 
 def _words(text: str) -> tuple[str, ...]:
@@ -174,8 +193,26 @@ def _seed_check(args: argparse.Namespace, result, load_workload_file, model, spa
                        other_seeds(args.seed, args.check_seeds))
 
 
+#: The space's fields and the options that set them (an error names the option).
+SPACE_OPTIONS = {"space.tensor_parallel": "--tp", "space.pipeline_parallel": "--pp", "space.precisions": "--precision",
+                 "space.kv_cache_dtypes": "--kv-dtype", "space.max_num_seqs": "--max-num-seqs",
+                 "space.max_replicas": "--max-replicas", "space.routing": "--routing", "space.sampling": "--sampling",
+                 "space.speculative": "--speculative", "space.data_parallel": "--dp",
+                 "space.expert_parallel": "--ep", "space.max_gpus": "--max-gpus"}
+
+
 def run_search_command(args: argparse.Namespace, *, load_workload_file) -> str:
-    """Run the search the options describe; the text to print."""
+    """Run the search the options describe; the text to print. A :class:`SearchError` of the space names the
+    option that sets the field (``--dp: ...``)."""
+    try:
+        return _run_search_command(args, load_workload_file=load_workload_file)
+    except SearchError as exc:
+        if exc.field in SPACE_OPTIONS:
+            raise SearchError(option_words(exc, SPACE_OPTIONS)) from None
+        raise
+
+
+def _run_search_command(args: argparse.Namespace, *, load_workload_file) -> str:
     from simulator.search import search_deployments
     from simulator.sizing import parse_hf_config
 
@@ -196,7 +233,11 @@ def run_search_command(args: argparse.Namespace, *, load_workload_file) -> str:
                         pipeline_parallel=_ints(args.pp, "--pp"), precisions=_words(args.precision),
                         kv_cache_dtypes=_words(args.kv_dtype), max_num_seqs=_ints(args.max_num_seqs, "--max-num-seqs"),
                         max_replicas=args.max_replicas, routing=args.routing, sampling=args.sampling,
-                        speculative=_speculative(args.speculative))
+                        speculative=_speculative(args.speculative), data_parallel=_ints(args.dp, "--dp"),
+                        expert_parallel=_switches(args.ep, "--ep"), max_gpus=args.max_gpus)
+    from simulator.search import check_space_for_model
+
+    check_space_for_model(space, model)  # before the traffic is drawn
     workload = _workload(args, load_workload_file, slo)
     seed_count(args.check_seeds, "--check-seeds")  # before the search, not after it
     result = search_deployments(workload, model, space, slo)

@@ -44,7 +44,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -187,6 +187,7 @@ class DPResult:
     cluster: ClusterResult
     ranks: tuple[dict[str, Any], ...]
     group_steps: int
+    engines: tuple = field(default=(), repr=False)  # the ranks' engines (their hooks: a disaggregated pool's figures)
 
     @property
     def totals(self) -> dict[str, Any]:
@@ -207,11 +208,14 @@ class _Lockstep:
     """The group's drive: group steps until every rank is done (see the module docstring)."""
 
     def __init__(self, workload: Workload, config: EngineConfig, dp: int, clock: GroupClock, routing: str,
-                 prep: WorkloadPrep, record_steps: bool, share: tuple[int, int] = (0, 1)) -> None:
+                 prep: WorkloadPrep, record_steps: bool, share: tuple[int, int] = (0, 1), engine_factory=None,
+                 stream: tuple[list, list] | None = None) -> None:
         self.wl, self.N, self.clock, self.routing, self.prep = workload, dp, clock, routing, prep
         self.share = share  # (g, G): this group takes the requests k = g mod G in arrival order
-        self.engines = [FastEngine(workload, config, prep=prep, record_steps=record_steps, accelerate=False,
-                                   step_cost=_RankCost(self, i)) for i in range(dp)]
+        self.stream = stream  # (requests, times) in the order they reach the group (None: the workload's arrivals)
+        make = engine_factory or FastEngine
+        self.engines = [make(workload, config, prep=prep, record_steps=record_steps, accelerate=False,
+                             step_cost=_RankCost(self, i)) for i in range(dp)]
         self.assign = np.full(workload.n, -1, np.int64)
         self.dummy_steps = [0] * dp
         self.dummy_s = [0.0] * dp
@@ -249,8 +253,11 @@ class _Lockstep:
         self.assign[q] = i
 
     def run(self) -> None:
-        order, arr = self.prep.order.tolist(), self.prep.arrival_sorted.tolist()
-        n, p = self.wl.n, 0
+        if self.stream is None:
+            order, arr = self.prep.order.tolist(), self.prep.arrival_sorted.tolist()
+        else:
+            order, arr = list(self.stream[0]), list(self.stream[1])
+        n, p = len(order), 0
         engines = self.engines
         for e in engines:
             e.start(external=True)
@@ -296,22 +303,45 @@ class _Lockstep:
             if i not in chain:
                 engines[i].advance(T + d if d > 0 else next_arrival)
         self.group_steps += d > 0
+        if d <= 0 and chain:  # no rank could schedule: the group waits for the ranks' next events
+            self._wait_for_events(T, chain, next_arrival)
         for i, e in enumerate(engines):
             if self._batches[i] is None and d > 0:
                 self.dummy_steps[i] += 1
                 self.dummy_s[i] += d
             e.idle_until(T + d)
 
+    def _wait_for_events(self, T: float, chain: list[int], next_arrival: float | None) -> None:
+        """The ranks with work scheduled nothing (a disaggregated pool's rank whose requests wait for their KV
+        transfer, or for blocks held until the decode side reads them): every rank's clock moves to the
+        earliest of those ranks' next events (their hooks' ``next_event_s``) and the next arrival, as one
+        engine of its own idles until its next event. Ranks whose hooks say nothing are left as they are."""
+        events = []
+        for i in chain:
+            when = getattr(self.engines[i].hooks, "next_event_s", None)
+            t = None if when is None else when()
+            if t is not None and t > T:
+                events.append(t)
+        if events:
+            t_next = min(events if next_arrival is None else [*events, next_arrival])
+            for e in self.engines:
+                e.idle_until(t_next)
+
 
 def _independent(workload: Workload, config: EngineConfig, dp: int, routing: str, prep: WorkloadPrep,
-                 record_steps: bool, groups: int = 1) -> tuple[list[FastEngine], np.ndarray]:
+                 record_steps: bool, groups: int = 1, engine_factory=None,
+                 stream: tuple[list, list] | None = None) -> tuple[list[FastEngine], np.ndarray]:
     """Independent ranks (a dense model's DP): each its own clock, requests balanced at their arrivals; with
     ``groups`` > 1, ``groups`` such DP groups, request ``k`` (in arrival order) to group ``k mod groups``."""
-    fleet = Fleet(workload, config, dp * groups, prep=prep, record_steps=record_steps)
+    fleet = Fleet(workload, config, dp * groups, prep=prep, record_steps=record_steps,
+                  **({} if engine_factory is None else {"engine_factory": engine_factory}))
     fleet.start()
     assign = np.full(workload.n, -1, np.int64)
-    order, arr = prep.order.tolist(), prep.arrival_sorted.tolist()
-    for p in range(workload.n):
+    if stream is None:
+        order, arr = prep.order.tolist(), prep.arrival_sorted.tolist()
+    else:
+        order, arr = list(stream[0]), list(stream[1])
+    for p in range(len(order)):
         q, t = order[p], arr[p]
         fleet.advance(t)
         g, k = (p % groups) * dp, p // groups
@@ -326,7 +356,8 @@ def _independent(workload: Workload, config: EngineConfig, dp: int, routing: str
 def simulate_dp(workload: Workload, config: EngineConfig, data_parallel_size: int, *,
                 clock: GroupClock | None = None, lockstep: bool = True, routing: str = "vllm",
                 record_steps: bool = False, prep: WorkloadPrep | None = None,
-                slo_ttft_s: float | None = None, slo_itl_s: float | None = None, replicas: int = 1) -> DPResult:
+                slo_ttft_s: float | None = None, slo_itl_s: float | None = None, replicas: int = 1,
+                engine_factory=None, stream: tuple[Sequence[int], Sequence[float]] | None = None) -> DPResult:
     """Simulate ``workload`` on a DP group of ``data_parallel_size`` ranks, each an engine over ``config``
     (``replicas`` > 1: that many DP groups behind a round-robin router, request ``k`` in arrival order to group
     ``k mod replicas``; the result's instances are every group's ranks, group by group).
@@ -341,6 +372,14 @@ def simulate_dp(workload: Workload, config: EngineConfig, data_parallel_size: in
     lockstep : bool
         The ranks step together (an MoE model); False: independent ranks (a dense model).
     routing : {"vllm", "round-robin"}
+    engine_factory : callable, optional
+        Builds each rank's engine as ``FastEngine(workload, config, **kw)`` does (default :class:`FastEngine`): a
+        disaggregated pool's prefill or decode engine (:mod:`simulator.cluster.disaggregated`). When the ranks
+        with work schedule nothing (waiting for a KV transfer), the group moves to the earliest next event their
+        hooks name (``next_event_s``) or the next arrival.
+    stream : (requests, times), optional
+        The requests in the order they reach the groups and when (ascending; default: the workload's arrivals),
+        e.g. a decode pool's requests at their handoffs. Requests not in it never run.
     """
     if not isinstance(workload, Workload):
         raise DPError("must be a simulator.workload.requests.Workload", field="workload")
@@ -366,7 +405,7 @@ def simulate_dp(workload: Workload, config: EngineConfig, data_parallel_size: in
         engines, assign = [], np.full(workload.n, -1, np.int64)
         for g in range(G):
             group = _Lockstep(workload, config, dp, clock or default_group_clock(config), routing, prep,
-                              record_steps, share=(g, G))
+                              record_steps, share=(g, G), engine_factory=engine_factory, stream=stream)
             group.run()
             mine = group.assign >= 0
             assign[mine] = group.assign[mine] + g * dp
@@ -374,7 +413,7 @@ def simulate_dp(workload: Workload, config: EngineConfig, data_parallel_size: in
             dummy[g * dp:(g + 1) * dp], dummy_s[g * dp:(g + 1) * dp] = group.dummy_steps, group.dummy_s
             steps += group.group_steps
     else:
-        engines, assign = _independent(workload, config, dp, routing, prep, record_steps, G)
+        engines, assign = _independent(workload, config, dp, routing, prep, record_steps, G, engine_factory, stream)
     cluster = _assemble(workload, engines, assign, parse_routing("round-robin" if routing == "round-robin" else "least-loaded"),
                         0.0, slo_ttft_s, slo_itl_s, record_steps, None)
     ranks = tuple({"rank": i, "requests": int(inst.request_index.size),
@@ -383,7 +422,7 @@ def simulate_dp(workload: Workload, config: EngineConfig, data_parallel_size: in
                    "mean_kv_usage": float(inst.totals["mean_kv_usage"]),
                    "dummy_steps": int(dummy[i]), "dummy_s": float(dummy_s[i])}
                   for i, inst in enumerate(cluster.instances))
-    return DPResult(dp, lockstep, routing, cluster, ranks, int(steps))
+    return DPResult(dp, lockstep, routing, cluster, ranks, int(steps), tuple(engines))
 
 
 def dp_shape_from_cost_model(cost_model: Any, data_parallel_size: int, enable_expert_parallel: bool,

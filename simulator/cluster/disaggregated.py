@@ -121,6 +121,12 @@ class Pool:
         Price of one instance per hour.  # USD/h
     label : str
         A name for reports (e.g. ``H100 TP1``).
+    group : simulator.cluster.data_parallel.DPRun, optional
+        An instance is a DP group of ``group.data_parallel_size`` ranks, each an engine over ``config`` (one
+        rank's pool), balanced as vLLM's DP client does and, for an MoE model, stepping in lockstep on the DP /
+        EP clock (:func:`simulator.cluster.data_parallel.simulate_dp`); the pool's router sends request ``k`` to
+        group ``k mod num_instances`` (round-robin only). ``gpus_per_instance`` and ``cost_per_hour`` are the
+        group's. None: one engine an instance.
     """
 
     config: EngineConfig
@@ -129,6 +135,7 @@ class Pool:
     gpus_per_instance: int = 1
     cost_per_hour: float | None = None
     label: str = ""
+    group: Any = None
 
     def checked(self, role: str) -> Pool:
         """This pool validated, with its routing in canonical form (errors name ``role.field``)."""
@@ -142,16 +149,29 @@ class Pool:
             raise DisaggError.nested(exc, role) from None
         cost = (None if self.cost_per_hour is None
                 else _number(f"{role}.cost_per_hour", self.cost_per_hour, positive=False))
+        if self.group is not None:
+            from simulator.cluster.data_parallel import DPRun
+
+            if not isinstance(self.group, DPRun):
+                raise DisaggError("must be a simulator.cluster.data_parallel.DPRun (a DP group) or null",
+                                  field=f"{role}.group")
+        if self.group is not None and routing != "round-robin":
+            raise DisaggError(f"DP groups are routed round-robin (each balances its own ranks), not {routing}",
+                              field=f"{role}.routing")
         return replace(self, num_instances=n, routing=routing, gpus_per_instance=g, cost_per_hour=cost,
                        label=str(self.label))
 
     def to_dict(self) -> dict[str, Any]:
         return {"config": self.config.to_dict(), "num_instances": self.num_instances, "routing": self.routing,
                 "gpus_per_instance": self.gpus_per_instance, "cost_per_hour": self.cost_per_hour,
-                "label": self.label}
+                "label": self.label,
+                **({} if self.group is None else {"group": {
+                    "data_parallel_size": self.group.data_parallel_size,
+                    "enable_expert_parallel": self.group.enable_expert_parallel,
+                    "routing": self.group.routing, "lockstep": self.group.lockstep}})}
 
 
-_POOL_FIELDS = ("config", "num_instances", "routing", "gpus_per_instance", "cost_per_hour", "label")
+_POOL_FIELDS = ("config", "num_instances", "routing", "gpus_per_instance", "cost_per_hour", "label", "group")
 
 
 def pool_from_dict(data: Any, role: str) -> Pool:
@@ -189,7 +209,7 @@ class DisaggregatedDeployment:
         KV bytes of one token of the whole model (every layer and head; what
         moves). Default: the decode configuration's ``kv_bytes_per_block`` x
         ``gpus_per_instance`` / ``block_size`` (exact when TP does not
-        replicate KV heads).  # bytes
+        replicate KV heads; a DP group's: of one rank, ``gpus_per_instance`` / DP GPUs).  # bytes
     seed : int
         Seed of ``random`` routing in either pool.
     slo_ttft_s, slo_itl_s : float, optional
@@ -238,7 +258,9 @@ class DisaggregatedDeployment:
             if not cfg.kv_bytes_per_block:
                 raise DisaggError("required to time the transfer (or give the decode "
                                   "config's kv_bytes_per_block)", field="kv_bytes_per_token")
-            return max(1, round(cfg.kv_bytes_per_block * self.decode.gpus_per_instance / cfg.block_size))
+            ranks = 1 if self.decode.group is None else self.decode.group.data_parallel_size
+            gpus = max(1, self.decode.gpus_per_instance // ranks)  # a request's KV lives on one rank's GPUs
+            return max(1, round(cfg.kv_bytes_per_block * gpus / cfg.block_size))
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 1 <= v <= 2**40:
             raise DisaggError(f"must be a whole number of bytes from 1 to 2**40, got {v!r}", field="kv_bytes_per_token")
         return int(v)
@@ -346,6 +368,11 @@ class PrefillHold(Meter):
             return True
         return False
 
+    def next_event_s(self) -> float | None:
+        """When the next held request's blocks go back (None: none held): what a waiting queue blocked on the
+        pool waits for (a DP group's lockstep asks, :mod:`simulator.cluster.data_parallel`).  # s"""
+        return self._held[0][0] if self._held else None
+
     def before_schedule(self) -> None:
         held, e = self._held, self.engine
         while held and held[0][0] <= e.clock:
@@ -421,6 +448,12 @@ class DecodeTransfers(Meter):
         self.xfer_wire[q] = self.link.seconds(nbytes)
         self.xfer_blocks[q] = need
         return True
+
+    def next_event_s(self) -> float | None:
+        """When the first KV transfer in flight lands (None: none in flight): what a decode instance with
+        only transferring requests waits for (a DP group's lockstep asks).  # s"""
+        loading = self.engine.loads.loading
+        return min(loading.values()) if loading else None
 
     def stalled(self, until) -> bool:
         e = self.engine
@@ -565,26 +598,54 @@ def simulate_disaggregated(workload: Workload, deployment: DisaggregatedDeployme
     block_bytes = d.kv_bytes_per_token * d.decode.config.block_size
     pengine = (functools.partial(PrefillEngine, hold_s=_hold_seconds(workload, d, block_bytes), accelerate=accelerate)
                if d.prefill_holds_kv else functools.partial(MeteredEngine, accelerate=accelerate))
-    pfleet = Fleet(pre_wl, d.prefill.config, d.prefill.num_instances, prep=pprep, record_steps=record_steps,
-                   engine_factory=pengine)
-    pfleet.start()
-    passign = _route(pfleet, d.prefill.routing, pre_wl.prompt_len, pprep.order, pprep.arrival_sorted, d.seed,
-                     _progress_of(progress, n, 0.0))
-    pre = _assemble(pre_wl, pfleet.engines, passign, parse_routing(d.prefill.routing), 0.0, d.slo_ttft_s,
-                    d.slo_itl_s, *steps)
+    if d.prefill.group is not None:
+        pengines, pre = _group_pool(pre_wl, d.prefill, pprep, pprep.order, pprep.arrival_sorted, pengine, d,
+                                    record_steps)
+    else:
+        pfleet = Fleet(pre_wl, d.prefill.config, d.prefill.num_instances, prep=pprep, record_steps=record_steps,
+                       engine_factory=pengine)
+        pfleet.start()
+        passign = _route(pfleet, d.prefill.routing, pre_wl.prompt_len, pprep.order, pprep.arrival_sorted, d.seed,
+                         _progress_of(progress, n, 0.0))
+        pre = _assemble(pre_wl, pfleet.engines, passign, parse_routing(d.prefill.routing), 0.0, d.slo_ttft_s,
+                        d.slo_itl_s, *steps)
+        pengines = pfleet.engines
     # stage 2: each prefilled request reaches the decode pool at its handoff, in handoff order
     handoff = np.asarray(pre.requests["first_token_time_s"], np.float64)
     done = np.flatnonzero(np.isfinite(handoff))
     order = done[np.argsort(handoff[done], kind="stable")]
     engine = functools.partial(DecodeEngine, link=d.link, accelerate=accelerate, block_bytes=block_bytes)
-    dfleet = Fleet(workload, d.decode.config, d.decode.num_instances, prep=WorkloadPrep(workload),
-                   record_steps=record_steps, engine_factory=engine)
-    dfleet.start()
-    dassign = _route(dfleet, d.decode.routing, workload.prompt_len, order, handoff[order], d.seed,
-                     _progress_of(progress, order.size, 0.5))
-    dec = _assemble(workload, dfleet.engines, dassign, parse_routing(d.decode.routing), 0.0, d.slo_ttft_s,
-                    d.slo_itl_s, *steps)
-    return _result(workload, d, pre, dec, pfleet.engines, dfleet.engines, handoff)
+    if d.decode.group is not None:
+        dengines, dec = _group_pool(workload, d.decode, WorkloadPrep(workload), order, handoff[order], engine, d,
+                                    record_steps)
+    else:
+        dfleet = Fleet(workload, d.decode.config, d.decode.num_instances, prep=WorkloadPrep(workload),
+                       record_steps=record_steps, engine_factory=engine)
+        dfleet.start()
+        dassign = _route(dfleet, d.decode.routing, workload.prompt_len, order, handoff[order], d.seed,
+                         _progress_of(progress, order.size, 0.5))
+        dec = _assemble(workload, dfleet.engines, dassign, parse_routing(d.decode.routing), 0.0, d.slo_ttft_s,
+                        d.slo_itl_s, *steps)
+        dengines = dfleet.engines
+    return _result(workload, d, pre, dec, pengines, dengines, handoff)
+
+
+def _group_pool(wl: Workload, pool: Pool, prep: WorkloadPrep, order: np.ndarray, times: np.ndarray, factory,
+                d: DisaggregatedDeployment, record_steps: bool) -> tuple[list, ClusterResult]:
+    """A pool of DP groups (``pool.group``): its ranks' engines and its cluster result (instances: the ranks,
+    group by group), the requests reaching it at ``times`` in ``order``. The ranks run without the engine's
+    accelerators (lockstep needs one schedule call at a time)."""
+    from simulator.cluster.data_parallel import simulate_dp
+
+    g = pool.group
+    make = factory.func if isinstance(factory, functools.partial) else factory
+    kw = {k: v for k, v in (factory.keywords if isinstance(factory, functools.partial) else {}).items()
+          if k != "accelerate"}
+    res = simulate_dp(wl, pool.config, g.data_parallel_size, clock=g.clock, lockstep=g.lockstep, routing=g.routing,
+                      record_steps=record_steps, prep=prep, slo_ttft_s=d.slo_ttft_s, slo_itl_s=d.slo_itl_s,
+                      replicas=pool.num_instances, engine_factory=functools.partial(make, **kw),
+                      stream=(order.tolist(), times.tolist()))
+    return list(res.engines), res.cluster
 
 
 # --------------------------------------------------------------------------- results

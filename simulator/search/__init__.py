@@ -30,6 +30,7 @@ from simulator.search.space import (
     SearchSpace,
     Slo,
     SloTarget,
+    check_space_for_model,
     default_duration,
     format_seconds,
     parse_slo_target,
@@ -37,4 +38,4 @@ from simulator.search.space import (
     space_defaults,
 )
 
-__all__ = ["DEFAULT_SEED_COUNT", "DURATION_BOUNDS_S", "default_duration", "requests_for_percentile", "MAX_SEEDS", "Outcome", "SeedCheck", "check_seeds", "other_seeds", "seed_check_words", "seed_count", "PRECISIONS", "SLO_METRIC_LABELS", "TRAFFIC_DEFAULTS", "SearchCancelled", "SearchError", "SearchSpace", "Slo", "SloTarget", "default_max_model_len", "format_seconds", "merge_results", "parse_slo_target", "pools_verdict", "prepare_candidate", "search_deployments", "search_pools", "space_defaults", "split_counts", "xpyd_alternatives"]
+__all__ = ["DEFAULT_SEED_COUNT", "DURATION_BOUNDS_S", "default_duration", "requests_for_percentile", "MAX_SEEDS", "Outcome", "SeedCheck", "check_seeds", "other_seeds", "seed_check_words", "seed_count", "PRECISIONS", "SLO_METRIC_LABELS", "TRAFFIC_DEFAULTS", "check_space_for_model", "SearchCancelled", "SearchError", "SearchSpace", "Slo", "SloTarget", "default_max_model_len", "format_seconds", "merge_results", "parse_slo_target", "pools_verdict", "prepare_candidate", "search_deployments", "search_pools", "space_defaults", "split_counts", "xpyd_alternatives"]

@@ -56,7 +56,7 @@ import multiprocessing
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -77,7 +77,7 @@ from simulator.search.evaluate import (
     screen_miss,
     screened_trial,
 )
-from simulator.search.space import Candidate, SearchError, SearchSpace, Slo, format_seconds
+from simulator.search.space import Candidate, SearchError, SearchSpace, Slo, check_space_for_model, format_seconds
 from simulator.workload import Workload
 
 #: Outcome statuses, best first.
@@ -276,7 +276,10 @@ class _Run:
             if why:
                 self.screened += 1
                 return screened_trial(n, cost, self.slo, why)
-        return judge(self._simulate(self.workload, self.prep, p, n), self.workload, self.slo, cost)
+        trial = judge(self._simulate(self.workload, self.prep, p, n), self.workload, self.slo, cost)
+        # a DP group's cluster counts its ranks as instances; the trial counts replicas (DP groups), as the
+        # search's outcome does (its answer is the trial at its replicas)
+        return trial if p.group is None else replace(trial, num_instances=n)
 
 
 def _largest_cheaper(p: Prepared, best_cost: float | None, max_n: int) -> int:
@@ -331,7 +334,7 @@ def _fewest_meeting(run: _Run, p: Prepared, start: int, hi_n: int, bounded: bool
 
 
 def _exhaustive(run: _Run, p: Prepared) -> tuple[int | None, dict]:
-    tried = {n: run.trial(p, n) for n in range(1, run.space.max_replicas + 1)}
+    tried = {n: run.trial(p, n) for n in range(1, run.space.replicas_cap(p.candidate) + 1)}
     return next((n for n, t in tried.items() if t.meets), None), tried
 
 
@@ -348,7 +351,7 @@ def _outcome(p: Prepared, status: str, reason: str, replicas: int | None = None,
 def _visit(run: _Run, p: Prepared, best_cost: float | None, exhaustive: bool) -> Outcome:
     """Search one fitting candidate against the cost of the best answer so far."""
     price = p.candidate.price_per_replica
-    max_n = run.space.max_replicas
+    cap = max_n = run.space.replicas_cap(p.candidate)
     if exhaustive:
         found, trials = _exhaustive(run, p)
     else:
@@ -361,7 +364,8 @@ def _visit(run: _Run, p: Prepared, best_cost: float | None, exhaustive: bool) ->
     if found is None:
         last = trials[max(trials)]
         why = "; ".join(last.misses)
-        limit = ("the most replicas allowed" if max_n == run.space.max_replicas
+        limit = (("the most replicas allowed" if cap == run.space.max_replicas else
+                  f"the most within space.max_gpus {run.space.max_gpus:,}") if max_n == cap
                  else "the most that would cost no more than the best found")
         return _outcome(p, "misses", f"{max(trials)} replicas ({limit}) {why}", None, trials)
     return _outcome(p, "meets", _meets_reason(found), found, trials)
@@ -489,6 +493,7 @@ def _check_inputs(workload: Workload, model: ModelSpec, space: SearchSpace, slo:
         raise SearchError("must be a SearchSpace", field="space")
     if not isinstance(slo, Slo):
         raise SearchError("must be a Slo", field="slo")
+    check_space_for_model(space, model)
 
 
 def assemble(outcomes: list[Outcome], slo: Slo, simulations: int, elapsed_s: float) -> SearchResult:

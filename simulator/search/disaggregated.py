@@ -30,6 +30,14 @@ def as_cluster(res, instances: int) -> SimpleNamespace:
                            num_instances=instances, load=res.decode.load)
 
 
+def kv_bytes_per_token(d) -> int:
+    """KV bytes one token of a request moves into the decode shape ``d`` (a prepared candidate): what one of its
+    engines (a DP rank of a DP group) holds, ``kv_bytes_per_block`` x the rank's TP x PP GPUs / ``block_size``
+    (:class:`simulator.cluster.DisaggregatedDeployment`'s default for a pool of single engines).  # bytes"""
+    cfg, c = d.config, d.candidate
+    return max(1, round(cfg.kv_bytes_per_block * c.tensor_parallel * c.pipeline_parallel / cfg.block_size))
+
+
 def _row(dep: DisaggregatedDeployment, res, trial) -> dict[str, Any]:
     return {"name": dep.name, "prefill_instances": dep.prefill.num_instances,
             "decode_instances": dep.decode.num_instances, "num_gpus": dep.num_gpus,
@@ -80,14 +88,16 @@ def xpyd_alternatives(result, workload: Workload, model: ModelSpec, space: Searc
     cand = space.candidates()[best.index]
     mml = space.max_model_len or default_max_model_len(workload, model)
     prep = prepare_candidate(best.index, cand, model, space, mml, workload, slo)
-    if prep.config is None or prep.group is not None:  # (pools of DP groups: not simulated yet)
+    if prep.config is None:
         return None
     rows = []
-    pool = dict(config=prep.config, routing=routing or space.routing, gpus_per_instance=cand.gpus_per_replica,
-                cost_per_hour=cand.price_per_replica, label=cand.label)
+    group = prep.group  # a DP group's answer: each pool's instance is one DP group (round-robin across groups)
+    pool = dict(config=prep.config, routing="round-robin" if group is not None else routing or space.routing,
+                gpus_per_instance=cand.gpus_per_replica, cost_per_hour=cand.price_per_replica, label=cand.label,
+                group=group)
     for x, y in split_counts(best.replicas, prefill_counts, decode_counts):
         dep = DisaggregatedDeployment(Pool(num_instances=x, **pool), Pool(num_instances=y, **pool),
-                                      link or KvLink())
+                                      link or KvLink(), kv_bytes_per_token=kv_bytes_per_token(prep))
         res = dep.run(workload)
         rows.append(_row(dep, res, judge(as_cluster(res, x + y), workload, slo, dep.cost_per_hour)))
     first = slo.targets[0].label
@@ -154,4 +164,4 @@ def _trade(split: dict[str, Any], agg: dict[str, Any], slo: Slo, split_wins: boo
                    f"{_one(other['values'][lab])})" for lab in better)
 
 
-__all__ = ["as_cluster", "split_counts", "verdict", "xpyd_alternatives"]
+__all__ = ["as_cluster", "kv_bytes_per_token", "split_counts", "verdict", "xpyd_alternatives"]

@@ -110,6 +110,9 @@ def prepare_candidate(index: int, cand: Candidate, model: ModelSpec, space: Sear
     """Size ``cand``; reject it (config None, reason in words) when it cannot run or be priced."""
     if cand.price_per_replica is None:
         return Prepared(index, cand, None, f"no price per hour for {cand.gpu.name}: its cost cannot be compared")
+    if space.replicas_cap(cand) < 1:
+        return Prepared(index, cand, None, f"needs {cand.gpus_per_replica:,} GPUs a replica, more than the "
+                                           f"{space.max_gpus:,} of space.max_gpus")
     m = cand.model_for(model)
     try:
         dep = DeploymentSpec(tensor_parallel_size=cand.tensor_parallel, pipeline_parallel_size=cand.pipeline_parallel,

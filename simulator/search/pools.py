@@ -16,14 +16,17 @@ workload:
    pair that meets is the answer (``max_pair_checks`` simulations at most). The answer is the cheapest pair
    found this way, not proven cheapest: a decode count was sized behind one prefill pool.
 
-A pool's instance is one engine: shapes that are DP groups (``data_parallel`` > 1, or EP over several GPUs) are
-not pooled yet. Pairs vLLM's NIXL connector cannot join are left out with the reason (vLLM
-``docs/features/nixl_connector_compatibility.md``): P and D must use the same speculation configuration; the
-blocks move as they are, so the KV cache dtype and the block size must match; an MLA model's prefill and decode
-TP must be equal (heterogeneous TP is partial for MLA). The KV moved to a decode instance is what its own layout
-holds (``kv_bytes_per_block`` x its GPUs per token: KV heads replicated by a TP above their count move once for
-each copy), and a decode rank reads from every prefill rank that holds part of its heads: one transfer's latency
-is paid ``max(1, TP_prefill / TP_decode)`` times.
+A pool's instance is one engine or, for a shape that is a DP group (``data_parallel`` > 1, or EP over several
+GPUs), one DP group of TP x PP x DP GPUs: its ranks balanced as vLLM's DP client does and, for an MoE model,
+stepping in lockstep on the DP / EP clock (:class:`simulator.cluster.Pool` ``group``), so each pool has its own
+TP / DP / EP ("2P [TP 1] + 1D [TP 1 x DP 4 + EP]"). Pairs vLLM's NIXL connector cannot join are left out with
+the reason (vLLM ``docs/features/nixl_connector_compatibility.md``): P and D must use the same speculation
+configuration; the blocks move as they are, so the KV cache dtype and the block size must match; an MLA model's
+prefill and decode TP must be equal (heterogeneous TP is partial for MLA; the TP of a DP rank). A request's KV
+lives on one prefill rank (its TP x PP GPUs) and moves to one decode rank: what moves is what the decode rank's
+layout holds (``kv_bytes_per_block`` x the rank's TP x PP GPUs per token: KV heads replicated by a TP above their
+count move once for each copy, an MLA latent once per TP rank), and a decode rank reads from every prefill rank
+GPU that holds part of its heads: one transfer's latency is paid ``max(1, TP_prefill / TP_decode)`` times.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import numpy as np
 from simulator.base import ModelSpec
 from simulator.cluster import DisaggregatedDeployment, KvLink, Pool, simulate_cluster
 from simulator.cluster.replicas import smallest_meeting
-from simulator.search.disaggregated import as_cluster
+from simulator.search.disaggregated import as_cluster, kv_bytes_per_token
 from simulator.search.evaluate import Prepared, default_max_model_len, judge, prepare_candidate
 from simulator.search.space import SearchError, SearchSpace, Slo
 from simulator.workload import Workload
@@ -91,18 +94,23 @@ class _Pools:
 
     def prefill_meets(self, p: Prepared, n: int, ttft: Slo) -> bool:
         self.simulations += 1
-        res = simulate_cluster(self.first_tokens, p.config, n, routing=self.routing)
+        if p.group is not None:  # n DP groups behind a round-robin router
+            res = p.group.simulate(self.first_tokens, p.config, replicas=n).cluster
+        else:
+            res = simulate_cluster(self.first_tokens, p.config, n, routing=self.routing)
         return judge(res, self.first_tokens, ttft, 0.0).meets
 
     def deployment(self, p: Prepared, x: int, d: Prepared, y: int) -> DisaggregatedDeployment:
         reads = max(1, math.ceil(p.candidate.tensor_parallel / d.candidate.tensor_parallel))
         link = KvLink(self.link.bandwidth_gbps, self.link.latency_s * reads)
-        return DisaggregatedDeployment(self._pool(p, x), self._pool(d, y), link)
+        return DisaggregatedDeployment(self._pool(p, x), self._pool(d, y), link,
+                                       kv_bytes_per_token=kv_bytes_per_token(d))
 
     def _pool(self, p: Prepared, n: int) -> Pool:
         c = p.candidate
-        return Pool(p.config, n, routing=self.routing, gpus_per_instance=c.gpus_per_replica,
-                    cost_per_hour=c.price_per_replica, label=c.label)
+        return Pool(p.config, n, routing="round-robin" if p.group is not None else self.routing,
+                    gpus_per_instance=c.gpus_per_replica, cost_per_hour=c.price_per_replica, label=c.label,
+                    group=p.group)
 
     def trial(self, p: Prepared, x: int, d: Prepared, y: int):
         self.simulations += 1
@@ -111,11 +119,19 @@ class _Pools:
         return dep, res, judge(as_cluster(res, x + y), self.workload, self.slo, dep.cost_per_hour)
 
 
+def _layout(c) -> dict[str, Any]:
+    """A pool's parallel layout as the report shows it: TP, PP, DP and EP (vLLM's flags)."""
+    return {"tensor_parallel": c.tensor_parallel, "pipeline_parallel": c.pipeline_parallel,
+            "data_parallel": c.data_parallel, "expert_parallel": bool(c.expert_parallel and c.dp_group)}
+
+
 def _row(dep: DisaggregatedDeployment, res, trial, p: Prepared, d: Prepared) -> dict[str, Any]:
     return {"prefill": {"shape": p.candidate.label, "instances": dep.prefill.num_instances,
-                        "gpus": dep.prefill.num_instances * dep.prefill.gpus_per_instance},
+                        "gpus": dep.prefill.num_instances * dep.prefill.gpus_per_instance,
+                        **_layout(p.candidate)},
             "decode": {"shape": d.candidate.label, "instances": dep.decode.num_instances,
-                       "gpus": dep.decode.num_instances * dep.decode.gpus_per_instance},
+                       "gpus": dep.decode.num_instances * dep.decode.gpus_per_instance,
+                       **_layout(d.candidate)},
             "name": f"{dep.prefill.num_instances}P [{p.candidate.label}] + {dep.decode.num_instances}D "
                     f"[{d.candidate.label}]",
             "num_gpus": dep.num_gpus, "cost_per_hour": dep.cost_per_hour, "meets": trial.meets,
@@ -146,14 +162,13 @@ def search_pools(workload: Workload, model: ModelSpec, space: SearchSpace, slo: 
     run = _Pools(workload, slo, space, link, routing or space.routing)
     mml = space.max_model_len or default_max_model_len(workload, model)
     prepared = [prepare_candidate(i, c, model, space, mml, workload, slo) for i, c in enumerate(space.candidates())]
-    shapes = [p for p in prepared if p.config is not None and p.config.enable_prefix_caching
-              and not p.candidate.dp_group]  # a pool's instance is one engine: DP groups are not pooled yet
-    top = space.max_replicas
+    shapes = [p for p in prepared if p.config is not None and p.config.enable_prefix_caching]
     prefill_rows, prefill_counts = [], {}
     for p in shapes:
-        n = smallest_meeting(lambda k, p=p: run.prefill_meets(p, k, ttft), top)
+        cap = space.replicas_cap(p.candidate)  # (within space.max_gpus)
+        n = smallest_meeting(lambda k, p=p: run.prefill_meets(p, k, ttft), cap)
         prefill_rows.append({"shape": p.candidate.label, "instances": n,
-                             "reason": None if n else f"no prefill pool of up to {top} instances meets {ttft.describe()}"})
+                             "reason": None if n else f"no prefill pool of up to {cap} instances meets {ttft.describe()}"})
         if n:
             prefill_counts[p.index] = n
     by_index = {p.index: p for p in shapes}
@@ -161,11 +176,12 @@ def search_pools(workload: Workload, model: ModelSpec, space: SearchSpace, slo: 
         return _result(prefill_rows, [], [], None, run, "no shape's prefill pool meets the TTFT targets")
     cheapest = min(prefill_counts, key=lambda i: (prefill_counts[i] * by_index[i].candidate.price_per_replica, i))
     front = by_index[cheapest]
-    for front_n in range(prefill_counts[cheapest], min(top, prefill_counts[cheapest] + FRONT_MARGIN) + 1):
-        decode_rows, decode_counts = _decode_sizing(run, shapes, front, front_n, model, top)
+    for front_n in range(prefill_counts[cheapest],
+                         min(space.replicas_cap(front.candidate), prefill_counts[cheapest] + FRONT_MARGIN) + 1):
+        decode_rows, decode_counts = _decode_sizing(run, shapes, front, front_n, model, space)
         if decode_counts:  # else the prefill pool alone met the TTFT, not with the transfer: one more instance
             break
-    pairs, left_out = _pairs(shapes, prefill_counts, decode_counts, model)
+    pairs, left_out = _pairs(shapes, prefill_counts, decode_counts, model, space.max_gpus)
     rows, best = [], None
     while pairs and len(rows) < max_pair_checks:
         _, _, pi, x, di, y = heapq.heappop(pairs)
@@ -175,7 +191,7 @@ def search_pools(workload: Workload, model: ModelSpec, space: SearchSpace, slo: 
         if trial.meets:
             best = rows[-1]
             break
-        if x < top:
+        if x < space.replicas_cap(p.candidate) and _within(space.max_gpus, p, x + 1, d, y):
             heapq.heappush(pairs, _pair_key(p, x + 1, d, y))
     message = ("no pair of pools checked meets the SLO" if best is None else
                f"{best['name']}: {best['num_gpus']} GPUs at ${best['cost_per_hour']:,.2f}/h meets the SLO")
@@ -183,12 +199,15 @@ def search_pools(workload: Workload, model: ModelSpec, space: SearchSpace, slo: 
 
 
 def _decode_sizing(run: _Pools, shapes: list[Prepared], front: Prepared, front_n: int, model: ModelSpec,
-                   top: int) -> tuple[list[dict], dict]:
+                   space: SearchSpace) -> tuple[list[dict], dict]:
     """Step 2: each shape's fewest decode instances behind ``front_n`` x ``front`` (rows, and index -> count)."""
     rows, counts = [], {}
     for d in shapes:
         why = pair_problem(front, d, model)
-        n = None if why else smallest_meeting(lambda k, d=d: run.trial(front, front_n, d, k)[2].meets, top)
+        top = space.replicas_cap(d.candidate)
+        if space.max_gpus is not None:  # the decode pool within the GPUs the prefill pool leaves
+            top = min(top, (space.max_gpus - front_n * front.candidate.gpus_per_replica) // d.candidate.gpus_per_replica)
+        n = None if why or top < 1 else smallest_meeting(lambda k, d=d: run.trial(front, front_n, d, k)[2].meets, top)
         rows.append({"shape": d.candidate.label, "instances": n, "behind": f"{front_n}P [{front.candidate.label}]",
                      "reason": why or (None if n else f"no decode pool of up to {top} instances meets the SLO")})
         if n:
@@ -201,14 +220,23 @@ def _pair_key(p: Prepared, x: int, d: Prepared, y: int) -> tuple:
     return (cost, x * p.candidate.gpus_per_replica + y * d.candidate.gpus_per_replica, p.index, x, d.index, y)
 
 
-def _pairs(shapes: list[Prepared], prefill_counts: dict, decode_counts: dict, model: ModelSpec):
+def _within(max_gpus: int | None, p: Prepared, x: int, d: Prepared, y: int) -> bool:
+    """Whether ``x`` prefill and ``y`` decode instances fit in ``max_gpus`` GPUs (None: no limit)."""
+    return max_gpus is None or x * p.candidate.gpus_per_replica + y * d.candidate.gpus_per_replica <= max_gpus
+
+
+def _pairs(shapes: list[Prepared], prefill_counts: dict, decode_counts: dict, model: ModelSpec,
+           max_gpus: int | None = None):
     """Every joinable (prefill shape, decode shape) at their counts as a heap by cost, and the pairs left out."""
     heap, left_out = [], []
     for p in shapes:
         for d in shapes:
             if p.index not in prefill_counts or d.index not in decode_counts:
                 continue
-            why = pair_problem(p, d, model)
+            why = pair_problem(p, d, model) or (
+                None if _within(max_gpus, p, prefill_counts[p.index], d, decode_counts[d.index]) else
+                f"{prefill_counts[p.index] * p.candidate.gpus_per_replica + decode_counts[d.index] * d.candidate.gpus_per_replica}"
+                f" GPUs, more than the {max_gpus:,} of space.max_gpus")
             if why:
                 left_out.append({"name": f"P [{p.candidate.label}] + D [{d.candidate.label}]",
                                  "meets": None, "left_out": why})
@@ -243,4 +271,5 @@ def pools_verdict(pools: dict[str, Any], result) -> dict[str, Any]:
                                               f"cheapest pools ({best['name']})"}
 
 
-__all__ = ["FRONT_MARGIN", "MAX_PAIR_CHECKS", "first_tokens", "pair_problem", "pools_verdict", "search_pools"]
+__all__ = ["FRONT_MARGIN", "MAX_PAIR_CHECKS", "first_tokens", "kv_bytes_per_token", "pair_problem", "pools_verdict",
+           "search_pools"]

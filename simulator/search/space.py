@@ -52,6 +52,8 @@ def parse_percentile(text: Any) -> float:
     return q
 #: Most replicas a search may put behind the router.
 MAX_SEARCH_REPLICAS = 256
+#: Most GPUs ``SearchSpace.max_gpus`` may give (MAX_SEARCH_REPLICAS replicas of 256 GPUs).
+MAX_SEARCH_GPUS = 65_536
 #: Most candidates (replica shapes) one search may enumerate.
 MAX_CANDIDATES = 2_000
 
@@ -329,6 +331,47 @@ def default_duration(rate: float, slo: Slo) -> tuple[float, str]:
     return seconds, why
 
 
+def check_space_for_model(space: SearchSpace, model: ModelSpec) -> None:
+    """Refuse, naming the space's field and vLLM's rule, a DP / EP dimension no shape of ``space`` could run
+    ``model`` with (:func:`simulator.sizing.moe_parallel.check_moe_shape`), as vLLM refuses it at start-up:
+
+    - ``space.expert_parallel`` holding true for a model without experts (expert parallelism applies to MoE
+      layers only);
+    - a ``space.data_parallel`` size that no TP of the space (with EP on or off, as the space tries) makes a
+      shape vLLM starts: the routed experts' intermediate split TP x DP ways must divide (EP off), EP size
+      TP x DP at most the routed experts (EP on);
+    - a ``space.data_parallel`` size whose smallest replica (the space's smallest TP x PP x DP) needs more GPUs
+      than ``space.max_gpus``.
+
+    Shapes of a mixed space that vLLM refuses while others of the same DP size run are rejected one by one with
+    the same rule (the search's outcomes), not refused here.
+    """
+    from simulator.base import DeploymentSpec, SpecError
+    from simulator.sizing.moe_parallel import check_moe_shape
+
+    if True in space.expert_parallel and not model.is_moe:
+        raise SearchError(f"{model.name} has no experts; vLLM's expert parallelism (--enable-expert-parallel) "
+                          "applies to MoE layers only: give false", field="space.expert_parallel")
+    smallest = min(space.tensor_parallel) * min(space.pipeline_parallel)
+    for dp in space.data_parallel:
+        if space.max_gpus is not None and smallest * dp > space.max_gpus:
+            raise SearchError(f"DP {dp} needs at least {smallest * dp:,} GPUs a replica (TP x PP x DP = {smallest} x "
+                              f"{dp}: vLLM starts TP x PP GPUs for each of its {dp} DP ranks), more than the "
+                              f"{space.max_gpus:,} of space.max_gpus", field="space.data_parallel")
+        if dp == 1:
+            continue
+        problems = []
+        for tp in space.tensor_parallel:
+            for ep in space.expert_parallel:
+                try:
+                    check_moe_shape(model, DeploymentSpec(tensor_parallel_size=tp, data_parallel_size=dp,
+                                                          enable_expert_parallel=ep))
+                except SpecError as exc:
+                    problems.append(exc.message)
+        if len(problems) == len(space.tensor_parallel) * len(space.expert_parallel):
+            raise SearchError(f"DP {dp} runs with no TP of the space: {problems[0]}", field="space.data_parallel")
+
+
 def space_defaults() -> dict:
     """The space a search tries when the question leaves it out: :class:`SearchSpace`'s field defaults (TP 1, 2,
     4, 8; PP 1; bf16 and fp8 weights, fp8 dynamically quantized from any bf16 checkpoint; KV ``auto``;
@@ -396,6 +439,10 @@ class SearchSpace:
     expert_parallel : tuple of bool
         vLLM's ``--enable-expert-parallel`` off and / or on (MoE models; on a dense model the shape is rejected
         with vLLM's rule). Default ``(False,)``.
+    max_gpus : int, optional
+        The GPUs there are: an answer's replicas x GPUs per replica stays within it (a shape whose one replica
+        needs more is rejected; :func:`check_space_for_model` refuses a DP size none of whose shapes fits). None
+        (the default): only ``max_replicas`` bounds the count.
     """
 
     gpus: tuple[GpuSpec, ...]
@@ -414,6 +461,7 @@ class SearchSpace:
     speculative: tuple[SpecOption | None, ...] = (None,)
     data_parallel: tuple[int, ...] = (1,)
     expert_parallel: tuple[bool, ...] = (False,)
+    max_gpus: int | None = None
 
     def __post_init__(self) -> None:
         gpus = tuple(self.gpus) if hasattr(self.gpus, "__iter__") else ()
@@ -456,6 +504,10 @@ class SearchSpace:
         object.__setattr__(self, "speculative", _spec_tuple(self.speculative))
         object.__setattr__(self, "data_parallel", _whole_tuple("space.data_parallel", self.data_parallel, 1, 256))
         object.__setattr__(self, "expert_parallel", _bool_tuple("space.expert_parallel", self.expert_parallel))
+        mg = self.max_gpus
+        if mg is not None and (isinstance(mg, bool) or not isinstance(mg, int) or not 1 <= mg <= MAX_SEARCH_GPUS):
+            raise SearchError(f"must be a whole number of GPUs from 1 to {MAX_SEARCH_GPUS:,}, or null (no limit), "
+                              f"got {mg!r}", field="space.max_gpus")
         n = self.size
         if n > MAX_CANDIDATES:
             dp_ep = (" x DP sizes" if len(self.data_parallel) > 1 else "") + (
@@ -491,7 +543,15 @@ class SearchSpace:
                 **({} if self.speculative == (None,) else
                    {"speculative": [None if o is None else o.to_dict() for o in self.speculative]}),
                 **({} if self.data_parallel == (1,) else {"data_parallel": list(self.data_parallel)}),
-                **({} if self.expert_parallel == (False,) else {"expert_parallel": list(self.expert_parallel)})}
+                **({} if self.expert_parallel == (False,) else {"expert_parallel": list(self.expert_parallel)}),
+                **({} if self.max_gpus is None else {"max_gpus": self.max_gpus})}
+
+    def replicas_cap(self, cand: Candidate) -> int:
+        """Most replicas of ``cand`` the search tries: ``max_replicas``, and within ``max_gpus`` (0: one replica
+        needs more GPUs than there are)."""
+        if self.max_gpus is None:
+            return self.max_replicas
+        return min(self.max_replicas, self.max_gpus // cand.gpus_per_replica)
 
     def coefficients_for(self, gpu: GpuSpec) -> dict[str, float] | None:
         """The roofline coefficients that time shapes on ``gpu``: ``coefficients_by_gpu``'s for it, else the

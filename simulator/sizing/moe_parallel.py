@@ -54,6 +54,14 @@ def check_moe_shape(model: ModelSpec, deployment: DeploymentSpec) -> None:
     if dp > MAX_DATA_PARALLEL_SIZE:
         raise SpecError(f"{dp:,} is more than the limit of {MAX_DATA_PARALLEL_SIZE:,}", field="data_parallel_size")
     if not deployment.enable_expert_parallel:
+        split = deployment.tensor_parallel_size * dp
+        width = getattr(model, "moe_intermediate_size", None) or model.intermediate_size
+        if dp > 1 and model.is_moe and width and width % split:
+            raise SpecError(f"without expert parallelism every routed expert is split TP x DP = "
+                            f"{deployment.tensor_parallel_size} x {dp} = {split} ways, which does not divide "
+                            f"{model.name}'s expert intermediate size {width:,} (vLLM's FusedMoE: "
+                            "divide(intermediate_size, tp_size) over the flattened TP x DP group); choose a DP "
+                            "that divides it or turn expert parallelism on", field="data_parallel_size")
         return
     if not model.is_moe:
         raise SpecError(f"{model.name} has no experts; vLLM's expert parallelism "

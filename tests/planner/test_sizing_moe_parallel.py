@@ -79,6 +79,9 @@ def test_dp1_and_ep_off_answer_as_before(api):
     ({"model": "qwen3-30b-a3b", "gpu": "h100-sxm5-80gb", "tensor_parallel_size": 4, "data_parallel_size": 64,
       "enable_expert_parallel": True}, "enable_expert_parallel", "128 routed experts"),
     ({**V3_DP8, "tensor_parallel_size": 512, "data_parallel_size": 16}, "num_gpus", "8,192"),
+    # EP off: every routed expert split TP x DP = 5 ways, which does not divide Qwen3-30B-A3B's 768 (FusedMoE)
+    ({"model": "qwen3-30b-a3b", "gpu": "h100-sxm5-80gb", "data_parallel_size": 5}, "data_parallel_size",
+     "which does not divide Qwen3 30B-A3B's expert intermediate size 768"),
 ])
 def test_shapes_vllm_refuses_are_a_400_at_the_field(api, body, field, fragment):
     r = _post(api, body)

@@ -36,8 +36,8 @@ def test_search_summary_in_words(capsys):
 @pytest.mark.parametrize("extra, message", [
     (["--slo", "ttft:p90"], "error: slo: 'ttft:p90' must look like METRIC:PERCENTILE:SECONDS"),
     (["--slo", "ttft:p90:0.5", "--rate", "0"], "error: --rate: must be more than 0 requests per second"),
-    (["--slo", "ttft:p90:0.5", "--tp", ""], "error: space.tensor_parallel: give at least one value"),
-    (["--slo", "ttft:p90:0.5", "--precision", "fp7"], "error: space.precisions: 'fp7' is not one of"),
+    (["--slo", "ttft:p90:0.5", "--tp", ""], "error: --tp: give at least one value"),
+    (["--slo", "ttft:p90:0.5", "--precision", "fp7"], "error: --precision: 'fp7' is not one of"),
 ])
 def test_bad_options_print_one_error_line(capsys, extra, message):
     assert main(BASE + extra) == 2
