@@ -324,8 +324,15 @@ def _pools(args: argparse.Namespace, result, workload, model, space, slo) -> dic
 
 
 def pools_text(pools: dict) -> str:
-    """The joint pools search in words: each pair checked, the answer and the verdict."""
+    """The joint pools search in words: each shape's prefill and decode count, each pair checked, the answer and
+    the verdict."""
     lines = ["", f"Prefill and decode pools searched jointly ({pools['simulations']} simulations):"]
+    for role, rows in (("prefill", pools.get("prefill", [])), ("decode", pools.get("decode", []))):
+        for r in rows:
+            n = r.get("instances")
+            count = (f"{n} instance{'s' if n != 1 else ''}" + (f" behind {r['behind']}" if r.get("behind") else "")
+                     if n else f"none: {r.get('reason')}")
+            lines.append(f"{role} pool of {r['shape']}: {count}")
     for r in pools["pairs"]:
         if r.get("left_out"):
             lines.append(f"{r['name']}: left out: {r['left_out']}")

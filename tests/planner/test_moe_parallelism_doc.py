@@ -17,7 +17,8 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "moe_parallelism.md"
 #: (model, GPU, max_model_len, shapes): the page's worked examples.
 EXAMPLES = [
     ("deepseek-v3", "h200-sxm-141gb", 32768, [{"tensor_parallel_size": 8},
-                                               {"data_parallel_size": 8, "enable_expert_parallel": True}]),
+                                               {"data_parallel_size": 8, "enable_expert_parallel": True},
+                                               {"data_parallel_size": 16, "enable_expert_parallel": True}]),
     ("qwen3-30b-a3b", "h100-sxm5-80gb", None, [{"tensor_parallel_size": 8},
                                                 {"data_parallel_size": 8, "enable_expert_parallel": True},
                                                 {"tensor_parallel_size": 2, "data_parallel_size": 4,
