@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from gpuprofiles.api import GPU_INPUT_EXAMPLE, IMPORT_EXAMPLE, MODEL_INPUT_EXAMPLE
 from planner.dayplans.api import EXAMPLE_DAY_PLAN
 from tests.api.test_unknown_fields import OPERATIONS, _url
+from tests.budget import FULL
 
 PLACE = "__HOSTILE_VALUE__"
 
@@ -115,7 +116,7 @@ def hostile_client(django_user_model, monkeypatch):
     its headers, never its body, and has tests of its own), with the API's rate limits off (a throttle counts
     requests and never reads a body either; on, they cost a cache round trip per request, a third of each
     case's time); ``slugs()``: the user's own GPU and model (for the ``{slug}`` paths), made at its first call in
-    a test: the other paths' cases (most of them) need neither."""
+    a test: the other paths' cases (most of them) need neither; the third: the example counter of :data:`SLOTS`."""
     from rest_framework.test import APIClient
     from rest_framework.throttling import SimpleRateThrottle
 
@@ -133,7 +134,10 @@ def hostile_client(django_user_model, monkeypatch):
             made["models"] = client.post("/api/models/", model, format="json").json()["slug"]
         return made
 
-    return client, slugs, itertools.count()
+    turns = itertools.count()
+    yield client, slugs, turns
+    if FULL:  # the test's examples went through every slot (SLOTS): each kind in each delivery
+        assert next(turns) >= len(SLOTS), "fewer examples ran than there are slots"
 
 
 #: How a hostile value is sent: as it is (JSON text in the body, where the body's checks meet it), or as a string
