@@ -150,7 +150,7 @@ DELIVERIES = ("as it is", len(HOLDERS) - 1, *range(len(HOLDERS) - 1))
 SLOTS = [(delivery, kind) for delivery in DELIVERIES for kind in range(len(HOSTILE_KINDS))]
 #: A value of each kind, and a trace's format for the holders that are neither trace line (one strategy for
 #: every slot: hypothesis replays a draw the same way).
-slot_samples = st.tuples(st.tuples(*HOSTILE_KINDS), st.sampled_from(["jsonl", "csv"]))
+slot_samples = st.tuples(st.tuples(*HOSTILE_KINDS), st.sampled_from(["jsonl", "csv", "auto"]))
 TRACE_FORMATS = {0: "jsonl", 1: "csv"}  # the holders that are a trace's line: the trace is read in their format
 
 
@@ -193,6 +193,19 @@ def test_the_issues_jsonl_traces_are_a_400_naming_the_line(token_client, url, li
     response = token_client.post(url, body, format="json")
     assert response.status_code == 400, response.content[:300]
     assert "line 1" in json.dumps(response.json()["errors"])
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("url", ["/api/simulations/", "/api/sweeps/", "/api/replicas/", "/api/searches/",
+                                 "/api/day-plans/"])
+def test_a_trace_nested_deeply_in_its_first_line_is_a_400_when_its_format_is_guessed(token_client, url):
+    """``"format": "auto"`` guessed the format from the first line with plain ``json.loads``: nested deeply, it was
+    a ``RecursionError`` and a 500 (the day plan page's trace upload, found by the form test)."""
+    body = json.loads(json.dumps(BASES[url]))
+    body["workload"] = {"trace": '{"completed": ' + _deep(3000, "list") + "}\n", "format": "auto"}
+    response = token_client.post(url, body, format="json")
+    assert response.status_code == 400, response.content[:300]
+    assert "nested too deeply" in json.dumps(response.json()["errors"])
 
 
 @pytest.mark.django_db
