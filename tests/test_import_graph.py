@@ -143,8 +143,14 @@ def describe(cycle: list[str], graph: dict[str, dict[str, int]]) -> str:
         f" -> {cycle[-1]}"
 
 
-def test_the_project_has_no_import_cycles():
-    graph = import_graph()
+@pytest.fixture(scope="module")
+def graph() -> dict[str, dict[str, int]]:
+    """The project's import graph, read once for the module's tests (each parses every module of the project; the
+    tests only read it)."""
+    return import_graph()
+
+
+def test_the_project_has_no_import_cycles(graph):
     assert {"planner.sweeps.services", "gpuprofiles.api", "accounts.authentication"} <= set(graph)
     cycles = find_cycles(graph)
     assert not cycles, "import cycles:\n" + "\n".join(describe(c, graph) for c in cycles)
@@ -175,14 +181,13 @@ def reached_from(graph: dict[str, dict[str, int]], package: str) -> set[str]:
 
 
 @pytest.mark.parametrize("package", sorted(FLOORS))
-def test_each_package_imports_only_the_floors_below_it(package):
-    graph = import_graph()
+def test_each_package_imports_only_the_floors_below_it(graph, package):
     above = {m.split(".")[0] for m in reached_from(graph, package)} - FLOORS[package] - {package}
     assert not above, f"{package} imports {sorted(above)}, which are not below it"
 
 
-def test_the_catalog_authenticates_tokens_without_the_planner():
-    reached = reached_from(import_graph(), "gpuprofiles")
+def test_the_catalog_authenticates_tokens_without_the_planner(graph):
+    reached = reached_from(graph, "gpuprofiles")
     assert "accounts.authentication" in reached  # the catalog API authenticates tokens
     assert not [m for m in reached if m.split(".")[0] == "planner"]
 
@@ -196,7 +201,6 @@ def test_find_cycles_finds_each_cycle_once(source, expected):
     assert sorted(find_cycles(source)) == expected
 
 
-def test_imports_inside_functions_and_relative_imports_count():
-    graph = import_graph()
+def test_imports_inside_functions_and_relative_imports_count(graph):
     # accounts/apps.py imports its schema inside ready() as ``from . import schema``.
     assert "accounts.schema" in graph["accounts.apps"]

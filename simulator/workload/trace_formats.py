@@ -213,7 +213,7 @@ def guess_format(text: str) -> str | None:
         first = head.split("\n", 1)[0]
         try:
             obj = json.loads(first)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # nested too deeply: the reader of the format refuses it
             obj = None
         if isinstance(obj, dict) and {"timestamp", "input_length", "output_length"} <= set(obj):
             return "mooncake"

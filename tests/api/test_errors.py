@@ -121,9 +121,10 @@ ISSUE_23_BODY = '{"engine":{"num_gpu_blocks":2000},"workload":{"spec":{"n":5000,
 def test_the_issue_s_130_byte_simulation_is_refused_in_under_a_second(token_client):
     """~22 GB in a web process before (8 bytes x requests x tokens / block size); now priced and refused."""
     assert len(ISSUE_23_BODY) < 131
-    start = time.monotonic()
+    token_client.get("/api/simulations/")  # the first request of a process loads the URLs and the views
+    start = time.process_time()  # this process's CPU: a loaded machine's waits for a core are not the refusal's
     response = token_client.post("/api/simulations/", ISSUE_23_BODY, content_type="application/json")
-    elapsed = time.monotonic() - start
+    elapsed = time.process_time() - start
     errors = assert_error_shape(response, status.HTTP_400_BAD_REQUEST)
     message = errors["workload"][0]
     assert "memory" in message and "the limit is 2.0 GiB" in message and "GiB" in message.split("about")[1]

@@ -8,12 +8,14 @@ A property test: for every write operation of the live schema (so a new endpoint
 list to keep), every field of its body, and the string fields that hold a format of their own (a sweep's
 ``workload.trace`` as JSONL or CSV, a calibration's ``text`` and ``deployment``), hypothesis puts a hostile
 value there: JSON nested 33 to 20,000 levels, a whole number of up to 5,000 digits, ``1e999``, or text
-holding those (a JSONL line, a CSV cell, a vllm-bench JSON). The answer is never a 5xx, and a 4xx is in
-the error shape. The pages' forms have the same test in ``tests/planner/test_hostile_form_values.py``.
+holding those (a JSONL line, a CSV cell, a vllm-bench JSON); each kind in each of these deliveries once per
+field (:data:`SLOTS`), the sizes drawn. The answer is never a 5xx, and a 4xx is in the error shape. The
+pages' forms have the same test in ``tests/planner/test_hostile_form_values.py``.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 
@@ -24,6 +26,7 @@ from hypothesis import strategies as st
 from gpuprofiles.api import GPU_INPUT_EXAMPLE, IMPORT_EXAMPLE, MODEL_INPUT_EXAMPLE
 from planner.dayplans.api import EXAMPLE_DAY_PLAN
 from tests.api.test_unknown_fields import OPERATIONS, _url
+from tests.budget import FULL
 
 PLACE = "__HOSTILE_VALUE__"
 
@@ -71,7 +74,6 @@ digit_values = st.builds(lambda n, sign: sign + "9" * n, st.sampled_from([21, 40
                          st.sampled_from(["", "-"]))
 number_values = st.sampled_from(["1e999", "-1e999", "1e308", "0.1e-999", "123456789012345678901234567890.5"])
 HOSTILE_KINDS = (nested_values, digit_values, number_values)
-raw_values = st.one_of(*HOSTILE_KINDS)  # JSON text put in the body as it is
 
 
 #: Texts holding a value, for the fields that are parsed again (a trace, a measurement); the last: the value alone.
@@ -88,8 +90,6 @@ def holding(raw):
     """Text holding ``raw``'s values (:data:`HOLDERS`)."""
     return st.one_of(*(raw.map(holder) for holder in HOLDERS))
 
-
-text_values = holding(raw_values)
 
 
 def _put(body: dict, path: str, value) -> dict:
@@ -111,38 +111,68 @@ def _put(body: dict, path: str, value) -> dict:
 
 
 @pytest.fixture
-def slugs(token_client):
-    """``slugs()``: the user's own GPU and model (for the ``{slug}`` paths), made at the first call in a test: the
-    other paths' cases (most of them) need neither, and they would make both in each of their ~190 cases."""
+def hostile_client(django_user_model, monkeypatch):
+    """``(client, slugs)``: a client signed in as a user of its own (forced: how a request is authenticated reads
+    its headers, never its body, and has tests of its own), with the API's rate limits off (a throttle counts
+    requests and never reads a body either; on, they cost a cache round trip per request, a third of each
+    case's time); ``slugs()``: the user's own GPU and model (for the ``{slug}`` paths), made at its first call in
+    a test: the other paths' cases (most of them) need neither; the third: the example counter of :data:`SLOTS`."""
+    from rest_framework.test import APIClient
+    from rest_framework.throttling import SimpleRateThrottle
+
+    from tests.api.test_unknown_fields import GPU_INPUT_EXAMPLE as gpu
+    from tests.api.test_unknown_fields import MODEL_INPUT_EXAMPLE as model
+
+    monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", {"anon": None, "user": None})
+    client = APIClient()
+    client.force_authenticate(django_user_model.objects.create_user("hostile-api"))
     made: dict = {}
 
-    def get() -> dict:
+    def slugs() -> dict:
         if not made:
-            from tests.api.test_unknown_fields import GPU_INPUT_EXAMPLE as gpu
-            from tests.api.test_unknown_fields import MODEL_INPUT_EXAMPLE as model
-
-            made["gpus"] = token_client.post("/api/gpus/", gpu, format="json").json()["slug"]
-            made["models"] = token_client.post("/api/models/", model, format="json").json()["slug"]
+            made["gpus"] = client.post("/api/gpus/", gpu, format="json").json()["slug"]
+            made["models"] = client.post("/api/models/", model, format="json").json()["slug"]
         return made
 
-    return get
+    turns = itertools.count()
+    yield client, slugs, turns
+    if FULL:  # the test's examples went through every slot (SLOTS): each kind in each delivery
+        assert next(turns) >= len(SLOTS), "fewer examples ran than there are slots"
+
+
+#: How a hostile value is sent: as it is (JSON text in the body, where the body's checks meet it), or as a string
+#: held by each of :data:`HOLDERS` (the value alone first: a string field parsed again as JSON or a number).
+DELIVERIES = ("as it is", len(HOLDERS) - 1, *range(len(HOLDERS) - 1))
+#: Every (delivery, kind) once: example ``t`` of a case sends ``SLOTS[t % 15]``, so the 15 examples of the full
+#: budget put each kind of hostile value in each field in every delivery (a quick run's 10: as it is, alone and
+#: in a JSONL line, each kind; in a CSV line, one kind). 24 random examples a case, as before, left a case
+#: without some (kind, delivery) in most cases and drew the rest more than once.
+SLOTS = [(delivery, kind) for delivery in DELIVERIES for kind in range(len(HOSTILE_KINDS))]
+#: A value of each kind, and a trace's format for the holders that are neither trace line (one strategy for
+#: every slot: hypothesis replays a draw the same way).
+slot_samples = st.tuples(st.tuples(*HOSTILE_KINDS), st.sampled_from(["jsonl", "csv", "auto"]))
+TRACE_FORMATS = {0: "jsonl", 1: "csv"}  # the holders that are a trace's line: the trace is read in their format
 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("case", CASES, ids=[f"{m} {p} {f}" for m, p, f in CASES])
-@settings(max_examples=24, deadline=None, derandomize=True,
+@settings(max_examples=len(SLOTS), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(raw=raw_values, text=text_values, as_text=st.booleans(), fmt=st.sampled_from(["jsonl", "csv"]))
-def test_no_hostile_value_is_a_500(token_client, slugs, case, raw, text, as_text, fmt):
+@given(data=st.data())
+def test_no_hostile_value_is_a_500(hostile_client, case, data):
+    client, slugs, turns = hostile_client
     method, path, field = case
+    delivery, kind = SLOTS[next(turns) % len(SLOTS)]
+    values, fmt = data.draw(slot_samples, label="values, trace format")
+    raw = values[kind]
     body = json.loads(json.dumps(BASES.get(path, {})))
     _put(body, field, PLACE)
     if field == "workload.trace":
-        body["workload"] = {"trace": PLACE, "format": fmt}
-    value = json.dumps(text) if as_text or field in ("workload.trace", "text") else raw
+        body["workload"] = {"trace": PLACE, "format": TRACE_FORMATS.get(delivery, fmt)}
+    value = raw if delivery == "as it is" else json.dumps(HOLDERS[delivery](raw))
     sent = json.dumps(body).replace(json.dumps(PLACE), value)
     url = _url(path, slugs() if "{slug}" in path else {})
-    response = token_client.generic(method.upper(), url, sent, content_type="application/json")
+    response = client.generic(method.upper(), url, sent, content_type="application/json")
     assert response.status_code < 500, (method, path, field, sent[:300], response.content[:500])
     if response.status_code >= 400:
         errors = response.json()["errors"]
@@ -163,6 +193,19 @@ def test_the_issues_jsonl_traces_are_a_400_naming_the_line(token_client, url, li
     response = token_client.post(url, body, format="json")
     assert response.status_code == 400, response.content[:300]
     assert "line 1" in json.dumps(response.json()["errors"])
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("url", ["/api/simulations/", "/api/sweeps/", "/api/replicas/", "/api/searches/",
+                                 "/api/day-plans/"])
+def test_a_trace_nested_deeply_in_its_first_line_is_a_400_when_its_format_is_guessed(token_client, url):
+    """``"format": "auto"`` guessed the format from the first line with plain ``json.loads``: nested deeply, it was
+    a ``RecursionError`` and a 500 (the day plan page's trace upload, found by the form test)."""
+    body = json.loads(json.dumps(BASES[url]))
+    body["workload"] = {"trace": '{"completed": ' + _deep(3000, "list") + "}\n", "format": "auto"}
+    response = token_client.post(url, body, format="json")
+    assert response.status_code == 400, response.content[:300]
+    assert "nested too deeply" in json.dumps(response.json()["errors"])
 
 
 @pytest.mark.django_db

@@ -2,7 +2,8 @@
 
 Every operation in ``/api/schema/`` is called through the WSGI app (no server, the test
 database), once as an anonymous client and once with an API token, with both valid
-("positive") and invalid ("negative") inputs generated from the schema. Checks: no 5xx
+("positive") and invalid ("negative") inputs generated from the schema (anonymously, the operations that
+need a signed-in user get a few: they answer 401 before reading any input). Checks: no 5xx
 ever, every documented response conforms to its schema, and every 4xx is JSON in the
 error shape ``{"errors": {field: [messages]}}``.
 
@@ -22,6 +23,7 @@ import pytest
 import schemathesis
 from django.core import signals
 from django.db import close_old_connections
+from django.urls import Resolver404, resolve
 from hypothesis import HealthCheck, reject, settings
 from rest_framework.throttling import SimpleRateThrottle
 from schemathesis.checks import ALL_CHECKS, not_a_server_error, response_schema_conformance
@@ -97,19 +99,44 @@ FUZZ_SETTINGS = settings(
 )
 
 
-def _run(case, mode: str, headers: dict[str, str] | None = None) -> None:
+def _run(case, mode: str, headers: dict[str, str] | None = None):
     if case.media_type in FORM_MEDIA_TYPES and not isinstance(case.body, dict):
         reject()  # a form body is key=value pairs: a bare list or scalar cannot be sent as one
     response = case.call_wsgi(headers=headers)
     FIGURES["cases"][(mode, f"{case.method} {case.path}")] += 1
     FIGURES["statuses"][(mode, response.status_code)] += 1
     case.validate_response(response, checks=CHECKS)
+    return response
 
 
-@schema.parametrize()
+def anonymous_allowed(ctx) -> bool:
+    """Whether the schema lets an anonymous client call the operation (its ``security`` lists ``{}``, or is absent)."""
+    security = ctx.operation.definition.raw.get("security")
+    return security is None or {} in security
+
+
+@schema.include(anonymous_allowed).parametrize()
 @FUZZ_SETTINGS
 def test_fuzz_anonymous(case):
     _run(case, "anonymous")
+
+
+#: An operation that needs a signed-in user (most of them) answers an anonymous client before its view reads the
+#: query or the body (DRF authenticates and checks permissions first; the middleware reads neither): the same 401
+#: (403 where session authentication comes first) whatever the input. A few cases check that answer (its schema,
+#: its error shape, and that it is the refusal); the full budget spent 20 positive and 20 negative cases on it.
+SIGN_IN_EXAMPLES = min(MAX_EXAMPLES, 4 if FULL_BUDGET else 2)
+
+
+@schema.exclude(anonymous_allowed).parametrize()
+@settings(FUZZ_SETTINGS, max_examples=SIGN_IN_EXAMPLES)
+def test_fuzz_anonymous_where_sign_in_is_needed(case):
+    response = _run(case, "anonymous")
+    if response.status_code == 404:  # a path parameter the URL patterns refuse: no view ran
+        with pytest.raises(Resolver404):
+            resolve(case.formatted_path)
+        return
+    assert response.status_code in (401, 403), (case.method, case.path, response.status_code)
 
 
 @pytest.fixture
