@@ -1,9 +1,10 @@
 """Every page of the app at a desktop's 1400 px and a phone's 390 px: screenshots for review; at both widths
 no serious or critical axe-core violation (``tests/browser/axe.py``) and no value outside its visible box,
 no table wider than its box unless it truly cannot fit and then scrolls by keyboard with a hint, no number
-split over two lines, no chart title cut and no chart text under 4.5:1 (``tests/browser/layout.py``); on the
-phone no sideways scroll, a compact menu that shows every link, no chart toolbar over titles, the answer on
-the first screen after asking.
+split over two lines, no chart title cut and no chart text under 4.5:1 (``tests/browser/layout.py``), every
+chart with axis titles and tick labels and no two of its labels overlapping (``tests/browser/charts.py``);
+on the phone no sideways scroll, a compact menu that shows every link, no chart toolbar over titles, the
+answer on the first screen after asking.
 
 Screenshots (for a person's review: no assertion reads them) are taken only when ``KVP_SCREENSHOTS=1`` asks, to
 ``artifacts/screenshots/<page>-1400.png`` and ``<page>-390.png`` (see docs/browser-tests.md).
@@ -12,10 +13,12 @@ Screenshots (for a person's review: no assertion reads them) are taken only when
 from __future__ import annotations
 
 import re
+import time
 
 from playwright.sync_api import expect
 
 from tests.browser.axe import axe_source, axe_violations
+from tests.browser.charts import chart_label_problems
 from tests.browser.conftest import SCREENSHOTS, _assert_clean, _new_page, screenshots_wanted, session_cookie
 from tests.browser.layout import layout_problems
 
@@ -58,6 +61,7 @@ def _result_pages(reports: dict) -> dict[str, str]:
         "sweeps": "/sweeps/", "reports": "/reports/", "search-new": "/searches/", "dayplan-new": "/plans/day/",
         "account": "/accounts/",
         "sweep": f"/sweeps/{reports['report'].sweep_id}/", "report": f"/reports/{reports['report'].slug}/",
+        "report-point": f"/reports/{reports['report'].slug}/?point=0",
         "report-replicas": f"/reports/{reports['replicas'].slug}/", "report-cliff": f"/reports/{reports['cliff'].slug}/",
         "report-disaggregated": f"/reports/{reports['disaggregated'].slug}/",
         "report-speculative": f"/reports/{reports['speculative'].slug}/",
@@ -70,6 +74,10 @@ def _result_pages(reports: dict) -> dict[str, str]:
         "token-revoke": f"/accounts/tokens/{reports['token'].pk}/revoke/",
     }
 
+
+#: The pages whose charts issue 22 found labels overlapping on: each must draw a chart at both widths.
+CHART_PAGES = {"sizing", "compare", "replicas-answer", "report", "report-point", "report-replicas", "report-cliff",
+               "search-report"}
 
 #: The pages seen signed out (a shared report is opened by people without an account).
 SIGNED_OUT = {"sign-in": "/accounts/login/", "sign-up": "/accounts/signup/"}
@@ -129,9 +137,11 @@ def _check_layout_and_axe(page, name: str, viewport: dict, axe: str) -> list[str
     return [f"{name} at {viewport['width']} px: {f}" for f in found]
 
 
-def _shoot(browser, live_server, pages: dict[str, str], cookies: list) -> None:
+def _shoot(browser, live_server, pages: dict[str, str], cookies: list) -> int:
+    """Load every page at both widths and check it; returns how many charts were drawn (both widths together)."""
     axe = axe_source()
     failures: list[str] = []
+    charts = 0
     for viewport in (DESKTOP, PHONE):
         context, page, problems = _new_page(browser, live_server, cookies=cookies, viewport=viewport)
         # axe-core sent once per context, run in every page it loads (axe_results then injects nothing)
@@ -140,9 +150,12 @@ def _shoot(browser, live_server, pages: dict[str, str], cookies: list) -> None:
             for name, url in pages.items():
                 response = page.goto(url)
                 assert response.ok, f"{name}: {url} answered {response.status}"
-                if page.locator("[data-figure]").count():
+                drawn = page.locator("[data-figure]").count()
+                if drawn:
                     page.wait_for_function("[...document.querySelectorAll('[data-figure]')]"
                                            ".every(f => f.querySelector('.main-svg'))")
+                drawn_at = time.monotonic()
+                assert drawn or name not in CHART_PAGES, f"{name} at {viewport['width']} px draws no chart"
                 if screenshots_wanted():
                     page.screenshot(path=str(SCREENSHOTS / f"{name}-{viewport['width']}.png"), full_page=True)
                 if viewport is PHONE:
@@ -150,10 +163,15 @@ def _shoot(browser, live_server, pages: dict[str, str], cookies: list) -> None:
                 else:
                     _check_words(page, name)
                 failures += _check_layout_and_axe(page, name, viewport, axe)
+                if drawn:  # after the checks above, which give Plotly the time of its redraw (charts.REDRAW_S)
+                    count, found = chart_label_problems(page, drawn_at)
+                    charts += count
+                    failures += [f"{name} at {viewport['width']} px: {f}" for f in found]
             _assert_clean(page, problems)
         finally:
             context.close()
     assert not failures, "\n".join(failures)
+    return charts
 
 
 # Every page at both widths, in two tests that xdist can give to its two workers: the pages that show no stored
@@ -163,7 +181,7 @@ def _shoot(browser, live_server, pages: dict[str, str], cookies: list) -> None:
 
 def test_every_page_without_a_stored_result_at_both_widths(browser, live_server, catalog, user):
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    _shoot(browser, live_server, _plain_pages(), [session_cookie(live_server, user)])
+    assert _shoot(browser, live_server, _plain_pages(), [session_cookie(live_server, user)]) >= 10
     _shoot(browser, live_server, SIGNED_OUT, [])
 
 
@@ -179,7 +197,7 @@ def test_every_page_of_a_stored_result_at_both_widths(browser, live_server, cata
                            "disaggregated": disaggregated_report, "speculative": speculative_report,
                            "search": search_report, "xpyd_search": xpyd_search_report, "queued_search": queued_search,
                            "day_plan": day_plan, "queued_day_plan": queued_day_plan, "token": token})
-    _shoot(browser, live_server, pages, [session_cookie(live_server, user)])
+    assert _shoot(browser, live_server, pages, [session_cookie(live_server, user)]) >= 10
     _shoot(browser, live_server, {"report-signed-out": pages["report"],
                                   "search-report-signed-out": pages["search-report"]}, [])
 

@@ -99,7 +99,7 @@ def test_sweep_runs_on_the_embedded_filesystem_broker(filesystem_worker, setting
 def test_killed_worker_loses_and_duplicates_nothing(worker_factory, sender_on_redis, settings):
     settings.KVP_SWEEP_CHUNK_POINTS = 1
     # The redelivered message of the killed chunk is skipped while its heartbeat looks alive, so the run waits for
-    # the stall threshold: the fault tests' 6 s (tests/integration/conftest.py) instead of the default 45 s.
+    # the stall threshold: the fault tests' 3 s (tests/integration/conftest.py) instead of the default 45 s.
     first = worker_factory(concurrency=1, env=FAST_HEAL)
     sweep = services.sweep_create(owner=_user("bob"), definition=_definition(400, [150, 300, 600, 1200]))
     assert sweep.num_chunks == 8

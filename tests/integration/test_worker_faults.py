@@ -4,7 +4,7 @@ A grid sweep, a cliff sweep and a deployment search. The broker's visibility
 timeout stays at its production value (900 s): the run must not wait for it. The
 killed chunk's (or cliff round's) heartbeat stops; a new worker's healer sees it
 stalled and sends the work again. Only the heartbeat and the stall threshold are shortened
-(``KVP_HEARTBEAT_S`` 1 s and ``KVP_STALL_AFTER_S`` 6 s instead of 5 s and 45 s, healer every 3 s:
+(``KVP_HEARTBEAT_S`` 0.5 s and ``KVP_STALL_AFTER_S`` 3 s instead of 5 s and 45 s, healer every second:
 ``tests/integration/conftest.py``) to keep the suite quick; the test still asks for the sweep to finish within two minutes of the kill,
 with a report identical to an undisturbed run of the same definition.
 
