@@ -345,7 +345,7 @@ class LazyDecoders:
         per decoder crossing a block boundary (``cross``)."""
         held = self.held
         if not tot_need:
-            if tot <= _SCALAR_CROSSINGS:  # (the usual step: a block or two, scalar calls)
+            if tot <= _SCALAR_CROSSINGS:  # (a few blocks: scalar calls; this trace averages about 7)
                 B, btab, now, one = self.B, self.btab, self.scheduler.exec_step, self.pool.allocate_one
                 for slot in self.buckets[S % B].values():
                     btab[(slot + S) // B] = one(now)
