@@ -25,6 +25,7 @@ import numpy as np
 from simulator.engine.scheduler import FINISHED, RUNNING
 
 _WINDOW_STEPS = 64  # most lazy steps made at once by LazyDecoders.window
+_SCALAR_CROSSINGS = 4  # decoders crossing a block boundary up to which a step allocates their blocks one by one
 
 
 class LazyDecoders:
@@ -344,6 +345,11 @@ class LazyDecoders:
         per decoder crossing a block boundary (``cross``)."""
         held = self.held
         if not tot_need:
+            if tot <= _SCALAR_CROSSINGS:  # (a few blocks: scalar calls; this trace averages about 7)
+                B, btab, now, one = self.B, self.btab, self.scheduler.exec_step, self.pool.allocate_one
+                for slot in self.buckets[S % B].values():
+                    btab[(slot + S) // B] = one(now)
+                return
             pos = np.array(self._crossing_slots(S), np.int64)
         else:
             rseq, koff = self.admission_seq, self.koff

@@ -41,6 +41,13 @@ import numpy as np
 _NO_MARGIN = 1 << 62  # no check made yet
 _INTP = np.dtype(np.intp)
 _FEW = 16  # blocks up to which _drop_keys loops rather than masks
+_DISJOINT = 512  # blocks up to which _drop_keys first tests the keys against ``dups`` as a set
+# The constants of the array operations on a few blocks, as 0-d arrays of the arrays' dtype: numpy converts a
+# Python int operand on every call, about 0.3 us on a few elements (as long as the operation itself), and a 0-d
+# array of another dtype costs a cast (the key-to-block table's -1 is the pool's own, ``_kneg``, in its dtype).
+_NEG = np.array(-1, np.int64)
+_ZERO = np.array(0, np.int64)
+_ONE = np.array(1, np.int64)
 
 
 def _ix(a: np.ndarray) -> np.ndarray:
@@ -90,6 +97,7 @@ class FastPool:
             # key -> block (int32 while block ids fit: one entry per key of the workload)
             self.kblock = (np.full(num_keys, -1, np.int32 if nb < 2**31 - 1 else np.int64) if kblock is None
                            else kblock)
+            self._kneg = np.array(-1, self.kblock.dtype)
             self.dups: dict[int, list[int]] = {}
             # own keys: the free-queue index a registered key's block was appended at
             # (allocated at the first registration), and the key ranges registered
@@ -174,6 +182,33 @@ class FastPool:
         return self.top + self.nfifo
 
     # ---------------------------------------------------------------- allocate
+    def allocate_one(self, now: int) -> int:
+        """:meth:`allocate` of one block at step ``now``, its id. Scalar reads and writes when the block is the
+        live head of a FIFO of cached blocks and its eviction is handed to nobody (the usual case under load: a
+        decoder crossing a block boundary); successive calls give what one :meth:`allocate` of as many gives."""
+        if (self.top or self.ndead or self.own_keys or self.on_evict is not None
+                or type(self).allocate is not FastPool.allocate):
+            return int(self.allocate(1, now)[0])
+        h = self.fhead
+        b = int(self.fifo[h])
+        self.fhead = h + 1
+        self.nfifo -= 1
+        hsh = self.hash
+        key = int(hsh[b])
+        hsh[b] = -1
+        if key in self.dups:
+            self._drop_keys(np.array([b]), np.array([key]))
+        else:
+            self.kblock[key] = -1  # its only carrier
+        self.evictions += 1
+        self._now_all += now
+        self._now_realloc += now
+        self.born[b] = now
+        self.reuses += 1
+        if self.track_refs:
+            self.ref[b] = 1
+        return b
+
     def allocate(self, k: int, now) -> np.ndarray:
         """Pop ``k`` blocks from the head of the free queue (caller checked ``k <= num_free``).
 
@@ -229,7 +264,7 @@ class FastPool:
         elif not self.own_keys:
             hsh = self.hash
             keys = hsh[out]
-            hsh[out] = -1
+            hsh[out] = _NEG
             self._drop_keys(out, keys)
         self.evictions += k
         if type(now) is int:
@@ -240,10 +275,9 @@ class FastPool:
             self._now_all += tot
             self._now_realloc += tot
         self.born[out] = now
-        self.last[out] = now
         self.reuses += k
         if self.track_refs:
-            self.ref[out] = 1
+            self.ref[out] = _ONE
         return out
 
     def _evict_head(self, rest: int, now) -> np.ndarray:
@@ -266,8 +300,8 @@ class FastPool:
             self.evictions += rest
         else:
             hsh = self.hash
-            self.kblock[hsh[ev]] = -1
-            hsh[ev] = -1
+            self.kblock[hsh[ev]] = self._kneg
+            hsh[ev] = _NEG
             self.evictions += rest
         return ev
 
@@ -284,9 +318,8 @@ class FastPool:
             self._now_realloc += now * (k - fresh)
         self.reuses += k - fresh
         if self.track_refs:
-            self.ref[out] = 1
+            self.ref[out] = _ONE
         self.born[out] = now
-        self.last[out] = now
 
     def _pop_fifo(self, rest: int) -> np.ndarray:
         """The next ``rest`` victims: the least recently released live entries of the FIFO, popped (every
@@ -368,7 +401,7 @@ class FastPool:
             self.deliver_evictions()
         hsh = self.hash
         keys = hsh[ev]
-        hsh[ev] = -1
+        hsh[ev] = _NEG
         self.evictions += ev.size
         if self.on_evict is not None:
             self.on_evict(keys, steps)
@@ -381,9 +414,12 @@ class FastPool:
         takes over from its first, else the key is gone."""
         kb = self.kblock
         if not self.dups:
-            kb[keys] = -1
+            kb[keys] = self._kneg
             return
         dups = self.dups
+        if ev.size <= _DISJOINT and dups.keys().isdisjoint(keys.tolist()):
+            kb[keys] = -1  # (the usual case: no evicted key has a later carrier; one set test, no loop)
+            return
         # the keys without later carriers (most): their block is the key's only one (a later carrier
         # exists only beside a carrier, see publish), it goes; the others in order, one by one (a few
         # blocks, the usual allocation under load: all one by one, cheaper than the masks)
@@ -391,10 +427,10 @@ class FastPool:
             m = _among(keys, dups)
             hit = np.count_nonzero(m)
             if not hit:
-                kb[keys] = -1
+                kb[keys] = self._kneg
                 return
             if hit < m.size:
-                kb[keys[~m]] = -1
+                kb[keys[~m]] = self._kneg
                 ev, keys = ev[m], keys[m]
         for b, key in zip(ev.tolist(), keys.tolist()):
             lst = dups.get(key)
@@ -433,7 +469,7 @@ class FastPool:
         blocks, keys = _ix(blocks), _ix(keys)
         self.hash[blocks] = keys
         kb = self.kblock
-        carried = kb[keys] >= 0
+        carried = kb[keys] > self._kneg
         if not np.count_nonzero(carried):
             # (no key carried: none has later carriers either, whatever ``dups`` holds)
             kb[keys] = blocks
@@ -454,11 +490,25 @@ class FastPool:
             else:
                 dups.setdefault(key, []).append(b)
 
+    def publish_range(self, blocks: np.ndarray, k0: int) -> None:
+        """:meth:`publish` of ``blocks`` under the consecutive keys ``k0, k0 + 1, ...`` (distinct): the keys are a
+        slice of the key-to-block table, read and written as one (no index arrays) when no block carries any of
+        them yet, the usual case; else :meth:`publish`."""
+        if self.own_keys:
+            return
+        k1 = k0 + blocks.size
+        kbs = self.kblock[k0:k1]
+        if kbs.max() >= 0:
+            self.publish(blocks, np.arange(k0, k1), True)
+            return
+        self.hash[_ix(blocks)] = np.arange(k0, k1)
+        kbs[:] = blocks
+
     def lookup(self, keys: np.ndarray) -> np.ndarray:
         """Blocks of the longest cached prefix of ``keys`` (oldest carrier of each)."""
         bl = _ix(self.kblock[_ix(keys)])
         if not self.own_keys:
-            miss = (bl < 0).nonzero()[0]
+            miss = (bl < _ZERO).nonzero()[0]
             return bl[: miss[0]] if miss.size else bl
         if self.kidx is None:  # nothing registered yet
             return bl[:0]
@@ -576,18 +626,18 @@ class FastPool:
         """How many of ``blocks`` (prefix hits) are free (ref count 0), i.e. evictable."""
         if not self.track_refs:
             return blocks.size
-        return int(np.count_nonzero(self.ref[_ix(blocks)] == 0))
+        return int(np.count_nonzero(self.ref[_ix(blocks)] == _ZERO))
 
     def touch(self, blocks: np.ndarray, now: int) -> None:
         """A prefix hit adopts ``blocks``: ref + 1, leaving the free queue."""
         blocks = _ix(blocks)
-        z = blocks[self.ref[blocks] == 0] if self.track_refs else blocks
+        z = blocks[self.ref[blocks] == _ZERO] if self.track_refs else blocks
         if z.size:
-            self.fpos[z] = -1
+            self.fpos[z] = _NEG
             self.nfifo -= z.size
             self.ndead += z.size
         if self.track_refs:
-            self.ref[blocks] += 1
+            self.ref[blocks] += _ONE
         self.retouch(blocks, now)
 
     def retouch(self, blocks: np.ndarray, now: int) -> None:
@@ -595,7 +645,9 @@ class FastPool:
         holds, as prefix hits (what releasing and touching them again would leave, but for dead
         entries in the free queue)."""
         blocks = _ix(blocks)
-        self._touch_idle += int(now * blocks.size - self.last[blocks].sum())
+        # a block's last access is its allocation or its last touch since (``last`` is written by touches only:
+        # one written before the block's allocation is older than ``born``)
+        self._touch_idle += int(now * blocks.size - np.maximum(self.last[blocks], self.born[blocks]).sum())
         self.last[blocks] = now
 
     def sole_carriers(self, k0: int, n: int, m: int) -> bool:
@@ -623,7 +675,7 @@ class FastPool:
         born_final = int(self.born[used].sum())
         consumed_born = self._now_all - born_final
         self.lifetime_sum = self._now_realloc - consumed_born
-        pending_touch = int((self.last[used] - self.born[used]).sum())
+        pending_touch = int((np.maximum(self.last[used], self.born[used]) - self.born[used]).sum())
         self.idle_sum = self.lifetime_sum - (self._touch_idle - pending_touch)
 
     # ---------------------------------------------------------------- release
@@ -634,11 +686,11 @@ class FastPool:
         ref = self.ref
         left = ref[bl] - 1  # (distinct blocks: one read, one write)
         ref[bl] = left
-        z = bl[left == 0]
+        z = bl[left == _ZERO]
         if not z.size:
             return
         if self.caching:
-            hashed = self.hash[z] >= 0
+            hashed = self.hash[z] > _NEG
             nh = np.count_nonzero(hashed)
             if nh == z.size:  # (every freed block hashed: no masks)
                 self._append(z)
@@ -650,6 +702,30 @@ class FastPool:
             top = self.top
             self.stack[top:top + z.size] = z[::-1]
             self.top = top + z.size
+
+    def release_published(self, blocks: np.ndarray, nhashed: int) -> None:
+        """:meth:`release` of a request's blocks whose first ``nhashed`` are the hashed ones (its published prefix
+        and prefix hits; the caller knows): the rest, its own unpublished blocks, are held by it alone (a block is
+        shared only as a prefix hit, which needs a hash) and go back unhashed; no hash is read."""
+        if not self.caching:
+            self.release(blocks)
+            return
+        self.releases += 1
+        m = blocks.size - nhashed
+        ref = self.ref
+        if nhashed:
+            hb = (blocks[nhashed - 1::-1] if m else blocks[::-1]).astype(_INTP)  # (contiguous: see release)
+            left = ref[hb] - _ONE
+            ref[hb] = left
+            z = hb[left == _ZERO]
+            if z.size:
+                self._append(z)
+        if m:
+            ub = blocks[nhashed:]
+            ref[_ix(ub)] = _ZERO
+            top = self.top
+            self.stack[top:top + m] = ub
+            self.top = top + m
 
     def release_own(self, blocks: np.ndarray, nhashed: int, k0: int = 0, keep: bool = False) -> None:
         """:meth:`release` for blocks held by one request only (ref count 1 each).
@@ -665,7 +741,7 @@ class FastPool:
         self._whole_run = None
         blocks = _ix(blocks)
         if self.track_refs:
-            self.ref[blocks] = 0
+            self.ref[blocks] = _ZERO
         if nhashed:
             own = self.own_keys
             hb = blocks[:nhashed]

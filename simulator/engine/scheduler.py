@@ -198,8 +198,9 @@ class Scheduler:
         if self.own_keys and not self.npre[q]:
             # keys only this request publishes, in order, and it never lost its blocks
             self.pool.publish_new(self.btab[o + nc:o + full], o + nc)
-        elif self.keyarr is None:
-            self.pool.publish(self.btab[o + nc:o + full], np.arange(o + nc, o + full), True)
+        elif self.keyarr is None or self.keyarr[o + nc] == o + nc:
+            # its own keys from block nc on (a request's shared blocks lead: KeySpace), the keys are the slots
+            self.pool.publish_range(self.btab[o + nc:o + full], o + nc)
         else:
             self.pool.publish(self.btab[o + nc:o + full], self.keyarr[o + nc:o + full], True)
         self.ncached[q] = full
@@ -224,8 +225,8 @@ class Scheduler:
             if self.own_keys:
                 # nobody else can hold these blocks; the published ones lead
                 self.pool.release_own(self.btab[o:o + h], nc, o, keep_keys)
-            else:
-                self.pool.release(self.btab[o:o + h])
+            else:  # (its first nc blocks are the hashed ones: its published prefix and hits)
+                self.pool.release_published(self.btab[o:o + h], nc)
         if keep_keys and self.hit_run is not None:
             m = (int(self.tok[q]) - 1) // self.B
             self.hit_run[q] = min(nc, m) if self.pool.one_release_run(o, nc, m) else -1
@@ -712,6 +713,10 @@ class Scheduler:
                 if self.own_keys and not pre_q:
                     # its own keys, never published (see _publish_one); the blocks just allocated
                     pool.publish_new(blocks[:full - nh], o + nh)
+                    self.ncached[q] = full
+                elif blocks is not None and full - nh <= new and (self.keyarr is None or self.keyarr[o + nh] == o + nh):
+                    # publish_one's range, its own keys: the blocks just allocated (no block-table read)
+                    pool.publish_range(blocks[:full - nh], o + nh)
                     self.ncached[q] = full
                 else:
                     self.publish_one(q, full * B)

@@ -42,7 +42,7 @@ class StepClock:
         The drafter's cost model (None: its passes are free).
     """
 
-    __slots__ = ("comp", "tok", "step_time", "terms", "step_cost", "cost_index", "spec_k", "draft_terms")
+    __slots__ = ("comp", "tok", "step_time", "terms", "step_cost", "cost_index", "spec_k", "draft_terms", "_decode")
 
     def __init__(self, comp: np.ndarray, tok: np.ndarray, *, step_time: Callable[[int, int], float], terms,
                  step_cost, cost_index: int, spec_k: int, draft_terms) -> None:
@@ -54,6 +54,7 @@ class StepClock:
         self.cost_index = cost_index
         self.spec_k = spec_k
         self.draft_terms = draft_terms
+        self._decode: dict[int, Callable[[int], float]] = {}  # n -> terms.decode_step(n) (lazy decode-only steps)
 
     def seconds(self, e: np.ndarray, ns: np.ndarray, sampled: np.ndarray, ntok: int, nreq: int) -> float:
         """Seconds of the general path's step just scheduled (requests ``e``, ``ns`` tokens each, ``sampled``;
@@ -159,6 +160,8 @@ class StepClock:
     def _lazy_step_seconds(self, batch, num_lazy: int, lazy_base_sum: int) -> float:
         """Cost-model seconds of a lazy step (materialized entries ``batch`` + ``num_lazy`` implicit decoders)."""
         eq, sampled, S, en = batch
+        if not eq:  # (decoders only, the usual step)
+            return self._decode_seconds(num_lazy, lazy_base_sum + num_lazy * (S + 1))
         comp = self.comp
         P = A = PK = Dm = C = 0
         for q, smp, n in zip(eq, sampled, en):
@@ -172,7 +175,17 @@ class StepClock:
                 C += c0 + 1
         D = num_lazy
         C += lazy_base_sum + D * (S + 1)
+        if not P:  # every entry decodes one token too
+            return self._decode_seconds(Dm + D, C)
         return self.terms.time(P, A, Dm + D, C, len(eq) + D, PK)
+
+    def _decode_seconds(self, n: int, C: int) -> float:
+        """``terms.time(0, 0, n, C, n, 0)`` (a decode-only step of ``n`` requests, context ``C``), bit for bit,
+        through :meth:`StepCostTerms.decode_step`'s closure for ``n``, made once."""
+        f = self._decode.get(n)
+        if f is None:
+            f = self._decode[n] = self.terms.decode_step(n)
+        return f(C)
 
 
 __all__ = ["StepClock"]
