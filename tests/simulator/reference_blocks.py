@@ -67,6 +67,16 @@ class BlockPool:
             return None
         return next(iter(blocks))
 
+    def prefix_hits(self, keys) -> list[int]:
+        """The blocks of ``keys``' leading run of hits: a prefix lookup stops at its first miss."""
+        hits = []
+        for k in keys:
+            b = self.lookup(int(k))
+            if b is None:
+                break
+            hits.append(b)
+        return hits
+
     # ------------------------------------------------------------------ updates
     def touch(self, blocks: list[int]) -> None:
         """A prefix hit adopts ``blocks``: ref + 1, leaving the free queue."""

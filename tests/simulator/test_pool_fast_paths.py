@@ -60,12 +60,7 @@ def _drive(seed: int) -> dict[str, int]:
         keys = np.arange(k0, k0 + n, dtype=np.int32)
         hit = general.lookup(keys)
         assert hit.tolist() == fast.lookup(keys).tolist()
-        hit_ref = []
-        for k in keys.tolist():
-            b = ref.lookup(k)
-            if b is None:
-                break
-            hit_ref.append(b)
+        hit_ref = ref.prefix_hits(keys.tolist())
         assert hit.tolist() == hit_ref, step
         want = int(rng.integers(1, 12))
         evictable = general.num_free_of(hit)

@@ -38,12 +38,7 @@ def _drive(seed: int) -> dict[str, int]:
             continue
         keys = rng.choice(24, int(rng.integers(1, 6)), replace=False).astype(np.int32)
         hit_fast = fast.lookup(keys)
-        hit_ref = []
-        for k in keys.tolist():
-            b = ref.lookup(k)
-            if b is None:
-                break
-            hit_ref.append(b)
+        hit_ref = ref.prefix_hits(keys.tolist())
         assert hit_fast.tolist() == hit_ref, step
         want = int(rng.integers(1, 40))
         evictable = fast.num_free_of(hit_fast)  # (free hits leave the free queue when touched)
