@@ -48,26 +48,33 @@ def test_model_and_gpu_built_once_per_definition_deployment_once_per_point(built
     assert built == {"ModelSpec": 1, "GpuSpec": 1, "DeploymentSpec": 1 + len(points)}
 
 
+def _walk(monkeypatch, *classes) -> Counter:
+    """How many times each of ``classes`` is built from a JSON dict (``Name.from_dict``, a dict given) and written
+    to one (``Name.to_dict``)."""
+    counts = Counter()
+    for cls in classes:
+        original_from, original_to = cls.from_dict.__func__, cls.to_dict
+
+        def counted_from(c, data, _original=original_from):
+            if isinstance(data, dict):
+                counts[f"{c.__name__}.from_dict"] += 1
+            return _original(c, data)
+
+        def counted_to(self, _original=original_to, _name=cls.__name__):
+            counts[f"{_name}.to_dict"] += 1
+            return _original(self)
+
+        monkeypatch.setattr(cls, "from_dict", classmethod(counted_from))
+        monkeypatch.setattr(cls, "to_dict", counted_to)
+    return counts
+
+
 @pytest.fixture
 def engine_walk(monkeypatch):
-    """How many times an engine configuration is built from a dict (``EngineConfig.from_dict``) and written back
-    to one (``EngineConfig.to_dict``)."""
+    """How many times an engine configuration is built from a dict and written back to one."""
     from simulator.engine import EngineConfig
 
-    counts = Counter()
-    original_from, original_to = EngineConfig.from_dict.__func__, EngineConfig.to_dict
-
-    def counted_from(c, data):
-        counts["from_dict"] += 1
-        return original_from(c, data)
-
-    def counted_to(self):
-        counts["to_dict"] += 1
-        return original_to(self)
-
-    monkeypatch.setattr(EngineConfig, "from_dict", classmethod(counted_from))
-    monkeypatch.setattr(EngineConfig, "to_dict", counted_to)
-    return counts
+    return _walk(monkeypatch, EngineConfig)
 
 
 @pytest.mark.django_db
@@ -84,13 +91,13 @@ def test_a_grid_points_engine_config_is_built_once_and_written_once_until_a_work
     _, snapshot, points = defn.validate({**BASE, "axes": axes}, owner=None)
     chunks, _ = services._priced_plan(snapshot, points, "grid", owner=None)
     # the snapshot's base configuration once (built, written), then each point's once
-    assert engine_walk == {"from_dict": 1 + len(points), "to_dict": 1 + len(points)}
+    assert engine_walk == {"EngineConfig.from_dict": 1 + len(points), "EngineConfig.to_dict": 1 + len(points)}
     engine_walk.clear()
     stored = json.loads(json.dumps(chunks))  # what a worker reads from the chunk rows
     results = [r for c in stored for r in simulate_points(workload_of(c["workload"], snapshot["workload"]),
                                                           c["points"], record_steps=False)]
     assert len(results) == len(points) and all(r["metrics"]["finished"] == 20 for r in results)
-    assert engine_walk == {"from_dict": len(points)}  # once per point, from the stored JSON
+    assert engine_walk == {"EngineConfig.from_dict": len(points)}  # once per point, from the stored JSON
 
 
 @pytest.mark.django_db
@@ -101,7 +108,7 @@ def test_one_simulation_builds_its_engine_config_once_per_point(engine_walk):
 
     answer = simulation.answer(simulation.prepare(BASE, owner=None), inline=False)
     assert answer["metrics"]["finished"] == 20 and answer["config"]["num_gpu_blocks"] > 0
-    assert engine_walk == {"from_dict": 2, "to_dict": 2}  # the snapshot's base and the point's, each once
+    assert engine_walk == {"EngineConfig.from_dict": 2, "EngineConfig.to_dict": 2}  # the snapshot's base and the point's, each once
 
 
 @pytest.mark.django_db
@@ -127,24 +134,8 @@ def test_the_configuration_a_point_carries_is_the_one_its_stored_json_gives(axes
 
 @pytest.fixture
 def spec_walk(monkeypatch):
-    """How many model, GPU and deployment specs are built from a JSON dict (``from_dict`` of a dict) and written
-    to one (``to_dict``), by kind."""
-    counts = Counter()
-    for cls in (ModelSpec, GpuSpec, DeploymentSpec):
-        original_from, original_to = cls.from_dict.__func__, cls.to_dict
-
-        def counted_from(c, data, _original=original_from):
-            if isinstance(data, dict):
-                counts[f"{c.__name__}.from_dict"] += 1
-            return _original(c, data)
-
-        def counted_to(self, _original=original_to, _name=cls.__name__):
-            counts[f"{_name}.to_dict"] += 1
-            return _original(self)
-
-        monkeypatch.setattr(cls, "from_dict", classmethod(counted_from))
-        monkeypatch.setattr(cls, "to_dict", counted_to)
-    return counts
+    """How many model, GPU and deployment specs are built from a JSON dict and written to one, by kind."""
+    return _walk(monkeypatch, ModelSpec, GpuSpec, DeploymentSpec)
 
 
 @pytest.mark.django_db
