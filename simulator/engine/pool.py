@@ -418,7 +418,7 @@ class FastPool:
             return
         dups = self.dups
         if ev.size <= _DISJOINT and dups.keys().isdisjoint(keys.tolist()):
-            kb[keys] = -1  # (the usual case: no evicted key has a later carrier; one set test, no loop)
+            kb[keys] = self._kneg  # (the usual case: no evicted key has a later carrier; one set test, no loop)
             return
         # the keys without later carriers (most): their block is the key's only one (a later carrier
         # exists only beside a carrier, see publish), it goes; the others in order, one by one (a few
